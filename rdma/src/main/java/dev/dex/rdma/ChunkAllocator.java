@@ -1,0 +1,49 @@
+package dev.dex.rdma;
+
+/**
+ * Hands out chunks of memory servers' regions. A chunk is never returned; bump allocation inside a
+ * chunk is the caller's business (see {@code NodeAllocator} in index-core).
+ *
+ * <p>Allocation is one fetch-and-add on the region header's next-chunk index, so it needs no message to
+ * the memory server and is safe across threads and processes.
+ */
+public final class ChunkAllocator {
+    private final RemoteMemory memory;
+    private final long[] regionLengths;
+    private final long[] chunkLengths;
+
+    ChunkAllocator(RemoteMemory memory, long[] regionLengths, long[] chunkLengths) {
+        this.memory = memory;
+        this.regionLengths = regionLengths;
+        this.chunkLengths = chunkLengths;
+    }
+
+    /** Chunk length of a connected server's region. */
+    public long chunkLength(int serverId) {
+        checkServer(serverId);
+        return chunkLengths[serverId];
+    }
+
+    /**
+     * Allocates one chunk on {@code serverId}.
+     *
+     * @return the global address of the chunk's first byte
+     * @throws MemoryFullException when the region has no chunk left
+     */
+    public long allocateChunk(int serverId) {
+        checkServer(serverId);
+        long chunkLength = chunkLengths[serverId];
+        long index = memory.fetchAndAdd(GlobalAddress.of(serverId, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), 1);
+        long start = index * chunkLength;
+        if (index <= 0 || start > regionLengths[serverId] - chunkLength) {
+            throw new MemoryFullException(serverId, regionLengths[serverId], chunkLength);
+        }
+        return GlobalAddress.of(serverId, start);
+    }
+
+    private void checkServer(int serverId) {
+        if (serverId < 0 || serverId >= chunkLengths.length || chunkLengths[serverId] == 0) {
+            throw new IllegalArgumentException("not connected to memory server " + serverId);
+        }
+    }
+}

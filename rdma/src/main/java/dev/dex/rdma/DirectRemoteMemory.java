@@ -1,0 +1,155 @@
+package dev.dex.rdma;
+
+import java.lang.invoke.VarHandle;
+import java.util.Arrays;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+/**
+ * {@link RemoteMemory} for transports whose regions this process can address with loads and stores
+ * ({@code local}, {@code shm}): each verb is a copy or an atomic instruction on the region, preceded by
+ * the configured injected latency.
+ *
+ * <p>Concurrency: stateless apart from the closed flag and the counters. Each verb ends with a full fence,
+ * so verbs of one thread take effect in issue order, as completed RDMA verbs do. An 8-byte aligned read or
+ * write is a single volatile access (never torn); longer copies may be torn by a concurrent writer.
+ */
+public final class DirectRemoteMemory implements RemoteMemory {
+    private final Region[] regions;
+    private final int[] serverIds;
+    private final long latencyNs;
+    private final VerbCounters counters = new VerbCounters();
+    private final ChunkAllocator chunkAllocator;
+    private final Runnable onClose;
+    private volatile boolean closed;
+
+    /**
+     * @param regionsByServerId region of each connected server, {@code null} where not connected
+     * @param latencyNs         injected latency per verb, spun, 0 for none
+     * @param onClose           run once by {@link #close()}
+     */
+    public DirectRemoteMemory(Region[] regionsByServerId, long latencyNs, Runnable onClose) {
+        if (latencyNs < 0) {
+            throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
+        }
+        this.regions = regionsByServerId.clone();
+        this.latencyNs = latencyNs;
+        this.onClose = onClose;
+        long[] regionLengths = new long[regions.length];
+        long[] chunkLengths = new long[regions.length];
+        int connected = 0;
+        for (int id = 0; id < regions.length; id++) {
+            if (regions[id] != null) {
+                chunkLengths[id] = RegionFormat.check(id, regions[id]);
+                regionLengths[id] = regions[id].length();
+                connected++;
+            }
+        }
+        this.serverIds = new int[connected];
+        for (int id = 0, i = 0; id < regions.length; id++) {
+            if (regions[id] != null) {
+                serverIds[i++] = id;
+            }
+        }
+        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+    }
+
+    @Override
+    public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        Region region = regionOf(address);
+        long offset = GlobalAddress.offset(address);
+        delay();
+        if (length == Long.BYTES && (offset & 7) == 0) {
+            dst.putLong(dstOffset, region.getLongVolatile(offset));
+        } else if (length == 2 * Long.BYTES && (offset & 7) == 0) {
+            dst.putLong(dstOffset, region.getLongVolatile(offset));
+            dst.putLong(dstOffset + Long.BYTES, region.getLongVolatile(offset + Long.BYTES));
+        } else {
+            region.getBytes(offset, dst, dstOffset, length);
+        }
+        VarHandle.fullFence();
+        counters.recordRead(length);
+    }
+
+    @Override
+    public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        Region region = regionOf(address);
+        long offset = GlobalAddress.offset(address);
+        delay();
+        VarHandle.fullFence();
+        if (length == Long.BYTES && (offset & 7) == 0) {
+            region.putLongVolatile(offset, src.getLong(srcOffset));
+        } else {
+            region.putBytes(offset, src, srcOffset, length);
+        }
+        VarHandle.fullFence();
+        counters.recordWrite(length);
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired) {
+        Region region = regionOf(address);
+        delay();
+        long found = region.compareAndSwapLong(GlobalAddress.offset(address), expected, desired);
+        counters.recordAtomic();
+        return found;
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta) {
+        Region region = regionOf(address);
+        delay();
+        long previous = region.getAndAddLong(GlobalAddress.offset(address), delta);
+        counters.recordAtomic();
+        return previous;
+    }
+
+    @Override
+    public int[] memoryServerIds() {
+        return serverIds.clone();
+    }
+
+    @Override
+    public VerbCounters counters() {
+        return counters;
+    }
+
+    @Override
+    public ChunkAllocator chunkAllocator() {
+        return chunkAllocator;
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            Arrays.fill(regions, null);
+            onClose.run();
+        }
+    }
+
+    private Region regionOf(long address) {
+        if (closed) {
+            throw new IllegalStateException("remote memory is closed");
+        }
+        if (GlobalAddress.isSwizzled(address)) {
+            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
+        }
+        int id = GlobalAddress.serverId(address);
+        Region region = id < regions.length ? regions[id] : null;
+        if (region == null) {
+            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
+        }
+        return region;
+    }
+
+    private void delay() {
+        if (latencyNs > 0) {
+            long deadline = System.nanoTime() + latencyNs;
+            while (System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
+        }
+    }
+}

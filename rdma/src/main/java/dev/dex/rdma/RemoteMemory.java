@@ -1,0 +1,50 @@
+package dev.dex.rdma;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+/**
+ * The compute side's view of the memory pool: one-sided verbs on {@link GlobalAddress global addresses}.
+ *
+ * <p>Each verb completes before it returns, and verbs issued by one thread take effect in issue order,
+ * as when an RDMA client waits for each completion. A {@link #read} that overlaps a concurrent
+ * {@link #write} may observe a mix of old and new bytes (no atomicity beyond aligned 8-byte words);
+ * callers detect torn reads with versions. {@link #compareAndSwap} and {@link #fetchAndAdd} are atomic
+ * with respect to each other and to aligned 8-byte reads and writes from every client of the region.
+ *
+ * <p>Implementations are thread-safe. Every verb is counted in {@link #counters()} for the calling thread.
+ * An address outside every connected region, or a misaligned atomic, throws
+ * {@link IllegalArgumentException}; no verb ever reads or writes outside a region.
+ */
+public interface RemoteMemory extends AutoCloseable {
+
+    /** Copies {@code length} bytes at {@code address} into {@code dst[dstOffset..]}. */
+    void read(long address, MutableDirectBuffer dst, int dstOffset, int length);
+
+    /** Copies {@code length} bytes of {@code src[srcOffset..]} to {@code address}. */
+    void write(long address, DirectBuffer src, int srcOffset, int length);
+
+    /**
+     * Atomically replaces the 8-byte word at {@code address} (8-byte aligned) by {@code desired} if it
+     * equals {@code expected}.
+     *
+     * @return the value found, which equals {@code expected} exactly when the swap happened
+     */
+    long compareAndSwap(long address, long expected, long desired);
+
+    /** Atomically adds {@code delta} to the 8-byte word at {@code address}; returns the previous value. */
+    long fetchAndAdd(long address, long delta);
+
+    /** Ids of the memory servers this client is connected to, ascending. */
+    int[] memoryServerIds();
+
+    /** The verbs this client issued, per thread, summed on demand. */
+    VerbCounters counters();
+
+    /** Chunks of the connected regions, handed out by a one-sided fetch-and-add on each region header. */
+    ChunkAllocator chunkAllocator();
+
+    /** Disconnects; verbs after close fail. Does not destroy the memory servers' regions. */
+    @Override
+    void close();
+}

@@ -1,0 +1,116 @@
+package dev.dex.rdma.local;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.AtomicBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.DirectRemoteMemory;
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.RegionFormat;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The {@code local} transport: regions are off-heap buffers of this JVM. Compute and memory sides are
+ * objects in one process; an optional latency per verb (spun, in nanoseconds) emulates the round trip
+ * of RDMA (about 2 µs).
+ *
+ * <p>Concurrency: the set of regions is a concurrent map; export, connect and close may race freely.
+ */
+public final class LocalFabric implements Fabric {
+    /** Segments of 1 GiB keep every segment within a Java buffer's 2 GiB limit. */
+    static final int SEGMENT_SHIFT = 30;
+
+    private final long latencyNs;
+    private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
+
+    /** A fabric with no injected latency. */
+    public LocalFabric() {
+        this(0);
+    }
+
+    /** @param latencyNs latency spun before every verb, 0 for none */
+    public LocalFabric(long latencyNs) {
+        if (latencyNs < 0) {
+            throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
+        }
+        this.latencyNs = latencyNs;
+    }
+
+    @Override
+    public String transport() {
+        return "local";
+    }
+
+    @Override
+    public ExportedRegion export(int serverId, long regionLength, int chunkLength) {
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        int count = (int) ((regionLength + (1L << SEGMENT_SHIFT) - 1) >>> SEGMENT_SHIFT);
+        AtomicBuffer[] segments = new AtomicBuffer[count];
+        for (int i = 0; i < count; i++) {
+            int length = (int) Math.min(1L << SEGMENT_SHIFT, regionLength - ((long) i << SEGMENT_SHIFT));
+            segments[i] = new UnsafeBuffer(BufferUtil.allocateDirectAligned(length, 64));
+        }
+        Region region = new Region(segments, SEGMENT_SHIFT);
+        RegionFormat.format(region, chunkLength);
+        LocalRegion exported = new LocalRegion(serverId, region);
+        if (regions.putIfAbsent(serverId, exported) != null) {
+            throw new IllegalArgumentException("memory server " + serverId + " already exported on this fabric");
+        }
+        return exported;
+    }
+
+    @Override
+    public RemoteMemory connect(int... serverIds) {
+        if (serverIds.length == 0) {
+            throw new IllegalArgumentException("connect needs at least one memory server id");
+        }
+        int max = 0;
+        for (int id : serverIds) {
+            max = Math.max(max, id);
+        }
+        Region[] byId = new Region[max + 1];
+        for (int id : serverIds) {
+            LocalRegion exported = regions.get(id);
+            if (exported == null) {
+                throw new IllegalArgumentException("memory server " + id + " has not exported a region on this local fabric");
+            }
+            byId[id] = exported.region;
+        }
+        return new DirectRemoteMemory(byId, latencyNs, () -> { });
+    }
+
+    @Override
+    public void close() {
+        regions.clear();
+    }
+
+    private final class LocalRegion implements ExportedRegion {
+        private final int serverId;
+        private final Region region;
+
+        LocalRegion(int serverId, Region region) {
+            this.serverId = serverId;
+            this.region = region;
+        }
+
+        @Override
+        public int serverId() {
+            return serverId;
+        }
+
+        @Override
+        public Region region() {
+            return region;
+        }
+
+        @Override
+        public void close() {
+            regions.remove(serverId, this);
+        }
+    }
+}
