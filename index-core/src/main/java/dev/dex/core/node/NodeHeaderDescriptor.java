@@ -1,0 +1,68 @@
+package dev.dex.core.node;
+
+/**
+ * The 64-byte header every 1 KiB tree node starts with, and the node-wide constants.
+ * All fields are little-endian; 8-byte fields are 8-byte aligned so that they can be read and
+ * compared-and-swapped as single words.
+ *
+ * <pre>
+ *    0               8               16              24              32
+ *   +---------------+---------------+---------------+---------------+
+ *   | lock word     | version       | own address   | reserved (0)  |
+ *   +---------------+---------------+---------------+---------------+
+ *   32              40  41  42      44              48              56              64
+ *   +---------------+---+---+-------+---------------+---------------+---------------+
+ *   | reserved (0)  |typ|lvl| count | flags         | low fence     | high fence    |
+ *   +---------------+---+---+-------+---------------+---------------+---------------+
+ *   64 ........................ payload (see LeafNodeDescriptor, InnerNodeDescriptor)
+ *   1016            1024
+ *   +---------------+
+ *   | back version  |
+ *   +---------------+
+ * </pre>
+ *
+ * <ul>
+ *   <li><b>lock word</b>: the remote lock, the compare-and-swap target: 0 when free, otherwise the
+ *       holder's tag (non-zero, unique per compute-side session).</li>
+ *   <li><b>version</b> (front) and <b>back version</b>: bumped together by every write of the node;
+ *       equal in every whole image.</li>
+ *   <li><b>own address</b>: the node's global address, so a reader can tell that it read what it aimed at.</li>
+ *   <li><b>reserved</b> words 24 and 32: zero in remote memory; kept for the compute-side cache.</li>
+ *   <li><b>type</b>: {@link #TYPE_LEAF} or {@link #TYPE_INNER}; <b>level</b>: 0 for leaves;
+ *       <b>count</b>: entries of a leaf, separator keys of an inner node; <b>flags</b>: zero, reserved.</li>
+ *   <li><b>fences</b>: the node holds keys in {@code (low, high]}. {@code Long.MIN_VALUE} as the low
+ *       fence means minus infinity, {@code Long.MAX_VALUE} as the high fence plus infinity.</li>
+ * </ul>
+ */
+public final class NodeHeaderDescriptor {
+    public static final int NODE_LENGTH = 1024;
+
+    public static final int LOCK_WORD_OFFSET = 0;
+    public static final int VERSION_OFFSET = LOCK_WORD_OFFSET + Long.BYTES;
+    public static final int ADDRESS_OFFSET = VERSION_OFFSET + Long.BYTES;
+    public static final int RESERVED_0_OFFSET = ADDRESS_OFFSET + Long.BYTES;
+    public static final int RESERVED_1_OFFSET = RESERVED_0_OFFSET + Long.BYTES;
+    public static final int TYPE_OFFSET = RESERVED_1_OFFSET + Long.BYTES;
+    public static final int LEVEL_OFFSET = TYPE_OFFSET + 1;
+    public static final int COUNT_OFFSET = LEVEL_OFFSET + 1;
+    public static final int FLAGS_OFFSET = COUNT_OFFSET + Short.BYTES;
+    public static final int LOW_FENCE_OFFSET = FLAGS_OFFSET + Integer.BYTES;
+    public static final int HIGH_FENCE_OFFSET = LOW_FENCE_OFFSET + Long.BYTES;
+    public static final int HEADER_LENGTH = HIGH_FENCE_OFFSET + Long.BYTES;
+
+    public static final int BACK_VERSION_OFFSET = NODE_LENGTH - Long.BYTES;
+
+    /** Lock word plus version: what a reader reads before and after the node to validate it. */
+    public static final int LOCK_AND_VERSION_LENGTH = 2 * Long.BYTES;
+
+    public static final byte TYPE_LEAF = 1;
+    public static final byte TYPE_INNER = 2;
+
+    /** The fence value meaning minus infinity; no key may take it. */
+    public static final long NEG_INFINITY = Long.MIN_VALUE;
+    /** The fence value meaning plus infinity (it is also the largest key). */
+    public static final long POS_INFINITY = Long.MAX_VALUE;
+
+    private NodeHeaderDescriptor() {
+    }
+}

@@ -1,0 +1,478 @@
+package dev.dex.core.tree;
+
+import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_AND_VERSION_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_WORD_OFFSET;
+import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.VERSION_OFFSET;
+
+import java.nio.ByteOrder;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The baseline B+-tree on disaggregated memory (paper §2.2): every node access is a one-sided read of
+ * the node from its memory server, with no compute-side cache. Several instances (one per compute node)
+ * may operate on the same tree through the same memory pool at once.
+ *
+ * <p>Use: {@link Superblock#format} (or {@link BulkLoader#load}) once, then {@link #open} on every compute
+ * node and give each thread its own {@link Session}.
+ *
+ * <pre>
+ * Concurrency (remote optimistic locking, the paper's baseline):
+ *
+ *   Readers never lock. A node is read by three verbs: lock word + version (16 B), the node (1 KiB), lock
+ *   word + version again. The image is accepted only if the lock word was 0 both times, the version did
+ *   not change, and the image's front and back versions equal it. Each node's fence range (low, high] is
+ *   checked against the search key; a miss means the node was split after its parent was read, and the
+ *   operation restarts from the root. Nodes are never freed, so a stale child pointer always leads to a
+ *   real node whose fences tell the truth.
+ *
+ *   Writers descend like readers, then take the remote lock of the node they change by compare-and-swap
+ *   of its lock word from 0 to the session's tag, re-read the version and give up (restart) if it moved
+ *   since their validated read, write the node back whole with the lock word still set and the version
+ *   bumped (front and back), and release with an 8-byte write of 0.
+ *
+ *   Inserts split every full node they meet on the way down (eager split), so a parent always has room
+ *   for a separator. A split locks the parent, then the node (top-down; nobody locks upward, so there is
+ *   no deadlock), writes the new right sibling, the narrowed node and the parent, and releases both.
+ *   A root split writes the new sibling and the new root, swings the superblock's root pointer by
+ *   compare-and-swap while still holding the old root's lock, then writes the narrowed old root.
+ *
+ *   A lock that cannot be taken is never waited for while another is held: the operation releases
+ *   what it holds, backs off (randomised, exponential) and restarts.
+ *
+ *   Lock order: parent before child; the superblock's root pointer is only ever compare-and-swapped,
+ *   never locked.
+ * </pre>
+ *
+ * <p>Deletes remove the entry and never merge nodes: an empty leaf stays in the tree with its fence
+ * range, and lookups and scans pass over it. See {@code docs/baseline-tree.md}.
+ */
+public final class BaselineTree {
+    /** How long one operation may keep restarting before it reports a lock that is never released. */
+    static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+    private static final int READ_ATTEMPTS = 32;
+    private static final int RESTART = -1;
+    private static final int MAX_SESSIONS = 1 << 20;
+
+    private final RemoteMemory memory;
+    private final int subtreeLevel;
+    private final NodeAllocator allocator;
+    private final long instanceId;
+    private final AtomicInteger sessionIds = new AtomicInteger();
+    /** Cached root pointer; may be stale, which fence checks detect. */
+    private volatile long root;
+
+    private BaselineTree(RemoteMemory memory, Superblock.Contents superblock, long instanceId) {
+        this.memory = memory;
+        this.subtreeLevel = superblock.subtreeLevel();
+        this.allocator = new NodeAllocator(memory, subtreeLevel);
+        this.instanceId = instanceId;
+        this.root = superblock.root();
+    }
+
+    /** Opens the tree held by the connected memory pool; fails clearly when none was formatted. */
+    public static BaselineTree open(RemoteMemory memory) {
+        Superblock.Contents contents = Superblock.read(memory);
+        long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
+        if (instance >= (1L << 43)) {
+            throw new IllegalStateException("instance counter exhausted");
+        }
+        return new BaselineTree(memory, contents, instance);
+    }
+
+    /** The subtree level M the tree was formatted with. */
+    public int subtreeLevel() {
+        return subtreeLevel;
+    }
+
+    public RemoteMemory memory() {
+        return memory;
+    }
+
+    /** A new session: the per-thread context for operations. */
+    public Session newSession() {
+        int id = sessionIds.incrementAndGet();
+        if (id >= MAX_SESSIONS) {
+            throw new IllegalStateException("more than " + MAX_SESSIONS + " sessions opened on one tree instance");
+        }
+        return new Session((instanceId << 20) | id);
+    }
+
+    private static void checkKey(long key) {
+        if (key == NEG_INFINITY) {
+            throw new IllegalArgumentException("key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
+        }
+    }
+
+    /**
+     * One thread's context: node buffers for the path from root to leaf, the lock tag, and the result of
+     * the last lookup. Not thread-safe; allocation-free after construction.
+     */
+    public final class Session implements AutoCloseable {
+        private static final int MODE_INSERT = 0;
+        private static final int MODE_UPDATE = 1;
+        private static final int MODE_PUT = 2;
+
+        private final long tag;
+        private final NodeView[] path = new NodeView[TreeConfig.MAX_HEIGHT];
+        private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
+        private final NodeView right = new NodeView();
+        private final NodeView newRoot = new NodeView();
+        private final UnsafeBuffer header = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
+        private final UnsafeBuffer zero = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
+        private long value;
+        private long restarts;
+        private long opStart;
+        private int opRestarts;
+
+        Session(long tag) {
+            this.tag = tag;
+            UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeConfig.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
+            for (int i = 0; i < TreeConfig.MAX_HEIGHT; i++) {
+                path[i] = new NodeView().wrap(nodes, i * NODE_LENGTH);
+            }
+            right.wrap(nodes, TreeConfig.MAX_HEIGHT * NODE_LENGTH);
+            newRoot.wrap(nodes, (TreeConfig.MAX_HEIGHT + 1) * NODE_LENGTH);
+        }
+
+        /** Looks {@code key} up; on {@code true} its value is {@link #value()}. */
+        public boolean lookup(long key) {
+            checkKey(key);
+            beginOp();
+            while (true) {
+                int depth = descend(key, false);
+                if (depth != RESTART) {
+                    NodeView leaf = path[depth];
+                    int pos = leaf.search(key);
+                    if (pos >= 0) {
+                        value = leaf.value(pos);
+                    }
+                    return pos >= 0;
+                }
+                restart();
+            }
+        }
+
+        /** The value found by the last successful {@link #lookup}. */
+        public long value() {
+            return value;
+        }
+
+        /** Adds {@code key} if absent; returns false (and changes nothing) if present. */
+        public boolean insert(long key, long value) {
+            return write(key, value, MODE_INSERT);
+        }
+
+        /** Replaces the value of {@code key} if present; returns false (and changes nothing) if absent. */
+        public boolean update(long key, long value) {
+            return write(key, value, MODE_UPDATE);
+        }
+
+        /** Inserts or replaces; returns true if {@code key} was absent. */
+        public boolean put(long key, long value) {
+            return write(key, value, MODE_PUT);
+        }
+
+        /** Removes {@code key}; returns false if it was absent. */
+        public boolean delete(long key) {
+            checkKey(key);
+            beginOp();
+            while (true) {
+                int depth = descend(key, false);
+                if (depth != RESTART) {
+                    NodeView leaf = path[depth];
+                    int pos = leaf.search(key);
+                    if (pos < 0) {
+                        return false;
+                    }
+                    long address = leaf.address();
+                    long version = leaf.version();
+                    if (lock(address, version)) {
+                        leaf.removeEntry(pos);
+                        writeLocked(address, leaf, version + 1);
+                        unlock(address);
+                        return true;
+                    }
+                }
+                restart();
+            }
+        }
+
+        /**
+         * Copies up to {@code count} entries with keys {@code >= startKey}, in key order, into
+         * {@code keys} and {@code values}.
+         *
+         * <p>Each leaf is read atomically (one validated image); the scan as a whole is not a snapshot:
+         * a concurrent write to a leaf not yet reached is seen, one to a leaf already passed is not.
+         *
+         * @return the number of entries copied
+         */
+        public int scan(long startKey, int count, long[] keys, long[] values) {
+            if (count < 0 || keys.length < count || values.length < count) {
+                throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");
+            }
+            beginOp();
+            long key = Math.max(startKey, NEG_INFINITY + 1);
+            int n = 0;
+            while (n < count) {
+                int depth = descend(key, false);
+                if (depth == RESTART) {
+                    restart();
+                    continue;
+                }
+                NodeView leaf = path[depth];
+                int pos = leaf.search(key);
+                if (pos < 0) {
+                    pos = -pos - 1;
+                }
+                for (int c = leaf.count(); pos < c && n < count; pos++, n++) {
+                    keys[n] = leaf.key(pos);
+                    values[n] = leaf.value(pos);
+                }
+                long high = leaf.highFence();
+                if (high == POS_INFINITY) {
+                    break;
+                }
+                key = high + 1;
+            }
+            return n;
+        }
+
+        /** Operations restarted by this session so far (validation failures, lost lock races, splits). */
+        public long restarts() {
+            return restarts;
+        }
+
+        /** The lock tag this session writes into remote lock words. */
+        public long tag() {
+            return tag;
+        }
+
+        @Override
+        public void close() {
+            // Buffers are released with the session object; nothing is held remotely between operations.
+        }
+
+        private boolean write(long key, long newValue, int mode) {
+            checkKey(key);
+            beginOp();
+            while (true) {
+                int depth = descend(key, mode != MODE_UPDATE);
+                if (depth != RESTART) {
+                    NodeView leaf = path[depth];
+                    int pos = leaf.search(key);
+                    if (pos >= 0 && mode == MODE_INSERT || pos < 0 && mode == MODE_UPDATE) {
+                        return false;
+                    }
+                    long address = leaf.address();
+                    long version = leaf.version();
+                    if (lock(address, version)) {
+                        if (pos >= 0) {
+                            leaf.value(pos, newValue);
+                        } else {
+                            leaf.insertEntry(-pos - 1, key, newValue);
+                        }
+                        writeLocked(address, leaf, version + 1);
+                        unlock(address);
+                        return mode == MODE_PUT ? pos < 0 : true;
+                    }
+                }
+                restart();
+            }
+        }
+
+        /**
+         * Reads the path from the root to the leaf that covers {@code key} into {@code path[0..depth]}.
+         * With {@code splitFull}, the first full node met is split (a leaf only if {@code key} is not in it)
+         * and the walk restarts.
+         *
+         * @return the leaf's depth, or {@link #RESTART}
+         */
+        private int descend(long key, boolean splitFull) {
+            long address = root;
+            int expectedLevel = -1;
+            for (int depth = 0; depth < TreeConfig.MAX_HEIGHT; depth++) {
+                NodeView node = path[depth];
+                if (!readValidated(address, node)) {
+                    return RESTART;
+                }
+                if (node.address() != address || expectedLevel >= 0 && node.level() != expectedLevel) {
+                    throw new IllegalStateException("corrupt node at " + GlobalAddress.toString(address) + ": " + node);
+                }
+                if (!node.covers(key)) {
+                    if (depth == 0) {
+                        refreshRoot();
+                    }
+                    return RESTART;
+                }
+                if (splitFull && node.isFull() && (!node.isLeaf() || node.search(key) < 0)) {
+                    split(depth);
+                    return RESTART;
+                }
+                if (node.isLeaf()) {
+                    return depth;
+                }
+                int index = node.childIndex(key);
+                childIndex[depth] = index;
+                address = node.child(index);
+                expectedLevel = node.level() - 1;
+            }
+            throw new IllegalStateException("tree deeper than " + TreeConfig.MAX_HEIGHT + " levels");
+        }
+
+        /** Three-read optimistic remote read (lock+version, node, lock+version). */
+        private boolean readValidated(long address, NodeView node) {
+            for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+                memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+                long version = header.getLong(VERSION_OFFSET, ORDER);
+                if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0) {
+                    memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+                    memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+                    if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0 && header.getLong(VERSION_OFFSET, ORDER) == version
+                            && node.version() == version && node.backVersion() == version) {
+                        return true;
+                    }
+                }
+                Backoff.pause(attempt);
+            }
+            return false;
+        }
+
+        /** Takes the remote lock and checks the version is still {@code expectedVersion}; false if not. */
+        private boolean lock(long address, long expectedVersion) {
+            if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag) != 0) {
+                return false;
+            }
+            memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+            if (header.getLong(VERSION_OFFSET, ORDER) != expectedVersion) {
+                unlock(address);
+                return false;
+            }
+            return true;
+        }
+
+        /** Writes a node we hold the lock of, lock word still set, with a new version. */
+        private void writeLocked(long address, NodeView node, long newVersion) {
+            node.lockWord(tag);
+            node.version(newVersion);
+            memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+        }
+
+        private void unlock(long address) {
+            memory.write(address + LOCK_WORD_OFFSET, zero, 0, Long.BYTES);
+        }
+
+        private void split(int depth) {
+            NodeView node = path[depth];
+            long address = node.address();
+            long version = node.version();
+            if (depth == 0) {
+                splitRoot(node, address, version);
+                return;
+            }
+            NodeView parent = path[depth - 1];
+            long parentAddress = parent.address();
+            long parentVersion = parent.version();
+            int index = childIndex[depth - 1];
+            if (parent.isFull() || parent.child(index) != address) {
+                throw new IllegalStateException("split of " + node + " under an unexpected parent " + parent);
+            }
+            if (!lock(parentAddress, parentVersion)) {
+                return;
+            }
+            if (!lock(address, version)) {
+                unlock(parentAddress);
+                return;
+            }
+            long rightAddress;
+            try {
+                rightAddress = allocator.allocateFor(node.level(), address);
+            } catch (RuntimeException e) {
+                // Memory full: nothing was written yet, so releasing the locks leaves the tree as it was.
+                unlock(address);
+                unlock(parentAddress);
+                throw e;
+            }
+            long separator = node.splitInto(right, rightAddress);
+            parent.insertSeparator(index, separator, rightAddress);
+            memory.write(rightAddress, right.buffer(), right.offset(), NODE_LENGTH);
+            writeLocked(address, node, version + 1);
+            writeLocked(parentAddress, parent, parentVersion + 1);
+            unlock(address);
+            unlock(parentAddress);
+        }
+
+        private void splitRoot(NodeView node, long address, long version) {
+            memory.read(SuperblockDescriptor.ROOT_ADDRESS, header, 0, Long.BYTES);
+            long currentRoot = header.getLong(0, ORDER);
+            if (currentRoot != address) {
+                root = currentRoot;
+                return;
+            }
+            if (!lock(address, version)) {
+                return;
+            }
+            int level = node.level();
+            long rightAddress;
+            long rootAddress;
+            try {
+                rightAddress = allocator.allocateFor(level, address);
+                rootAddress = allocator.allocateFor(level + 1, address);
+            } catch (RuntimeException e) {
+                unlock(address);
+                throw e;
+            }
+            long separator = node.splitInto(right, rightAddress);
+            newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
+            newRoot.child(0, address);
+            newRoot.appendChild(separator, rightAddress);
+            memory.write(rightAddress, right.buffer(), right.offset(), NODE_LENGTH);
+            memory.write(rootAddress, newRoot.buffer(), newRoot.offset(), NODE_LENGTH);
+            long found = memory.compareAndSwap(SuperblockDescriptor.ROOT_ADDRESS, address, rootAddress);
+            if (found != address) {
+                // Another instance grew the tree between our check and our swap; our two new nodes stay
+                // unreachable (nodes are never freed) and the old root is left as it was.
+                unlock(address);
+                root = found;
+                return;
+            }
+            writeLocked(address, node, version + 1);
+            unlock(address);
+            root = rootAddress;
+        }
+
+        private void refreshRoot() {
+            memory.read(SuperblockDescriptor.ROOT_ADDRESS, header, 0, Long.BYTES);
+            root = header.getLong(0, ORDER);
+        }
+
+        private void beginOp() {
+            opRestarts = 0;
+        }
+
+        private void restart() {
+            restarts++;
+            int n = ++opRestarts;
+            if (n == 1) {
+                opStart = System.nanoTime();
+            } else if ((n & 1023) == 0 && System.nanoTime() - opStart > GIVE_UP_NANOS) {
+                throw new IllegalStateException("operation restarted " + n + " times in "
+                        + TimeUnit.NANOSECONDS.toSeconds(GIVE_UP_NANOS) + " s: a remote lock is held and never released"
+                        + " (a compute node may have died while holding it)");
+            }
+            Backoff.pause(Math.min(n, 16) + ThreadLocalRandom.current().nextInt(4));
+        }
+    }
+}

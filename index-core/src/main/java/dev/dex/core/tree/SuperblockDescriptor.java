@@ -1,0 +1,43 @@
+package dev.dex.core.tree;
+
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RegionHeaderDescriptor;
+
+/**
+ * The tree's superblock, at the start of memory server 0's root area (little-endian 8-byte words).
+ *
+ * <pre>
+ *   0               8               16                24              28              32
+ *   +---------------+---------------+-----------------+---------------+---------------+
+ *   | magic         | root address  | instance count  | subtree level | format version|
+ *   +---------------+---------------+-----------------+---------------+---------------+
+ * </pre>
+ *
+ * <ul>
+ *   <li><b>magic</b> is written last by {@link Superblock#format}: a tree exists once it is set.</li>
+ *   <li><b>root address</b> is changed only by compare-and-swap (root split, bulk load).</li>
+ *   <li><b>instance count</b> is taken by fetch-and-add by every tree instance that opens the tree, so
+ *       lock tags are unique across compute nodes.</li>
+ *   <li><b>subtree level</b> M: every subtree rooted at level M lies on one memory server.</li>
+ * </ul>
+ */
+public final class SuperblockDescriptor {
+    /** "DEXTREE1" in ASCII, little-endian. */
+    public static final long MAGIC = 0x3145455254584544L;
+    public static final int FORMAT_VERSION = 1;
+
+    public static final int MAGIC_OFFSET = 0;
+    public static final int ROOT_OFFSET = MAGIC_OFFSET + Long.BYTES;
+    public static final int INSTANCE_COUNT_OFFSET = ROOT_OFFSET + Long.BYTES;
+    public static final int SUBTREE_LEVEL_OFFSET = INSTANCE_COUNT_OFFSET + Long.BYTES;
+    public static final int FORMAT_VERSION_OFFSET = SUBTREE_LEVEL_OFFSET + Integer.BYTES;
+    public static final int LENGTH = FORMAT_VERSION_OFFSET + Integer.BYTES;
+
+    /** Global address of the superblock: server 0, start of the region's root area. */
+    public static final long ADDRESS = GlobalAddress.of(0, RegionHeaderDescriptor.ROOT_AREA_OFFSET);
+    public static final long ROOT_ADDRESS = ADDRESS + ROOT_OFFSET;
+    public static final long INSTANCE_COUNT_ADDRESS = ADDRESS + INSTANCE_COUNT_OFFSET;
+
+    private SuperblockDescriptor() {
+    }
+}

@@ -1,0 +1,36 @@
+package dev.dex.core.tree;
+
+/**
+ * Settings fixed when a tree is formatted.
+ *
+ * @param subtreeLevel   M: every subtree rooted at level M (0 = leaves) lies on one memory server, so
+ *                       an operation offloaded below level M never leaves that server (default 3)
+ * @param bulkFillFactor fraction of each node that bulk load fills, leaving room for inserts (default 0.8)
+ */
+public record TreeConfig(int subtreeLevel, double bulkFillFactor) {
+    public static final int DEFAULT_SUBTREE_LEVEL = 3;
+    public static final double DEFAULT_BULK_FILL_FACTOR = 0.8;
+    /** Deepest tree a session can walk; with at least 30 children per inner node, far beyond any region. */
+    public static final int MAX_HEIGHT = 16;
+
+    public TreeConfig {
+        if (subtreeLevel < 0 || subtreeLevel >= MAX_HEIGHT) {
+            throw new IllegalArgumentException("subtree level M must be in [0, " + (MAX_HEIGHT - 1) + "]: " + subtreeLevel);
+        }
+        if (!(bulkFillFactor > 0.0 && bulkFillFactor <= 1.0)) {
+            throw new IllegalArgumentException("bulk fill factor must be in (0, 1]: " + bulkFillFactor);
+        }
+    }
+
+    public static TreeConfig defaults() {
+        return new TreeConfig(DEFAULT_SUBTREE_LEVEL, DEFAULT_BULK_FILL_FACTOR);
+    }
+
+    public TreeConfig withSubtreeLevel(int level) {
+        return new TreeConfig(level, bulkFillFactor);
+    }
+
+    public TreeConfig withBulkFillFactor(double fill) {
+        return new TreeConfig(subtreeLevel, fill);
+    }
+}

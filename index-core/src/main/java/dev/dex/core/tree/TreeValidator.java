@@ -1,0 +1,159 @@
+package dev.dex.core.tree;
+
+import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.TYPE_INNER;
+import static dev.dex.core.node.NodeHeaderDescriptor.TYPE_LEAF;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeMap;
+
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * Checks every structural invariant of the tree in remote memory. Run it when no operation is in
+ * flight (after a test); it reads with plain one-sided reads and takes no locks.
+ *
+ * <p>Invariants: each node's own address is where it lives; no lock word is set; front and back versions
+ * agree; type matches level; counts are within capacity; keys are strictly ascending and inside the
+ * node's fences {@code (low, high]}; every child's fences are exactly the range its parent gives it
+ * (which makes the leaves contiguous from minus to plus infinity); all leaves are at level 0; the root
+ * covers everything; every child of a node at level {@code <= M} is on that node's memory server.
+ */
+public final class TreeValidator {
+    private static final int MAX_PROBLEMS = 20;
+
+    /** What a valid tree holds. */
+    public record Report(int height, long[] nodesPerLevel, long entries, TreeMap<Integer, Long> nodesPerServer,
+                         long emptyLeaves) {
+    }
+
+    /** Receives every entry of a valid tree in key order. */
+    @FunctionalInterface
+    public interface EntryVisitor {
+        void accept(long key, long value);
+    }
+
+    private final RemoteMemory memory;
+    private final int subtreeLevel;
+    private final List<String> problems = new ArrayList<>();
+    private final EntryVisitor visitor;
+    private long[] nodesPerLevel;
+    private final TreeMap<Integer, Long> nodesPerServer = new TreeMap<>();
+    private long entries;
+    private long emptyLeaves;
+
+    private TreeValidator(RemoteMemory memory, int subtreeLevel, EntryVisitor visitor) {
+        this.memory = memory;
+        this.subtreeLevel = subtreeLevel;
+        this.visitor = visitor;
+    }
+
+    /** Validates the tree; throws {@link IllegalStateException} listing the first problems found. */
+    public static Report validate(RemoteMemory memory) {
+        return validate(memory, (k, v) -> { });
+    }
+
+    /** Validates the tree and hands each entry to {@code visitor}, in key order. */
+    public static Report validate(RemoteMemory memory, EntryVisitor visitor) {
+        Superblock.Contents superblock = Superblock.read(memory);
+        TreeValidator validator = new TreeValidator(memory, superblock.subtreeLevel(), visitor);
+        NodeView root = validator.read(superblock.root());
+        int height = root.level() + 1;
+        validator.nodesPerLevel = new long[height];
+        validator.check(superblock.root(), root.level(), NEG_INFINITY, POS_INFINITY, -1);
+        if (!validator.problems.isEmpty()) {
+            throw new IllegalStateException("tree invariants violated (" + validator.problems.size() + " shown):\n  "
+                    + String.join("\n  ", validator.problems));
+        }
+        return new Report(height, validator.nodesPerLevel, validator.entries, validator.nodesPerServer, validator.emptyLeaves);
+    }
+
+    private NodeView read(long address) {
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[NODE_LENGTH]);
+        memory.read(address, buffer, 0, NODE_LENGTH);
+        return new NodeView().wrap(buffer, 0);
+    }
+
+    private void check(long address, int level, long low, long high, int requiredServer) {
+        if (problems.size() >= MAX_PROBLEMS) {
+            return;
+        }
+        String where = GlobalAddress.toString(address);
+        if (address == GlobalAddress.NULL || GlobalAddress.isSwizzled(address)) {
+            problem("null or swizzled child pointer " + where + " for range (" + low + ", " + high + "]");
+            return;
+        }
+        int server = GlobalAddress.serverId(address);
+        if (requiredServer >= 0 && server != requiredServer) {
+            problem(where + " at level " + level + " is on server " + server + " but its level-M subtree is on server " + requiredServer);
+        }
+        NodeView node = read(address);
+        nodesPerServer.merge(server, 1L, Long::sum);
+        if (node.address() != address) {
+            problem(where + " says its address is " + GlobalAddress.toString(node.address()));
+            return;
+        }
+        if (node.lockWord() != 0) {
+            problem(where + " is left locked by tag " + node.lockWord());
+        }
+        if (node.version() != node.backVersion()) {
+            problem(where + " front version " + node.version() + " != back version " + node.backVersion());
+        }
+        if (node.level() != level) {
+            problem(where + " has level " + node.level() + ", expected " + level);
+            return;
+        }
+        byte expectedType = level == 0 ? TYPE_LEAF : TYPE_INNER;
+        if (node.type() != expectedType) {
+            problem(where + " has type " + node.type() + " at level " + level);
+            return;
+        }
+        if (node.lowFence() != low || node.highFence() != high) {
+            problem(where + " has fences (" + node.lowFence() + ", " + node.highFence() + "], its parent gives (" + low + ", " + high + "]");
+        }
+        int count = node.count();
+        if (count > node.capacity()) {
+            problem(where + " holds " + count + " keys, capacity " + node.capacity());
+            return;
+        }
+        long previous = low;
+        for (int i = 0; i < count; i++) {
+            long key = node.key(i);
+            if (key <= previous || key > high) {
+                problem(where + " key[" + i + "] = " + key + " out of order or outside (" + low + ", " + high + "]");
+            }
+            previous = key;
+        }
+        nodesPerLevel[level]++;
+        if (level == 0) {
+            entries += count;
+            if (count == 0) {
+                emptyLeaves++;
+            }
+            for (int i = 0; i < count; i++) {
+                visitor.accept(node.key(i), node.value(i));
+            }
+            return;
+        }
+        int childServer = level <= subtreeLevel ? server : -1;
+        long childLow = low;
+        for (int i = 0; i <= count; i++) {
+            long childHigh = i < count ? node.key(i) : high;
+            check(node.child(i), level - 1, childLow, childHigh, childServer);
+            childLow = childHigh;
+        }
+    }
+
+    private void problem(String text) {
+        if (problems.size() < MAX_PROBLEMS) {
+            problems.add(text);
+        }
+    }
+}
