@@ -15,9 +15,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.engine.IndexEngine;
+import dev.dex.core.engine.IndexSession;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbSnapshot;
 
 /**
  * The baseline B+-tree on disaggregated memory (paper §2.2): every node access is a one-sided read of
@@ -58,7 +61,7 @@ import dev.dex.rdma.RemoteMemory;
  * <p>Deletes remove the entry and never merge nodes: an empty leaf stays in the tree with its fence
  * range, and lookups and scans pass over it. See {@code docs/baseline-tree.md}.
  */
-public final class BaselineTree {
+public final class BaselineTree implements IndexEngine {
     /** How long one operation may keep restarting before it reports a lock that is never released. */
     static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
@@ -101,7 +104,34 @@ public final class BaselineTree {
         return memory;
     }
 
+    @Override
+    public String mode() {
+        return "baseline";
+    }
+
+    @Override
+    public VerbSnapshot verbs() {
+        return memory.counters().snapshot();
+    }
+
+    /** The baseline has no cache. */
+    @Override
+    public double cacheHitRatio() {
+        return Double.NaN;
+    }
+
+    @Override
+    public void resetStats() {
+        memory.counters().reset();
+    }
+
+    /** Does not close the memory connection, which the caller owns. */
+    @Override
+    public void close() {
+    }
+
     /** A new session: the per-thread context for operations. */
+    @Override
     public Session newSession() {
         int id = sessionIds.incrementAndGet();
         if (id >= MAX_SESSIONS) {
@@ -120,7 +150,7 @@ public final class BaselineTree {
      * One thread's context: node buffers for the path from root to leaf, the lock tag, and the result of
      * the last lookup. Not thread-safe; allocation-free after construction.
      */
-    public final class Session implements AutoCloseable {
+    public final class Session implements IndexSession {
         private static final int MODE_INSERT = 0;
         private static final int MODE_UPDATE = 1;
         private static final int MODE_PUT = 2;
@@ -148,6 +178,7 @@ public final class BaselineTree {
         }
 
         /** Looks {@code key} up; on {@code true} its value is {@link #value()}. */
+        @Override
         public boolean lookup(long key) {
             checkKey(key);
             beginOp();
@@ -166,26 +197,31 @@ public final class BaselineTree {
         }
 
         /** The value found by the last successful {@link #lookup}. */
+        @Override
         public long value() {
             return value;
         }
 
         /** Adds {@code key} if absent; returns false (and changes nothing) if present. */
+        @Override
         public boolean insert(long key, long value) {
             return write(key, value, MODE_INSERT);
         }
 
         /** Replaces the value of {@code key} if present; returns false (and changes nothing) if absent. */
+        @Override
         public boolean update(long key, long value) {
             return write(key, value, MODE_UPDATE);
         }
 
         /** Inserts or replaces; returns true if {@code key} was absent. */
+        @Override
         public boolean put(long key, long value) {
             return write(key, value, MODE_PUT);
         }
 
         /** Removes {@code key}; returns false if it was absent. */
+        @Override
         public boolean delete(long key) {
             checkKey(key);
             beginOp();
@@ -219,6 +255,7 @@ public final class BaselineTree {
          *
          * @return the number of entries copied
          */
+        @Override
         public int scan(long startKey, int count, long[] keys, long[] values) {
             if (count < 0 || keys.length < count || values.length < count) {
                 throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");

@@ -1,0 +1,117 @@
+package dev.dex.core.partition;
+
+import java.util.Arrays;
+
+import dev.dex.core.node.NodeHeaderDescriptor;
+
+/**
+ * The logical partitions: {@code count} contiguous key ranges covering every key. Partition {@code p}
+ * holds the keys in {@code (upper[p-1], upper[p]]}, with {@code upper[-1]} minus infinity and
+ * {@code upper[count-1] = Long.MAX_VALUE}.
+ *
+ * <p>A tree node is <em>owned</em> when its fence range {@code (low, high]} lies inside one partition, and
+ * <em>shared</em> otherwise. Immutable and thread-safe.
+ */
+public final class PartitionTable {
+    public static final int DEFAULT_PARTITIONS = 64;
+    /** Partitions the superblock can store. */
+    public static final int MAX_PARTITIONS = 1024;
+
+    private final long[] upper;
+
+    private PartitionTable(long[] upper) {
+        this.upper = upper;
+    }
+
+    /**
+     * A table from the inclusive upper bounds of all partitions but the last, strictly ascending.
+     */
+    public static PartitionTable ofUpperBounds(long... bounds) {
+        if (bounds.length + 1 > MAX_PARTITIONS) {
+            throw new IllegalArgumentException("at most " + MAX_PARTITIONS + " partitions: " + (bounds.length + 1));
+        }
+        long[] upper = Arrays.copyOf(bounds, bounds.length + 1);
+        upper[bounds.length] = NodeHeaderDescriptor.POS_INFINITY;
+        for (int i = 0; i < upper.length; i++) {
+            long previous = i == 0 ? NodeHeaderDescriptor.NEG_INFINITY : upper[i - 1];
+            if (upper[i] <= previous) {
+                throw new IllegalArgumentException("partition bounds must be strictly ascending and above Long.MIN_VALUE: "
+                        + Arrays.toString(bounds));
+            }
+        }
+        return new PartitionTable(upper);
+    }
+
+    /** {@code count} partitions of equal width over {@code [minKey, maxKey]}; the outer two reach to infinity. */
+    public static PartitionTable equalWidth(int count, long minKey, long maxKey) {
+        if (count < 1 || count > MAX_PARTITIONS) {
+            throw new IllegalArgumentException("partition count must be in [1, " + MAX_PARTITIONS + "]: " + count);
+        }
+        if (maxKey < minKey || (double) maxKey - (double) minKey + 1 < count) {
+            throw new IllegalArgumentException("key range [" + minKey + ", " + maxKey + "] is too narrow for " + count + " partitions");
+        }
+        long[] bounds = new long[count - 1];
+        double width = ((double) maxKey - (double) minKey + 1) / count;
+        for (int i = 0; i < bounds.length; i++) {
+            bounds[i] = minKey - 1 + (long) Math.floor(width * (i + 1));
+        }
+        return ofUpperBounds(bounds);
+    }
+
+    public int count() {
+        return upper.length;
+    }
+
+    /** The partition that holds {@code key}. */
+    public int partitionOf(long key) {
+        int lo = 0;
+        int hi = upper.length - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (upper[mid] < key) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    }
+
+    /** Exclusive lower bound of partition {@code p} ({@code Long.MIN_VALUE} for the first). */
+    public long lowerExclusive(int p) {
+        return p == 0 ? NodeHeaderDescriptor.NEG_INFINITY : upper[p - 1];
+    }
+
+    /** Inclusive upper bound of partition {@code p}. */
+    public long upperInclusive(int p) {
+        return upper[p];
+    }
+
+    /**
+     * The partition a node with fences {@code (low, high]} lies in, or -1 when it spans several (shared).
+     */
+    public int ownerOf(long low, long high) {
+        int p = partitionOf(high);
+        return low >= lowerExclusive(p) ? p : -1;
+    }
+
+    /** The inclusive upper bounds of all partitions but the last. */
+    public long[] upperBounds() {
+        return Arrays.copyOf(upper, upper.length - 1);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof PartitionTable other && Arrays.equals(upper, other.upper);
+    }
+
+    @Override
+    public int hashCode() {
+        return Arrays.hashCode(upper);
+    }
+
+    @Override
+    public String toString() {
+        return "PartitionTable" + Arrays.toString(upper);
+    }
+}
