@@ -119,6 +119,14 @@ public final class NodeView {
         return key > lowFence() && key <= highFence();
     }
 
+    /**
+     * The count, clamped to the capacity: an optimistic reader may see a torn image, and its searches must
+     * stay inside the node until validation rejects what they found.
+     */
+    private int boundedCount() {
+        return Math.min(count(), LeafNodeDescriptor.CAPACITY);
+    }
+
     public int capacity() {
         return isLeaf() ? LeafNodeDescriptor.CAPACITY : InnerNodeDescriptor.CAPACITY;
     }
@@ -159,7 +167,7 @@ public final class NodeView {
      */
     public int search(long key) {
         int lo = 0;
-        int hi = count() - 1;
+        int hi = boundedCount() - 1;
         while (lo <= hi) {
             int mid = (lo + hi) >>> 1;
             long k = key(mid);
@@ -226,7 +234,7 @@ public final class NodeView {
     /** Index of the child whose range holds {@code key}: the number of separators below {@code key}. */
     public int childIndex(long key) {
         int lo = 0;
-        int hi = count();
+        int hi = boundedCount();
         while (lo < hi) {
             int mid = (lo + hi) >>> 1;
             if (key(mid) < key) {

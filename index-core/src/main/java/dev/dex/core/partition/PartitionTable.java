@@ -14,8 +14,8 @@ import dev.dex.core.node.NodeHeaderDescriptor;
  */
 public final class PartitionTable {
     public static final int DEFAULT_PARTITIONS = 64;
-    /** Partitions the superblock can store. */
-    public static final int MAX_PARTITIONS = 1024;
+    /** Partitions the superblock can store in the smallest root area. */
+    public static final int MAX_PARTITIONS = 256;
 
     private final long[] upper;
 

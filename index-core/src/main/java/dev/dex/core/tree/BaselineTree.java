@@ -1,13 +1,9 @@
 package dev.dex.core.tree;
 
-import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_AND_VERSION_LENGTH;
-import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_WORD_OFFSET;
 import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
-import static dev.dex.core.node.NodeHeaderDescriptor.VERSION_OFFSET;
 
-import java.nio.ByteOrder;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -64,8 +60,6 @@ import dev.dex.rdma.VerbSnapshot;
 public final class BaselineTree implements IndexEngine {
     /** How long one operation may keep restarting before it reports a lock that is never released. */
     static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
-    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
-    private static final int READ_ATTEMPTS = 32;
     private static final int RESTART = -1;
     private static final int MAX_SESSIONS = 1 << 20;
 
@@ -160,8 +154,7 @@ public final class BaselineTree implements IndexEngine {
         private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
         private final NodeView right = new NodeView();
         private final NodeView newRoot = new NodeView();
-        private final UnsafeBuffer header = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
-        private final UnsafeBuffer zero = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
+        private final RemoteNodes remote;
         private long value;
         private long restarts;
         private long opStart;
@@ -169,6 +162,7 @@ public final class BaselineTree implements IndexEngine {
 
         Session(long tag) {
             this.tag = tag;
+            this.remote = new RemoteNodes(memory, tag);
             UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeConfig.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
             for (int i = 0; i < TreeConfig.MAX_HEIGHT; i++) {
                 path[i] = new NodeView().wrap(nodes, i * NODE_LENGTH);
@@ -369,46 +363,21 @@ public final class BaselineTree implements IndexEngine {
             throw new IllegalStateException("tree deeper than " + TreeConfig.MAX_HEIGHT + " levels");
         }
 
-        /** Three-read optimistic remote read (lock+version, node, lock+version). */
         private boolean readValidated(long address, NodeView node) {
-            for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-                memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
-                long version = header.getLong(VERSION_OFFSET, ORDER);
-                if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0) {
-                    memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
-                    memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
-                    if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0 && header.getLong(VERSION_OFFSET, ORDER) == version
-                            && node.version() == version && node.backVersion() == version) {
-                        return true;
-                    }
-                }
-                Backoff.pause(attempt);
-            }
-            return false;
+            return remote.readValidated(address, node);
         }
 
         /** Takes the remote lock and checks the version is still {@code expectedVersion}; false if not. */
         private boolean lock(long address, long expectedVersion) {
-            if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag) != 0) {
-                return false;
-            }
-            memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
-            if (header.getLong(VERSION_OFFSET, ORDER) != expectedVersion) {
-                unlock(address);
-                return false;
-            }
-            return true;
+            return remote.lock(address, expectedVersion) == RemoteNodes.LOCKED;
         }
 
-        /** Writes a node we hold the lock of, lock word still set, with a new version. */
         private void writeLocked(long address, NodeView node, long newVersion) {
-            node.lockWord(tag);
-            node.version(newVersion);
-            memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+            remote.writeLocked(address, node, newVersion);
         }
 
         private void unlock(long address) {
-            memory.write(address + LOCK_WORD_OFFSET, zero, 0, Long.BYTES);
+            remote.unlock(address);
         }
 
         private void split(int depth) {
@@ -452,8 +421,7 @@ public final class BaselineTree implements IndexEngine {
         }
 
         private void splitRoot(NodeView node, long address, long version) {
-            memory.read(SuperblockDescriptor.ROOT_ADDRESS, header, 0, Long.BYTES);
-            long currentRoot = header.getLong(0, ORDER);
+            long currentRoot = remote.readRoot();
             if (currentRoot != address) {
                 root = currentRoot;
                 return;
@@ -477,7 +445,7 @@ public final class BaselineTree implements IndexEngine {
             newRoot.appendChild(separator, rightAddress);
             memory.write(rightAddress, right.buffer(), right.offset(), NODE_LENGTH);
             memory.write(rootAddress, newRoot.buffer(), newRoot.offset(), NODE_LENGTH);
-            long found = memory.compareAndSwap(SuperblockDescriptor.ROOT_ADDRESS, address, rootAddress);
+            long found = remote.swingRoot(address, rootAddress);
             if (found != address) {
                 // Another instance grew the tree between our check and our swap; our two new nodes stay
                 // unreachable (nodes are never freed) and the old root is left as it was.
@@ -491,8 +459,7 @@ public final class BaselineTree implements IndexEngine {
         }
 
         private void refreshRoot() {
-            memory.read(SuperblockDescriptor.ROOT_ADDRESS, header, 0, Long.BYTES);
-            root = header.getLong(0, ORDER);
+            root = remote.readRoot();
         }
 
         private void beginOp() {

@@ -16,7 +16,7 @@ import dev.dex.rdma.RemoteMemory;
  * <p>Concurrency: {@link #allocate} is synchronized per instance. It runs once per split, which is
  * rare next to lookups and updates; the chunk refill inside it is one fetch-and-add.
  */
-final class NodeAllocator {
+public final class NodeAllocator {
     private final ChunkAllocator chunks;
     private final int[] servers;
     private final int subtreeLevel;
@@ -24,7 +24,7 @@ final class NodeAllocator {
     private final long[] end;
     private int roundRobin;
 
-    NodeAllocator(RemoteMemory memory, int subtreeLevel) {
+    public NodeAllocator(RemoteMemory memory, int subtreeLevel) {
         this.chunks = memory.chunkAllocator();
         this.servers = memory.memoryServerIds();
         this.subtreeLevel = subtreeLevel;
@@ -33,25 +33,25 @@ final class NodeAllocator {
         this.end = new long[maxId + 1];
     }
 
-    int[] servers() {
+    public int[] servers() {
         return servers;
     }
 
     /** A node for a split of {@code sibling}, a node at {@code level}. */
-    long allocateFor(int level, long sibling) {
+    public long allocateFor(int level, long sibling) {
         if (level <= subtreeLevel) {
             return allocate(GlobalAddress.serverId(sibling));
         }
         return allocateRoundRobin();
     }
 
-    synchronized long allocateRoundRobin() {
+    public synchronized long allocateRoundRobin() {
         int server = servers[Math.floorMod(roundRobin++, servers.length)];
         return allocate(server);
     }
 
     /** A node on {@code serverId}. */
-    synchronized long allocate(int serverId) {
+    public synchronized long allocate(int serverId) {
         if (next[serverId] == end[serverId]) {
             long chunk = chunks.allocateChunk(serverId);
             next[serverId] = chunk;

@@ -15,6 +15,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.RemoteMemory;
 
 /** Formats and reads the {@link SuperblockDescriptor superblock}. */
@@ -68,5 +69,44 @@ public final class Superblock {
             throw new IllegalStateException("tree format version " + format + " is not supported (expected " + FORMAT_VERSION + ")");
         }
         return new Contents(buffer.getLong(ROOT_OFFSET, ORDER), buffer.getInt(SUBTREE_LEVEL_OFFSET, ORDER));
+    }
+
+    /**
+     * Stores the partition table every compute node will read. Done once, by the node that formats or
+     * bulk-loads the tree, before compute nodes open it.
+     */
+    public static void writePartitions(RemoteMemory memory, PartitionTable table) {
+        read(memory);
+        long[] bounds = table.upperBounds();
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, bounds.length * Long.BYTES)]);
+        for (int i = 0; i < bounds.length; i++) {
+            buffer.putLong(i * Long.BYTES, bounds[i], ORDER);
+        }
+        if (bounds.length > 0) {
+            memory.write(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, bounds.length * Long.BYTES);
+        }
+        UnsafeBuffer count = new UnsafeBuffer(new byte[Long.BYTES]);
+        count.putInt(0, table.count(), ORDER);
+        memory.write(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
+    }
+
+    /** The stored partition table; fails clearly when none was stored. */
+    public static PartitionTable readPartitions(RemoteMemory memory) {
+        read(memory);
+        UnsafeBuffer count = new UnsafeBuffer(new byte[Integer.BYTES]);
+        memory.read(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
+        int n = count.getInt(0, ORDER);
+        if (n < 1 || n > PartitionTable.MAX_PARTITIONS) {
+            throw new IllegalStateException("the tree has no partition table; store one with Superblock.writePartitions");
+        }
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, (n - 1) * Long.BYTES)]);
+        if (n > 1) {
+            memory.read(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, (n - 1) * Long.BYTES);
+        }
+        long[] bounds = new long[n - 1];
+        for (int i = 0; i < bounds.length; i++) {
+            bounds[i] = buffer.getLong(i * Long.BYTES, ORDER);
+        }
+        return PartitionTable.ofUpperBounds(bounds);
     }
 }

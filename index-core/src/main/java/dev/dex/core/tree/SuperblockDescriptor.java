@@ -7,10 +7,14 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  * The tree's superblock, at the start of memory server 0's root area (little-endian 8-byte words).
  *
  * <pre>
- *   0               8               16                24              28              32
- *   +---------------+---------------+-----------------+---------------+---------------+
- *   | magic         | root address  | instance count  | subtree level | format version|
- *   +---------------+---------------+-----------------+---------------+---------------+
+ *   0               8               16                24              28              32           36       64
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+
+ *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused |
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+
+ *   64
+ *   +------------------------------------------------------+
+ *   | partition upper bounds: (partitions - 1) longs       |
+ *   +------------------------------------------------------+
  * </pre>
  *
  * <ul>
@@ -19,6 +23,9 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *   <li><b>instance count</b> is taken by fetch-and-add by every tree instance that opens the tree, so
  *       lock tags are unique across compute nodes.</li>
  *   <li><b>subtree level</b> M: every subtree rooted at level M lies on one memory server.</li>
+ *   <li><b>partitions</b>: the number of logical partitions (0 until a table is stored), followed at offset
+ *       64 by the inclusive upper bounds of all partitions but the last, so every compute node reads the
+ *       same {@code PartitionTable}.</li>
  * </ul>
  */
 public final class SuperblockDescriptor {
@@ -31,12 +38,16 @@ public final class SuperblockDescriptor {
     public static final int INSTANCE_COUNT_OFFSET = ROOT_OFFSET + Long.BYTES;
     public static final int SUBTREE_LEVEL_OFFSET = INSTANCE_COUNT_OFFSET + Long.BYTES;
     public static final int FORMAT_VERSION_OFFSET = SUBTREE_LEVEL_OFFSET + Integer.BYTES;
-    public static final int LENGTH = FORMAT_VERSION_OFFSET + Integer.BYTES;
+    public static final int PARTITION_COUNT_OFFSET = FORMAT_VERSION_OFFSET + Integer.BYTES;
+    public static final int LENGTH = PARTITION_COUNT_OFFSET + Integer.BYTES;
+    public static final int PARTITION_BOUNDS_OFFSET = 64;
 
     /** Global address of the superblock: server 0, start of the region's root area. */
     public static final long ADDRESS = GlobalAddress.of(0, RegionHeaderDescriptor.ROOT_AREA_OFFSET);
     public static final long ROOT_ADDRESS = ADDRESS + ROOT_OFFSET;
     public static final long INSTANCE_COUNT_ADDRESS = ADDRESS + INSTANCE_COUNT_OFFSET;
+    public static final long PARTITION_COUNT_ADDRESS = ADDRESS + PARTITION_COUNT_OFFSET;
+    public static final long PARTITION_BOUNDS_ADDRESS = ADDRESS + PARTITION_BOUNDS_OFFSET;
 
     private SuperblockDescriptor() {
     }

@@ -61,8 +61,15 @@ class NodeLayoutTest {
     void superblockWordsAreAlignedInsideTheRootArea() {
         assertEquals(0, SuperblockDescriptor.ROOT_ADDRESS % 8);
         assertEquals(0, SuperblockDescriptor.INSTANCE_COUNT_ADDRESS % 8);
-        assertEquals(32, SuperblockDescriptor.LENGTH);
+        assertEquals(32, SuperblockDescriptor.PARTITION_COUNT_OFFSET);
+        assertEquals(36, SuperblockDescriptor.LENGTH);
+        assertTrue(SuperblockDescriptor.PARTITION_BOUNDS_OFFSET >= SuperblockDescriptor.LENGTH);
+        assertEquals(0, SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS % 8);
         assertTrue(SuperblockDescriptor.ADDRESS >= dev.dex.rdma.RegionHeaderDescriptor.HEADER_LENGTH);
+        long rootAreaEnd = dev.dex.rdma.GlobalAddress.offset(SuperblockDescriptor.ADDRESS) + SuperblockDescriptor.PARTITION_BOUNDS_OFFSET
+                + (dev.dex.core.partition.PartitionTable.MAX_PARTITIONS - 1) * 8L;
+        assertTrue(rootAreaEnd <= dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH,
+                "the largest partition table fits the root area of the smallest chunk: " + rootAreaEnd);
     }
 
     @Test

@@ -1,0 +1,301 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
+import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
+import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
+import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+
+import org.agrona.collections.IntArrayList;
+
+import dev.dex.core.engine.PartitionNotHeldException;
+import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.NodeAllocator;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.SuperblockDescriptor;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbSnapshot;
+
+/**
+ * One compute node's DEX engine (paper §4-§5): a cache of inner and leaf nodes in local frames, with
+ * swizzled child pointers, path-aware cooling, lazy leaf admission, and logical partitions that make the
+ * nodes inside one partition single-writer (no remote locks, write-back caching).
+ *
+ * <p>The operations run in {@link DexSession}s (one per thread). This class owns what the sessions share:
+ * the frame arena, the mapping table, the cooling map, the free frames, the partitions held, and the
+ * cached root. See {@code docs/dex-cache.md} for the protocol.
+ *
+ * <pre>
+ * Concurrency:
+ *   Frames: local optimistic version locks (FrameArena). Readers never write shared memory; writers
+ *   try-lock and restart on failure, so no thread ever blocks on a frame lock.
+ *   Lock order: parent frame before child frame; a cooling-map bucket monitor may be taken while holding
+ *   frame locks, and while holding a bucket monitor frame locks are only tried. Remote locks (shared
+ *   nodes) are taken after the local locks of the same nodes, parent before child.
+ *   Partitions: held[p] is set by acquire and cleared by release; each operation on p increments
+ *   inFlight[p] and re-checks held[p], so release, after clearing held[p], waits for inFlight[p] to drain
+ *   and then owns every frame of p (other threads only try-lock them, for cooling, and back off).
+ *   Root: rootAddress and rootFrame are volatile; a session that finds the root pointer moved (root split
+ *   anywhere) swaps them; the old root frame is unpinned and stays cached as an ordinary node.
+ * </pre>
+ */
+public final class DexEngine implements PartitionedEngine {
+    final RemoteMemory memory;
+    final DexConfig config;
+    final PartitionTable partitions;
+    final int subtreeLevel;
+    final FrameArena arena;
+    final MappingTable mapping;
+    final CoolingMap cooling;
+    final NodeAllocator allocator;
+    final long instanceId;
+    final int coolingTarget;
+
+    private final AtomicIntegerArray held;
+    private final AtomicLongArray inFlight;
+    private final AtomicInteger nextFresh = new AtomicInteger();
+    private final IntArrayList returnedFrames = new IntArrayList();
+    private final AtomicInteger sessionIds = new AtomicInteger();
+    final CopyOnWriteArrayList<DexSession> sessions = new CopyOnWriteArrayList<>();
+    final AtomicLong dirtyFrames = new AtomicLong();
+
+    volatile long rootAddress;
+    final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
+
+    private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
+                      long instanceId) {
+        this.memory = memory;
+        this.config = config;
+        this.partitions = partitions;
+        this.subtreeLevel = superblock.subtreeLevel();
+        this.rootAddress = superblock.root();
+        this.instanceId = instanceId;
+        this.arena = new FrameArena(config.cacheBytes());
+        this.cooling = new CoolingMap(Math.max(1, arena.frames()), config.coolingRatio());
+        this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
+        this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
+        this.allocator = new NodeAllocator(memory, subtreeLevel);
+        this.held = new AtomicIntegerArray(partitions.count());
+        this.inFlight = new AtomicLongArray(partitions.count());
+    }
+
+    /**
+     * Opens the tree on the connected memory pool as one compute node, holding no partition yet.
+     *
+     * @throws IllegalStateException when the pool holds no tree or no partition table
+     */
+    public static DexEngine open(RemoteMemory memory, DexConfig config) {
+        Superblock.Contents superblock = Superblock.read(memory);
+        PartitionTable table = Superblock.readPartitions(memory);
+        long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
+        return new DexEngine(memory, config, table, superblock, instance);
+    }
+
+    @Override
+    public String mode() {
+        return config.mode();
+    }
+
+    @Override
+    public PartitionTable partitions() {
+        return partitions;
+    }
+
+    public DexConfig config() {
+        return config;
+    }
+
+    /** Frames in the cache. */
+    public int frames() {
+        return arena.frames();
+    }
+
+    @Override
+    public DexSession newSession() {
+        int id = sessionIds.incrementAndGet();
+        if (id >= 1 << 20) {
+            throw new IllegalStateException("more than 2^20 sessions opened on one engine");
+        }
+        DexSession session = new DexSession(this, (instanceId << 20) | id);
+        sessions.add(session);
+        return session;
+    }
+
+    void closed(DexSession session) {
+        sessions.remove(session);
+        session.returnFreeFrames();
+    }
+
+    // ---- partitions -------------------------------------------------------------------------------------
+
+    @Override
+    public void acquire(int partition) {
+        checkPartition(partition);
+        held.set(partition, 1);
+    }
+
+    @Override
+    public boolean holds(int partition) {
+        checkPartition(partition);
+        return held.get(partition) == 1;
+    }
+
+    /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
+    int enter(long key) {
+        int p = partitions.partitionOf(key);
+        if (!tryEnter(p)) {
+            throw new PartitionNotHeldException(p, key);
+        }
+        return p;
+    }
+
+    boolean tryEnter(int p) {
+        if (held.get(p) == 0) {
+            return false;
+        }
+        inFlight.incrementAndGet(p);
+        if (held.get(p) == 0) {
+            inFlight.decrementAndGet(p);
+            return false;
+        }
+        return true;
+    }
+
+    void exit(int p) {
+        inFlight.decrementAndGet(p);
+    }
+
+    @Override
+    public ReleaseReport release(int partition) {
+        checkPartition(partition);
+        long start = System.nanoTime();
+        if (!held.compareAndSet(partition, 1, 0)) {
+            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+        }
+        while (inFlight.get(partition) != 0) {
+            Thread.onSpinWait();
+        }
+        long[] work = new Flush(this).dropPartition(partition);
+        return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
+    }
+
+    /** Releases every partition held, which writes every dirty frame back. */
+    @Override
+    public void close() {
+        for (int p = 0; p < partitions.count(); p++) {
+            release(p);
+        }
+    }
+
+    private void checkPartition(int partition) {
+        if (partition < 0 || partition >= partitions.count()) {
+            throw new IllegalArgumentException("partition " + partition + " outside [0, " + partitions.count() + ")");
+        }
+    }
+
+    // ---- free frames ------------------------------------------------------------------------------------
+
+    /** A frame never used or returned by a release, or NO_FRAME. */
+    int takeFreeFrame() {
+        int f = nextFresh.get();
+        while (f < arena.frames()) {
+            if (nextFresh.compareAndSet(f, f + 1)) {
+                return f;
+            }
+            f = nextFresh.get();
+        }
+        synchronized (returnedFrames) {
+            return returnedFrames.isEmpty() ? NO_FRAME : returnedFrames.removeAt(returnedFrames.size() - 1);
+        }
+    }
+
+    void returnFrame(int frame) {
+        synchronized (returnedFrames) {
+            returnedFrames.addInt(frame);
+        }
+    }
+
+    /** Frames on the engine's free lists (not the sessions' own); for the validator. */
+    List<Integer> freeListSnapshot() {
+        List<Integer> free = new ArrayList<>();
+        for (int f = nextFresh.get(); f < arena.frames(); f++) {
+            free.add(f);
+        }
+        synchronized (returnedFrames) {
+            returnedFrames.forEach(free::add);
+        }
+        return free;
+    }
+
+    // ---- root -------------------------------------------------------------------------------------------
+
+    /** Called when the superblock's root pointer was seen to differ from {@link #rootAddress}. */
+    void rootMoved(long expectedOld, long newRoot) {
+        if (rootAddress != expectedOld || newRoot == expectedOld) {
+            return;
+        }
+        rootAddress = newRoot;
+        int old = rootFrame.get();
+        // Whoever clears the root frame drops its pin: exactly once.
+        if (old != NO_FRAME && rootFrame.compareAndSet(old, NO_FRAME)) {
+            arena.unpin(old);
+        }
+    }
+
+    // ---- statistics -------------------------------------------------------------------------------------
+
+    @Override
+    public VerbSnapshot verbs() {
+        return memory.counters().snapshot();
+    }
+
+    @Override
+    public double cacheHitRatio() {
+        long hits = 0;
+        long misses = 0;
+        for (DexSession s : sessions) {
+            hits += s.hits();
+            misses += s.misses();
+        }
+        return hits + misses == 0 ? Double.NaN : (double) hits / (hits + misses);
+    }
+
+    @Override
+    public void resetStats() {
+        memory.counters().reset();
+        sessions.forEach(DexSession::resetStats);
+    }
+
+    /** Cached frames in each state, and dirty frames: {free, hot, cooling, dirty}. */
+    public long[] frameCounts() {
+        long[] counts = new long[4];
+        for (int f = 0; f < arena.frames(); f++) {
+            int state = arena.state(f);
+            counts[state == FREE ? 0 : state == HOT ? 1 : state == COOLING ? 2 : 0]++;
+            if (state != FREE && arena.flag(f, DIRTY)) {
+                counts[3]++;
+            }
+        }
+        return counts;
+    }
+
+    static int maxHeight() {
+        return TreeConfig.MAX_HEIGHT;
+    }
+
+    static String describe(NodeView node, long address) {
+        return GlobalAddress.toString(address) + " " + node;
+    }
+}

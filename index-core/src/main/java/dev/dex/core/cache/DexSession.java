@@ -1,0 +1,1106 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
+import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
+import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
+import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
+import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.BufferUtil;
+import org.agrona.collections.IntArrayList;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.engine.IndexSession;
+import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.RemoteNodes;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * One thread's operations on a {@link DexEngine}: optimistic lock coupling over cached frames (paper
+ * Algorithm 1), cache misses resolved by a remote read and lazy admission, eager splits, refresh of stale
+ * shared nodes, and the thread-local free frames with cooling and eviction.
+ *
+ * <p>The path of the current operation is kept per depth: either a frame with the version read from its
+ * lock ({@code frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
+ * taken from a frame's image is validated against its version before it has an effect; any failed
+ * validation, lost try-lock or IO marker restarts the operation from the root.
+ *
+ * <p>Not thread-safe: one session per thread. Allocation-free on the hot path.
+ */
+public final class DexSession implements IndexSession {
+    private static final int RESTART = -1;
+    private static final int MODE_INSERT = 0;
+    private static final int MODE_UPDATE = 1;
+    private static final int MODE_PUT = 2;
+    private static final int MODE_DELETE = 3;
+    private static final int H = TreeConfig.MAX_HEIGHT;
+    private static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
+    private static final VarHandle HITS;
+    private static final VarHandle MISSES;
+
+    static {
+        try {
+            MethodHandles.Lookup lookup = MethodHandles.lookup();
+            HITS = lookup.findVarHandle(DexSession.class, "hits", long.class);
+            MISSES = lookup.findVarHandle(DexSession.class, "misses", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final MappingTable mapping;
+    private final CoolingMap cooling;
+    private final PartitionTable partitions;
+    private final RemoteNodes remote;
+    private final FrameWriter writer;
+    private final double leafAdmission;
+
+    private final int[] frameAt = new int[H];
+    private final long[] versionAt = new long[H];
+    private final boolean[] sharedAt = new boolean[H];
+    private final int[] childIndexAt = new int[H];
+    private final NodeView[] viewAt = new NodeView[H];
+    private final NodeView[] frameViewAt = new NodeView[H];
+    private final NodeView[] scratchAt = new NodeView[H];
+    private final NodeView fresh;
+    private final NodeView splitCopy;
+    private final NodeView right;
+    private final NodeView newRoot;
+    private final NodeView sampleView = new NodeView();
+    private final NodeView parentView = new NodeView();
+
+    private final long[] markers = new long[4];
+    private int markerCount;
+    private final IntArrayList free = new IntArrayList();
+    private final SplittableRandom random;
+
+    private long value;
+    private long hits;
+    private long misses;
+    private long restarts;
+    private int opRestarts;
+    private long opStart;
+
+    DexSession(DexEngine engine, long tag) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.mapping = engine.mapping;
+        this.cooling = engine.cooling;
+        this.partitions = engine.partitions;
+        this.remote = new RemoteNodes(engine.memory, tag);
+        this.writer = new FrameWriter(engine);
+        this.leafAdmission = engine.config.leafAdmission();
+        this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
+        UnsafeBuffer scratch = new UnsafeBuffer(BufferUtil.allocateDirectAligned((H + 4) * NODE_LENGTH, 64));
+        for (int d = 0; d < H; d++) {
+            scratchAt[d] = new NodeView().wrap(scratch, d * NODE_LENGTH);
+            frameViewAt[d] = new NodeView();
+        }
+        fresh = new NodeView().wrap(scratch, H * NODE_LENGTH);
+        splitCopy = new NodeView().wrap(scratch, (H + 1) * NODE_LENGTH);
+        right = new NodeView().wrap(scratch, (H + 2) * NODE_LENGTH);
+        newRoot = new NodeView().wrap(scratch, (H + 3) * NODE_LENGTH);
+    }
+
+    // ==== operations ======================================================================================
+
+    @Override
+    public boolean lookup(long key) {
+        checkKey(key);
+        int partition = engine.enter(key);
+        try {
+            beginOp();
+            while (true) {
+                int d = descend(key, false);
+                if (d != RESTART) {
+                    NodeView leaf = viewAt[d];
+                    int pos = leaf.search(key);
+                    long found = pos >= 0 ? leaf.value(pos) : 0;
+                    if (frameAt[d] == NO_FRAME || arena.validate(frameAt[d], versionAt[d])) {
+                        if (pos >= 0) {
+                            value = found;
+                        }
+                        return pos >= 0;
+                    }
+                }
+                restart();
+            }
+        } finally {
+            releaseMarkers();
+            engine.exit(partition);
+        }
+    }
+
+    @Override
+    public long value() {
+        return value;
+    }
+
+    @Override
+    public boolean insert(long key, long value) {
+        return write(key, value, MODE_INSERT);
+    }
+
+    @Override
+    public boolean update(long key, long value) {
+        return write(key, value, MODE_UPDATE);
+    }
+
+    @Override
+    public boolean put(long key, long value) {
+        return write(key, value, MODE_PUT);
+    }
+
+    @Override
+    public boolean delete(long key) {
+        return write(key, 0, MODE_DELETE);
+    }
+
+    @Override
+    public int scan(long startKey, int count, long[] keys, long[] values) {
+        if (count < 0 || keys.length < count || values.length < count) {
+            throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");
+        }
+        long key = Math.max(startKey, NEG_INFINITY + 1);
+        int partition = engine.enter(key);
+        int n = 0;
+        try {
+            beginOp();
+            while (n < count) {
+                int p = partitions.partitionOf(key);
+                if (p != partition) {
+                    engine.exit(partition);
+                    partition = -1;
+                    if (!engine.tryEnter(p)) {
+                        break;
+                    }
+                    partition = p;
+                }
+                int d = descend(key, false);
+                if (d == RESTART) {
+                    restart();
+                    continue;
+                }
+                NodeView leaf = viewAt[d];
+                long stop = Math.min(leaf.highFence(), partitions.upperInclusive(partition));
+                int pos = leaf.search(key);
+                if (pos < 0) {
+                    pos = -pos - 1;
+                }
+                int m = n;
+                for (int c = Math.min(leaf.count(), LeafNodeDescriptor.CAPACITY); pos < c && m < count; pos++, m++) {
+                    long k = leaf.key(pos);
+                    if (k > stop) {
+                        break;
+                    }
+                    keys[m] = k;
+                    values[m] = leaf.value(pos);
+                }
+                if (frameAt[d] != NO_FRAME && !arena.validate(frameAt[d], versionAt[d])) {
+                    restart();
+                    continue;
+                }
+                releaseMarkers();
+                n = m;
+                if (stop == POS_INFINITY) {
+                    break;
+                }
+                key = stop + 1;
+            }
+            return n;
+        } finally {
+            releaseMarkers();
+            if (partition >= 0) {
+                engine.exit(partition);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        engine.closed(this);
+    }
+
+    /** Operations restarted so far. */
+    public long restarts() {
+        return restarts;
+    }
+
+    long hits() {
+        return (long) HITS.getOpaque(this);
+    }
+
+    long misses() {
+        return (long) MISSES.getOpaque(this);
+    }
+
+    void resetStats() {
+        // Racy by design: a reset while the session runs may lose a few counts of the current instant.
+        HITS.setOpaque(this, 0L);
+        MISSES.setOpaque(this, 0L);
+    }
+
+    /** Gives this session's free frames back to the engine (on close). */
+    void returnFreeFrames() {
+        for (int i = 0; i < free.size(); i++) {
+            engine.returnFrame(free.getInt(i));
+        }
+        free.clear();
+    }
+
+    IntArrayList freeFrames() {
+        return free;
+    }
+
+    private boolean write(long key, long newValue, int mode) {
+        checkKey(key);
+        int partition = engine.enter(key);
+        try {
+            beginOp();
+            while (true) {
+                int d = descend(key, mode == MODE_INSERT || mode == MODE_PUT);
+                if (d != RESTART) {
+                    int result = writeLeaf(d, key, newValue, mode);
+                    if (result != RESTART) {
+                        return result == 1;
+                    }
+                }
+                restart();
+            }
+        } finally {
+            releaseMarkers();
+            engine.exit(partition);
+        }
+    }
+
+    /** Applies a write to the leaf at depth {@code d}: 1 = true, 0 = false, or RESTART. */
+    private int writeLeaf(int d, long key, long newValue, int mode) {
+        NodeView leaf = viewAt[d];
+        int f = frameAt[d];
+        int pos = leaf.search(key);
+        boolean present = pos >= 0;
+        boolean noChange = present ? mode == MODE_INSERT : mode == MODE_UPDATE || mode == MODE_DELETE;
+        if (noChange) {
+            return f == NO_FRAME || arena.validate(f, versionAt[d]) ? 0 : RESTART;
+        }
+        if (!present && leaf.isFull()) {
+            return RESTART;
+        }
+        int result = mode == MODE_PUT ? (present ? 0 : 1) : 1;
+        if (f != NO_FRAME) {
+            if (!arena.tryUpgrade(f, versionAt[d])) {
+                return RESTART;
+            }
+            if (arena.flag(f, SHARED)) {
+                arena.unlock(f);
+                throw new IllegalStateException("a shared leaf is cached: " + leaf);
+            }
+            apply(leaf, pos, key, newValue, mode);
+            writer.markDirty(f);
+            arena.unlock(f);
+            return result;
+        }
+        long address = leaf.address();
+        if (sharedAt[d]) {
+            long version = leaf.version();
+            if (remote.lock(address, version) != RemoteNodes.LOCKED) {
+                return RESTART;
+            }
+            apply(leaf, pos, key, newValue, mode);
+            remote.writeLocked(address, leaf, version + 1);
+            remote.unlock(address);
+        } else {
+            apply(leaf, pos, key, newValue, mode);
+            leaf.version(leaf.version() + 1);
+            remote.writeUnlocked(address, leaf);
+        }
+        releaseMarkers();
+        return result;
+    }
+
+    private static void apply(NodeView leaf, int pos, long key, long newValue, int mode) {
+        if (mode == MODE_DELETE) {
+            leaf.removeEntry(pos);
+        } else if (pos >= 0) {
+            leaf.value(pos, newValue);
+        } else {
+            leaf.insertEntry(-pos - 1, key, newValue);
+        }
+    }
+
+    // ==== traversal =======================================================================================
+
+    /**
+     * Fills the path from the root to the leaf covering {@code key}. With {@code splitFull}, the first
+     * full node met is split (a leaf only if the key is absent) and the walk restarts.
+     *
+     * @return the leaf's depth, or RESTART
+     */
+    private int descend(long key, boolean splitFull) {
+        if (!enterRoot()) {
+            return RESTART;
+        }
+        for (int d = 0; d < H - 1; d++) {
+            NodeView node = viewAt[d];
+            int f = frameAt[d];
+            boolean covers = node.covers(key);
+            boolean leaf = node.isLeaf();
+            boolean full = splitFull && node.isFull() && (!leaf || node.search(key) < 0);
+            if (f != NO_FRAME && !arena.validate(f, versionAt[d])) {
+                return RESTART;
+            }
+            if (!covers) {
+                fenceMismatch(d);
+                return RESTART;
+            }
+            if (full) {
+                split(d);
+                return RESTART;
+            }
+            if (leaf) {
+                return d;
+            }
+            int index = node.childIndex(key);
+            long child = node.child(index);
+            if (f != NO_FRAME && !arena.validate(f, versionAt[d])) {
+                return RESTART;
+            }
+            childIndexAt[d] = index;
+            if (GlobalAddress.isSwizzled(child)) {
+                int cf = (int) GlobalAddress.unswizzle(child);
+                long cv = arena.readLock(cf);
+                if (cv < 0 || !arena.validate(f, versionAt[d])) {
+                    return RESTART;
+                }
+                setFrame(d + 1, cf, cv);
+                hit();
+            } else if (!resolve(child, d + 1)) {
+                return RESTART;
+            }
+        }
+        throw new IllegalStateException("tree deeper than " + H + " levels");
+    }
+
+    private boolean enterRoot() {
+        int rf = engine.rootFrame.get();
+        long root = engine.rootAddress;
+        if (rf != NO_FRAME) {
+            long v = arena.readLock(rf);
+            if (v < 0) {
+                return false;
+            }
+            boolean current = arena.address(rf) == root && arena.state(rf) == HOT;
+            if (!arena.validate(rf, v)) {
+                return false;
+            }
+            if (!current) {
+                if (engine.rootFrame.compareAndSet(rf, NO_FRAME)) {
+                    arena.unpin(rf);
+                }
+                return false;
+            }
+            setFrame(0, rf, v);
+            hit();
+            return true;
+        }
+        return resolve(root, 0);
+    }
+
+    /**
+     * Resolves an unswizzled pointer at depth {@code d}: a frame found in the mapping table (reheated or
+     * swizzled when it can be), or a remote read under the node's IO marker followed by admission or by
+     * use of the uncached image.
+     *
+     * @return true when depth {@code d} is set; false to restart
+     */
+    private boolean resolve(long address, int d) {
+        long mapped = mapping.get(address);
+        if (mapped == MappingTable.IO) {
+            return false;
+        }
+        if (mapped >= 0) {
+            return useMapped((int) mapped, address, d);
+        }
+        boolean sharedGuess = d == 0 ? partitions.count() > 1 : childRangeShared(d - 1);
+        if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+            return false;
+        }
+        miss();
+        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
+            return false;
+        }
+        holdMarker(address);
+        NodeView image = scratchAt[d];
+        if (sharedGuess) {
+            if (!remote.readValidated(address, image)) {
+                releaseMarker(address);
+                return false;
+            }
+        } else {
+            remote.readOnce(address, image);
+        }
+        if (image.address() != address) {
+            releaseMarker(address);
+            throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
+        }
+        boolean shared = partitions.ownerOf(image.lowFence(), image.highFence()) < 0;
+        boolean admit = engine.config.cachesInner()
+                && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
+        if (admit) {
+            int f = allocFrame();
+            if (f != NO_FRAME) {
+                admit(f, address, image, shared, d);
+                return false;
+            }
+        }
+        frameAt[d] = NO_FRAME;
+        viewAt[d] = image;
+        sharedAt[d] = shared;
+        if (!image.isLeaf()) {
+            releaseMarker(address);
+        }
+        return true;
+    }
+
+    /** A node found in the mapping table but not through a swizzled pointer. */
+    private boolean useMapped(int f, long address, int d) {
+        long v = arena.readLock(f);
+        if (v < 0) {
+            return false;
+        }
+        int state = arena.state(f);
+        int parent = arena.parent(f);
+        boolean same = arena.address(f) == address && state != FREE;
+        if (!arena.validate(f, v) || !same) {
+            return false;
+        }
+        hit();
+        if (d == 0) {
+            adoptRoot(f, v, address);
+            return false;
+        }
+        if (frameAt[d - 1] != NO_FRAME && (state == COOLING || parent == NO_FRAME)) {
+            swizzleExisting(d, f, v);
+            return false;
+        }
+        setFrame(d, f, v);
+        return true;
+    }
+
+    /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
+    private void admit(int f, long address, NodeView image, boolean shared, int d) {
+        lockFreeFrame(f);
+        arena.wrap(frameViewAt[d], f).copyFrom(image);
+        arena.address(f, address);
+        arena.clearFlags(f);
+        arena.flag(f, SHARED, shared);
+        arena.state(f, HOT);
+        if (d == 0) {
+            arena.parent(f, NO_FRAME);
+            arena.pin(f);
+            mapping.replace(address, MappingTable.IO, f);
+            forgetMarker(address);
+            arena.unlock(f);
+            installRoot(f, address);
+            return;
+        }
+        int pf = frameAt[d - 1];
+        if (pf != NO_FRAME && !arena.tryUpgrade(pf, versionAt[d - 1])) {
+            arena.state(f, FREE);
+            arena.address(f, GlobalAddress.NULL);
+            arena.clearFlags(f);
+            arena.unlock(f);
+            free.addInt(f);
+            releaseMarker(address);
+            return;
+        }
+        arena.parent(f, pf);
+        if (pf != NO_FRAME) {
+            viewAt[d - 1].child(childIndexAt[d - 1], GlobalAddress.swizzle(f));
+        }
+        mapping.replace(address, MappingTable.IO, f);
+        forgetMarker(address);
+        arena.unlock(f);
+        if (pf != NO_FRAME) {
+            arena.unlock(pf);
+        }
+    }
+
+    /** Makes a frame found in the mapping table the cached root. */
+    private void adoptRoot(int f, long v, long address) {
+        if (!arena.tryUpgrade(f, v)) {
+            return;
+        }
+        reheat(f);
+        arena.pin(f);
+        arena.unlock(f);
+        installRoot(f, address);
+    }
+
+    /**
+     * Makes pinned frame {@code f} (caching {@code address}) the engine's root frame, unless another
+     * frame got there first or the root moved meanwhile; in both cases the pin is dropped again.
+     */
+    private void installRoot(int f, long address) {
+        if (engine.rootFrame.compareAndSet(NO_FRAME, f)) {
+            if (engine.rootAddress != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
+                arena.unpin(f);
+            }
+        } else {
+            arena.unpin(f);
+        }
+    }
+
+    /** Swizzles a cooling or orphaned frame into the parent at depth {@code d - 1} (second chance). */
+    private void swizzleExisting(int d, int f, long v) {
+        int pd = d - 1;
+        int pf = frameAt[pd];
+        if (!arena.tryUpgrade(pf, versionAt[pd])) {
+            return;
+        }
+        if (!arena.tryUpgrade(f, v)) {
+            arena.unlock(pf);
+            return;
+        }
+        reheat(f);
+        arena.parent(f, pf);
+        viewAt[pd].child(childIndexAt[pd], GlobalAddress.swizzle(f));
+        arena.unlock(f);
+        arena.unlock(pf);
+    }
+
+    /** Takes a locked frame out of the cooling map, if it is there. */
+    private void reheat(int f) {
+        if (arena.state(f) == COOLING) {
+            int bucket = cooling.bucketOf(arena.address(f));
+            synchronized (cooling.monitor(bucket)) {
+                cooling.remove(bucket, f);
+            }
+            arena.state(f, HOT);
+        }
+    }
+
+    private void setFrame(int d, int f, long v) {
+        frameAt[d] = f;
+        versionAt[d] = v;
+        viewAt[d] = arena.wrap(frameViewAt[d], f);
+        sharedAt[d] = arena.flag(f, SHARED);
+    }
+
+    /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
+    private boolean childRangeShared(int pd) {
+        NodeView parent = viewAt[pd];
+        int index = childIndexAt[pd];
+        long low = index == 0 ? parent.lowFence() : parent.key(index - 1);
+        long high = index >= parent.count() ? parent.highFence() : parent.key(index);
+        return partitions.ownerOf(low, high) < 0;
+    }
+
+    // ==== stale shared nodes ==============================================================================
+
+    /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
+    private void fenceMismatch(int d) {
+        if (d == 0) {
+            long current = remote.readRoot();
+            engine.rootMoved(engine.rootAddress, current);
+            return;
+        }
+        int pd = d - 1;
+        int pf = frameAt[pd];
+        if (pf == NO_FRAME) {
+            return;
+        }
+        if (arena.tryUpgrade(pf, versionAt[pd])) {
+            try {
+                if (arena.flag(pf, SHARED)) {
+                    refreshLocked(pd);
+                } else {
+                    throw new IllegalStateException("an owned cached node routed a key to a node that does not cover it: "
+                            + viewAt[pd] + " -> " + viewAt[d]);
+                }
+            } finally {
+                arena.unlock(pf);
+            }
+        }
+    }
+
+    /**
+     * Re-reads a cached shared node whose write lock this thread holds, keeping the swizzled pointers of
+     * children it still has and orphaning the frames of children that moved elsewhere.
+     */
+    private void refreshLocked(int d) {
+        int f = frameAt[d];
+        NodeView view = viewAt[d];
+        long address = arena.address(f);
+        if (arena.flag(f, DIRTY)) {
+            throw new IllegalStateException("a shared cached node is dirty: " + view);
+        }
+        if (!remote.readValidated(address, fresh)) {
+            return;
+        }
+        if (!fresh.isLeaf()) {
+            for (int j = 0, n = Math.min(view.count(), view.capacity()); j <= n; j++) {
+                long pointer = view.child(j);
+                if (!GlobalAddress.isSwizzled(pointer)) {
+                    continue;
+                }
+                int child = (int) GlobalAddress.unswizzle(pointer);
+                long childAddress = arena.address(child);
+                int slot = slotOf(fresh, childAddress);
+                if (slot >= 0) {
+                    fresh.child(slot, pointer);
+                } else {
+                    arena.parent(child, NO_FRAME);
+                }
+            }
+        }
+        view.copyFrom(fresh);
+        arena.flag(f, SHARED, partitions.ownerOf(view.lowFence(), view.highFence()) < 0);
+    }
+
+    private static int slotOf(NodeView inner, long childAddress) {
+        for (int i = 0, n = inner.count(); i <= n; i++) {
+            if (inner.child(i) == childAddress) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    // ==== splits ==========================================================================================
+
+    /** Splits the full node at depth {@code d} (eager split); the caller restarts afterwards. */
+    private void split(int d) {
+        if (d == 0) {
+            splitRoot();
+            return;
+        }
+        int pd = d - 1;
+        if (!lockNode(pd)) {
+            return;
+        }
+        if (!lockNode(d)) {
+            unlockNode(pd);
+            return;
+        }
+        NodeView parent = viewAt[pd];
+        NodeView node = viewAt[d];
+        long parentAddress = parent.address();
+        long address = node.address();
+        boolean parentRemote = false;
+        boolean nodeRemote = false;
+        try {
+            if (parent.isFull()) {
+                return;
+            }
+            if (sharedAt[pd]) {
+                int outcome = remote.lock(parentAddress, parent.version());
+                if (outcome != RemoteNodes.LOCKED) {
+                    if (outcome == RemoteNodes.STALE && frameAt[pd] != NO_FRAME) {
+                        refreshLocked(pd);
+                    }
+                    return;
+                }
+                parentRemote = true;
+            }
+            if (sharedAt[d]) {
+                int outcome = remote.lock(address, node.version());
+                if (outcome != RemoteNodes.LOCKED) {
+                    if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
+                        refreshLocked(d);
+                    }
+                    return;
+                }
+                nodeRemote = true;
+            }
+            long rightAddress = engine.allocator.allocateFor(node.level(), address);
+            long separator = node.splitInto(right, rightAddress);
+            orphanChildren(right);
+            parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
+            remote.writeUnlocked(rightAddress, right);
+            boolean writeThrough = sharedAt[pd] || sharedAt[d];
+            finishWrite(d, nodeRemote, writeThrough);
+            finishWrite(pd, parentRemote, sharedAt[pd]);
+        } finally {
+            if (nodeRemote) {
+                remote.unlock(address);
+            }
+            if (parentRemote) {
+                remote.unlock(parentAddress);
+            }
+            unlockNode(d);
+            unlockNode(pd);
+        }
+    }
+
+    /** After a split changed the node at depth {@code d}: keep it dirty in the cache, or write it through. */
+    private void finishWrite(int d, boolean remotelyLocked, boolean writeThrough) {
+        NodeView view = viewAt[d];
+        int f = frameAt[d];
+        if (f != NO_FRAME && !writeThrough) {
+            writer.markDirty(f);
+            return;
+        }
+        view.version(view.version() + 1);
+        writer.write(view.address(), view, remotelyLocked ? remote.tag() : 0);
+        writer.markClean(f);
+    }
+
+    private void splitRoot() {
+        NodeView node = viewAt[0];
+        long address = node.address();
+        long current = remote.readRoot();
+        if (current != address) {
+            engine.rootMoved(engine.rootAddress, current);
+            return;
+        }
+        if (!lockNode(0)) {
+            return;
+        }
+        boolean locked = false;
+        try {
+            int outcome = remote.lock(address, node.version());
+            if (outcome != RemoteNodes.LOCKED) {
+                if (outcome == RemoteNodes.STALE && frameAt[0] != NO_FRAME) {
+                    refreshLocked(0);
+                }
+                return;
+            }
+            locked = true;
+            int level = node.level();
+            long rightAddress = engine.allocator.allocateFor(level, address);
+            long rootAddress = engine.allocator.allocateFor(level + 1, address);
+            splitCopy.copyFrom(node);
+            long separator = splitCopy.splitInto(right, rightAddress);
+            writer.write(rightAddress, right, 0);
+            newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
+            newRoot.child(0, address);
+            newRoot.appendChild(separator, rightAddress);
+            remote.writeUnlocked(rootAddress, newRoot);
+            long found = remote.swingRoot(address, rootAddress);
+            if (found != address) {
+                engine.rootMoved(address, found);
+                return;
+            }
+            orphanChildren(right);
+            node.copyFrom(splitCopy);
+            finishWrite(0, true, true);
+            engine.rootMoved(address, rootAddress);
+        } finally {
+            if (locked) {
+                remote.unlock(address);
+            }
+            unlockNode(0);
+        }
+    }
+
+    /** Turns swizzled pointers of {@code inner} into addresses; their frames lose their parent. */
+    private void orphanChildren(NodeView inner) {
+        if (inner.isLeaf()) {
+            return;
+        }
+        for (int i = 0, n = inner.count(); i <= n; i++) {
+            long pointer = inner.child(i);
+            if (GlobalAddress.isSwizzled(pointer)) {
+                int child = (int) GlobalAddress.unswizzle(pointer);
+                inner.child(i, arena.address(child));
+                arena.parent(child, NO_FRAME);
+            }
+        }
+    }
+
+    /**
+     * Exclusive local access to the node at depth {@code d}: its frame's write lock, or its IO marker
+     * with a fresh re-read that must match the image the decision was taken on.
+     */
+    private boolean lockNode(int d) {
+        int f = frameAt[d];
+        if (f != NO_FRAME) {
+            return arena.tryUpgrade(f, versionAt[d]);
+        }
+        NodeView view = viewAt[d];
+        long address = view.address();
+        if (holdsMarker(address)) {
+            return true;
+        }
+        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
+            return false;
+        }
+        holdMarker(address);
+        boolean read;
+        if (sharedAt[d]) {
+            read = remote.readValidated(address, fresh);
+        } else {
+            remote.readOnce(address, fresh);
+            read = true;
+        }
+        if (!read || fresh.version() != view.version()) {
+            releaseMarker(address);
+            return false;
+        }
+        return true;
+    }
+
+    private void unlockNode(int d) {
+        int f = frameAt[d];
+        if (f != NO_FRAME) {
+            arena.unlock(f);
+        } else {
+            releaseMarker(viewAt[d].address());
+        }
+    }
+
+    // ==== frames: allocation, cooling, eviction ===========================================================
+
+    /** A free frame for this thread, cooling and evicting as needed; NO_FRAME when none can be had. */
+    private int allocFrame() {
+        if (arena.frames() == 0) {
+            return NO_FRAME;
+        }
+        if (!free.isEmpty()) {
+            return free.removeAt(free.size() - 1);
+        }
+        int f = engine.takeFreeFrame();
+        if (f != NO_FRAME) {
+            return f;
+        }
+        for (int attempt = 0; attempt < 8; attempt++) {
+            if (cooling.size() < engine.coolingTarget) {
+                coolSample();
+                coolSample();
+            }
+            if (!free.isEmpty()) {
+                return free.removeAt(free.size() - 1);
+            }
+            f = evictFromCooling();
+            if (f != NO_FRAME) {
+                return f;
+            }
+        }
+        return NO_FRAME;
+    }
+
+    /** Samples a random frame and cools the end of its cached path (path-aware delegation). */
+    private void coolSample() {
+        int f = random.nextInt(arena.frames());
+        for (int hop = 0; hop < H; hop++) {
+            long v = arena.readLock(f);
+            if (v < 0 || arena.state(f) != HOT || arena.pins(f) > 0) {
+                return;
+            }
+            NodeView view = arena.wrap(sampleView, f);
+            int child = view.isLeaf() ? NO_FRAME : anySwizzledChild(view);
+            if (!arena.validate(f, v)) {
+                return;
+            }
+            if (child == NO_FRAME) {
+                tryCool(f, v);
+                return;
+            }
+            f = child;
+        }
+    }
+
+    private int anySwizzledChild(NodeView inner) {
+        int n = Math.min(inner.count(), inner.capacity()) + 1;
+        int start = random.nextInt(n);
+        for (int i = 0; i < n; i++) {
+            long pointer = inner.child((start + i) % n);
+            if (GlobalAddress.isSwizzled(pointer)) {
+                return (int) GlobalAddress.unswizzle(pointer);
+            }
+        }
+        return NO_FRAME;
+    }
+
+    /** Unswizzles frame {@code f} from its parent, writes it back if dirty, and puts it in the cooling map. */
+    private void tryCool(int f, long v) {
+        long address = arena.address(f);
+        int parent = arena.parent(f);
+        if (!arena.validate(f, v)) {
+            return;
+        }
+        int bucket = cooling.bucketOf(address);
+        synchronized (cooling.monitor(bucket)) {
+            if (cooling.isFull(bucket)) {
+                int head = cooling.head(bucket);
+                if (!evictFrame(head)) {
+                    return;
+                }
+                cooling.removeHead(bucket);
+                free.addInt(head);
+            }
+            if (parent != NO_FRAME && !arena.tryLock(parent)) {
+                return;
+            }
+            if (!arena.tryUpgrade(f, v)) {
+                if (parent != NO_FRAME) {
+                    arena.unlock(parent);
+                }
+                return;
+            }
+            int slot = parent == NO_FRAME ? -1 : writer.findSwizzled(parent, f);
+            if (parent == NO_FRAME || slot >= 0) {
+                if (arena.flag(f, DIRTY)) {
+                    writer.writeBack(f);
+                }
+                if (slot >= 0) {
+                    writer.unswizzle(parent, slot, address);
+                }
+                arena.state(f, COOLING);
+                arena.parent(f, NO_FRAME);
+                cooling.append(bucket, f);
+            }
+            arena.unlock(f);
+            if (parent != NO_FRAME) {
+                arena.unlock(parent);
+            }
+        }
+    }
+
+    /** Evicts the cooling frame {@code f}; the caller holds its bucket's monitor. */
+    private boolean evictFrame(int f) {
+        if (!arena.tryLock(f)) {
+            return false;
+        }
+        if (arena.state(f) != COOLING || arena.pins(f) > 0) {
+            arena.unlock(f);
+            return false;
+        }
+        if (arena.flag(f, DIRTY)) {
+            writer.writeBack(f);
+        }
+        mapping.remove(arena.address(f), f);
+        arena.state(f, FREE);
+        arena.address(f, GlobalAddress.NULL);
+        arena.parent(f, NO_FRAME);
+        arena.clearFlags(f);
+        arena.unlock(f);
+        return true;
+    }
+
+    private int evictFromCooling() {
+        int buckets = cooling.buckets();
+        int start = random.nextInt(buckets);
+        for (int i = 0; i < Math.min(8, buckets); i++) {
+            int bucket = (start + i) % buckets;
+            synchronized (cooling.monitor(bucket)) {
+                if (cooling.count(bucket) > 0) {
+                    int head = cooling.head(bucket);
+                    if (evictFrame(head)) {
+                        cooling.removeHead(bucket);
+                        return head;
+                    }
+                }
+            }
+        }
+        return NO_FRAME;
+    }
+
+    /** Locks a free frame this thread owns; only coolers may hold it, briefly. */
+    private void lockFreeFrame(int f) {
+        while (!arena.tryLock(f)) {
+            Thread.onSpinWait();
+        }
+    }
+
+    // ==== IO markers ======================================================================================
+
+    private void holdMarker(long address) {
+        markers[markerCount++] = address;
+    }
+
+    private boolean holdsMarker(long address) {
+        for (int i = 0; i < markerCount; i++) {
+            if (markers[i] == address) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Stops tracking a marker that was replaced by a frame in the mapping table. */
+    private void forgetMarker(long address) {
+        for (int i = 0; i < markerCount; i++) {
+            if (markers[i] == address) {
+                markers[i] = markers[--markerCount];
+                return;
+            }
+        }
+    }
+
+    private void releaseMarker(long address) {
+        for (int i = 0; i < markerCount; i++) {
+            if (markers[i] == address) {
+                mapping.remove(address, MappingTable.IO);
+                markers[i] = markers[--markerCount];
+                return;
+            }
+        }
+    }
+
+    private void releaseMarkers() {
+        while (markerCount > 0) {
+            mapping.remove(markers[--markerCount], MappingTable.IO);
+        }
+    }
+
+    // ==== bookkeeping =====================================================================================
+
+    private void hit() {
+        HITS.setOpaque(this, hits + 1);
+    }
+
+    private void miss() {
+        MISSES.setOpaque(this, misses + 1);
+    }
+
+    private void beginOp() {
+        opRestarts = 0;
+    }
+
+    private void restart() {
+        releaseMarkers();
+        restarts++;
+        int n = ++opRestarts;
+        if (n == 1) {
+            opStart = System.nanoTime();
+        } else if ((n & 1023) == 0 && System.nanoTime() - opStart > GIVE_UP_NANOS) {
+            throw new IllegalStateException("operation restarted " + n + " times in "
+                    + TimeUnit.NANOSECONDS.toSeconds(GIVE_UP_NANOS) + " s: a lock is held and never released");
+        }
+        if (n > 2) {
+            for (int i = 1 << Math.min(n, 8); i > 0; i--) {
+                Thread.onSpinWait();
+            }
+            if (n > 16) {
+                Thread.yield();
+            }
+        }
+    }
+
+    private static void checkKey(long key) {
+        if (key == NEG_INFINITY) {
+            throw new IllegalArgumentException("key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
+        }
+    }
+
+    RemoteMemory memory() {
+        return engine.memory;
+    }
+}

@@ -1,0 +1,136 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
+import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
+import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
+import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * Drops one partition's frames for a release (logical repartitioning): every cached node whose fence
+ * range lies in the partition is written back if dirty, unswizzled from its parent, removed from the
+ * mapping table and the cooling map, and returned to the free frames. Frames go leaves first, then level
+ * by level upward, so a node's cached children are gone before the node itself is written.
+ *
+ * <p>Runs after the partition's operations have drained; other threads may still try-lock these frames
+ * (to cool them), so locks are taken with retries, parent before child, never waiting while holding one.
+ */
+final class Flush {
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final FrameWriter writer;
+    private final NodeView view = new NodeView();
+
+    Flush(DexEngine engine) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.writer = new FrameWriter(engine);
+    }
+
+    /** @return {pages written, frames dropped} */
+    long[] dropPartition(int partition) {
+        List<long[]> victims = new ArrayList<>();
+        for (int f = 0; f < arena.frames(); f++) {
+            long v = arena.readLock(f);
+            if (v < 0) {
+                v = waitUnlocked(f);
+            }
+            int state = arena.state(f);
+            if (state != HOT && state != COOLING) {
+                continue;
+            }
+            NodeView node = arena.wrap(view, f);
+            int owner = engine.partitions.ownerOf(node.lowFence(), node.highFence());
+            int level = node.level();
+            long address = arena.address(f);
+            if (arena.validate(f, v) && owner == partition) {
+                victims.add(new long[] {level, f, address});
+            }
+        }
+        victims.sort(Comparator.comparingLong(a -> a[0]));
+        long dropped = 0;
+        for (long[] victim : victims) {
+            if (drop((int) victim[1], victim[2])) {
+                dropped++;
+            }
+        }
+        return new long[] {writer.pagesWritten(), dropped};
+    }
+
+    private boolean drop(int frame, long address) {
+        int parent;
+        while (true) {
+            parent = arena.parent(frame);
+            if (parent != NO_FRAME && !arena.tryLock(parent)) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (!arena.tryLock(frame)) {
+                if (parent != NO_FRAME) {
+                    arena.unlock(parent);
+                }
+                Thread.onSpinWait();
+                continue;
+            }
+            if (arena.parent(frame) != parent) {
+                arena.unlock(frame);
+                if (parent != NO_FRAME) {
+                    arena.unlock(parent);
+                }
+                continue;
+            }
+            break;
+        }
+        try {
+            int state = arena.state(frame);
+            if (arena.address(frame) != address || state == FREE) {
+                return false;
+            }
+            if (state == COOLING) {
+                int bucket = engine.cooling.bucketOf(address);
+                synchronized (engine.cooling.monitor(bucket)) {
+                    engine.cooling.remove(bucket, frame);
+                }
+            }
+            if (arena.flag(frame, DIRTY)) {
+                writer.writeBack(frame);
+            }
+            if (parent != NO_FRAME) {
+                int slot = writer.findSwizzled(parent, frame);
+                if (slot >= 0) {
+                    writer.unswizzle(parent, slot, address);
+                }
+            }
+            if (engine.rootFrame.compareAndSet(frame, NO_FRAME)) {
+                arena.unpin(frame);
+            }
+            engine.mapping.remove(address, frame);
+            arena.state(frame, FREE);
+            arena.address(frame, GlobalAddress.NULL);
+            arena.parent(frame, NO_FRAME);
+            arena.clearFlags(frame);
+        } finally {
+            arena.unlock(frame);
+            if (parent != NO_FRAME) {
+                arena.unlock(parent);
+            }
+        }
+        engine.returnFrame(frame);
+        return true;
+    }
+
+    private long waitUnlocked(int frame) {
+        long v;
+        while ((v = arena.readLock(frame)) < 0) {
+            Thread.onSpinWait();
+        }
+        return v;
+    }
+}

@@ -1,0 +1,95 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * Writes cached node images to remote memory with every swizzled child pointer turned back into the
+ * child's global address (remote memory never holds a swizzled pointer), and keeps the dirty flag and
+ * the engine's dirty count in step. One per thread; the caller holds the frame's write lock.
+ */
+final class FrameWriter {
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final RemoteMemory memory;
+    private final NodeView out = new NodeView().wrap(
+            new UnsafeBuffer(BufferUtil.allocateDirectAligned(NodeHeaderDescriptor.NODE_LENGTH, 64)), 0);
+    private final NodeView frameView = new NodeView();
+    private long pagesWritten;
+
+    FrameWriter(DexEngine engine) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.memory = engine.memory;
+    }
+
+    long pagesWritten() {
+        return pagesWritten;
+    }
+
+    /** Writes {@code view} to {@code address}, unswizzled, with {@code lockWord} in word 0. */
+    void write(long address, NodeView view, long lockWord) {
+        out.copyFrom(view);
+        out.lockWord(lockWord);
+        if (!out.isLeaf()) {
+            for (int i = 0, n = Math.min(out.count(), out.capacity()); i <= n; i++) {
+                long child = out.child(i);
+                if (GlobalAddress.isSwizzled(child)) {
+                    out.child(i, arena.address((int) GlobalAddress.unswizzle(child)));
+                }
+            }
+        }
+        memory.write(address, out.buffer(), out.offset(), NodeHeaderDescriptor.NODE_LENGTH);
+        pagesWritten++;
+    }
+
+    /** Writes a locked dirty frame back (version bumped) and marks it clean. */
+    void writeBack(int frame) {
+        NodeView view = arena.wrap(frameView, frame);
+        view.version(view.version() + 1);
+        write(arena.address(frame), view, 0);
+        markClean(frame);
+    }
+
+    void markDirty(int frame) {
+        if (!arena.flag(frame, DIRTY)) {
+            arena.flag(frame, DIRTY, true);
+            engine.dirtyFrames.incrementAndGet();
+        }
+    }
+
+    void markClean(int frame) {
+        if (frame != NO_FRAME && arena.flag(frame, DIRTY)) {
+            arena.flag(frame, DIRTY, false);
+            engine.dirtyFrames.decrementAndGet();
+        }
+    }
+
+    /** Index of the slot of {@code parent}'s image that holds a swizzled pointer to {@code child}, or -1. */
+    int findSwizzled(int parent, int child) {
+        NodeView view = arena.wrap(frameView, parent);
+        if (view.isLeaf()) {
+            return -1;
+        }
+        long pointer = GlobalAddress.swizzle(child);
+        for (int i = 0, n = Math.min(view.count(), view.capacity()); i <= n; i++) {
+            if (view.child(i) == pointer) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    /** Replaces slot {@code slot} of {@code parent}'s image by {@code address} (unswizzles it). */
+    void unswizzle(int parent, int slot, long address) {
+        arena.wrap(frameView, parent).child(slot, address);
+    }
+}

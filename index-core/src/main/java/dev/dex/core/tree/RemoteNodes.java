@@ -1,0 +1,121 @@
+package dev.dex.core.tree;
+
+import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_AND_VERSION_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_WORD_OFFSET;
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.VERSION_OFFSET;
+
+import java.nio.ByteOrder;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The remote side of the node protocol, for one thread: the three-read validated read, the single
+ * read of a node nobody else writes, the remote lock (compare-and-swap of word 0 plus a version
+ * re-check), the locked write-back, and the release. Shared by the baseline tree and the DEX engine's
+ * shared nodes; see {@code docs/baseline-tree.md}. Not thread-safe: one per session.
+ */
+public final class RemoteNodes {
+    /** {@link #lock} outcome: the lock is held and the version was as expected. */
+    public static final int LOCKED = 0;
+    /** {@link #lock} outcome: another holder has the lock. */
+    public static final int BUSY = 1;
+    /** {@link #lock} outcome: the node changed since the caller's image; the lock was released. */
+    public static final int STALE = 2;
+
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+    private static final int READ_ATTEMPTS = 32;
+
+    private final RemoteMemory memory;
+    private final long tag;
+    private final UnsafeBuffer header = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
+    private final UnsafeBuffer zero = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
+
+    public RemoteNodes(RemoteMemory memory, long tag) {
+        if (tag == 0) {
+            throw new IllegalArgumentException("a lock tag must be non-zero");
+        }
+        this.memory = memory;
+        this.tag = tag;
+    }
+
+    public RemoteMemory memory() {
+        return memory;
+    }
+
+    public long tag() {
+        return tag;
+    }
+
+    /**
+     * Reads a node other compute nodes may write: lock word + version, the node, lock word + version
+     * again; accepted when unlocked both times, unchanged, and front = back version. Retries a few times.
+     */
+    public boolean readValidated(long address, NodeView node) {
+        for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+            memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+            long version = header.getLong(VERSION_OFFSET, ORDER);
+            if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0) {
+                memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+                memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+                if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0 && header.getLong(VERSION_OFFSET, ORDER) == version
+                        && node.version() == version && node.backVersion() == version) {
+                    return true;
+                }
+            }
+            Backoff.pause(attempt);
+        }
+        return false;
+    }
+
+    /** One read, for a node only this thread can be writing (an owned node under its IO marker). */
+    public void readOnce(long address, NodeView node) {
+        memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+    }
+
+    /** Takes the remote lock and checks the version is still {@code expectedVersion}. */
+    public int lock(long address, long expectedVersion) {
+        if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag) != 0) {
+            return BUSY;
+        }
+        memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+        if (header.getLong(VERSION_OFFSET, ORDER) != expectedVersion) {
+            unlock(address);
+            return STALE;
+        }
+        return LOCKED;
+    }
+
+    /** Writes a node whose remote lock this thread holds: lock word still set, version {@code newVersion}. */
+    public void writeLocked(long address, NodeView node, long newVersion) {
+        node.lockWord(tag);
+        node.version(newVersion);
+        memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+    }
+
+    /** Writes a node whole, with a clear lock word (a new node, or one only this thread writes). */
+    public void writeUnlocked(long address, NodeView node) {
+        node.lockWord(0);
+        memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+    }
+
+    /** Releases the remote lock with an 8-byte write of 0. */
+    public void unlock(long address) {
+        memory.write(address + LOCK_WORD_OFFSET, zero, 0, Long.BYTES);
+    }
+
+    /** The superblock's root pointer, read remotely. */
+    public long readRoot() {
+        memory.read(SuperblockDescriptor.ROOT_ADDRESS, header, 0, Long.BYTES);
+        return header.getLong(0, ORDER);
+    }
+
+    /** Swings the root pointer; returns the value found (= {@code expected} when swung). */
+    public long swingRoot(long expected, long newRoot) {
+        return memory.compareAndSwap(SuperblockDescriptor.ROOT_ADDRESS, expected, newRoot);
+    }
+}
