@@ -731,6 +731,7 @@ public final class DexSession implements IndexSession {
             long rightAddress = engine.allocator.allocateFor(node.level(), address);
             long separator = node.splitInto(right, rightAddress);
             orphanChildren(right);
+            narrowed(d);
             parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
             remote.writeUnlocked(rightAddress, right);
             boolean writeThrough = sharedAt[pd] || sharedAt[d];
@@ -745,6 +746,18 @@ public final class DexSession implements IndexSession {
             }
             unlockNode(d);
             unlockNode(pd);
+        }
+    }
+
+    /**
+     * A split narrowed the node at depth {@code d}: a shared node may now lie inside one partition. Its
+     * last write while shared is a write-through, so remote memory holds the narrowed fences before the
+     * node starts being written back lazily as an owned node.
+     */
+    private void narrowed(int d) {
+        if (frameAt[d] != NO_FRAME) {
+            NodeView node = viewAt[d];
+            arena.flag(frameAt[d], SHARED, partitions.ownerOf(node.lowFence(), node.highFence()) < 0);
         }
     }
 
@@ -799,6 +812,7 @@ public final class DexSession implements IndexSession {
             }
             orphanChildren(right);
             node.copyFrom(splitCopy);
+            narrowed(0);
             finishWrite(0, true, true);
             engine.rootMoved(address, rootAddress);
         } finally {

@@ -1,0 +1,93 @@
+package dev.dex.core.cache;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeMap;
+
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.Partitioning;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * A memory pool with a bulk-loaded tree (keys 2, 4, ..., 2n; value = key + 1), a partition table, and
+ * C engines over it, engine {@code p % C} holding partition p. Closes everything it made.
+ */
+final class DexFixture implements AutoCloseable {
+    final LocalFabric fabric;
+    final RemoteMemory admin;
+    final List<DexEngine> engines = new ArrayList<>();
+    final PartitionTable table;
+    final int loaded;
+
+    /**
+     * @param leafFences partition bounds from the leaves' fences (all leaves owned) or equal width
+     *                   (leaves straddling a bound are shared)
+     */
+    DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs) {
+        this.fabric = new LocalFabric(latencyNs);
+        int[] ids = new int[servers];
+        for (int i = 0; i < servers; i++) {
+            ids[i] = i;
+            fabric.export(i, 64L << 20, 64 << 10);
+        }
+        this.admin = fabric.connect(ids);
+        this.loaded = loaded;
+        long[] keys = new long[loaded];
+        long[] values = new long[loaded];
+        for (int i = 0; i < loaded; i++) {
+            keys[i] = 2L * i + 2;
+            values[i] = keys[i] + 1;
+        }
+        BulkLoader.formatAndLoad(admin, TreeConfig.defaults().withSubtreeLevel(subtreeLevel), SortedEntries.of(keys, values), n -> { });
+        this.table = leafFences ? Partitioning.fromLeafFences(admin, partitions)
+                : PartitionTable.equalWidth(partitions, 0, 2L * loaded + 2);
+        Superblock.writePartitions(admin, table);
+    }
+
+    /** Opens C engines, each on its own connection, holding partitions round robin. */
+    List<DexEngine> open(int count, DexConfig config) {
+        int[] ids = admin.memoryServerIds();
+        for (int c = 0; c < count; c++) {
+            engines.add(DexEngine.open(fabric.connect(ids), config));
+        }
+        for (int p = 0; p < table.count(); p++) {
+            engines.get(p % count).acquire(p);
+        }
+        return engines;
+    }
+
+    /** The loaded entries. */
+    TreeMap<Long, Long> initialModel() {
+        TreeMap<Long, Long> model = new TreeMap<>();
+        for (int i = 0; i < loaded; i++) {
+            model.put(2L * i + 2, 2L * i + 3);
+        }
+        return model;
+    }
+
+    /** Validates every engine's cache, flushes them all, then validates the remote tree and returns it. */
+    TreeMap<Long, Long> validateFlushAndRead() {
+        engines.forEach(CacheValidator::validate);
+        engines.forEach(DexEngine::close);
+        engines.forEach(CacheValidator::validate);
+        for (DexEngine engine : engines) {
+            if (engine.dirtyFrames.get() != 0) {
+                throw new AssertionError("dirty frames left after close: " + engine.dirtyFrames.get());
+            }
+        }
+        TreeMap<Long, Long> stored = new TreeMap<>();
+        TreeValidator.validate(admin, stored::put);
+        return stored;
+    }
+
+    @Override
+    public void close() {
+        fabric.close();
+    }
+}

@@ -1,0 +1,153 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * Threads on C engines over one pool, with caches of a few dozen frames so that cooling, eviction,
+ * write-back, admission and splits of owned and shared nodes all run concurrently. Thread t alone writes
+ * the keys {@code k} with {@code k % threads == t} (through whichever engine holds k's partition), so
+ * its private map is the model of their last values; every value encodes its key, so a torn or misrouted
+ * read fails at once. Ends with the cache validator, a flush, the tree validator, and the comparison.
+ */
+class DexStressTest {
+
+    @ParameterizedTest(name = "{0} engines={1} threads={2} frames={3} P_A={4} partitions={5} leafFences={6} latencyNs={7} ops={8}")
+    @CsvSource({
+            "dex,         1, 2, 600, 1.0, 4,  true,  0,    60000",
+            "dex,         1, 4, 32,  0.5, 8,  true,  0,    15000",
+            "dex,         2, 4, 48,  0.3, 8,  false, 0,    15000",
+            "dex,         3, 3, 96,  1.0, 12, false, 0,    15000",
+            "dex,         2, 4, 40,  0.5, 8,  false, 1000, 3000",
+            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    15000",
+            "partitioned, 2, 4, 0,   0.0, 8,  false, 0,    15000"})
+    void concurrentOperationsKeepEveryLastWrite(String mode, int engines, int threads, int frames, double admission,
+                                                int partitions, boolean leafFences, long latencyNs,
+                                                int opsPerThread) throws Exception {
+        try (DexFixture fixture = new DexFixture(2, 1, 4_000, partitions, leafFences, latencyNs)) {
+            DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexConfig.DEFAULT_COOLING_RATIO, admission);
+            List<DexEngine> list = fixture.open(engines, config);
+            List<Map<Long, Long>> models = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                models.add(new HashMap<>());
+            }
+            fixture.initialModel().forEach((k, v) -> models.get((int) (k % threads)).put(k, encode(k, 0)));
+            // Rewrite the loaded values so every value in the tree encodes its key.
+            DexSession setup = list.get(0).newSession();
+            for (int e = 0; e < engines; e++) {
+                DexSession s = list.get(e).newSession();
+                for (var entry : fixture.initialModel().entrySet()) {
+                    if (fixture.table.partitionOf(entry.getKey()) % engines == e) {
+                        s.update(entry.getKey(), encode(entry.getKey(), 0));
+                    }
+                }
+                s.close();
+            }
+            setup.close();
+
+            long range = 2L * fixture.loaded + 200;
+            CountDownLatch start = new CountDownLatch(1);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int id = t;
+                Thread worker = new Thread(() -> {
+                    DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+                    try {
+                        start.await();
+                        run(fixture, sessions, id, threads, opsPerThread, range, models.get(id));
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    } finally {
+                        for (DexSession s : sessions) {
+                            s.close();
+                        }
+                    }
+                }, "dex-stress-" + t);
+                workers.add(worker);
+                worker.start();
+            }
+            start.countDown();
+            for (Thread worker : workers) {
+                worker.join(TimeUnit.MINUTES.toMillis(3));
+                assertTrue(!worker.isAlive(), worker.getName() + " did not finish");
+            }
+            assertNull(failure.get(), () -> "worker failed: " + failure.get());
+
+            TreeMap<Long, Long> expected = new TreeMap<>();
+            models.forEach(expected::putAll);
+            assertEquals(expected, fixture.validateFlushAndRead());
+        }
+    }
+
+    private static void run(DexFixture fixture, DexSession[] sessions, int id, int threads, int ops, long range,
+                            Map<Long, Long> model) {
+        SplittableRandom random = new SplittableRandom(id * 7919L + 3);
+        long[] scanKeys = new long[40];
+        long[] scanValues = new long[40];
+        for (int op = 1; op <= ops; op++) {
+            // Half the operations hit a hot range of a few leaves, so threads collide on the same frames.
+            long any = random.nextBoolean() ? random.nextLong(1, 240) : random.nextLong(1, range);
+            long own = any - Math.floorMod(any, (long) threads) + id;
+            DexSession anySession = sessions[fixture.table.partitionOf(any) % sessions.length];
+            DexSession ownSession = sessions[fixture.table.partitionOf(own) % sessions.length];
+            switch (random.nextInt(10)) {
+                case 0, 1 -> {
+                    if (anySession.lookup(any)) {
+                        checkValue(any, anySession.value());
+                    }
+                    if (ownSession.lookup(own)) {
+                        assertEquals(model.get(own), ownSession.value(), "own key " + own);
+                    } else {
+                        assertNull(model.get(own), "own key " + own + " lost");
+                    }
+                }
+                case 2, 3, 4 -> {
+                    long v = encode(own, op);
+                    assertEquals(model.put(own, v) == null, ownSession.put(own, v), "put " + own);
+                }
+                case 5 -> {
+                    long v = encode(own, op);
+                    assertEquals(model.containsKey(own), ownSession.update(own, v), "update " + own);
+                    model.computeIfPresent(own, (k, old) -> v);
+                }
+                case 6 -> assertEquals(model.remove(own) != null, ownSession.delete(own), "delete " + own);
+                case 7 -> {
+                    long v = encode(own, op);
+                    assertEquals(model.putIfAbsent(own, v) == null, ownSession.insert(own, v), "insert " + own);
+                }
+                default -> {
+                    int n = anySession.scan(any, scanKeys.length, scanKeys, scanValues);
+                    for (int i = 0; i < n; i++) {
+                        assertTrue(i == 0 ? scanKeys[i] >= any : scanKeys[i] > scanKeys[i - 1], "scan order");
+                        checkValue(scanKeys[i], scanValues[i]);
+                    }
+                }
+            }
+        }
+    }
+
+    static long encode(long key, int sequence) {
+        return key * 1_000_003L + sequence;
+    }
+
+    static void checkValue(long key, long value) {
+        long sequence = value - key * 1_000_003L;
+        assertTrue(sequence >= 0 && sequence < 1_000_003L, "value " + value + " does not belong to key " + key);
+    }
+}
