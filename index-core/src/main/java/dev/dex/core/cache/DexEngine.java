@@ -70,6 +70,9 @@ public final class DexEngine implements PartitionedEngine {
     private final AtomicInteger sessionIds = new AtomicInteger();
     final CopyOnWriteArrayList<DexSession> sessions = new CopyOnWriteArrayList<>();
     final AtomicLong dirtyFrames = new AtomicLong();
+    /** Hits and misses of sessions already closed. */
+    private final AtomicLong closedHits = new AtomicLong();
+    private final AtomicLong closedMisses = new AtomicLong();
 
     volatile long rootAddress;
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
@@ -134,8 +137,11 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     void closed(DexSession session) {
-        sessions.remove(session);
-        session.returnFreeFrames();
+        if (sessions.remove(session)) {
+            closedHits.addAndGet(session.hits());
+            closedMisses.addAndGet(session.misses());
+            session.returnFreeFrames();
+        }
     }
 
     // ---- partitions -------------------------------------------------------------------------------------
@@ -263,8 +269,8 @@ public final class DexEngine implements PartitionedEngine {
 
     @Override
     public double cacheHitRatio() {
-        long hits = 0;
-        long misses = 0;
+        long hits = closedHits.get();
+        long misses = closedMisses.get();
         for (DexSession s : sessions) {
             hits += s.hits();
             misses += s.misses();
@@ -275,6 +281,8 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public void resetStats() {
         memory.counters().reset();
+        closedHits.set(0);
+        closedMisses.set(0);
         sessions.forEach(DexSession::resetStats);
     }
 

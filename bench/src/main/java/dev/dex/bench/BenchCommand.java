@@ -1,0 +1,241 @@
+package dev.dex.bench;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+
+import dev.dex.core.partition.PartitionTable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.UnmatchedArgumentException;
+
+/**
+ * {@code dex bench}: bulk-loads a tree, runs one of the paper's workloads against an engine mode on the
+ * local fabric, and reports throughput, latency percentiles, verbs per operation and operation outcomes
+ * (stdout), optionally as JSON. Progress goes to stderr. Usable on its own ({@link BenchMain}) or as a
+ * subcommand of a larger CLI; build it with {@link #commandLine()} to get its bad-input handling.
+ *
+ * <p>Exit codes: 0 done, 1 the run failed, 2 bad input (every option is checked before anything runs).
+ */
+@Command(name = "bench", sortOptions = false, usageHelpAutoWidth = true,
+        description = "Bulk-loads a B+-tree on the local fabric, runs a YCSB-style workload against an engine, and"
+                + " prints throughput, latency, verbs per operation and operation outcomes (progress goes to stderr).",
+        exitCodeListHeading = "%nExit codes:%n",
+        exitCodeList = {"0:done", "1:the run failed", "2:bad input"})
+public final class BenchCommand implements Callable<Integer> {
+    static final long MAX_OPS = 1L << 40;
+    static final int MAX_THREADS = 1024;
+    static final int MAX_COMPUTE_NODES = 256;
+    static final int MAX_MEMORY_NODES = 64;
+    static final long MAX_LATENCY_NS = 10_000_000;
+    static final double DEFAULT_THETA = 0.99;
+    static final double DEFAULT_CACHE_RATIO = 0.08;
+
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = "--workload", paramLabel = "NAME", defaultValue = "read-intensive",
+            converter = WorkloadConverter.class, completionCandidates = Workload.Names.class,
+            description = "Operation mix: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    private Workload workload;
+
+    @Option(names = "--mode", paramLabel = "MODE", defaultValue = "dex", converter = ModeConverter.class,
+            completionCandidates = Mode.Names.class,
+            description = "Engine: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    private Mode mode;
+
+    @Option(names = "--keys", paramLabel = "N", defaultValue = "1000000", converter = CountConverter.class,
+            description = "Entries bulk-loaded before the run (default: ${DEFAULT-VALUE}). Counts accept _ and k/m/g.")
+    private long keys;
+
+    @Option(names = "--ops", paramLabel = "N", defaultValue = "1000000", converter = CountConverter.class,
+            description = "Measured operations, all threads together (default: ${DEFAULT-VALUE}).")
+    private long ops;
+
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "200000", converter = CountConverter.class,
+            description = "Operations run before measuring; stats are reset after them (default: ${DEFAULT-VALUE}).")
+    private long warmup;
+
+    @Option(names = "--threads", paramLabel = "N", defaultValue = "2",
+            description = "Worker threads (default: ${DEFAULT-VALUE}).")
+    private int threads;
+
+    @Option(names = "--dist", paramLabel = "DIST", defaultValue = "zipf", converter = DistributionConverter.class,
+            completionCandidates = Distribution.Names.class,
+            description = "Key distribution: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    private Distribution distribution;
+
+    @Option(names = "--theta", paramLabel = "THETA",
+            description = "Zipf skew in [0, 1) (default: " + DEFAULT_THETA + "); only with --dist zipf.")
+    private Double theta;
+
+    @Option(names = "--cache-ratio", paramLabel = "FRACTION",
+            description = "Cache per compute node as a fraction of the bulk-loaded tree's bytes, in (0, 1]"
+                    + " (default: " + DEFAULT_CACHE_RATIO + "). Not with --cache-mb.")
+    private Double cacheRatio;
+
+    @Option(names = "--cache-mb", paramLabel = "MIB", converter = CountConverter.class,
+            description = "Cache per compute node in MiB. Not with --cache-ratio.")
+    private Long cacheMb;
+
+    @Option(names = "--compute-nodes", paramLabel = "C", defaultValue = "1",
+            description = "Engine instances in this JVM, each with its own connection; in partitioned modes each"
+                    + " holds the partitions p with p mod C = its index (default: ${DEFAULT-VALUE}).")
+    private int computeNodes;
+
+    @Option(names = "--memory-nodes", paramLabel = "M", defaultValue = "1",
+            description = "Memory nodes (regions) of the fabric (default: ${DEFAULT-VALUE}).")
+    private int memoryNodes;
+
+    @Option(names = "--partitions", paramLabel = "P", defaultValue = "" + PartitionTable.DEFAULT_PARTITIONS,
+            description = "Logical partitions of the key space, for the partitioned modes (default: ${DEFAULT-VALUE}).")
+    private int partitions;
+
+    @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
+            description = "Fabric transport; only local for now (default: ${DEFAULT-VALUE}).")
+    private String fabric;
+
+    @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
+            description = "Latency spun before every verb, e.g. 2000 for RDMA's ~2 us (default: ${DEFAULT-VALUE}).")
+    private long latencyNs;
+
+    @Option(names = "--seed", paramLabel = "SEED", defaultValue = "1",
+            description = "Seed of the threads' random sources (default: ${DEFAULT-VALUE}).")
+    private long seed;
+
+    @Option(names = "--json", paramLabel = "FILE",
+            description = "Also write the result to FILE as one JSON object.")
+    private Path json;
+
+    @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")
+    private boolean help;
+
+    private BenchResult lastResult;
+
+    /** A command line for this command with its bad-input handling (message, hint, exit code 2). */
+    public static CommandLine commandLine() {
+        return commandLine(new BenchCommand());
+    }
+
+    static CommandLine commandLine(BenchCommand command) {
+        return new CommandLine(command).setParameterExceptionHandler(BenchCommand::handleBadInput);
+    }
+
+    private static int handleBadInput(ParameterException e, String[] args) {
+        CommandLine cmd = e.getCommandLine();
+        PrintWriter err = cmd.getErr();
+        String name = cmd.getCommandSpec().qualifiedName();
+        err.println(name + ": " + e.getMessage());
+        UnmatchedArgumentException.printSuggestions(e, err);
+        err.println("Run '" + name + " --help' for the options.");
+        err.flush();
+        return cmd.getCommandSpec().exitCodeOnInvalidInput();
+    }
+
+    @Override
+    public Integer call() {
+        BenchConfig config = validate();
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        Progress progress = Progress.detect(err);
+        KeySpace keySpace = new KeySpace(config.keys());
+        BenchResult result;
+        try (EngineCluster engines = EngineFactory.create(config, keySpace, progress)) {
+            RunStats stats = new BenchRunner(config, keySpace, engines, progress).run();
+            result = BenchResult.of(config, engines.treeBytes(), stats);
+        }
+        lastResult = result;
+        Summary.print(result, out);
+        if (config.json() != null) {
+            try {
+                ResultJson.write(result, config.json());
+            } catch (IOException e) {
+                err.println(spec.qualifiedName() + ": cannot write " + config.json() + ": " + e.getMessage());
+                err.flush();
+                return 1;
+            }
+        }
+        return 0;
+    }
+
+    /** The result of the last successful {@link #call()}, for tests. */
+    BenchResult lastResult() {
+        return lastResult;
+    }
+
+    private BenchConfig validate() {
+        check(keys >= 1 && keys <= KeySpace.MAX_KEYS, "--keys must be in [1, " + KeySpace.MAX_KEYS + "]: " + keys);
+        check(ops >= 1 && ops <= MAX_OPS, "--ops must be in [1, " + MAX_OPS + "]: " + ops);
+        check(warmup >= 0 && warmup <= MAX_OPS, "--warmup must be in [0, " + MAX_OPS + "]: " + warmup);
+        check(threads >= 1 && threads <= MAX_THREADS, "--threads must be in [1, " + MAX_THREADS + "]: " + threads);
+        double skew = 0;
+        if (distribution == Distribution.ZIPF) {
+            skew = theta == null ? DEFAULT_THETA : theta;
+            check(skew >= 0 && skew < 1, "--theta must be in [0, 1): " + theta);
+        } else {
+            check(theta == null, "--theta applies only to --dist zipf");
+        }
+        check(cacheRatio == null || cacheMb == null, "--cache-ratio and --cache-mb are mutually exclusive");
+        double ratio = Double.NaN;
+        long cacheBytes = -1;
+        if (cacheMb != null) {
+            check(cacheMb >= 1 && cacheMb <= 1L << 20, "--cache-mb must be in [1, " + (1L << 20) + "]: " + cacheMb);
+            cacheBytes = cacheMb << 20;
+        } else {
+            ratio = cacheRatio == null ? DEFAULT_CACHE_RATIO : cacheRatio;
+            check(ratio > 0 && ratio <= 1, "--cache-ratio must be in (0, 1]: " + cacheRatio);
+        }
+        check(computeNodes >= 1 && computeNodes <= MAX_COMPUTE_NODES,
+                "--compute-nodes must be in [1, " + MAX_COMPUTE_NODES + "]: " + computeNodes);
+        check(memoryNodes >= 1 && memoryNodes <= MAX_MEMORY_NODES,
+                "--memory-nodes must be in [1, " + MAX_MEMORY_NODES + "]: " + memoryNodes);
+        check(partitions >= 1 && partitions <= PartitionTable.MAX_PARTITIONS,
+                "--partitions must be in [1, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
+        check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions
+                + ") must be at least --compute-nodes (" + computeNodes + ") so every compute node holds a partition");
+        check(fabric.equals("local"), "--fabric " + fabric + " is not supported by the bench yet; only 'local' is");
+        check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
+                "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
+        if (json != null) {
+            Path parent = json.toAbsolutePath().getParent();
+            check(parent != null && Files.isDirectory(parent), "--json " + json + ": directory " + parent + " does not exist");
+            check(!Files.isDirectory(json), "--json " + json + " is a directory");
+        }
+        return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
+                computeNodes, memoryNodes, partitions, latencyNs, seed, json);
+    }
+
+    private void check(boolean ok, String message) {
+        if (!ok) {
+            throw new ParameterException(spec.commandLine(), message);
+        }
+    }
+
+    static final class WorkloadConverter implements ITypeConverter<Workload> {
+        @Override
+        public Workload convert(String value) {
+            return Workload.fromCliName(value);
+        }
+    }
+
+    static final class ModeConverter implements ITypeConverter<Mode> {
+        @Override
+        public Mode convert(String value) {
+            return Mode.fromCliName(value);
+        }
+    }
+
+    static final class DistributionConverter implements ITypeConverter<Distribution> {
+        @Override
+        public Distribution convert(String value) {
+            return Distribution.fromCliName(value);
+        }
+    }
+}

@@ -1,0 +1,26 @@
+package dev.dex.bench;
+
+import java.nio.file.Path;
+
+/**
+ * A validated benchmark configuration (see {@link BenchCommand} for each setting's meaning).
+ *
+ * @param cacheRatio cache size per compute node as a fraction of the bulk-loaded tree's bytes, or NaN
+ *                   when {@code cacheBytes} is given
+ * @param cacheBytes cache size per compute node in bytes, or -1 when {@code cacheRatio} is given
+ * @param json       where to write the JSON result, or null
+ */
+record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
+                   long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
+                   int memoryNodes, int partitions, long latencyNs, long seed, Path json) {
+
+    /** The cache bytes per compute node for a tree of {@code treeBytes}. */
+    long cacheBytesFor(long treeBytes) {
+        return cacheBytes >= 0 ? cacheBytes : (long) Math.ceil(cacheRatio * treeBytes);
+    }
+
+    /** The cache ratio for a tree of {@code treeBytes}, whichever way the cache size was given. */
+    double cacheRatioFor(long treeBytes) {
+        return cacheBytes >= 0 ? (double) cacheBytes / treeBytes : cacheRatio;
+    }
+}

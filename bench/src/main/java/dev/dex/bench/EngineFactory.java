@@ -1,0 +1,208 @@
+package dev.dex.bench;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentSkipListMap;
+
+import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.engine.IndexEngine;
+import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.node.InnerNodeDescriptor;
+import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.Partitioning;
+import dev.dex.core.tree.BaselineTree;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+import me.tongfei.progressbar.ProgressBar;
+
+/**
+ * Builds the engines of a run. For the fabric modes: a {@link LocalFabric} with one region per memory node,
+ * the tree bulk-loaded through a connection of its own, then one engine per compute node, each on its own
+ * {@code connect(...)} (so each counts its own verbs). For {@code skiplist}: one map, loaded with the same
+ * entries, shared by one adapter per compute node.
+ *
+ * <p>Region sizing: bulk load keeps every level-M subtree (M = 3, about 5 million keys) on one memory node,
+ * and the inserts of a run may all land in one subtree, so every memory node is sized for the whole run:
+ * 3x the bulk-loaded tree, {@value #BYTES_PER_INSERT} bytes per insert the run may do (a leaf split per
+ * ~30 inserts costs about 35), two chunks per connection for partly used chunks, and
+ * {@value #SLACK_MIB} MiB.
+ */
+final class EngineFactory {
+    static final int BYTES_PER_INSERT = 64;
+    static final int SLACK_MIB = 16;
+    static final int SMALL_CHUNK = 64 << 10;
+    static final int LARGE_CHUNK = 1 << 20;
+    /** Trees from this size on use {@link #LARGE_CHUNK}s. */
+    static final long LARGE_TREE_BYTES = 16L << 20;
+    private static final int LOAD_PROGRESS_STEP = 4096;
+
+    /** Builds one compute node's engine in a DEX mode. */
+    @FunctionalInterface
+    interface PartitionedEngineOpener {
+        /**
+         * @param memory     the compute node's own connection to every memory node
+         * @param partitions the logical partitions of the key space
+         * @param cacheBytes the compute node's cache size
+         */
+        PartitionedEngine open(RemoteMemory memory, PartitionTable partitions, long cacheBytes);
+    }
+
+    private EngineFactory() {
+    }
+
+    /**
+     * The engines for {@code config}, with the tree loaded (and, for the DEX engine modes, the partition
+     * table stored in the superblock).
+     */
+    static EngineCluster create(BenchConfig config, KeySpace keySpace, Progress progress) {
+        return switch (config.mode()) {
+            case SKIPLIST -> skipList(config, keySpace, progress);
+            case BASELINE -> onFabric(config, keySpace, progress, null);
+            case PARTITIONED, SHERMAN, DEX -> onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode()));
+        };
+    }
+
+    /** What opens one compute node's engine in {@code mode}, a DEX engine mode. */
+    static PartitionedEngineOpener partitionedEngineOpener(Mode mode) {
+        return (memory, table, cacheBytes) -> DexEngine.open(memory, switch (mode) {
+            case DEX -> DexConfig.dex(cacheBytes);
+            case SHERMAN -> DexConfig.sherman(cacheBytes);
+            case PARTITIONED -> DexConfig.partitioned();
+            default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);
+        });
+    }
+
+    /**
+     * Partition bounds at leaf fences (every leaf owned, as the paper chooses them), or equal width over the
+     * loaded keys when the tree has fewer leaves than partitions.
+     */
+    static PartitionTable partitionTable(RemoteMemory loader, BenchConfig config, KeySpace keySpace) {
+        try {
+            return Partitioning.fromLeafFences(loader, config.partitions());
+        } catch (IllegalArgumentException tooFewLeaves) {
+            return PartitionTable.equalWidth(config.partitions(), keySpace.minKey(), keySpace.maxKey());
+        }
+    }
+
+    private static EngineCluster onFabric(BenchConfig config, KeySpace keySpace, Progress progress,
+                                          PartitionedEngineOpener opener) {
+        long estimate = estimatedTreeBytes(config.keys());
+        int chunk = estimate >= LARGE_TREE_BYTES ? LARGE_CHUNK : SMALL_CHUNK;
+        long region = regionLength(config, estimate, chunk);
+        List<IndexEngine> engines = new ArrayList<>();
+        List<AutoCloseable> resources = new ArrayList<>();
+        LocalFabric fabric = new LocalFabric(config.latencyNs());
+        try {
+            int[] servers = new int[config.memoryNodes()];
+            for (int id = 0; id < servers.length; id++) {
+                servers[id] = id;
+                export(fabric, id, region, chunk);
+            }
+            BulkLoader.Result loaded;
+            PartitionTable table = null;
+            try (RemoteMemory loader = fabric.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
+                loaded = BulkLoader.formatAndLoad(loader, TreeConfig.defaults(), keySpace.entries(), bar::stepTo);
+                if (opener != null) {
+                    table = partitionTable(loader, config, keySpace);
+                    Superblock.writePartitions(loader, table);
+                }
+            }
+            long treeBytes = (loaded.leaves() + loaded.innerNodes()) * NodeHeaderDescriptor.NODE_LENGTH;
+            List<PartitionedEngine> partitioned = new ArrayList<>();
+            for (int c = 0; c < config.computeNodes(); c++) {
+                RemoteMemory memory = fabric.connect(servers);
+                resources.add(memory);
+                if (opener == null) {
+                    engines.add(BaselineTree.open(memory));
+                } else {
+                    PartitionedEngine engine = opener.open(memory, table, config.cacheBytesFor(treeBytes));
+                    engines.add(engine);
+                    partitioned.add(engine);
+                }
+            }
+            if (!partitioned.isEmpty()) {
+                PartitionRouter.assign(partitioned);
+            }
+            resources.add(fabric);
+            return new EngineCluster(engines, treeBytes, resources);
+        } catch (RuntimeException | Error e) {
+            closeQuietly(engines, e);
+            closeQuietly(resources, e);
+            fabric.close();
+            throw e;
+        }
+    }
+
+    private static void export(LocalFabric fabric, int id, long region, int chunk) {
+        try {
+            fabric.export(id, region, chunk);
+        } catch (OutOfMemoryError e) {
+            throw new IllegalStateException(String.format(
+                    "not enough direct memory for memory node %d's region of %,d MiB; raise the JVM's limit, e.g."
+                            + " DEX_JAVA_OPTS=-XX:MaxDirectMemorySize=8g", id, region >> 20), e);
+        }
+    }
+
+    private static EngineCluster skipList(BenchConfig config, KeySpace keySpace, Progress progress) {
+        ConcurrentSkipListMap<Long, Long> map = new ConcurrentSkipListMap<>();
+        try (ProgressBar bar = progress.start("load", config.keys())) {
+            SortedEntries entries = keySpace.entries();
+            long loaded = 0;
+            while (entries.next()) {
+                map.put(entries.key(), entries.value());
+                if (++loaded % LOAD_PROGRESS_STEP == 0) {
+                    bar.stepTo(loaded);
+                }
+            }
+            bar.stepTo(loaded);
+        }
+        List<IndexEngine> engines = new ArrayList<>();
+        for (int c = 0; c < config.computeNodes(); c++) {
+            engines.add(new SkipListEngine(map));
+        }
+        return new EngineCluster(engines, estimatedTreeBytes(config.keys()), List.of());
+    }
+
+    /** Bytes of the tree {@link BulkLoader} builds from {@code keys} entries with the default fill factor. */
+    static long estimatedTreeBytes(long keys) {
+        double fill = TreeConfig.DEFAULT_BULK_FILL_FACTOR;
+        long leafFill = Math.max(1, (long) Math.floor(LeafNodeDescriptor.CAPACITY * fill));
+        long fanOut = Math.max(2, (long) Math.floor(InnerNodeDescriptor.MAX_CHILDREN * fill));
+        long level = Math.max(1, ceilDiv(keys, leafFill));
+        long nodes = level;
+        while (level > 1) {
+            level = ceilDiv(level, fanOut);
+            nodes += level;
+        }
+        return nodes * NodeHeaderDescriptor.NODE_LENGTH;
+    }
+
+    /** Bytes of each memory node's region (see the class comment), a multiple of {@code chunk}. */
+    static long regionLength(BenchConfig config, long treeBytes, int chunk) {
+        long inserts = (long) Math.ceil((config.warmup() + config.ops()) * config.workload().percent(Op.INSERT) / 100.0);
+        long connections = config.computeNodes() + 1L;
+        long bytes = 3 * treeBytes + inserts * BYTES_PER_INSERT + 2 * connections * chunk + ((long) SLACK_MIB << 20);
+        return ceilDiv(bytes, chunk) * chunk;
+    }
+
+    private static long ceilDiv(long a, long b) {
+        return -Math.floorDiv(-a, b);
+    }
+
+    private static void closeQuietly(List<? extends AutoCloseable> closeables, Throwable failure) {
+        for (AutoCloseable c : closeables) {
+            try {
+                c.close();
+            } catch (Exception e) {
+                failure.addSuppressed(e);
+            }
+        }
+    }
+}

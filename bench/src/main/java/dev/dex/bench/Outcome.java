@@ -1,0 +1,19 @@
+package dev.dex.bench;
+
+/** What an operation found: lookups, updates and scans find or not; inserts add a key or find it present. */
+enum Outcome {
+    FOUND("found"),
+    NOT_FOUND("not found"),
+    INSERTED("inserted"),
+    ALREADY_PRESENT("already present");
+
+    private final String label;
+
+    Outcome(String label) {
+        this.label = label;
+    }
+
+    String label() {
+        return label;
+    }
+}

@@ -1,0 +1,17 @@
+package dev.dex.bench;
+
+import org.HdrHistogram.Histogram;
+
+import dev.dex.rdma.VerbSnapshot;
+
+/**
+ * What the measured phase of a run produced.
+ *
+ * @param wallNanos      from the first worker's start to the last worker's end
+ * @param latency        every measured operation's latency, in nanoseconds
+ * @param outcomes       counts indexed by {@link Outcome#ordinal()}
+ * @param verbs          verbs of all engines, counted from the reset after warm-up
+ * @param cacheHitRatio  over the engines with a cache, or NaN
+ */
+record RunStats(long wallNanos, Histogram latency, long[] outcomes, VerbSnapshot verbs, double cacheHitRatio) {
+}

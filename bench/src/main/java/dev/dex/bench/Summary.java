@@ -1,0 +1,71 @@
+package dev.dex.bench;
+
+import java.io.PrintWriter;
+import java.util.Locale;
+
+import dev.dex.rdma.VerbSnapshot;
+
+/** Prints a {@link BenchResult} for people: one labelled line per aspect. */
+final class Summary {
+    private Summary() {
+    }
+
+    static void print(BenchResult r, PrintWriter out) {
+        BenchConfig c = r.config();
+        String dist = c.distribution() == Distribution.ZIPF
+                ? String.format(Locale.ROOT, "zipf, theta %.2f", c.theta()) : "uniform";
+        line(out, "workload", "%s (%s)", c.workload().cliName(), c.workload().mix());
+        line(out, "mode", "%s, %d compute node%s, %s%s", c.mode().cliName(), c.computeNodes(), plural(c.computeNodes()),
+                c.mode().usesFabric() ? c.memoryNodes() + " memory node" + plural(c.memoryNodes()) : "no memory nodes",
+                c.mode().partitioned() ? ", " + c.partitions() + " partitions" : "");
+        line(out, "keys", "%,d (%s)", c.keys(), dist);
+        line(out, "ops", "%,d measured after %,d warm-up, %d thread%s, seed %d", c.ops(), c.warmup(), c.threads(),
+                plural(c.threads()), c.seed());
+        if (c.mode().usesFabric()) {
+            line(out, "fabric", "local, %,d ns injected latency per verb", c.latencyNs());
+        } else {
+            line(out, "fabric", "none (the map lives in this JVM)");
+        }
+        line(out, "tree", "%s bulk-loaded%s", bytes(r.treeBytes()), c.mode().usesFabric() ? "" : " (estimated; skiplist has no tree)");
+        if (c.mode().partitioned()) {
+            line(out, "cache", "%s per compute node (%.3f of the tree)", bytes(r.cacheBytes()), r.cacheRatio());
+        } else {
+            line(out, "cache", "none in mode %s", c.mode().cliName());
+        }
+        line(out, "throughput", "%,.0f ops/s (%.3f s)", r.throughputOpsPerSec(), r.wallNanos() / 1e9);
+        line(out, "latency", "p50 %s  p99 %s  p99.9 %s  max %s  mean %s", micros(r.p50Nanos()), micros(r.p99Nanos()),
+                micros(r.p999Nanos()), micros(r.maxNanos()), micros(Math.round(r.meanNanos())));
+        VerbSnapshot v = r.verbs();
+        line(out, "verbs/op", "reads %.3f  writes %.3f  atomics %.3f  two-sided %.4f  all %.3f  bytes %.1f",
+                r.perOp(v.reads()), r.perOp(v.writes()), r.perOp(v.atomics()), r.perOp(v.twoSided()),
+                r.perOp(v.verbs()), r.perOp(v.bytes()));
+        line(out, "cache hits", "%s", Double.isNaN(r.cacheHitRatio()) ? "n/a"
+                : String.format(Locale.ROOT, "%.2f%%", 100 * r.cacheHitRatio()));
+        StringBuilder outcomes = new StringBuilder();
+        for (Outcome o : Outcome.values()) {
+            outcomes.append(outcomes.length() == 0 ? "" : "  ").append(o.label()).append(' ')
+                    .append(String.format(Locale.ROOT, "%,d", r.outcome(o)));
+        }
+        line(out, "outcomes", "%s", outcomes);
+        out.flush();
+    }
+
+    private static void line(PrintWriter out, String label, String format, Object... args) {
+        out.printf(Locale.ROOT, "%-12s %s%n", label, String.format(Locale.ROOT, format, args));
+    }
+
+    private static String plural(long n) {
+        return n == 1 ? "" : "s";
+    }
+
+    private static String micros(long nanos) {
+        return String.format(Locale.ROOT, "%.1f us", nanos / 1e3);
+    }
+
+    private static String bytes(long n) {
+        if (n >= 10L << 20) {
+            return String.format(Locale.ROOT, "%,d MiB", n >> 20);
+        }
+        return String.format(Locale.ROOT, "%,.1f KiB", n / 1024.0);
+    }
+}

@@ -1,0 +1,119 @@
+package dev.dex.bench;
+
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
+
+import org.HdrHistogram.Histogram;
+
+import dev.dex.core.engine.IndexSession;
+
+/**
+ * One benchmark thread: draws operations and keys, sends them through its own {@link Router}, and records
+ * the latency and outcome of each measured operation in its own histogram and counters (merged by
+ * {@link BenchRunner} after the run, so no operation touches shared state).
+ */
+final class Worker implements Runnable {
+    static final long MAX_LATENCY_NANOS = TimeUnit.MINUTES.toNanos(1);
+    private static final int BATCH = 1024;
+
+    private final int id;
+    private final Workload workload;
+    private final KeySpace keySpace;
+    private final KeyChooser chooser;
+    private final EngineCluster engines;
+    private final SplittableRandom random;
+    private final RunControl control;
+    private final long warmupOps;
+    private final long measuredOps;
+    private final long[] scanKeys = new long[Workload.SCAN_LENGTH];
+    private final long[] scanValues = new long[Workload.SCAN_LENGTH];
+    private final Histogram latency = new Histogram(MAX_LATENCY_NANOS, 3);
+    private final long[] outcomes = new long[Outcome.values().length];
+    private long updates;
+    private long startNanos;
+    private long endNanos;
+
+    Worker(int id, Workload workload, KeySpace keySpace, KeyChooser chooser, EngineCluster engines,
+           SplittableRandom random, RunControl control, long warmupOps, long measuredOps) {
+        this.id = id;
+        this.workload = workload;
+        this.keySpace = keySpace;
+        this.chooser = chooser;
+        this.engines = engines;
+        this.random = random;
+        this.control = control;
+        this.warmupOps = warmupOps;
+        this.measuredOps = measuredOps;
+    }
+
+    @Override
+    public void run() {
+        try (Router router = engines.newRouter(id)) {
+            control.phaser.arriveAndAwaitAdvance();
+            runOps(router, warmupOps, false, control.warmedUp);
+            control.phaser.arriveAndAwaitAdvance();
+            control.phaser.arriveAndAwaitAdvance();
+            startNanos = System.nanoTime();
+            runOps(router, measuredOps, true, control.measured);
+            endNanos = System.nanoTime();
+        } catch (Throwable t) {
+            control.fail(t);
+        } finally {
+            control.phaser.arriveAndDeregister();
+        }
+    }
+
+    private void runOps(Router router, long count, boolean measure, LongAdder progress) {
+        if (control.stopped()) {
+            return;
+        }
+        long reported = 0;
+        for (long i = 0; i < count; i++) {
+            if (i - reported == BATCH) {
+                progress.add(BATCH);
+                reported = i;
+                if (control.stopped()) {
+                    return;
+                }
+            }
+            Op op = workload.op(random.nextInt(100));
+            long index = chooser.nextIndex(random);
+            long key = op == Op.INSERT ? keySpace.insertKey(index, random) : keySpace.loadedKey(index);
+            long start = System.nanoTime();
+            Outcome outcome = execute(router.sessionFor(key), op, key);
+            long nanos = System.nanoTime() - start;
+            if (measure) {
+                latency.recordValue(Math.min(nanos, MAX_LATENCY_NANOS));
+                outcomes[outcome.ordinal()]++;
+            }
+        }
+        progress.add(count - reported);
+    }
+
+    private Outcome execute(IndexSession session, Op op, long key) {
+        return switch (op) {
+            case LOOKUP -> session.lookup(key) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case UPDATE -> session.update(key, key + 1 + ++updates) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case INSERT -> session.insert(key, key + 1) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
+            case SCAN -> session.scan(key, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
+        };
+    }
+
+    /** Latencies of the measured operations; read after the thread ended. */
+    Histogram latency() {
+        return latency;
+    }
+
+    long[] outcomes() {
+        return outcomes;
+    }
+
+    long startNanos() {
+        return startNanos;
+    }
+
+    long endNanos() {
+        return endNanos;
+    }
+}

@@ -1,0 +1,193 @@
+package dev.dex.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import picocli.CommandLine;
+
+/** Runs the whole command in-process on tiny configurations. */
+class BenchCommandRunTest {
+    private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "dist", "theta", "keys", "ops", "threads",
+            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs");
+
+    @TempDir
+    Path dir;
+
+    record Run(int exitCode, String out, String err, BenchResult result) {
+    }
+
+    private static Run bench(String... args) {
+        BenchCommand command = new BenchCommand();
+        CommandLine cmd = BenchCommand.commandLine(command);
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        cmd.setOut(new PrintWriter(out, true));
+        cmd.setErr(new PrintWriter(err, true));
+        int code = cmd.execute(args);
+        return new Run(code, out.toString(), err.toString(), command.lastResult());
+    }
+
+    private static String[] tiny(String... extra) {
+        List<String> args = new ArrayList<>(List.of("--keys", "20000", "--ops", "20000", "--warmup", "2000", "--threads", "2"));
+        args.addAll(List.of(extra));
+        return args.toArray(String[]::new);
+    }
+
+    private static JsonNode readJson(Path file) throws IOException {
+        return new ObjectMapper().readTree(file.toFile());
+    }
+
+    private static void assertSaneJson(JsonNode json, String workload, String mode) {
+        Set<String> fields = new TreeSet<>();
+        json.fieldNames().forEachRemaining(fields::add);
+        assertEquals(new TreeSet<>(TOP_LEVEL), fields);
+        assertEquals(workload, json.get("workload").asText());
+        assertEquals(mode, json.get("mode").asText());
+        assertEquals("zipf", json.get("dist").asText());
+        assertEquals(0.99, json.get("theta").asDouble());
+        assertEquals(20_000, json.get("keys").asLong());
+        assertEquals(20_000, json.get("ops").asLong());
+        assertEquals(2, json.get("threads").asInt());
+        assertEquals(1, json.get("computeNodes").asInt());
+        assertEquals(0.08, json.get("cacheRatio").asDouble());
+        assertTrue(json.get("cacheBytes").asLong() > 0);
+        assertTrue(json.get("throughputOpsPerSec").asDouble() > 0);
+        for (String verb : List.of("reads", "writes", "atomics", "twoSided", "bytes")) {
+            assertTrue(json.get("perOp").get(verb).isNumber(), verb);
+            assertTrue(json.get("perOp").get(verb).asDouble() >= 0, verb);
+        }
+        if (mode.equals("baseline") || mode.equals("skiplist")) {
+            assertTrue(json.get("cacheHitRatio").isNull(), "no cache in mode " + mode);
+        } else {
+            double hit = json.get("cacheHitRatio").asDouble();
+            assertTrue(hit >= 0 && hit <= 1, "hit ratio " + hit);
+        }
+        long p50 = json.get("latencyNs").get("p50").asLong();
+        long p99 = json.get("latencyNs").get("p99").asLong();
+        long p999 = json.get("latencyNs").get("p999").asLong();
+        assertTrue(0 < p50 && p50 <= p99 && p99 <= p999, p50 + " " + p99 + " " + p999);
+    }
+
+    @Test
+    void baselineWriteIntensiveReportsVerbsPerOperation() throws IOException {
+        Path json = dir.resolve("baseline.json");
+        Run run = bench(tiny("--mode", "baseline", "--workload", "write-intensive", "--json", json.toString()));
+        assertEquals(0, run.exitCode(), run.err());
+        JsonNode result = readJson(json);
+        assertSaneJson(result, "write-intensive", "baseline");
+        JsonNode perOp = result.get("perOp");
+        // A lookup reads 3 verbs per level; an update adds a CAS, a version re-read and two writes.
+        assertTrue(perOp.get("reads").asDouble() >= 3, perOp.toString());
+        assertTrue(perOp.get("atomics").asDouble() > 0.3, perOp.toString());
+        assertTrue(perOp.get("writes").asDouble() > 0.6, perOp.toString());
+        assertEquals(0, perOp.get("twoSided").asDouble());
+        assertTrue(perOp.get("bytes").asDouble() > 1024, perOp.toString());
+        assertEquals(20_000, run.result().outcome(Outcome.FOUND), "lookups and updates of loaded keys all find them");
+        assertEquals(20_000, Arrays.stream(run.result().outcomes()).sum());
+        assertTrue(run.out().contains("throughput") && run.out().contains("verbs/op"), run.out());
+    }
+
+    @Test
+    void skipListMakesNoVerbs() throws IOException {
+        Path json = dir.resolve("skiplist.json");
+        Run run = bench(tiny("--mode", "skiplist", "--workload", "write-intensive", "--json", json.toString()));
+        assertEquals(0, run.exitCode(), run.err());
+        JsonNode result = readJson(json);
+        assertSaneJson(result, "write-intensive", "skiplist");
+        for (String verb : List.of("reads", "writes", "atomics", "twoSided", "bytes")) {
+            assertEquals(0, result.get("perOp").get(verb).asDouble(), verb);
+        }
+        assertEquals(20_000, run.result().outcome(Outcome.FOUND));
+        assertEquals(20_000, Arrays.stream(run.result().outcomes()).sum());
+    }
+
+    @Test
+    void dexCachesAndTakesNoRemoteLockOnOwnedLeaves() throws IOException {
+        Path json = dir.resolve("dex.json");
+        Run run = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--json", json.toString()));
+        assertEquals(0, run.exitCode(), run.err());
+        JsonNode result = readJson(json);
+        assertSaneJson(result, "write-intensive", "dex");
+        JsonNode perOp = result.get("perOp");
+        assertEquals(0, perOp.get("atomics").asDouble(), "updates of owned leaves take no remote lock: " + perOp);
+        assertTrue(perOp.get("reads").asDouble() < 3, "cached inner nodes: fewer reads than one validated node read: " + perOp);
+        assertTrue(result.get("cacheHitRatio").asDouble() > 0.5, result.toString());
+        assertEquals(20_000, run.result().outcome(Outcome.FOUND));
+    }
+
+    @Test
+    void shermanReadsEveryLeafAndPartitionedReadsEveryLevel() throws IOException {
+        Path sherman = dir.resolve("sherman.json");
+        Path partitioned = dir.resolve("partitioned.json");
+        Run a = bench(tiny("--mode", "sherman", "--workload", "read-only", "--json", sherman.toString()));
+        Run b = bench(tiny("--mode", "partitioned", "--workload", "read-only", "--json", partitioned.toString()));
+        assertEquals(0, a.exitCode(), a.err());
+        assertEquals(0, b.exitCode(), b.err());
+        JsonNode s = readJson(sherman);
+        JsonNode p = readJson(partitioned);
+        assertSaneJson(s, "read-only", "sherman");
+        assertSaneJson(p, "read-only", "partitioned");
+        assertTrue(s.get("perOp").get("reads").asDouble() >= 1.0, "sherman never caches a leaf: " + s);
+        assertTrue(p.get("perOp").get("reads").asDouble() > s.get("perOp").get("reads").asDouble(),
+                "no cache reads more than an inner-node cache");
+        assertEquals(0, p.get("cacheHitRatio").asDouble(), "partitioned has no cache");
+        assertEquals(0, s.get("perOp").get("atomics").asDouble());
+    }
+
+    @ParameterizedTest
+    @EnumSource(Workload.class)
+    void everyWorkloadRunsOnTheDexEngineWithTwoComputeAndTwoMemoryNodes(Workload workload) {
+        Run run = bench("--mode", "dex", "--workload", workload.cliName(), "--keys", "5000", "--ops", "5000",
+                "--warmup", "500", "--threads", "3", "--compute-nodes", "2", "--memory-nodes", "2",
+                "--partitions", "8", "--cache-ratio", "0.05");
+        assertEquals(0, run.exitCode(), run.err());
+        BenchResult r = run.result();
+        assertEquals(5000, Arrays.stream(r.outcomes()).sum());
+        assertEquals(0, r.outcome(Outcome.NOT_FOUND), "every lookup, update and scan targets a loaded key");
+        assertEquals(workload.percent(Op.INSERT) / 100.0,
+                (r.outcome(Outcome.INSERTED) + r.outcome(Outcome.ALREADY_PRESENT)) / 5000.0, 0.03, "share of inserts");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Workload.class)
+    void everyWorkloadRunsOnTwoComputeAndTwoMemoryNodes(Workload workload) {
+        Run run = bench("--mode", "baseline", "--workload", workload.cliName(), "--keys", "5000", "--ops", "5000",
+                "--warmup", "500", "--threads", "3", "--compute-nodes", "2", "--memory-nodes", "2", "--dist", "uniform");
+        assertEquals(0, run.exitCode(), run.err());
+        BenchResult r = run.result();
+        assertEquals(5000, Arrays.stream(r.outcomes()).sum());
+        long inserts = r.outcome(Outcome.INSERTED) + r.outcome(Outcome.ALREADY_PRESENT);
+        assertEquals(workload.percent(Op.INSERT) / 100.0, inserts / 5000.0, 0.03, "share of inserts");
+        assertTrue(r.outcome(Outcome.INSERTED) >= 0.95 * inserts, "inserts are new keys with high probability");
+        assertEquals(0, r.outcome(Outcome.NOT_FOUND), "every lookup, update and scan targets a loaded key");
+        assertTrue(r.verbs().reads() > 0);
+        assertTrue(run.out().contains("uniform"), run.out());
+    }
+
+    @Test
+    void injectedLatencyIsALowerBoundOnOperationLatency() {
+        Run run = bench("--mode", "baseline", "--workload", "read-only", "--keys", "2000", "--ops", "2000",
+                "--warmup", "0", "--threads", "1", "--latency-ns", "5000");
+        assertEquals(0, run.exitCode(), run.err());
+        // A lookup in a two-level tree takes at least 6 verbs of 5 us each.
+        assertTrue(run.result().p50Nanos() >= 30_000, "p50 " + run.result().p50Nanos());
+    }
+}

@@ -1,0 +1,94 @@
+package dev.dex.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.stream.Stream;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import picocli.CommandLine;
+
+class BenchCommandValidationTest {
+
+    record Run(int exitCode, String out, String err) {
+    }
+
+    static Run run(String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        CommandLine cmd = BenchCommand.commandLine();
+        cmd.setOut(new PrintWriter(out, true));
+        cmd.setErr(new PrintWriter(err, true));
+        int code = cmd.execute(args);
+        return new Run(code, out.toString(), err.toString());
+    }
+
+    static Stream<Arguments> badInput() {
+        return Stream.of(
+                Arguments.of(new String[] {"--keys", "0"}, "--keys must be in [1"),
+                Arguments.of(new String[] {"--keys", "lots"}, "'lots' is not a count"),
+                Arguments.of(new String[] {"--ops", "0"}, "--ops must be in [1"),
+                Arguments.of(new String[] {"--warmup", "-1"}, "--warmup must be in [0"),
+                Arguments.of(new String[] {"--threads", "0"}, "--threads must be in [1"),
+                Arguments.of(new String[] {"--threads", "two"}, "--threads"),
+                Arguments.of(new String[] {"--workload", "read-mostly"}, "unknown workload 'read-mostly'; expected one of read-only"),
+                Arguments.of(new String[] {"--mode", "btree"}, "unknown mode 'btree'"),
+                Arguments.of(new String[] {"--dist", "normal"}, "unknown distribution 'normal'"),
+                Arguments.of(new String[] {"--theta", "1.0"}, "--theta must be in [0, 1)"),
+                Arguments.of(new String[] {"--theta", "-0.5"}, "--theta must be in [0, 1)"),
+                Arguments.of(new String[] {"--dist", "uniform", "--theta", "0.5"}, "--theta applies only to --dist zipf"),
+                Arguments.of(new String[] {"--cache-ratio", "0"}, "--cache-ratio must be in (0, 1]"),
+                Arguments.of(new String[] {"--cache-ratio", "1.5"}, "--cache-ratio must be in (0, 1]"),
+                Arguments.of(new String[] {"--cache-mb", "0"}, "--cache-mb must be in [1"),
+                Arguments.of(new String[] {"--cache-ratio", "0.1", "--cache-mb", "64"}, "mutually exclusive"),
+                Arguments.of(new String[] {"--compute-nodes", "0"}, "--compute-nodes must be in [1"),
+                Arguments.of(new String[] {"--memory-nodes", "100"}, "--memory-nodes must be in [1"),
+                Arguments.of(new String[] {"--partitions", "0"}, "--partitions must be in [1"),
+                Arguments.of(new String[] {"--partitions", "5000"}, "--partitions must be in [1"),
+                Arguments.of(new String[] {"--mode", "dex", "--partitions", "2", "--compute-nodes", "4"},
+                        "--partitions (2) must be at least --compute-nodes (4)"),
+                Arguments.of(new String[] {"--fabric", "shm"}, "--fabric shm is not supported by the bench yet; only 'local'"),
+                Arguments.of(new String[] {"--latency-ns", "-1"}, "--latency-ns must be in [0"),
+                Arguments.of(new String[] {"--json", "/nonexistent-dir/result.json"}, "directory /nonexistent-dir does not exist"),
+                Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));
+    }
+
+    @ParameterizedTest
+    @MethodSource("badInput")
+    void badInputExitsWithCodeTwoAndSaysWhy(String[] args, String message) {
+        Run run = run(args);
+        assertEquals(2, run.exitCode(), run.err());
+        assertTrue(run.err().contains(message), "stderr lacks '" + message + "':\n" + run.err());
+        assertTrue(run.err().contains("--help"), run.err());
+        assertEquals("", run.out());
+    }
+
+    @Test
+    void helpListsEveryOptionAndExitsZero() {
+        Run run = run("--help");
+        assertEquals(0, run.exitCode());
+        for (String option : new String[] {"--workload", "--keys", "--ops", "--warmup", "--threads", "--cache-ratio",
+                "--cache-mb", "--mode", "--compute-nodes", "--memory-nodes", "--partitions", "--fabric", "--latency-ns",
+                "--seed", "--json", "--dist", "--theta"}) {
+            assertTrue(run.out().contains(option), option);
+        }
+        for (Workload w : Workload.values()) {
+            assertTrue(run.out().contains(w.cliName()), w.cliName());
+        }
+    }
+
+    @Test
+    void countsAcceptSeparatorsAndSuffixes() {
+        CountConverter converter = new CountConverter();
+        assertEquals(1_000_000L, converter.convert("1_000_000"));
+        assertEquals(200_000L, converter.convert("200k"));
+        assertEquals(3_000_000L, converter.convert("3M"));
+        assertEquals(1_000_000_000L, converter.convert("1g"));
+    }
+}
