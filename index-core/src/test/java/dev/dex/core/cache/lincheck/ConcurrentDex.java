@@ -1,0 +1,246 @@
+package dev.dex.core.cache.lincheck;
+
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.jetbrains.lincheck.datastructures.IntGen;
+import org.jetbrains.lincheck.datastructures.Operation;
+import org.jetbrains.lincheck.datastructures.Param;
+import org.jetbrains.lincheck.datastructures.Validate;
+
+import dev.dex.core.cache.CacheValidator;
+import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.cache.DexSession;
+import dev.dex.core.cache.FrameHeaderDescriptor;
+import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * Lincheck's view of two DEX engines: a fresh pool of two memory servers per invocation, bulk loaded with
+ * full nodes after a {@link PartitionedKeyLayout}, its partition table stored in the superblock, and two
+ * {@link DexEngine}s opened over two separate clients, as two compute nodes would, each holding the
+ * partitions the layout gives it and each with a cache of a few frames, so that cooling, eviction and
+ * write-back run during the operations. Every operation goes to the engine holding its key's partition,
+ * through the calling thread's own session on that engine.
+ *
+ * <p>Lincheck has no per-invocation teardown: {@link #validateEngines} closes the engines, and each pool
+ * (about 0.5 MiB off-heap) is left to the garbage collector.
+ *
+ * <pre>
+ * Concurrency: a thread's sessions are created on its first operation (computeIfAbsent, then filled per
+ * engine by that thread alone); everything else a thread touches is its own session. The in-flight and
+ * started counters only classify operations as overlapping others, for the statistics; they order nothing.
+ * </pre>
+ */
+@Param(name = "key", gen = IntGen.class, conf = "1:" + PartitionedKeyLayout.TEST_KEYS)
+@Param(name = "value", gen = IntGen.class, conf = "1:" + PartitionedKeyLayout.MAX_TEST_VALUE)
+public abstract class ConcurrentDex {
+    private static final int SERVERS = 2;
+    private static final long REGION_LENGTH = 256 << 10;
+    private static final int CHUNK_LENGTH = 16 << 10;
+    private static final double COOLING_RATIO = 0.1;
+    /** M = 0: leaves stay with the sibling they split from, inner nodes go round robin over both servers. */
+    private static final TreeConfig TREE_CONFIG = new TreeConfig(0, 1.0);
+
+    private final PartitionedKeyLayout layout;
+    private final RunStatistics statistics;
+    private final RemoteMemory observer;
+    private final LeafReloadCounter[] connections = new LeafReloadCounter[PartitionedKeyLayout.ENGINES];
+    private final DexEngine[] engines = new DexEngine[PartitionedKeyLayout.ENGINES];
+    private final Map<Thread, DexSession[]> sessions = new ConcurrentHashMap<>();
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private final AtomicLong started = new AtomicLong();
+
+    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, DexConfig... configs) {
+        if (configs.length != PartitionedKeyLayout.ENGINES) {
+            throw new IllegalArgumentException(configs.length + " configurations for " + PartitionedKeyLayout.ENGINES + " engines");
+        }
+        this.layout = layout;
+        this.statistics = statistics;
+        LocalFabric fabric = new LocalFabric();
+        int[] servers = new int[SERVERS];
+        for (int i = 0; i < SERVERS; i++) {
+            servers[i] = i;
+            fabric.export(i, REGION_LENGTH, CHUNK_LENGTH);
+        }
+        observer = fabric.connect(servers);
+        BulkLoader.Result loaded = BulkLoader.formatAndLoad(observer, TREE_CONFIG, layout.entries(), n -> { });
+        if (loaded.height() != layout.height() || loaded.leaves() != layout.nodesPerLevel()[0]) {
+            throw new IllegalStateException("bulk load built " + loaded + ", the layout expects "
+                    + Arrays.toString(layout.nodesPerLevel()) + " nodes per level");
+        }
+        Superblock.writePartitions(observer, layout.partitions());
+        for (int e = 0; e < engines.length; e++) {
+            connections[e] = new LeafReloadCounter(fabric.connect(servers), layout, e);
+            engines[e] = DexEngine.open(connections[e], configs[e]);
+        }
+        for (int p = 0; p < layout.partitions().count(); p++) {
+            engines[layout.engineOfPartition(p)].acquire(p);
+        }
+    }
+
+    /** A cache of {@code frames} frames. */
+    static DexConfig dex(int frames, double leafAdmission) {
+        return new DexConfig("dex", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
+    }
+
+    static DexConfig sherman(int frames) {
+        return new DexConfig("sherman", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, 0);
+    }
+
+    static DexConfig partitioned() {
+        return new DexConfig("partitioned", 0, COOLING_RATIO, 0);
+    }
+
+    @Operation
+    public Long lookup(@Param(name = "key") int key) {
+        return run(false, () -> lookupThrough(session(key), key));
+    }
+
+    @Operation
+    public boolean insert(@Param(name = "key") int key, @Param(name = "value") int value) {
+        return run(true, () -> session(key).insert(layout.key(key), value));
+    }
+
+    @Operation
+    public boolean update(@Param(name = "key") int key, @Param(name = "value") int value) {
+        return run(false, () -> session(key).update(layout.key(key), value));
+    }
+
+    @Operation
+    public boolean put(@Param(name = "key") int key, @Param(name = "value") int value) {
+        return run(true, () -> session(key).put(layout.key(key), value));
+    }
+
+    @Operation
+    public boolean delete(@Param(name = "key") int key) {
+        return run(false, () -> session(key).delete(layout.key(key)));
+    }
+
+    @Operation
+    public String scan(@Param(name = "key") int key) {
+        return run(false, () -> {
+            long[] keys = new long[PartitionedKeyLayout.SCAN_LENGTH];
+            long[] values = new long[PartitionedKeyLayout.SCAN_LENGTH];
+            int n = session(key).scan(layout.key(key), PartitionedKeyLayout.SCAN_LENGTH, keys, values);
+            return layout.describe(keys, values, n);
+        });
+    }
+
+    /**
+     * After each invocation: both caches are valid; every test key is read through its engine; closing
+     * the engines writes every dirty frame back; then the tree in remote memory is valid, every background
+     * entry is intact, no key or value appears that no operation could have written, and every test key
+     * holds what the engines returned just before closing.
+     */
+    @Validate
+    public void validateEngines() {
+        boolean[] cooling = new boolean[engines.length];
+        boolean[] reloaded = new boolean[engines.length];
+        for (int e = 0; e < engines.length; e++) {
+            CacheValidator.validate(engines[e]);
+            cooling[e] = engines[e].frameCounts()[2] > 0;
+            reloaded[e] = connections[e].reloads() > 0;
+        }
+        Long[] seen = new Long[PartitionedKeyLayout.TEST_KEYS + 1];
+        for (int k = 1; k <= PartitionedKeyLayout.TEST_KEYS; k++) {
+            seen[k] = lookupThrough(session(k), k);
+        }
+        for (int e = 0; e < engines.length; e++) {
+            DexEngine engine = engines[e];
+            CacheValidator.validate(engine);
+            statistics.recordCache(e, reloaded[e], cooling[e], engine.frameCounts()[3] > 0);
+            engine.close();
+            CacheValidator.validate(engine);
+            if (engine.frameCounts()[3] != 0) {
+                throw new IllegalStateException(engine.frameCounts()[3] + " dirty frames left after close");
+            }
+        }
+        Long[] stored = new Long[PartitionedKeyLayout.TEST_KEYS + 1];
+        long[] background = new long[1];
+        TreeValidator.Report report = TreeValidator.validate(observer, (key, value) -> {
+            int testKey = layout.testKeyOf(key);
+            if (testKey != 0) {
+                if ((value < 1 || value > PartitionedKeyLayout.MAX_TEST_VALUE) && value != PartitionedKeyLayout.initialValue(testKey)) {
+                    throw new IllegalStateException("test key " + testKey + " holds " + value + ", which nobody wrote");
+                }
+                stored[testKey] = value;
+            } else if (layout.isBackground(key) && value == PartitionedKeyLayout.backgroundValue(key)) {
+                background[0]++;
+            } else {
+                throw new IllegalStateException("entry " + key + "=" + value + " was never written");
+            }
+        });
+        if (background[0] != layout.backgroundCount()) {
+            throw new IllegalStateException(background[0] + " of " + layout.backgroundCount() + " background entries are left");
+        }
+        for (int k = 1; k <= PartitionedKeyLayout.TEST_KEYS; k++) {
+            if (!Objects.equals(seen[k], stored[k])) {
+                throw new IllegalStateException("test key " + k + " read " + seen[k] + " through its engine before close, but remote memory holds "
+                        + stored[k] + " after close");
+            }
+        }
+        statistics.recordValidated(report, layout);
+    }
+
+    private Long lookupThrough(DexSession session, int key) {
+        return session.lookup(layout.key(key)) ? session.value() : null;
+    }
+
+    /** The calling thread's session on the engine holding test key {@code key}. */
+    private DexSession session(int key) {
+        int e = layout.engineOf(layout.key(key));
+        DexSession[] mine = sessions.computeIfAbsent(Thread.currentThread(), thread -> new DexSession[engines.length]);
+        if (mine[e] == null) {
+            mine[e] = engines[e].newSession();
+        }
+        return mine[e];
+    }
+
+    /**
+     * Runs one operation. For one that may split, records whether the root or a child of the root split
+     * during it while another operation was in flight (the root pointer or the root's version moved: the
+     * root spans partitions, so it is shared and every change to it is written through).
+     */
+    private <T> T run(boolean maySplit, Supplier<T> operation) {
+        long startedBefore = started.getAndIncrement();
+        boolean overlapped = inFlight.getAndIncrement() > 0;
+        RootStamp before = maySplit ? rootStamp() : null;
+        try {
+            return operation.get();
+        } finally {
+            if (maySplit) {
+                RootStamp after = rootStamp();
+                overlapped |= started.get() != startedBefore + 1;
+                if (overlapped && !after.equals(before)) {
+                    statistics.recordSplitWhileOverlapping();
+                }
+            }
+            inFlight.decrementAndGet();
+        }
+    }
+
+    /** Where the root is and its version. A read torn by a concurrent split only makes that split show. */
+    private RootStamp rootStamp() {
+        long root = Superblock.read(observer).root();
+        NodeView rootImage = new NodeView().wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
+        observer.read(root, rootImage.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
+        return new RootStamp(root, rootImage.version());
+    }
+
+    private record RootStamp(long address, long version) {
+    }
+}

@@ -1,0 +1,95 @@
+package dev.dex.core.cache.lincheck;
+
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbCounters;
+
+/**
+ * One engine's connection, counting how often it reads again a whole leaf it read before that lies in a
+ * partition it holds. Such a leaf is single-writer and, with leaf admission 1.0, cached on its first
+ * read whenever a frame can be had: it is read again after its frame was evicted (or when no frame could
+ * be had, or when admission lost a race with a change of the parent). Every verb goes to the connection.
+ *
+ * <pre>
+ * Concurrency: the engine's threads read concurrently; the set of addresses read is a concurrent set,
+ * the count an adder. Node images are inspected in the caller's buffer right after the read.
+ * </pre>
+ */
+final class LeafReloadCounter implements RemoteMemory {
+    private final RemoteMemory memory;
+    private final PartitionTable partitions;
+    private final int engine;
+    private final PartitionedKeyLayout layout;
+    private final Set<Long> leavesRead = ConcurrentHashMap.newKeySet();
+    private final LongAdder reloads = new LongAdder();
+
+    LeafReloadCounter(RemoteMemory memory, PartitionedKeyLayout layout, int engine) {
+        this.memory = memory;
+        this.layout = layout;
+        this.partitions = layout.partitions();
+        this.engine = engine;
+    }
+
+    /** Reads of a leaf held by this engine that this connection had read before. */
+    long reloads() {
+        return reloads.sum();
+    }
+
+    @Override
+    public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        memory.read(address, dst, dstOffset, length);
+        if (length == NODE_LENGTH) {
+            NodeView node = new NodeView().wrap(dst, dstOffset);
+            int owner = partitions.ownerOf(node.lowFence(), node.highFence());
+            if (node.isLeaf() && owner >= 0 && layout.engineOfPartition(owner) == engine && !leavesRead.add(address)) {
+                reloads.increment();
+            }
+        }
+    }
+
+    @Override
+    public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        memory.write(address, src, srcOffset, length);
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired) {
+        return memory.compareAndSwap(address, expected, desired);
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta) {
+        return memory.fetchAndAdd(address, delta);
+    }
+
+    @Override
+    public int[] memoryServerIds() {
+        return memory.memoryServerIds();
+    }
+
+    @Override
+    public VerbCounters counters() {
+        return memory.counters();
+    }
+
+    @Override
+    public ChunkAllocator chunkAllocator() {
+        return memory.chunkAllocator();
+    }
+
+    @Override
+    public void close() {
+        memory.close();
+    }
+}
