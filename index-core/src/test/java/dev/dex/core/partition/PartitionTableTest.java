@@ -1,0 +1,124 @@
+package dev.dex.core.partition;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+class PartitionTableTest {
+
+    @Test
+    void everyKeyBelongsToExactlyThePartitionWhoseRangeHoldsIt() {
+        PartitionTable table = PartitionTable.ofUpperBounds(10, 20, 30);
+        assertEquals(4, table.count());
+        assertEquals(0, table.partitionOf(Long.MIN_VALUE + 1));
+        assertEquals(0, table.partitionOf(10), "upper bounds are inclusive");
+        assertEquals(1, table.partitionOf(11));
+        assertEquals(2, table.partitionOf(30));
+        assertEquals(3, table.partitionOf(31));
+        assertEquals(3, table.partitionOf(Long.MAX_VALUE));
+        assertEquals(Long.MIN_VALUE, table.lowerExclusive(0));
+        assertEquals(20, table.lowerExclusive(2));
+        assertEquals(Long.MAX_VALUE, table.upperInclusive(3));
+        assertArrayEquals(new long[] {10, 20, 30}, table.upperBounds());
+    }
+
+    @Test
+    void aNodeIsOwnedOnlyWhenItsFenceRangeLiesInOnePartition() {
+        PartitionTable table = PartitionTable.ofUpperBounds(10, 20, 30);
+        assertEquals(1, table.ownerOf(10, 20), "(10, 20] is partition 1");
+        assertEquals(1, table.ownerOf(12, 15));
+        assertEquals(-1, table.ownerOf(9, 20), "(9, 20] holds key 10 of partition 0");
+        assertEquals(-1, table.ownerOf(10, 21));
+        assertEquals(-1, table.ownerOf(Long.MIN_VALUE, Long.MAX_VALUE), "the root is shared");
+        assertEquals(0, PartitionTable.ofUpperBounds().ownerOf(Long.MIN_VALUE, Long.MAX_VALUE),
+                "with one partition every node is owned");
+        assertEquals(3, table.ownerOf(30, Long.MAX_VALUE));
+    }
+
+    @Test
+    void equalWidthSplitsTheRangeEvenly() {
+        PartitionTable table = PartitionTable.equalWidth(4, 1, 400);
+        assertArrayEquals(new long[] {100, 200, 300}, table.upperBounds());
+        assertEquals(1, PartitionTable.equalWidth(1, 0, 0).count());
+    }
+
+    @Test
+    void badTablesAreRejectedWithAReason() {
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.ofUpperBounds(5, 5));
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.ofUpperBounds(7, 3));
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.ofUpperBounds(Long.MIN_VALUE));
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.ofUpperBounds(Long.MAX_VALUE));
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.equalWidth(0, 1, 100));
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.equalWidth(PartitionTable.MAX_PARTITIONS + 1, 0, 1 << 20));
+        IllegalArgumentException narrow = assertThrows(IllegalArgumentException.class, () -> PartitionTable.equalWidth(10, 1, 5));
+        assertTrue(narrow.getMessage().contains("too narrow"), narrow.getMessage());
+    }
+
+    @Test
+    void leafFencePartitionsOwnEveryLeafAndRoundTripThroughTheSuperblock() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 32L << 20, 64 << 10);
+            fabric.export(1, 32L << 20, 64 << 10);
+            RemoteMemory memory = fabric.connect(0, 1);
+            int n = 50_000;
+            long[] keys = new long[n];
+            for (int i = 0; i < n; i++) {
+                keys[i] = 3L * i + 1;
+            }
+            BulkLoader.formatAndLoad(memory, TreeConfig.defaults().withSubtreeLevel(1), SortedEntries.of(keys, keys), x -> { });
+            IllegalStateException none = assertThrows(IllegalStateException.class, () -> Superblock.readPartitions(memory));
+            assertTrue(none.getMessage().contains("no partition table"), none.getMessage());
+
+            PartitionTable table = Partitioning.fromLeafFences(memory, 16);
+            assertEquals(16, table.count());
+            Superblock.writePartitions(memory, table);
+            assertEquals(table, Superblock.readPartitions(memory));
+
+            List<long[]> leafRanges = new ArrayList<>();
+            long[] previous = {Long.MIN_VALUE};
+            long[] perPartition = new long[16];
+            TreeValidator.validate(memory, (k, v) -> perPartition[table.partitionOf(k)]++);
+            // Every bound is a leaf fence: the leaf holding a bound key ends exactly there.
+            for (long bound : table.upperBounds()) {
+                assertEquals(0, Math.floorMod(bound - 1, 3L), "bound " + bound + " is a loaded key (a leaf's last key)");
+                leafRanges.add(new long[] {previous[0], bound});
+                previous[0] = bound;
+            }
+            for (long count : perPartition) {
+                assertTrue(count > n / 16 / 2 && count < n / 16 * 2, "partitions are balanced: " + java.util.Arrays.toString(perPartition));
+            }
+            assertEquals(15, leafRanges.size());
+        }
+    }
+
+    @Test
+    void aTreeWithFewerLeavesThanPartitionsIsRejected() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 4L << 20, 64 << 10);
+            RemoteMemory memory = fabric.connect(0);
+            long[] keys = new long[100];
+            for (int i = 0; i < keys.length; i++) {
+                keys[i] = i + 1;
+            }
+            BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, keys), x -> { });
+            assertEquals(3, Partitioning.fromLeafFences(memory, 3).count(), "100 keys at 47 per leaf make 3 leaves");
+            IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class,
+                    () -> Partitioning.fromLeafFences(memory, 4));
+            assertTrue(tooMany.getMessage().contains("too few"), tooMany.getMessage());
+        }
+    }
+}
