@@ -70,9 +70,9 @@ public final class DexEngine implements PartitionedEngine {
     private final AtomicInteger sessionIds = new AtomicInteger();
     final CopyOnWriteArrayList<DexSession> sessions = new CopyOnWriteArrayList<>();
     final AtomicLong dirtyFrames = new AtomicLong();
-    /** Hits and misses of sessions already closed. */
-    private final AtomicLong closedHits = new AtomicLong();
-    private final AtomicLong closedMisses = new AtomicLong();
+    /** Counters of sessions already closed. */
+    private final java.util.concurrent.atomic.AtomicLongArray closedCounters =
+            new java.util.concurrent.atomic.AtomicLongArray(CacheStats.COUNTERS);
 
     volatile long rootAddress;
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
@@ -138,8 +138,9 @@ public final class DexEngine implements PartitionedEngine {
 
     void closed(DexSession session) {
         if (sessions.remove(session)) {
-            closedHits.addAndGet(session.hits());
-            closedMisses.addAndGet(session.misses());
+            for (int i = 0; i < CacheStats.COUNTERS; i++) {
+                closedCounters.addAndGet(i, session.counter(i));
+            }
             session.returnFreeFrames();
         }
     }
@@ -269,20 +270,29 @@ public final class DexEngine implements PartitionedEngine {
 
     @Override
     public double cacheHitRatio() {
-        long hits = closedHits.get();
-        long misses = closedMisses.get();
-        for (DexSession s : sessions) {
-            hits += s.hits();
-            misses += s.misses();
+        return stats().hitRatio();
+    }
+
+    /** What the sessions did since the last {@link #resetStats()}, summed on demand. */
+    public CacheStats stats() {
+        long[] sums = new long[CacheStats.COUNTERS];
+        for (int i = 0; i < sums.length; i++) {
+            sums[i] = closedCounters.get(i);
         }
-        return hits + misses == 0 ? Double.NaN : (double) hits / (hits + misses);
+        for (DexSession s : sessions) {
+            for (int i = 0; i < sums.length; i++) {
+                sums[i] += s.counter(i);
+            }
+        }
+        return CacheStats.of(sums);
     }
 
     @Override
     public void resetStats() {
         memory.counters().reset();
-        closedHits.set(0);
-        closedMisses.set(0);
+        for (int i = 0; i < CacheStats.COUNTERS; i++) {
+            closedCounters.set(i, 0);
+        }
         sessions.forEach(DexSession::resetStats);
     }
 

@@ -48,18 +48,8 @@ public final class DexSession implements IndexSession {
     private static final int MODE_DELETE = 3;
     private static final int H = TreeConfig.MAX_HEIGHT;
     private static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
-    private static final VarHandle HITS;
-    private static final VarHandle MISSES;
-
-    static {
-        try {
-            MethodHandles.Lookup lookup = MethodHandles.lookup();
-            HITS = lookup.findVarHandle(DexSession.class, "hits", long.class);
-            MISSES = lookup.findVarHandle(DexSession.class, "misses", long.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
+    /** Counter slots, published with opaque stores: this session writes them, others only sum them. */
+    private static final VarHandle COUNTERS = MethodHandles.arrayElementVarHandle(long[].class);
 
     private final DexEngine engine;
     private final FrameArena arena;
@@ -90,9 +80,7 @@ public final class DexSession implements IndexSession {
     private final SplittableRandom random;
 
     private long value;
-    private long hits;
-    private long misses;
-    private long restarts;
+    private final long[] counters = new long[CacheStats.COUNTERS];
     private int opRestarts;
     private long opStart;
 
@@ -238,21 +226,22 @@ public final class DexSession implements IndexSession {
 
     /** Operations restarted so far. */
     public long restarts() {
-        return restarts;
+        return counter(CacheStats.RESTARTS);
     }
 
-    long hits() {
-        return (long) HITS.getOpaque(this);
-    }
-
-    long misses() {
-        return (long) MISSES.getOpaque(this);
+    long counter(int slot) {
+        return (long) COUNTERS.getOpaque(counters, slot);
     }
 
     void resetStats() {
         // Racy by design: a reset while the session runs may lose a few counts of the current instant.
-        HITS.setOpaque(this, 0L);
-        MISSES.setOpaque(this, 0L);
+        for (int i = 0; i < counters.length; i++) {
+            COUNTERS.setOpaque(counters, i, 0L);
+        }
+    }
+
+    private void count(int slot) {
+        COUNTERS.setOpaque(counters, slot, counters[slot] + 1);
     }
 
     /** Gives this session's free frames back to the engine (on close). */
@@ -516,6 +505,7 @@ public final class DexSession implements IndexSession {
             mapping.replace(address, MappingTable.IO, f);
             forgetMarker(address);
             arena.unlock(f);
+            count(CacheStats.ADMISSIONS);
             installRoot(f, address);
             return;
         }
@@ -539,6 +529,7 @@ public final class DexSession implements IndexSession {
         if (pf != NO_FRAME) {
             arena.unlock(pf);
         }
+        count(CacheStats.ADMISSIONS);
     }
 
     /** Makes a frame found in the mapping table the cached root. */
@@ -671,6 +662,7 @@ public final class DexSession implements IndexSession {
         }
         view.copyFrom(fresh);
         arena.flag(f, SHARED, partitions.ownerOf(view.lowFence(), view.highFence()) < 0);
+        count(CacheStats.REFRESHES);
     }
 
     private static int slotOf(NodeView inner, long childAddress) {
@@ -979,6 +971,7 @@ public final class DexSession implements IndexSession {
                 arena.state(f, COOLING);
                 arena.parent(f, NO_FRAME);
                 cooling.append(bucket, f);
+                count(CacheStats.COOLINGS);
             }
             arena.unlock(f);
             if (parent != NO_FRAME) {
@@ -1005,6 +998,7 @@ public final class DexSession implements IndexSession {
         arena.parent(f, NO_FRAME);
         arena.clearFlags(f);
         arena.unlock(f);
+        count(CacheStats.EVICTIONS);
         return true;
     }
 
@@ -1077,11 +1071,11 @@ public final class DexSession implements IndexSession {
     // ==== bookkeeping =====================================================================================
 
     private void hit() {
-        HITS.setOpaque(this, hits + 1);
+        count(CacheStats.HITS);
     }
 
     private void miss() {
-        MISSES.setOpaque(this, misses + 1);
+        count(CacheStats.MISSES);
     }
 
     private void beginOp() {
@@ -1090,7 +1084,7 @@ public final class DexSession implements IndexSession {
 
     private void restart() {
         releaseMarkers();
-        restarts++;
+        count(CacheStats.RESTARTS);
         int n = ++opRestarts;
         if (n == 1) {
             opStart = System.nanoTime();

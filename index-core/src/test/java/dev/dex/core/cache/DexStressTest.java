@@ -89,6 +89,21 @@ class DexStressTest {
             }
             assertNull(failure.get(), () -> "worker failed: " + failure.get());
 
+            for (DexEngine engine : list) {
+                CacheStats stats = engine.stats();
+                if (frames > 0) {
+                    assertTrue(stats.admissions() > 0, "nodes were admitted: " + stats);
+                }
+                if (stats.admissions() > frames) {
+                    // Frames are freed only by eviction, and only cooled frames are evicted.
+                    assertTrue(stats.evictions() >= stats.admissions() - frames && stats.coolings() >= stats.evictions(),
+                            "admitting more nodes than frames takes cooling and eviction: " + stats);
+                }
+            }
+            if (mode.equals("dex") && frames <= 48) {
+                assertTrue(list.get(0).stats().admissions() > frames, "a cache this small is overrun: " + list.get(0).stats());
+            }
+
             TreeMap<Long, Long> expected = new TreeMap<>();
             models.forEach(expected::putAll);
             assertEquals(expected, fixture.validateFlushAndRead());

@@ -1,0 +1,27 @@
+package dev.dex.core.cache;
+
+/**
+ * What a {@link DexEngine}'s sessions did: node accesses served from a frame (hits) or by a remote read
+ * (misses), nodes admitted into frames, frames cooled and evicted, stale shared nodes refreshed, and
+ * operations restarted.
+ */
+public record CacheStats(long hits, long misses, long admissions, long coolings, long evictions, long refreshes,
+                         long restarts) {
+    static final int HITS = 0;
+    static final int MISSES = 1;
+    static final int ADMISSIONS = 2;
+    static final int COOLINGS = 3;
+    static final int EVICTIONS = 4;
+    static final int REFRESHES = 5;
+    static final int RESTARTS = 6;
+    static final int COUNTERS = 7;
+
+    static CacheStats of(long[] c) {
+        return new CacheStats(c[HITS], c[MISSES], c[ADMISSIONS], c[COOLINGS], c[EVICTIONS], c[REFRESHES], c[RESTARTS]);
+    }
+
+    /** hits / (hits + misses), or NaN before any node access. */
+    public double hitRatio() {
+        return hits + misses == 0 ? Double.NaN : (double) hits / (hits + misses);
+    }
+}
