@@ -2,11 +2,11 @@ package dev.dex.core.cache;
 
 /**
  * What a {@link DexEngine}'s sessions did: node accesses served from a frame (hits) or by a remote read
- * (misses), nodes admitted into frames, frames cooled and evicted, stale shared nodes refreshed, and
- * operations restarted.
+ * (misses), nodes admitted into frames, frames cooled and evicted, stale shared nodes refreshed,
+ * operations restarted, operations completed by offloading, and offloads that fell back to the cache.
  */
 public record CacheStats(long hits, long misses, long admissions, long coolings, long evictions, long refreshes,
-                         long restarts) {
+                         long restarts, long offloads, long offloadFallbacks) {
     static final int HITS = 0;
     static final int MISSES = 1;
     static final int ADMISSIONS = 2;
@@ -14,10 +14,13 @@ public record CacheStats(long hits, long misses, long admissions, long coolings,
     static final int EVICTIONS = 4;
     static final int REFRESHES = 5;
     static final int RESTARTS = 6;
-    static final int COUNTERS = 7;
+    static final int OFFLOADS = 7;
+    static final int OFFLOAD_FALLBACKS = 8;
+    static final int COUNTERS = 9;
 
     static CacheStats of(long[] c) {
-        return new CacheStats(c[HITS], c[MISSES], c[ADMISSIONS], c[COOLINGS], c[EVICTIONS], c[REFRESHES], c[RESTARTS]);
+        return new CacheStats(c[HITS], c[MISSES], c[ADMISSIONS], c[COOLINGS], c[EVICTIONS], c[REFRESHES], c[RESTARTS],
+                c[OFFLOADS], c[OFFLOAD_FALLBACKS]);
     }
 
     /** hits / (hits + misses), or NaN before any node access. */

@@ -18,6 +18,8 @@ import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.NodeAllocator;
@@ -62,6 +64,8 @@ public final class DexEngine implements PartitionedEngine {
     final NodeAllocator allocator;
     final long instanceId;
     final int coolingTarget;
+    /** Where offloaded operations go; null when this engine never offloads. */
+    final OffloadChannel offloadChannel;
 
     private final AtomicIntegerArray held;
     private final AtomicLongArray inFlight;
@@ -78,8 +82,9 @@ public final class DexEngine implements PartitionedEngine {
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
 
     private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
-                      long instanceId) {
+                      long instanceId, OffloadChannel offloadChannel) {
         this.memory = memory;
+        this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();
@@ -100,10 +105,20 @@ public final class DexEngine implements PartitionedEngine {
      * @throws IllegalStateException when the pool holds no tree or no partition table
      */
     public static DexEngine open(RemoteMemory memory, DexConfig config) {
+        return open(memory, config, null);
+    }
+
+    /**
+     * Opens the tree as one compute node that offloads through {@code channel} (paper §6) when its
+     * configuration's policy says so.
+     *
+     * @param channel the memory servers' offload executors; null to never offload
+     */
+    public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel) {
         Superblock.Contents superblock = Superblock.read(memory);
         PartitionTable table = Superblock.readPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
-        return new DexEngine(memory, config, table, superblock, instance);
+        return new DexEngine(memory, config, table, superblock, instance, channel);
     }
 
     @Override

@@ -22,6 +22,10 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.node.NodeView;
+import dev.dex.core.offload.CostModel;
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.core.tree.TreeConfig;
@@ -42,6 +46,12 @@ import dev.dex.rdma.RemoteMemory;
  */
 public final class DexSession implements IndexSession {
     private static final int RESTART = -1;
+    /** {@link #descend} outcome: the operation was completed by offloading; see {@link #offloadFound}. */
+    private static final int OFFLOADED = -2;
+    /** {@link #resolve} outcomes. */
+    private static final int RESOLVE_RESTART = 0;
+    private static final int RESOLVE_SET = 1;
+    private static final int OP_SCAN = -1;
     private static final int MODE_INSERT = 0;
     private static final int MODE_UPDATE = 1;
     private static final int MODE_PUT = 2;
@@ -74,13 +84,26 @@ public final class DexSession implements IndexSession {
     private final NodeView sampleView = new NodeView();
     private final NodeView parentView = new NodeView();
 
-    private final long[] markers = new long[4];
+    private final long[] markers = new long[H + 4];
     private int markerCount;
     private final IntArrayList free = new IntArrayList();
     private final SplittableRandom random;
 
     private long value;
     private final long[] counters = new long[CacheStats.COUNTERS];
+
+    private final OffloadChannel offloadChannel;
+    private final OffloadSettings.Policy offloadPolicy;
+    private final CostModel costModel;
+    private final OffloadRequest offload = new OffloadRequest();
+    /** The operation in progress, for offloading: an OffloadRequest op code, or OP_SCAN. */
+    private int opCode;
+    private long opKey;
+    private long opValue;
+    /** Set when an offload of the current operation fell back: the rest of it takes the caching path. */
+    private boolean offloadBlocked;
+    private boolean offloadFound;
+    private long offloadValue;
     private int opRestarts;
     private long opStart;
 
@@ -94,6 +117,9 @@ public final class DexSession implements IndexSession {
         this.writer = new FrameWriter(engine);
         this.leafAdmission = engine.config.leafAdmission();
         this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
+        this.offloadChannel = engine.offloadChannel;
+        this.offloadPolicy = engine.config.offload().policy();
+        this.costModel = new CostModel(engine.config.offload());
         UnsafeBuffer scratch = new UnsafeBuffer(BufferUtil.allocateDirectAligned((H + 4) * NODE_LENGTH, 64));
         for (int d = 0; d < H; d++) {
             scratchAt[d] = new NodeView().wrap(scratch, d * NODE_LENGTH);
@@ -112,9 +138,15 @@ public final class DexSession implements IndexSession {
         checkKey(key);
         int partition = engine.enter(key);
         try {
-            beginOp();
+            beginOp(OffloadRequest.LOOKUP, key, 0);
             while (true) {
                 int d = descend(key, false);
+                if (d == OFFLOADED) {
+                    if (offloadFound) {
+                        value = offloadValue;
+                    }
+                    return offloadFound;
+                }
                 if (d != RESTART) {
                     NodeView leaf = viewAt[d];
                     int pos = leaf.search(key);
@@ -168,7 +200,7 @@ public final class DexSession implements IndexSession {
         int partition = engine.enter(key);
         int n = 0;
         try {
-            beginOp();
+            beginOp(OP_SCAN, key, 0);
             while (n < count) {
                 int p = partitions.partitionOf(key);
                 if (p != partition) {
@@ -260,9 +292,18 @@ public final class DexSession implements IndexSession {
         checkKey(key);
         int partition = engine.enter(key);
         try {
-            beginOp();
+            int op = switch (mode) {
+                case MODE_INSERT -> OffloadRequest.INSERT;
+                case MODE_UPDATE -> OffloadRequest.UPDATE;
+                case MODE_PUT -> OffloadRequest.PUT;
+                default -> OffloadRequest.DELETE;
+            };
+            beginOp(op, key, newValue);
             while (true) {
                 int d = descend(key, mode == MODE_INSERT || mode == MODE_PUT);
+                if (d == OFFLOADED) {
+                    return mode == MODE_INSERT || mode == MODE_PUT ? !offloadFound : offloadFound;
+                }
                 if (d != RESTART) {
                     int result = writeLeaf(d, key, newValue, mode);
                     if (result != RESTART) {
@@ -378,8 +419,14 @@ public final class DexSession implements IndexSession {
                 }
                 setFrame(d + 1, cf, cv);
                 hit();
-            } else if (!resolve(child, d + 1)) {
-                return RESTART;
+            } else {
+                int resolved = resolve(child, d + 1);
+                if (resolved == RESOLVE_RESTART) {
+                    return RESTART;
+                }
+                if (resolved == OFFLOADED) {
+                    return OFFLOADED;
+                }
             }
         }
         throw new IllegalStateException("tree deeper than " + H + " levels");
@@ -407,7 +454,7 @@ public final class DexSession implements IndexSession {
             hit();
             return true;
         }
-        return resolve(root, 0);
+        return resolve(root, 0) == RESOLVE_SET;
     }
 
     /**
@@ -415,31 +462,41 @@ public final class DexSession implements IndexSession {
      * swizzled when it can be), or a remote read under the node's IO marker followed by admission or by
      * use of the uncached image.
      *
-     * @return true when depth {@code d} is set; false to restart
+     * @return RESOLVE_SET when depth {@code d} is set, RESOLVE_RESTART to restart, or OFFLOADED when
+     *         the rest of the operation was offloaded
      */
-    private boolean resolve(long address, int d) {
+    private int resolve(long address, int d) {
         long mapped = mapping.get(address);
         if (mapped == MappingTable.IO) {
-            return false;
+            return RESOLVE_RESTART;
         }
         if (mapped >= 0) {
-            return useMapped((int) mapped, address, d);
+            return useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
         }
         boolean sharedGuess = d == 0 ? partitions.count() > 1 : childRangeShared(d - 1);
+        int level = d == 0 ? -1 : viewAt[d - 1].level() - 1;
         if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
-            return false;
+            return RESOLVE_RESTART;
         }
         miss();
+        if (!sharedGuess && offloadEligible(d, level)
+                && (offloadPolicy == OffloadSettings.Policy.ALWAYS || costModel.shouldOffload(level, random))) {
+            return offload(address, d);
+        }
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
-            return false;
+            return RESOLVE_RESTART;
         }
         holdMarker(address);
         NodeView image = scratchAt[d];
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {
                 releaseMarker(address);
-                return false;
+                return RESOLVE_RESTART;
             }
+        } else if (offloadPolicy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random)) {
+            long start = System.nanoTime();
+            remote.readOnce(address, image);
+            costModel.recordRead(System.nanoTime() - start);
         } else {
             remote.readOnce(address, image);
         }
@@ -454,7 +511,7 @@ public final class DexSession implements IndexSession {
             int f = allocFrame();
             if (f != NO_FRAME) {
                 admit(f, address, image, shared, d);
-                return false;
+                return RESOLVE_RESTART;
             }
         }
         frameAt[d] = NO_FRAME;
@@ -463,7 +520,82 @@ public final class DexSession implements IndexSession {
         if (!image.isLeaf()) {
             releaseMarker(address);
         }
-        return true;
+        return RESOLVE_SET;
+    }
+
+    // ==== offloading (paper §6) ===========================================================================
+
+    /**
+     * An offload is possible at a miss on an owned inner node at level 1..M (its whole subtree is on one
+     * memory server) under a cached parent, for a point operation that has not fallen back already.
+     */
+    private boolean offloadEligible(int d, int level) {
+        return offloadChannel != null && opCode != OP_SCAN && !offloadBlocked && d > 0 && frameAt[d - 1] != NO_FRAME
+                && level >= 1 && level <= engine.subtreeLevel;
+    }
+
+    /**
+     * Runs the rest of the operation on the memory server of {@code address} in two phases. The probe
+     * reports the path from the missed node to the leaf; this thread then takes the IO marker of every
+     * node on it, which fails (and falls back to the caching path) if any of them is cached or in use
+     * here. With all markers held no thread of this compute node can read or write those nodes, and no
+     * other compute node writes owned nodes, so the execute phase, which re-checks every node's version,
+     * runs the operation on the current nodes and leaves no cached copy stale. The parent stays pinned
+     * meanwhile so it is not cooled.
+     */
+    private int offload(long address, int d) {
+        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
+            return RESOLVE_RESTART;
+        }
+        holdMarker(address);
+        int parent = frameAt[d - 1];
+        arena.pin(parent);
+        try {
+            if (!arena.validate(parent, versionAt[d - 1])) {
+                return RESOLVE_RESTART;
+            }
+            boolean timed = offloadPolicy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random);
+            long start = timed ? System.nanoTime() : 0;
+            offload.probe(opCode, opKey, opValue, address);
+            if (!send()) {
+                return fallBack();
+            }
+            for (int i = 1; i < offload.pathLength(); i++) {
+                long node = offload.pathNode(i);
+                if (mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+                    return fallBack();
+                }
+                holdMarker(node);
+            }
+            offload.execute();
+            if (!send()) {
+                return fallBack();
+            }
+            if (timed) {
+                costModel.recordOffload(System.nanoTime() - start);
+            }
+            offloadFound = offload.found();
+            offloadValue = offload.value();
+            count(CacheStats.OFFLOADS);
+            return OFFLOADED;
+        } finally {
+            arena.unpin(parent);
+        }
+    }
+
+    /** Sends the offload request, waits for the answer, counts the two-sided message. */
+    private boolean send() {
+        offloadChannel.submit(offload);
+        offload.await();
+        engine.memory.counters().recordTwoSided(offload.wireBytes());
+        return offload.status() == OffloadRequest.OK;
+    }
+
+    /** The rest of this operation takes the caching path (a split is needed, a node is cached, ...). */
+    private int fallBack() {
+        offloadBlocked = true;
+        count(CacheStats.OFFLOAD_FALLBACKS);
+        return RESOLVE_RESTART;
     }
 
     /** A node found in the mapping table but not through a swizzled pointer. */
@@ -1078,8 +1210,12 @@ public final class DexSession implements IndexSession {
         count(CacheStats.MISSES);
     }
 
-    private void beginOp() {
+    private void beginOp(int op, long key, long newValue) {
         opRestarts = 0;
+        opCode = op;
+        opKey = key;
+        opValue = newValue;
+        offloadBlocked = false;
     }
 
     private void restart() {

@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeMap;
 
+import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
@@ -11,6 +12,7 @@ import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
@@ -20,7 +22,9 @@ import dev.dex.rdma.local.LocalFabric;
  */
 final class DexFixture implements AutoCloseable {
     final LocalFabric fabric;
+    final List<ExportedRegion> regions = new ArrayList<>();
     final RemoteMemory admin;
+    LocalOffloadChannel channel;
     final List<DexEngine> engines = new ArrayList<>();
     final PartitionTable table;
     final int loaded;
@@ -30,11 +34,16 @@ final class DexFixture implements AutoCloseable {
      *                   (leaves straddling a bound are shared)
      */
     DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs) {
+        this(servers, subtreeLevel, loaded, partitions, leafFences, latencyNs, TreeConfig.DEFAULT_BULK_FILL_FACTOR);
+    }
+
+    /** As above, with bulk load filling nodes to {@code fill} (1.0: every leaf full, so inserts split). */
+    DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs, double fill) {
         this.fabric = new LocalFabric(latencyNs);
         int[] ids = new int[servers];
         for (int i = 0; i < servers; i++) {
             ids[i] = i;
-            fabric.export(i, 64L << 20, 64 << 10);
+            regions.add(fabric.export(i, 64L << 20, 64 << 10));
         }
         this.admin = fabric.connect(ids);
         this.loaded = loaded;
@@ -44,7 +53,7 @@ final class DexFixture implements AutoCloseable {
             keys[i] = 2L * i + 2;
             values[i] = keys[i] + 1;
         }
-        BulkLoader.formatAndLoad(admin, TreeConfig.defaults().withSubtreeLevel(subtreeLevel), SortedEntries.of(keys, values), n -> { });
+        BulkLoader.formatAndLoad(admin, new TreeConfig(subtreeLevel, fill), SortedEntries.of(keys, values), n -> { });
         this.table = leafFences ? Partitioning.fromLeafFences(admin, partitions)
                 : PartitionTable.equalWidth(partitions, 0, 2L * loaded + 2);
         Superblock.writePartitions(admin, table);
@@ -52,9 +61,17 @@ final class DexFixture implements AutoCloseable {
 
     /** Opens C engines, each on its own connection, holding partitions round robin. */
     List<DexEngine> open(int count, DexConfig config) {
+        return open(count, config, 0);
+    }
+
+    /** As {@link #open(int, DexConfig)}, offloading to {@code offloadThreads} threads per memory server (0: none). */
+    List<DexEngine> open(int count, DexConfig config, int offloadThreads) {
         int[] ids = admin.memoryServerIds();
+        if (offloadThreads > 0) {
+            channel = new LocalOffloadChannel(regions, offloadThreads, 64, 0);
+        }
         for (int c = 0; c < count; c++) {
-            engines.add(DexEngine.open(fabric.connect(ids), config));
+            engines.add(DexEngine.open(fabric.connect(ids), config, channel));
         }
         for (int p = 0; p < table.count(); p++) {
             engines.get(p % count).acquire(p);
@@ -88,6 +105,9 @@ final class DexFixture implements AutoCloseable {
 
     @Override
     public void close() {
+        if (channel != null) {
+            channel.close();
+        }
         fabric.close();
     }
 }

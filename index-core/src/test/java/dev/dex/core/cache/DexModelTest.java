@@ -39,65 +39,76 @@ class DexModelTest {
             DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
                     DexConfig.DEFAULT_COOLING_RATIO, admission);
             List<DexEngine> list = fixture.open(engines, config);
-            DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
             TreeMap<Long, Long> model = fixture.initialModel();
-            SplittableRandom random = new SplittableRandom(frames * 31L + engines);
-            long range = 2L * fixture.loaded + 400;
-            long[] scanKeys = new long[300];
-            long[] scanValues = new long[300];
-            for (int op = 0; op < 25_000; op++) {
-                long key = random.nextInt(10) == 0 ? random.nextLong(-50, 0) : random.nextLong(1, range);
-                int p = fixture.table.partitionOf(key);
-                DexSession s = sessions[p % engines];
-                long value = random.nextLong();
-                String context = mode + " op " + op + " key " + key;
-                switch (random.nextInt(10)) {
-                    case 0, 1, 2 -> {
-                        boolean found = s.lookup(key);
-                        assertEquals(model.containsKey(key), found, context);
-                        if (found) {
-                            assertEquals(model.get(key), s.value(), context);
-                        }
-                    }
-                    case 3, 4 -> assertEquals(model.putIfAbsent(key, value) == null, s.insert(key, value), context);
-                    case 5 -> assertEquals(model.replace(key, value) != null, s.update(key, value), context);
-                    case 6 -> assertEquals(model.put(key, value) == null, s.put(key, value), context);
-                    case 7 -> assertEquals(model.remove(key) != null, s.delete(key), context);
-                    default -> {
-                        int count = random.nextInt(scanKeys.length + 1);
-                        int n = s.scan(key, count, scanKeys, scanValues);
-                        long end = fixture.table.upperInclusive(p);
-                        Iterator<Map.Entry<Long, Long>> expected = model.tailMap(key, true).entrySet().iterator();
-                        int i = 0;
-                        while (i < count && expected.hasNext()) {
-                            Map.Entry<Long, Long> e = expected.next();
-                            int ep = fixture.table.partitionOf(e.getKey());
-                            if (ep != p && ep % engines != p % engines) {
-                                break;
-                            }
-                            if (ep != p && !list.get(p % engines).holds(ep)) {
-                                break;
-                            }
-                            assertEquals(e.getKey(), scanKeys[i], context + " scan entry " + i);
-                            assertEquals(e.getValue(), scanValues[i], context + " scan entry " + i);
-                            i++;
-                        }
-                        assertTrue(n >= Math.min(i, count), context + " scan returned " + n + " of " + i);
-                        assertEquals(i, n, context + " scan length (ends at the last held partition, " + end + ")");
-                    }
-                }
-                if (op % 5_000 == 4_999) {
-                    list.forEach(CacheValidator::validate);
-                }
-            }
-            if (engines > 1) {
-                long foreign = fixture.table.upperInclusive(1);
-                assertThrows(PartitionNotHeldException.class, () -> sessions[0].lookup(foreign));
-            }
-            for (DexSession s : sessions) {
-                s.close();
-            }
+            randomOperations(fixture, list, model, 25_000, frames * 31L + engines);
             assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /**
+     * Runs seeded random lookups, inserts, updates, puts, deletes and scans, each routed to the engine that
+     * holds its key's partition, checking every result against {@code model} (which it keeps up to date),
+     * with the cache validator every 5000 operations.
+     */
+    static void randomOperations(DexFixture fixture, List<DexEngine> list, TreeMap<Long, Long> model, int operations,
+                                 long seed) {
+        int engines = list.size();
+        DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+        SplittableRandom random = new SplittableRandom(seed);
+        long range = 2L * fixture.loaded + 400;
+        long[] scanKeys = new long[300];
+        long[] scanValues = new long[300];
+        for (int op = 0; op < operations; op++) {
+            long key = random.nextInt(10) == 0 ? random.nextLong(-50, 0) : random.nextLong(1, range);
+            int p = fixture.table.partitionOf(key);
+            DexSession s = sessions[p % engines];
+            long value = random.nextLong();
+            String context = list.get(0).mode() + " op " + op + " key " + key;
+            switch (random.nextInt(10)) {
+                case 0, 1, 2 -> {
+                    boolean found = s.lookup(key);
+                    assertEquals(model.containsKey(key), found, context);
+                    if (found) {
+                        assertEquals(model.get(key), s.value(), context);
+                    }
+                }
+                case 3, 4 -> assertEquals(model.putIfAbsent(key, value) == null, s.insert(key, value), context);
+                case 5 -> assertEquals(model.replace(key, value) != null, s.update(key, value), context);
+                case 6 -> assertEquals(model.put(key, value) == null, s.put(key, value), context);
+                case 7 -> assertEquals(model.remove(key) != null, s.delete(key), context);
+                default -> {
+                    int count = random.nextInt(scanKeys.length + 1);
+                    int n = s.scan(key, count, scanKeys, scanValues);
+                    long end = fixture.table.upperInclusive(p);
+                    Iterator<Map.Entry<Long, Long>> expected = model.tailMap(key, true).entrySet().iterator();
+                    int i = 0;
+                    while (i < count && expected.hasNext()) {
+                        Map.Entry<Long, Long> e = expected.next();
+                        int ep = fixture.table.partitionOf(e.getKey());
+                        if (ep != p && ep % engines != p % engines) {
+                            break;
+                        }
+                        if (ep != p && !list.get(p % engines).holds(ep)) {
+                            break;
+                        }
+                        assertEquals(e.getKey(), scanKeys[i], context + " scan entry " + i);
+                        assertEquals(e.getValue(), scanValues[i], context + " scan entry " + i);
+                        i++;
+                    }
+                    assertTrue(n >= Math.min(i, count), context + " scan returned " + n + " of " + i);
+                    assertEquals(i, n, context + " scan length (ends at the last held partition, " + end + ")");
+                }
+            }
+            if (op % 5_000 == 4_999) {
+                list.forEach(CacheValidator::validate);
+            }
+        }
+        if (engines > 1) {
+            long foreign = fixture.table.upperInclusive(1);
+            assertThrows(PartitionNotHeldException.class, () -> sessions[0].lookup(foreign));
+        }
+        for (DexSession s : sessions) {
+            s.close();
         }
     }
 }

@@ -110,7 +110,7 @@ class DexStressTest {
         }
     }
 
-    private static void run(DexFixture fixture, DexSession[] sessions, int id, int threads, int ops, long range,
+    static void run(DexFixture fixture, DexSession[] sessions, int id, int threads, int ops, long range,
                             Map<Long, Long> model) {
         SplittableRandom random = new SplittableRandom(id * 7919L + 3);
         long[] scanKeys = new long[40];

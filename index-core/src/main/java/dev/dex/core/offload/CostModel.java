@@ -1,0 +1,99 @@
+package dev.dex.core.offload;
+
+import java.util.SplittableRandom;
+
+/**
+ * Decides, at a cache miss on an owned node at level L (at most M), whether to offload the rest of the
+ * operation (paper §6.1): offload iff {@code l_p < (L + 1) * (l_o + l_s) * c}, where {@code l_o} is the
+ * moving average of a remote read, {@code l_p} that of an offload, {@code l_s} a local node search and
+ * {@code c} the cost of using the cache (free frames, admission).
+ *
+ * <p>Averages are over windows of {@link OffloadSettings#window()} samples. Bootstrapping: the first
+ * {@code window} decisions take the caching path and the next {@code window} offload, so both averages
+ * start from real samples. After that, latencies are sampled with probability
+ * {@link OffloadSettings#sampleRate()}, and each decision is flipped with probability
+ * {@link OffloadSettings#exploreRate()} so both averages keep up with the load.
+ *
+ * <p>Not thread-safe: one per compute thread (session), as in the paper.
+ */
+public final class CostModel {
+    private final OffloadSettings settings;
+    private final Window reads;
+    private final Window offloads;
+    private long decisions;
+
+    public CostModel(OffloadSettings settings) {
+        this.settings = settings;
+        this.reads = new Window(settings.window());
+        this.offloads = new Window(settings.window());
+    }
+
+    /** Whether a miss at {@code level} should be offloaded. */
+    public boolean shouldOffload(int level, SplittableRandom random) {
+        int window = settings.window();
+        if (decisions < 2L * window) {
+            return decisions++ >= window;
+        }
+        decisions++;
+        boolean offload;
+        if (reads.count == 0 || offloads.count == 0) {
+            offload = offloads.count == 0;
+        } else {
+            double cachePath = (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
+            offload = offloads.average() < cachePath;
+        }
+        if (random.nextDouble() < settings.exploreRate()) {
+            offload = !offload;
+        }
+        return offload;
+    }
+
+    /** Whether to time the current remote read or offload (always while bootstrapping). */
+    public boolean sample(SplittableRandom random) {
+        return decisions < 2L * settings.window() || random.nextDouble() < settings.sampleRate();
+    }
+
+    public void recordRead(long nanos) {
+        reads.add(nanos);
+    }
+
+    public void recordOffload(long nanos) {
+        offloads.add(nanos);
+    }
+
+    /** Moving average of a remote read, or NaN before the first sample. */
+    public double readNanos() {
+        return reads.count == 0 ? Double.NaN : reads.average();
+    }
+
+    /** Moving average of an offload, or NaN before the first sample. */
+    public double offloadNanos() {
+        return offloads.count == 0 ? Double.NaN : offloads.average();
+    }
+
+    private static final class Window {
+        private final long[] samples;
+        private int next;
+        private int count;
+        private long sum;
+
+        Window(int size) {
+            samples = new long[size];
+        }
+
+        void add(long value) {
+            if (count == samples.length) {
+                sum -= samples[next];
+            } else {
+                count++;
+            }
+            samples[next] = value;
+            sum += value;
+            next = (next + 1) % samples.length;
+        }
+
+        double average() {
+            return (double) sum / count;
+        }
+    }
+}

@@ -1,0 +1,154 @@
+package dev.dex.core.offload;
+
+import java.util.concurrent.locks.LockSupport;
+
+import dev.dex.core.tree.TreeConfig;
+
+/**
+ * One offloaded operation, in two phases (see {@code docs/offloading.md}): a {@link #PROBE} walks from the
+ * start node to the leaf and reports the path and each node's version; an {@link #EXECUTE} walks the same
+ * path again, checks nothing on it changed, and runs the operation at the leaf.
+ *
+ * <p>Reused: each compute-side session owns one request and sends it again and again. Not thread-safe
+ * except for the hand-over: the compute thread fills the input fields and submits; the memory-side
+ * thread fills the output fields and {@link #complete()}s, a volatile write that publishes them; the
+ * compute thread {@link #await()}s, a volatile read, and then reads them.
+ */
+public final class OffloadRequest {
+    /** Phase: walk and report the path. */
+    public static final int PROBE = 0;
+    /** Phase: walk the reported path again and run the operation. */
+    public static final int EXECUTE = 1;
+
+    public static final int LOOKUP = 0;
+    public static final int INSERT = 1;
+    public static final int UPDATE = 2;
+    public static final int PUT = 3;
+    public static final int DELETE = 4;
+
+    /** Done; {@link #found} and {@link #value} hold the outcome. */
+    public static final int OK = 0;
+    /** The insert needs a split (full leaf): fall back to the caching path. */
+    public static final int NEEDS_SPLIT = 1;
+    /** A node on the way does not cover the key. */
+    public static final int FENCE_MISMATCH = 2;
+    /** The path leaves the memory server of the start node. */
+    public static final int CROSS_SERVER = 3;
+    /** A node on the path changed between probe and execute, or is remotely locked. */
+    public static final int STALE = 4;
+    /** The memory server's queue is full; nothing was done. */
+    public static final int REJECTED = 5;
+
+    /** Request plus reply on the wire: header fields, and one address and version per path node. */
+    public static final int FIXED_BYTES = 64;
+
+    // ---- input
+    int phase;
+    int op;
+    long key;
+    long newValue;
+    long start;
+    final long[] path = new long[TreeConfig.MAX_HEIGHT];
+    final long[] versions = new long[TreeConfig.MAX_HEIGHT];
+    int pathLength;
+
+    // ---- output
+    int status;
+    boolean found;
+    long value;
+
+    private volatile boolean done;
+    private volatile Thread waiter;
+
+    /** Sets up a probe of {@code op} on {@code key} from the node at {@code start}. */
+    public void probe(int op, long key, long newValue, long start) {
+        this.phase = PROBE;
+        this.op = op;
+        this.key = key;
+        this.newValue = newValue;
+        this.start = start;
+        this.pathLength = 0;
+        reset();
+    }
+
+    /** Turns a finished probe into the execute phase of the same operation. */
+    public void execute() {
+        this.phase = EXECUTE;
+        reset();
+    }
+
+    private void reset() {
+        status = OK;
+        found = false;
+        value = 0;
+        done = false;
+        waiter = Thread.currentThread();
+    }
+
+    /** Bytes of this request and its reply, for the verb counters. */
+    public int wireBytes() {
+        return FIXED_BYTES + 2 * Long.BYTES * pathLength;
+    }
+
+    public int phase() {
+        return phase;
+    }
+
+    public int op() {
+        return op;
+    }
+
+    public long key() {
+        return key;
+    }
+
+    public long start() {
+        return start;
+    }
+
+    public int status() {
+        return status;
+    }
+
+    public boolean found() {
+        return found;
+    }
+
+    public long value() {
+        return value;
+    }
+
+    public int pathLength() {
+        return pathLength;
+    }
+
+    /** Address of path node {@code i}: 0 is the start node, {@code pathLength - 1} the leaf. */
+    public long pathNode(int i) {
+        return path[i];
+    }
+
+    /** Marks the request answered (memory side). */
+    void complete() {
+        done = true;
+        Thread t = waiter;
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+    }
+
+    /** Answers without running it (queue full). */
+    void reject() {
+        status = REJECTED;
+        complete();
+    }
+
+    /** Waits for the answer: spins briefly, then parks. */
+    public void await() {
+        for (int i = 0; i < 256 && !done; i++) {
+            Thread.onSpinWait();
+        }
+        while (!done) {
+            LockSupport.park(this);
+        }
+    }
+}

@@ -1,0 +1,197 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import dev.dex.core.offload.OffloadSettings;
+
+/**
+ * Offloading through the engine (paper §6): 20,000 keys on two memory servers, four leaf-fence partitions
+ * (so most level-1 nodes are owned), caches small enough that level-1 nodes keep missing.
+ */
+class OffloadTest {
+
+    private static DexFixture fixture(double fill) {
+        return new DexFixture(2, 2, 20_000, 4, true, 0, fill);
+    }
+
+    private static DexConfig config(String mode, int frames) {
+        return DexConfig.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
+    }
+
+    private static CacheStats total(List<DexEngine> engines) {
+        long offloads = 0;
+        long fallbacks = 0;
+        for (DexEngine e : engines) {
+            offloads += e.stats().offloads();
+            fallbacks += e.stats().offloadFallbacks();
+        }
+        return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks);
+    }
+
+    @ParameterizedTest(name = "{0} engines={1} frames={2} cooling={3}")
+    @CsvSource({
+            "offload-only, 1, 6,  0.1",
+            "offload-only, 2, 8,  0.1",
+            "dex,          1, 6,  0.1",
+            "dex,          2, 8,  0.1"})
+    void randomOperationsThroughOffloadingMatchTheModel(String mode, int engines, int frames, double cooling) {
+        try (DexFixture fixture = fixture(0.8)) {
+            List<DexEngine> list = fixture.open(engines, config(mode, frames).withCoolingRatio(cooling), 1);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            DexModelTest.randomOperations(fixture, list, model, 20_000, frames * 7L + engines);
+            CacheStats stats = total(list);
+            assertTrue(stats.offloads() > 100, "operations were offloaded: " + stats);
+            assertTrue(fixture.channel.executed() >= 2 * stats.offloads(), "each offload is a probe and an execute");
+            assertEquals(0, fixture.channel.failures());
+            assertTrue(list.get(0).verbs().twoSided() >= 2 * list.get(0).stats().offloads(), "offloads count as two-sided verbs");
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /**
+     * The hazard the two-phase protocol exists for: a node below the missed one is still cached here
+     * (dirty), so remote memory is stale. Built by hand: a dirty leaf is orphaned and its level-1 parent
+     * evicted, as a split moving it away or a stale shared parent would leave it. The offload must see the
+     * cached node on the probed path, fall back, and the caching path must return the cached value.
+     */
+    @Test
+    void anOffloadWhosePathMeetsACachedNodeFallsBackToTheCache() {
+        try (DexFixture fixture = fixture(0.8)) {
+            // A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads.
+            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
+            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
+            DexSession session = engine.newSession();
+            long key = 2L * 480 + 2; // leaf 10, under the first level-1 node, which lies inside partition 0
+            for (int i = 0; i < 3; i++) {
+                session.lookup(key);
+            }
+            assertTrue(session.put(key, 123_456) == false, "the loaded key is replaced");
+            FrameArena arena = engine.arena;
+            int root = engine.rootFrame.get();
+            dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), root);
+            int slot = rootView.childIndex(key);
+            int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
+            dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
+            int leafSlot = levelOneView.childIndex(key);
+            int leaf = (int) dev.dex.rdma.GlobalAddress.unswizzle(levelOneView.child(leafSlot));
+            assertTrue(arena.flag(leaf, FrameHeaderDescriptor.DIRTY), "the leaf holds the only copy of the new value");
+            long levelOneAddress = arena.address(levelOne);
+            assertTrue(!arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
+            // Orphan the dirty leaf and evict its parent, which is clean.
+            levelOneView.child(leafSlot, arena.address(leaf));
+            arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
+            rootView.child(slot, levelOneAddress);
+            assertTrue(arena.tryLock(levelOne));
+            engine.mapping.remove(levelOneAddress, levelOne);
+            arena.state(levelOne, FrameHeaderDescriptor.FREE);
+            arena.address(levelOne, 0);
+            arena.clearFlags(levelOne);
+            arena.unlock(levelOne);
+
+            long before = engine.stats().offloadFallbacks();
+            assertTrue(session.lookup(key));
+            assertEquals(123_456, session.value(), "the cached (dirty) value, not remote memory's stale one");
+            assertTrue(engine.stats().offloadFallbacks() > before, "the offload met the cached leaf and fell back");
+            session.close();
+            TreeMap<Long, Long> stored = fixture.validateFlushAndRead();
+            assertEquals(123_456L, stored.get(key));
+        }
+    }
+
+    @Test
+    void noOffloadModeNeverOffloads() {
+        try (DexFixture fixture = fixture(0.8)) {
+            List<DexEngine> list = fixture.open(1, config("no-offload", 16), 1);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            DexModelTest.randomOperations(fixture, list, model, 5_000, 3);
+            assertEquals(0, list.get(0).stats().offloads());
+            assertEquals(0, list.get(0).verbs().twoSided());
+            assertEquals(0, fixture.channel.executed());
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    @Test
+    void insertsIntoFullLeavesFallBackToTheCachingPathWhichSplits() {
+        try (DexFixture fixture = fixture(1.0)) {
+            List<DexEngine> list = fixture.open(1, config("offload-only", 16), 1);
+            DexSession session = list.get(0).newSession();
+            TreeMap<Long, Long> model = fixture.initialModel();
+            for (long k = 1; k < 2L * fixture.loaded; k += 2) {
+                if (k % 7 == 0) {
+                    assertTrue(session.insert(k, -k));
+                    model.put(k, -k);
+                }
+            }
+            session.close();
+            CacheStats stats = total(list);
+            assertTrue(stats.offloadFallbacks() > 0, "inserts into full leaves need a split: " + stats);
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    @Test
+    void computeThreadsAndOffloadThreadsTogetherKeepEveryLastWrite() throws Exception {
+        try (DexFixture fixture = fixture(0.8)) {
+            List<DexEngine> list = fixture.open(2, config("offload-only", 24), 2);
+            int threads = 4;
+            List<Map<Long, Long>> models = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                models.add(new HashMap<>());
+            }
+            for (int e = 0; e < list.size(); e++) {
+                DexSession s = list.get(e).newSession();
+                for (var entry : fixture.initialModel().entrySet()) {
+                    long key = entry.getKey();
+                    if (fixture.table.partitionOf(key) % list.size() == e) {
+                        s.update(key, DexStressTest.encode(key, 0));
+                        models.get((int) (key % threads)).put(key, DexStressTest.encode(key, 0));
+                    }
+                }
+                s.close();
+            }
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int id = t;
+                Thread worker = new Thread(() -> {
+                    DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+                    try {
+                        DexStressTest.run(fixture, sessions, id, threads, 8_000, 2L * fixture.loaded + 200, models.get(id));
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    } finally {
+                        for (DexSession s : sessions) {
+                            s.close();
+                        }
+                    }
+                }, "offload-stress-" + t);
+                workers.add(worker);
+                worker.start();
+            }
+            for (Thread worker : workers) {
+                worker.join(TimeUnit.MINUTES.toMillis(3));
+                assertTrue(!worker.isAlive(), worker.getName() + " did not finish");
+            }
+            assertNull(failure.get(), () -> "worker failed: " + failure.get());
+            assertTrue(total(list).offloads() > 100, "operations were offloaded: " + total(list));
+            TreeMap<Long, Long> expected = new TreeMap<>();
+            models.forEach(expected::putAll);
+            assertEquals(expected, fixture.validateFlushAndRead());
+        }
+    }
+}

@@ -1,0 +1,105 @@
+package dev.dex.core.offload;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.SplittableRandom;
+
+import org.junit.jupiter.api.Test;
+
+class CostModelTest {
+    private static final OffloadSettings NO_EXPLORATION =
+            new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 0.0, 40, 1.2);
+
+    @Test
+    void bootstrapsWithFiftyCachedThenFiftyOffloadedDecisions() {
+        CostModel model = new CostModel(NO_EXPLORATION);
+        SplittableRandom random = new SplittableRandom(1);
+        for (int i = 0; i < 50; i++) {
+            assertTrue(model.sample(random), "every latency is sampled while bootstrapping");
+            assertFalse(model.shouldOffload(2, random), "decision " + i + " takes the caching path");
+        }
+        for (int i = 0; i < 50; i++) {
+            assertTrue(model.shouldOffload(2, random), "decision " + (50 + i) + " offloads");
+        }
+    }
+
+    @Test
+    void offloadsExactlyWhenItBeatsLPlusOneReadsWithSearchAndCacheCost() {
+        CostModel model = bootstrapped(2_000, 5_000);
+        SplittableRandom random = new SplittableRandom(2);
+        // (L + 1) * (2000 + 40) * 1.2: L=1 -> 4896 < 5000 (cache); L=2 -> 7344 > 5000 (offload)
+        assertFalse(model.shouldOffload(1, random));
+        assertTrue(model.shouldOffload(2, random));
+        assertTrue(model.shouldOffload(3, random));
+        assertEquals(2_000, model.readNanos(), 1e-9);
+        assertEquals(5_000, model.offloadNanos(), 1e-9);
+    }
+
+    @Test
+    void theMovingAverageForgetsOldSamples() {
+        CostModel model = bootstrapped(2_000, 5_000);
+        for (int i = 0; i < 50; i++) {
+            model.recordOffload(20_000);
+        }
+        assertEquals(20_000, model.offloadNanos(), 1e-9, "a full window of new samples replaces the old ones");
+        assertFalse(model.shouldOffload(3, new SplittableRandom(3)), "a slow memory server is avoided: 4*2040*1.2 < 20000");
+    }
+
+    @Test
+    void exploresTheOtherChoiceAtTheConfiguredRate() {
+        OffloadSettings exploring = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 0.01, 40, 1.2);
+        CostModel model = new CostModel(exploring);
+        SplittableRandom random = new SplittableRandom(4);
+        for (int i = 0; i < 100; i++) {
+            model.shouldOffload(1, random);
+        }
+        for (int i = 0; i < 50; i++) {
+            model.recordRead(2_000);
+            model.recordOffload(50_000);
+        }
+        int offloaded = 0;
+        int decisions = 200_000;
+        for (int i = 0; i < decisions; i++) {
+            if (model.shouldOffload(1, random)) {
+                offloaded++;
+            }
+        }
+        assertEquals(0.01, offloaded / (double) decisions, 0.002, "1% of decisions explore the slower choice");
+    }
+
+    @Test
+    void samplesAboutOnePercentAfterBootstrapping() {
+        CostModel model = bootstrapped(1, 1);
+        SplittableRandom random = new SplittableRandom(5);
+        int sampled = 0;
+        for (int i = 0; i < 200_000; i++) {
+            if (model.sample(random)) {
+                sampled++;
+            }
+        }
+        assertEquals(0.01, sampled / 200_000.0, 0.002);
+    }
+
+    @Test
+    void rejectsBadSettings() {
+        assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 0, 0.01, 0.01, 40, 1.2));
+        assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 1.5, 0.01, 40, 1.2));
+        assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 0.01, 0.01, 40, 0));
+    }
+
+    private static CostModel bootstrapped(long readNanos, long offloadNanos) {
+        CostModel model = new CostModel(NO_EXPLORATION);
+        SplittableRandom random = new SplittableRandom(9);
+        for (int i = 0; i < 100; i++) {
+            model.shouldOffload(1, random);
+        }
+        for (int i = 0; i < 50; i++) {
+            model.recordRead(readNanos);
+            model.recordOffload(offloadNanos);
+        }
+        return model;
+    }
+}

@@ -1,0 +1,174 @@
+package dev.dex.core.offload;
+
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.TreeMap;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/** The memory-side executor on a bulk-loaded tree of 2 servers with M = 1 (level-1 subtrees dealt round robin). */
+class SubtreeExecutorTest {
+    private final LocalFabric fabric = new LocalFabric();
+    private ExportedRegion[] regions;
+    private RemoteMemory memory;
+
+    private void load(int entries, double fill) {
+        regions = new ExportedRegion[] {fabric.export(0, 32L << 20, 64 << 10), fabric.export(1, 32L << 20, 64 << 10)};
+        memory = fabric.connect(0, 1);
+        long[] keys = new long[entries];
+        for (int i = 0; i < entries; i++) {
+            keys[i] = 2L * i + 2;
+        }
+        BulkLoader.formatAndLoad(memory, new TreeConfig(1, fill), SortedEntries.of(keys, keys), n -> { });
+    }
+
+    @AfterEach
+    void close() {
+        fabric.close();
+    }
+
+    private NodeView node(long address) {
+        NodeView view = new NodeView().wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
+        memory.read(address, view.buffer(), 0, NODE_LENGTH);
+        return view;
+    }
+
+    private SubtreeExecutor executorFor(long address) {
+        int server = GlobalAddress.serverId(address);
+        return new SubtreeExecutor(server, regions[server].region());
+    }
+
+    private static int run(SubtreeExecutor executor, OffloadRequest request, int op, long key, long value, long start) {
+        request.probe(op, key, value, start);
+        executor.run(request);
+        if (request.status() != OffloadRequest.OK) {
+            return request.status();
+        }
+        request.execute();
+        executor.run(request);
+        return request.status();
+    }
+
+    @Test
+    void runsEveryPointOperationInsideALevelOneSubtree() {
+        load(20_000, 0.8);
+        NodeView root = node(Superblock.read(memory).root());
+        assertEquals(2, root.level());
+        long levelOne = root.child(3);
+        NodeView subtree = node(levelOne);
+        long inside = subtree.key(5);
+        SubtreeExecutor executor = executorFor(levelOne);
+        OffloadRequest r = new OffloadRequest();
+
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.LOOKUP, inside, 0, levelOne));
+        assertTrue(r.found());
+        assertEquals(inside, r.value());
+        assertEquals(2, r.pathLength(), "the level-1 node and a leaf");
+        assertEquals(levelOne, r.pathNode(0));
+
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, inside, 77, levelOne));
+        assertTrue(r.found());
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.INSERT, inside + 1, 5, levelOne));
+        assertFalse(r.found(), "insert of an absent key inserts it");
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.INSERT, inside + 1, 6, levelOne));
+        assertTrue(r.found(), "a second insert finds it and changes nothing");
+        assertEquals(5, r.value());
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.PUT, inside + 1, 9, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.DELETE, inside, 0, levelOne));
+        assertTrue(r.found());
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, inside, 1, levelOne));
+        assertFalse(r.found(), "update of a deleted key changes nothing");
+
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertFalse(tree.containsKey(inside));
+        assertEquals(9L, tree.get(inside + 1));
+        assertEquals(20_000, tree.size());
+    }
+
+    @Test
+    void reportsKeysOutsideTheSubtreeAndPathsLeavingTheServer() {
+        load(20_000, 0.8);
+        NodeView root = node(Superblock.read(memory).root());
+        long levelOne = root.child(3);
+        NodeView subtree = node(levelOne);
+        OffloadRequest r = new OffloadRequest();
+        assertEquals(OffloadRequest.FENCE_MISMATCH,
+                run(executorFor(levelOne), r, OffloadRequest.LOOKUP, subtree.highFence() + 1, 0, levelOne));
+
+        long rootAddress = Superblock.read(memory).root();
+        int rootServer = GlobalAddress.serverId(rootAddress);
+        int foreign = -1;
+        for (int i = 0; i <= root.count(); i++) {
+            if (GlobalAddress.serverId(root.child(i)) != rootServer) {
+                foreign = i;
+                break;
+            }
+        }
+        assertTrue(foreign >= 0, "level-1 subtrees are dealt over both servers");
+        long key = node(root.child(foreign)).key(0);
+        assertEquals(OffloadRequest.CROSS_SERVER, run(executorFor(rootAddress), r, OffloadRequest.LOOKUP, key, 0, rootAddress));
+    }
+
+    @Test
+    void aFullLeafNeedsASplitAndAChangedPathIsStale() {
+        load(5_000, 1.0);
+        NodeView root = node(Superblock.read(memory).root());
+        long levelOne = root.child(0);
+        long key = node(levelOne).key(0);
+        SubtreeExecutor executor = executorFor(levelOne);
+        OffloadRequest r = new OffloadRequest();
+        assertEquals(OffloadRequest.NEEDS_SPLIT, run(executor, r, OffloadRequest.INSERT, key - 1, 1, levelOne),
+                "a full leaf cannot take the key without a split");
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, 1, levelOne), "an update needs no room");
+
+        OffloadRequest first = new OffloadRequest();
+        first.probe(OffloadRequest.LOOKUP, key, 0, levelOne);
+        executor.run(first);
+        assertEquals(OffloadRequest.OK, first.status());
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, 2, levelOne));
+        first.execute();
+        executor.run(first);
+        assertEquals(OffloadRequest.STALE, first.status(), "the leaf changed between probe and execute");
+    }
+
+    @Test
+    void theChannelRunsRequestsOnMemorySideThreadsAndCountsThem() throws Exception {
+        load(20_000, 0.8);
+        long levelOne = node(Superblock.read(memory).root()).child(1);
+        long key = node(levelOne).key(0);
+        try (LocalOffloadChannel channel = new LocalOffloadChannel(List.of(regions), 2, 8, 0)) {
+            OffloadRequest r = new OffloadRequest();
+            for (int i = 0; i < 100; i++) {
+                r.probe(OffloadRequest.LOOKUP, key, 0, levelOne);
+                channel.submit(r);
+                r.await();
+                assertEquals(OffloadRequest.OK, r.status());
+                r.execute();
+                channel.submit(r);
+                r.await();
+                assertTrue(r.found());
+                assertEquals(key, r.value());
+            }
+            assertEquals(200, channel.executed());
+            assertEquals(0, channel.failures());
+        }
+    }
+}
