@@ -34,6 +34,7 @@ public final class BenchCommand implements Callable<Integer> {
     static final int MAX_THREADS = 1024;
     static final int MAX_COMPUTE_NODES = 256;
     static final int MAX_MEMORY_NODES = 64;
+    static final int MAX_MEMORY_THREADS = 64;
     static final long MAX_LATENCY_NS = 10_000_000;
     static final double DEFAULT_THETA = 0.99;
     static final double DEFAULT_CACHE_RATIO = 0.08;
@@ -93,6 +94,11 @@ public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--memory-nodes", paramLabel = "M", defaultValue = "1",
             description = "Memory nodes (regions) of the fabric (default: ${DEFAULT-VALUE}).")
     private int memoryNodes;
+
+    @Option(names = "--memory-threads", paramLabel = "T", defaultValue = "1",
+            description = "Memory-side threads per memory node that run offloaded operations, for modes dex and"
+                    + " offload-only (default: ${DEFAULT-VALUE}).")
+    private int memoryThreads;
 
     @Option(names = "--partitions", paramLabel = "P", defaultValue = "" + PartitionTable.DEFAULT_PARTITIONS,
             description = "Logical partitions of the key space, for the partitioned modes (default: ${DEFAULT-VALUE}).")
@@ -196,6 +202,8 @@ public final class BenchCommand implements Callable<Integer> {
                 "--compute-nodes must be in [1, " + MAX_COMPUTE_NODES + "]: " + computeNodes);
         check(memoryNodes >= 1 && memoryNodes <= MAX_MEMORY_NODES,
                 "--memory-nodes must be in [1, " + MAX_MEMORY_NODES + "]: " + memoryNodes);
+        check(memoryThreads >= 1 && memoryThreads <= MAX_MEMORY_THREADS,
+                "--memory-threads must be in [1, " + MAX_MEMORY_THREADS + "]: " + memoryThreads);
         check(partitions >= 1 && partitions <= PartitionTable.MAX_PARTITIONS,
                 "--partitions must be in [1, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions
@@ -209,7 +217,7 @@ public final class BenchCommand implements Callable<Integer> {
             check(!Files.isDirectory(json), "--json " + json + " is a directory");
         }
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
-                computeNodes, memoryNodes, partitions, latencyNs, seed, json);
+                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, seed, json);
     }
 
     private void check(boolean ok, String message) {

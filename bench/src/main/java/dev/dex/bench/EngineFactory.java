@@ -7,6 +7,8 @@ import java.util.concurrent.ConcurrentSkipListMap;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.IndexEngine;
+import dev.dex.core.offload.LocalOffloadChannel;
+import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.node.InnerNodeDescriptor;
 import dev.dex.core.node.LeafNodeDescriptor;
@@ -18,6 +20,7 @@ import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 import me.tongfei.progressbar.ProgressBar;
@@ -51,7 +54,7 @@ final class EngineFactory {
          * @param partitions the logical partitions of the key space
          * @param cacheBytes the compute node's cache size
          */
-        PartitionedEngine open(RemoteMemory memory, PartitionTable partitions, long cacheBytes);
+        PartitionedEngine open(RemoteMemory memory, PartitionTable partitions, long cacheBytes, OffloadChannel channel);
     }
 
     private EngineFactory() {
@@ -65,18 +68,19 @@ final class EngineFactory {
         return switch (config.mode()) {
             case SKIPLIST -> skipList(config, keySpace, progress);
             case BASELINE -> onFabric(config, keySpace, progress, null);
-            case PARTITIONED, SHERMAN, DEX -> onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode()));
+            case PARTITIONED, SHERMAN, DEX, OFFLOAD_ONLY, NO_OFFLOAD ->
+                    onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode()));
         };
     }
 
     /** What opens one compute node's engine in {@code mode}, a DEX engine mode. */
     static PartitionedEngineOpener partitionedEngineOpener(Mode mode) {
-        return (memory, table, cacheBytes) -> DexEngine.open(memory, switch (mode) {
-            case DEX -> DexConfig.dex(cacheBytes);
+        return (memory, table, cacheBytes, channel) -> DexEngine.open(memory, switch (mode) {
+            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.cliName(), cacheBytes);
             case SHERMAN -> DexConfig.sherman(cacheBytes);
             case PARTITIONED -> DexConfig.partitioned();
             default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);
-        });
+        }, channel);
     }
 
     /**
@@ -101,9 +105,10 @@ final class EngineFactory {
         LocalFabric fabric = new LocalFabric(config.latencyNs());
         try {
             int[] servers = new int[config.memoryNodes()];
+            List<ExportedRegion> exported = new ArrayList<>();
             for (int id = 0; id < servers.length; id++) {
                 servers[id] = id;
-                export(fabric, id, region, chunk);
+                exported.add(export(fabric, id, region, chunk));
             }
             BulkLoader.Result loaded;
             PartitionTable table = null;
@@ -116,19 +121,27 @@ final class EngineFactory {
             }
             long treeBytes = (loaded.leaves() + loaded.innerNodes()) * NodeHeaderDescriptor.NODE_LENGTH;
             List<PartitionedEngine> partitioned = new ArrayList<>();
+            OffloadChannel channel = null;
+            if (opener != null && config.mode().offloads()) {
+                channel = new LocalOffloadChannel(exported, config.memoryThreads(),
+                        LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, config.latencyNs());
+            }
             for (int c = 0; c < config.computeNodes(); c++) {
                 RemoteMemory memory = fabric.connect(servers);
                 resources.add(memory);
                 if (opener == null) {
                     engines.add(BaselineTree.open(memory));
                 } else {
-                    PartitionedEngine engine = opener.open(memory, table, config.cacheBytesFor(treeBytes));
+                    PartitionedEngine engine = opener.open(memory, table, config.cacheBytesFor(treeBytes), channel);
                     engines.add(engine);
                     partitioned.add(engine);
                 }
             }
             if (!partitioned.isEmpty()) {
                 PartitionRouter.assign(partitioned);
+            }
+            if (channel != null) {
+                resources.add(channel);
             }
             resources.add(fabric);
             return new EngineCluster(engines, treeBytes, resources);
@@ -140,9 +153,9 @@ final class EngineFactory {
         }
     }
 
-    private static void export(LocalFabric fabric, int id, long region, int chunk) {
+    private static ExportedRegion export(LocalFabric fabric, int id, long region, int chunk) {
         try {
-            fabric.export(id, region, chunk);
+            return fabric.export(id, region, chunk);
         } catch (OutOfMemoryError e) {
             throw new IllegalStateException(String.format(
                     "not enough direct memory for memory node %d's region of %,d MiB; raise the JVM's limit, e.g."

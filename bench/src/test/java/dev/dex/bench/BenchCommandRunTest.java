@@ -152,6 +152,32 @@ class BenchCommandRunTest {
         assertEquals(0, s.get("perOp").get("atomics").asDouble());
     }
 
+    @Test
+    void offloadOnlySendsTwoSidedMessagesAndNoOffloadNone() throws IOException {
+        Path offload = dir.resolve("offload.json");
+        Path none = dir.resolve("none.json");
+        String[] common = {"--workload", "write-intensive", "--keys", "20000", "--ops", "20000", "--warmup", "2000",
+                "--threads", "2", "--cache-ratio", "0.01", "--partitions", "4", "--memory-threads", "2"};
+        Run a = bench(concat(common, "--mode", "offload-only", "--json", offload.toString()));
+        Run b = bench(concat(common, "--mode", "no-offload", "--json", none.toString()));
+        assertEquals(0, a.exitCode(), a.err());
+        assertEquals(0, b.exitCode(), b.err());
+        JsonNode withOffload = readJson(offload).get("perOp");
+        JsonNode without = readJson(none).get("perOp");
+        assertTrue(withOffload.get("twoSided").asDouble() > 0.1, "misses below cached shared nodes are offloaded: " + withOffload);
+        assertEquals(0, without.get("twoSided").asDouble(), without.toString());
+        assertTrue(withOffload.get("reads").asDouble() < without.get("reads").asDouble(),
+                "offloading replaces remote reads: " + withOffload + " vs " + without);
+        assertEquals(20_000, a.result().outcome(Outcome.FOUND));
+        assertEquals(20_000, b.result().outcome(Outcome.FOUND));
+    }
+
+    private static String[] concat(String[] head, String... tail) {
+        String[] all = Arrays.copyOf(head, head.length + tail.length);
+        System.arraycopy(tail, 0, all, head.length, tail.length);
+        return all;
+    }
+
     @ParameterizedTest
     @EnumSource(Workload.class)
     void everyWorkloadRunsOnTheDexEngineWithTwoComputeAndTwoMemoryNodes(Workload workload) {

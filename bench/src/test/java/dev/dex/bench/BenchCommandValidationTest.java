@@ -50,6 +50,7 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--compute-nodes", "0"}, "--compute-nodes must be in [1"),
                 Arguments.of(new String[] {"--memory-nodes", "100"}, "--memory-nodes must be in [1"),
                 Arguments.of(new String[] {"--partitions", "0"}, "--partitions must be in [1"),
+                Arguments.of(new String[] {"--memory-threads", "0"}, "--memory-threads must be in [1"),
                 Arguments.of(new String[] {"--partitions", "5000"}, "--partitions must be in [1"),
                 Arguments.of(new String[] {"--mode", "dex", "--partitions", "2", "--compute-nodes", "4"},
                         "--partitions (2) must be at least --compute-nodes (4)"),
