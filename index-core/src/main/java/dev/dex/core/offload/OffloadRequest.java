@@ -142,13 +142,22 @@ public final class OffloadRequest {
         complete();
     }
 
-    /** Waits for the answer: spins briefly, then parks. */
+    /**
+     * Waits for the answer: spins for up to {@link #SPIN_NANOS} (an answer usually comes within a few
+     * microseconds, far less than a park and wake-up costs), then parks.
+     */
     public void await() {
-        for (int i = 0; i < 256 && !done; i++) {
-            Thread.onSpinWait();
-        }
-        while (!done) {
-            LockSupport.park(this);
+        if (!done) {
+            long deadline = System.nanoTime() + SPIN_NANOS;
+            while (!done && System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
+            while (!done) {
+                LockSupport.park(this);
+            }
         }
     }
+
+    /** How long a waiting sender spins before it parks. */
+    static final long SPIN_NANOS = 100_000;
 }
