@@ -137,7 +137,7 @@ public final class LocalOffloadChannel implements OffloadChannel {
     }
 
     /** How long a memory-side thread busy-polls its queue before it blocks. */
-    static final long POLL_NANOS = 200_000;
+    static final long POLL_NANOS = 20_000;
 
     @Override
     public void close() {

@@ -159,5 +159,5 @@ public final class OffloadRequest {
     }
 
     /** How long a waiting sender spins before it parks. */
-    static final long SPIN_NANOS = 100_000;
+    static final long SPIN_NANOS = 50_000;
 }
