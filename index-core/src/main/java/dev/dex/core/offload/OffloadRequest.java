@@ -127,6 +127,64 @@ public final class OffloadRequest {
         return path[i];
     }
 
+    public long newValue() {
+        return newValue;
+    }
+
+    /** Version of path node {@code i} as the probe saw it. */
+    public long pathVersion(int i) {
+        return versions[i];
+    }
+
+    /**
+     * A request rebuilt on a memory server from a message (the cluster's channel): the phase and the
+     * operation, plus, for an execute, the path and versions the probe reported.
+     */
+    public static OffloadRequest received(int phase, int op, long key, long newValue, long start, long[] path,
+                                          long[] versions, int pathLength) {
+        if (phase != PROBE && phase != EXECUTE || op < LOOKUP || op > DELETE) {
+            throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
+        }
+        if (pathLength < 0 || pathLength > TreeConfig.MAX_HEIGHT || path.length < pathLength || versions.length < pathLength) {
+            throw new IllegalArgumentException("bad offload path of length " + pathLength);
+        }
+        OffloadRequest request = new OffloadRequest();
+        request.phase = phase;
+        request.op = op;
+        request.key = key;
+        request.newValue = newValue;
+        request.start = start;
+        System.arraycopy(path, 0, request.path, 0, pathLength);
+        System.arraycopy(versions, 0, request.versions, 0, pathLength);
+        request.pathLength = pathLength;
+        request.waiter = null;
+        return request;
+    }
+
+    /**
+     * Fills in the memory server's answer carried back by a message and wakes the sender (compute side of
+     * the cluster's channel).
+     */
+    public void answer(int status, boolean found, long value, long[] path, long[] versions, int pathLength) {
+        this.status = status;
+        this.found = found;
+        this.value = value;
+        if (phase == PROBE && status == OK) {
+            if (pathLength < 1 || pathLength > TreeConfig.MAX_HEIGHT) {
+                throw new IllegalArgumentException("bad offload path of length " + pathLength);
+            }
+            System.arraycopy(path, 0, this.path, 0, pathLength);
+            System.arraycopy(versions, 0, this.versions, 0, pathLength);
+            this.pathLength = pathLength;
+        }
+        complete();
+    }
+
+    /** Answers without running it: the channel could not deliver it (a full queue, an unreachable server). */
+    public void refuse() {
+        reject();
+    }
+
     /** Marks the request answered (memory side). */
     void complete() {
         done = true;

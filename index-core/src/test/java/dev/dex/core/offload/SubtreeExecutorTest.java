@@ -149,6 +149,45 @@ class SubtreeExecutorTest {
         assertEquals(OffloadRequest.STALE, first.status(), "the leaf changed between probe and execute");
     }
 
+    /** What a message-based channel does: the memory side rebuilds the request, the sender applies the answer. */
+    @Test
+    void aRequestSurvivesATripThroughMessages() {
+        load(20_000, 0.8);
+        long levelOne = node(Superblock.read(memory).root()).child(2);
+        long key = node(levelOne).key(3);
+        SubtreeExecutor executor = executorFor(levelOne);
+        OffloadRequest sender = new OffloadRequest();
+        sender.probe(OffloadRequest.UPDATE, key, 42, levelOne);
+        OffloadRequest probe = OffloadRequest.received(sender.phase(), sender.op(), sender.key(), sender.newValue(),
+                sender.start(), new long[0], new long[0], 0);
+        executor.run(probe);
+        long[] path = new long[probe.pathLength()];
+        long[] versions = new long[probe.pathLength()];
+        for (int i = 0; i < path.length; i++) {
+            path[i] = probe.pathNode(i);
+            versions[i] = probe.pathVersion(i);
+        }
+        sender.answer(probe.status(), probe.found(), probe.value(), path, versions, path.length);
+        sender.await();
+        assertEquals(OffloadRequest.OK, sender.status());
+        assertEquals(2, sender.pathLength());
+
+        sender.execute();
+        long[] sentPath = {sender.pathNode(0), sender.pathNode(1)};
+        long[] sentVersions = {sender.pathVersion(0), sender.pathVersion(1)};
+        OffloadRequest execute = OffloadRequest.received(sender.phase(), sender.op(), sender.key(), sender.newValue(),
+                sender.start(), sentPath, sentVersions, 2);
+        executor.run(execute);
+        sender.answer(execute.status(), execute.found(), execute.value(), sentPath, sentVersions, 2);
+        sender.await();
+        assertEquals(OffloadRequest.OK, sender.status());
+        assertTrue(sender.found());
+        assertEquals(key, sender.value(), "the value before the update");
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(42L, tree.get(key));
+    }
+
     @Test
     void theChannelRunsRequestsOnMemorySideThreadsAndCountsThem() throws Exception {
         load(20_000, 0.8);
