@@ -1,6 +1,8 @@
 package dev.dex.core.cache.lincheck;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -14,6 +16,7 @@ import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
 import org.jetbrains.lincheck.datastructures.Validate;
 
+import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.CacheValidator;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
@@ -21,10 +24,11 @@ import dev.dex.core.cache.DexSession;
 import dev.dex.core.cache.FrameHeaderDescriptor;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
+import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
 import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
@@ -36,24 +40,28 @@ import dev.dex.rdma.local.LocalFabric;
  * write-back run during the operations. Every operation goes to the engine holding its key's partition,
  * through the calling thread's own session on that engine.
  *
- * <p>Lincheck has no per-invocation teardown: {@link #validateEngines} closes the engines, and each pool
- * (about 0.5 MiB off-heap) is left to the garbage collector.
+ * <p>With memory-side offload threads, each invocation also starts a {@link LocalOffloadChannel} over the
+ * pool's exported regions, which both engines offload through, and tells for each operation what its
+ * offload came to ({@link CountingOffloadChannel}).
+ *
+ * <p>Lincheck has no per-invocation teardown: {@link #validateEngines} closes the engines and then the
+ * offload channel, which stops its memory-side threads; each pool (at least 0.5 MiB off-heap) is left to
+ * the garbage collector.
  *
  * <pre>
  * Concurrency: a thread's sessions are created on its first operation (computeIfAbsent, then filled per
  * engine by that thread alone); everything else a thread touches is its own session. The in-flight and
- * started counters only classify operations as overlapping others, for the statistics; they order nothing.
+ * started counters only classify operations as overlapping others, and the offload outcomes are only
+ * counted, for the statistics; they order nothing.
  * </pre>
  */
 @Param(name = "key", gen = IntGen.class, conf = "1:" + PartitionedKeyLayout.TEST_KEYS)
 @Param(name = "value", gen = IntGen.class, conf = "1:" + PartitionedKeyLayout.MAX_TEST_VALUE)
 public abstract class ConcurrentDex {
-    private static final int SERVERS = 2;
-    private static final long REGION_LENGTH = 256 << 10;
+    static final int SERVERS = 2;
+    private static final long MIN_REGION_LENGTH = 256 << 10;
     private static final int CHUNK_LENGTH = 16 << 10;
     private static final double COOLING_RATIO = 0.1;
-    /** M = 0: leaves stay with the sibling they split from, inner nodes go round robin over both servers. */
-    private static final TreeConfig TREE_CONFIG = new TreeConfig(0, 1.0);
 
     private final PartitionedKeyLayout layout;
     private final RunStatistics statistics;
@@ -63,8 +71,22 @@ public abstract class ConcurrentDex {
     private final Map<Thread, DexSession[]> sessions = new ConcurrentHashMap<>();
     private final AtomicInteger inFlight = new AtomicInteger();
     private final AtomicLong started = new AtomicLong();
+    private final LocalOffloadChannel localChannel;
+    private final CountingOffloadChannel channel;
+    /** Per engine, operations per {@link CountingOffloadChannel.Outcome}. */
+    private final AtomicLong[][] outcomes = new AtomicLong[PartitionedKeyLayout.ENGINES][CountingOffloadChannel.Outcome.values().length];
+    private final AtomicLong offloadsWhileOverlapping = new AtomicLong();
 
+    /** Engines that never offload. */
     ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, DexConfig... configs) {
+        this(layout, statistics, 0, configs);
+    }
+
+    /**
+     * @param memoryThreads memory-side offload threads per memory server; 0 for engines without an offload
+     *                      channel
+     */
+    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, int memoryThreads, DexConfig... configs) {
         if (configs.length != PartitionedKeyLayout.ENGINES) {
             throw new IllegalArgumentException(configs.length + " configurations for " + PartitionedKeyLayout.ENGINES + " engines");
         }
@@ -72,29 +94,51 @@ public abstract class ConcurrentDex {
         this.statistics = statistics;
         LocalFabric fabric = new LocalFabric();
         int[] servers = new int[SERVERS];
+        List<ExportedRegion> regions = new ArrayList<>();
         for (int i = 0; i < SERVERS; i++) {
             servers[i] = i;
-            fabric.export(i, REGION_LENGTH, CHUNK_LENGTH);
+            regions.add(fabric.export(i, regionLength(layout), CHUNK_LENGTH));
         }
         observer = fabric.connect(servers);
-        BulkLoader.Result loaded = BulkLoader.formatAndLoad(observer, TREE_CONFIG, layout.entries(), n -> { });
+        BulkLoader.Result loaded = BulkLoader.formatAndLoad(observer, layout.treeConfig(), layout.entries(), n -> { });
         if (loaded.height() != layout.height() || loaded.leaves() != layout.nodesPerLevel()[0]) {
             throw new IllegalStateException("bulk load built " + loaded + ", the layout expects "
                     + Arrays.toString(layout.nodesPerLevel()) + " nodes per level");
         }
         Superblock.writePartitions(observer, layout.partitions());
+        localChannel = memoryThreads == 0 ? null
+                : new LocalOffloadChannel(regions, memoryThreads, LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, 0);
+        channel = localChannel == null ? null : new CountingOffloadChannel(localChannel);
+        for (AtomicLong[] perEngine : outcomes) {
+            Arrays.setAll(perEngine, o -> new AtomicLong());
+        }
         for (int e = 0; e < engines.length; e++) {
             connections[e] = new LeafReloadCounter(fabric.connect(servers), layout, e);
-            engines[e] = DexEngine.open(connections[e], configs[e]);
+            engines[e] = DexEngine.open(connections[e], configs[e], channel);
         }
         for (int p = 0; p < layout.partitions().count(); p++) {
             engines[layout.engineOfPartition(p)].acquire(p);
         }
     }
 
+    /**
+     * Room for the whole loaded tree on one server, chunk 0, and a chunk per engine for the nodes its splits
+     * allocate; at least 256 KiB.
+     */
+    private static long regionLength(PartitionedKeyLayout layout) {
+        long nodes = Arrays.stream(layout.nodesPerLevel()).sum();
+        long chunks = (nodes * NodeHeaderDescriptor.NODE_LENGTH + CHUNK_LENGTH - 1) / CHUNK_LENGTH + 1 + PartitionedKeyLayout.ENGINES;
+        return Math.max(MIN_REGION_LENGTH, chunks * CHUNK_LENGTH);
+    }
+
     /** A cache of {@code frames} frames. */
     static DexConfig dex(int frames, double leafAdmission) {
         return new DexConfig("dex", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
+    }
+
+    /** The DEX cache of {@code frames} frames, offloading as {@code mode} says: {@code dex} or {@code offload-only}. */
+    static DexConfig withCache(String mode, int frames, double leafAdmission) {
+        return new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
     }
 
     static DexConfig sherman(int frames) {
@@ -107,32 +151,32 @@ public abstract class ConcurrentDex {
 
     @Operation
     public Long lookup(@Param(name = "key") int key) {
-        return run(false, () -> lookupThrough(session(key), key));
+        return run(key, false, () -> lookupThrough(session(key), key));
     }
 
     @Operation
     public boolean insert(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(true, () -> session(key).insert(layout.key(key), value));
+        return run(key, true, () -> session(key).insert(layout.key(key), value));
     }
 
     @Operation
     public boolean update(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(false, () -> session(key).update(layout.key(key), value));
+        return run(key, false, () -> session(key).update(layout.key(key), value));
     }
 
     @Operation
     public boolean put(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(true, () -> session(key).put(layout.key(key), value));
+        return run(key, true, () -> session(key).put(layout.key(key), value));
     }
 
     @Operation
     public boolean delete(@Param(name = "key") int key) {
-        return run(false, () -> session(key).delete(layout.key(key)));
+        return run(key, false, () -> session(key).delete(layout.key(key)));
     }
 
     @Operation
     public String scan(@Param(name = "key") int key) {
-        return run(false, () -> {
+        return run(key, false, () -> {
             long[] keys = new long[PartitionedKeyLayout.SCAN_LENGTH];
             long[] values = new long[PartitionedKeyLayout.SCAN_LENGTH];
             int n = session(key).scan(layout.key(key), PartitionedKeyLayout.SCAN_LENGTH, keys, values);
@@ -144,10 +188,47 @@ public abstract class ConcurrentDex {
      * After each invocation: both caches are valid; every test key is read through its engine; closing
      * the engines writes every dirty frame back; then the tree in remote memory is valid, every background
      * entry is intact, no key or value appears that no operation could have written, and every test key
-     * holds what the engines returned just before closing.
+     * holds what the engines returned just before closing. With an offload channel, each engine's offload
+     * counters agree with the outcomes the channel saw, no request failed on the memory side, and the
+     * channel is closed, after the engines, even when a check fails.
      */
     @Validate
     public void validateEngines() {
+        try {
+            if (channel != null) {
+                checkAndRecordOffloads();
+            }
+            validateAndCloseEngines();
+        } finally {
+            if (localChannel != null) {
+                localChannel.close();
+            }
+        }
+    }
+
+    /** Before the validation's own lookups, which may offload too. */
+    private void checkAndRecordOffloads() {
+        if (localChannel.failures() != 0) {
+            throw new IllegalStateException(localChannel.failures() + " offload requests threw on the memory side");
+        }
+        for (int e = 0; e < engines.length; e++) {
+            CacheStats stats = engines[e].stats();
+            long[] counts = Arrays.stream(outcomes[e]).mapToLong(AtomicLong::get).toArray();
+            long completed = counts[CountingOffloadChannel.Outcome.COMPLETED.ordinal()];
+            long fallbacks = counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()]
+                    + counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()]
+                    + counts[CountingOffloadChannel.Outcome.OTHER_FALLBACK.ordinal()];
+            if (stats.offloads() != completed || stats.offloadFallbacks() != fallbacks) {
+                throw new IllegalStateException("engine " + e + " counted " + stats.offloads() + " offloads and "
+                        + stats.offloadFallbacks() + " fallbacks, its operations' requests show " + completed + " and " + fallbacks);
+            }
+            statistics.recordOffloads(e, completed, counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()],
+                    counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()], fallbacks);
+        }
+        statistics.recordOffloadsWhileOverlapping(offloadsWhileOverlapping.get());
+    }
+
+    private void validateAndCloseEngines() {
         boolean[] cooling = new boolean[engines.length];
         boolean[] reloaded = new boolean[engines.length];
         for (int e = 0; e < engines.length; e++) {
@@ -211,14 +292,17 @@ public abstract class ConcurrentDex {
     }
 
     /**
-     * Runs one operation. For one that may split, records whether the root or a child of the root split
-     * during it while another operation was in flight (the root pointer or the root's version moved: the
-     * root spans partitions, so it is shared and every change to it is written through).
+     * Runs one operation on test key {@code key}. For one that may split, records whether the root or a
+     * child of the root split during it while another operation was in flight (the root pointer or the
+     * root's version moved: the root spans partitions, so it is shared and every change to it is written
+     * through). With an offload channel, counts what the operation's offload came to, and whether it was
+     * completed by offloading while another operation was in flight.
      */
-    private <T> T run(boolean maySplit, Supplier<T> operation) {
+    private <T> T run(int key, boolean maySplit, Supplier<T> operation) {
         long startedBefore = started.getAndIncrement();
         boolean overlapped = inFlight.getAndIncrement() > 0;
         RootStamp before = maySplit ? rootStamp() : null;
+        long mark = channel == null ? 0 : channel.mark();
         try {
             return operation.get();
         } finally {
@@ -227,6 +311,14 @@ public abstract class ConcurrentDex {
                 overlapped |= started.get() != startedBefore + 1;
                 if (overlapped && !after.equals(before)) {
                     statistics.recordSplitWhileOverlapping();
+                }
+            }
+            if (channel != null) {
+                CountingOffloadChannel.Outcome outcome = channel.outcomeSince(mark);
+                outcomes[layout.engineOf(layout.key(key))][outcome.ordinal()].incrementAndGet();
+                overlapped |= started.get() != startedBefore + 1;
+                if (outcome == CountingOffloadChannel.Outcome.COMPLETED && overlapped) {
+                    offloadsWhileOverlapping.incrementAndGet();
                 }
             }
             inFlight.decrementAndGet();

@@ -9,44 +9,34 @@ import java.util.NavigableSet;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.function.Function;
 
 import dev.dex.core.node.InnerNodeDescriptor;
 import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.TreeConfig;
 
 /**
  * Where the six test keys, the static background keys and the partition bounds lie in a bulk-loaded tree
- * of full nodes (fill factor 1.0): one full inner root over {@link InnerNodeDescriptor#MAX_CHILDREN}
- * full leaves, so the first insert or put splits the root and the first insert of an absent test key
- * splits its leaf. Three partitions, held alternately by engine 0 and engine 1:
- *
- * <pre>
- *   leaf:        0 .. 10 .. 29 | 30 .. 40 .. 50 ................. 59
- *   test keys:       k1 k2          k3 k4    k5 | k6
- *   partition:   0 (engine 0)  | 1 (engine 1)     | 2 (engine 0)
- *   bound:       high fence of leaf 29            k5
- * </pre>
- *
- * <ul>
- *   <li>The first bound is the separator the root's split moves up (child 29's high fence), so the split
- *       root's left half lies inside partition 0: an owned inner node, cached dirty in engine 0 when its
- *       leaves split. The root and the right half span partitions: shared, written through.</li>
- *   <li>Leaf 40 is owned by engine 1 under a shared parent.</li>
- *   <li>Leaf 50 holds the second bound between k5 (engine 1) and k6 (engine 0): a shared leaf, never
- *       cached, that both engines write under remote locks. Its split keeps the bound in the upper half
- *       and leaves a lower half owned by engine 1.</li>
- * </ul>
+ * of full nodes (fill factor 1.0), so that the first insert of an absent test key splits its leaf, and the
+ * first insert or put that walks through a full inner node on the caching path splits that node. Two
+ * layouts, each with partitions held alternately by engine 0 and engine 1:
+ * {@link #THREE_PARTITIONS_OVER_A_FULL_ROOT} (two levels, the root splits) and
+ * {@link #FOUR_PARTITIONS_OVER_OWNED_SUBTREES} (three levels, level-1 nodes are offloaded).
  *
  * <p>Each group leaf holds {@link #BACKGROUND_BEFORE_GROUP} background keys (more than half a leaf), the
- * group (one loaded key, one absent), then background keys up to capacity. A leaf split keeps the lower
- * half, so the separator is a background key below the group and the upper half has room for the whole
- * group: each test leaf splits at most once per run. At least {@link #SCAN_LENGTH} background keys follow
- * each group, and adjacent partitions belong to different engines, so a scan from a test key stays in one
- * leaf and one partition: the only scans the engine promises to be atomic.
+ * group (at most one loaded key, one absent), then background keys up to capacity. A leaf split keeps the
+ * lower half, so the separator is a background key below the group and the upper half has room for the
+ * whole group: each test leaf splits at most once per run. At least {@link #SCAN_LENGTH} background keys
+ * follow each group, and adjacent partitions belong to different engines, so a scan from a test key stays
+ * in one leaf and one partition: the only scans the engine promises to be atomic.
+ *
+ * <p>A full inner node keeps separators 0..28 when it splits and moves up the high fence of its child
+ * {@link #INNER_SPLIT_CHILD}: a partition bound placed there makes both halves owned.
  *
  * <p>Background keys are multiples of {@link #KEY_SPACING} with value {@code -key}; no operation under
- * test touches them.
+ * test touches them. Test keys 2, 4 and 6 are loaded with {@link #initialValue}.
  */
 final class PartitionedKeyLayout {
     /** Test keys are 1..TEST_KEYS in operations; {@link #key} maps them to tree keys. */
@@ -58,31 +48,105 @@ final class PartitionedKeyLayout {
     static final long KEY_SPACING = 10;
     static final int ENGINES = 2;
 
-    private static final int LEAVES = InnerNodeDescriptor.MAX_CHILDREN;
-    /** The child whose high fence a split of the full root moves up (the root keeps separators 0..28). */
-    private static final int ROOT_SPLIT_CHILD = InnerNodeDescriptor.CAPACITY / 2;
-    private static final Map<Integer, int[]> GROUPS_BY_LEAF = Map.of(10, new int[] {1, 2}, 40, new int[] {3, 4}, 50, new int[] {5, 6});
+    private static final int FAN_OUT = InnerNodeDescriptor.MAX_CHILDREN;
+    /** The child whose high fence a split of a full inner node moves up (the node keeps separators 0..28). */
+    private static final int INNER_SPLIT_CHILD = InnerNodeDescriptor.CAPACITY / 2;
+    /** Declared before the layouts, whose constructor reads it. */
     private static final Set<Integer> INITIALLY_PRESENT = Set.of(2, 4, 6);
+
+    /**
+     * One full inner root over {@link InnerNodeDescriptor#MAX_CHILDREN} full leaves, so the first insert or
+     * put also splits the root. M = 0: leaves stay with the sibling they split from, inner nodes go round
+     * robin over the memory servers.
+     *
+     * <pre>
+     *   leaf:        0 .. 10 .. 29 | 30 .. 40 .. 50 ................. 59
+     *   test keys:       k1 k2          k3 k4    k5 | k6
+     *   partition:   0 (engine 0)  | 1 (engine 1)     | 2 (engine 0)
+     *   bound:       high fence of leaf 29            k5
+     * </pre>
+     *
+     * <ul>
+     *   <li>The first bound is the separator the root's split moves up (child 29's high fence), so the split
+     *       root's left half lies inside partition 0: an owned inner node, cached dirty in engine 0 when its
+     *       leaves split. The root and the right half span partitions: shared, written through.</li>
+     *   <li>Leaf 40 is owned by engine 1 under a shared parent.</li>
+     *   <li>Leaf 50 holds the second bound between k5 (engine 1) and k6 (engine 0): a shared leaf, never
+     *       cached, that both engines write under remote locks. Its split keeps the bound in the upper half
+     *       and leaves a lower half owned by engine 1.</li>
+     * </ul>
+     */
+    static final PartitionedKeyLayout THREE_PARTITIONS_OVER_A_FULL_ROOT = new PartitionedKeyLayout(0, FAN_OUT,
+            Map.of(10, new int[] {1, 2}, 40, new int[] {3, 4}, 50, new int[] {5, 6}), new int[] {0, 1, 0},
+            layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[INNER_SPLIT_CHILD], layout.keys[5]));
+
+    /**
+     * A root over three full level-1 nodes A, B and S, each over {@link InnerNodeDescriptor#MAX_CHILDREN}
+     * full leaves, with M = 1: each level-1 subtree lies on one memory server, so a miss on an owned
+     * level-1 node under the cached root may be offloaded. The root spans every partition (shared); it has
+     * room for the separators the level-1 splits move up, so it never splits.
+     *
+     * <pre>
+     *   level 1:     A                 | B                  | S
+     *   leaf:        0 .. 40 .. 59     | 60 .. 100 .. 119   | 120 .. 130 .. 149 | 150 .. 160 .. 179
+     *   test keys:       k1 k2         |        k3 k4       |        k5         |        k6
+     *   partition:   0 (engine 0)      | 1 (engine 1)       | 2 (engine 0)      | 3 (engine 1)
+     *   bound:       high fence of leaf 59, of leaf 119, of leaf 149
+     * </pre>
+     *
+     * <ul>
+     *   <li>A and B are owned: their misses are offloaded. Leaves 40 and 100 lie in their upper halves, so
+     *       a split of A or B moves them to the new right sibling, and a frame caching one of them is
+     *       orphaned while the new sibling is not cached: the next miss on that sibling is offloaded onto
+     *       a path holding a cached node.</li>
+     *   <li>S is shared (partitions 2 and 3), so it is cached and never offloaded, until an insert or put
+     *       of k5 or k6 splits it at the third bound: S keeps leaves 120..149, owned by engine 0, and the
+     *       new right sibling takes leaves 150..179, owned by engine 1. The engine that did not split S
+     *       keeps a stale copy of it until a fence mismatch or a stale write refreshes it; engine 1's
+     *       cached leaf 160 then lies under an owned level-1 node it has never cached.</li>
+     * </ul>
+     */
+    static final PartitionedKeyLayout FOUR_PARTITIONS_OVER_OWNED_SUBTREES = new PartitionedKeyLayout(1, 3 * FAN_OUT,
+            Map.of(40, new int[] {1, 2}, 100, new int[] {3, 4}, 130, new int[] {5}, 160, new int[] {6}), new int[] {0, 1, 0, 1},
+            layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[FAN_OUT - 1], layout.leafHighFences[2 * FAN_OUT - 1],
+                    layout.leafHighFences[2 * FAN_OUT + INNER_SPLIT_CHILD]));
+
+    private final TreeConfig treeConfig;
+    private final long[] nodesPerLevel;
     /** The engine holding each partition. */
-    private static final int[] ENGINE_OF_PARTITION = {0, 1, 0};
-
-    /** Declared after the constants its constructor reads. */
-    static final PartitionedKeyLayout THREE_PARTITIONS_OVER_A_FULL_ROOT = new PartitionedKeyLayout();
-
+    private final int[] engineOfPartition;
     private final long[] keys = new long[TEST_KEYS + 1];
-    private final long[] leafHighFences = new long[LEAVES];
+    private final long[] leafHighFences;
     private final NavigableMap<Long, Long> loaded = new TreeMap<>();
     private final NavigableSet<Long> background = new TreeSet<>();
     private final PartitionTable partitions;
 
-    private PartitionedKeyLayout() {
+    /**
+     * @param subtreeLevel  M of the tree
+     * @param leaves        leaves of the bulk-loaded tree
+     * @param groupsByLeaf  the test keys each group leaf holds, in key order
+     * @param bounds        the partition table, from the leaves' high fences and the test keys
+     */
+    private PartitionedKeyLayout(int subtreeLevel, int leaves, Map<Integer, int[]> groupsByLeaf, int[] engineOfPartition,
+                                 Function<PartitionedKeyLayout, PartitionTable> bounds) {
         if (BACKGROUND_BEFORE_GROUP <= LeafNodeDescriptor.CAPACITY / 2
                 || BACKGROUND_BEFORE_GROUP + 1 + SCAN_LENGTH > LeafNodeDescriptor.CAPACITY) {
             throw new IllegalStateException("leaf capacity " + LeafNodeDescriptor.CAPACITY + " does not fit this layout");
         }
+        this.treeConfig = new TreeConfig(subtreeLevel, 1.0);
+        this.engineOfPartition = engineOfPartition;
+        this.leafHighFences = new long[leaves];
+        List<Long> perLevel = new ArrayList<>();
+        for (long n = leaves; ; n = (n + FAN_OUT - 1) / FAN_OUT) {
+            perLevel.add(n);
+            if (n == 1) {
+                break;
+            }
+        }
+        this.nodesPerLevel = perLevel.stream().mapToLong(Long::longValue).toArray();
         long next = KEY_SPACING;
-        for (int leaf = 0; leaf < LEAVES; leaf++) {
-            int[] group = GROUPS_BY_LEAF.get(leaf);
+        for (int leaf = 0; leaf < leaves; leaf++) {
+            int[] group = groupsByLeaf.get(leaf);
             int inLeaf = 0;
             long last = 0;
             if (group != null) {
@@ -104,14 +168,14 @@ final class PartitionedKeyLayout {
             }
             leafHighFences[leaf] = last;
         }
-        partitions = PartitionTable.ofUpperBounds(leafHighFences[ROOT_SPLIT_CHILD], keys[5]);
         for (int k = 1; k <= TEST_KEYS; k++) {
             if (keys[k] == 0) {
                 throw new IllegalStateException("test key " + k + " is in no group");
             }
         }
-        if (partitions.count() != ENGINE_OF_PARTITION.length) {
-            throw new IllegalStateException(partitions + " does not match the engines of " + ENGINE_OF_PARTITION.length + " partitions");
+        partitions = bounds.apply(this);
+        if (partitions.count() != engineOfPartition.length) {
+            throw new IllegalStateException(partitions + " does not match the engines of " + engineOfPartition.length + " partitions");
         }
     }
 
@@ -129,13 +193,18 @@ final class PartitionedKeyLayout {
         return 100 + testKey;
     }
 
+    /** M and the fill factor of the bulk load. */
+    TreeConfig treeConfig() {
+        return treeConfig;
+    }
+
     /** Nodes per level (0 = leaves) of the bulk-loaded tree. */
     long[] nodesPerLevel() {
-        return new long[] {LEAVES, 1};
+        return nodesPerLevel.clone();
     }
 
     int height() {
-        return 2;
+        return nodesPerLevel.length;
     }
 
     PartitionTable partitions() {
@@ -144,7 +213,7 @@ final class PartitionedKeyLayout {
 
     /** The engine that holds {@code partition}. */
     int engineOfPartition(int partition) {
-        return ENGINE_OF_PARTITION[partition];
+        return engineOfPartition[partition];
     }
 
     /** The engine that serves tree key {@code key}. */

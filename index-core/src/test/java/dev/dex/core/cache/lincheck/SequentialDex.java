@@ -7,13 +7,19 @@ import java.util.TreeMap;
  * The sequential specification of {@link ConcurrentDex}: a {@link TreeMap} of the test keys, with the
  * layout's background keys (which no operation changes) merged into scans, and scans cut at the end of
  * the partitions the start key's engine holds. Method signatures mirror the operations, as Lincheck
- * requires.
+ * requires; it needs a public no-argument constructor, so each other layout has a subclass that passes it.
  */
-public final class SequentialDex {
-    private final PartitionedKeyLayout layout = PartitionedKeyLayout.THREE_PARTITIONS_OVER_A_FULL_ROOT;
+public class SequentialDex {
+    private final PartitionedKeyLayout layout;
     private final TreeMap<Long, Long> entries = new TreeMap<>();
 
+    /** The specification over {@link PartitionedKeyLayout#THREE_PARTITIONS_OVER_A_FULL_ROOT}. */
     public SequentialDex() {
+        this(PartitionedKeyLayout.THREE_PARTITIONS_OVER_A_FULL_ROOT);
+    }
+
+    SequentialDex(PartitionedKeyLayout layout) {
+        this.layout = layout;
         for (int k : layout.initiallyPresent()) {
             entries.put(layout.key(k), (long) PartitionedKeyLayout.initialValue(k));
         }

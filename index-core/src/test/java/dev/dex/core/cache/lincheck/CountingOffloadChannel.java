@@ -1,0 +1,96 @@
+package dev.dex.core.cache.lincheck;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadRequest;
+
+/**
+ * An offload channel that tells what each operation's offload came to, so that a test can show its
+ * checked runs really offloaded and really fell back. It forwards every request and remembers, per
+ * compute thread, how many it sent and the last one.
+ *
+ * <p>An operation sends at most a probe and then an execute: a fallback makes the rest of the operation
+ * take the caching path, and a completed execute ends it. Each session reuses one request, and resets
+ * its answer before sending it again, so the answer to read is the last one, once the operation has
+ * returned:
+ *
+ * <ul>
+ *   <li>an execute answered OK: the operation was completed by offloading;</li>
+ *   <li>a probe answered NEEDS_SPLIT: an insert or put met a full leaf;</li>
+ *   <li>a probe answered OK, and no execute followed: the compute thread could not take the IO marker of
+ *       a node on the probed path, which was cached or in use on its compute node;</li>
+ *   <li>anything else (STALE, FENCE_MISMATCH, CROSS_SERVER, REJECTED): another fallback.</li>
+ * </ul>
+ *
+ * <pre>
+ * Concurrency: each compute thread writes only its own sender record (created by computeIfAbsent) and
+ * reads it back after its operation; a request's answer is published to it by the request's completion.
+ * </pre>
+ */
+final class CountingOffloadChannel implements OffloadChannel {
+
+    /** What one operation's offload came to. */
+    enum Outcome {
+        NOT_OFFLOADED, COMPLETED, NEEDS_SPLIT, PATH_IN_USE, OTHER_FALLBACK
+    }
+
+    private final OffloadChannel channel;
+    private final Map<Thread, Sender> senders = new ConcurrentHashMap<>();
+
+    CountingOffloadChannel(OffloadChannel channel) {
+        this.channel = channel;
+    }
+
+    @Override
+    public void submit(OffloadRequest request) {
+        Sender sender = sender();
+        sender.sent++;
+        sender.last = request;
+        channel.submit(request);
+    }
+
+    /** Call before an operation of the calling thread; pass the result to {@link #outcomeSince}. */
+    long mark() {
+        return sender().sent;
+    }
+
+    /** What the calling thread's operation, which started at {@code mark} and has returned, offloaded. */
+    Outcome outcomeSince(long mark) {
+        Sender sender = sender();
+        long sent = sender.sent - mark;
+        if (sent == 0) {
+            return Outcome.NOT_OFFLOADED;
+        }
+        if (sent > 2) {
+            throw new IllegalStateException("one operation sent " + sent + " offload requests; at most a probe and an execute");
+        }
+        OffloadRequest last = sender.last;
+        if (last.phase() == OffloadRequest.EXECUTE) {
+            return last.status() == OffloadRequest.OK ? Outcome.COMPLETED : Outcome.OTHER_FALLBACK;
+        }
+        if (sent == 2) {
+            throw new IllegalStateException("one operation sent two probes");
+        }
+        return switch (last.status()) {
+            case OffloadRequest.NEEDS_SPLIT -> Outcome.NEEDS_SPLIT;
+            case OffloadRequest.OK -> Outcome.PATH_IN_USE;
+            default -> Outcome.OTHER_FALLBACK;
+        };
+    }
+
+    private Sender sender() {
+        return senders.computeIfAbsent(Thread.currentThread(), thread -> new Sender());
+    }
+
+    @Override
+    public void close() {
+        channel.close();
+    }
+
+    private static final class Sender {
+        long sent;
+        OffloadRequest last;
+    }
+}
