@@ -141,9 +141,12 @@ public final class CacheValidator {
                 problem("frame " + f + " header says " + GlobalAddress.toString(arena.address(f)) + " but its image is "
                         + GlobalAddress.toString(node.address()));
             }
-            boolean shared = engine.partitions.ownerOf(node.lowFence(), node.highFence()) < 0;
+            // Owned here only if inside one partition that this engine holds (a node of another compute
+            // node's partition is a read-only, possibly stale copy, treated as shared).
+            boolean shared = engine.treatAsShared(node.lowFence(), node.highFence());
             if (shared != arena.flag(f, SHARED)) {
-                problem("frame " + f + " SHARED flag " + arena.flag(f, SHARED) + " but fences say " + shared + ": " + node);
+                problem("frame " + f + " SHARED flag " + arena.flag(f, SHARED) + " but fences and held partitions say "
+                        + shared + ": " + node);
             }
             if (arena.flag(f, DIRTY)) {
                 dirty++;
@@ -191,10 +194,10 @@ public final class CacheValidator {
         }
         int root = engine.rootFrame.get();
         if (root != NO_FRAME) {
-            if (arena.state(root) != HOT || arena.pins(root) < 1 || arena.address(root) != engine.rootAddress) {
+            if (arena.state(root) != HOT || arena.pins(root) < 1 || arena.address(root) != engine.rootAddress.get()) {
                 problem("root frame " + root + " state " + arena.state(root) + " pins " + arena.pins(root)
                         + " caches " + GlobalAddress.toString(arena.address(root)) + ", root is "
-                        + GlobalAddress.toString(engine.rootAddress));
+                        + GlobalAddress.toString(engine.rootAddress.get()));
             }
         }
         for (int f = 0; f < frames; f++) {

@@ -49,8 +49,12 @@ import dev.dex.rdma.VerbSnapshot;
  *   Partitions: held[p] is set by acquire and cleared by release; each operation on p increments
  *   inFlight[p] and re-checks held[p], so release, after clearing held[p], waits for inFlight[p] to drain
  *   and then owns every frame of p (other threads only try-lock them, for cooling, and back off).
- *   Root: rootAddress and rootFrame are volatile; a session that finds the root pointer moved (root split
- *   anywhere) swaps them; the old root frame is unpinned and stays cached as an ordinary node.
+ *   Root: rootAddress only moves forward by compare-and-set from the value a session saw before it read
+ *   the superblock; rootFrame is cleared by compare-and-set, and whoever clears it drops its pin. The old
+ *   root frame stays cached as an ordinary node.
+ *   Ownership: a node is owned here only while its partition is held (treatAsShared). acquire drops the
+ *   frames of the partition's range cached while it was not held; admission requires the node to cover
+ *   the search key, so an operation only ever caches nodes of its own (held) partition as owned.
  * </pre>
  */
 public final class DexEngine implements PartitionedEngine {
@@ -78,7 +82,8 @@ public final class DexEngine implements PartitionedEngine {
     private final java.util.concurrent.atomic.AtomicLongArray closedCounters =
             new java.util.concurrent.atomic.AtomicLongArray(CacheStats.COUNTERS);
 
-    volatile long rootAddress;
+    /** The root node's address as this engine knows it; only ever moved forward, by compare-and-set. */
+    final java.util.concurrent.atomic.AtomicLong rootAddress = new java.util.concurrent.atomic.AtomicLong();
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
 
     private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
@@ -88,7 +93,7 @@ public final class DexEngine implements PartitionedEngine {
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();
-        this.rootAddress = superblock.root();
+        this.rootAddress.set(superblock.root());
         this.instanceId = instanceId;
         this.arena = new FrameArena(config.cacheBytes());
         this.cooling = new CoolingMap(Math.max(1, arena.frames()), config.coolingRatio());
@@ -162,10 +167,29 @@ public final class DexEngine implements PartitionedEngine {
 
     // ---- partitions -------------------------------------------------------------------------------------
 
+    /**
+     * Starts serving {@code partition} with a cold cache for it: frames of nodes inside it that this engine
+     * cached while it did not hold it (read-only copies, written through if ever written, but possibly
+     * stale now) are dropped first.
+     */
     @Override
     public void acquire(int partition) {
         checkPartition(partition);
+        if (held.get(partition) == 1) {
+            return;
+        }
+        new Flush(this).dropPartition(partition);
         held.set(partition, 1);
+    }
+
+    /**
+     * Whether a node with fences {@code (low, high]} is treated as shared: it spans partitions, or it lies
+     * in a partition this engine does not hold. Only nodes of held partitions are owned here: written
+     * back lazily and trusted without checks, because only this engine writes them.
+     */
+    boolean treatAsShared(long low, long high) {
+        int owner = partitions.ownerOf(low, high);
+        return owner < 0 || held.get(owner) == 0;
     }
 
     @Override
@@ -263,12 +287,14 @@ public final class DexEngine implements PartitionedEngine {
 
     // ---- root -------------------------------------------------------------------------------------------
 
-    /** Called when the superblock's root pointer was seen to differ from {@link #rootAddress}. */
+    /**
+     * Called when the superblock's root pointer was read as {@code newRoot} by a thread that had seen
+     * {@code expectedOld} before reading it; a slower thread can therefore never move the root backwards.
+     */
     void rootMoved(long expectedOld, long newRoot) {
-        if (rootAddress != expectedOld || newRoot == expectedOld) {
+        if (newRoot == expectedOld || !rootAddress.compareAndSet(expectedOld, newRoot)) {
             return;
         }
-        rootAddress = newRoot;
         int old = rootFrame.get();
         // Whoever clears the root frame drops its pin: exactly once.
         if (old != NO_FRAME && rootFrame.compareAndSet(old, NO_FRAME)) {

@@ -102,6 +102,8 @@ public final class DexSession implements IndexSession {
     private long opValue;
     /** Set when an offload of the current operation fell back: the rest of it takes the caching path. */
     private boolean offloadBlocked;
+    /** The key the current descent searches for. */
+    private long descendKey;
     private boolean offloadFound;
     private long offloadValue;
     private int opRestarts;
@@ -382,6 +384,7 @@ public final class DexSession implements IndexSession {
      * @return the leaf's depth, or RESTART
      */
     private int descend(long key, boolean splitFull) {
+        descendKey = key;
         if (!enterRoot()) {
             return RESTART;
         }
@@ -434,7 +437,7 @@ public final class DexSession implements IndexSession {
 
     private boolean enterRoot() {
         int rf = engine.rootFrame.get();
-        long root = engine.rootAddress;
+        long root = engine.rootAddress.get();
         if (rf != NO_FRAME) {
             long v = arena.readLock(rf);
             if (v < 0) {
@@ -504,8 +507,10 @@ public final class DexSession implements IndexSession {
             releaseMarker(address);
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
-        boolean shared = partitions.ownerOf(image.lowFence(), image.highFence()) < 0;
-        boolean admit = engine.config.cachesInner()
+        boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
+        // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
+        // in a partition this engine does not hold, and must not be cached as if it were current.
+        boolean admit = engine.config.cachesInner() && image.covers(descendKey)
                 && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
         if (admit) {
             int f = allocFrame();
@@ -619,6 +624,16 @@ public final class DexSession implements IndexSession {
             swizzleExisting(d, f, v);
             return false;
         }
+        if (state == COOLING) {
+            // No cached parent to swizzle it into: take it out of the cooling map as an orphan, so that a
+            // cooling frame never gains swizzled children.
+            if (arena.tryUpgrade(f, v)) {
+                reheat(f);
+                arena.parent(f, NO_FRAME);
+                arena.unlock(f);
+            }
+            return false;
+        }
         setFrame(d, f, v);
         return true;
     }
@@ -642,7 +657,7 @@ public final class DexSession implements IndexSession {
             return;
         }
         int pf = frameAt[d - 1];
-        if (pf != NO_FRAME && !arena.tryUpgrade(pf, versionAt[d - 1])) {
+        if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
             arena.state(f, FREE);
             arena.address(f, GlobalAddress.NULL);
             arena.clearFlags(f);
@@ -681,7 +696,7 @@ public final class DexSession implements IndexSession {
      */
     private void installRoot(int f, long address) {
         if (engine.rootFrame.compareAndSet(NO_FRAME, f)) {
-            if (engine.rootAddress != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
+            if (engine.rootAddress.get() != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
                 arena.unpin(f);
             }
         } else {
@@ -693,7 +708,7 @@ public final class DexSession implements IndexSession {
     private void swizzleExisting(int d, int f, long v) {
         int pd = d - 1;
         int pf = frameAt[pd];
-        if (!arena.tryUpgrade(pf, versionAt[pd])) {
+        if (!lockHotParent(pf, versionAt[pd])) {
             return;
         }
         if (!arena.tryUpgrade(f, v)) {
@@ -705,6 +720,18 @@ public final class DexSession implements IndexSession {
         viewAt[pd].child(childIndexAt[pd], GlobalAddress.swizzle(f));
         arena.unlock(f);
         arena.unlock(pf);
+    }
+
+    /** Locks a parent frame at {@code version} if it is HOT: nothing is swizzled into a cooling frame. */
+    private boolean lockHotParent(int parent, long version) {
+        if (!arena.tryUpgrade(parent, version)) {
+            return false;
+        }
+        if (arena.state(parent) != HOT) {
+            arena.unlock(parent);
+            return false;
+        }
+        return true;
     }
 
     /** Takes a locked frame out of the cooling map, if it is there. */
@@ -731,7 +758,7 @@ public final class DexSession implements IndexSession {
         int index = childIndexAt[pd];
         long low = index == 0 ? parent.lowFence() : parent.key(index - 1);
         long high = index >= parent.count() ? parent.highFence() : parent.key(index);
-        return partitions.ownerOf(low, high) < 0;
+        return engine.treatAsShared(low, high);
     }
 
     // ==== stale shared nodes ==============================================================================
@@ -739,8 +766,8 @@ public final class DexSession implements IndexSession {
     /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
     private void fenceMismatch(int d) {
         if (d == 0) {
-            long current = remote.readRoot();
-            engine.rootMoved(engine.rootAddress, current);
+            long seen = engine.rootAddress.get();
+            engine.rootMoved(seen, remote.readRoot());
             return;
         }
         int pd = d - 1;
@@ -793,7 +820,7 @@ public final class DexSession implements IndexSession {
             }
         }
         view.copyFrom(fresh);
-        arena.flag(f, SHARED, partitions.ownerOf(view.lowFence(), view.highFence()) < 0);
+        arena.flag(f, SHARED, engine.treatAsShared(view.lowFence(), view.highFence()));
         count(CacheStats.REFRESHES);
     }
 
@@ -881,7 +908,7 @@ public final class DexSession implements IndexSession {
     private void narrowed(int d) {
         if (frameAt[d] != NO_FRAME) {
             NodeView node = viewAt[d];
-            arena.flag(frameAt[d], SHARED, partitions.ownerOf(node.lowFence(), node.highFence()) < 0);
+            arena.flag(frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
         }
     }
 
@@ -901,9 +928,10 @@ public final class DexSession implements IndexSession {
     private void splitRoot() {
         NodeView node = viewAt[0];
         long address = node.address();
+        long seen = engine.rootAddress.get();
         long current = remote.readRoot();
         if (current != address) {
-            engine.rootMoved(engine.rootAddress, current);
+            engine.rootMoved(seen, current);
             return;
         }
         if (!lockNode(0)) {
@@ -1087,6 +1115,14 @@ public final class DexSession implements IndexSession {
                 return;
             }
             if (!arena.tryUpgrade(f, v)) {
+                if (parent != NO_FRAME) {
+                    arena.unlock(parent);
+                }
+                return;
+            }
+            if (arena.pins(f) > 0) {
+                // Pinned since it was sampled (the parent of an offload in flight): not a candidate.
+                arena.unlock(f);
                 if (parent != NO_FRAME) {
                     arena.unlock(parent);
                 }

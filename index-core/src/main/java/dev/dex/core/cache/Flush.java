@@ -34,34 +34,50 @@ final class Flush {
         this.writer = new FrameWriter(engine);
     }
 
-    /** @return {pages written, frames dropped} */
+    /**
+     * Drops every frame of a node inside {@code partition}. Scans again after dropping until a scan finds
+     * none: no new frame of the partition can appear meanwhile (its operations have drained and others
+     * only admit nodes covering their own keys), so the scans end.
+     *
+     * @return {pages written, frames dropped}
+     */
     long[] dropPartition(int partition) {
+        long dropped = 0;
+        while (true) {
+            List<long[]> victims = collect(partition);
+            if (victims.isEmpty()) {
+                return new long[] {writer.pagesWritten(), dropped};
+            }
+            victims.sort(Comparator.comparingLong(a -> a[0]));
+            for (long[] victim : victims) {
+                if (drop((int) victim[1], victim[2])) {
+                    dropped++;
+                }
+            }
+        }
+    }
+
+    /** Frames of nodes inside {@code partition}, as {level, frame, address}; each read is retried until valid. */
+    private List<long[]> collect(int partition) {
         List<long[]> victims = new ArrayList<>();
         for (int f = 0; f < arena.frames(); f++) {
-            long v = arena.readLock(f);
-            if (v < 0) {
-                v = waitUnlocked(f);
-            }
-            int state = arena.state(f);
-            if (state != HOT && state != COOLING) {
-                continue;
-            }
-            NodeView node = arena.wrap(view, f);
-            int owner = engine.partitions.ownerOf(node.lowFence(), node.highFence());
-            int level = node.level();
-            long address = arena.address(f);
-            if (arena.validate(f, v) && owner == partition) {
-                victims.add(new long[] {level, f, address});
-            }
-        }
-        victims.sort(Comparator.comparingLong(a -> a[0]));
-        long dropped = 0;
-        for (long[] victim : victims) {
-            if (drop((int) victim[1], victim[2])) {
-                dropped++;
+            while (true) {
+                long v = waitUnlocked(f);
+                int state = arena.state(f);
+                NodeView node = arena.wrap(view, f);
+                int owner = engine.partitions.ownerOf(node.lowFence(), node.highFence());
+                int level = node.level();
+                long address = arena.address(f);
+                if (!arena.validate(f, v)) {
+                    continue;
+                }
+                if ((state == HOT || state == COOLING) && owner == partition) {
+                    victims.add(new long[] {level, f, address});
+                }
+                break;
             }
         }
-        return new long[] {writer.pagesWritten(), dropped};
+        return victims;
     }
 
     private boolean drop(int frame, long address) {
@@ -97,6 +113,19 @@ final class Flush {
                 int bucket = engine.cooling.bucketOf(address);
                 synchronized (engine.cooling.monitor(bucket)) {
                     engine.cooling.remove(bucket, frame);
+                }
+            }
+            NodeView node = arena.wrap(view, frame);
+            if (!node.isLeaf()) {
+                // Children lie in the same partition and go first (lower levels first); one that is still
+                // swizzled here was cached after the scan: orphan it, the rescan drops it.
+                for (int i = 0, n = Math.min(node.count(), node.capacity()); i <= n; i++) {
+                    long pointer = node.child(i);
+                    if (GlobalAddress.isSwizzled(pointer)) {
+                        int child = (int) GlobalAddress.unswizzle(pointer);
+                        node.child(i, arena.address(child));
+                        arena.parent(child, NO_FRAME);
+                    }
                 }
             }
             if (arena.flag(frame, DIRTY)) {

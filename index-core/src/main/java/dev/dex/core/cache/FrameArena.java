@@ -86,8 +86,13 @@ final class FrameArena {
 
     /** Takes the write lock if the frame is still at {@code version}. */
     boolean tryUpgrade(int frame, long version) {
-        return (version & LOCKED) == 0
-                && segment(frame).compareAndSetLong(base(frame) + VERSION_LOCK_OFFSET, version, version | LOCKED);
+        if ((version & LOCKED) == 0
+                && segment(frame).compareAndSetLong(base(frame) + VERSION_LOCK_OFFSET, version, version | LOCKED)) {
+            // The lock bit must be visible before any store to the image: explicit for weak memory models.
+            VarHandle.storeStoreFence();
+            return true;
+        }
+        return false;
     }
 
     /** Takes the write lock whatever the version, if it is free. */

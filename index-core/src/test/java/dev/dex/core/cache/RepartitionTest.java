@@ -16,7 +16,16 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
+
+import dev.dex.core.node.InnerNodeDescriptor;
+import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.RemoteMemory;
 
 import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.engine.PartitionedEngine.ReleaseReport;
@@ -60,6 +69,66 @@ class RepartitionTest {
             sa.close();
             sb.close();
         }
+    }
+
+    /**
+     * A split of a shared node can narrow it into a partition this engine does not hold. Its cached copy
+     * must then be treated as another engine's node (it goes stale as that engine changes it), and
+     * acquiring the partition later must not trust it.
+     */
+    @Test
+    void aNodeNarrowedIntoAnotherEnginesPartitionIsNotTrustedAfterAcquiringIt() {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 1, false, 0, 1.0)) {
+            RemoteMemory admin = fixture.admin;
+            NodeView root = read(admin, Superblock.read(admin).root());
+            NodeView x = read(admin, root.child(2));
+            assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
+            long bound = x.key(InnerNodeDescriptor.CAPACITY / 2);
+            PartitionTable table = PartitionTable.ofUpperBounds(bound);
+            Superblock.writePartitions(admin, table);
+            DexConfig config = DexConfig.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+            DexEngine a = DexEngine.open(fixture.fabric.connect(0), config);
+            DexEngine b = DexEngine.open(fixture.fabric.connect(0), config);
+            a.acquire(0);
+            b.acquire(1);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            DexSession sb = b.newSession();
+            // B's insert below the full shared node splits it at `bound`: its left half now lies in A.
+            long bKey = bound + 1 + 2 * 200;
+            assertTrue(sb.insert(bKey, 1));
+            model.put(bKey, 1L);
+            // A inserts under the left half: leaf splits add separators there, dirty in A's cache.
+            DexSession sa = a.newSession();
+            List<Long> aKeys = new ArrayList<>();
+            for (long k = x.lowFence() + 1 + 60; k < bound; k += 118) {
+                long key = k | 1;
+                assertTrue(sa.insert(key, -key));
+                model.put(key, -key);
+                aKeys.add(key);
+            }
+            assertTrue(aKeys.size() > 20);
+            sa.close();
+            assertTrue(a.release(0).pagesWritten() > 0, "A's dirty nodes are written back");
+            b.acquire(0);
+            for (long key : aKeys) {
+                assertTrue(sb.lookup(key), "key " + key + " written by A is found by B after the move");
+                assertEquals(-key, sb.value());
+            }
+            sb.close();
+            CacheValidator.validate(a);
+            CacheValidator.validate(b);
+            a.close();
+            b.close();
+            TreeMap<Long, Long> stored = new TreeMap<>();
+            TreeValidator.validate(admin, stored::put);
+            assertEquals(model, stored);
+        }
+    }
+
+    private static NodeView read(RemoteMemory memory, long address) {
+        NodeView view = new NodeView().wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
+        memory.read(address, view.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
+        return view;
     }
 
     @Test
