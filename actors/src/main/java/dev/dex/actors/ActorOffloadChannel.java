@@ -1,0 +1,98 @@
+package dev.dex.actors;
+
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.Scheduler;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * The cluster's offload channel: each phase of an offloaded operation is a message to the
+ * {@link MemoryNode} that holds the subtree; the reply comes back to a small actor of the compute node,
+ * which wakes the waiting engine thread. A request unanswered within the timeout is refused (the engine
+ * falls back to its caching path), so a lost memory node never hangs a worker.
+ *
+ * <p>Concurrency: engine threads call {@link #submit}; the reply actor completes requests. Requests in
+ * flight live in a concurrent map keyed by a sequence number; whoever removes an entry (reply or
+ * timeout) answers it, exactly once.
+ */
+final class ActorOffloadChannel implements OffloadChannel {
+    private final Map<Integer, ActorRef<MemoryNode.Command>> servers;
+    private final Map<Long, OffloadRequest> pending = new ConcurrentHashMap<>();
+    private final AtomicLong ids = new AtomicLong();
+    private final Scheduler scheduler;
+    private final Duration timeout;
+    private final org.apache.pekko.actor.typed.javadsl.ActorContext<?> owner;
+    private volatile ActorRef<MemoryNode.OffloadResult> replies;
+
+    ActorOffloadChannel(Map<Integer, ActorRef<MemoryNode.Command>> servers, Scheduler scheduler, Duration timeout,
+                        org.apache.pekko.actor.typed.javadsl.ActorContext<?> owner) {
+        this.servers = Map.copyOf(servers);
+        this.scheduler = scheduler;
+        this.timeout = timeout;
+        this.owner = owner;
+    }
+
+    /** The behaviour of the actor that receives replies; spawn it once and pass its ref to {@link #replyTo}. */
+    Behavior<MemoryNode.OffloadResult> replyBehavior() {
+        return Behaviors.receive(MemoryNode.OffloadResult.class)
+                .onMessage(MemoryNode.OffloadResult.class, result -> {
+                    OffloadRequest request = pending.remove(result.id());
+                    if (request != null) {
+                        request.answer(result.status(), result.found(), result.value(), result.path(), result.versions(),
+                                result.pathLength());
+                    }
+                    return Behaviors.same();
+                })
+                .build();
+    }
+
+    void replyTo(ActorRef<MemoryNode.OffloadResult> ref) {
+        this.replies = ref;
+    }
+
+    @Override
+    public void submit(OffloadRequest request) {
+        ActorRef<MemoryNode.Command> server = servers.get(GlobalAddress.serverId(request.start()));
+        ActorRef<MemoryNode.OffloadResult> replyTo = replies;
+        if (server == null || replyTo == null) {
+            request.refuse();
+            return;
+        }
+        long id = ids.incrementAndGet();
+        pending.put(id, request);
+        int length = request.phase() == OffloadRequest.EXECUTE ? request.pathLength() : 0;
+        long[] path = new long[length];
+        long[] versions = new long[length];
+        for (int i = 0; i < length; i++) {
+            path[i] = request.pathNode(i);
+            versions[i] = request.pathVersion(i);
+        }
+        server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.key(), request.newValue(),
+                request.start(), path, versions, length, replyTo));
+        scheduler.scheduleOnce(timeout, () -> {
+            OffloadRequest late = pending.remove(id);
+            if (late != null) {
+                late.refuse();
+            }
+        }, owner.getExecutionContext());
+    }
+
+    @Override
+    public void close() {
+        pending.keySet().forEach(id -> {
+            OffloadRequest request = pending.remove(id);
+            if (request != null) {
+                request.refuse();
+            }
+        });
+    }
+}

@@ -1,0 +1,137 @@
+package dev.dex.actors;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.cache.DexSession;
+import dev.dex.core.engine.PartitionNotHeldException;
+import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.MemoryFullException;
+
+/**
+ * A compute node's engine and its worker threads: actors hand batches to the workers and never block.
+ * Each worker thread has its own engine session.
+ *
+ * <p>Concurrency: the executor's queue is the only hand-over; sessions are thread-confined (thread-local).
+ */
+final class EngineWorkers implements AutoCloseable {
+    private final DexEngine engine;
+    private final ExecutorService pool;
+    private final ThreadLocal<DexSession> sessions;
+    private final List<DexSession> allSessions = new ArrayList<>();
+
+    EngineWorkers(DexEngine engine, int threads, String name) {
+        this.engine = engine;
+        AtomicInteger ids = new AtomicInteger();
+        this.pool = Executors.newFixedThreadPool(threads, task -> {
+            Thread thread = new Thread(task, name + "-worker-" + ids.getAndIncrement());
+            thread.setDaemon(true);
+            return thread;
+        });
+        this.sessions = ThreadLocal.withInitial(() -> {
+            DexSession session = engine.newSession();
+            synchronized (allSessions) {
+                allSessions.add(session);
+            }
+            return session;
+        });
+    }
+
+    DexEngine engine() {
+        return engine;
+    }
+
+    PartitionTable partitions() {
+        return engine.partitions();
+    }
+
+    /** Runs {@code ops} of {@code partition} on a worker. */
+    CompletionStage<Ops.Results> execute(int partition, List<Ops.Op> ops) {
+        return CompletableFuture.supplyAsync(() -> {
+            DexSession session = sessions.get();
+            List<Ops.Result> results = new ArrayList<>(ops.size());
+            for (Ops.Op op : ops) {
+                results.add(run(session, partition, op));
+            }
+            return new Ops.Results(results);
+        }, pool);
+    }
+
+    /** Runs a task (acquire, release) on a worker. */
+    <T> CompletionStage<T> submit(java.util.function.Supplier<T> task) {
+        return CompletableFuture.supplyAsync(task, pool);
+    }
+
+    private Ops.Result run(DexSession session, int partition, Ops.Op op) {
+        PartitionTable table = engine.partitions();
+        if (op.key() == Long.MIN_VALUE) {
+            return Ops.Result.error(Ops.BAD_INPUT, "key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
+        }
+        if (table.partitionOf(op.key()) != partition) {
+            return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);
+        }
+        try {
+            return switch (op.kind()) {
+                case Ops.GET -> {
+                    boolean found = session.lookup(op.key());
+                    yield Ops.Result.of(found, found ? session.value() : 0);
+                }
+                case Ops.PUT -> Ops.Result.of(!session.put(op.key(), op.value()), 0);
+                case Ops.INSERT -> Ops.Result.of(session.insert(op.key(), op.value()), 0);
+                case Ops.UPDATE -> Ops.Result.of(session.update(op.key(), op.value()), 0);
+                case Ops.DELETE -> Ops.Result.of(session.delete(op.key()), 0);
+                case Ops.SCAN -> scan(session, partition, op);
+                default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
+            };
+        } catch (PartitionNotHeldException e) {
+            return Ops.Result.error(Ops.NOT_HELD, e.getMessage());
+        } catch (MemoryFullException e) {
+            return Ops.Result.error(Ops.MEMORY_FULL, e.getMessage());
+        } catch (RuntimeException e) {
+            return Ops.Result.error(Ops.FAILED, e.toString());
+        }
+    }
+
+    /** A scan of this partition only; {@code next} tells the client where the next partition starts. */
+    private Ops.Result scan(DexSession session, int partition, Ops.Op op) {
+        if (op.count() < 1 || op.count() > Ops.MAX_SCAN) {
+            return Ops.Result.error(Ops.BAD_INPUT, "scan count " + op.count() + " outside [1, " + Ops.MAX_SCAN + "]");
+        }
+        long[] keys = new long[op.count()];
+        long[] values = new long[op.count()];
+        int n = session.scan(op.key(), op.count(), keys, values);
+        long upper = engine.partitions().upperInclusive(partition);
+        int inPartition = 0;
+        while (inPartition < n && keys[inPartition] <= upper) {
+            inPartition++;
+        }
+        boolean more = inPartition < op.count() && upper != Long.MAX_VALUE;
+        return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition),
+                java.util.Arrays.copyOf(values, inPartition), more ? upper + 1 : Long.MIN_VALUE, null);
+    }
+
+    @Override
+    public void close() {
+        pool.shutdown();
+        try {
+            pool.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        synchronized (allSessions) {
+            allSessions.forEach(DexSession::close);
+        }
+    }
+
+    PartitionedEngine.ReleaseReport release(int partition) {
+        return engine.release(partition);
+    }
+}

@@ -1,0 +1,60 @@
+package dev.dex.actors;
+
+import java.util.List;
+
+/**
+ * Operations a client sends to a partition, and their results. Batched: one message carries many
+ * operations of one partition.
+ */
+public final class Ops {
+    public static final int GET = 0;
+    public static final int PUT = 1;
+    public static final int INSERT = 2;
+    public static final int UPDATE = 3;
+    public static final int DELETE = 4;
+    public static final int SCAN = 5;
+
+    /** The most entries one scan message may ask for: 16 bytes each, well inside Artery's 256 KiB frame. */
+    public static final int MAX_SCAN = 8192;
+    /** The most operations one batch message may carry. */
+    public static final int MAX_BATCH = 1024;
+
+    public static final int OK = 0;
+    /** This compute node does not hold the partition (it is moving): send again through sharding. */
+    public static final int NOT_HELD = 1;
+    /** The operation itself is wrong (a reserved key, a scan count out of range); sending it again won't help. */
+    public static final int BAD_INPUT = 2;
+    /** The memory pool has no room for the split this insert needs. */
+    public static final int MEMORY_FULL = 3;
+    /** Anything else went wrong on the compute node; {@link Result#error()} says what. */
+    public static final int FAILED = 4;
+
+    private Ops() {
+    }
+
+    /** One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. */
+    public record Op(int kind, long key, long value, int count) implements CborSerializable {
+    }
+
+    /**
+     * The result of one operation. GET: {@code found}/{@code value}. PUT: {@code found} = the key existed.
+     * INSERT/UPDATE/DELETE: {@code found} = it changed something. SCAN: {@code keys}/{@code values}, and
+     * {@code next}, the key to continue from in the next partition (or {@link Long#MIN_VALUE} when done).
+     */
+    public record Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error)
+            implements CborSerializable {
+        static final long[] NONE = new long[0];
+
+        static Result of(boolean found, long value) {
+            return new Result(OK, found, value, NONE, NONE, Long.MIN_VALUE, null);
+        }
+
+        static Result error(int status, String error) {
+            return new Result(status, false, 0, NONE, NONE, Long.MIN_VALUE, error);
+        }
+    }
+
+    /** The results of one batch, in the order of its operations. */
+    public record Results(List<Result> results) implements CborSerializable {
+    }
+}

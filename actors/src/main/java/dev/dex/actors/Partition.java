@@ -1,0 +1,214 @@
+package dev.dex.actors;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.pekko.actor.NoSerializationVerificationNeeded;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.StashBuffer;
+import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+
+import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionTable;
+
+/**
+ * One logical partition, the sharded entity (one shard per partition). It acquires the partition on the
+ * compute node's engine when it starts and releases it (writing its dirty pages back and dropping them)
+ * on the handoff stop message, so moving the shard is the paper's logical repartitioning. Operations run
+ * on the compute node's worker threads; the actor never blocks.
+ *
+ * <p>Messages that arrive while it starts are stashed until the partition is acquired. After the stop
+ * message, new batches are stashed until operations in flight are done and the release finished; they are
+ * then answered {@link Ops#NOT_HELD}, and the client sends them again through sharding, which delivers them
+ * to the partition's new home.
+ */
+public final class Partition {
+    /** The entity type of logical partitions; the entity id is the partition number. */
+    public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "dex-partition");
+
+    private static final int STASH = 10_000;
+
+    /** Messages of a partition. */
+    public interface Command extends CborSerializable {
+    }
+
+    /** A batch of operations on keys of one partition; {@code routingKey} is one of them. */
+    public record Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) implements Command {
+    }
+
+    /** The stop message sharding sends on handoff. */
+    public enum Handoff implements Command {
+        INSTANCE
+    }
+
+    private record Acquired(Throwable failure) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record Done(Ops.Results results, Throwable failure, ActorRef<Ops.Results> replyTo)
+            implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record Released(PartitionedEngine.ReleaseReport report, Throwable failure)
+            implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** Maps a message to its partition by the key it carries: one entity and one shard per partition. */
+    public static final class RangeExtractor extends ShardingMessageExtractor<Command, Command> {
+        private final PartitionTable table;
+
+        public RangeExtractor(PartitionTable table) {
+            this.table = table;
+        }
+
+        @Override
+        public String entityId(Command message) {
+            if (message instanceof Execute execute) {
+                return Integer.toString(table.partitionOf(execute.routingKey()));
+            }
+            throw new IllegalArgumentException("not a routable partition message: " + message);
+        }
+
+        @Override
+        public String shardId(String entityId) {
+            return entityId;
+        }
+
+        @Override
+        public Command unwrapMessage(Command message) {
+            return message;
+        }
+    }
+
+    private final ActorContext<Command> context;
+    private final StashBuffer<Command> stash;
+    private final EngineWorkers workers;
+    private final int partition;
+    private int inFlight;
+
+    private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
+        this.context = context;
+        this.stash = stash;
+        this.workers = workers;
+        this.partition = partition;
+    }
+
+    /** The entity for {@code partition} on a compute node whose engine runs on {@code workers}. */
+    public static Behavior<Command> create(int partition, EngineWorkers workers) {
+        return Behaviors.withStash(STASH, stash -> Behaviors.setup(context -> {
+            Partition entity = new Partition(context, stash, workers, partition);
+            context.pipeToSelf(workers.submit(() -> {
+                workers.engine().acquire(partition);
+                return Boolean.TRUE;
+            }), (ok, failure) -> new Acquired(failure));
+            return entity.starting();
+        }));
+    }
+
+    private Behavior<Command> starting() {
+        return Behaviors.receive(Command.class)
+                .onMessage(Acquired.class, acquired -> {
+                    if (acquired.failure() != null) {
+                        context.getLog().error("partition {} could not be acquired", partition, acquired.failure());
+                        return Behaviors.stopped();
+                    }
+                    context.getLog().debug("partition {} acquired", partition);
+                    return stash.unstashAll(active());
+                })
+                .onAnyMessage(this::stashOrRefuse)
+                .build();
+    }
+
+    private Behavior<Command> active() {
+        return Behaviors.receive(Command.class)
+                .onMessage(Execute.class, this::onExecute)
+                .onMessage(Done.class, this::onDone)
+                .onMessage(Handoff.class, handoff -> handOff())
+                .build();
+    }
+
+    private Behavior<Command> onExecute(Execute execute) {
+        if (execute.ops().size() > Ops.MAX_BATCH) {
+            execute.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.BAD_INPUT,
+                    "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size()))));
+            return Behaviors.same();
+        }
+        inFlight++;
+        context.pipeToSelf(workers.execute(partition, execute.ops()), (results, failure) -> new Done(results, failure, execute.replyTo()));
+        return Behaviors.same();
+    }
+
+    private Behavior<Command> onDone(Done done) {
+        inFlight--;
+        if (done.failure() != null) {
+            done.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.FAILED, done.failure().toString()))));
+        } else {
+            done.replyTo().tell(done.results());
+        }
+        return Behaviors.same();
+    }
+
+    /** The stop message: let operations in flight finish, then release the partition and stop. */
+    private Behavior<Command> handOff() {
+        long start = System.nanoTime();
+        if (inFlight == 0) {
+            return releasing(start);
+        }
+        return Behaviors.receive(Command.class)
+                .onMessage(Done.class, done -> {
+                    onDone(done);
+                    return inFlight == 0 ? releasing(start) : Behaviors.same();
+                })
+                .onAnyMessage(this::stashOrRefuse)
+                .build();
+    }
+
+    private Behavior<Command> releasing(long start) {
+        context.pipeToSelf(workers.submit(() -> workers.release(partition)), Released::new);
+        return Behaviors.receive(Command.class)
+                .onMessage(Released.class, released -> {
+                    if (released.failure() != null) {
+                        context.getLog().error("partition {} release failed", partition, released.failure());
+                    } else {
+                        PartitionedEngine.ReleaseReport report = released.report();
+                        context.getLog().info("partition {} handed off in {} ms: {} pages ({} bytes) written back, {} frames dropped",
+                                partition, (System.nanoTime() - start) / 1_000_000, report.pagesWritten(), report.bytesWritten(),
+                                report.framesDropped());
+                    }
+                    refuseStashed();
+                    return Behaviors.stopped();
+                })
+                .onAnyMessage(this::stashOrRefuse)
+                .build();
+    }
+
+    private Behavior<Command> stashOrRefuse(Command message) {
+        if (message instanceof Handoff) {
+            return Behaviors.same();
+        }
+        if (stash.isFull()) {
+            refuse(message);
+        } else {
+            stash.stash(message);
+        }
+        return Behaviors.same();
+    }
+
+    private void refuseStashed() {
+        stash.forEach(this::refuse);
+        stash.clear();
+    }
+
+    private void refuse(Command message) {
+        if (message instanceof Execute execute) {
+            List<Ops.Result> results = new ArrayList<>(execute.ops().size());
+            for (int i = 0; i < execute.ops().size(); i++) {
+                results.add(Ops.Result.error(Ops.NOT_HELD, "partition " + partition + " is moving to another compute node"));
+            }
+            execute.replyTo().tell(new Ops.Results(results));
+        }
+    }
+}
