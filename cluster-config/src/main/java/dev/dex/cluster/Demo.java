@@ -1,0 +1,398 @@
+package dev.dex.cluster;
+
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.Recorder;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClient;
+import dev.dex.actors.DexClientApi;
+import dev.dex.actors.Fabrics;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.Partitioning;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.rdma.RemoteMemory;
+import me.tongfei.progressbar.ProgressBar;
+import me.tongfei.progressbar.ProgressBarBuilder;
+import me.tongfei.progressbar.ProgressBarStyle;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code dex demo}: a whole cluster in this JVM, as separate actor systems on loopback. One memory node
+ * and two compute nodes; bulk load; a YCSB-style mix through the client actor; a third compute node joins
+ * and partitions move to it (logical repartitioning); every key is checked for its last value.
+ */
+@Command(name = "demo", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
+        description = "Run a DEX cluster in this JVM: load, serve a mix, scale out, verify.")
+final class Demo implements Callable<Integer> {
+    /** Loaded keys are spaced so inserts could fall between them. */
+    static final long KEY_SPACING = 16;
+
+    @Option(names = "--keys", paramLabel = "N", description = "Keys to bulk-load (default: dex.demo.keys, 1000000).")
+    Long keys;
+
+    @Option(names = "--seconds", paramLabel = "S", description = "Seconds of the mix (default: dex.demo.seconds, 5).")
+    Integer seconds;
+
+    @Option(names = "--workload", paramLabel = "W",
+            description = "read-only (100% get), read-intensive (95/5 get/put), write-intensive (50/50) (default: dex.demo.workload).")
+    String workload;
+
+    @Option(names = "--cache-size", paramLabel = "SIZE", defaultValue = "64MiB",
+            description = "Each compute node's cache (default: ${DEFAULT-VALUE}).")
+    String cacheSize;
+
+    @Option(names = "--partitions", paramLabel = "P", defaultValue = "64", description = "Logical partitions (default: ${DEFAULT-VALUE}).")
+    int partitions;
+
+    private final PrintWriter out = new PrintWriter(System.out, true);
+    private PartitionTable table;
+
+    @Override
+    public Integer call() throws Exception {
+        String fabricName = "demo-" + UUID.randomUUID();
+        Config defaults = DexNodes.config(ConfigFactory.empty());
+        long n = keys != null ? keys : defaults.getLong("dex.demo.keys");
+        if (n < 1000 || n > 50_000_000) {
+            throw new IllegalArgumentException("--keys must be in [1000, 50000000]: " + n);
+        }
+        if (partitions < 3 || partitions > PartitionTable.MAX_PARTITIONS) {
+            throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
+        }
+        Config overrides = ConfigFactory.empty()
+                .withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef("local"))
+                .withValue("dex.fabric.local-name", ConfigValueFactory.fromAnyRef(fabricName))
+                .withValue("dex.tree.partitions", ConfigValueFactory.fromAnyRef(partitions))
+                .withValue("dex.tree.partition-key-min", ConfigValueFactory.fromAnyRef(1))
+                .withValue("dex.tree.partition-key-max", ConfigValueFactory.fromAnyRef(n * KEY_SPACING))
+                .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(Math.max(64L << 20, n * 96)))
+                .withValue("dex.compute.cache-size", ConfigValueFactory.fromAnyRef(cacheSize));
+        if (seconds != null) {
+            overrides = overrides.withValue("dex.demo.seconds", ConfigValueFactory.fromAnyRef(seconds));
+        }
+        if (workload != null) {
+            overrides = overrides.withValue("dex.demo.workload", ConfigValueFactory.fromAnyRef(workload));
+        }
+        Config base = DexNodes.config(overrides);
+        DexSettings settings = DexSettings.from(base);
+        int putPercent = switch (settings.demoWorkload()) {
+            case "read-only" -> 0;
+            case "read-intensive" -> 5;
+            case "write-intensive" -> 50;
+            default -> throw new IllegalArgumentException("--workload must be read-only, read-intensive or write-intensive: "
+                    + settings.demoWorkload());
+        };
+        List<ActorSystem<?>> systems = new ArrayList<>();
+        try {
+            return run(base, settings, n, putPercent, systems);
+        } finally {
+            for (int i = systems.size() - 1; i >= 0; i--) {
+                systems.get(i).terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+            }
+            Fabrics.closeLocal(fabricName);
+        }
+    }
+
+    private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
+        out.printf("DEX on Pekko demo: 1 memory node, 2 compute nodes and a client, each its own actor system in this JVM%n");
+        ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
+        systems.add(memory);
+        List<String> seed = List.of(DexNodes.hostPort(memory));
+
+        long loadStart = System.nanoTime();
+        try (RemoteMemory loader = awaitFormatted(settings)) {
+            long[] loadedKeys = new long[1];
+            SortedEntries entries = new SortedEntries() {
+                private long i;
+
+                @Override
+                public boolean next() {
+                    return ++i <= n;
+                }
+
+                @Override
+                public long key() {
+                    return i * KEY_SPACING;
+                }
+
+                @Override
+                public long value() {
+                    return i * KEY_SPACING + 1;
+                }
+            };
+            try (ProgressBar bar = bar("load", n)) {
+                BulkLoader.load(loader, 0.8, entries, loaded -> {
+                    bar.stepTo(loaded);
+                    loadedKeys[0] = loaded;
+                });
+            }
+            table = Partitioning.fromLeafFences(loader, partitions);
+            Superblock.writePartitions(loader, table);
+        }
+        out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9, partitions);
+
+        ActorSystem<Void> computeA = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
+        systems.add(computeA);
+        ActorSystem<Void> computeB = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
+        systems.add(computeB);
+        ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed), settings);
+        systems.add(clientSystem);
+        awaitUp(systems, Duration.ofSeconds(60));
+        awaitComputeNodes(clientSystem, 2, Duration.ofSeconds(60));
+        DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
+
+        Map<Long, Long> written = new ConcurrentHashMap<>();
+        List<ComputeNode.Status> before = DexCli.computeStatuses(clientSystem);
+        Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), written);
+        List<ComputeNode.Status> after = DexCli.computeStatuses(clientSystem);
+        report(mix, before, after, settings.demoWorkload());
+
+        out.println();
+        out.println("partition map before scale-out:");
+        printMap(after);
+        out.println("joining a third compute node...");
+        long joinStart = System.nanoTime();
+        ActorSystem<Void> computeC = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
+        systems.add(computeC);
+        awaitUp(systems, Duration.ofSeconds(60));
+        List<ComputeNode.Status> settled = awaitRebalance(client, clientSystem, n, Duration.ofSeconds(90));
+        out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n",
+                (System.nanoTime() - joinStart) / 1e9);
+        out.println("partition map after scale-out:");
+        printMap(settled);
+
+        long mismatches = verify(client, n, settings.demoInFlight(), written);
+        if (mismatches == 0) {
+            out.printf("verified: all %,d keys hold their last written value%n", n);
+            return 0;
+        }
+        out.printf("FAILED: %,d keys do not hold their last written value%n", mismatches);
+        return 1;
+    }
+
+    /** Waits until memory server 0 has formatted the tree, and returns a connection for the loader. */
+    private static RemoteMemory awaitFormatted(DexSettings settings) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            try {
+                RemoteMemory memory = Fabrics.open(settings.fabric()).connect(0);
+                try {
+                    Superblock.readPartitions(memory);
+                    return memory;
+                } catch (IllegalStateException notYet) {
+                    memory.close();
+                }
+            } catch (IllegalArgumentException notExported) {
+                // the memory node has not exported its region yet
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("memory node 0 did not format the tree within 30 s");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    private static void awaitUp(List<ActorSystem<?>> systems, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        for (ActorSystem<?> system : systems) {
+            while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("the cluster did not come up in " + max.toSeconds() + " s");
+                }
+                Thread.sleep(20);
+            }
+        }
+    }
+
+    private static void awaitComputeNodes(ActorSystem<?> system, int count, Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (DexCli.computeStatuses(system).size() < count) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(count + " compute nodes did not come up in " + max.toSeconds() + " s");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    record Result(long ops, long gets, long puts, long nanos, Histogram latency) {
+    }
+
+    /** The mix: uniform keys over the loaded ones; a key has at most one write in flight, so its last value is known. */
+    private Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, Map<Long, Long> written)
+            throws InterruptedException {
+        Semaphore slots = new Semaphore(inFlight);
+        Set<Long> writing = ConcurrentHashMap.newKeySet();
+        Recorder recorder = new Recorder(3);
+        AtomicLong gets = new AtomicLong();
+        AtomicLong puts = new AtomicLong();
+        AtomicLong failures = new AtomicLong();
+        SplittableRandom random = new SplittableRandom(42);
+        long start = System.nanoTime();
+        long end = start + TimeUnit.SECONDS.toNanos(seconds);
+        long ops = 0;
+        try (ProgressBar bar = bar("mix (s)", seconds)) {
+            while (System.nanoTime() < end) {
+                slots.acquire();
+                long key = (1 + random.nextLong(n)) * KEY_SPACING;
+                long t0 = System.nanoTime();
+                if (random.nextInt(100) < putPercent && writing.add(key)) {
+                    long value = random.nextLong();
+                    client.put(key, value).whenComplete((replaced, failure) -> {
+                        if (failure == null) {
+                            written.put(key, value);
+                            puts.incrementAndGet();
+                        } else {
+                            failures.incrementAndGet();
+                        }
+                        writing.remove(key);
+                        recorder.recordValue(System.nanoTime() - t0);
+                        slots.release();
+                    });
+                } else {
+                    client.get(key).whenComplete((value, failure) -> {
+                        if (failure == null) {
+                            gets.incrementAndGet();
+                        } else {
+                            failures.incrementAndGet();
+                        }
+                        recorder.recordValue(System.nanoTime() - t0);
+                        slots.release();
+                    });
+                }
+                ops++;
+                bar.stepTo(Math.min(seconds, (System.nanoTime() - start) / 1_000_000_000L));
+            }
+            slots.acquire(inFlight);
+            slots.release(inFlight);
+            bar.stepTo(seconds);
+        }
+        if (failures.get() > 0) {
+            throw new IllegalStateException(failures.get() + " operations of the mix failed");
+        }
+        return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
+    }
+
+    private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, String workload) {
+        long[] delta = new long[5];
+        for (ComputeNode.Status s : after) {
+            delta[0] += s.reads();
+            delta[1] += s.writes();
+            delta[2] += s.atomics();
+            delta[3] += s.twoSided();
+            delta[4] += s.bytes();
+        }
+        for (ComputeNode.Status s : before) {
+            delta[0] -= s.reads();
+            delta[1] -= s.writes();
+            delta[2] -= s.atomics();
+            delta[3] -= s.twoSided();
+            delta[4] -= s.bytes();
+        }
+        double ops = mix.ops();
+        Histogram h = mix.latency();
+        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts) in %.2f s%n", workload, mix.ops(),
+                mix.gets(), mix.puts(), mix.nanos() / 1e9);
+        out.printf("throughput   %,.0f ops/s%n", ops / (mix.nanos() / 1e9));
+        out.printf("latency      p50 %.0f us   p99 %.0f us   p99.9 %.0f us%n", h.getValueAtPercentile(50) / 1e3,
+                h.getValueAtPercentile(99) / 1e3, h.getValueAtPercentile(99.9) / 1e3);
+        out.printf("verbs per operation (all compute nodes):%n");
+        out.printf("  %-10s %-10s %-10s %-10s %-10s%n", "reads", "writes", "atomics", "two-sided", "bytes");
+        out.printf("  %-10.3f %-10.3f %-10.3f %-10.4f %-10.1f%n", delta[0] / ops, delta[1] / ops, delta[2] / ops, delta[3] / ops,
+                delta[4] / ops);
+    }
+
+    private void printMap(List<ComputeNode.Status> statuses) {
+        for (ComputeNode.Status s : statuses) {
+            out.printf("  %-30s %2d partitions %s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld());
+        }
+    }
+
+    /**
+     * Touches every partition (sharding starts a moved partition on its first message) until the third
+     * compute node holds its share and every partition is held exactly once, for two checks in a row.
+     */
+    private List<ComputeNode.Status> awaitRebalance(DexClientApi client, ActorSystem<?> system, long n, Duration max)
+            throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        String previous = "";
+        while (System.nanoTime() < deadline) {
+            for (int p = 0; p < partitions; p++) {
+                // A partition's upper bound is a loaded key (bounds are leaf fences); the last one is the largest key.
+                long key = p == partitions - 1 ? n * KEY_SPACING : table.upperInclusive(p);
+                client.get(key).toCompletableFuture().get(60, TimeUnit.SECONDS);
+            }
+            List<ComputeNode.Status> statuses = DexCli.computeStatuses(system);
+            int total = 0;
+            int smallest = Integer.MAX_VALUE;
+            for (ComputeNode.Status s : statuses) {
+                total += s.partitionsHeld().size();
+                smallest = Math.min(smallest, s.partitionsHeld().size());
+            }
+            String map = statuses.stream().map(ComputeNode.Status::partitionsHeld).toList().toString();
+            if (statuses.size() == 3 && total == partitions && smallest >= partitions / 3 - 1 && map.equals(previous)) {
+                return statuses;
+            }
+            previous = statuses.size() == 3 && total == partitions && smallest >= partitions / 3 - 1 ? map : "";
+            Thread.sleep(250);
+        }
+        throw new IllegalStateException("partitions did not settle on three compute nodes within " + max.toSeconds() + " s");
+    }
+
+    private long verify(DexClientApi client, long n, int inFlight, Map<Long, Long> written) throws InterruptedException {
+        Semaphore slots = new Semaphore(inFlight);
+        AtomicLong mismatches = new AtomicLong();
+        try (ProgressBar bar = bar("verify", n)) {
+            for (long i = 1; i <= n; i++) {
+                long key = i * KEY_SPACING;
+                long expected = written.getOrDefault(key, key + 1);
+                slots.acquire();
+                client.get(key).whenComplete((OptionalLong value, Throwable failure) -> {
+                    if (failure != null || value.isEmpty() || value.getAsLong() != expected) {
+                        if (mismatches.incrementAndGet() <= 5) {
+                            System.err.println("key " + key + ": expected " + expected + ", got " + (failure != null ? failure : value));
+                        }
+                    }
+                    slots.release();
+                });
+                if ((i & 1023) == 0) {
+                    bar.stepTo(i);
+                }
+            }
+            slots.acquire(inFlight);
+            bar.stepTo(n);
+        }
+        return mismatches.get();
+    }
+
+    private static ProgressBar bar(String task, long total) {
+        return new ProgressBarBuilder().setTaskName(task).setInitialMax(total).setStyle(ProgressBarStyle.ASCII)
+                .setConsumer(new me.tongfei.progressbar.ConsoleProgressBarConsumer(System.err)).build();
+    }
+}

@@ -1,0 +1,284 @@
+package dev.dex.cluster;
+
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.OptionalLong;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClient;
+import dev.dex.actors.DexClientApi;
+import dev.dex.actors.DexException;
+import dev.dex.bench.BenchCommand;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/**
+ * The {@code dex} command line: {@code demo}, {@code memory-node}, {@code compute-node}, {@code client},
+ * {@code status}, {@code bench}. Exit codes: 0 done, 1 failed, 2 bad input.
+ */
+@Command(name = "dex", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
+        description = "DEX on Pekko: a range index on disaggregated memory.",
+        subcommands = {Demo.class, DexCli.MemoryNodeCommand.class, DexCli.ComputeNodeCommand.class,
+                DexCli.ClientCommand.class, DexCli.StatusCommand.class})
+public final class DexCli implements Callable<Integer> {
+
+    public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    /** Runs a command line and returns its exit code. */
+    public static int run(String... args) {
+        if (args.length > 0 && args[0].equals("bench")) {
+            return BenchCommand.commandLine().setCommandName("dex bench").execute(Arrays.copyOfRange(args, 1, args.length));
+        }
+        CommandLine cli = new CommandLine(new DexCli());
+        cli.setExecutionExceptionHandler((e, cmd, parsed) -> {
+            if (e instanceof IllegalArgumentException || e instanceof com.typesafe.config.ConfigException) {
+                cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + ": " + e.getMessage());
+                return 2;
+            }
+            cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + " failed: " + e);
+            return 1;
+        });
+        return cli.execute(args);
+    }
+
+    @Override
+    public Integer call() {
+        new CommandLine(this).usage(System.out);
+        System.out.println("\n  bench      the engine benchmark ('dex bench --help')");
+        return 0;
+    }
+
+    /** Blocks until the actor system terminates (SIGTERM runs coordinated shutdown: a graceful leave). */
+    private static int runUntilTerminated(ActorSystem<?> system, String what, PrintWriter out) throws Exception {
+        out.println(what + " up at " + DexNodes.hostPort(system) + "; stop with Ctrl-C (a graceful leave)");
+        out.flush();
+        system.getWhenTerminated().toCompletableFuture().get();
+        return 0;
+    }
+
+    @Command(name = "memory-node", mixinStandardHelpOptions = true, description = "Run a memory node until stopped.")
+    static final class MemoryNodeCommand implements Callable<Integer> {
+        @Mixin
+        NodeOptions node;
+
+        @Option(names = "--server-id", paramLabel = "ID", description = "This memory server's id; 0 formats the tree (default: dex.memory.server-id).")
+        Integer serverId;
+
+        @Option(names = "--region-size", paramLabel = "SIZE", description = "Region size, e.g. 1GiB (default: dex.memory.region-size).")
+        String regionSize;
+
+        @Override
+        public Integer call() throws Exception {
+            Config extra = ConfigFactory.empty();
+            if (serverId != null) {
+                extra = extra.withValue("dex.memory.server-id", ConfigValueFactory.fromAnyRef(serverId));
+            }
+            if (regionSize != null) {
+                extra = extra.withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(regionSize));
+            }
+            Config config = node.nodeConfig(extra, "memory");
+            DexSettings settings = DexSettings.from(config);
+            return runUntilTerminated(DexNodes.memoryNode(config, settings), "memory node " + settings.memory().serverId(),
+                    new PrintWriter(System.out, true));
+        }
+    }
+
+    @Command(name = "compute-node", mixinStandardHelpOptions = true, description = "Run a compute node until stopped.")
+    static final class ComputeNodeCommand implements Callable<Integer> {
+        @Mixin
+        NodeOptions node;
+
+        @Option(names = "--memory-nodes", paramLabel = "N", description = "Memory nodes to wait for (default: dex.compute.memory-nodes).")
+        Integer memoryNodes;
+
+        @Option(names = "--cache-size", paramLabel = "SIZE", description = "DEX cache size, e.g. 256MiB (default: dex.compute.cache-size).")
+        String cacheSize;
+
+        @Option(names = "--mode", paramLabel = "MODE", description = "dex, offload-only, no-offload, sherman, partitioned (default: dex.compute.mode).")
+        String mode;
+
+        @Override
+        public Integer call() throws Exception {
+            Config extra = ConfigFactory.empty();
+            if (memoryNodes != null) {
+                extra = extra.withValue("dex.compute.memory-nodes", ConfigValueFactory.fromAnyRef(memoryNodes));
+            }
+            if (cacheSize != null) {
+                extra = extra.withValue("dex.compute.cache-size", ConfigValueFactory.fromAnyRef(cacheSize));
+            }
+            if (mode != null) {
+                extra = extra.withValue("dex.compute.mode", ConfigValueFactory.fromAnyRef(mode));
+            }
+            Config config = node.nodeConfig(extra, "compute");
+            return runUntilTerminated(DexNodes.computeNode(config, DexSettings.from(config)), "compute node",
+                    new PrintWriter(System.out, true));
+        }
+    }
+
+    @Command(name = "client", mixinStandardHelpOptions = true,
+            description = "Run one operation against a running cluster: get KEY | put KEY VALUE | delete KEY | scan START COUNT.")
+    static final class ClientCommand implements Callable<Integer> {
+        @Mixin
+        NodeOptions node;
+
+        @Parameters(index = "0", paramLabel = "OPERATION", description = "get, put, delete or scan")
+        String operation;
+
+        @Parameters(index = "1..*", paramLabel = "ARG", description = "KEY, KEY VALUE, KEY, or START COUNT")
+        List<String> arguments = new ArrayList<>();
+
+        @Override
+        public Integer call() throws Exception {
+            if (node.seeds.isEmpty()) {
+                throw new IllegalArgumentException("client needs --seed HOST:PORT of a running cluster");
+            }
+            long[] numbers = parse();
+            Config config = node.nodeConfig(ConfigFactory.empty(), "client");
+            DexSettings settings = DexSettings.from(config);
+            ActorSystem<DexClient.Command> system = DexNodes.client(config, settings);
+            try {
+                DexClientApi client = new DexClientApi(system, system, settings.requestTimeout());
+                long timeout = settings.requestTimeout().toMillis() + 5_000;
+                switch (operation) {
+                    case "get" -> {
+                        OptionalLong value = client.get(numbers[0]).toCompletableFuture().get(timeout, TimeUnit.MILLISECONDS);
+                        System.out.println(value.isPresent() ? Long.toString(value.getAsLong()) : "(not found)");
+                    }
+                    case "put" -> System.out.println(client.put(numbers[0], numbers[1]).toCompletableFuture()
+                            .get(timeout, TimeUnit.MILLISECONDS) ? "replaced" : "inserted");
+                    case "delete" -> System.out.println(client.delete(numbers[0]).toCompletableFuture()
+                            .get(timeout, TimeUnit.MILLISECONDS) ? "deleted" : "(not found)");
+                    default -> {
+                        for (DexClientApi.Entry entry : client.scan(numbers[0], (int) numbers[1]).toCompletableFuture()
+                                .get(timeout, TimeUnit.MILLISECONDS)) {
+                            System.out.println(entry.key() + "\t" + entry.value());
+                        }
+                    }
+                }
+                return 0;
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (e.getCause() instanceof DexException bad) {
+                    System.err.println("dex client: " + bad.getMessage());
+                    return 2;
+                }
+                throw e;
+            } finally {
+                leave(system);
+            }
+        }
+
+        private long[] parse() {
+            int expected = switch (operation) {
+                case "get", "delete" -> 1;
+                case "put", "scan" -> 2;
+                default -> throw new IllegalArgumentException("unknown operation '" + operation + "'; expected get, put, delete or scan");
+            };
+            if (arguments.size() != expected) {
+                throw new IllegalArgumentException(operation + " takes " + expected + " argument(s), got " + arguments.size());
+            }
+            long[] numbers = new long[expected];
+            for (int i = 0; i < expected; i++) {
+                try {
+                    numbers[i] = Long.parseLong(arguments.get(i));
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException("'" + arguments.get(i) + "' is not a 64-bit integer");
+                }
+            }
+            return numbers;
+        }
+    }
+
+    @Command(name = "status", mixinStandardHelpOptions = true,
+            description = "Members and roles, which compute node holds which partitions, and the verb counters.")
+    static final class StatusCommand implements Callable<Integer> {
+        @Mixin
+        NodeOptions node;
+
+        @Override
+        public Integer call() throws Exception {
+            if (node.seeds.isEmpty()) {
+                throw new IllegalArgumentException("status needs --seed HOST:PORT of a running cluster");
+            }
+            Config config = node.nodeConfig(ConfigFactory.empty(), "client");
+            ActorSystem<DexClient.Command> system = DexNodes.client(config, DexSettings.from(config));
+            try {
+                awaitSelfUp(system, Duration.ofSeconds(30));
+                printStatus(system, new PrintWriter(System.out, true));
+                return 0;
+            } finally {
+                leave(system);
+            }
+        }
+    }
+
+    static void awaitSelfUp(ActorSystem<?> system, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (Cluster.get(system).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("could not join the cluster in " + max.toSeconds() + " s; are the seed nodes running?");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /** Prints members, and each compute node's partitions and verb counters. */
+    static List<ComputeNode.Status> printStatus(ActorSystem<?> system, PrintWriter out) throws Exception {
+        out.println("members:");
+        for (Member member : Cluster.get(system).state().getMembers()) {
+            out.printf("  %-32s %-8s %s%n", member.address(), member.status(), String.join(",", member.getRoles().stream()
+                    .filter(r -> !r.startsWith("dc-")).toList()));
+        }
+        List<ComputeNode.Status> statuses = computeStatuses(system);
+        out.println("compute nodes:");
+        for (ComputeNode.Status s : statuses) {
+            out.printf("  %-32s partitions %s%n", s.address(), s.partitionsHeld());
+            out.printf("  %-32s verbs: reads %,d writes %,d atomics %,d two-sided %,d bytes %,d; cache hits %.1f%%; offloads %,d%n",
+                    "", s.reads(), s.writes(), s.atomics(), s.twoSided(), s.bytes(), 100 * s.cacheHitRatio(), s.offloads());
+        }
+        out.flush();
+        return statuses;
+    }
+
+    static List<ComputeNode.Status> computeStatuses(ActorSystem<?> system) throws Exception {
+        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
+                r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
+                .get(10, TimeUnit.SECONDS);
+        List<ComputeNode.Status> statuses = new ArrayList<>();
+        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
+            statuses.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
+                    Duration.ofSeconds(5), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS));
+        }
+        statuses.sort(java.util.Comparator.comparing(ComputeNode.Status::address));
+        return statuses;
+    }
+
+    /** Leaves the cluster gracefully and waits for the system to stop. */
+    static void leave(ActorSystem<?> system) throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        system.getWhenTerminated().thenRun(done::countDown);
+        org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
+        done.await(30, TimeUnit.SECONDS);
+    }
+}

@@ -1,0 +1,110 @@
+package dev.dex.cluster;
+
+import java.util.List;
+import java.util.stream.Collectors;
+
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClient;
+import dev.dex.actors.Fabrics;
+import dev.dex.actors.MemoryNode;
+
+/**
+ * Starts the nodes of a DEX cluster, each in an actor system of its own named {@code dex}: a memory node
+ * (role {@code memory}), a compute node ({@code compute}) or a client ({@code client}).
+ *
+ * <p>Configuration, highest first: {@code overrides} (the command line's), system properties,
+ * {@code application.conf}, {@code dex-cluster.conf} (the cluster's Pekko settings), the libraries'
+ * {@code reference.conf}.
+ */
+public final class DexNodes {
+    public static final String SYSTEM = "dex";
+
+    private DexNodes() {
+    }
+
+    /** The configuration stack with {@code overrides} on top. */
+    public static Config config(Config overrides) {
+        return overrides
+                .withFallback(ConfigFactory.defaultOverrides())
+                .withFallback(ConfigFactory.defaultApplication())
+                .withFallback(ConfigFactory.parseResources("dex-cluster.conf"))
+                .withFallback(ConfigFactory.defaultReference())
+                .resolve();
+    }
+
+    /** A node's configuration: role, host, port and seed nodes ("host:port"; empty: join itself). */
+    public static Config nodeConfig(Config base, String role, String host, int port, List<String> seeds) {
+        Config node = ConfigFactory.empty()
+                .withValue("pekko.cluster.roles", ConfigValueFactory.fromIterable(List.of(role)))
+                .withValue("pekko.remote.artery.canonical.hostname", ConfigValueFactory.fromAnyRef(host))
+                .withValue("pekko.remote.artery.canonical.port", ConfigValueFactory.fromAnyRef(port));
+        if (!seeds.isEmpty()) {
+            node = node.withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(
+                    seeds.stream().map(DexNodes::seedAddress).collect(Collectors.toList())));
+        }
+        return node.withFallback(base);
+    }
+
+    /** "host:port" as an actor system address of the cluster. */
+    static String seedAddress(String hostPort) {
+        int colon = hostPort.lastIndexOf(':');
+        if (colon <= 0 || colon == hostPort.length() - 1) {
+            throw new IllegalArgumentException("a seed node is host:port, not '" + hostPort + "'");
+        }
+        try {
+            int port = Integer.parseInt(hostPort.substring(colon + 1));
+            if (port < 1 || port > 65535) {
+                throw new NumberFormatException();
+            }
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("seed node '" + hostPort + "': the port must be 1..65535");
+        }
+        return "pekko://" + SYSTEM + "@" + hostPort;
+    }
+
+    public static ActorSystem<Void> memoryNode(Config config, DexSettings settings) {
+        return start(config, MemoryNode.create(settings.memory(), Fabrics.open(settings.fabric())), "memory");
+    }
+
+    public static ActorSystem<Void> computeNode(Config config, DexSettings settings) {
+        return start(config, ComputeNode.create(settings.compute(), Fabrics.open(settings.fabric())), "compute");
+    }
+
+    /** A client node: the actor system is the client actor itself. */
+    public static ActorSystem<DexClient.Command> client(Config config, DexSettings settings) {
+        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(settings.batchTimeout()), SYSTEM, config);
+        joinSelfIfNoSeeds(system, config);
+        return system;
+    }
+
+    private static ActorSystem<Void> start(Config config, Behavior<?> node, String name) {
+        ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
+            context.spawn(node, name);
+            return Behaviors.empty();
+        }), SYSTEM, config);
+        joinSelfIfNoSeeds(system, config);
+        return system;
+    }
+
+    private static void joinSelfIfNoSeeds(ActorSystem<?> system, Config config) {
+        if (config.getStringList("pekko.cluster.seed-nodes").isEmpty()) {
+            Cluster.get(system).manager().tell(Join.create(Cluster.get(system).selfMember().address()));
+        }
+    }
+
+    /** "host:port" of a running node, to give other nodes as a seed. */
+    public static String hostPort(ActorSystem<?> system) {
+        var address = Cluster.get(system).selfMember().address();
+        return address.getHost().orElse("127.0.0.1") + ":" + address.getPort().orElse(0);
+    }
+}

@@ -1,0 +1,79 @@
+package dev.dex.cluster;
+
+import java.nio.file.Path;
+import java.time.Duration;
+
+import com.typesafe.config.Config;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.Fabrics;
+import dev.dex.actors.MemoryNode;
+import dev.dex.core.cache.DexConfig;
+import dev.dex.core.offload.OffloadSettings;
+import dev.dex.core.partition.PartitionTable;
+
+/**
+ * The {@code dex} settings of {@code reference.conf}, read once and checked; a bad value fails with a
+ * message naming its key.
+ */
+public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, ComputeNode.Settings compute,
+                          Duration batchTimeout, Duration requestTimeout, long demoKeys, int demoSeconds, int demoInFlight,
+                          String demoWorkload) {
+
+    public static DexSettings from(Config config) {
+        Config dex = config.getConfig("dex");
+        Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
+                Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"));
+
+        int partitions = dex.getInt("tree.partitions");
+        PartitionTable table = PartitionTable.equalWidth(partitions, dex.getLong("tree.partition-key-min"),
+                dex.getLong("tree.partition-key-max"));
+        MemoryNode.Settings memory = new MemoryNode.Settings(
+                range(dex, "memory.server-id", dex.getInt("memory.server-id"), 0, 32767),
+                dex.getBytes("memory.region-size"),
+                (int) range(dex, "memory.chunk-size", dex.getBytes("memory.chunk-size"), 4096, 1 << 30),
+                range(dex, "memory.offload-threads", dex.getInt("memory.offload-threads"), 1, 1024),
+                range(dex, "memory.offload-queue", dex.getInt("memory.offload-queue"), 1, 1 << 20),
+                table,
+                range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15));
+
+        String mode = dex.getString("compute.mode");
+        OffloadSettings.Policy policy = switch (mode) {
+            case "dex" -> OffloadSettings.Policy.COST_MODEL;
+            case "offload-only" -> OffloadSettings.Policy.ALWAYS;
+            default -> OffloadSettings.Policy.NEVER;
+        };
+        OffloadSettings offload = new OffloadSettings(policy, dex.getInt("compute.offload.window"),
+                dex.getDouble("compute.offload.sample-rate"), dex.getDouble("compute.offload.explore-rate"),
+                dex.getDouble("compute.offload.local-search-ns"), dex.getDouble("compute.offload.cache-coefficient"));
+        DexConfig engine;
+        try {
+            engine = new DexConfig(mode, dex.getBytes("compute.cache-size"), dex.getDouble("compute.cooling-ratio"),
+                    dex.getDouble("compute.leaf-admission"), offload);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute: " + e.getMessage(), e);
+        }
+        ComputeNode.Settings compute = new ComputeNode.Settings(
+                range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
+                range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
+                dex.getDuration("compute.offload.timeout"));
+        return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
+                dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
+                range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
+                range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
+    }
+
+    private static int range(Config dex, String key, int value, int min, int max) {
+        if (value < min || value > max) {
+            throw new IllegalArgumentException("dex." + key + " must be in [" + min + ", " + max + "]: " + value);
+        }
+        return value;
+    }
+
+    private static long range(Config dex, String key, long value, long min, long max) {
+        if (value < min || value > max) {
+            throw new IllegalArgumentException("dex." + key + " must be in [" + min + ", " + max + "]: " + value);
+        }
+        return value;
+    }
+}

@@ -1,0 +1,74 @@
+package dev.dex.cluster;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+
+import picocli.CommandLine.Option;
+
+/** Options every command that joins a cluster shares. */
+final class NodeOptions {
+    @Option(names = "--seed", paramLabel = "HOST:PORT",
+            description = "A seed node to join (repeatable). Without one, the node starts a new cluster.")
+    List<String> seeds = new ArrayList<>();
+
+    @Option(names = "--host", paramLabel = "HOST", defaultValue = "127.0.0.1",
+            description = "Address this node listens on (default: ${DEFAULT-VALUE}).")
+    String host;
+
+    @Option(names = "--port", paramLabel = "PORT", defaultValue = "0",
+            description = "Port this node listens on; 0 picks a free one (default: ${DEFAULT-VALUE}).")
+    int port;
+
+    @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "shm",
+            description = "local (one JVM only) or shm (processes of one host share regions in --shm-dir) (default: ${DEFAULT-VALUE}).")
+    String fabric;
+
+    @Option(names = "--shm-dir", paramLabel = "DIR",
+            description = "Directory of the shm fabric's region files (default: dex.fabric.shm-directory, /dev/shm/dex).")
+    Path shmDirectory;
+
+    @Option(names = "--config", paramLabel = "FILE", description = "A HOCON file of settings (dex.*, pekko.*) to apply.")
+    Path configFile;
+
+    @Option(names = "--set", paramLabel = "KEY=VALUE", description = "One setting, e.g. --set dex.compute.cache-size=64MiB (repeatable).")
+    List<String> settings = new ArrayList<>();
+
+    /** The overrides these options make, checked. */
+    Config overrides() {
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("--port must be in [0, 65535]: " + port);
+        }
+        Config config = ConfigFactory.empty();
+        for (String setting : settings) {
+            int eq = setting.indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("--set takes KEY=VALUE, not '" + setting + "'");
+            }
+            config = ConfigFactory.parseString(setting).withFallback(config);
+        }
+        if (configFile != null) {
+            if (!Files.isReadable(configFile)) {
+                throw new IllegalArgumentException("--config " + configFile + ": no such readable file");
+            }
+            config = config.withFallback(ConfigFactory.parseFile(configFile.toFile()));
+        }
+        config = config.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric));
+        if (shmDirectory != null) {
+            config = config.withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
+        }
+        seeds.forEach(DexNodes::seedAddress);
+        return config;
+    }
+
+    /** The full configuration of a node with {@code role}. */
+    Config nodeConfig(Config extra, String role) {
+        Config base = DexNodes.config(extra.withFallback(overrides()));
+        return DexNodes.nodeConfig(base, role, host, port, seeds);
+    }
+}
