@@ -89,7 +89,7 @@ final class Demo implements Callable<Integer> {
                 .withValue("dex.tree.partitions", ConfigValueFactory.fromAnyRef(partitions))
                 .withValue("dex.tree.partition-key-min", ConfigValueFactory.fromAnyRef(1))
                 .withValue("dex.tree.partition-key-max", ConfigValueFactory.fromAnyRef(n * KEY_SPACING))
-                .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(Math.max(64L << 20, n * 96)))
+                .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(Math.max(64, (n * 96 >> 20) + 1) + "MiB"))
                 .withValue("dex.compute.cache-size", ConfigValueFactory.fromAnyRef(cacheSize));
         if (seconds != null) {
             overrides = overrides.withValue("dex.demo.seconds", ConfigValueFactory.fromAnyRef(seconds));

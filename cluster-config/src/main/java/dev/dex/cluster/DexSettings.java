@@ -25,6 +25,12 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"));
 
+        long regionSize = dex.getBytes("memory.region-size");
+        long chunkSize = dex.getBytes("memory.chunk-size");
+        if (Long.bitCount(chunkSize) != 1 || regionSize % chunkSize != 0 || regionSize < 2 * chunkSize) {
+            throw new IllegalArgumentException("dex.memory.region-size (" + regionSize + ") must be a multiple of"
+                    + " dex.memory.chunk-size (" + chunkSize + ", a power of two) holding at least two chunks");
+        }
         int partitions = dex.getInt("tree.partitions");
         PartitionTable table = PartitionTable.equalWidth(partitions, dex.getLong("tree.partition-key-min"),
                 dex.getLong("tree.partition-key-max"));
