@@ -30,7 +30,8 @@ final class ActorOffloadChannel implements OffloadChannel {
     private final AtomicLong ids = new AtomicLong();
     private final Scheduler scheduler;
     private final Duration timeout;
-    private final org.apache.pekko.actor.typed.javadsl.ActorContext<?> owner;
+    /** Runs timeouts; thread-safe, unlike the owning actor's context. */
+    private final scala.concurrent.ExecutionContextExecutor executor;
     private volatile ActorRef<MemoryNode.OffloadResult> replies;
 
     ActorOffloadChannel(Map<Integer, ActorRef<MemoryNode.Command>> servers, Scheduler scheduler, Duration timeout,
@@ -38,7 +39,7 @@ final class ActorOffloadChannel implements OffloadChannel {
         this.servers = Map.copyOf(servers);
         this.scheduler = scheduler;
         this.timeout = timeout;
-        this.owner = owner;
+        this.executor = owner.getSystem().executionContext();
     }
 
     /** The behaviour of the actor that receives replies; spawn it once and pass its ref to {@link #replyTo}. */
@@ -83,7 +84,7 @@ final class ActorOffloadChannel implements OffloadChannel {
             if (late != null) {
                 late.refuse();
             }
-        }, owner.getExecutionContext());
+        }, executor);
     }
 
     @Override

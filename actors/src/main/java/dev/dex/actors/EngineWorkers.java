@@ -113,9 +113,15 @@ final class EngineWorkers implements AutoCloseable {
         while (inPartition < n && keys[inPartition] <= upper) {
             inPartition++;
         }
-        boolean more = inPartition < op.count() && upper != Long.MAX_VALUE;
+        long next;
+        if (inPartition == op.count()) {
+            long last = keys[inPartition - 1];
+            next = last == Long.MAX_VALUE ? Long.MIN_VALUE : last + 1;
+        } else {
+            next = upper == Long.MAX_VALUE ? Long.MIN_VALUE : upper + 1;
+        }
         return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition),
-                java.util.Arrays.copyOf(values, inPartition), more ? upper + 1 : Long.MIN_VALUE, null);
+                java.util.Arrays.copyOf(values, inPartition), next, null);
     }
 
     @Override

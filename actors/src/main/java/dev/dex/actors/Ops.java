@@ -39,7 +39,8 @@ public final class Ops {
     /**
      * The result of one operation. GET: {@code found}/{@code value}. PUT: {@code found} = the key existed.
      * INSERT/UPDATE/DELETE: {@code found} = it changed something. SCAN: {@code keys}/{@code values}, and
-     * {@code next}, the key to continue from in the next partition (or {@link Long#MIN_VALUE} when done).
+     * {@code next}, the key to continue from (in this partition when the count was filled, else at the next
+     * partition's start), or {@link Long#MIN_VALUE} when the key space is exhausted.
      */
     public record Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error)
             implements CborSerializable {

@@ -88,6 +88,8 @@ public final class Partition {
     private final EngineWorkers workers;
     private final int partition;
     private int inFlight;
+    /** The stop message came while the partition was still being acquired. */
+    private boolean handoffPending;
 
     private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
         this.context = context;
@@ -113,10 +115,15 @@ public final class Partition {
                 .onMessage(Acquired.class, acquired -> {
                     if (acquired.failure() != null) {
                         context.getLog().error("partition {} could not be acquired", partition, acquired.failure());
+                        refuseStashed();
                         return Behaviors.stopped();
                     }
                     context.getLog().debug("partition {} acquired", partition);
-                    return stash.unstashAll(active());
+                    return handoffPending ? releasing(System.nanoTime()) : stash.unstashAll(active());
+                })
+                .onMessage(Handoff.class, handoff -> {
+                    handoffPending = true;
+                    return Behaviors.same();
                 })
                 .onAnyMessage(this::stashOrRefuse)
                 .build();
@@ -131,6 +138,10 @@ public final class Partition {
     }
 
     private Behavior<Command> onExecute(Execute execute) {
+        if (execute.ops() == null) {
+            execute.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations"))));
+            return Behaviors.same();
+        }
         if (execute.ops().size() > Ops.MAX_BATCH) {
             execute.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.BAD_INPUT,
                     "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size()))));

@@ -239,6 +239,11 @@ public final class DexCli implements Callable<Integer> {
             ActorSystem<DexClient.Command> system = DexNodes.client(config, DexSettings.from(config));
             try {
                 awaitSelfUp(system, Duration.ofSeconds(30));
+                // The Receptionist's listing reaches a new member shortly after it is Up.
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (computeStatuses(system).isEmpty() && System.nanoTime() < deadline) {
+                    Thread.sleep(200);
+                }
                 printStatus(system, new PrintWriter(System.out, true));
                 return 0;
             } finally {

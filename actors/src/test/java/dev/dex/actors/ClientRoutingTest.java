@@ -1,0 +1,211 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.core.partition.PartitionTable;
+
+/**
+ * The client against a cluster of one memory node and two compute nodes: every operation reaches the
+ * partition of its key wherever sharding put it, and a scan that spans partitions is the concatenation of
+ * their parts, exactly the model's entries in key order. Wrong requests fail the call with
+ * {@link DexException}.
+ *
+ * <p>The cluster and the model are shared by the tests of this class; every write goes into the model.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(LogCapturingExtension.class)
+class ClientRoutingTest {
+    private static final long WAIT_SECONDS = 60;
+    private static final PartitionTable TABLE = PartitionTable.equalWidth(TestCluster.PARTITIONS, 0, TestCluster.KEY_RANGE);
+
+    private TestCluster cluster;
+    private ActorSystem<Void> memorySystem;
+    private DexClientApi client;
+    private final TreeMap<Long, Long> model = new TreeMap<>();
+
+    @BeforeAll
+    void startCluster() throws Exception {
+        cluster = new TestCluster();
+        memorySystem = cluster.memoryNode();
+        cluster.computeNode(4L << 20);
+        cluster.computeNode(4L << 20);
+        client = cluster.client();
+        cluster.awaitUp(Duration.ofSeconds(30));
+    }
+
+    @AfterAll
+    void stopCluster() {
+        cluster.close();
+    }
+
+    @Test
+    void operationsReachEveryPartitionAndScansMergeTheirPartsInKeyOrder() throws Exception {
+        SplittableRandom random = new SplittableRandom(11);
+        TreeSet<Long> keys = new TreeSet<>(List.of(Long.MIN_VALUE + 1, -1L, Long.MAX_VALUE));
+        for (int p = 0; p < TABLE.count(); p++) {
+            long low = Math.max(TABLE.lowerExclusive(p), -1_000);
+            long high = Math.min(TABLE.upperInclusive(p), TestCluster.KEY_RANGE + 1_000);
+            keys.add(low + 1);
+            keys.add(high);
+            for (int i = 0; i < 20; i++) {
+                keys.add(random.nextLong(low + 1, high + 1));
+            }
+        }
+        Map<Long, CompletableFuture<Boolean>> puts = new TreeMap<>();
+        for (long key : keys) {
+            puts.put(key, client.put(key, ~key).toCompletableFuture());
+        }
+        for (Map.Entry<Long, CompletableFuture<Boolean>> put : puts.entrySet()) {
+            assertEquals(model.containsKey(put.getKey()), put.getValue().get(WAIT_SECONDS, TimeUnit.SECONDS),
+                    "a put says whether " + put.getKey() + " existed");
+            model.put(put.getKey(), ~put.getKey());
+        }
+        long overwritten = keys.higher(TABLE.upperInclusive(6));
+        assertTrue(await(client.put(overwritten, 77)), "a put of a present key says it existed");
+        model.put(overwritten, 77L);
+        awaitBothComputeNodesServe();
+        ClusterTest.verify(client, model);
+
+        int p = 3;
+        long inP = TABLE.lowerExclusive(p) + 1;
+        int leftInP = model.subMap(inP, true, TABLE.upperInclusive(p), true).size();
+        int inNext = model.subMap(TABLE.upperInclusive(p), false, TABLE.upperInclusive(p + 1), true).size();
+        assertScan(inP, 5);
+        assertScan(inP, leftInP);
+        assertScan(inP, leftInP + 1);
+        assertScan(inP + 1, leftInP + 3);
+        assertScan(inP, leftInP + inNext + 2);
+        assertScan(TABLE.upperInclusive(p), 3);
+        assertScan(TABLE.upperInclusive(p) + 1, 3);
+        assertScan(Long.MIN_VALUE, model.size() + 10);
+        assertScan(Long.MIN_VALUE + 1, model.size());
+        assertScan(-500_000, model.size() / 2);
+        assertScan(TABLE.upperInclusive(TABLE.count() - 2) + 1, 1_000);
+        assertScan(Long.MAX_VALUE, 5);
+
+        int emptied = 9;
+        List<Long> gone = new ArrayList<>(model.subMap(TABLE.lowerExclusive(emptied), false, TABLE.upperInclusive(emptied), true).keySet());
+        gone.add(Long.MIN_VALUE + 1);
+        gone.add(Long.MAX_VALUE);
+        for (long key : gone) {
+            assertTrue(await(client.delete(key)), "the first delete of " + key + " finds it");
+            model.remove(key);
+        }
+        for (long key : gone) {
+            assertFalse(await(client.delete(key)), "the second delete of " + key + " finds nothing");
+            assertEquals(OptionalLong.empty(), await(client.get(key)), "a deleted key is gone: " + key);
+        }
+        assertScan(TABLE.lowerExclusive(emptied - 1) + 1, 60);
+        assertScan(TABLE.lowerExclusive(emptied), 1);
+        assertScan(TABLE.lowerExclusive(emptied) + 1, 5);
+        assertScan(TABLE.lowerExclusive(emptied), model.size());
+        assertScan(Long.MIN_VALUE, model.size() + 1);
+        ClusterTest.verify(client, model);
+    }
+
+    @Test
+    void reservedKeysAndScanCountsOutOfRangeFailWithDexException() throws Exception {
+        String reserved = "key Long.MIN_VALUE is reserved";
+        assertFailsWith(client.get(Long.MIN_VALUE), reserved);
+        assertFailsWith(client.put(Long.MIN_VALUE, 1), reserved);
+        assertFailsWith(client.delete(Long.MIN_VALUE), reserved);
+        assertFailsWith(client.scan(0, 0), "scan count 0 outside [1, " + Ops.MAX_SCAN * 16 + "]");
+        assertFailsWith(client.scan(0, -3), "scan count -3 outside");
+        assertFailsWith(client.scan(0, Ops.MAX_SCAN * 16 + 1), "scan count " + (Ops.MAX_SCAN * 16 + 1) + " outside");
+
+        long key = TestCluster.KEY_RANGE / 2 + 1;
+        assertEquals(model.containsKey(key), await(client.put(key, 5)), "the client serves after refusing");
+        model.put(key, 5L);
+        assertEquals(OptionalLong.of(5), await(client.get(key)));
+        assertScan(Long.MIN_VALUE, 3);
+        assertScan(key, 1);
+    }
+
+    /** A scan's answer is exactly the first {@code count} entries of the model from {@code start}. */
+    private void assertScan(long start, int count) throws Exception {
+        List<DexClientApi.Entry> expected = new ArrayList<>();
+        for (Map.Entry<Long, Long> e : model.tailMap(start, true).entrySet()) {
+            if (expected.size() == count) {
+                break;
+            }
+            expected.add(new DexClientApi.Entry(e.getKey(), e.getValue()));
+        }
+        assertEquals(expected, await(client.scan(start, count)), "scan of " + count + " from " + start);
+    }
+
+    /** Polls, with traffic to every partition (sharding starts a moved entity on its next message). */
+    private void awaitBothComputeNodesServe() throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        List<ComputeNode.Status> statuses = List.of();
+        while (System.nanoTime() < deadline) {
+            for (int p = 0; p < TABLE.count(); p++) {
+                await(client.get(TABLE.upperInclusive(p)));
+            }
+            statuses = computeStatuses();
+            if (statuses.size() == 2 && statuses.stream().allMatch(s -> !s.partitionsHeld().isEmpty())) {
+                break;
+            }
+            Thread.sleep(200);
+        }
+        assertEquals(2, statuses.size(), "two compute nodes: " + statuses);
+        Set<Integer> held = new HashSet<>();
+        for (ComputeNode.Status status : statuses) {
+            assertFalse(status.partitionsHeld().isEmpty(), status.address() + " serves partitions: " + statuses);
+            for (int partition : status.partitionsHeld()) {
+                assertTrue(held.add(partition), "partition " + partition + " is held by one compute node only: " + statuses);
+            }
+        }
+    }
+
+    private List<ComputeNode.Status> computeStatuses() throws Exception {
+        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(memorySystem.receptionist(),
+                replyTo -> Receptionist.find(ComputeNode.KEY, replyTo), Duration.ofSeconds(5), memorySystem.scheduler())
+                .toCompletableFuture().get(10, TimeUnit.SECONDS);
+        List<ComputeNode.Status> statuses = new ArrayList<>();
+        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
+            statuses.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
+                    Duration.ofSeconds(5), memorySystem.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS));
+        }
+        return statuses;
+    }
+
+    private static <T> T await(CompletionStage<T> stage) throws Exception {
+        return stage.toCompletableFuture().get(WAIT_SECONDS, TimeUnit.SECONDS);
+    }
+
+    private static void assertFailsWith(CompletionStage<?> stage, String says) {
+        ExecutionException failed = assertThrows(ExecutionException.class, () -> await(stage));
+        DexException error = assertInstanceOf(DexException.class, failed.getCause());
+        assertTrue(error.getMessage().contains(says), "'" + error.getMessage() + "' says " + says);
+    }
+}

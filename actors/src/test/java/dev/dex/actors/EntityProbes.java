@@ -1,0 +1,67 @@
+package dev.dex.actors;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+
+/** Talking to a {@link Partition} entity directly, as sharding would, and holding its workers still. */
+final class EntityProbes {
+    static final Duration REPLY = Duration.ofSeconds(10);
+
+    private final ActorTestKit testKit;
+
+    EntityProbes(ActorTestKit testKit) {
+        this.testKit = testKit;
+    }
+
+    static Ops.Op get(long key) {
+        return new Ops.Op(Ops.GET, key, 0, 0);
+    }
+
+    static Ops.Op put(long key, long value) {
+        return new Ops.Op(Ops.PUT, key, value, 0);
+    }
+
+    static Ops.Op delete(long key) {
+        return new Ops.Op(Ops.DELETE, key, 0, 0);
+    }
+
+    static Ops.Op scan(long start, int count) {
+        return new Ops.Op(Ops.SCAN, start, 0, count);
+    }
+
+    /** Sends a batch and returns the probe its results will come to. */
+    TestProbe<Ops.Results> send(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
+        TestProbe<Ops.Results> probe = testKit.createTestProbe();
+        entity.tell(new Partition.Execute(ops.get(0).key(), ops, probe.getRef()));
+        return probe;
+    }
+
+    /** Sends a batch and waits for its results. */
+    List<Ops.Result> execute(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
+        return send(entity, ops).receiveMessage(REPLY).results();
+    }
+
+    /**
+     * Occupies a worker until the returned latch is counted down. With one worker thread, every task
+     * submitted meanwhile (acquire, a batch, release) waits behind it, in order: the entity's state can
+     * then be set up message by message.
+     */
+    static CountDownLatch occupy(EngineWorkers workers) {
+        CountDownLatch gate = new CountDownLatch(1);
+        workers.submit(() -> {
+            try {
+                return gate.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        });
+        return gate;
+    }
+}

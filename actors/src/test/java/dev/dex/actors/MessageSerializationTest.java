@@ -1,0 +1,189 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.lang.reflect.RecordComponent;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+
+import org.apache.pekko.actor.NoSerializationVerificationNeeded;
+import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
+import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.core.offload.OffloadRequest;
+
+/**
+ * Every message that may cross the network survives Jackson CBOR (the binding in this module's
+ * {@code reference.conf}) with every field intact, including nulls, NaN, extreme longs and arrays; and
+ * every such message type of the package has a sample here, so a new one cannot ship untested.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(TestKitJUnit5Extension.class)
+@ExtendWith(LogCapturingExtension.class)
+class MessageSerializationTest {
+
+    @JUnit5TestKit
+    ActorTestKit testKit = new JUnit5TestKitBuilder().build();
+
+    /** Realistic instances of every serializable message, several per type where a field may be null or empty. */
+    private List<Object> samples() {
+        ActorRef<MemoryNode.Description> descriptions = testKit.<MemoryNode.Description>createTestProbe().getRef();
+        ActorRef<MemoryNode.ChunkGranted> chunks = testKit.<MemoryNode.ChunkGranted>createTestProbe().getRef();
+        ActorRef<MemoryNode.OffloadResult> offloads = testKit.<MemoryNode.OffloadResult>createTestProbe().getRef();
+        ActorRef<MemoryNode.Command> memoryNode = testKit.<MemoryNode.Command>createTestProbe().getRef();
+        ActorRef<ComputeNode.PartitionTableReply> tables = testKit.<ComputeNode.PartitionTableReply>createTestProbe().getRef();
+        ActorRef<ComputeNode.Status> statuses = testKit.<ComputeNode.Status>createTestProbe().getRef();
+        ActorRef<Ops.Results> results = testKit.<Ops.Results>createTestProbe().getRef();
+        ActorRef<DexClient.Reply> replies = testKit.<DexClient.Reply>createTestProbe().getRef();
+        ActorRef<DexClient.ScanReply> scanReplies = testKit.<DexClient.ScanReply>createTestProbe().getRef();
+
+        Ops.Op get = new Ops.Op(Ops.GET, 42, 0, 0);
+        Ops.Op put = new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0);
+        Ops.Op scan = new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN);
+        Ops.Result scanned = new Ops.Result(Ops.OK, true, 0, new long[] {-7, 3, 1L << 40}, new long[] {70, -30, Long.MAX_VALUE},
+                62_501, null);
+        Ops.Result found = Ops.Result.of(true, -99);
+        Ops.Result refused = Ops.Result.error(Ops.NOT_HELD, "partition 3 is moving to another compute node");
+        return List.of(
+                new MemoryNode.Describe(descriptions),
+                new MemoryNode.Description(3, 64L << 30, memoryNode),
+                new MemoryNode.AllocateChunk(chunks),
+                new MemoryNode.ChunkGranted(0x0003_0000_0001_0000L, null),
+                new MemoryNode.ChunkGranted(0, "memory server 3 is full"),
+                new MemoryNode.Offload(17, OffloadRequest.EXECUTE, OffloadRequest.PUT, 1234, -5678, 0x0001_0000_0000_4400L,
+                        new long[] {0x0001_0000_0000_4400L, 0x0001_0000_0000_8800L}, new long[] {6, Long.MAX_VALUE - 1}, 2, offloads),
+                new MemoryNode.Offload(18, OffloadRequest.PROBE, OffloadRequest.LOOKUP, Long.MAX_VALUE, 0, 0x0001_0000_0000_4400L,
+                        new long[0], new long[0], 0, offloads),
+                new MemoryNode.OffloadResult(17, OffloadRequest.OK, true, -42, new long[] {0x0001_0000_0000_4400L},
+                        new long[] {8}, 1),
+                new MemoryNode.OffloadResult(18, OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0),
+                new ComputeNode.GetPartitionTable(tables),
+                new ComputeNode.PartitionTableReply(new long[] {62_499, 124_999, Long.MAX_VALUE - 1}),
+                new ComputeNode.GetStatus(statuses),
+                new ComputeNode.Status("pekko://dex@127.0.0.1:25520", List.of(0, 5, 15), 1_000_000_000_000L, 12, 3, 0,
+                        Long.MAX_VALUE, 0.8125, 7),
+                new ComputeNode.Status("pekko://dex@127.0.0.1:25521", List.of(), 0, 0, 0, 0, 0, Double.NaN, 0),
+                new Partition.Execute(42, List.of(get, put, scan), results),
+                Partition.Handoff.INSTANCE,
+                get,
+                put,
+                scan,
+                scanned,
+                found,
+                refused,
+                new Ops.Results(List.of(scanned, found, refused)),
+                new Ops.Results(List.of()),
+                new DexClient.Get(Long.MIN_VALUE + 1, replies),
+                new DexClient.Put(-1, Long.MAX_VALUE, replies),
+                new DexClient.Delete(Long.MAX_VALUE, replies),
+                new DexClient.Scan(Long.MIN_VALUE, Ops.MAX_SCAN * 16, scanReplies),
+                new DexClient.Reply(true, -1, null),
+                new DexClient.Reply(false, 0, "key Long.MIN_VALUE is reserved (it is the minus-infinity fence)"),
+                new DexClient.ScanReply(new long[] {1, 2, 3}, new long[] {10, 20, 30}, null),
+                new DexClient.ScanReply(new long[] {1}, new long[] {10}, "gave up after 300 attempts"));
+    }
+
+    @Test
+    void everyMessageSurvivesCborWithEveryFieldIntact() {
+        for (Object message : samples()) {
+            Object back = testKit.serializationTestKit().verifySerialization(message, false);
+            if (!(message instanceof Enum<?>)) {
+                assertNotSame(message, back, "a copy came back, not the message itself");
+            }
+            assertSameFields(message, back, message.getClass().getSimpleName());
+        }
+    }
+
+    @Test
+    void everySerializableMessageTypeHasARoundTripSample() throws Exception {
+        Set<String> sampled = samples().stream().map(m -> m.getClass().getName()).collect(Collectors.toCollection(TreeSet::new));
+        Set<String> declared = new TreeSet<>(serializableMessageTypes());
+        assertTrue(declared.contains(Ops.Op.class.getName()) && declared.contains(Partition.Handoff.class.getName()),
+                "the class scan finds the package's messages: " + declared);
+        Set<String> missing = new TreeSet<>(declared);
+        missing.removeAll(sampled);
+        assertEquals(Set.of(), missing, "message types without a round-trip sample in samples()");
+        assertEquals(declared, sampled);
+    }
+
+    /**
+     * The concrete classes of this package's main code that implement {@link CborSerializable}, minus
+     * local-only ones ({@link NoSerializationVerificationNeeded}: replies an actor pipes to itself).
+     */
+    private static List<String> serializableMessageTypes() throws IOException, URISyntaxException, ClassNotFoundException {
+        Path classes = Path.of(CborSerializable.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        Path dir = classes.resolve(CborSerializable.class.getPackageName().replace('.', '/'));
+        assertTrue(Files.isDirectory(dir), "main classes are a directory here: " + dir);
+        List<String> names = new ArrayList<>();
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path file : (Iterable<Path>) files::iterator) {
+                String fileName = file.getFileName().toString();
+                if (!fileName.endsWith(".class")) {
+                    continue;
+                }
+                String name = CborSerializable.class.getPackageName() + "." + fileName.substring(0, fileName.length() - ".class".length());
+                Class<?> type = Class.forName(name, false, CborSerializable.class.getClassLoader());
+                if (CborSerializable.class.isAssignableFrom(type) && !type.isInterface() && !type.isAnonymousClass()
+                        && !NoSerializationVerificationNeeded.class.isAssignableFrom(type)) {
+                    names.add(type.getName());
+                }
+            }
+        }
+        return names;
+    }
+
+    /**
+     * Records compared component by component, arrays by content, lists element by element (of any list
+     * class: Jackson builds an ArrayList), NaN equal to NaN, everything else by class and equals.
+     */
+    private static void assertSameFields(Object expected, Object actual, String path) {
+        if (expected == null || actual == null) {
+            assertEquals(expected, actual, path);
+            return;
+        }
+        if (expected instanceof List<?> list) {
+            List<?> other = assertInstanceOf(List.class, actual, path);
+            assertEquals(list.size(), other.size(), path + ".size");
+            for (int i = 0; i < list.size(); i++) {
+                assertSameFields(list.get(i), other.get(i), path + "[" + i + "]");
+            }
+            return;
+        }
+        assertEquals(expected.getClass(), actual.getClass(), path);
+        if (expected instanceof long[] longs) {
+            assertArrayEquals(longs, (long[]) actual, path);
+        } else if (expected instanceof Double d) {
+            assertEquals(0, Double.compare(d, (Double) actual), path + ": " + d + " vs " + actual);
+        } else if (expected.getClass().isRecord()) {
+            for (RecordComponent component : expected.getClass().getRecordComponents()) {
+                try {
+                    assertSameFields(component.getAccessor().invoke(expected), component.getAccessor().invoke(actual),
+                            path + "." + component.getName());
+                } catch (ReflectiveOperationException e) {
+                    throw new AssertionError(path + "." + component.getName() + " is not readable", e);
+                }
+            }
+        } else {
+            assertEquals(expected, actual, path);
+        }
+    }
+}
