@@ -1,0 +1,73 @@
+package dev.dex.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class DexCliTest {
+
+    private record Run(int exit, String out, String err) {
+    }
+
+    private static Run run(String... args) {
+        PrintStream out = System.out;
+        PrintStream err = System.err;
+        ByteArrayOutputStream o = new ByteArrayOutputStream();
+        ByteArrayOutputStream e = new ByteArrayOutputStream();
+        try {
+            System.setOut(new PrintStream(o, true, StandardCharsets.UTF_8));
+            System.setErr(new PrintStream(e, true, StandardCharsets.UTF_8));
+            int exit = DexCli.run(args);
+            return new Run(exit, o.toString(StandardCharsets.UTF_8), e.toString(StandardCharsets.UTF_8));
+        } finally {
+            System.setOut(out);
+            System.setErr(err);
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', value = {
+            "client get 1                                | client needs --seed",
+            "client --seed 127.0.0.1:1 fly 1             | unknown operation 'fly'",
+            "client --seed 127.0.0.1:1 put 1             | put takes 2 argument(s)",
+            "client --seed 127.0.0.1:1 get x            | 'x' is not a 64-bit integer",
+            "client --seed nohost get 1                  | a seed node is host:port",
+            "status                                      | status needs --seed",
+            "demo --keys 10                              | --keys must be in [1000",
+            "demo --partitions 2 --keys 5000             | --partitions must be in [3",
+            "memory-node --port 70000                    | --port must be in [0, 65535]",
+            "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
+            "memory-node --config /nonexistent.conf      | no such readable file"})
+    void badInputExitsWithTwoAndSaysWhy(String args, String message) {
+        Run run = run(args.trim().split("\\s+"));
+        assertEquals(2, run.exit(), run.err());
+        assertTrue(run.err().contains(message), run.err());
+    }
+
+    @Test
+    void withoutACommandItPrintsTheCommands() {
+        Run run = run();
+        assertEquals(0, run.exit());
+        for (String command : new String[] {"demo", "memory-node", "compute-node", "client", "status", "bench"}) {
+            assertTrue(run.out().contains(command), run.out());
+        }
+    }
+
+    @Test
+    void theDemoLoadsServesScalesOutAndVerifiesEveryKey() {
+        Run run = run("demo", "--keys", "20000", "--seconds", "1", "--partitions", "12");
+        assertEquals(0, run.exit(), run.out() + run.err());
+        assertTrue(run.out().contains("bulk-loaded 20,000 keys"), run.out());
+        assertTrue(run.out().contains("throughput"), run.out());
+        assertTrue(run.out().contains("partition map after scale-out"), run.out());
+        assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
+        assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
+    }
+}

@@ -1,0 +1,70 @@
+package dev.dex.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.core.offload.OffloadSettings;
+
+class DexSettingsTest {
+
+    @Test
+    void theDefaultsOfReferenceConfAreValid() {
+        DexSettings settings = DexSettings.from(DexNodes.config(ConfigFactory.empty()));
+        assertEquals("local", settings.fabric().transport());
+        assertEquals(64, settings.memory().partitions().count());
+        assertEquals(3, settings.memory().subtreeLevel());
+        assertEquals(1, settings.memory().offloadThreads());
+        assertEquals("dex", settings.compute().engine().mode());
+        assertEquals(OffloadSettings.Policy.COST_MODEL, settings.compute().engine().offload().policy());
+        assertEquals(256L << 20, settings.compute().engine().cacheBytes());
+        assertEquals(0.1, settings.compute().engine().leafAdmission());
+    }
+
+    @Test
+    void theClusterSettingsTurnOffPassivationAndUseTheSplitBrainResolver() {
+        Config config = DexNodes.config(ConfigFactory.empty());
+        assertEquals("none", config.getString("pekko.cluster.sharding.passivation.strategy"));
+        assertTrue(config.getInt("pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit") > 0,
+                "the improved least-shard allocation is on only with an absolute limit above 0");
+        assertEquals("org.apache.pekko.cluster.sbr.SplitBrainResolverProvider", config.getString("pekko.cluster.downing-provider-class"));
+        assertEquals("jackson-cbor", config.getString("pekko.actor.serialization-bindings.\"dev.dex.actors.CborSerializable\""));
+    }
+
+    @ParameterizedTest(name = "{0} = {1}")
+    @CsvSource(delimiter = '|', value = {
+            "dex.fabric.transport     | tcp    | dex.fabric.transport must be local or shm",
+            "dex.fabric.latency-ns    | -1     | dex.fabric.latency-ns must be >= 0",
+            "dex.memory.server-id     | 40000  | dex.memory.server-id must be in [0, 32767]",
+            "dex.memory.region-size   | 1536KiB | must be a multiple of dex.memory.chunk-size",
+            "dex.memory.chunk-size    | 3000   | dex.memory.chunk-size",
+            "dex.memory.offload-threads | 0    | dex.memory.offload-threads must be in [1, 1024]",
+            "dex.tree.subtree-level   | 16     | dex.tree.subtree-level must be in [0, 15]",
+            "dex.tree.partitions      | 0      | partition count must be in [1, 256]",
+            "dex.compute.mode         | fast   | engine mode must be dex, offload-only, no-offload, sherman or partitioned",
+            "dex.compute.leaf-admission | 2    | leaf admission probability must be in [0, 1]",
+            "dex.compute.worker-threads | 0    | dex.compute.worker-threads must be in [1, 1024]",
+            "dex.demo.seconds         | 0      | dex.demo.seconds must be in [1, 3600]"})
+    void aBadSettingFailsWithItsKeyInTheMessage(String key, String value, String message) {
+        Config config = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\""));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(config));
+        assertTrue(e.getMessage().contains(message), e.getMessage());
+    }
+
+    @Test
+    void seedNodesAreHostAndPort() {
+        assertEquals("pekko://dex@10.0.0.1:2551", DexNodes.seedAddress("10.0.0.1:2551"));
+        for (String bad : List.of("localhost", "host:", ":2551", "host:70000", "host:x")) {
+            assertThrows(IllegalArgumentException.class, () -> DexNodes.seedAddress(bad), bad);
+        }
+    }
+}
