@@ -69,6 +69,16 @@ final class Demo implements Callable<Integer> {
     @Option(names = "--partitions", paramLabel = "P", defaultValue = "64", description = "Logical partitions (default: ${DEFAULT-VALUE}).")
     int partitions;
 
+    @Option(names = "--compute-nodes", paramLabel = "C", defaultValue = "2",
+            description = "Compute nodes before the scale-out (default: ${DEFAULT-VALUE}).")
+    int computeNodes;
+
+    @Option(names = "--json", paramLabel = "FILE", description = "Also write the mix's result to FILE as one JSON object.")
+    java.nio.file.Path json;
+
+    /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
+    boolean benchOnly;
+
     private final PrintWriter out = new PrintWriter(System.out, true);
     private PartitionTable table;
 
@@ -79,6 +89,12 @@ final class Demo implements Callable<Integer> {
         long n = keys != null ? keys : defaults.getLong("dex.demo.keys");
         if (n < 1000 || n > 50_000_000) {
             throw new IllegalArgumentException("--keys must be in [1000, 50000000]: " + n);
+        }
+        if (computeNodes < 1 || computeNodes > 16) {
+            throw new IllegalArgumentException("--compute-nodes must be in [1, 16]: " + computeNodes);
+        }
+        if (json != null && (json.toAbsolutePath().getParent() == null || !java.nio.file.Files.isDirectory(json.toAbsolutePath().getParent()))) {
+            throw new IllegalArgumentException("--json " + json + ": its directory does not exist");
         }
         if (partitions < 3 || partitions > PartitionTable.MAX_PARTITIONS) {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
@@ -121,7 +137,8 @@ final class Demo implements Callable<Integer> {
     }
 
     private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
-        out.printf("DEX on Pekko demo: 1 memory node, 2 compute nodes and a client, each its own actor system in this JVM%n");
+        out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM%n",
+                benchOnly ? "cluster bench" : "demo", computeNodes);
         ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
         systems.add(memory);
         List<String> seed = List.of(DexNodes.hostPort(memory));
@@ -158,26 +175,28 @@ final class Demo implements Callable<Integer> {
         }
         out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9, partitions);
 
-        ActorSystem<Void> computeA = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
-        systems.add(computeA);
-        ActorSystem<Void> computeB = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
-        systems.add(computeB);
+        for (int c = 0; c < computeNodes; c++) {
+            systems.add(DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings));
+        }
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed), settings);
         systems.add(clientSystem);
         awaitUp(systems, Duration.ofSeconds(60));
-        awaitComputeNodes(clientSystem, 2, Duration.ofSeconds(60));
+        awaitComputeNodes(clientSystem, computeNodes, Duration.ofSeconds(60));
         DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
 
         Map<Long, Long> written = new ConcurrentHashMap<>();
         List<ComputeNode.Status> before = DexCli.computeStatuses(clientSystem);
         Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), written);
         List<ComputeNode.Status> after = DexCli.computeStatuses(clientSystem);
-        report(mix, before, after, settings.demoWorkload());
+        report(mix, before, after, settings.demoWorkload(), n);
+        if (benchOnly) {
+            return 0;
+        }
 
         out.println();
         out.println("partition map before scale-out:");
         printMap(after);
-        out.println("joining a third compute node...");
+        out.println("joining another compute node...");
         long joinStart = System.nanoTime();
         ActorSystem<Void> computeC = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
         systems.add(computeC);
@@ -299,7 +318,8 @@ final class Demo implements Callable<Integer> {
         return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
     }
 
-    private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, String workload) {
+    private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, String workload, long n)
+            throws java.io.IOException {
         long[] delta = new long[5];
         for (ComputeNode.Status s : after) {
             delta[0] += s.reads();
@@ -326,6 +346,16 @@ final class Demo implements Callable<Integer> {
         out.printf("  %-10s %-10s %-10s %-10s %-10s%n", "reads", "writes", "atomics", "two-sided", "bytes");
         out.printf("  %-10.3f %-10.3f %-10.3f %-10.4f %-10.1f%n", delta[0] / ops, delta[1] / ops, delta[2] / ops, delta[3] / ops,
                 delta[4] / ops);
+        if (json != null) {
+            com.fasterxml.jackson.databind.ObjectMapper mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+            var root = mapper.createObjectNode();
+            root.put("workload", workload).put("mode", "cluster").put("keys", n).put("ops", mix.ops())
+                    .put("computeNodes", computeNodes).put("throughputOpsPerSec", ops / (mix.nanos() / 1e9));
+            root.putObject("perOp").put("reads", delta[0] / ops).put("writes", delta[1] / ops).put("atomics", delta[2] / ops)
+                    .put("twoSided", delta[3] / ops).put("bytes", delta[4] / ops);
+            root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99));
+            mapper.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
     }
 
     private void printMap(List<ComputeNode.Status> statuses) {
@@ -356,13 +386,16 @@ final class Demo implements Callable<Integer> {
                 smallest = Math.min(smallest, s.partitionsHeld().size());
             }
             String map = statuses.stream().map(ComputeNode.Status::partitionsHeld).toList().toString();
-            if (statuses.size() == 3 && total == partitions && smallest >= partitions / 3 - 1 && map.equals(previous)) {
+            int nodes = computeNodes + 1;
+            boolean balanced = statuses.size() == nodes && total == partitions && smallest >= partitions / nodes - 1;
+            if (balanced && map.equals(previous)) {
                 return statuses;
             }
-            previous = statuses.size() == 3 && total == partitions && smallest >= partitions / 3 - 1 ? map : "";
+            previous = balanced ? map : "";
             Thread.sleep(250);
         }
-        throw new IllegalStateException("partitions did not settle on three compute nodes within " + max.toSeconds() + " s");
+        throw new IllegalStateException("partitions did not settle on " + (computeNodes + 1) + " compute nodes within "
+                + max.toSeconds() + " s");
     }
 
     private long verify(DexClientApi client, long n, int inFlight, Map<Long, Long> written) throws InterruptedException {

@@ -63,24 +63,37 @@ public final class DexCli implements Callable<Integer> {
     /** Runs a command line and returns its exit code. */
     public static int run(String... args) {
         if (args.length > 0 && args[0].equals("bench")) {
-            return BenchCommand.commandLine().setCommandName("dex bench").execute(Arrays.copyOfRange(args, 1, args.length));
+            List<String> rest = new ArrayList<>(Arrays.asList(args).subList(1, args.length));
+            if (rest.remove("--cluster")) {
+                // The cluster bench: an in-JVM cluster measured through the client actor (the demo's mix).
+                Demo bench = new Demo();
+                bench.benchOnly = true;
+                CommandLine cli = new CommandLine(bench).setCommandName("dex bench --cluster");
+                cli.setExecutionExceptionHandler(DexCli::handle);
+                return cli.execute(rest.toArray(String[]::new));
+            }
+            return BenchCommand.commandLine().setCommandName("dex bench").execute(rest.toArray(String[]::new));
         }
         CommandLine cli = new CommandLine(new DexCli());
-        cli.setExecutionExceptionHandler((e, cmd, parsed) -> {
-            if (e instanceof IllegalArgumentException || e instanceof com.typesafe.config.ConfigException) {
-                cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + ": " + e.getMessage());
-                return 2;
-            }
-            cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + " failed: " + e);
-            return 1;
-        });
+        cli.setExecutionExceptionHandler(DexCli::handle);
         return cli.execute(args);
+    }
+
+    /** Bad input (a bad option or setting) exits 2 with the reason; anything else exits 1. */
+    private static int handle(Exception e, CommandLine cmd, CommandLine.ParseResult parsed) {
+        if (e instanceof IllegalArgumentException || e instanceof com.typesafe.config.ConfigException) {
+            cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + ": " + e.getMessage());
+            return 2;
+        }
+        cmd.getErr().println(cmd.getCommandSpec().qualifiedName() + " failed: " + e);
+        return 1;
     }
 
     @Override
     public Integer call() {
         new CommandLine(this).usage(System.out);
-        System.out.println("\n  bench      the engine benchmark ('dex bench --help')");
+        System.out.println("\n  bench      the engine benchmark ('dex bench --help'); 'dex bench --cluster' measures an in-JVM"
+                + " cluster through the client ('dex bench --cluster --help')");
         return 0;
     }
 

@@ -61,6 +61,22 @@ class DexCliTest {
     }
 
     @Test
+    void theClusterBenchMeasuresTheMixThroughTheClientAndWritesJson(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path json = dir.resolve("cluster.json");
+        Run run = run("bench", "--cluster", "--keys", "10000", "--seconds", "1", "--partitions", "6", "--compute-nodes", "1",
+                "--workload", "write-intensive", "--json", json.toString());
+        assertEquals(0, run.exit(), run.out() + run.err());
+        var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+        assertEquals("cluster", result.get("mode").asText());
+        assertEquals("write-intensive", result.get("workload").asText());
+        assertEquals(1, result.get("computeNodes").asInt());
+        assertTrue(result.get("ops").asLong() > 0 && result.get("throughputOpsPerSec").asDouble() > 0, result.toString());
+        assertTrue(result.get("perOp").get("reads").asDouble() > 0, "operations read remote memory: " + result);
+        assertTrue(!run.out().contains("scale-out"), "the cluster bench does not scale out");
+    }
+
+    @Test
     void theDemoLoadsServesScalesOutAndVerifiesEveryKey() {
         Run run = run("demo", "--keys", "20000", "--seconds", "1", "--partitions", "12");
         assertEquals(0, run.exit(), run.out() + run.err());
