@@ -97,6 +97,11 @@ public final class DexCli implements Callable<Integer> {
         return 0;
     }
 
+    /** {@code config} with {@code key} set to {@code value}, or unchanged when the option was not given. */
+    private static Config optional(Config config, String key, Object value) {
+        return value == null ? config : config.withValue(key, ConfigValueFactory.fromAnyRef(value));
+    }
+
     /** Blocks until the actor system terminates (SIGTERM runs coordinated shutdown: a graceful leave). */
     private static int runUntilTerminated(ActorSystem<?> system, String what, PrintWriter out) throws Exception {
         out.println(what + " up at " + DexNodes.hostPort(system) + "; stop with Ctrl-C (a graceful leave)");
@@ -118,13 +123,8 @@ public final class DexCli implements Callable<Integer> {
 
         @Override
         public Integer call() throws Exception {
-            Config extra = ConfigFactory.empty();
-            if (serverId != null) {
-                extra = extra.withValue("dex.memory.server-id", ConfigValueFactory.fromAnyRef(serverId));
-            }
-            if (regionSize != null) {
-                extra = extra.withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(regionSize));
-            }
+            Config extra = optional(optional(ConfigFactory.empty(), "dex.memory.server-id", serverId),
+                    "dex.memory.region-size", regionSize);
             Config config = node.nodeConfig(extra, "memory");
             DexSettings settings = DexSettings.from(config);
             return runUntilTerminated(DexNodes.memoryNode(config, settings), "memory node " + settings.memory().serverId(),
@@ -148,16 +148,8 @@ public final class DexCli implements Callable<Integer> {
 
         @Override
         public Integer call() throws Exception {
-            Config extra = ConfigFactory.empty();
-            if (memoryNodes != null) {
-                extra = extra.withValue("dex.compute.memory-nodes", ConfigValueFactory.fromAnyRef(memoryNodes));
-            }
-            if (cacheSize != null) {
-                extra = extra.withValue("dex.compute.cache-size", ConfigValueFactory.fromAnyRef(cacheSize));
-            }
-            if (mode != null) {
-                extra = extra.withValue("dex.compute.mode", ConfigValueFactory.fromAnyRef(mode));
-            }
+            Config extra = optional(optional(optional(ConfigFactory.empty(), "dex.compute.memory-nodes", memoryNodes),
+                    "dex.compute.cache-size", cacheSize), "dex.compute.mode", mode);
             Config config = node.nodeConfig(extra, "compute");
             return runUntilTerminated(DexNodes.computeNode(config, DexSettings.from(config)), "compute node",
                     new PrintWriter(System.out, true));
