@@ -42,17 +42,23 @@ public final class DexNodes {
                 .resolve();
     }
 
-    /** A node's configuration: role, host, port and seed nodes ("host:port"; empty: join itself). */
+    /**
+     * A node's configuration: its role file ({@code dex-memory.conf}, {@code dex-compute.conf},
+     * {@code dex-client.conf}), host, port and seed nodes ("host:port"; empty: join itself), over {@code base}.
+     */
     public static Config nodeConfig(Config base, String role, String host, int port, List<String> seeds) {
+        Config roleFile = ConfigFactory.parseResources("dex-" + role + ".conf");
+        if (roleFile.isEmpty()) {
+            throw new IllegalArgumentException("no role file dex-" + role + ".conf; roles are memory, compute and client");
+        }
         Config node = ConfigFactory.empty()
-                .withValue("pekko.cluster.roles", ConfigValueFactory.fromIterable(List.of(role)))
                 .withValue("pekko.remote.artery.canonical.hostname", ConfigValueFactory.fromAnyRef(host))
                 .withValue("pekko.remote.artery.canonical.port", ConfigValueFactory.fromAnyRef(port));
         if (!seeds.isEmpty()) {
             node = node.withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(
                     seeds.stream().map(DexNodes::seedAddress).collect(Collectors.toList())));
         }
-        return node.withFallback(base);
+        return node.withFallback(roleFile).withFallback(base);
     }
 
     /** "host:port" as an actor system address of the cluster. */

@@ -61,6 +61,17 @@ class DexSettingsTest {
     }
 
     @Test
+    void eachRoleFileGivesItsRole() {
+        Config base = DexNodes.config(ConfigFactory.empty());
+        for (String role : List.of("memory", "compute", "client")) {
+            Config node = DexNodes.nodeConfig(base, role, "127.0.0.1", 0, List.of("127.0.0.1:2551"));
+            assertEquals(List.of(role), node.getStringList("pekko.cluster.roles"));
+            assertEquals(List.of("pekko://dex@127.0.0.1:2551"), node.getStringList("pekko.cluster.seed-nodes"));
+        }
+        assertThrows(IllegalArgumentException.class, () -> DexNodes.nodeConfig(base, "storage", "127.0.0.1", 0, List.of()));
+    }
+
+    @Test
     void seedNodesAreHostAndPort() {
         assertEquals("pekko://dex@10.0.0.1:2551", DexNodes.seedAddress("10.0.0.1:2551"));
         for (String bad : List.of("localhost", "host:", ":2551", "host:70000", "host:x")) {
