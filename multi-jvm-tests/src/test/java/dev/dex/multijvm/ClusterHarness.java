@@ -1,0 +1,505 @@
+package dev.dex.multijvm;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import java.util.stream.Stream;
+
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.BeforeEachCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClient;
+import dev.dex.actors.DexClientApi;
+import dev.dex.cluster.DexNodes;
+import dev.dex.cluster.DexSettings;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.Partitioning;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.tree.Superblock;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.shm.ShmFabric;
+
+/**
+ * A real DEX cluster for one test: memory and compute nodes as separate JVMs ({@link NodeProcess}) sharing
+ * regions through the shm fabric in a directory of their own under {@code /dev/shm}, and the test JVM as
+ * the client node. Register it with {@code @RegisterExtension}; after each test, passed or failed, it
+ * stops the client, ends every node JVM (SIGTERM, then SIGKILL after a grace period) and deletes the shm
+ * directory. A JVM shutdown hook kills the nodes if the test JVM itself is stopped.
+ *
+ * <p>Node logs go to {@code target/it-logs/<test class>/<node>.log}. The settings given to the
+ * constructor ({@code key=value}) go to every node as {@code --set} and into the client's configuration.
+ *
+ * <p>Keys: the bulk load puts keys {@code i * KEY_SPACING} for i in [1, n] with value {@link #loadedValue};
+ * the gaps leave room for inserts.
+ */
+final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
+    static final int PARTITIONS = 16;
+    static final long KEY_SPACING = 16;
+    static final Duration NODE_START = Duration.ofSeconds(60);
+    private static final Duration STOP_GRACE = Duration.ofSeconds(5);
+
+    private final List<String> settings;
+    private String testName;
+    private Path logDirectory;
+    private Path shmDirectory;
+    private ShmFabric fabric;
+    /** Read by the shutdown hook's thread too. */
+    private final List<NodeProcess> nodes = new CopyOnWriteArrayList<>();
+    private final List<RemoteMemory> connections = new ArrayList<>();
+    private final List<AutoCloseable> resources = new ArrayList<>();
+    private NodeProcess seed;
+    private ActorSystem<DexClient.Command> clientSystem;
+    private DexClientApi client;
+    private PartitionTable table;
+    private Thread killOnExit;
+    private long started;
+
+    /** @param settings {@code key=value} settings for every node and the client */
+    ClusterHarness(String... settings) {
+        this.settings = List.of(settings);
+    }
+
+    @Override
+    public void beforeEach(ExtensionContext context) throws IOException {
+        testName = context.getRequiredTestClass().getSimpleName();
+        logDirectory = Path.of(System.getProperty("basedir", "."), "target", "it-logs", testName);
+        deleteRecursively(logDirectory);
+        Files.createDirectories(logDirectory);
+        shmDirectory = Path.of("/dev/shm", "dex-it-" + testName + "-" + UUID.randomUUID());
+        fabric = new ShmFabric(shmDirectory);
+        killOnExit = new Thread(() -> nodes.forEach(node -> {
+            if (node.isAlive()) {
+                try {
+                    node.kill();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }), "dex-it-kill-nodes");
+        Runtime.getRuntime().addShutdownHook(killOnExit);
+        started = System.nanoTime();
+        log("logs in " + logDirectory.toAbsolutePath().normalize() + ", shm fabric in " + shmDirectory);
+    }
+
+    @Override
+    public void afterEach(ExtensionContext context) throws Exception {
+        log("cleaning up" + context.getExecutionException().map(e -> " after a failure: " + e).orElse(""));
+        try {
+            close();
+        } finally {
+            log("done in " + seconds() + " s");
+        }
+    }
+
+    // ---- nodes ----
+
+    /**
+     * Starts memory server {@code serverId} (region 64 MiB) and waits until it is up. The first memory
+     * node started is every other node's seed; server 0 formats the tree.
+     */
+    NodeProcess startMemoryNode(int serverId, String... extra) throws InterruptedException {
+        List<String> arguments = new ArrayList<>(List.of("memory-node", "--server-id", Integer.toString(serverId),
+                "--region-size", "64MiB"));
+        arguments.addAll(Arrays.asList(extra));
+        NodeProcess node = start("memory-" + serverId, arguments);
+        node.awaitPort(NODE_START);
+        if (seed == null) {
+            seed = node;
+        }
+        log(node + " up");
+        return node;
+    }
+
+    /** Starts compute nodes (cache 8 MiB) named {@code names} at once and waits until each is up. */
+    List<NodeProcess> startComputeNodes(List<String> names, String... extra) throws InterruptedException {
+        List<NodeProcess> started = new ArrayList<>();
+        for (String name : names) {
+            List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", "8MiB"));
+            arguments.addAll(Arrays.asList(extra));
+            started.add(start(name, arguments));
+        }
+        for (NodeProcess node : started) {
+            node.awaitPort(NODE_START);
+        }
+        log(started + " up");
+        return started;
+    }
+
+    NodeProcess startComputeNode(String name, String... extra) throws InterruptedException {
+        return startComputeNodes(List.of(name), extra).get(0);
+    }
+
+    private NodeProcess start(String name, List<String> command) {
+        List<String> arguments = new ArrayList<>(command);
+        arguments.addAll(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", "shm", "--shm-dir", shmDirectory.toString()));
+        if (seed != null) {
+            arguments.addAll(List.of("--seed", seed.seed()));
+        }
+        for (String setting : settings) {
+            arguments.addAll(List.of("--set", setting));
+        }
+        NodeProcess node = NodeProcess.start(name, logDirectory, arguments);
+        nodes.add(node);
+        return node;
+    }
+
+    /** The node listening on the port of {@code address} ("pekko://dex@127.0.0.1:port"). */
+    NodeProcess nodeAt(String address) {
+        for (NodeProcess node : nodes) {
+            if (address.endsWith(":" + node.port())) {
+                return node;
+            }
+        }
+        throw new IllegalArgumentException("no node of this test at " + address);
+    }
+
+    // ---- memory: load over the shm fabric, before compute nodes start ----
+
+    /**
+     * A connection of this JVM to memory servers {@code serverIds}, once each has exported its region and
+     * server 0 has formatted the tree (and stored its initial partition table).
+     */
+    RemoteMemory awaitFormatted(int... serverIds) throws InterruptedException {
+        long deadline = System.nanoTime() + NODE_START.toNanos();
+        while (true) {
+            try {
+                RemoteMemory memory = fabric.connect(serverIds);
+                try {
+                    Superblock.readPartitions(memory);
+                    connections.add(memory);
+                    return memory;
+                } catch (IllegalStateException notYet) {
+                    memory.close();
+                }
+            } catch (IllegalArgumentException notExported) {
+                // a memory node has not exported its region yet
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("memory servers " + Arrays.toString(serverIds) + " not formatted within "
+                        + NODE_START.toSeconds() + " s");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    /**
+     * Bulk-loads keys {@code i * KEY_SPACING} for i in [1, n], nodes filled to 80%, and stores
+     * {@link #PARTITIONS} partitions at leaf fences, the table compute nodes read when they open the tree.
+     */
+    BulkLoader.Result bulkLoad(RemoteMemory memory, long n) {
+        return bulkLoad(memory, n, 0.8);
+    }
+
+    /** {@link #bulkLoad(RemoteMemory, long)} with nodes filled to {@code fill} (1.0: the first insert into a node splits it). */
+    BulkLoader.Result bulkLoad(RemoteMemory memory, long n, double fill) {
+        BulkLoader.Result result = BulkLoader.load(memory, fill, loadedEntries(n), loaded -> { });
+        table = Partitioning.fromLeafFences(memory, PARTITIONS);
+        Superblock.writePartitions(memory, table);
+        log("bulk-loaded " + result.entries() + " keys: height " + result.height() + ", " + result.leaves() + " leaves, "
+                + result.innerNodes() + " inner nodes; partitions " + table);
+        return result;
+    }
+
+    static long key(long i) {
+        return i * KEY_SPACING;
+    }
+
+    static long loadedValue(long key) {
+        return key + 1;
+    }
+
+    private static SortedEntries loadedEntries(long n) {
+        return new SortedEntries() {
+            private long i;
+
+            @Override
+            public boolean next() {
+                return ++i <= n;
+            }
+
+            @Override
+            public long key() {
+                return ClusterHarness.key(i);
+            }
+
+            @Override
+            public long value() {
+                return loadedValue(key());
+            }
+        };
+    }
+
+    PartitionTable table() {
+        return table;
+    }
+
+    // ---- the client: this JVM joins as a client node ----
+
+    /** Starts the client node in this JVM, joined to the seed, and returns its Java facade. */
+    DexClientApi startClient() {
+        Config overrides = ConfigFactory.empty();
+        for (String setting : settings) {
+            overrides = ConfigFactory.parseString(setting).withFallback(overrides);
+        }
+        overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef("shm"))
+                .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
+        Config config = DexNodes.nodeConfig(DexNodes.config(overrides), "client", "127.0.0.1", 0, List.of(seed.seed()));
+        DexSettings dex = DexSettings.from(config);
+        clientSystem = DexNodes.client(config, dex);
+        client = new DexClientApi(clientSystem, clientSystem, dex.requestTimeout());
+        return client;
+    }
+
+    /** Waits until the cluster, as the client sees it, is exactly {@code count} members, all Up. */
+    void awaitMembersUp(int count) throws InterruptedException {
+        long deadline = System.nanoTime() + NODE_START.toNanos();
+        String seen = "";
+        while (System.nanoTime() < deadline) {
+            List<String> members = new ArrayList<>();
+            int up = 0;
+            for (Member member : Cluster.get(clientSystem).state().getMembers()) {
+                members.add(member.address().getPort().orElse(0) + ":" + member.status());
+                if (member.status() == MemberStatus.up()) {
+                    up++;
+                }
+            }
+            if (up == count && members.size() == count) {
+                log(count + " members up");
+                return;
+            }
+            seen = members.toString();
+            Thread.sleep(100);
+        }
+        throw new AssertionError(count + " members not up within " + NODE_START.toSeconds() + " s; last seen " + seen);
+    }
+
+    /** Whether the client still sees {@code node} as a member of the cluster, in any status. */
+    boolean isMember(NodeProcess node) {
+        for (Member member : Cluster.get(clientSystem).state().getMembers()) {
+            if (member.address().getPort().orElse(0) == node.port()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Waits until {@code count} compute nodes answer their status (they register once their engine is open). */
+    List<ComputeNode.Status> awaitComputeNodes(int count) throws Exception {
+        long deadline = System.nanoTime() + NODE_START.toNanos();
+        while (System.nanoTime() < deadline) {
+            List<ComputeNode.Status> statuses = statuses();
+            if (statuses.size() == count) {
+                log(count + " compute nodes serving");
+                return statuses;
+            }
+            Thread.sleep(200);
+        }
+        throw new AssertionError(count + " compute nodes did not answer within " + NODE_START.toSeconds() + " s");
+    }
+
+    /**
+     * The status of every compute node the Receptionist lists and that answers within 3 s, by address. A
+     * crashed node stays listed until it is removed from the cluster; it is left out.
+     */
+    List<ComputeNode.Status> statuses() throws Exception {
+        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(clientSystem.receptionist(),
+                r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), clientSystem.scheduler())
+                .toCompletableFuture().get(10, TimeUnit.SECONDS);
+        List<CompletableFuture<ComputeNode.Status>> asks = new ArrayList<>();
+        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
+            asks.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
+                    Duration.ofSeconds(3), clientSystem.scheduler()).toCompletableFuture());
+        }
+        List<ComputeNode.Status> statuses = new ArrayList<>();
+        for (CompletableFuture<ComputeNode.Status> ask : asks) {
+            try {
+                statuses.add(ask.get(10, TimeUnit.SECONDS));
+            } catch (ExecutionException unreachable) {
+                // a node that does not answer is not serving
+            }
+        }
+        statuses.sort(Comparator.comparing(ComputeNode.Status::address));
+        return statuses;
+    }
+
+    /** Partitions held, by compute node name, in node order. */
+    Map<String, List<Integer>> partitionMap(List<ComputeNode.Status> statuses) {
+        Map<String, List<Integer>> map = new LinkedHashMap<>();
+        for (ComputeNode.Status status : statuses) {
+            map.put(nodeAt(status.address()).name(), status.partitionsHeld());
+        }
+        return map;
+    }
+
+    /**
+     * Touches every partition with a get (sharding starts a moved partition's entity on its first
+     * message) and polls statuses until {@code settled} holds for two polls in a row with the same map.
+     */
+    Map<String, List<Integer>> awaitPartitions(String what, Predicate<Map<String, List<Integer>>> settled, Duration max)
+            throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        Map<String, List<Integer>> previous = null;
+        Map<String, List<Integer>> map = Map.of();
+        while (System.nanoTime() < deadline) {
+            List<CompletableFuture<?>> touches = new ArrayList<>();
+            for (int p = 0; p < table.count(); p++) {
+                touches.add(client.get(table.lowerExclusive(p) + 1).toCompletableFuture());
+            }
+            CompletableFuture.allOf(touches.toArray(CompletableFuture[]::new)).get(120, TimeUnit.SECONDS);
+            map = partitionMap(statuses());
+            if (settled.test(map) && map.equals(previous)) {
+                log(what + ": " + map);
+                return map;
+            }
+            previous = settled.test(map) ? map : null;
+            Thread.sleep(250);
+        }
+        throw new AssertionError(what + " did not happen within " + max.toSeconds() + " s; last partition map " + map);
+    }
+
+    /**
+     * {@code nodes} compute nodes, every partition held by exactly one, and each holding at least its share
+     * less one (sharding may first give every partition to the node that registered first, then rebalance).
+     */
+    static Predicate<Map<String, List<Integer>>> balancedOver(int nodes) {
+        return map -> map.size() == nodes && eachPartitionHeldOnce(map)
+                && map.values().stream().allMatch(held -> held.size() >= PARTITIONS / nodes - 1);
+    }
+
+    /** Every partition held by exactly one of the nodes in {@code map}. */
+    static boolean eachPartitionHeldOnce(Map<String, List<Integer>> map) {
+        boolean[] held = new boolean[PARTITIONS];
+        int count = 0;
+        for (List<Integer> partitions : map.values()) {
+            for (int p : partitions) {
+                if (held[p]) {
+                    return false;
+                }
+                held[p] = true;
+                count++;
+            }
+        }
+        return count == PARTITIONS;
+    }
+
+    /** Closes {@code resource} first thing at cleanup, before the client stops (a workload still sending, say). */
+    <T extends AutoCloseable> T closeAfter(T resource) {
+        resources.add(resource);
+        return resource;
+    }
+
+    // ---- reporting ----
+
+    /** Prints a line of the test's progress with the seconds since it started. */
+    void log(String message) {
+        System.out.printf("[%s +%s s] %s%n", testName, seconds(), message);
+    }
+
+    private String seconds() {
+        return String.format("%.1f", (System.nanoTime() - started) / 1e9);
+    }
+
+    // ---- cleanup ----
+
+    /**
+     * Stops everything the test started, whatever state it is in. A timeout may have interrupted the test's
+     * thread; cleanup clears the flag so that its own waits work, and sets it again at the end.
+     */
+    private void close() throws Exception {
+        boolean interrupted = Thread.interrupted();
+        Exception failure = null;
+        try {
+            for (AutoCloseable resource : resources) {
+                try {
+                    resource.close();
+                } catch (Exception e) {
+                    failure = e;
+                }
+            }
+            if (clientSystem != null) {
+                clientSystem.terminate();
+                try {
+                    clientSystem.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    failure = e;
+                }
+            }
+        } finally {
+            try {
+                stopNodes();
+            } finally {
+                for (RemoteMemory connection : connections) {
+                    connection.close();
+                }
+                deleteRecursively(shmDirectory);
+                Runtime.getRuntime().removeShutdownHook(killOnExit);
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    /** SIGTERM to every node at once, then SIGKILL to those still running after {@link #STOP_GRACE}. */
+    private void stopNodes() throws InterruptedException {
+        for (NodeProcess node : nodes) {
+            node.signalStop();
+        }
+        long deadline = System.nanoTime() + STOP_GRACE.toNanos();
+        try {
+            for (NodeProcess node : nodes) {
+                node.awaitExit(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
+            }
+        } finally {
+            for (NodeProcess node : nodes) {
+                if (node.isAlive()) {
+                    node.kill();
+                }
+            }
+        }
+    }
+
+    private static void deleteRecursively(Path directory) throws IOException {
+        if (!Files.exists(directory)) {
+            return;
+        }
+        try (Stream<Path> paths = Files.walk(directory)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(path);
+            }
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
+        }
+    }
+}

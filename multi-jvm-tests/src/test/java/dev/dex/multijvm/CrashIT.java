@@ -1,0 +1,116 @@
+package dev.dex.multijvm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import dev.dex.actors.DexClientApi;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * A crash under load: a compute JVM is killed (SIGKILL), the split-brain resolver downs it once it has been
+ * unreachable for {@code stable-after} (lowered to 2 s on every node and the client), and the survivor
+ * takes its partitions; the cluster keeps serving. The killed node is the oldest compute node, so the
+ * shard coordinator (a cluster singleton on the compute role) is lost with it and restarts on the survivor.
+ * The survivor's own partitions answer while the crashed node is still unreachable.
+ *
+ * <p>What a crash may lose, and what this test asserts: a partition's leaves are written back lazily, so
+ * acknowledged writes whose pages were dirty in the crashed node's cache, and never written back, are gone;
+ * the survivor reads the older values from remote memory. So every key outside the crashed node's
+ * partitions holds its last acknowledged value; a key inside them holds its last acknowledged value or an
+ * older value it was once given (loaded or acknowledged), never a value never written. The test reports
+ * how many such keys lost their last write.
+ */
+class CrashIT {
+    private static final long KEYS = 20_000;
+
+    @RegisterExtension
+    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16",
+            "pekko.cluster.split-brain-resolver.stable-after=2s");
+
+    @Test
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void survivorsTakeACrashedNodesPartitionsAndOnlyItsUnwrittenBackWritesAreLost() throws Exception {
+        cluster.startMemoryNode(0);
+        RemoteMemory memory = cluster.awaitFormatted(0);
+        cluster.bulkLoad(memory, KEYS);
+        PartitionTable table = cluster.table();
+        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        NodeProcess crashing = computes.get(0);
+        DexClientApi client = cluster.startClient();
+        cluster.awaitMembersUp(4);
+        cluster.awaitComputeNodes(2);
+
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, 50, 64));
+        mix.start(13);
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+        Map<String, List<Integer>> before = cluster.awaitPartitions("before the crash", ClusterHarness.balancedOver(2),
+                Duration.ofSeconds(60));
+        Set<Integer> crashed = new TreeSet<>(before.get(crashing.name()));
+        assertFalse(crashed.isEmpty(), "the crashing node holds partitions: " + before);
+
+        mix.relax(key -> crashed.contains(table.partitionOf(key)));
+        long killed = System.nanoTime();
+        crashing.kill();
+        cluster.log(crashing + " killed; it held partitions " + crashed);
+
+        // The survivor's own partitions keep serving while the crashed node is unreachable and not yet downed.
+        List<CompletableFuture<OptionalLong>> probes = new ArrayList<>();
+        for (long i = 1; i <= KEYS; i += 20) {
+            if (!crashed.contains(table.partitionOf(ClusterHarness.key(i)))) {
+                probes.add(client.get(ClusterHarness.key(i)).toCompletableFuture());
+            }
+        }
+        CompletableFuture.allOf(probes.toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
+        for (CompletableFuture<OptionalLong> probe : probes) {
+            assertTrue(probe.get().isPresent(), "a key of the survivor's partitions is found while the crashed node is unreachable");
+        }
+        cluster.log(String.format("%d reads of the survivor's partitions answered %.1f s after the kill; %s still a member: %s",
+                probes.size(), (System.nanoTime() - killed) / 1e9, crashing, cluster.isMember(crashing)));
+        cluster.awaitMembersUp(3);
+        cluster.log(String.format("%s downed and removed %.1f s after the kill", crashing, (System.nanoTime() - killed) / 1e9));
+        Map<String, List<Integer>> after = cluster.awaitPartitions("after the crash", ClusterHarness.balancedOver(1),
+                Duration.ofSeconds(90));
+        cluster.log(String.format("the survivor holds all %d partitions %.1f s after the kill", after.values().iterator().next().size(),
+                (System.nanoTime() - killed) / 1e9));
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+        mix.stop();
+        cluster.log("mix: " + mix.summary());
+
+        assertEquals(0, mix.failureCount(), "operations that failed even after the client's retries: " + mix.failures());
+        assertEquals(0, mix.violationCount(), "reads that returned a value the key never held: " + mix.violations());
+        WriteMix.Verification verification = mix.verify(key -> crashed.contains(table.partitionOf(key)));
+        cluster.log("verified: " + verification);
+        cluster.log(String.format("lost with the crashed cache: %d of the %d keys of partitions %s", verification.lost(),
+                keysIn(table, crashed), crashed));
+        assertEquals(0, verification.failed(), "verification reads failed: " + verification);
+        assertEquals(0, verification.wrong(), "keys outside the crashed partitions hold their last acknowledged value; keys inside"
+                + " hold it or an older value they once had: " + verification);
+        assertEquals(KEYS, verification.exact() + verification.lost());
+    }
+
+    private static long keysIn(PartitionTable table, Set<Integer> partitions) {
+        long count = 0;
+        for (long i = 1; i <= KEYS; i++) {
+            if (partitions.contains(table.partitionOf(ClusterHarness.key(i)))) {
+                count++;
+            }
+        }
+        return count;
+    }
+}

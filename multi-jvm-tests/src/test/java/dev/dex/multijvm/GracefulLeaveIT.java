@@ -1,0 +1,79 @@
+package dev.dex.multijvm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import dev.dex.actors.DexClientApi;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * A graceful leave under load: SIGTERM to a compute JVM runs Pekko's coordinated shutdown, in which its
+ * shard region hands every partition off (the entity writes its dirty pages back) before the node leaves
+ * the cluster. The stopped node is the oldest compute node, so the shard coordinator moves as well. Its
+ * partitions move to the survivor and no acknowledged write is lost.
+ */
+class GracefulLeaveIT {
+    private static final long KEYS = 20_000;
+
+    @RegisterExtension
+    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16");
+
+    @Test
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void aComputeNodeStoppedUnderWritesHandsItsPartitionsToTheSurvivorWithoutLosingAny() throws Exception {
+        cluster.startMemoryNode(0);
+        RemoteMemory memory = cluster.awaitFormatted(0);
+        cluster.bulkLoad(memory, KEYS);
+        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        NodeProcess leaving = computes.get(0);
+        DexClientApi client = cluster.startClient();
+        cluster.awaitMembersUp(4);
+        cluster.awaitComputeNodes(2);
+
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, 50, 64));
+        mix.start(11);
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+        Map<String, List<Integer>> before = cluster.awaitPartitions("before the leave", ClusterHarness.balancedOver(2),
+                Duration.ofSeconds(60));
+        List<Integer> held = before.get(leaving.name());
+        assertFalse(held.isEmpty(), "the leaving node holds partitions: " + before);
+
+        int earlier = Handoffs.of(leaving).size();
+        long stopped = System.nanoTime();
+        assertTrue(leaving.stopGracefully(Duration.ofSeconds(60)), leaving + " exits within 60 s of SIGTERM");
+        cluster.log(String.format("%s exited %.1f s after SIGTERM", leaving, (System.nanoTime() - stopped) / 1e9));
+        cluster.awaitMembersUp(3);
+        Map<String, List<Integer>> after = cluster.awaitPartitions("after the leave", ClusterHarness.balancedOver(1),
+                Duration.ofSeconds(60));
+        cluster.log(String.format("compute-1 holds all %d partitions %.1f s after SIGTERM to %s", after.get("compute-1").size(),
+                (System.nanoTime() - stopped) / 1e9, leaving));
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+        mix.stop();
+        cluster.log("mix: " + mix.summary());
+
+        List<Handoffs.Handoff> handoffs = Handoffs.since(leaving, earlier);
+        handoffs.forEach(h -> cluster.log("handoff " + h));
+        Set<Integer> handedOff = new TreeSet<>();
+        handoffs.forEach(h -> handedOff.add(h.partition()));
+        assertTrue(handedOff.containsAll(held), "every partition the leaving node held was handed off (dirty pages written back):"
+                + " held " + held + ", handed off " + handedOff);
+
+        assertEquals(0, mix.failureCount(), "operations that failed even after the client's retries: " + mix.failures());
+        assertEquals(0, mix.violationCount(), "reads that returned a value the key could not hold: " + mix.violations());
+        WriteMix.Verification verification = mix.verify(key -> false);
+        cluster.log("verified: " + verification);
+        assertEquals(KEYS, verification.exact(), "every key holds its last acknowledged value: " + verification);
+    }
+}

@@ -1,0 +1,140 @@
+package dev.dex.multijvm;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * One cluster node running in a JVM of its own: {@code dev.dex.cluster.DexCli memory-node|compute-node ...}
+ * with the test JVM's class path. Standard output and error both go to {@code <name>.log}; the node's port
+ * is read from the line the CLI prints once the actor system is up ("... up at host:port"), so every node
+ * listens on a port the kernel chose and no port is ever picked and then raced for.
+ */
+final class NodeProcess {
+    private static final Pattern UP_AT = Pattern.compile(" up at [^:\\s]+:(\\d+);");
+
+    /** Flags of every node JVM: a small heap, and a common pool that does not start a thread per async step. */
+    static final List<String> JVM_FLAGS = List.of("-Xmx256m", "-XX:+UseSerialGC",
+            "-Djava.util.concurrent.ForkJoinPool.common.parallelism=2", "-Dlogback.configurationFile=dex-it-node-logback.xml");
+
+    private final String name;
+    private final Path log;
+    private final Process process;
+    private int port;
+
+    private NodeProcess(String name, Path log, Process process) {
+        this.name = name;
+        this.log = log;
+        this.process = process;
+    }
+
+    /** Starts {@code DexCli} with {@code arguments}, logging to {@code logDirectory/<name>.log}. */
+    static NodeProcess start(String name, Path logDirectory, List<String> arguments) {
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.addAll(JVM_FLAGS);
+        command.add("-cp");
+        command.add(System.getProperty("java.class.path"));
+        command.add("dev.dex.cluster.DexCli");
+        command.addAll(arguments);
+        Path log = logDirectory.resolve(name + ".log");
+        try {
+            Files.createDirectories(logDirectory);
+            Process process = new ProcessBuilder(command).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.to(log.toFile())).start();
+            return new NodeProcess(name, log, process);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot start node " + name, e);
+        }
+    }
+
+    String name() {
+        return name;
+    }
+
+    boolean isAlive() {
+        return process.isAlive();
+    }
+
+    /** Waits until the node printed the port it listens on; fails early if the JVM exits first. */
+    int awaitPort(Duration max) throws InterruptedException {
+        if (port > 0) {
+            return port;
+        }
+        long deadline = System.nanoTime() + max.toNanos();
+        while (true) {
+            Matcher up = UP_AT.matcher(logText());
+            if (up.find()) {
+                port = Integer.parseInt(up.group(1));
+                return port;
+            }
+            if (!process.isAlive()) {
+                throw new IllegalStateException("node " + name + " exited with " + process.exitValue() + " before it was up; see " + log);
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("node " + name + " did not come up within " + max.toSeconds() + " s; see " + log);
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /** The port the node listens on, once {@link #awaitPort} returned. */
+    int port() {
+        if (port == 0) {
+            throw new IllegalStateException("node " + name + " has not reported its port yet");
+        }
+        return port;
+    }
+
+    /** "127.0.0.1:port", to give other nodes as a seed. */
+    String seed() {
+        return "127.0.0.1:" + port();
+    }
+
+    /** Everything the node logged so far. */
+    String logText() {
+        try {
+            return Files.readString(log, StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read " + log, e);
+        }
+    }
+
+    /**
+     * SIGTERM: the JVM runs Pekko's coordinated shutdown, a graceful leave (a compute node hands its
+     * partitions off first). Returns whether the JVM exited within {@code max}.
+     */
+    boolean stopGracefully(Duration max) throws InterruptedException {
+        signalStop();
+        return awaitExit(max);
+    }
+
+    /** SIGKILL, as a crash: nothing of the node runs any more, its cache is gone. */
+    void kill() throws InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    /** Sends SIGTERM without waiting (so several nodes stop at once). */
+    void signalStop() {
+        process.destroy();
+    }
+
+    /** Waits up to {@code max} for the JVM to exit; true if it did. */
+    boolean awaitExit(Duration max) throws InterruptedException {
+        return process.waitFor(max.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    @Override
+    public String toString() {
+        return name + (port > 0 ? "@" + port : "");
+    }
+}

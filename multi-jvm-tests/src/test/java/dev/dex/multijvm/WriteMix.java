@@ -1,0 +1,254 @@
+package dev.dex.multijvm;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongPredicate;
+
+import dev.dex.actors.DexClientApi;
+
+/**
+ * A write-intensive mix on the bulk-loaded keys, run by a thread of its own while a test changes the
+ * cluster: uniform keys, {@code putPercent}% puts, the rest gets, {@code inFlight} operations outstanding.
+ * A key has at most one write in flight, so its last acknowledged value is known ({@link KeyHistory}).
+ *
+ * <p>Every get is checked as it completes: it must return the last value acknowledged when it was sent or
+ * a value sent since. Keys under {@link #relax} (those of a crashed compute node's partitions) may instead
+ * return any value they were ever given, as acknowledged writes can be lost with a crashed cache. An
+ * operation that fails (after the client's own retries: {@code NOT_HELD} and batch timeouts are retried,
+ * see {@code DexClient}) is counted as a failure; no test expects one.
+ *
+ * <p>Writes never delete or insert, so the tree's shape does not change and every key stays present.
+ */
+final class WriteMix implements AutoCloseable {
+    private static final int EXAMPLES = 10;
+
+    private final DexClientApi client;
+    private final long keys;
+    private final int putPercent;
+    private final int inFlight;
+    private final KeyHistory[] histories;
+    private final Semaphore slots;
+    private final Set<Long> writing = ConcurrentHashMap.newKeySet();
+    private final AtomicLong nextValue = new AtomicLong(1L << 40);
+    private final AtomicLong completed = new AtomicLong();
+    private final AtomicLong puts = new AtomicLong();
+    private final AtomicLong gets = new AtomicLong();
+    private final AtomicLong staleReads = new AtomicLong();
+    private final AtomicLong failureCount = new AtomicLong();
+    private final AtomicLong violationCount = new AtomicLong();
+    private final List<String> failures = Collections.synchronizedList(new ArrayList<>());
+    private final List<String> violations = Collections.synchronizedList(new ArrayList<>());
+    private volatile LongPredicate relaxed = key -> false;
+    private volatile boolean running;
+    private Thread thread;
+    private long startNanos;
+    private long stopNanos;
+
+    /** A mix over keys {@code ClusterHarness.key(i)}, i in [1, keys], all holding their loaded value. */
+    WriteMix(DexClientApi client, long keys, int putPercent, int inFlight) {
+        this.client = client;
+        this.keys = keys;
+        this.putPercent = putPercent;
+        this.inFlight = inFlight;
+        this.histories = new KeyHistory[(int) keys];
+        for (int i = 0; i < keys; i++) {
+            histories[i] = new KeyHistory(ClusterHarness.loadedValue(ClusterHarness.key(i + 1)));
+        }
+        this.slots = new Semaphore(inFlight);
+    }
+
+    void start(long seed) {
+        running = true;
+        startNanos = System.nanoTime();
+        thread = new Thread(() -> run(seed), "write-mix");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    private void run(long seed) {
+        SplittableRandom random = new SplittableRandom(seed);
+        try {
+            while (running) {
+                if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
+                    continue;
+                }
+                int index = random.nextInt((int) keys);
+                long key = ClusterHarness.key(index + 1);
+                if (random.nextInt(100) < putPercent && writing.add(key)) {
+                    put(key, histories[index]);
+                } else {
+                    get(key, histories[index]);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void put(long key, KeyHistory history) {
+        long value = nextValue.getAndIncrement();
+        int index = history.send(value);
+        client.put(key, value).whenComplete((replaced, failure) -> {
+            if (failure == null) {
+                history.acknowledge(index);
+                puts.incrementAndGet();
+            } else {
+                fail("put " + key + " = " + value, failure);
+            }
+            writing.remove(key);
+            done();
+        });
+    }
+
+    private void get(long key, KeyHistory history) {
+        int from = history.acknowledged();
+        client.get(key).whenComplete((value, failure) -> {
+            if (failure != null) {
+                fail("get " + key, failure);
+            } else if (value.isEmpty()) {
+                violation("get " + key + " found nothing; it was loaded and is never deleted");
+            } else if (!history.readable(from, value.getAsLong())) {
+                if (relaxed.test(key) && history.everSent(value.getAsLong())) {
+                    staleReads.incrementAndGet();
+                } else {
+                    violation("get " + key + " returned " + value.getAsLong() + ", not the value acknowledged when it was sent ("
+                            + history.lastAcknowledged() + " now) nor one written since");
+                }
+            }
+            gets.incrementAndGet();
+            done();
+        });
+    }
+
+    private void done() {
+        completed.incrementAndGet();
+        slots.release();
+    }
+
+    private void fail(String what, Throwable failure) {
+        if (failureCount.incrementAndGet() <= EXAMPLES) {
+            failures.add(what + ": " + failure);
+        }
+    }
+
+    private void violation(String what) {
+        if (violationCount.incrementAndGet() <= EXAMPLES) {
+            violations.add(what);
+        }
+    }
+
+    /** From now on, reads of keys matching {@code keys} may return an older value they were once given. */
+    void relax(LongPredicate keys) {
+        relaxed = keys;
+    }
+
+    /** Waits until {@code count} more operations than now have completed. */
+    void awaitMore(long count, Duration max) throws InterruptedException {
+        long target = completed.get() + count;
+        long deadline = System.nanoTime() + max.toNanos();
+        while (completed.get() < target) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("the mix completed " + completed.get() + " operations, not " + target + ", within "
+                        + max.toSeconds() + " s; failures " + failures);
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /** Stops sending and waits for every operation in flight. */
+    void stop() throws InterruptedException {
+        running = false;
+        thread.join(10_000);
+        if (!slots.tryAcquire(inFlight, 120, TimeUnit.SECONDS)) {
+            throw new AssertionError("operations of the mix still in flight 120 s after it stopped");
+        }
+        slots.release(inFlight);
+        stopNanos = System.nanoTime();
+    }
+
+    /** Stops sending without waiting for operations in flight (cleanup after a failed test). */
+    @Override
+    public void close() throws InterruptedException {
+        running = false;
+        if (thread != null) {
+            thread.join(10_000);
+        }
+    }
+
+    long failureCount() {
+        return failureCount.get();
+    }
+
+    List<String> failures() {
+        return List.copyOf(failures);
+    }
+
+    long violationCount() {
+        return violationCount.get();
+    }
+
+    List<String> violations() {
+        return List.copyOf(violations);
+    }
+
+    String summary() {
+        double seconds = (stopNanos - startNanos) / 1e9;
+        return String.format("%,d operations (%,d puts, %,d gets) in %.1f s, %,.0f ops/s; %d failed, %d wrong reads, %d stale reads"
+                        + " of relaxed keys", completed.get(), puts.get(), gets.get(), seconds, completed.get() / seconds,
+                failureCount.get(), violationCount.get(), staleReads.get());
+    }
+
+    /** What every key holds after the mix, read back through the client. */
+    record Verification(long exact, long lost, long wrong, long failed, List<String> examples) {
+    }
+
+    /**
+     * Reads every key and compares it with its last acknowledged value. Keys matching {@code mayLose} may
+     * instead hold an older value they were once given (counted as lost); anything else is wrong.
+     */
+    Verification verify(LongPredicate mayLose) throws InterruptedException {
+        Semaphore verifySlots = new Semaphore(inFlight);
+        AtomicLong exact = new AtomicLong();
+        AtomicLong lost = new AtomicLong();
+        AtomicLong wrong = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        List<String> examples = Collections.synchronizedList(new ArrayList<>());
+        for (int i = 0; i < keys; i++) {
+            long key = ClusterHarness.key(i + 1);
+            KeyHistory history = histories[i];
+            long expected = history.lastAcknowledged();
+            verifySlots.acquire();
+            client.get(key).whenComplete((OptionalLong value, Throwable failure) -> {
+                if (failure != null) {
+                    failed.incrementAndGet();
+                    if (examples.size() < EXAMPLES) {
+                        examples.add("get " + key + " failed: " + failure);
+                    }
+                } else if (value.isPresent() && value.getAsLong() == expected) {
+                    exact.incrementAndGet();
+                } else if (value.isPresent() && mayLose.test(key) && history.onceAcknowledged(value.getAsLong())) {
+                    lost.incrementAndGet();
+                } else {
+                    wrong.incrementAndGet();
+                    if (examples.size() < EXAMPLES) {
+                        examples.add("key " + key + ": expected " + expected + ", found " + value);
+                    }
+                }
+                verifySlots.release();
+            });
+        }
+        if (!verifySlots.tryAcquire(inFlight, 120, TimeUnit.SECONDS)) {
+            throw new AssertionError("verification reads still in flight after 120 s");
+        }
+        return new Verification(exact.get(), lost.get(), wrong.get(), failed.get(), List.copyOf(examples));
+    }
+}
