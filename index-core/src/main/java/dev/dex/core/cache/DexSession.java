@@ -13,7 +13,6 @@ import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
-import java.util.concurrent.TimeUnit;
 
 import org.agrona.BufferUtil;
 import org.agrona.collections.IntArrayList;
@@ -28,6 +27,7 @@ import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
+import dev.dex.core.tree.RestartBudget;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
@@ -57,7 +57,6 @@ public final class DexSession implements IndexSession {
     private static final int MODE_PUT = 2;
     private static final int MODE_DELETE = 3;
     private static final int H = TreeConfig.MAX_HEIGHT;
-    private static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
     /** Counter slots, published with opaque stores: this session writes them, others only sum them. */
     private static final VarHandle COUNTERS = MethodHandles.arrayElementVarHandle(long[].class);
 
@@ -106,8 +105,7 @@ public final class DexSession implements IndexSession {
     private long descendKey;
     private boolean offloadFound;
     private long offloadValue;
-    private int opRestarts;
-    private long opStart;
+    private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
     DexSession(DexEngine engine, long tag) {
         this.engine = engine;
@@ -658,9 +656,7 @@ public final class DexSession implements IndexSession {
         }
         int pf = frameAt[d - 1];
         if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
-            arena.state(f, FREE);
-            arena.address(f, GlobalAddress.NULL);
-            arena.clearFlags(f);
+            arena.reset(f);
             arena.unlock(f);
             free.addInt(f);
             releaseMarker(address);
@@ -881,7 +877,7 @@ public final class DexSession implements IndexSession {
             }
             long rightAddress = engine.allocator.allocateFor(node.level(), address);
             long separator = node.splitInto(right, rightAddress);
-            orphanChildren(right);
+            writer.orphanChildren(right);
             narrowed(d);
             parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
             remote.writeUnlocked(rightAddress, right);
@@ -962,7 +958,7 @@ public final class DexSession implements IndexSession {
                 engine.rootMoved(address, found);
                 return;
             }
-            orphanChildren(right);
+            writer.orphanChildren(right);
             node.copyFrom(splitCopy);
             narrowed(0);
             finishWrite(0, true, true);
@@ -972,21 +968,6 @@ public final class DexSession implements IndexSession {
                 remote.unlock(address);
             }
             unlockNode(0);
-        }
-    }
-
-    /** Turns swizzled pointers of {@code inner} into addresses; their frames lose their parent. */
-    private void orphanChildren(NodeView inner) {
-        if (inner.isLeaf()) {
-            return;
-        }
-        for (int i = 0, n = inner.count(); i <= n; i++) {
-            long pointer = inner.child(i);
-            if (GlobalAddress.isSwizzled(pointer)) {
-                int child = (int) GlobalAddress.unswizzle(pointer);
-                inner.child(i, arena.address(child));
-                arena.parent(child, NO_FRAME);
-            }
         }
     }
 
@@ -1161,10 +1142,7 @@ public final class DexSession implements IndexSession {
             writer.writeBack(f);
         }
         mapping.remove(arena.address(f), f);
-        arena.state(f, FREE);
-        arena.address(f, GlobalAddress.NULL);
-        arena.parent(f, NO_FRAME);
-        arena.clearFlags(f);
+        arena.reset(f);
         arena.unlock(f);
         count(CacheStats.EVICTIONS);
         return true;
@@ -1247,7 +1225,7 @@ public final class DexSession implements IndexSession {
     }
 
     private void beginOp(int op, long key, long newValue) {
-        opRestarts = 0;
+        budget.reset();
         opCode = op;
         opKey = key;
         opValue = newValue;
@@ -1257,13 +1235,7 @@ public final class DexSession implements IndexSession {
     private void restart() {
         releaseMarkers();
         count(CacheStats.RESTARTS);
-        int n = ++opRestarts;
-        if (n == 1) {
-            opStart = System.nanoTime();
-        } else if ((n & 1023) == 0 && System.nanoTime() - opStart > GIVE_UP_NANOS) {
-            throw new IllegalStateException("operation restarted " + n + " times in "
-                    + TimeUnit.NANOSECONDS.toSeconds(GIVE_UP_NANOS) + " s: a lock is held and never released");
-        }
+        int n = budget.next();
         if (n > 2) {
             for (int i = 1 << Math.min(n, 8); i > 0; i--) {
                 Thread.onSpinWait();

@@ -11,7 +11,6 @@ import java.util.Comparator;
 import java.util.List;
 
 import dev.dex.core.node.NodeView;
-import dev.dex.rdma.GlobalAddress;
 
 /**
  * Drops one partition's frames for a release (logical repartitioning): every cached node whose fence
@@ -116,18 +115,9 @@ final class Flush {
                 }
             }
             NodeView node = arena.wrap(view, frame);
-            if (!node.isLeaf()) {
-                // Children lie in the same partition and go first (lower levels first); one that is still
-                // swizzled here was cached after the scan: orphan it, the rescan drops it.
-                for (int i = 0, n = Math.min(node.count(), node.capacity()); i <= n; i++) {
-                    long pointer = node.child(i);
-                    if (GlobalAddress.isSwizzled(pointer)) {
-                        int child = (int) GlobalAddress.unswizzle(pointer);
-                        node.child(i, arena.address(child));
-                        arena.parent(child, NO_FRAME);
-                    }
-                }
-            }
+            // Children lie in the same partition and go first (lower levels first); one that is still
+            // swizzled here was cached after the scan: orphan it, the rescan drops it.
+            writer.orphanChildren(node);
             if (arena.flag(frame, DIRTY)) {
                 writer.writeBack(frame);
             }
@@ -141,10 +131,7 @@ final class Flush {
                 arena.unpin(frame);
             }
             engine.mapping.remove(address, frame);
-            arena.state(frame, FREE);
-            arena.address(frame, GlobalAddress.NULL);
-            arena.parent(frame, NO_FRAME);
-            arena.clearFlags(frame);
+            arena.reset(frame);
         } finally {
             arena.unlock(frame);
             if (parent != NO_FRAME) {

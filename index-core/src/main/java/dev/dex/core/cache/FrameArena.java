@@ -16,6 +16,7 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
 
 /**
  * The off-heap frames of one compute node's cache, sized in bytes: {@code bytes / 1088} frames of a
@@ -135,6 +136,14 @@ final class FrameArena {
 
     void clearFlags(int frame) {
         segment(frame).putInt(base(frame) + FLAGS_OFFSET, 0);
+    }
+
+    /** Returns a locked frame's header to the free state: no address, no parent, no flags. */
+    void reset(int frame) {
+        state(frame, FrameHeaderDescriptor.FREE);
+        address(frame, GlobalAddress.NULL);
+        parent(frame, FrameHeaderDescriptor.NO_FRAME);
+        clearFlags(frame);
     }
 
     long address(int frame) {

@@ -73,6 +73,21 @@ final class FrameWriter {
         }
     }
 
+    /** Turns swizzled pointers of the locked {@code inner} into addresses; their frames lose their parent. */
+    void orphanChildren(NodeView inner) {
+        if (inner.isLeaf()) {
+            return;
+        }
+        for (int i = 0, n = Math.min(inner.count(), inner.capacity()); i <= n; i++) {
+            long pointer = inner.child(i);
+            if (GlobalAddress.isSwizzled(pointer)) {
+                int child = (int) GlobalAddress.unswizzle(pointer);
+                inner.child(i, arena.address(child));
+                arena.parent(child, NO_FRAME);
+            }
+        }
+    }
+
     /** Index of the slot of {@code parent}'s image that holds a swizzled pointer to {@code child}, or -1. */
     int findSwizzled(int parent, int child) {
         NodeView view = arena.wrap(frameView, parent);

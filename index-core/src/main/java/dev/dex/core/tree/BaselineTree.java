@@ -5,7 +5,6 @@ import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.agrona.BufferUtil;
@@ -58,8 +57,6 @@ import dev.dex.rdma.VerbSnapshot;
  * range, and lookups and scans pass over it. See {@code docs/baseline-tree.md}.
  */
 public final class BaselineTree implements IndexEngine {
-    /** How long one operation may keep restarting before it reports a lock that is never released. */
-    static final long GIVE_UP_NANOS = TimeUnit.SECONDS.toNanos(60);
     private static final int RESTART = -1;
     private static final int MAX_SESSIONS = 1 << 20;
 
@@ -157,8 +154,8 @@ public final class BaselineTree implements IndexEngine {
         private final RemoteNodes remote;
         private long value;
         private long restarts;
-        private long opStart;
-        private int opRestarts;
+        private final RestartBudget budget = new RestartBudget(
+                "a remote lock is held and never released (a compute node may have died while holding it)");
 
         Session(long tag) {
             this.tag = tag;
@@ -463,19 +460,12 @@ public final class BaselineTree implements IndexEngine {
         }
 
         private void beginOp() {
-            opRestarts = 0;
+            budget.reset();
         }
 
         private void restart() {
             restarts++;
-            int n = ++opRestarts;
-            if (n == 1) {
-                opStart = System.nanoTime();
-            } else if ((n & 1023) == 0 && System.nanoTime() - opStart > GIVE_UP_NANOS) {
-                throw new IllegalStateException("operation restarted " + n + " times in "
-                        + TimeUnit.NANOSECONDS.toSeconds(GIVE_UP_NANOS) + " s: a remote lock is held and never released"
-                        + " (a compute node may have died while holding it)");
-            }
+            int n = budget.next();
             Backoff.pause(Math.min(n, 16) + ThreadLocalRandom.current().nextInt(4));
         }
     }
