@@ -19,6 +19,7 @@ import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
+import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 
 /**
@@ -182,8 +183,8 @@ public final class DexClient {
     }
 
     private Behavior<Command> enqueue(Pending pending) {
-        if (pending.op.key() == Long.MIN_VALUE) {
-            answer(pending, Ops.Result.error(Ops.BAD_INPUT, "key Long.MIN_VALUE is reserved (it is the minus-infinity fence)"));
+        if (pending.op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
+            answer(pending, Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY));
             return Behaviors.same();
         }
         int partition = table.partitionOf(pending.op.key());

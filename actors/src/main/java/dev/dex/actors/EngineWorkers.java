@@ -13,6 +13,7 @@ import dev.dex.core.cache.DexEngine;
 import dev.dex.core.cache.DexSession;
 import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.MemoryFullException;
 
@@ -72,8 +73,8 @@ final class EngineWorkers implements AutoCloseable {
 
     private Ops.Result run(DexSession session, int partition, Ops.Op op) {
         PartitionTable table = engine.partitions();
-        if (op.key() == Long.MIN_VALUE) {
-            return Ops.Result.error(Ops.BAD_INPUT, "key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
+        if (op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
+            return Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY);
         }
         if (table.partitionOf(op.key()) != partition) {
             return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);

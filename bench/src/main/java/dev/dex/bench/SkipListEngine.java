@@ -47,19 +47,12 @@ final class SkipListEngine implements IndexEngine {
     public void close() {
     }
 
-    private static long checkKey(long key) {
-        if (key == NodeHeaderDescriptor.NEG_INFINITY) {
-            throw new IllegalArgumentException("key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
-        }
-        return key;
-    }
-
     private final class Session implements IndexSession {
         private long value;
 
         @Override
         public boolean lookup(long key) {
-            Long found = map.get(checkKey(key));
+            Long found = map.get(NodeHeaderDescriptor.checkKey(key));
             if (found == null) {
                 return false;
             }
@@ -74,22 +67,22 @@ final class SkipListEngine implements IndexEngine {
 
         @Override
         public boolean insert(long key, long value) {
-            return map.putIfAbsent(checkKey(key), value) == null;
+            return map.putIfAbsent(NodeHeaderDescriptor.checkKey(key), value) == null;
         }
 
         @Override
         public boolean update(long key, long value) {
-            return map.replace(checkKey(key), value) != null;
+            return map.replace(NodeHeaderDescriptor.checkKey(key), value) != null;
         }
 
         @Override
         public boolean put(long key, long value) {
-            return map.put(checkKey(key), value) == null;
+            return map.put(NodeHeaderDescriptor.checkKey(key), value) == null;
         }
 
         @Override
         public boolean delete(long key) {
-            return map.remove(checkKey(key)) != null;
+            return map.remove(NodeHeaderDescriptor.checkKey(key)) != null;
         }
 
         @Override

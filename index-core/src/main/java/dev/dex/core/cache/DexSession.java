@@ -7,6 +7,7 @@ import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
 import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
 import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
@@ -1243,12 +1244,6 @@ public final class DexSession implements IndexSession {
             if (n > 16) {
                 Thread.yield();
             }
-        }
-    }
-
-    private static void checkKey(long key) {
-        if (key == NEG_INFINITY) {
-            throw new IllegalArgumentException("key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
         }
     }
 

@@ -62,7 +62,22 @@ public final class NodeHeaderDescriptor {
     public static final long NEG_INFINITY = Long.MIN_VALUE;
     /** The fence value meaning plus infinity (it is also the largest key). */
     public static final long POS_INFINITY = Long.MAX_VALUE;
+    /** The error every entry point gives for the reserved key {@link #NEG_INFINITY}. */
+    public static final String RESERVED_KEY = "key Long.MIN_VALUE is reserved (it is the minus-infinity fence)";
 
     private NodeHeaderDescriptor() {
+    }
+
+    /**
+     * Checks a user key.
+     *
+     * @return {@code key}
+     * @throws IllegalArgumentException if {@code key} is the reserved {@link #NEG_INFINITY}
+     */
+    public static long checkKey(long key) {
+        if (key == NEG_INFINITY) {
+            throw new IllegalArgumentException(RESERVED_KEY);
+        }
+        return key;
     }
 }

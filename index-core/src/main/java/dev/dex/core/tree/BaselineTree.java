@@ -1,6 +1,7 @@
 package dev.dex.core.tree;
 
 import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
@@ -129,12 +130,6 @@ public final class BaselineTree implements IndexEngine {
             throw new IllegalStateException("more than " + MAX_SESSIONS + " sessions opened on one tree instance");
         }
         return new Session((instanceId << 20) | id);
-    }
-
-    private static void checkKey(long key) {
-        if (key == NEG_INFINITY) {
-            throw new IllegalArgumentException("key Long.MIN_VALUE is reserved (it is the minus-infinity fence)");
-        }
     }
 
     /**
