@@ -12,7 +12,12 @@ public final class ChunkAllocator {
     private final long[] regionLengths;
     private final long[] chunkLengths;
 
-    ChunkAllocator(RemoteMemory memory, long[] regionLengths, long[] chunkLengths) {
+    /**
+     * @param memory        the client whose fetch-and-add allocates
+     * @param regionLengths region length of each connected server by id, 0 where not connected
+     * @param chunkLengths  chunk length of each connected server by id, 0 where not connected
+     */
+    public ChunkAllocator(RemoteMemory memory, long[] regionLengths, long[] chunkLengths) {
         this.memory = memory;
         this.regionLengths = regionLengths;
         this.chunkLengths = chunkLengths;

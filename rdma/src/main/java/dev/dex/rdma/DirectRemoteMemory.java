@@ -1,6 +1,5 @@
 package dev.dex.rdma;
 
-import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 
 import org.agrona.DirectBuffer;
@@ -60,15 +59,7 @@ public final class DirectRemoteMemory implements RemoteMemory {
         Region region = regionOf(address);
         long offset = GlobalAddress.offset(address);
         delay();
-        if (length == Long.BYTES && (offset & 7) == 0) {
-            dst.putLong(dstOffset, region.getLongVolatile(offset));
-        } else if (length == 2 * Long.BYTES && (offset & 7) == 0) {
-            dst.putLong(dstOffset, region.getLongVolatile(offset));
-            dst.putLong(dstOffset + Long.BYTES, region.getLongVolatile(offset + Long.BYTES));
-        } else {
-            region.getBytes(offset, dst, dstOffset, length);
-        }
-        VarHandle.fullFence();
+        region.readVerb(offset, dst, dstOffset, length);
         counters.recordRead(length);
     }
 
@@ -77,13 +68,7 @@ public final class DirectRemoteMemory implements RemoteMemory {
         Region region = regionOf(address);
         long offset = GlobalAddress.offset(address);
         delay();
-        VarHandle.fullFence();
-        if (length == Long.BYTES && (offset & 7) == 0) {
-            region.putLongVolatile(offset, src.getLong(srcOffset));
-        } else {
-            region.putBytes(offset, src, srcOffset, length);
-        }
-        VarHandle.fullFence();
+        region.writeVerb(offset, src, srcOffset, length);
         counters.recordWrite(length);
     }
 

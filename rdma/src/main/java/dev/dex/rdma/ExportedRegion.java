@@ -10,6 +10,15 @@ public interface ExportedRegion extends AutoCloseable {
     /** Direct access to the region's memory, for code running on the memory server. */
     Region region();
 
+    /**
+     * Where clients of another process reach this region, in the transport's own words (for {@code tcp}
+     * {@code host:port}); empty where the transport finds regions by server id alone ({@code local},
+     * {@code shm}). A memory node advertises it; compute nodes pass it to {@link Fabric#connect(java.util.Map)}.
+     */
+    default String endpoint() {
+        return "";
+    }
+
     /** Stops exporting; clients connected afterwards fail. */
     @Override
     void close();

@@ -1,15 +1,20 @@
 package dev.dex.rdma;
 
+import java.util.Map;
+
 /**
  * A transport for the memory pool: memory servers {@link #export} regions, compute sides
  * {@link #connect} to them and issue one-sided verbs through the returned {@link RemoteMemory}.
  *
  * <p>Transports: {@code local} (regions in this JVM), {@code shm} (memory-mapped files shared by the
- * processes of one host). Every transport passes the same contract test suite.
+ * processes of one host), {@code tcp} (regions served by memory nodes over TCP, any host), {@code disni}
+ * (RDMA verbs through DiSNI, where an RDMA device exists). Every transport passes the same contract test
+ * suite. A verb that fails in the transport itself (connection lost, no answer in time) throws
+ * {@link FabricException}.
  */
 public interface Fabric extends AutoCloseable {
 
-    /** The transport's name as used in configuration: {@code local}, {@code shm}. */
+    /** The transport's name as used in configuration: {@code local}, {@code shm}, {@code tcp}, {@code disni}. */
     String transport();
 
     /**
@@ -28,6 +33,18 @@ public interface Fabric extends AutoCloseable {
      * @throws IllegalArgumentException when a server has no region on this fabric
      */
     RemoteMemory connect(int... serverIds);
+
+    /**
+     * Connects a client to memory servers that advertise {@link ExportedRegion#endpoint() endpoints}, as
+     * compute nodes do with what memory nodes tell them. Transports that find regions by server id alone
+     * ignore the endpoints.
+     *
+     * @param endpoints each server's endpoint, by server id
+     * @throws IllegalArgumentException when a server cannot be reached or an endpoint is malformed
+     */
+    default RemoteMemory connect(Map<Integer, String> endpoints) {
+        return connect(endpoints.keySet().stream().mapToInt(Integer::intValue).sorted().toArray());
+    }
 
     /** Releases what this fabric object holds (its exported regions among them). */
     @Override

@@ -1,11 +1,14 @@
 package dev.dex.rdma;
 
+import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.util.Objects;
 
+import org.agrona.BufferUtil;
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
 import org.agrona.concurrent.AtomicBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
 
 /**
  * A memory server's region: up to 2^48 bytes of off-heap memory, addressed by a {@code long} offset.
@@ -21,6 +24,9 @@ import org.agrona.concurrent.AtomicBuffer;
  * requires to be little-endian.
  */
 public final class Region {
+    /** Segments of 1 GiB keep every segment within a Java buffer's 2 GiB limit. */
+    public static final int DEFAULT_SEGMENT_SHIFT = 30;
+
     private final AtomicBuffer[] segments;
     private final int segmentShift;
     private final long segmentMask;
@@ -48,8 +54,68 @@ public final class Region {
         this.length = total;
     }
 
+    /** A zeroed region of {@code length} bytes in this process's off-heap memory, 64-byte aligned segments. */
+    public static Region offHeap(long length) {
+        if (length <= 0) {
+            throw new IllegalArgumentException("region length must be > 0: " + length);
+        }
+        int count = (int) ((length + (1L << DEFAULT_SEGMENT_SHIFT) - 1) >>> DEFAULT_SEGMENT_SHIFT);
+        AtomicBuffer[] segments = new AtomicBuffer[count];
+        for (int i = 0; i < count; i++) {
+            int segmentLength = (int) Math.min(1L << DEFAULT_SEGMENT_SHIFT, length - ((long) i << DEFAULT_SEGMENT_SHIFT));
+            segments[i] = new UnsafeBuffer(BufferUtil.allocateDirectAligned(segmentLength, 64));
+        }
+        return new Region(segments, DEFAULT_SEGMENT_SHIFT);
+    }
+
     public long length() {
         return length;
+    }
+
+    /** Number of segments; each is one contiguous piece of memory (for example to register with a NIC). */
+    public int segmentCount() {
+        return segments.length;
+    }
+
+    /** Segment {@code index}, which starts at region offset {@code index << segmentShift()}. */
+    public AtomicBuffer segment(int index) {
+        return segments[index];
+    }
+
+    /** log2 of the segment length. */
+    public int segmentShift() {
+        return segmentShift;
+    }
+
+    /**
+     * Copies {@code len} bytes at {@code offset} into {@code dst} as a one-sided read does: an 8-byte aligned
+     * read of one or two words loads whole words (never torn), anything else is a plain copy. Ends with a
+     * full fence, so the reads and writes a serving thread executes take effect in order.
+     */
+    public void readVerb(long offset, MutableDirectBuffer dst, int dstIndex, int len) {
+        if (len == Long.BYTES && (offset & 7) == 0) {
+            dst.putLong(dstIndex, getLongVolatile(offset));
+        } else if (len == 2 * Long.BYTES && (offset & 7) == 0) {
+            dst.putLong(dstIndex, getLongVolatile(offset));
+            dst.putLong(dstIndex + Long.BYTES, getLongVolatile(offset + Long.BYTES));
+        } else {
+            getBytes(offset, dst, dstIndex, len);
+        }
+        VarHandle.fullFence();
+    }
+
+    /**
+     * Copies {@code len} bytes of {@code src} to {@code offset} as a one-sided write does: an 8-byte aligned
+     * word is one volatile store (never torn), anything else a plain copy; fenced on both sides.
+     */
+    public void writeVerb(long offset, DirectBuffer src, int srcIndex, int len) {
+        VarHandle.fullFence();
+        if (len == Long.BYTES && (offset & 7) == 0) {
+            putLongVolatile(offset, src.getLong(srcIndex));
+        } else {
+            putBytes(offset, src, srcIndex, len);
+        }
+        VarHandle.fullFence();
     }
 
     /** Copies {@code len} bytes at {@code offset} into {@code dst}. */

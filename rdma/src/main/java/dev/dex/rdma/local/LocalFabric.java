@@ -3,10 +3,6 @@ package dev.dex.rdma.local;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
-import org.agrona.BufferUtil;
-import org.agrona.concurrent.AtomicBuffer;
-import org.agrona.concurrent.UnsafeBuffer;
-
 import dev.dex.rdma.DirectRemoteMemory;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
@@ -22,9 +18,6 @@ import dev.dex.rdma.RemoteMemory;
  * <p>Concurrency: the set of regions is a concurrent map; export, connect and close may race freely.
  */
 public final class LocalFabric implements Fabric {
-    /** Segments of 1 GiB keep every segment within a Java buffer's 2 GiB limit. */
-    static final int SEGMENT_SHIFT = 30;
-
     private final long latencyNs;
     private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
 
@@ -49,13 +42,7 @@ public final class LocalFabric implements Fabric {
     @Override
     public ExportedRegion export(int serverId, long regionLength, int chunkLength) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
-        int count = (int) ((regionLength + (1L << SEGMENT_SHIFT) - 1) >>> SEGMENT_SHIFT);
-        AtomicBuffer[] segments = new AtomicBuffer[count];
-        for (int i = 0; i < count; i++) {
-            int length = (int) Math.min(1L << SEGMENT_SHIFT, regionLength - ((long) i << SEGMENT_SHIFT));
-            segments[i] = new UnsafeBuffer(BufferUtil.allocateDirectAligned(length, 64));
-        }
-        Region region = new Region(segments, SEGMENT_SHIFT);
+        Region region = Region.offHeap(regionLength);
         RegionFormat.format(region, chunkLength);
         LocalRegion exported = new LocalRegion(serverId, region);
         if (regions.putIfAbsent(serverId, exported) != null) {

@@ -64,7 +64,7 @@ public final class ShmFabric implements Fabric {
     public static final String DEFAULT_DIRECTORY = "/dev/shm/dex";
 
     /** Segments of 1 GiB keep every mapping within a Java buffer's 2 GiB limit, as for {@code local}. */
-    static final int SEGMENT_SHIFT = 30;
+    static final int SEGMENT_SHIFT = Region.DEFAULT_SEGMENT_SHIFT;
 
     private final Path directory;
     private final long latencyNs;

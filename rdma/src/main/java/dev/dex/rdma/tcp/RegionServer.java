@@ -1,0 +1,256 @@
+package dev.dex.rdma.tcp;
+
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.ADDRESS_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.COUNT_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.LENGTH_FIELD_LENGTH;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.MAX_REASON_BYTES;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND1_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND2_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_HEADER_LENGTH;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_ID_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.RESPONSE_HEADER_LENGTH;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_REFUSED;
+
+import java.net.InetSocketAddress;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.Region;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
+import io.netty.util.concurrent.GlobalEventExecutor;
+
+/**
+ * Serves one memory server's region over TCP: every request frame ({@link TcpFrameDescriptor}) is executed on
+ * the region by the event-loop thread that read it, and answered on the same connection, in order. The
+ * answers to the requests of one read from the socket go out with one flush.
+ *
+ * <p>Concurrency: each connection is handled by one event-loop thread; connections on different threads
+ * touch the region concurrently with exactly the guarantees of {@link Region#readVerb}, {@link Region#writeVerb}
+ * and its atomics, the same as the one-sided transports. The set of open connections is a thread-safe
+ * {@link ChannelGroup}, closed with the server.
+ */
+final class RegionServer implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(RegionServer.class);
+
+    private final int serverId;
+    private final Channel listener;
+    private final ChannelGroup connections = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
+    private final String endpoint;
+
+    private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
+        this.serverId = serverId;
+        int maxFrame = TcpFrameDescriptor.maxFrameLength(settings.maxTransfer());
+        ServerBootstrap bootstrap = new ServerBootstrap()
+                .group(io.group())
+                .channel(io.serverChannel())
+                .childOption(ChannelOption.TCP_NODELAY, true)
+                .childOption(ChannelOption.SO_KEEPALIVE, true)
+                .childHandler(new ChannelInitializer<Channel>() {
+                    @Override
+                    protected void initChannel(Channel channel) {
+                        connections.add(channel);
+                        channel.pipeline().addLast(
+                                new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0, LENGTH_FIELD_LENGTH, 0,
+                                        LENGTH_FIELD_LENGTH, true),
+                                new RequestHandler(region, chunkLength, settings.maxTransfer()));
+                    }
+                });
+        ChannelFuture bound = bootstrap.bind(settings.host(), settings.port()).awaitUninterruptibly();
+        if (!bound.isSuccess()) {
+            throw new IllegalArgumentException("memory server " + serverId + " cannot listen on " + settings.host() + ":"
+                    + settings.port() + ": " + bound.cause(), bound.cause());
+        }
+        this.listener = bound.channel();
+        InetSocketAddress local = (InetSocketAddress) listener.localAddress();
+        this.endpoint = TcpEndpoint.format(settings.host(), local.getPort());
+        LOG.info("memory server {} serves its region over tcp ({}) at {}", serverId, io.name(), endpoint);
+    }
+
+    /** Binds the server; throws {@link IllegalArgumentException} when the address cannot be bound. */
+    static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
+        return new RegionServer(serverId, region, chunkLength, settings, io);
+    }
+
+    /** {@code host:port} where clients connect. */
+    String endpoint() {
+        return endpoint;
+    }
+
+    /** Open client connections (for tests and status). */
+    int connectionCount() {
+        return connections.size();
+    }
+
+    @Override
+    public void close() {
+        listener.close().awaitUninterruptibly();
+        connections.close().awaitUninterruptibly();
+    }
+
+    /** One connection's requests; not shared between connections (it holds views over its buffers). */
+    private final class RequestHandler extends SimpleChannelInboundHandler<ByteBuf> {
+        private final Region region;
+        private final long chunkLength;
+        private final int maxTransfer;
+        private final UnsafeBuffer view = new UnsafeBuffer(0, 0);
+
+        RequestHandler(Region region, long chunkLength, int maxTransfer) {
+            this.region = region;
+            this.chunkLength = chunkLength;
+            this.maxTransfer = maxTransfer;
+        }
+
+        @Override
+        protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
+            int base = frame.readerIndex();
+            int length = frame.readableBytes();
+            if (length < REQUEST_HEADER_LENGTH) {
+                malformed(ctx, "a request of " + length + " bytes is shorter than its " + REQUEST_HEADER_LENGTH + "-byte header");
+                return;
+            }
+            byte op = frame.getByte(base + OP_OFFSET);
+            int count = frame.getIntLE(base + COUNT_OFFSET);
+            long id = frame.getLongLE(base + REQUEST_ID_OFFSET);
+            long address = frame.getLongLE(base + ADDRESS_OFFSET);
+            int payload = length - REQUEST_HEADER_LENGTH;
+            String layout = checkLayout(op, count, payload);
+            if (layout != null) {
+                malformed(ctx, layout);
+                return;
+            }
+            String refusal = checkAddress(op, address);
+            if (refusal != null) {
+                refuse(ctx, id, refusal);
+                return;
+            }
+            long offset = GlobalAddress.offset(address);
+            try {
+                switch (op) {
+                    case OP_HELLO -> {
+                        ByteBuf out = header(ctx, STATUS_OK, id, region.length(), Long.BYTES);
+                        out.writeLongLE(chunkLength);
+                        ctx.write(out, ctx.voidPromise());
+                    }
+                    case OP_READ -> {
+                        if (!region.contains(offset, count)) {
+                            refuse(ctx, id, outside(offset, count));
+                            return;
+                        }
+                        ByteBuf out = header(ctx, STATUS_OK, id, 0, count);
+                        ByteBufViews.wrap(view, out, out.writerIndex(), count);
+                        region.readVerb(offset, view, 0, count);
+                        out.writerIndex(out.writerIndex() + count);
+                        ctx.write(out, ctx.voidPromise());
+                    }
+                    case OP_WRITE -> {
+                        if (!region.contains(offset, count)) {
+                            refuse(ctx, id, outside(offset, count));
+                            return;
+                        }
+                        ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
+                        region.writeVerb(offset, view, 0, count);
+                        ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                    }
+                    case OP_CAS -> {
+                        long found = region.compareAndSwapLong(offset, frame.getLongLE(base + OPERAND1_OFFSET),
+                                frame.getLongLE(base + OPERAND2_OFFSET));
+                        ctx.write(header(ctx, STATUS_OK, id, found, 0), ctx.voidPromise());
+                    }
+                    default -> {
+                        long previous = region.getAndAddLong(offset, frame.getLongLE(base + OPERAND1_OFFSET));
+                        ctx.write(header(ctx, STATUS_OK, id, previous, 0), ctx.voidPromise());
+                    }
+                }
+            } catch (IllegalArgumentException outsideOrMisaligned) {
+                refuse(ctx, id, outsideOrMisaligned.getMessage());
+            }
+        }
+
+        @Override
+        public void channelReadComplete(ChannelHandlerContext ctx) {
+            ctx.flush();
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            LOG.warn("memory server {}: closing the connection from {}: {}", serverId, ctx.channel().remoteAddress(), cause.toString());
+            ctx.close();
+        }
+
+        /** Null when the frame keeps to the layout, else what is wrong with it. */
+        private String checkLayout(byte op, int count, int payload) {
+            return switch (op) {
+                case OP_HELLO, OP_CAS, OP_FAA -> payload == 0 && count == 0 ? null
+                        : TcpFrameDescriptor.opName(op) + " with count " + count + " and " + payload + " payload bytes";
+                case OP_READ -> payload == 0 && count >= 0 && count <= maxTransfer ? null
+                        : "READ of " + count + " bytes with " + payload + " payload bytes (at most " + maxTransfer + ")";
+                case OP_WRITE -> payload == count && count >= 0 ? null
+                        : "WRITE of " + count + " bytes carries " + payload + " payload bytes";
+                default -> "unknown op code " + op;
+            };
+        }
+
+        /** Null when the address is this server's and fits the op, else the reason to refuse it. */
+        private String checkAddress(byte op, long address) {
+            if (GlobalAddress.isSwizzled(address)) {
+                return "swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address";
+            }
+            if (GlobalAddress.serverId(address) != serverId) {
+                return "this endpoint serves memory server " + serverId + ", not " + GlobalAddress.serverId(address);
+            }
+            return null;
+        }
+
+        private String outside(long offset, int count) {
+            return "range [" + offset + ", " + offset + " + " + count + ") outside region of " + region.length() + " bytes";
+        }
+
+        private void refuse(ChannelHandlerContext ctx, long id, String reason) {
+            byte[] text = reason.getBytes(StandardCharsets.UTF_8);
+            int n = Math.min(text.length, MAX_REASON_BYTES);
+            ByteBuf out = header(ctx, STATUS_REFUSED, id, 0, n);
+            out.writeBytes(text, 0, n);
+            ctx.write(out, ctx.voidPromise());
+        }
+
+        private void malformed(ChannelHandlerContext ctx, String what) {
+            LOG.warn("memory server {}: closing the connection from {}: malformed request: {}", serverId,
+                    ctx.channel().remoteAddress(), what);
+            ctx.close();
+        }
+
+        /** A response buffer with its length prefix and header written, room for {@code payload} more bytes. */
+        private ByteBuf header(ChannelHandlerContext ctx, byte status, long id, long value, int payload) {
+            ByteBuf out = ctx.alloc().directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + payload);
+            out.writeIntLE(RESPONSE_HEADER_LENGTH + payload);
+            out.writeByte(status);
+            out.writeZero(3);
+            out.writeIntLE(payload);
+            out.writeLongLE(id);
+            out.writeLongLE(value);
+            return out;
+        }
+    }
+}

@@ -1,0 +1,200 @@
+package dev.dex.rdma.tcp;
+
+import java.net.InetSocketAddress;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.RegionFormat;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The {@code tcp} transport: a memory node keeps its region in its own off-heap memory and serves reads,
+ * writes, compare-and-swap and fetch-and-add on it over TCP ({@link TcpFrameDescriptor}), from Netty event
+ * loops (native epoll on Linux, NIO elsewhere); compute nodes connect to the {@code host:port} a memory
+ * node advertises. This is how memory leaves the host where there is no RDMA: every verb costs a network
+ * round trip, answered by the memory node's CPU, so verbs are not one-sided in the RDMA sense, but they
+ * keep the same contract (completion before return, issue order per thread, atomic 8-byte words).
+ *
+ * <p>One fabric object owns one group of event-loop threads shared by the regions it exports and the
+ * clients it connects; {@link #close()} closes all of them. {@link #connect(int...)} reaches the regions
+ * this object exported; other processes use {@link #connect(Map)} with the advertised endpoints.
+ *
+ * <p>Concurrency: export, close and the region registry synchronize on the fabric; connect only reads the
+ * registry under the lock and opens its connections outside it. Clients are tracked in a concurrent set so
+ * {@link #close()} can close them.
+ */
+public final class TcpFabric implements Fabric {
+    private final TcpSettings settings;
+    private final long latencyNs;
+    private final IoTransport io;
+    private final Map<Integer, TcpRegion> exported = new HashMap<>();
+    private final Set<TcpRemoteMemory> clients = ConcurrentHashMap.newKeySet();
+    private boolean closed;
+
+    /** A fabric with the default settings (loopback, a free port) and no injected latency. */
+    public TcpFabric() {
+        this(TcpSettings.DEFAULTS, 0);
+    }
+
+    /**
+     * @param settings  where regions are served and how clients reach them
+     * @param latencyNs latency spun by the client before every verb, on top of the network's; 0 for none
+     */
+    public TcpFabric(TcpSettings settings, long latencyNs) {
+        if (latencyNs < 0) {
+            throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
+        }
+        this.settings = Objects.requireNonNull(settings, "settings");
+        this.latencyNs = latencyNs;
+        this.io = IoTransport.create(settings.ioThreads());
+    }
+
+    @Override
+    public String transport() {
+        return "tcp";
+    }
+
+    /** {@code epoll} or {@code nio}: the event loops in use. */
+    public String ioTransport() {
+        return io.name();
+    }
+
+    public TcpSettings settings() {
+        return settings;
+    }
+
+    /**
+     * Exports a fresh region and starts serving it at the settings' host and port (a free port when 0);
+     * {@link ExportedRegion#endpoint()} says where. Throws {@link IllegalArgumentException} for bad lengths, a
+     * server id already exported here, or an address that cannot be bound.
+     */
+    @Override
+    public synchronized ExportedRegion export(int serverId, long regionLength, int chunkLength) {
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        if (closed) {
+            throw new IllegalStateException("the tcp fabric is closed");
+        }
+        if (exported.containsKey(serverId)) {
+            throw new IllegalArgumentException("memory server " + serverId + " already exported on this tcp fabric");
+        }
+        Region region = Region.offHeap(regionLength);
+        RegionFormat.format(region, chunkLength);
+        TcpRegion tcpRegion = new TcpRegion(serverId, region, RegionServer.start(serverId, region, chunkLength, settings, io));
+        exported.put(serverId, tcpRegion);
+        return tcpRegion;
+    }
+
+    /** Connects to regions this fabric object exported. */
+    @Override
+    public RemoteMemory connect(int... serverIds) {
+        if (serverIds.length == 0) {
+            throw new IllegalArgumentException("connect needs at least one memory server id");
+        }
+        Map<Integer, String> endpoints = new LinkedHashMap<>();
+        synchronized (this) {
+            for (int id : serverIds) {
+                TcpRegion region = exported.get(id);
+                if (region == null) {
+                    throw new IllegalArgumentException("memory server " + id + " has not exported a region on this tcp fabric;"
+                            + " connect to another process's region with its endpoint");
+                }
+                endpoints.put(id, region.endpoint());
+            }
+        }
+        return connect(endpoints);
+    }
+
+    /**
+     * Connects to memory servers at their advertised {@code host:port} endpoints, greeting each to check that
+     * it is the server it claims to be. Throws {@link IllegalArgumentException} for a malformed endpoint or a
+     * server that cannot be reached within the connect timeout.
+     */
+    @Override
+    public RemoteMemory connect(Map<Integer, String> endpoints) {
+        if (endpoints.isEmpty()) {
+            throw new IllegalArgumentException("connect needs at least one memory server id");
+        }
+        Map<Integer, InetSocketAddress> addresses = new HashMap<>();
+        for (Map.Entry<Integer, String> entry : endpoints.entrySet()) {
+            int id = entry.getKey();
+            if (id < 0 || id > GlobalAddress.MAX_SERVER_ID) {
+                throw new IllegalArgumentException("memory server id " + id + " outside [0, " + GlobalAddress.MAX_SERVER_ID + "]");
+            }
+            addresses.put(id, TcpEndpoint.parse(id, entry.getValue()));
+        }
+        synchronized (this) {
+            if (closed) {
+                throw new IllegalArgumentException("the tcp fabric is closed");
+            }
+        }
+        TcpRemoteMemory[] client = new TcpRemoteMemory[1];
+        client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, () -> clients.remove(client[0]));
+        clients.add(client[0]);
+        return client[0];
+    }
+
+    @Override
+    public void close() {
+        List<TcpRegion> regions;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            regions = List.copyOf(exported.values());
+        }
+        for (TcpRemoteMemory client : List.copyOf(clients)) {
+            client.close();
+        }
+        for (TcpRegion region : regions) {
+            region.close();
+        }
+        io.shutdown();
+    }
+
+    private final class TcpRegion implements ExportedRegion {
+        private final int serverId;
+        private final Region region;
+        private final RegionServer server;
+
+        TcpRegion(int serverId, Region region, RegionServer server) {
+            this.serverId = serverId;
+            this.region = region;
+            this.server = server;
+        }
+
+        @Override
+        public int serverId() {
+            return serverId;
+        }
+
+        @Override
+        public Region region() {
+            return region;
+        }
+
+        @Override
+        public String endpoint() {
+            return server.endpoint();
+        }
+
+        @Override
+        public void close() {
+            synchronized (TcpFabric.this) {
+                if (!exported.remove(serverId, this)) {
+                    return;
+                }
+            }
+            server.close();
+        }
+    }
+}

@@ -1,0 +1,83 @@
+package dev.dex.rdma.tcp;
+
+/**
+ * The frames of the {@code tcp} fabric's wire protocol. Every frame is a 4-byte length (of the rest of the
+ * frame) followed by a fixed header and an optional payload; all integers are little-endian.
+ *
+ * <p>A request, compute side to memory node:
+ * <pre>
+ *   0        4     5       8        16                24               32        40        48
+ *  +--------+-----+-------+--------+-----------------+----------------+---------+---------+-------------
+ *  | length | op  | (pad) | count  |   request id    |    address     | operand | operand |  payload
+ *  |  u32   | u8  |  3    |  u32   |      u64        |  global, u64   |  1, u64 |  2, u64 |  (WRITE)
+ *  +--------+-----+-------+--------+-----------------+----------------+---------+---------+-------------
+ * </pre>
+ * {@code count} is the bytes to read ({@link #OP_READ}) or written ({@link #OP_WRITE}, then exactly that many
+ * payload bytes follow); operand 1 is the expected value of {@link #OP_CAS} or the delta of {@link #OP_FAA};
+ * operand 2 the desired value of {@link #OP_CAS}. {@link #OP_HELLO} names the memory server the client
+ * expects in the address's server id.
+ *
+ * <p>A response, memory node to compute side, one per request and in request order on each connection:
+ * <pre>
+ *   0        4        5       8        16                24              32
+ *  +--------+--------+-------+--------+-----------------+---------------+-------------
+ *  | length | status | (pad) | count  |   request id    |     value     |  payload
+ *  |  u32   |   u8   |   3   |  u32   |      u64        |      u64      |  count bytes
+ *  +--------+--------+-------+--------+-----------------+---------------+-------------
+ * </pre>
+ * {@link #STATUS_OK}: value is the word found by CAS/FAA, the region length for HELLO (with the chunk length
+ * as an 8-byte payload); a READ's payload is the bytes read. {@link #STATUS_REFUSED}: the request named
+ * memory outside the region, a misaligned word or another server; the payload is the reason in UTF-8 and
+ * the connection stays open. A frame that breaks the layout (unknown op, wrong payload length, longer than
+ * the maximum) is never answered: the memory node logs it and closes that connection.
+ */
+final class TcpFrameDescriptor {
+    /** The length prefix, not counted in itself. */
+    static final int LENGTH_FIELD_LENGTH = 4;
+
+    static final int OP_OFFSET = 0;
+    static final int COUNT_OFFSET = 4;
+    static final int REQUEST_ID_OFFSET = 8;
+    static final int ADDRESS_OFFSET = REQUEST_ID_OFFSET + 8;
+    static final int OPERAND1_OFFSET = ADDRESS_OFFSET + 8;
+    static final int OPERAND2_OFFSET = OPERAND1_OFFSET + 8;
+    /** Request header length after the length prefix; a WRITE's payload starts here. */
+    static final int REQUEST_HEADER_LENGTH = OPERAND2_OFFSET + 8;
+
+    static final int STATUS_OFFSET = 0;
+    static final int RESPONSE_ID_OFFSET = 8;
+    static final int VALUE_OFFSET = RESPONSE_ID_OFFSET + 8;
+    /** Response header length after the length prefix; the payload starts here. */
+    static final int RESPONSE_HEADER_LENGTH = VALUE_OFFSET + 8;
+
+    static final byte OP_HELLO = 1;
+    static final byte OP_READ = 2;
+    static final byte OP_WRITE = 3;
+    static final byte OP_CAS = 4;
+    static final byte OP_FAA = 5;
+
+    static final byte STATUS_OK = 0;
+    static final byte STATUS_REFUSED = 1;
+
+    /** Longest reason text a memory node sends with a refusal. */
+    static final int MAX_REASON_BYTES = 512;
+
+    private TcpFrameDescriptor() {
+    }
+
+    /** Longest frame, length prefix included, either side accepts for transfers of {@code maxTransfer} bytes. */
+    static int maxFrameLength(int maxTransfer) {
+        return LENGTH_FIELD_LENGTH + Math.max(REQUEST_HEADER_LENGTH, RESPONSE_HEADER_LENGTH) + Math.max(maxTransfer, MAX_REASON_BYTES);
+    }
+
+    static String opName(int op) {
+        return switch (op) {
+            case OP_HELLO -> "HELLO";
+            case OP_READ -> "READ";
+            case OP_WRITE -> "WRITE";
+            case OP_CAS -> "CAS";
+            case OP_FAA -> "FAA";
+            default -> "op " + op;
+        };
+    }
+}

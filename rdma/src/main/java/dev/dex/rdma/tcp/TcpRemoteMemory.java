@@ -1,0 +1,322 @@
+package dev.dex.rdma.tcp;
+
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
+
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbCounters;
+
+/**
+ * {@link RemoteMemory} over the {@code tcp} fabric: each verb is a request to the memory server that holds
+ * the address, on one of a few pipelined {@link Connection connections} per server (a calling thread always
+ * uses the same one), and the calling thread waits for the answer, so verbs complete before they return and
+ * one thread's verbs take effect in issue order, as the contract asks. Reads and writes longer than the
+ * maximum transfer go as several requests.
+ *
+ * <p>Failures: an address outside the region, a misaligned atomic or an unconnected server throws
+ * {@link IllegalArgumentException} before anything is sent. A lost connection fails the verbs in flight on it
+ * with {@link FabricException}; the next verb on it opens a new connection (and fails likewise if the memory
+ * server cannot be reached). A verb without an answer within the verb timeout closes its connection and throws
+ * {@link FabricException}: whether it took effect is unknown.
+ *
+ * <p>Concurrency: thread-safe. Per-thread state is the thread's {@link VerbCall} and its counter cell. A
+ * broken connection is replaced under the server link's lock, so concurrent callers open one replacement.
+ */
+public final class TcpRemoteMemory implements RemoteMemory {
+    private final TcpSettings settings;
+    private final IoTransport io;
+    private final long latencyNs;
+    private final Link[] links;
+    private final int[] serverIds;
+    private final VerbCounters counters = new VerbCounters();
+    private final ChunkAllocator chunkAllocator;
+    private final ThreadLocal<VerbCall> calls = ThreadLocal.withInitial(VerbCall::new);
+    private final Runnable onClose;
+    private volatile boolean closed;
+
+    /**
+     * Connects to every server and greets it; throws {@link IllegalArgumentException} naming the server that
+     * cannot be reached or that answers as another server.
+     */
+    TcpRemoteMemory(Map<Integer, InetSocketAddress> addresses, TcpSettings settings, IoTransport io, long latencyNs, Runnable onClose) {
+        this.settings = settings;
+        this.io = io;
+        this.latencyNs = latencyNs;
+        this.onClose = onClose;
+        TreeMap<Integer, InetSocketAddress> sorted = new TreeMap<>(addresses);
+        int max = sorted.isEmpty() ? -1 : sorted.lastKey();
+        this.links = new Link[max + 1];
+        this.serverIds = sorted.keySet().stream().mapToInt(Integer::intValue).toArray();
+        long[] regionLengths = new long[max + 1];
+        long[] chunkLengths = new long[max + 1];
+        List<Link> opened = new ArrayList<>();
+        try {
+            for (Map.Entry<Integer, InetSocketAddress> entry : sorted.entrySet()) {
+                Link link = new Link(entry.getKey(), entry.getValue());
+                opened.add(link);
+                links[entry.getKey()] = link;
+                regionLengths[entry.getKey()] = link.regionLength;
+                chunkLengths[entry.getKey()] = link.chunkLength;
+            }
+        } catch (RuntimeException e) {
+            opened.forEach(Link::close);
+            throw e instanceof FabricException ? new IllegalArgumentException(e.getMessage(), e) : e;
+        }
+        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+    }
+
+    @Override
+    public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        Link link = linkOf(address, length);
+        delay();
+        long offset = GlobalAddress.offset(address);
+        int done = 0;
+        do {
+            int n = Math.min(length - done, settings.maxTransfer());
+            VerbCall call = call();
+            call.prepare(OP_READ, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
+            call.dst = dst;
+            call.dstOffset = dstOffset + done;
+            run(link, call);
+            done += n;
+        } while (done < length);
+        counters.recordRead(length);
+    }
+
+    @Override
+    public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        Link link = linkOf(address, length);
+        delay();
+        long offset = GlobalAddress.offset(address);
+        int done = 0;
+        do {
+            int n = Math.min(length - done, settings.maxTransfer());
+            VerbCall call = call();
+            call.prepare(OP_WRITE, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
+            call.src = src;
+            call.srcOffset = srcOffset + done;
+            run(link, call);
+            done += n;
+        } while (done < length);
+        counters.recordWrite(length);
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired) {
+        Link link = wordLinkOf(address);
+        delay();
+        VerbCall call = call();
+        call.prepare(OP_CAS, address, 0, expected, desired);
+        run(link, call);
+        counters.recordAtomic();
+        return call.value;
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta) {
+        Link link = wordLinkOf(address);
+        delay();
+        VerbCall call = call();
+        call.prepare(OP_FAA, address, 0, delta, 0);
+        run(link, call);
+        counters.recordAtomic();
+        return call.value;
+    }
+
+    @Override
+    public int[] memoryServerIds() {
+        return serverIds.clone();
+    }
+
+    @Override
+    public VerbCounters counters() {
+        return counters;
+    }
+
+    @Override
+    public ChunkAllocator chunkAllocator() {
+        return chunkAllocator;
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (Link link : links) {
+            if (link != null) {
+                link.close();
+            }
+        }
+        onClose.run();
+    }
+
+    /** The calling thread's call; a call abandoned after a timeout is replaced, never reused. */
+    private VerbCall call() {
+        VerbCall call = calls.get();
+        if (call.isAbandoned()) {
+            call = new VerbCall();
+            calls.set(call);
+        }
+        return call;
+    }
+
+    private void run(Link link, VerbCall call) {
+        Connection connection = link.connection();
+        long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
+        connection.submit(call, deadline);
+        if (!call.await(settings.spinNanos(), deadline)) {
+            FabricException timeout = new FabricException("memory server " + link.serverId + " at " + connection.endpoint()
+                    + " did not answer a " + TcpFrameDescriptor.opName(call.op) + " within " + settings.verbTimeout().toMillis()
+                    + " ms; the connection is closed and the verb may or may not have taken effect");
+            connection.breakWith(timeout);
+            throw timeout;
+        }
+        if (call.failure != null) {
+            throw Connection.copy(call.failure);
+        }
+        if (call.status != STATUS_OK) {
+            throw new IllegalArgumentException("memory server " + link.serverId + " refused a " + TcpFrameDescriptor.opName(call.op)
+                    + ": " + call.reason);
+        }
+    }
+
+    private Link linkOf(long address, int length) {
+        Link link = serverLink(address);
+        long offset = GlobalAddress.offset(address);
+        if (length < 0 || offset > link.regionLength - length) {
+            throw new IllegalArgumentException("range [" + offset + ", " + offset + " + " + length + ") outside the region of "
+                    + link.regionLength + " bytes of memory server " + link.serverId);
+        }
+        return link;
+    }
+
+    private Link wordLinkOf(long address) {
+        Link link = linkOf(address, Long.BYTES);
+        if ((address & 7) != 0) {
+            throw new IllegalArgumentException("atomic word at " + GlobalAddress.toString(address) + " is not 8-byte aligned");
+        }
+        return link;
+    }
+
+    private Link serverLink(long address) {
+        if (closed) {
+            throw new IllegalStateException("remote memory is closed");
+        }
+        if (GlobalAddress.isSwizzled(address)) {
+            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
+        }
+        int id = GlobalAddress.serverId(address);
+        Link link = id < links.length ? links[id] : null;
+        if (link == null) {
+            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
+        }
+        return link;
+    }
+
+    private void delay() {
+        if (latencyNs > 0) {
+            long deadline = System.nanoTime() + latencyNs;
+            while (System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
+        }
+    }
+
+    /** The connections to one memory server, opened at connect and replaced when they break. */
+    private final class Link {
+        final int serverId;
+        final InetSocketAddress address;
+        final AtomicReferenceArray<Connection> connections;
+        final long regionLength;
+        final long chunkLength;
+
+        Link(int serverId, InetSocketAddress address) {
+            this.serverId = serverId;
+            this.address = address;
+            this.connections = new AtomicReferenceArray<>(settings.connectionsPerServer());
+            long[] greeting = null;
+            for (int i = 0; i < settings.connectionsPerServer(); i++) {
+                try {
+                    Connection connection = Connection.open(serverId, address, settings, io);
+                    connections.set(i, connection);
+                    greeting = hello(connection);
+                } catch (RuntimeException e) {
+                    close();
+                    throw e;
+                }
+            }
+            this.regionLength = greeting[0];
+            this.chunkLength = greeting[1];
+        }
+
+        /** The calling thread's connection, reopened first if it broke. */
+        Connection connection() {
+            int index = (int) (Thread.currentThread().getId() % connections.length());
+            Connection connection = connections.get(index);
+            if (connection.broken() == null) {
+                return connection;
+            }
+            synchronized (this) {
+                connection = connections.get(index);
+                if (connection.broken() != null) {
+                    if (closed) {
+                        throw new IllegalStateException("remote memory is closed");
+                    }
+                    connection = Connection.open(serverId, address, settings, io);
+                    hello(connection);
+                    connections.set(index, connection);
+                }
+                return connection;
+            }
+        }
+
+        /** Greets the server on {@code connection}: checks that it is {@code serverId}; returns region and chunk length. */
+        private long[] hello(Connection connection) {
+            VerbCall call = call();
+            call.prepare(OP_HELLO, GlobalAddress.of(serverId, 0), 0, 0, 0);
+            long deadline = System.nanoTime() + settings.connectTimeout().toNanos();
+            connection.submit(call, deadline);
+            if (!call.await(settings.spinNanos(), deadline)) {
+                connection.breakWith(new FabricException("no greeting"));
+                throw new FabricException("memory server " + serverId + " at " + connection.endpoint() + " did not answer the greeting within "
+                        + settings.connectTimeout().toMillis() + " ms");
+            }
+            if (call.failure != null) {
+                throw Connection.copy(call.failure);
+            }
+            if (call.status != STATUS_OK) {
+                connection.breakWith(new FabricException("wrong server"));
+                throw new IllegalArgumentException("endpoint " + connection.endpoint() + " refused memory server " + serverId + ": " + call.reason);
+            }
+            return new long[] {call.value, call.extra};
+        }
+
+        synchronized void close() {
+            for (int i = 0; i < connections.length(); i++) {
+                Connection connection = connections.get(i);
+                if (connection != null) {
+                    connection.breakWith(new FabricException("remote memory is closed"));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+package dev.dex.rdma.tcp;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.rdma.FabricException;
+
+/**
+ * One verb in flight: what the calling thread asks, and what the event loop answers. Each calling thread
+ * reuses one call for all its verbs, so a verb allocates nothing; a call whose wait timed out is never
+ * reused (the event loop may still hold it).
+ *
+ * <p>Concurrency: the caller writes the request fields, then hands the call to a connection's queue (a
+ * release); the event loop reads them after taking it from the queue (an acquire). The state word decides
+ * who owns the result fields: the event loop moves {@code WAITING -> COMPLETING}, fills the result (and the
+ * caller's destination buffer), then publishes {@code DONE} with a volatile write; a caller that gives up
+ * moves {@code WAITING -> ABANDONED} instead, after which the event loop touches nothing of the call. The
+ * caller spins for a while, then announces {@code parked} before it parks; the completer writes {@code DONE}
+ * before it reads {@code parked}, so one of the two always sees the other and no wake-up is lost.
+ */
+final class VerbCall {
+    static final int WAITING = 0;
+    static final int COMPLETING = 1;
+    static final int DONE = 2;
+    static final int ABANDONED = 3;
+
+    private static final VarHandle STATE;
+
+    /**
+     * Threads of this JVM waiting for an answer right now. A thread spins only when it finds at most half the
+     * cores' worth of waiters (itself included): spinning beats a park and wake-up while the event loops keep a
+     * core, but under load it steals that core and every answer comes later, so loaded threads park at once.
+     */
+    private static final AtomicInteger WAITERS = new AtomicInteger();
+    private static final int MAX_SPINNERS = Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
+
+    static {
+        try {
+            STATE = MethodHandles.lookup().findVarHandle(VerbCall.class, "state", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private final Thread owner = Thread.currentThread();
+    private volatile int state = DONE;
+    private volatile boolean parked;
+
+    // The request, written by the caller before submission.
+    byte op;
+    long address;
+    int count;
+    long operand1;
+    long operand2;
+    DirectBuffer src;
+    int srcOffset;
+    MutableDirectBuffer dst;
+    int dstOffset;
+
+    // Set by the event loop when it sends the request.
+    long requestId;
+
+    // The answer, valid once DONE.
+    byte status;
+    long value;
+    long extra;
+    String reason;
+    FabricException failure;
+
+    /** Starts a new verb; the call must be DONE (never ABANDONED). */
+    void prepare(byte newOp, long newAddress, int newCount, long newOperand1, long newOperand2) {
+        op = newOp;
+        address = newAddress;
+        count = newCount;
+        operand1 = newOperand1;
+        operand2 = newOperand2;
+        src = null;
+        dst = null;
+        reason = null;
+        failure = null;
+        parked = false;
+        state = WAITING;
+    }
+
+    boolean isAbandoned() {
+        return state == ABANDONED;
+    }
+
+    /** Event loop: claims the result fields; false when the caller gave up or another completion won. */
+    boolean beginCompletion() {
+        return STATE.compareAndSet(this, WAITING, COMPLETING);
+    }
+
+    /** Event loop: publishes the result and wakes the caller. */
+    void finish() {
+        state = DONE;
+        if (parked) {
+            LockSupport.unpark(owner);
+        }
+    }
+
+    /** Event loop: ends the verb with a transport failure, unless it already ended. */
+    void fail(FabricException cause) {
+        if (beginCompletion()) {
+            failure = cause;
+            finish();
+        }
+    }
+
+    /**
+     * Caller: waits until the verb is done; spins for {@code spinNanos} first unless more than half the cores'
+     * worth of threads are waiting. Returns false when the deadline passed and the call was abandoned (the
+     * event loop will ignore it from then on).
+     */
+    boolean await(long spinNanos, long deadline) {
+        if (state == DONE) {
+            return true;
+        }
+        int waiters = WAITERS.incrementAndGet();
+        try {
+            if (waiters <= MAX_SPINNERS) {
+                long spinUntil = System.nanoTime() + spinNanos;
+                while (state != DONE && System.nanoTime() - spinUntil < 0) {
+                    Thread.onSpinWait();
+                }
+            }
+            return parkUntilDone(deadline);
+        } finally {
+            WAITERS.decrementAndGet();
+        }
+    }
+
+    private boolean parkUntilDone(long deadline) {
+        while (state != DONE) {
+            long now = System.nanoTime();
+            if (now - deadline >= 0) {
+                if (STATE.compareAndSet(this, WAITING, ABANDONED)) {
+                    return false;
+                }
+                // Being completed right now: the result is a few stores away.
+                while (state != DONE) {
+                    Thread.onSpinWait();
+                }
+                return true;
+            }
+            parked = true;
+            if (state != DONE) {
+                LockSupport.parkNanos(this, deadline - now);
+            }
+        }
+        return true;
+    }
+}

@@ -1,0 +1,221 @@
+package dev.dex.rdma.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RegionHeaderDescriptor;
+import dev.dex.rdma.RemoteMemory;
+
+/** What the tcp fabric does when the network or a peer misbehaves: clear errors, no hang, the server keeps serving. */
+class TcpFailureTest {
+    private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
+    private static final long REGION = 16L * CHUNK;
+
+    private final List<AutoCloseable> resources = new ArrayList<>();
+
+    private <T extends AutoCloseable> T closeAfter(T resource) {
+        resources.add(0, resource);
+        return resource;
+    }
+
+    @AfterEach
+    void closeEverything() throws Exception {
+        for (AutoCloseable resource : resources) {
+            resource.close();
+        }
+    }
+
+    private TcpFabric fabric(Duration verbTimeout) {
+        return closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(verbTimeout), 0));
+    }
+
+    @Test
+    void aConnectionLostMidRequestFailsTheVerbClearlyAndTheNextVerbReconnects() throws Exception {
+        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.CLOSE));
+        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[64]);
+
+        FabricException lost = assertTimeoutPreemptively(Duration.ofSeconds(10),
+                () -> assertThrows(FabricException.class, () -> memory.read(GlobalAddress.of(0, CHUNK), buffer, 0, 64)));
+        assertTrue(lost.getMessage().contains("memory server 0") && lost.getMessage().contains("closed"), lost.getMessage());
+
+        server.mode(FakeMemoryServer.Mode.ANSWER);
+        buffer.setMemory(0, 64, (byte) 7);
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memory.read(GlobalAddress.of(0, CHUNK), buffer, 0, 64));
+        assertArrayEquals(new byte[64], buffer.byteArray(), "the reconnected read got the server's bytes");
+    }
+
+    @Test
+    void aServerThatStopsAnsweringFailsTheVerbAfterTheTimeoutWithoutHanging() throws Exception {
+        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = closeAfter(fabric(Duration.ofMillis(300)).connect(Map.of(0, server.endpoint())));
+
+        FabricException timeout = assertTimeoutPreemptively(Duration.ofSeconds(10),
+                () -> assertThrows(FabricException.class, () -> memory.compareAndSwap(GlobalAddress.of(0, CHUNK), 0, 1)));
+
+        assertTrue(timeout.getMessage().contains("did not answer a CAS within 300 ms"), timeout.getMessage());
+    }
+
+    @Test
+    void verbsInFlightOnManyThreadsAllFailWhenTheConnectionDrops() throws Exception {
+        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+        ExecutorService threads = Executors.newFixedThreadPool(6);
+        try {
+            List<Future<?>> verbs = new ArrayList<>();
+            for (int t = 0; t < 6; t++) {
+                verbs.add(threads.submit(() -> memory.fetchAndAdd(GlobalAddress.of(0, CHUNK), 1)));
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (server.requests() < 6 && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertEquals(6, server.requests(), "every verb reached the server");
+
+            server.close();
+
+            for (Future<?> verb : verbs) {
+                Throwable failure = assertThrows(java.util.concurrent.ExecutionException.class, () -> verb.get(10, TimeUnit.SECONDS)).getCause();
+                assertTrue(failure instanceof FabricException, failure.toString());
+            }
+        } finally {
+            threads.shutdownNow();
+        }
+    }
+
+    @Test
+    void aRequestOutsideTheRegionIsRefusedAndTheConnectionKeepsServing() throws Exception {
+        TcpFabric fabric = fabric(Duration.ofSeconds(30));
+        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        exported.region().putLongVolatile(CHUNK, 99);
+        RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_READ, 16, 1, GlobalAddress.of(0, REGION - 8), 0, 0, new byte[0], -1));
+        RawClient.Response outside = raw.receive();
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_WRITE, 8, 2, GlobalAddress.of(0, REGION), 0, 0, new byte[8], -1));
+        RawClient.Response outsideWrite = raw.receive();
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_CAS, 0, 3, GlobalAddress.of(0, CHUNK + 4), 0, 1, new byte[0], -1));
+        RawClient.Response misaligned = raw.receive();
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_FAA, 0, 4, GlobalAddress.of(5, CHUNK), 1, 0, new byte[0], -1));
+        RawClient.Response otherServer = raw.receive();
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_READ, 8, 5, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1));
+        RawClient.Response inside = raw.receive();
+
+        assertEquals(TcpFrameDescriptor.STATUS_REFUSED, outside.status());
+        assertEquals(1, outside.id());
+        assertTrue(new String(outside.payload(), StandardCharsets.UTF_8).contains("outside region"));
+        assertEquals(TcpFrameDescriptor.STATUS_REFUSED, outsideWrite.status());
+        assertEquals(TcpFrameDescriptor.STATUS_REFUSED, misaligned.status());
+        assertTrue(new String(misaligned.payload(), StandardCharsets.UTF_8).contains("aligned"));
+        assertEquals(TcpFrameDescriptor.STATUS_REFUSED, otherServer.status());
+        assertTrue(new String(otherServer.payload(), StandardCharsets.UTF_8).contains("serves memory server 0, not 5"));
+        assertEquals(TcpFrameDescriptor.STATUS_OK, inside.status());
+        assertEquals(5, inside.id());
+        assertEquals(99, ByteBuffer.wrap(inside.payload()).order(ByteOrder.LITTLE_ENDIAN).getLong());
+        assertEquals(99, exported.region().getLongVolatile(CHUNK), "the refused CAS changed nothing");
+        assertEquals(0, exported.region().getLongVolatile(REGION - 8), "the refused write changed nothing");
+    }
+
+    @Test
+    void malformedAndOversizedFramesCloseOnlyTheirConnection() throws Exception {
+        TcpFabric fabric = fabric(Duration.ofSeconds(30));
+        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        RemoteMemory healthy = closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
+        byte[][] bad = {
+            RawClient.request(42, 0, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1),
+            RawClient.request(TcpFrameDescriptor.OP_WRITE, 64, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[8], -1),
+            RawClient.request(TcpFrameDescriptor.OP_READ, 8, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[8], -1),
+            RawClient.request(TcpFrameDescriptor.OP_READ, -1, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1),
+            RawClient.request(TcpFrameDescriptor.OP_READ, 1 << 30, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1),
+            RawClient.request(TcpFrameDescriptor.OP_READ, 8, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], 12),
+            RawClient.request(TcpFrameDescriptor.OP_WRITE, 8, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[8], Integer.MAX_VALUE),
+        };
+        for (int i = 0; i < bad.length; i++) {
+            try (RawClient raw = new RawClient(exported.endpoint())) {
+                raw.send(bad[i]);
+                assertTrue(raw.closedByPeer(), "frame " + i + " closes its connection");
+            }
+            TcpRemoteMemoryTest.writeWord(healthy, GlobalAddress.of(0, 2L * CHUNK), i + 1);
+            assertEquals(i + 1, TcpRemoteMemoryTest.readWord(healthy, GlobalAddress.of(0, 2L * CHUNK)),
+                    "another connection keeps being served after frame " + i);
+        }
+        assertEquals(0, exported.region().getLongVolatile(CHUNK), "no malformed write was applied");
+    }
+
+    @Test
+    void compareAndSwapFromManyConnectionsIsLinearizable() throws Exception {
+        TcpFabric fabric = fabric(Duration.ofSeconds(30));
+        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        int clients = 4;
+        int threadsPerClient = 2;
+        int increments = 500;
+        long lock = GlobalAddress.of(0, CHUNK);
+        long pair = GlobalAddress.of(0, 2L * CHUNK);
+        List<RemoteMemory> memories = new ArrayList<>();
+        for (int c = 0; c < clients; c++) {
+            memories.add(closeAfter(fabric.connect(Map.of(0, exported.endpoint()))));
+        }
+        ExecutorService threads = Executors.newFixedThreadPool(clients * threadsPerClient);
+        try {
+            List<Future<Integer>> results = new ArrayList<>();
+            for (int t = 0; t < clients * threadsPerClient; t++) {
+                RemoteMemory memory = memories.get(t % clients);
+                long tag = t + 1;
+                results.add(threads.submit(() -> {
+                    // A remote spin lock by CAS guards a two-word record that is read and written non-atomically:
+                    // if two holders ever overlapped, an increment would be lost or the words would disagree.
+                    UnsafeBuffer record = new UnsafeBuffer(new byte[16]);
+                    int mismatches = 0;
+                    for (int i = 0; i < increments; i++) {
+                        while (memory.compareAndSwap(lock, 0, tag) != 0) {
+                            Thread.onSpinWait();
+                        }
+                        memory.read(pair, record, 0, 16);
+                        if (record.getLong(0) != record.getLong(8)) {
+                            mismatches++;
+                        }
+                        record.putLong(0, record.getLong(0) + 1);
+                        memory.write(pair, record, 0, 8);
+                        record.putLong(8, record.getLong(8) + 1);
+                        memory.write(pair + 8, record, 8, 8);
+                        assertEquals(tag, memory.compareAndSwap(lock, tag, 0), "the lock held its owner's tag");
+                    }
+                    return mismatches;
+                }));
+            }
+            for (Future<Integer> result : results) {
+                assertEquals(0, result.get(60, TimeUnit.SECONDS), "a holder saw a half-updated record");
+            }
+        } finally {
+            threads.shutdownNow();
+        }
+        long total = (long) clients * threadsPerClient * increments;
+        assertEquals(total, exported.region().getLongVolatile(2L * CHUNK));
+        assertEquals(total, exported.region().getLongVolatile(2L * CHUNK + 8));
+        assertEquals(0, exported.region().getLongVolatile(CHUNK));
+        assertFalse(memories.isEmpty());
+    }
+}
