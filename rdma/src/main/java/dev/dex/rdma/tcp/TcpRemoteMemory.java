@@ -289,9 +289,12 @@ public final class TcpRemoteMemory implements RemoteMemory {
             }
         }
 
-        /** Greets the server on {@code connection}: checks that it is {@code serverId}; returns region and chunk length. */
+        /**
+         * Greets the server on {@code connection}: checks that it is {@code serverId}; returns region and chunk
+         * length. Uses a call of its own: a reconnect happens in the middle of the thread's current verb.
+         */
         private long[] hello(Connection connection) {
-            VerbCall call = call();
+            VerbCall call = new VerbCall();
             call.prepare(OP_HELLO, GlobalAddress.of(serverId, 0), 0, 0, 0);
             long deadline = System.nanoTime() + settings.connectTimeout().toNanos();
             connection.submit(call, deadline);
