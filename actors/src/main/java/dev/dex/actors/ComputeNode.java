@@ -79,6 +79,7 @@ public final class ComputeNode {
     private final Settings settings;
     private final Fabric fabric;
     private final Map<Integer, ActorRef<MemoryNode.Command>> memory = new HashMap<>();
+    private final Map<Integer, String> endpoints = new HashMap<>();
 
     private ComputeNode(ActorContext<Command> context, TimerScheduler<Command> timers, Settings settings, Fabric fabric) {
         this.context = context;
@@ -122,6 +123,7 @@ public final class ComputeNode {
             return Behaviors.same();
         }
         memory.put(described.description().serverId(), described.description().node());
+        endpoints.put(described.description().serverId(), described.description().endpoint());
         return memory.size() >= settings.memoryNodes() ? tryOpen() : Behaviors.same();
     }
 
@@ -131,7 +133,7 @@ public final class ComputeNode {
         RemoteMemory connection;
         DexEngine engine;
         try {
-            connection = fabric.connect(ids);
+            connection = fabric.connect(endpoints);
         } catch (IllegalArgumentException notYet) {
             timers.startSingleTimer(Retry.INSTANCE, Duration.ofMillis(200));
             return Behaviors.same();

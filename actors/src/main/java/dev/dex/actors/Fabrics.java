@@ -7,11 +7,14 @@ import java.util.concurrent.ConcurrentHashMap;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.shm.ShmFabric;
+import dev.dex.rdma.tcp.TcpFabric;
+import dev.dex.rdma.tcp.TcpSettings;
 
 /**
  * The fabric a node uses, from configuration: {@code local} (regions in this JVM, shared by every actor
- * system of the JVM under one name, for the single-process demo and tests) or {@code shm} (memory-mapped
- * files in a directory, shared by the processes of one host).
+ * system of the JVM under one name, for the single-process demo and tests), {@code shm} (memory-mapped
+ * files in a directory, shared by the processes of one host) or {@code tcp} (a memory node serves its
+ * region over TCP at an endpoint it advertises in its {@link MemoryNode.Description}; any host).
  *
  * <p>Concurrency: the registry of local fabrics is a concurrent map; the fabrics are thread-safe.
  */
@@ -22,23 +25,37 @@ public final class Fabrics {
     }
 
     /** Where and how nodes reach the memory pool. */
-    public record Spec(String transport, String localName, Path shmDirectory, long latencyNs) {
+    public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp) {
         public Spec {
-            if (!transport.equals("local") && !transport.equals("shm")) {
-                throw new IllegalArgumentException("dex.fabric.transport must be local or shm: " + transport);
+            if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp")) {
+                throw new IllegalArgumentException("dex.fabric.transport must be local, shm or tcp: " + transport);
             }
             if (latencyNs < 0) {
                 throw new IllegalArgumentException("dex.fabric.latency-ns must be >= 0: " + latencyNs);
             }
         }
+
+        /** A spec with the default tcp settings. */
+        public Spec(String transport, String localName, Path shmDirectory, long latencyNs) {
+            this(transport, localName, shmDirectory, latencyNs, TcpSettings.DEFAULTS);
+        }
+
+        /** True when each node opens a fabric object of its own, which it must close when it stops. */
+        public boolean perNode() {
+            return !transport.equals("local");
+        }
     }
 
-    /** The fabric for {@code spec}: the JVM-wide local fabric of that name, or an shm fabric on the directory. */
+    /**
+     * The fabric for {@code spec}: the JVM-wide local fabric of that name, an shm fabric on the directory, or a
+     * new tcp fabric (its own event loops, closed by the caller).
+     */
     public static Fabric open(Spec spec) {
-        if (spec.transport().equals("local")) {
-            return LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
-        }
-        return new ShmFabric(spec.shmDirectory(), spec.latencyNs());
+        return switch (spec.transport()) {
+            case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
+            case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
+            default -> new TcpFabric(spec.tcp(), spec.latencyNs());
+        };
     }
 
     /** Forgets (and closes) the JVM-wide local fabric of that name; for tests and the demo's end. */

@@ -47,7 +47,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     public record Describe(ActorRef<Description> replyTo) implements Command {
     }
 
-    public record Description(int serverId, long regionBytes, ActorRef<Command> node) implements CborSerializable {
+    /**
+     * @param endpoint where compute nodes reach the region through the fabric ({@code host:port} for tcp;
+     *                 empty for fabrics that find regions by server id)
+     */
+    public record Description(int serverId, long regionBytes, String endpoint, ActorRef<Command> node) implements CborSerializable {
     }
 
     /** Asks for a chunk of this node's region (for transports without one-sided atomics). */
@@ -104,7 +108,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 });
         this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
-        context.getLog().info("memory node {} exported {} bytes", settings.serverId(), settings.regionBytes());
+        context.getLog().info("memory node {} exported {} bytes over {}{}", settings.serverId(), settings.regionBytes(),
+                fabric.transport(), region.endpoint().isEmpty() ? "" : " at " + region.endpoint());
     }
 
     /** A memory node exporting its region through {@code fabric}. */
@@ -123,7 +128,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     private Behavior<Command> onDescribe(Describe describe) {
-        describe.replyTo().tell(new Description(settings.serverId(), settings.regionBytes(), getContext().getSelf()));
+        describe.replyTo().tell(new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), getContext().getSelf()));
         return this;
     }
 

@@ -65,7 +65,7 @@ class MessageSerializationTest {
         Ops.Result refused = Ops.Result.error(Ops.NOT_HELD, "partition 3 is moving to another compute node");
         return List.of(
                 new MemoryNode.Describe(descriptions),
-                new MemoryNode.Description(3, 64L << 30, memoryNode),
+                new MemoryNode.Description(3, 64L << 30, "10.1.2.3:7400", memoryNode),
                 new MemoryNode.AllocateChunk(chunks),
                 new MemoryNode.ChunkGranted(0x0003_0000_0001_0000L, null),
                 new MemoryNode.ChunkGranted(0, "memory server 3 is full"),

@@ -105,7 +105,8 @@ public final class BenchCommand implements Callable<Integer> {
     private int partitions;
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
-            description = "Fabric transport; only local for now (default: ${DEFAULT-VALUE}).")
+            description = "local (regions in this JVM) or tcp (the memory nodes in this JVM serve their regions over loopback TCP;"
+                    + " every verb is a network round trip) (default: ${DEFAULT-VALUE}).")
     private String fabric;
 
     @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
@@ -208,7 +209,9 @@ public final class BenchCommand implements Callable<Integer> {
                 "--partitions must be in [1, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions
                 + ") must be at least --compute-nodes (" + computeNodes + ") so every compute node holds a partition");
-        check(fabric.equals("local"), "--fabric " + fabric + " is not supported by the bench yet; only 'local' is");
+        check(fabric.equals("local") || fabric.equals("tcp"), "--fabric must be local or tcp: " + fabric);
+        check(fabric.equals("local") || !mode.offloads(), "--mode " + mode.cliName() + " offloads, and offloaded operations"
+                + " are not sent over the tcp fabric yet; use --mode no-offload (dex without offloading) or --fabric local");
         check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
                 "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
         if (json != null) {
@@ -217,7 +220,7 @@ public final class BenchCommand implements Callable<Integer> {
             check(!Files.isDirectory(json), "--json " + json + " is a directory");
         }
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
-                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, seed, json);
+                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json);
     }
 
     private void check(boolean ok, String message) {

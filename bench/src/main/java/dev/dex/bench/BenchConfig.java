@@ -9,11 +9,13 @@ import java.nio.file.Path;
  *                   when {@code cacheBytes} is given
  * @param cacheBytes cache size per compute node in bytes, or -1 when {@code cacheRatio} is given
  * @param memoryThreads memory-side offload threads per memory node
+ * @param fabric     {@code local} (regions in this JVM) or {@code tcp} (a memory side in this JVM served over
+ *                   loopback TCP to a compute side with its own event loops)
  * @param json       where to write the JSON result, or null
  */
 record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
-                   int memoryNodes, int memoryThreads, int partitions, long latencyNs, long seed, Path json) {
+                   int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json) {
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {

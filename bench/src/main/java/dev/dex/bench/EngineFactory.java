@@ -2,6 +2,8 @@ package dev.dex.bench;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 
 import dev.dex.core.cache.DexConfig;
@@ -21,14 +23,18 @@ import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
+import dev.dex.rdma.tcp.TcpFabric;
+import dev.dex.rdma.tcp.TcpSettings;
 import me.tongfei.progressbar.ProgressBar;
 
 /**
- * Builds the engines of a run. For the fabric modes: a {@link LocalFabric} with one region per memory node,
- * the tree bulk-loaded through a connection of its own, then one engine per compute node, each on its own
- * {@code connect(...)} (so each counts its own verbs). For {@code skiplist}: one map, loaded with the same
+ * Builds the engines of a run. For the fabric modes: a {@link LocalFabric} with one region per memory node
+ * (or, with {@code --fabric tcp}, a memory-side {@link TcpFabric} serving them over loopback and a compute-side
+ * one reaching them by their endpoints), the tree bulk-loaded through a connection of its own, then one engine
+ * per compute node, each on its own {@code connect(...)} (so each counts its own verbs). For {@code skiplist}: one map, loaded with the same
  * entries, shared by one adapter per compute node.
  *
  * <p>Region sizing: bulk load keeps every level-M subtree (M = 3, about 5 million keys) on one memory node,
@@ -102,17 +108,21 @@ final class EngineFactory {
         long region = regionLength(config, estimate, chunk);
         List<IndexEngine> engines = new ArrayList<>();
         List<AutoCloseable> resources = new ArrayList<>();
-        LocalFabric fabric = new LocalFabric(config.latencyNs());
+        boolean tcp = config.fabric().equals("tcp");
+        // Over tcp the memory side and the compute side have event loops of their own, as on two hosts.
+        Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, 0) : new LocalFabric(config.latencyNs());
+        Fabric computeSide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, config.latencyNs()) : memorySide;
         try {
-            int[] servers = new int[config.memoryNodes()];
+            Map<Integer, String> servers = new TreeMap<>();
             List<ExportedRegion> exported = new ArrayList<>();
-            for (int id = 0; id < servers.length; id++) {
-                servers[id] = id;
-                exported.add(export(fabric, id, region, chunk));
+            for (int id = 0; id < config.memoryNodes(); id++) {
+                ExportedRegion memoryNode = export(memorySide, id, region, chunk);
+                exported.add(memoryNode);
+                servers.put(id, memoryNode.endpoint());
             }
             BulkLoader.Result loaded;
             PartitionTable table = null;
-            try (RemoteMemory loader = fabric.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
+            try (RemoteMemory loader = computeSide.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
                 loaded = BulkLoader.formatAndLoad(loader, TreeConfig.defaults(), keySpace.entries(), bar::stepTo);
                 if (opener != null) {
                     table = partitionTable(loader, config, keySpace);
@@ -127,7 +137,7 @@ final class EngineFactory {
                         LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, config.latencyNs());
             }
             for (int c = 0; c < config.computeNodes(); c++) {
-                RemoteMemory memory = fabric.connect(servers);
+                RemoteMemory memory = computeSide.connect(servers);
                 resources.add(memory);
                 if (opener == null) {
                     engines.add(BaselineTree.open(memory));
@@ -143,17 +153,21 @@ final class EngineFactory {
             if (channel != null) {
                 resources.add(channel);
             }
-            resources.add(fabric);
+            if (computeSide != memorySide) {
+                resources.add(computeSide);
+            }
+            resources.add(memorySide);
             return new EngineCluster(engines, treeBytes, resources);
         } catch (RuntimeException | Error e) {
             closeQuietly(engines, e);
             closeQuietly(resources, e);
-            fabric.close();
+            computeSide.close();
+            memorySide.close();
             throw e;
         }
     }
 
-    private static ExportedRegion export(LocalFabric fabric, int id, long region, int chunk) {
+    private static ExportedRegion export(Fabric fabric, int id, long region, int chunk) {
         try {
             return fabric.export(id, region, chunk);
         } catch (OutOfMemoryError e) {

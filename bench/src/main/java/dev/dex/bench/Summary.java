@@ -22,7 +22,8 @@ final class Summary {
         line(out, "ops", "%,d measured after %,d warm-up, %d thread%s, seed %d", c.ops(), c.warmup(), c.threads(),
                 plural(c.threads()), c.seed());
         if (c.mode().usesFabric()) {
-            line(out, "fabric", "local, %,d ns injected latency per verb", c.latencyNs());
+            line(out, "fabric", "%s, %,d ns injected latency per verb%s", c.fabric(), c.latencyNs(),
+                    c.fabric().equals("tcp") ? " on top of loopback TCP" : "");
         } else {
             line(out, "fabric", "none (the map lives in this JVM)");
         }

@@ -25,7 +25,7 @@ import picocli.CommandLine;
 
 /** Runs the whole command in-process on tiny configurations. */
 class BenchCommandRunTest {
-    private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "dist", "theta", "keys", "ops", "threads",
+    private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "fabric", "dist", "theta", "keys", "ops", "threads",
             "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs");
 
     @TempDir

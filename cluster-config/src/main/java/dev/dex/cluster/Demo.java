@@ -29,11 +29,13 @@ import dev.dex.actors.ComputeNode;
 import dev.dex.actors.DexClient;
 import dev.dex.actors.DexClientApi;
 import dev.dex.actors.Fabrics;
+import dev.dex.actors.MemoryNodes;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
+import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
 import me.tongfei.progressbar.ProgressBar;
 import me.tongfei.progressbar.ProgressBarBuilder;
@@ -73,6 +75,11 @@ final class Demo implements Callable<Integer> {
             description = "Compute nodes before the scale-out (default: ${DEFAULT-VALUE}).")
     int computeNodes;
 
+    @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
+            description = "How the compute nodes reach the memory node: local (in this JVM's memory), tcp (over loopback "
+                    + "TCP, as across hosts) or shm (/dev/shm) (default: ${DEFAULT-VALUE}).")
+    String fabric;
+
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the mix's result to FILE as one JSON object.")
     java.nio.file.Path json;
 
@@ -100,8 +107,9 @@ final class Demo implements Callable<Integer> {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         }
         Config overrides = ConfigFactory.empty()
-                .withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef("local"))
+                .withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric))
                 .withValue("dex.fabric.local-name", ConfigValueFactory.fromAnyRef(fabricName))
+                .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef("/dev/shm/" + fabricName))
                 .withValue("dex.tree.partitions", ConfigValueFactory.fromAnyRef(partitions))
                 .withValue("dex.tree.partition-key-min", ConfigValueFactory.fromAnyRef(1))
                 .withValue("dex.tree.partition-key-max", ConfigValueFactory.fromAnyRef(n * KEY_SPACING))
@@ -133,18 +141,20 @@ final class Demo implements Callable<Integer> {
                 system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
             }
             Fabrics.closeLocal(fabricName);
+            java.nio.file.Files.deleteIfExists(java.nio.file.Path.of("/dev/shm/" + fabricName));
         }
     }
 
     private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
-        out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM%n",
-                benchOnly ? "cluster bench" : "demo", computeNodes);
+        out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM;"
+                + " fabric %s%n", benchOnly ? "cluster bench" : "demo", computeNodes, settings.fabric().transport());
         ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
         systems.add(memory);
         List<String> seed = List.of(DexNodes.hostPort(memory));
 
         long loadStart = System.nanoTime();
-        try (RemoteMemory loader = awaitFormatted(settings)) {
+        Fabric loaderFabric = Fabrics.open(settings.fabric());
+        try (RemoteMemory loader = awaitFormatted(memory, loaderFabric)) {
             long[] loadedKeys = new long[1];
             SortedEntries entries = new SortedEntries() {
                 private long i;
@@ -172,6 +182,10 @@ final class Demo implements Callable<Integer> {
             }
             table = Partitioning.fromLeafFences(loader, partitions);
             Superblock.writePartitions(loader, table);
+        } finally {
+            if (settings.fabric().perNode()) {
+                loaderFabric.close();
+            }
         }
         out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9, partitions);
 
@@ -217,11 +231,12 @@ final class Demo implements Callable<Integer> {
     }
 
     /** Waits until memory server 0 has formatted the tree, and returns a connection for the loader. */
-    private static RemoteMemory awaitFormatted(DexSettings settings) throws InterruptedException {
+    private static RemoteMemory awaitFormatted(ActorSystem<?> memoryNode, Fabric fabric) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        Map<Integer, String> endpoints = MemoryNodes.endpoints(memoryNode, 1, Duration.ofSeconds(30));
         while (true) {
             try {
-                RemoteMemory memory = Fabrics.open(settings.fabric()).connect(0);
+                RemoteMemory memory = fabric.connect(endpoints);
                 try {
                     Superblock.readPartitions(memory);
                     return memory;

@@ -26,6 +26,7 @@ import dev.dex.actors.DexClient;
 import dev.dex.actors.DexClientApi;
 import dev.dex.actors.DexException;
 import dev.dex.bench.BenchCommand;
+import dev.dex.bench.VerbBenchCommand;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -72,6 +73,10 @@ public final class DexCli implements Callable<Integer> {
                 cli.setExecutionExceptionHandler(DexCli::handle);
                 return cli.execute(rest.toArray(String[]::new));
             }
+            if (rest.remove("--verbs")) {
+                // The fabric alone: verb latency and pipelined verbs per second.
+                return VerbBenchCommand.commandLine().execute(rest.toArray(String[]::new));
+            }
             return BenchCommand.commandLine().setCommandName("dex bench").execute(rest.toArray(String[]::new));
         }
         CommandLine cli = new CommandLine(new DexCli());
@@ -93,7 +98,8 @@ public final class DexCli implements Callable<Integer> {
     public Integer call() {
         new CommandLine(this).usage(System.out);
         System.out.println("\n  bench      the engine benchmark ('dex bench --help'); 'dex bench --cluster' measures an in-JVM"
-                + " cluster through the client ('dex bench --cluster --help')");
+                + " cluster through the client ('dex bench --cluster --help'); 'dex bench --verbs' measures the fabric's verbs"
+                + " alone ('dex bench --verbs --help')");
         return 0;
     }
 

@@ -17,6 +17,7 @@ import dev.dex.actors.ComputeNode;
 import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
+import dev.dex.rdma.Fabric;
 
 /**
  * Starts the nodes of a DEX cluster, each in an actor system of its own named {@code dex}: a memory node
@@ -79,11 +80,21 @@ public final class DexNodes {
     }
 
     public static ActorSystem<Void> memoryNode(Config config, DexSettings settings) {
-        return start(config, MemoryNode.create(settings.memory(), Fabrics.open(settings.fabric())), "memory");
+        Fabric fabric = Fabrics.open(settings.fabric());
+        return closeWith(start(config, MemoryNode.create(settings.memory(), fabric), "memory"), fabric, settings);
     }
 
     public static ActorSystem<Void> computeNode(Config config, DexSettings settings) {
-        return start(config, ComputeNode.create(settings.compute(), Fabrics.open(settings.fabric())), "compute");
+        Fabric fabric = Fabrics.open(settings.fabric());
+        return closeWith(start(config, ComputeNode.create(settings.compute(), fabric), "compute"), fabric, settings);
+    }
+
+    /** A node's own fabric object (tcp's event loops, shm's mappings) lives as long as its actor system. */
+    private static ActorSystem<Void> closeWith(ActorSystem<Void> system, Fabric fabric, DexSettings settings) {
+        if (settings.fabric().perNode()) {
+            system.getWhenTerminated().thenRun(fabric::close);
+        }
+        return system;
     }
 
     /** A client node: the actor system is the client actor itself. */

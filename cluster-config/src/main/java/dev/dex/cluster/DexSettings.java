@@ -11,6 +11,7 @@ import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.tcp.TcpSettings;
 
 /**
  * The {@code dex} settings of {@code reference.conf}, read once and checked; a bad value fails with a
@@ -22,8 +23,13 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
 
     public static DexSettings from(Config config) {
         Config dex = config.getConfig("dex");
+        TcpSettings tcp = new TcpSettings(dex.getString("fabric.tcp.host"), dex.getInt("fabric.tcp.port"),
+                dex.getInt("fabric.tcp.connections-per-server"), dex.getInt("fabric.tcp.window"),
+                dex.getDuration("fabric.tcp.verb-timeout"), dex.getDuration("fabric.tcp.connect-timeout"),
+                dex.getInt("fabric.tcp.io-threads"), dex.getDuration("fabric.tcp.spin").toNanos(),
+                (int) range(dex, "fabric.tcp.max-transfer", dex.getBytes("fabric.tcp.max-transfer"), 4096, 16 << 20));
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
-                Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"));
+                Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp);
 
         long regionSize = dex.getBytes("memory.region-size");
         long chunkSize = dex.getBytes("memory.chunk-size");

@@ -26,7 +26,8 @@ final class NodeOptions {
     int port;
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "shm",
-            description = "local (one JVM only) or shm (processes of one host share regions in --shm-dir) (default: ${DEFAULT-VALUE}).")
+            description = "local (one JVM only), shm (processes of one host share regions in --shm-dir) or tcp (memory nodes "
+                    + "serve their regions over TCP at --host; any host) (default: ${DEFAULT-VALUE}).")
     String fabric;
 
     @Option(names = "--shm-dir", paramLabel = "DIR",
@@ -59,6 +60,10 @@ final class NodeOptions {
             config = config.withFallback(ConfigFactory.parseFile(configFile.toFile()));
         }
         config = config.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric));
+        if (!config.hasPath("dex.fabric.tcp.host")) {
+            // A memory node serves its region where it serves the cluster, unless told otherwise.
+            config = config.withValue("dex.fabric.tcp.host", ConfigValueFactory.fromAnyRef(host));
+        }
         if (shmDirectory != null) {
             config = config.withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
         }

@@ -42,6 +42,8 @@ class DexCliTest {
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
             "demo --partitions 2 --keys 5000             | --partitions must be in [3",
+            "demo --fabric udp                           | dex.fabric.transport must be local, shm or tcp",
+            "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
             "memory-node --config /nonexistent.conf      | no such readable file"})
@@ -76,10 +78,15 @@ class DexCliTest {
         assertTrue(!run.out().contains("scale-out"), "the cluster bench does not scale out");
     }
 
-    @Test
-    void theDemoLoadsServesScalesOutAndVerifiesEveryKey() {
-        Run run = run("demo", "--keys", "20000", "--seconds", "1", "--partitions", "12");
+    @ParameterizedTest(name = "--fabric {0}")
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"local", "tcp"})
+    void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric) {
+        Run run = run("demo", "--keys", "20000", "--seconds", "1", "--partitions", "12", "--fabric", fabric);
         assertEquals(0, run.exit(), run.out() + run.err());
+        assertTrue(run.out().contains("fabric " + fabric), run.out());
+        if (fabric.equals("tcp")) {
+            assertTrue(run.err().contains("serves its region over tcp"), "the memory node served its region over tcp");
+        }
         assertTrue(run.out().contains("bulk-loaded 20,000 keys"), run.out());
         assertTrue(run.out().contains("throughput"), run.out());
         assertTrue(run.out().contains("partition map after scale-out"), run.out());

@@ -42,7 +42,11 @@ class DexSettingsTest {
 
     @ParameterizedTest(name = "{0} = {1}")
     @CsvSource(delimiter = '|', value = {
-            "dex.fabric.transport     | tcp    | dex.fabric.transport must be local or shm",
+            "dex.fabric.transport     | udp    | dex.fabric.transport must be local, shm or tcp",
+            "dex.fabric.tcp.port      | 70000  | dex.fabric.tcp.port must be in [0, 65535]",
+            "dex.fabric.tcp.window    | 0      | dex.fabric.tcp.window must be in [1, 65536]",
+            "dex.fabric.tcp.max-transfer | 1KiB | dex.fabric.tcp.max-transfer must be in [4096, 16777216]",
+            "dex.fabric.tcp.verb-timeout | 0s  | dex.fabric.tcp.verb-timeout must be > 0",
             "dex.fabric.latency-ns    | -1     | dex.fabric.latency-ns must be >= 0",
             "dex.memory.server-id     | 40000  | dex.memory.server-id must be in [0, 32767]",
             "dex.memory.region-size   | 1536KiB | must be a multiple of dex.memory.chunk-size",

@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -17,6 +18,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import org.apache.pekko.actor.typed.ActorRef;
@@ -45,7 +48,9 @@ import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.Fabric;
 import dev.dex.rdma.shm.ShmFabric;
+import dev.dex.rdma.tcp.TcpFabric;
 
 /**
  * A real DEX cluster for one test: memory and compute nodes as separate JVMs ({@link NodeProcess}) sharing
@@ -66,11 +71,16 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     static final Duration NODE_START = Duration.ofSeconds(60);
     private static final Duration STOP_GRACE = Duration.ofSeconds(5);
 
+    private static final Pattern TCP_EXPORT = Pattern.compile("memory node (\\d+) exported \\d+ bytes over tcp at (\\S+)");
+
     private final List<String> settings;
+    private final String transport;
     private String testName;
     private Path logDirectory;
     private Path shmDirectory;
-    private ShmFabric fabric;
+    private Fabric fabric;
+    /** tcp: each node's own shm directory, which must never come to exist. */
+    private final Map<String, Path> absentShmDirectories = new LinkedHashMap<>();
     /** Read by the shutdown hook's thread too. */
     private final List<NodeProcess> nodes = new CopyOnWriteArrayList<>();
     private final List<RemoteMemory> connections = new ArrayList<>();
@@ -82,9 +92,23 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     private Thread killOnExit;
     private long started;
 
-    /** @param settings {@code key=value} settings for every node and the client */
+    /** A cluster on the shm fabric; {@code settings}: {@code key=value} settings for every node and the client. */
     ClusterHarness(String... settings) {
+        this("shm", settings);
+    }
+
+    private ClusterHarness(String transport, String... settings) {
+        this.transport = transport;
         this.settings = List.of(settings);
+    }
+
+    /**
+     * A cluster on the tcp fabric: memory nodes serve their regions over loopback TCP and share no memory with
+     * anyone. To prove it, each node JVM gets an shm directory of its own that does not exist, and cleanup fails
+     * the test if any of them was created.
+     */
+    static ClusterHarness tcp(String... settings) {
+        return new ClusterHarness("tcp", settings);
     }
 
     @Override
@@ -94,7 +118,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         deleteRecursively(logDirectory);
         Files.createDirectories(logDirectory);
         shmDirectory = Path.of("/dev/shm", "dex-it-" + testName + "-" + UUID.randomUUID());
-        fabric = new ShmFabric(shmDirectory);
+        fabric = transport.equals("tcp") ? new TcpFabric() : new ShmFabric(shmDirectory);
         killOnExit = new Thread(() -> nodes.forEach(node -> {
             if (node.isAlive()) {
                 try {
@@ -106,7 +130,8 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         }), "dex-it-kill-nodes");
         Runtime.getRuntime().addShutdownHook(killOnExit);
         started = System.nanoTime();
-        log("logs in " + logDirectory.toAbsolutePath().normalize() + ", shm fabric in " + shmDirectory);
+        log("logs in " + logDirectory.toAbsolutePath().normalize() + (transport.equals("tcp") ? ", tcp fabric"
+                : ", shm fabric in " + shmDirectory));
     }
 
     @Override
@@ -159,7 +184,12 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
 
     private NodeProcess start(String name, List<String> command) {
         List<String> arguments = new ArrayList<>(command);
-        arguments.addAll(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", "shm", "--shm-dir", shmDirectory.toString()));
+        Path nodeShm = shmDirectory;
+        if (transport.equals("tcp")) {
+            nodeShm = Path.of(shmDirectory + "-" + name + "-must-not-exist");
+            absentShmDirectories.put(name, nodeShm);
+        }
+        arguments.addAll(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport, "--shm-dir", nodeShm.toString()));
         if (seed != null) {
             arguments.addAll(List.of("--seed", seed.seed()));
         }
@@ -181,17 +211,18 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         throw new IllegalArgumentException("no node of this test at " + address);
     }
 
-    // ---- memory: load over the shm fabric, before compute nodes start ----
+    // ---- memory: load over the fabric, before compute nodes start ----
 
     /**
      * A connection of this JVM to memory servers {@code serverIds}, once each has exported its region and
-     * server 0 has formatted the tree (and stored its initial partition table).
+     * server 0 has formatted the tree (and stored its initial partition table). Over tcp, a memory node's
+     * endpoint is read from its log line "memory node N exported ... over tcp at host:port".
      */
     RemoteMemory awaitFormatted(int... serverIds) throws InterruptedException {
         long deadline = System.nanoTime() + NODE_START.toNanos();
         while (true) {
             try {
-                RemoteMemory memory = fabric.connect(serverIds);
+                RemoteMemory memory = transport.equals("tcp") ? fabric.connect(tcpEndpoints(serverIds)) : fabric.connect(serverIds);
                 try {
                     Superblock.readPartitions(memory);
                     connections.add(memory);
@@ -208,6 +239,25 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             }
             Thread.sleep(20);
         }
+    }
+
+    /** Each server's tcp endpoint as its memory node logged it; a server not logged yet is left out. */
+    private Map<Integer, String> tcpEndpoints(int... serverIds) {
+        Map<Integer, String> logged = new HashMap<>();
+        for (NodeProcess node : nodes) {
+            Matcher export = TCP_EXPORT.matcher(node.logText());
+            if (export.find()) {
+                logged.put(Integer.parseInt(export.group(1)), export.group(2));
+            }
+        }
+        Map<Integer, String> endpoints = new HashMap<>();
+        for (int id : serverIds) {
+            if (!logged.containsKey(id)) {
+                throw new IllegalArgumentException("memory node " + id + " has not logged its tcp endpoint yet");
+            }
+            endpoints.put(id, logged.get(id));
+        }
+        return endpoints;
     }
 
     /**
@@ -269,7 +319,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         for (String setting : settings) {
             overrides = ConfigFactory.parseString(setting).withFallback(overrides);
         }
-        overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef("shm"))
+        overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(transport))
                 .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
         Config config = DexNodes.nodeConfig(DexNodes.config(overrides), "client", "127.0.0.1", 0, List.of(seed.seed()));
         DexSettings dex = DexSettings.from(config);
@@ -459,7 +509,15 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                 for (RemoteMemory connection : connections) {
                     connection.close();
                 }
+                fabric.close();
                 deleteRecursively(shmDirectory);
+                for (Map.Entry<String, Path> absent : absentShmDirectories.entrySet()) {
+                    if (Files.exists(absent.getValue()) && failure == null) {
+                        failure = new IllegalStateException("node " + absent.getKey() + " of a tcp cluster created its shm directory "
+                                + absent.getValue());
+                    }
+                    deleteRecursively(absent.getValue());
+                }
                 Runtime.getRuntime().removeShutdownHook(killOnExit);
                 if (interrupted) {
                     Thread.currentThread().interrupt();

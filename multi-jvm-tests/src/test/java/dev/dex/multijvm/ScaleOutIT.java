@@ -29,7 +29,12 @@ class ScaleOutIT {
     private static final long KEYS = 20_000;
 
     @RegisterExtension
-    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16");
+    final ClusterHarness cluster = newHarness("dex.tree.partitions=16");
+
+    /** The cluster this scenario runs on; {@code ScaleOutTcpIT} runs it on the tcp fabric. */
+    ClusterHarness newHarness(String... settings) {
+        return new ClusterHarness(settings);
+    }
 
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
