@@ -5,6 +5,8 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.disni.DisniFabric;
+import dev.dex.rdma.disni.DisniSettings;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.shm.ShmFabric;
 import dev.dex.rdma.tcp.TcpFabric;
@@ -13,8 +15,9 @@ import dev.dex.rdma.tcp.TcpSettings;
 /**
  * The fabric a node uses, from configuration: {@code local} (regions in this JVM, shared by every actor
  * system of the JVM under one name, for the single-process demo and tests), {@code shm} (memory-mapped
- * files in a directory, shared by the processes of one host) or {@code tcp} (a memory node serves its
- * region over TCP at an endpoint it advertises in its {@link MemoryNode.Description}; any host).
+ * files in a directory, shared by the processes of one host), {@code tcp} (a memory node serves its
+ * region over TCP at an endpoint it advertises in its {@link MemoryNode.Description}; any host) or
+ * {@code disni} (RDMA READ and WRITE through DiSNI, atomics over a tcp control fabric; hosts with RDMA NICs).
  *
  * <p>Concurrency: the registry of local fabrics is a concurrent map; the fabrics are thread-safe.
  */
@@ -25,19 +28,20 @@ public final class Fabrics {
     }
 
     /** Where and how nodes reach the memory pool. */
-    public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp) {
+    public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
+                       DisniSettings disni) {
         public Spec {
-            if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp")) {
-                throw new IllegalArgumentException("dex.fabric.transport must be local, shm or tcp: " + transport);
+            if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp") && !transport.equals("disni")) {
+                throw new IllegalArgumentException("dex.fabric.transport must be local, shm, tcp or disni: " + transport);
             }
             if (latencyNs < 0) {
                 throw new IllegalArgumentException("dex.fabric.latency-ns must be >= 0: " + latencyNs);
             }
         }
 
-        /** A spec with the default tcp settings. */
+        /** A spec with the default tcp and disni settings. */
         public Spec(String transport, String localName, Path shmDirectory, long latencyNs) {
-            this(transport, localName, shmDirectory, latencyNs, TcpSettings.DEFAULTS);
+            this(transport, localName, shmDirectory, latencyNs, TcpSettings.DEFAULTS, DisniSettings.DEFAULTS);
         }
 
         /** True when each node opens a fabric object of its own, which it must close when it stops. */
@@ -47,14 +51,24 @@ public final class Fabrics {
     }
 
     /**
-     * The fabric for {@code spec}: the JVM-wide local fabric of that name, an shm fabric on the directory, or a
-     * new tcp fabric (its own event loops, closed by the caller).
+     * The fabric for {@code spec}: the JVM-wide local fabric of that name, an shm fabric on the directory, a
+     * new tcp fabric (its own event loops, closed by the caller), or a new disni fabric over a tcp control
+     * fabric. Without a usable RDMA device, disni fails with {@link IllegalStateException} saying why.
      */
     public static Fabric open(Spec spec) {
         return switch (spec.transport()) {
             case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
             case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
-            default -> new TcpFabric(spec.tcp(), spec.latencyNs());
+            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs());
+            default -> {
+                TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs());
+                try {
+                    yield new DisniFabric(control, spec.disni());
+                } catch (RuntimeException noRdma) {
+                    control.close();
+                    throw noRdma;
+                }
+            }
         };
     }
 

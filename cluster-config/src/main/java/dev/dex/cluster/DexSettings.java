@@ -11,6 +11,7 @@ import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.disni.DisniSettings;
 import dev.dex.rdma.tcp.TcpSettings;
 
 /**
@@ -28,8 +29,14 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("fabric.tcp.verb-timeout"), dex.getDuration("fabric.tcp.connect-timeout"),
                 dex.getInt("fabric.tcp.io-threads"), dex.getDuration("fabric.tcp.spin").toNanos(),
                 (int) range(dex, "fabric.tcp.max-transfer", dex.getBytes("fabric.tcp.max-transfer"), 4096, 16 << 20));
+        // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
+        DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS : new DisniSettings(dex.getString("fabric.disni.host"), dex.getInt("fabric.disni.port"),
+                dex.getDuration("fabric.disni.verb-timeout"), dex.getDuration("fabric.disni.connect-timeout"),
+                (int) range(dex, "fabric.disni.max-transfer", dex.getBytes("fabric.disni.max-transfer"),
+                        DisniSettings.MIN_MAX_TRANSFER, DisniSettings.MAX_MAX_TRANSFER),
+                dex.getInt("fabric.disni.queue-depth"));
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
-                Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp);
+                Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni);
 
         long regionSize = dex.getBytes("memory.region-size");
         long chunkSize = dex.getBytes("memory.chunk-size");

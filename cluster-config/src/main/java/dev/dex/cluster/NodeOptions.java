@@ -26,8 +26,9 @@ final class NodeOptions {
     int port;
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "shm",
-            description = "local (one JVM only), shm (processes of one host share regions in --shm-dir) or tcp (memory nodes "
-                    + "serve their regions over TCP at --host; any host) (default: ${DEFAULT-VALUE}).")
+            description = "local (one JVM only), shm (processes of one host share regions in --shm-dir), tcp (memory nodes "
+                    + "serve their regions over TCP at --host; any host) or disni (RDMA verbs; docs/rdma-disni.md) "
+                    + "(default: ${DEFAULT-VALUE}).")
     String fabric;
 
     @Option(names = "--shm-dir", paramLabel = "DIR",
@@ -60,9 +61,11 @@ final class NodeOptions {
             config = config.withFallback(ConfigFactory.parseFile(configFile.toFile()));
         }
         config = config.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric));
-        if (!config.hasPath("dex.fabric.tcp.host")) {
-            // A memory node serves its region where it serves the cluster, unless told otherwise.
-            config = config.withValue("dex.fabric.tcp.host", ConfigValueFactory.fromAnyRef(host));
+        for (String key : new String[] {"dex.fabric.tcp.host", "dex.fabric.disni.host"}) {
+            if (!config.hasPath(key)) {
+                // A memory node serves its region where it serves the cluster, unless told otherwise.
+                config = config.withValue(key, ConfigValueFactory.fromAnyRef(host));
+            }
         }
         if (shmDirectory != null) {
             config = config.withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));

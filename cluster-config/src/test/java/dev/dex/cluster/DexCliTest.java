@@ -42,7 +42,7 @@ class DexCliTest {
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
             "demo --partitions 2 --keys 5000             | --partitions must be in [3",
-            "demo --fabric udp                           | dex.fabric.transport must be local, shm or tcp",
+            "demo --fabric udp                           | dex.fabric.transport must be local, shm, tcp or disni",
             "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
@@ -51,6 +51,15 @@ class DexCliTest {
         Run run = run(args.trim().split("\\s+"));
         assertEquals(2, run.exit(), run.err());
         assertTrue(run.err().contains(message), run.err());
+    }
+
+    @Test
+    void aDisniNodeWithoutAnRdmaDeviceStopsAtStartUpSayingWhy() {
+        org.junit.jupiter.api.Assumptions.assumeFalse(dev.dex.rdma.disni.RdmaDevices.available(),
+                "this machine can run RDMA; the refusal is for machines that cannot");
+        Run run = run("memory-node", "--fabric", "disni", "--region-size", "8MiB");
+        assertEquals(1, run.exit(), run.out() + run.err());
+        assertTrue(run.err().contains("the disni fabric cannot run in this JVM: " + dev.dex.rdma.disni.RdmaDevices.reason()), run.err());
     }
 
     @Test

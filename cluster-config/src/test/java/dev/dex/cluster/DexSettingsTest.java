@@ -42,7 +42,7 @@ class DexSettingsTest {
 
     @ParameterizedTest(name = "{0} = {1}")
     @CsvSource(delimiter = '|', value = {
-            "dex.fabric.transport     | udp    | dex.fabric.transport must be local, shm or tcp",
+            "dex.fabric.transport     | udp    | dex.fabric.transport must be local, shm, tcp or disni",
             "dex.fabric.tcp.port      | 70000  | dex.fabric.tcp.port must be in [0, 65535]",
             "dex.fabric.tcp.window    | 0      | dex.fabric.tcp.window must be in [1, 65536]",
             "dex.fabric.tcp.max-transfer | 1KiB | dex.fabric.tcp.max-transfer must be in [4096, 16777216]",
@@ -62,6 +62,20 @@ class DexSettingsTest {
         Config config = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\""));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(config));
         assertTrue(e.getMessage().contains(message), e.getMessage());
+    }
+
+    @ParameterizedTest(name = "{0} = {1}")
+    @CsvSource(delimiter = '|', value = {
+            "dex.fabric.disni.host         | 0.0.0.0 | dex.fabric.disni.host must name the address of an RDMA interface",
+            "dex.fabric.disni.max-transfer | 5000    | dex.fabric.disni.max-transfer must be a power of two",
+            "dex.fabric.disni.queue-depth  | 0       | dex.fabric.disni.queue-depth must be in [1, 4096]"})
+    void aBadDisniSettingFailsWithItsKeyWhenTheFabricIsDisni(String key, String value, String message) {
+        Config disni = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\"\ndex.fabric.transport = disni"));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(disni));
+        assertTrue(e.getMessage().contains(message), e.getMessage());
+
+        Config tcp = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\"\ndex.fabric.transport = tcp"));
+        assertEquals("tcp", DexSettings.from(tcp).fabric().transport(), "disni settings do not concern another fabric");
     }
 
     @Test

@@ -1,0 +1,229 @@
+package dev.dex.rdma.disni;
+
+import java.util.Map;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.function.Consumer;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbCounters;
+
+/**
+ * {@link RemoteMemory} of the {@code disni} transport: reads and writes are one-sided RDMA READ and WRITE
+ * work requests; compare-and-swap and fetch-and-add go to the memory server over the control transport.
+ *
+ * <p>Why atomics are two-sided: DiSNI 2.1 has the RDMA atomic opcodes and access flag, but its post-send call
+ * never copies a work request's atomic arguments (compare/add value, swap value, remote address, rkey) to the
+ * native work request, so an RDMA compare-and-swap would run with stale arguments. The control transport runs
+ * them on the memory server, atomically with respect to each other and to aligned 8-byte RDMA reads and
+ * writes (which NICs perform as single PCIe transactions on an aligned word).
+ *
+ * <p>A verb at region offset {@code o} of a server lands in segment {@code o >>> shift} of that server's
+ * {@link RdmaRegionDescriptor}: remote address {@code segment.address + (o & (2^shift - 1))} with the
+ * segment's rkey. A transfer that crosses a segment boundary or exceeds the transport's maximum transfer is
+ * split into several work requests, posted one after the other. Every verb is counted once in
+ * {@link #counters()}, whatever the number of work requests, and atomics are counted here only: the control
+ * connection's own counters are never exposed.
+ *
+ * <p>Errors, as {@link RemoteMemory} promises: a swizzled address, an unconnected server, a range outside the
+ * region or a misaligned atomic throw {@link IllegalArgumentException} before anything is posted; verbs after
+ * {@link #close()} throw {@link IllegalStateException}; a failed or timed-out work request throws
+ * {@link dev.dex.rdma.FabricException}.
+ *
+ * <p>Concurrency: immutable apart from the closed flag and the counters; the verbs and the control connection
+ * are thread-safe. A verb racing with {@link #close()} either completes or fails with
+ * {@link IllegalStateException}.
+ */
+final class DisniRemoteMemory implements RemoteMemory {
+    private final Target[] targets;
+    private final int[] serverIds;
+    private final OneSidedVerbs verbs;
+    private final RemoteMemory control;
+    private final int maxTransfer;
+    private final VerbCounters counters = new VerbCounters();
+    private final ChunkAllocator chunkAllocator;
+    private final Consumer<DisniRemoteMemory> onClose;
+    private volatile boolean closed;
+
+    /**
+     * @param servers     descriptor of each connected server, by server id
+     * @param verbs       one-sided verbs connected to every server in {@code servers}; closed with this object
+     * @param control     the control transport's client of the same servers, for atomics and chunk lengths;
+     *                    closed with this object
+     * @param maxTransfer largest length of one work request
+     * @param onClose     told once, when this object closes
+     */
+    DisniRemoteMemory(Map<Integer, RdmaRegionDescriptor> servers, OneSidedVerbs verbs, RemoteMemory control, int maxTransfer,
+                      Consumer<DisniRemoteMemory> onClose) {
+        if (servers.isEmpty()) {
+            throw new IllegalArgumentException("a disni client needs at least one memory server");
+        }
+        SortedMap<Integer, RdmaRegionDescriptor> sorted = new TreeMap<>(servers);
+        this.targets = new Target[sorted.lastKey() + 1];
+        this.serverIds = new int[sorted.size()];
+        long[] regionLengths = new long[targets.length];
+        long[] chunkLengths = new long[targets.length];
+        int i = 0;
+        for (Map.Entry<Integer, RdmaRegionDescriptor> entry : sorted.entrySet()) {
+            int id = entry.getKey();
+            targets[id] = new Target(entry.getValue());
+            regionLengths[id] = targets[id].regionLength;
+            chunkLengths[id] = control.chunkAllocator().chunkLength(id);
+            serverIds[i++] = id;
+        }
+        this.verbs = verbs;
+        this.control = control;
+        this.maxTransfer = maxTransfer;
+        this.onClose = onClose;
+        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+    }
+
+    @Override
+    public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        Target target = targetOf(address);
+        long offset = GlobalAddress.offset(address);
+        target.checkRange(address, offset, length);
+        dst.boundsCheck(dstOffset, length);
+        int serverId = GlobalAddress.serverId(address);
+        int done = 0;
+        while (done < length) {
+            int segment = (int) ((offset + done) >>> target.shift);
+            int inSegment = (int) ((offset + done) & target.mask);
+            int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
+            verbs.read(serverId, target.addresses[segment] + inSegment, target.rkeys[segment], dst, dstOffset + done, n);
+            done += n;
+        }
+        counters.recordRead(length);
+    }
+
+    @Override
+    public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        Target target = targetOf(address);
+        long offset = GlobalAddress.offset(address);
+        target.checkRange(address, offset, length);
+        src.boundsCheck(srcOffset, length);
+        int serverId = GlobalAddress.serverId(address);
+        int done = 0;
+        while (done < length) {
+            int segment = (int) ((offset + done) >>> target.shift);
+            int inSegment = (int) ((offset + done) & target.mask);
+            int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
+            verbs.write(serverId, target.addresses[segment] + inSegment, target.rkeys[segment], src, srcOffset + done, n);
+            done += n;
+        }
+        counters.recordWrite(length);
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired) {
+        checkWord(address);
+        long found = control.compareAndSwap(address, expected, desired);
+        counters.recordAtomic();
+        return found;
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta) {
+        checkWord(address);
+        long previous = control.fetchAndAdd(address, delta);
+        counters.recordAtomic();
+        return previous;
+    }
+
+    @Override
+    public int[] memoryServerIds() {
+        return serverIds.clone();
+    }
+
+    @Override
+    public VerbCounters counters() {
+        return counters;
+    }
+
+    @Override
+    public ChunkAllocator chunkAllocator() {
+        return chunkAllocator;
+    }
+
+    /** Closes the one-sided connections and the control connection, then tells the fabric; idempotent. */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        try {
+            verbs.close();
+        } finally {
+            try {
+                control.close();
+            } finally {
+                onClose.accept(this);
+            }
+        }
+    }
+
+    private Target targetOf(long address) {
+        if (closed) {
+            throw new IllegalStateException("remote memory is closed");
+        }
+        if (GlobalAddress.isSwizzled(address)) {
+            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
+        }
+        int id = GlobalAddress.serverId(address);
+        Target target = id < targets.length ? targets[id] : null;
+        if (target == null) {
+            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
+        }
+        return target;
+    }
+
+    private void checkWord(long address) {
+        Target target = targetOf(address);
+        long offset = GlobalAddress.offset(address);
+        target.checkRange(address, offset, Long.BYTES);
+        if ((offset & 7) != 0) {
+            throw new IllegalArgumentException("atomic word at " + GlobalAddress.toString(address) + " is not 8-byte aligned");
+        }
+    }
+
+    /** One server's region as the descriptor tells it, flattened into arrays for the verb path. */
+    private static final class Target {
+        final long regionLength;
+        final int shift;
+        final long mask;
+        final long[] addresses;
+        final int[] rkeys;
+        final int[] lengths;
+
+        Target(RdmaRegionDescriptor descriptor) {
+            this.regionLength = descriptor.regionLength();
+            this.shift = descriptor.segmentShift();
+            this.mask = (1L << shift) - 1;
+            int count = descriptor.segments().size();
+            this.addresses = new long[count];
+            this.rkeys = new int[count];
+            this.lengths = new int[count];
+            for (int i = 0; i < count; i++) {
+                RdmaRegionDescriptor.RemoteSegment segment = descriptor.segments().get(i);
+                addresses[i] = segment.address();
+                rkeys[i] = segment.rkey();
+                lengths[i] = segment.length();
+            }
+        }
+
+        void checkRange(long address, long offset, int length) {
+            if (length < 0 || offset > regionLength - length) {
+                throw new IllegalArgumentException("range [" + GlobalAddress.toString(address) + ", +" + length
+                        + ") outside the region of " + regionLength + " bytes");
+            }
+        }
+    }
+}

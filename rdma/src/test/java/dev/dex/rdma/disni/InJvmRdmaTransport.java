@@ -1,0 +1,248 @@
+package dev.dex.rdma.disni;
+
+import java.lang.invoke.VarHandle;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.AtomicBuffer;
+
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.Region;
+
+/**
+ * An {@link RdmaTransport} whose device is this JVM. Registration hands out an rkey per segment and advertises
+ * the segment's real address; every READ and WRITE is checked as a NIC checks it (the rkey belongs to the server
+ * of the connection and is still registered, the range lies inside that registration, the length fits one
+ * transfer) and then copied, aligned 8- and 16-byte transfers word by word with volatile accesses, like
+ * {@link Region#readVerb}. A failed check throws {@link FabricException}, as a completion with
+ * {@code IBV_WC_REM_ACCESS_ERR} does; a violation of the {@link OneSidedVerbs} contract throws
+ * {@link AssertionError}.
+ *
+ * <p>Tests can record every work request, make the next registration or work request fail, and see how many
+ * connections are open. Thread-safe: registrations live in a concurrent map, the record is a synchronized list,
+ * and the rest is volatile or atomic.
+ */
+final class InJvmRdmaTransport implements RdmaTransport {
+    /** The address registrations advertise (TEST-NET-1, never routed). */
+    static final String HOST = "192.0.2.7";
+    static final int PORT = 7471;
+
+    /** One work request as the device saw it. */
+    record WorkRequest(int serverId, boolean read, long remoteAddress, int rkey, int length) {
+    }
+
+    private record MemoryRegion(AtomicBuffer segment, long address, int length) {
+    }
+
+    private final int maxTransfer;
+    private final long latencyNs;
+    private final Map<Integer, MemoryRegion> registered = new ConcurrentHashMap<>();
+    private final AtomicInteger nextRkey = new AtomicInteger(0x1000);
+    private final AtomicInteger openConnections = new AtomicInteger();
+    private final List<WorkRequest> recorded = Collections.synchronizedList(new ArrayList<>());
+    private volatile boolean recording;
+    private volatile RuntimeException nextRegistrationFailure;
+    private volatile RuntimeException nextVerbFailure;
+    private volatile boolean closed;
+
+    /**
+     * @param maxTransfer the largest transfer the fabric's settings allow
+     * @param latencyNs   spun before every work request, 0 for none
+     */
+    InJvmRdmaTransport(int maxTransfer, long latencyNs) {
+        if (latencyNs < 0) {
+            throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
+        }
+        this.maxTransfer = maxTransfer;
+        this.latencyNs = latencyNs;
+    }
+
+    /** Starts recording work requests. */
+    void record() {
+        recorded.clear();
+        recording = true;
+    }
+
+    List<WorkRequest> recorded() {
+        synchronized (recorded) {
+            return List.copyOf(recorded);
+        }
+    }
+
+    void failNextRegistration(RuntimeException failure) {
+        nextRegistrationFailure = failure;
+    }
+
+    void failNextWorkRequest(RuntimeException failure) {
+        nextVerbFailure = failure;
+    }
+
+    int openConnections() {
+        return openConnections.get();
+    }
+
+    /** Registered segments: one per segment of every region exported and not closed. */
+    int registrations() {
+        return registered.size();
+    }
+
+    boolean isClosed() {
+        return closed;
+    }
+
+    @Override
+    public Registration register(Region region) {
+        RuntimeException failure = nextRegistrationFailure;
+        if (failure != null) {
+            nextRegistrationFailure = null;
+            throw failure;
+        }
+        List<Integer> rkeys = new ArrayList<>();
+        List<RdmaRegionDescriptor.RemoteSegment> segments = new ArrayList<>();
+        for (int i = 0; i < region.segmentCount(); i++) {
+            AtomicBuffer segment = region.segment(i);
+            int rkey = nextRkey.getAndIncrement();
+            registered.put(rkey, new MemoryRegion(segment, segment.addressOffset(), segment.capacity()));
+            rkeys.add(rkey);
+            segments.add(new RdmaRegionDescriptor.RemoteSegment(segment.addressOffset(), rkey, segment.capacity()));
+        }
+        List<RdmaRegionDescriptor.RemoteSegment> advertised = List.copyOf(segments);
+        return new Registration() {
+            @Override
+            public String host() {
+                return HOST;
+            }
+
+            @Override
+            public int port() {
+                return PORT;
+            }
+
+            @Override
+            public List<RdmaRegionDescriptor.RemoteSegment> segments() {
+                return advertised;
+            }
+
+            @Override
+            public void close() {
+                rkeys.forEach(registered::remove);
+            }
+        };
+    }
+
+    @Override
+    public OneSidedVerbs connect(Collection<RdmaRegionDescriptor> servers) {
+        if (closed) {
+            throw new IllegalStateException("transport closed");
+        }
+        Map<Integer, Set<Integer>> rkeysByServer = new HashMap<>();
+        for (RdmaRegionDescriptor server : servers) {
+            if (!server.rdmaHost().equals(HOST) || server.rdmaPort() != PORT) {
+                throw new IllegalArgumentException("cannot reach memory server " + server.serverId() + " over RDMA at "
+                        + server.rdmaHost() + ":" + server.rdmaPort() + ": REJECTED");
+            }
+            Set<Integer> rkeys = new HashSet<>();
+            server.segments().forEach(segment -> rkeys.add(segment.rkey()));
+            rkeysByServer.put(server.serverId(), rkeys);
+        }
+        openConnections.incrementAndGet();
+        return new Verbs(rkeysByServer);
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+    }
+
+    private final class Verbs implements OneSidedVerbs {
+        private final Map<Integer, Set<Integer>> rkeysByServer;
+        private volatile boolean verbsClosed;
+
+        Verbs(Map<Integer, Set<Integer>> rkeysByServer) {
+            this.rkeysByServer = rkeysByServer;
+        }
+
+        @Override
+        public void read(int serverId, long remoteAddress, int rkey, MutableDirectBuffer dst, int dstOffset, int length) {
+            MemoryRegion mr = check(serverId, true, remoteAddress, rkey, length);
+            int index = (int) (remoteAddress - mr.address());
+            if (length == Long.BYTES && (index & 7) == 0) {
+                dst.putLong(dstOffset, mr.segment().getLongVolatile(index));
+            } else if (length == 2 * Long.BYTES && (index & 7) == 0) {
+                dst.putLong(dstOffset, mr.segment().getLongVolatile(index));
+                dst.putLong(dstOffset + Long.BYTES, mr.segment().getLongVolatile(index + Long.BYTES));
+            } else {
+                mr.segment().getBytes(index, dst, dstOffset, length);
+            }
+            VarHandle.fullFence();
+        }
+
+        @Override
+        public void write(int serverId, long remoteAddress, int rkey, DirectBuffer src, int srcOffset, int length) {
+            MemoryRegion mr = check(serverId, false, remoteAddress, rkey, length);
+            int index = (int) (remoteAddress - mr.address());
+            VarHandle.fullFence();
+            if (length == Long.BYTES && (index & 7) == 0) {
+                mr.segment().putLongVolatile(index, src.getLong(srcOffset));
+            } else {
+                mr.segment().putBytes(index, src, srcOffset, length);
+            }
+            VarHandle.fullFence();
+        }
+
+        @Override
+        public void close() {
+            if (!verbsClosed) {
+                verbsClosed = true;
+                openConnections.decrementAndGet();
+            }
+        }
+
+        private MemoryRegion check(int serverId, boolean read, long remoteAddress, int rkey, int length) {
+            if (verbsClosed) {
+                throw new IllegalStateException("remote memory is closed");
+            }
+            if (length < 0 || length > maxTransfer) {
+                throw new AssertionError("a work request of " + length + " bytes exceeds the maximum transfer " + maxTransfer);
+            }
+            if (recording) {
+                recorded.add(new WorkRequest(serverId, read, remoteAddress, rkey, length));
+            }
+            RuntimeException failure = nextVerbFailure;
+            if (failure != null) {
+                nextVerbFailure = null;
+                throw failure;
+            }
+            Set<Integer> rkeys = rkeysByServer.get(serverId);
+            if (rkeys == null) {
+                throw new AssertionError("no connection to memory server " + serverId);
+            }
+            MemoryRegion mr = registered.get(rkey);
+            if (!rkeys.contains(rkey) || mr == null) {
+                throw new FabricException("RDMA " + (read ? "READ" : "WRITE") + " on memory server " + serverId
+                        + " completed with IBV_WC_REM_ACCESS_ERR: rkey 0x" + Integer.toHexString(rkey) + " is not registered there");
+            }
+            if (remoteAddress < mr.address() || remoteAddress - mr.address() > mr.length() - length) {
+                throw new AssertionError("[0x" + Long.toHexString(remoteAddress) + ", +" + length + ") is outside the registration of rkey 0x"
+                        + Integer.toHexString(rkey) + "; the work request would fail with IBV_WC_REM_ACCESS_ERR");
+            }
+            if (latencyNs > 0) {
+                long deadline = System.nanoTime() + latencyNs;
+                while (System.nanoTime() < deadline) {
+                    Thread.onSpinWait();
+                }
+            }
+            return mr;
+        }
+    }
+}
