@@ -115,26 +115,10 @@ public final class DirectRemoteMemory implements RemoteMemory {
     }
 
     private Region regionOf(long address) {
-        if (closed) {
-            throw new IllegalStateException("remote memory is closed");
-        }
-        if (GlobalAddress.isSwizzled(address)) {
-            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
-        }
-        int id = GlobalAddress.serverId(address);
-        Region region = id < regions.length ? regions[id] : null;
-        if (region == null) {
-            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
-        }
-        return region;
+        return VerbChecks.server(regions, address, closed);
     }
 
     private void delay() {
-        if (latencyNs > 0) {
-            long deadline = System.nanoTime() + latencyNs;
-            while (System.nanoTime() < deadline) {
-                Thread.onSpinWait();
-            }
-        }
+        VerbChecks.spin(latencyNs);
     }
 }

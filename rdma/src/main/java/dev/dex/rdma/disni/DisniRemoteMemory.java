@@ -11,6 +11,7 @@ import org.agrona.MutableDirectBuffer;
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbChecks;
 import dev.dex.rdma.VerbCounters;
 
 /**
@@ -87,7 +88,7 @@ final class DisniRemoteMemory implements RemoteMemory {
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
         Target target = targetOf(address);
         long offset = GlobalAddress.offset(address);
-        target.checkRange(address, offset, length);
+        VerbChecks.range(address, length, target.regionLength);
         dst.boundsCheck(dstOffset, length);
         int serverId = GlobalAddress.serverId(address);
         int done = 0;
@@ -105,7 +106,7 @@ final class DisniRemoteMemory implements RemoteMemory {
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
         Target target = targetOf(address);
         long offset = GlobalAddress.offset(address);
-        target.checkRange(address, offset, length);
+        VerbChecks.range(address, length, target.regionLength);
         src.boundsCheck(srcOffset, length);
         int serverId = GlobalAddress.serverId(address);
         int done = 0;
@@ -171,27 +172,12 @@ final class DisniRemoteMemory implements RemoteMemory {
     }
 
     private Target targetOf(long address) {
-        if (closed) {
-            throw new IllegalStateException("remote memory is closed");
-        }
-        if (GlobalAddress.isSwizzled(address)) {
-            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
-        }
-        int id = GlobalAddress.serverId(address);
-        Target target = id < targets.length ? targets[id] : null;
-        if (target == null) {
-            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
-        }
-        return target;
+        return VerbChecks.server(targets, address, closed);
     }
 
     private void checkWord(long address) {
-        Target target = targetOf(address);
-        long offset = GlobalAddress.offset(address);
-        target.checkRange(address, offset, Long.BYTES);
-        if ((offset & 7) != 0) {
-            throw new IllegalArgumentException("atomic word at " + GlobalAddress.toString(address) + " is not 8-byte aligned");
-        }
+        VerbChecks.range(address, Long.BYTES, targetOf(address).regionLength);
+        VerbChecks.aligned(address);
     }
 
     /** One server's region as the descriptor tells it, flattened into arrays for the verb path. */
@@ -216,13 +202,6 @@ final class DisniRemoteMemory implements RemoteMemory {
                 addresses[i] = segment.address();
                 rkeys[i] = segment.rkey();
                 lengths[i] = segment.length();
-            }
-        }
-
-        void checkRange(long address, long offset, int length) {
-            if (length < 0 || offset > regionLength - length) {
-                throw new IllegalArgumentException("range [" + GlobalAddress.toString(address) + ", +" + length
-                        + ") outside the region of " + regionLength + " bytes");
             }
         }
     }

@@ -21,6 +21,7 @@ import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbChecks;
 import dev.dex.rdma.VerbCounters;
 
 /**
@@ -84,44 +85,39 @@ public final class TcpRemoteMemory implements RemoteMemory {
 
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-        Link link = linkOf(address, length);
-        delay();
-        long offset = GlobalAddress.offset(address);
-        int done = 0;
-        do {
-            int n = Math.min(length - done, settings.maxTransfer());
-            VerbCall call = call();
-            call.prepare(OP_READ, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
-            call.dst = dst;
-            call.dstOffset = dstOffset + done;
-            run(link, call);
-            done += n;
-        } while (done < length);
+        transfer(OP_READ, address, dst, null, dstOffset, length);
         counters.recordRead(length);
     }
 
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        transfer(OP_WRITE, address, null, src, srcOffset, length);
+        counters.recordWrite(length);
+    }
+
+    /** A read into {@code dst} or a write from {@code src}, as requests of at most the maximum transfer each. */
+    private void transfer(byte op, long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
         Link link = linkOf(address, length);
-        delay();
+        VerbChecks.spin(latencyNs);
         long offset = GlobalAddress.offset(address);
         int done = 0;
         do {
             int n = Math.min(length - done, settings.maxTransfer());
             VerbCall call = call();
-            call.prepare(OP_WRITE, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
+            call.prepare(op, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
+            call.dst = dst;
             call.src = src;
-            call.srcOffset = srcOffset + done;
+            call.srcOffset = bufferOffset + done;
+            call.dstOffset = bufferOffset + done;
             run(link, call);
             done += n;
         } while (done < length);
-        counters.recordWrite(length);
     }
 
     @Override
     public long compareAndSwap(long address, long expected, long desired) {
         Link link = wordLinkOf(address);
-        delay();
+        VerbChecks.spin(latencyNs);
         VerbCall call = call();
         call.prepare(OP_CAS, address, 0, expected, desired);
         run(link, call);
@@ -132,7 +128,7 @@ public final class TcpRemoteMemory implements RemoteMemory {
     @Override
     public long fetchAndAdd(long address, long delta) {
         Link link = wordLinkOf(address);
-        delay();
+        VerbChecks.spin(latencyNs);
         VerbCall call = call();
         call.prepare(OP_FAA, address, 0, delta, 0);
         run(link, call);
@@ -200,45 +196,15 @@ public final class TcpRemoteMemory implements RemoteMemory {
     }
 
     private Link linkOf(long address, int length) {
-        Link link = serverLink(address);
-        long offset = GlobalAddress.offset(address);
-        if (length < 0 || offset > link.regionLength - length) {
-            throw new IllegalArgumentException("range [" + offset + ", " + offset + " + " + length + ") outside the region of "
-                    + link.regionLength + " bytes of memory server " + link.serverId);
-        }
+        Link link = VerbChecks.server(links, address, closed);
+        VerbChecks.range(address, length, link.regionLength);
         return link;
     }
 
     private Link wordLinkOf(long address) {
         Link link = linkOf(address, Long.BYTES);
-        if ((address & 7) != 0) {
-            throw new IllegalArgumentException("atomic word at " + GlobalAddress.toString(address) + " is not 8-byte aligned");
-        }
+        VerbChecks.aligned(address);
         return link;
-    }
-
-    private Link serverLink(long address) {
-        if (closed) {
-            throw new IllegalStateException("remote memory is closed");
-        }
-        if (GlobalAddress.isSwizzled(address)) {
-            throw new IllegalArgumentException("swizzled pointer " + GlobalAddress.toString(address) + " is not a remote address");
-        }
-        int id = GlobalAddress.serverId(address);
-        Link link = id < links.length ? links[id] : null;
-        if (link == null) {
-            throw new IllegalArgumentException("address " + GlobalAddress.toString(address) + ": not connected to memory server " + id);
-        }
-        return link;
-    }
-
-    private void delay() {
-        if (latencyNs > 0) {
-            long deadline = System.nanoTime() + latencyNs;
-            while (System.nanoTime() < deadline) {
-                Thread.onSpinWait();
-            }
-        }
     }
 
     /** The connections to one memory server, opened at connect and replaced when they break. */
