@@ -89,6 +89,8 @@ public final class VerbBenchCommand implements Callable<Integer> {
         check(seconds >= 1 && seconds <= 600, "--seconds must be in [1, 600]: " + seconds);
         check(bytes >= 8 && bytes <= 1 << 20 && bytes % 8 == 0, "--bytes must be a multiple of 8 in [8, 1048576]: " + bytes);
         check(connections >= 1 && connections <= 64, "--connections must be in [1, 64]: " + connections);
+        check(spinNanos >= 0, "--spin-ns must be >= 0: " + spinNanos);
+        check(ioThreads >= 1 && ioThreads <= 256, "--io-threads must be in [1, 256]: " + ioThreads);
         PrintWriter out = spec.commandLine().getOut();
         TcpSettings tcp = new TcpSettings("127.0.0.1", 0, connections, TcpSettings.DEFAULTS.window(),
                 TcpSettings.DEFAULTS.verbTimeout(), TcpSettings.DEFAULTS.connectTimeout(), ioThreads, spinNanos,
@@ -101,7 +103,7 @@ public final class VerbBenchCommand implements Callable<Integer> {
             Fabric client = computeSide != null ? computeSide : memorySide;
             try (RemoteMemory memory = client.connect(Map.of(0, region.endpoint()))) {
                 out.printf(Locale.ROOT, "fabric %s%s: %d-byte reads and writes; 1 thread, then %d threads for %d s each%n", fabric,
-                        overTcp ? " (" + ((TcpFabric) client).ioTransport() + ", loopback, " + connections + " connections)" : "",
+                        overTcp ? " (" + ((TcpFabric) client).ioTransport() + ", loopback, connections per server: " + connections + ")" : "",
                         bytes, threads, seconds);
                 for (String verb : List.of("read", "write", "cas")) {
                     rows.add(measure(memory, verb));
