@@ -3,6 +3,7 @@ package dev.dex.rdma.tcp;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.COUNT_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.LENGTH_FIELD_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_HEADER_LENGTH;
@@ -178,7 +179,7 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
                 continue;
             }
             if (out == null) {
-                out = channel.alloc().directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + (call.op == OP_WRITE ? call.count : 0));
+                out = channel.alloc().directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + payloadOf(call));
             }
             encode(call, out);
             inFlight.add(call);
@@ -189,7 +190,7 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     }
 
     private void encode(VerbCall call, ByteBuf out) {
-        int payload = call.op == OP_WRITE ? call.count : 0;
+        int payload = payloadOf(call);
         call.requestId = nextRequestId++;
         out.writeIntLE(REQUEST_HEADER_LENGTH + payload);
         out.writeByte(call.op);
@@ -205,6 +206,10 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
             view.putBytes(0, call.src, call.srcOffset, payload);
             out.writerIndex(out.writerIndex() + payload);
         }
+    }
+
+    private static int payloadOf(VerbCall call) {
+        return call.op == OP_WRITE || call.op == OP_MESSAGE ? call.count : 0;
     }
 
     @Override
@@ -237,6 +242,15 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
             } else {
                 ByteBufViews.wrap(view, frame, base + RESPONSE_HEADER_LENGTH, payload);
                 call.dst.putBytes(call.dstOffset, view, 0, payload);
+            }
+        } else if (call.op == OP_MESSAGE) {
+            if (payload > call.dst.capacity() - call.dstOffset) {
+                call.failure = new FabricException("memory server " + serverId + " at " + endpoint + " answered a message with "
+                        + payload + " bytes, more than the " + (call.dst.capacity() - call.dstOffset) + " the sender has room for");
+            } else {
+                ByteBufViews.wrap(view, frame, base + RESPONSE_HEADER_LENGTH, payload);
+                call.dst.putBytes(call.dstOffset, view, 0, payload);
+                call.value = payload;
             }
         } else if (call.op == OP_HELLO && payload == Long.BYTES) {
             call.extra = frame.getLongLE(base + RESPONSE_HEADER_LENGTH);

@@ -9,6 +9,7 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND2_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
@@ -27,6 +28,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.Region;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -58,6 +60,7 @@ final class RegionServer implements AutoCloseable {
     private final Channel listener;
     private final ChannelGroup connections = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
     private final String endpoint;
+    private volatile MessageHandler messages;
 
     private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
         this.serverId = serverId;
@@ -98,6 +101,11 @@ final class RegionServer implements AutoCloseable {
         return endpoint;
     }
 
+    /** Handles the two-sided messages sent to this server from now on (the event loops run it). */
+    void handleMessages(MessageHandler handler) {
+        messages = handler;
+    }
+
     /** Open client connections (for tests and status). */
     int connectionCount() {
         return connections.size();
@@ -115,6 +123,7 @@ final class RegionServer implements AutoCloseable {
         private final long chunkLength;
         private final int maxTransfer;
         private final UnsafeBuffer view = new UnsafeBuffer(0, 0);
+        private final UnsafeBuffer replyView = new UnsafeBuffer(0, 0);
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -173,6 +182,33 @@ final class RegionServer implements AutoCloseable {
                         region.writeVerb(offset, view, 0, count);
                         ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
                     }
+                    case OP_MESSAGE -> {
+                        MessageHandler handler = messages;
+                        if (handler == null) {
+                            refuse(ctx, id, "memory server " + serverId + " takes no messages");
+                            return;
+                        }
+                        ByteBuf out = header(ctx, STATUS_OK, id, 0, MessageHandler.MAX_MESSAGE);
+                        ByteBufViews.wrap(replyView, out, out.writerIndex(), MessageHandler.MAX_MESSAGE);
+                        ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
+                        int n;
+                        try {
+                            n = handler.handle(view, 0, count, replyView);
+                        } catch (IllegalArgumentException | IndexOutOfBoundsException malformedMessage) {
+                            out.release();
+                            refuse(ctx, id, "message refused: " + malformedMessage.getMessage());
+                            return;
+                        }
+                        if (n < 0 || n > MessageHandler.MAX_MESSAGE) {
+                            out.release();
+                            refuse(ctx, id, "the message handler answered " + n + " bytes");
+                            return;
+                        }
+                        out.setIntLE(out.readerIndex(), RESPONSE_HEADER_LENGTH + n);
+                        out.setIntLE(out.readerIndex() + LENGTH_FIELD_LENGTH + COUNT_OFFSET, n);
+                        out.writerIndex(out.writerIndex() + n);
+                        ctx.write(out, ctx.voidPromise());
+                    }
                     case OP_CAS -> {
                         long found = region.compareAndSwapLong(offset, frame.getLongLE(base + OPERAND1_OFFSET),
                                 frame.getLongLE(base + OPERAND2_OFFSET));
@@ -208,6 +244,9 @@ final class RegionServer implements AutoCloseable {
                         : "READ of " + count + " bytes with " + payload + " payload bytes (at most " + maxTransfer + ")";
                 case OP_WRITE -> payload == count && count >= 0 ? null
                         : "WRITE of " + count + " bytes carries " + payload + " payload bytes";
+                case OP_MESSAGE -> payload == count && count >= 0 && count <= MessageHandler.MAX_MESSAGE ? null
+                        : "MESSAGE of " + count + " bytes carries " + payload + " payload bytes (at most "
+                                + MessageHandler.MAX_MESSAGE + ")";
                 default -> "unknown op code " + op;
             };
         }

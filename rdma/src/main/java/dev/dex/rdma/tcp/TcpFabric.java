@@ -12,6 +12,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionFormat;
 import dev.dex.rdma.RemoteMemory;
@@ -91,6 +92,18 @@ public final class TcpFabric implements Fabric {
         TcpRegion tcpRegion = new TcpRegion(serverId, region, RegionServer.start(serverId, region, chunkLength, settings, io));
         exported.put(serverId, tcpRegion);
         return tcpRegion;
+    }
+
+    /**
+     * Lets clients send two-sided messages to memory server {@code serverId}, exported here, which the region
+     * server's event loops hand to {@code handler} (they are its memory-side threads).
+     */
+    public synchronized void handleMessages(int serverId, MessageHandler handler) {
+        TcpRegion region = exported.get(serverId);
+        if (region == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this tcp fabric");
+        }
+        region.server.handleMessages(handler);
     }
 
     /** Connects to regions this fabric object exported. */

@@ -15,7 +15,8 @@ package dev.dex.rdma.tcp;
  * {@code count} is the bytes to read ({@link #OP_READ}) or written ({@link #OP_WRITE}, then exactly that many
  * payload bytes follow); operand 1 is the expected value of {@link #OP_CAS} or the delta of {@link #OP_FAA};
  * operand 2 the desired value of {@link #OP_CAS}. {@link #OP_HELLO} names the memory server the client
- * expects in the address's server id.
+ * expects in the address's server id. {@link #OP_MESSAGE} carries {@code count} payload bytes for the
+ * memory server's message handler, whose answer is the response's payload.
  *
  * <p>A response, memory node to compute side, one per request and in request order on each connection:
  * <pre>
@@ -55,6 +56,8 @@ final class TcpFrameDescriptor {
     static final byte OP_WRITE = 3;
     static final byte OP_CAS = 4;
     static final byte OP_FAA = 5;
+    /** A two-sided message for the memory server's {@link dev.dex.rdma.MessageHandler}: count payload bytes. */
+    static final byte OP_MESSAGE = 6;
 
     static final byte STATUS_OK = 0;
     static final byte STATUS_REFUSED = 1;
@@ -67,7 +70,8 @@ final class TcpFrameDescriptor {
 
     /** Longest frame, length prefix included, either side accepts for transfers of {@code maxTransfer} bytes. */
     static int maxFrameLength(int maxTransfer) {
-        return LENGTH_FIELD_LENGTH + Math.max(REQUEST_HEADER_LENGTH, RESPONSE_HEADER_LENGTH) + Math.max(maxTransfer, MAX_REASON_BYTES);
+        return LENGTH_FIELD_LENGTH + Math.max(REQUEST_HEADER_LENGTH, RESPONSE_HEADER_LENGTH)
+                + Math.max(maxTransfer, Math.max(MAX_REASON_BYTES, dev.dex.rdma.MessageHandler.MAX_MESSAGE));
     }
 
     static String opName(int op) {
@@ -77,6 +81,7 @@ final class TcpFrameDescriptor {
             case OP_WRITE -> "WRITE";
             case OP_CAS -> "CAS";
             case OP_FAA -> "FAA";
+            case OP_MESSAGE -> "MESSAGE";
             default -> "op " + op;
         };
     }

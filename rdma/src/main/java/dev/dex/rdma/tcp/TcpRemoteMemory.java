@@ -3,6 +3,7 @@ package dev.dex.rdma.tcp;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
@@ -20,6 +21,8 @@ import org.agrona.MutableDirectBuffer;
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.MessageHandler;
+import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbChecks;
 import dev.dex.rdma.VerbCounters;
@@ -40,7 +43,7 @@ import dev.dex.rdma.VerbCounters;
  * <p>Concurrency: thread-safe. Per-thread state is the thread's {@link VerbCall} and its counter cell. A
  * broken connection is replaced under the server link's lock, so concurrent callers open one replacement.
  */
-public final class TcpRemoteMemory implements RemoteMemory {
+public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     private final TcpSettings settings;
     private final IoTransport io;
     private final long latencyNs;
@@ -134,6 +137,28 @@ public final class TcpRemoteMemory implements RemoteMemory {
         run(link, call);
         counters.recordAtomic();
         return call.value;
+    }
+
+    /**
+     * Sends a two-sided message to the memory server's {@link MessageHandler} on the thread's connection, in
+     * order with its verbs. Counted by the caller (the engine records each offload as a two-sided verb).
+     */
+    @Override
+    public int send(int serverId, DirectBuffer message, int offset, int length, MutableDirectBuffer reply, int replyOffset) {
+        if (length < 0 || length > MessageHandler.MAX_MESSAGE) {
+            throw new IllegalArgumentException("a message has 0.." + MessageHandler.MAX_MESSAGE + " bytes, not " + length);
+        }
+        long address = GlobalAddress.of(serverId, 0);
+        Link link = VerbChecks.server(links, address, closed);
+        VerbChecks.spin(latencyNs);
+        VerbCall call = call();
+        call.prepare(OP_MESSAGE, address, length, 0, 0);
+        call.src = message;
+        call.srcOffset = offset;
+        call.dst = reply;
+        call.dstOffset = replyOffset;
+        run(link, call);
+        return (int) call.value;
     }
 
     @Override

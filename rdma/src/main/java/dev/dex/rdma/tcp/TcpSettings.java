@@ -61,6 +61,11 @@ public record TcpSettings(String host, int port, int connectionsPerServer, int w
                 maxTransfer);
     }
 
+    public TcpSettings withIoThreads(int threads) {
+        return new TcpSettings(host, port, connectionsPerServer, window, verbTimeout, connectTimeout, threads, spinNanos,
+                maxTransfer);
+    }
+
     public TcpSettings withVerbTimeout(Duration timeout) {
         return new TcpSettings(host, port, connectionsPerServer, window, timeout, connectTimeout, ioThreads, spinNanos,
                 maxTransfer);
