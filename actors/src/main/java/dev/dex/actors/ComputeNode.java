@@ -21,7 +21,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
+import dev.dex.core.offload.MessageOffloadChannel;
+import dev.dex.core.offload.OffloadChannel;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbSnapshot;
 
@@ -138,7 +141,11 @@ public final class ComputeNode {
             timers.startSingleTimer(Retry.INSTANCE, Duration.ofMillis(200));
             return Behaviors.same();
         }
-        ActorOffloadChannel channel = new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
+        // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
+        // messages to the memory node actors.
+        ActorOffloadChannel actorChannel = connection instanceof MessageSender ? null
+                : new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
+        OffloadChannel channel = actorChannel != null ? actorChannel : new MessageOffloadChannel((MessageSender) connection);
         try {
             engine = DexEngine.open(connection, settings.engine(), channel);
         } catch (IllegalStateException notFormatted) {
@@ -146,7 +153,9 @@ public final class ComputeNode {
             timers.startSingleTimer(Retry.INSTANCE, Duration.ofMillis(200));
             return Behaviors.same();
         }
-        channel.replyTo(context.spawn(channel.replyBehavior(), "offload-replies"));
+        if (actorChannel != null) {
+            actorChannel.replyTo(context.spawn(actorChannel.replyBehavior(), "offload-replies"));
+        }
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute");
         ClusterSharding.get(context.getSystem()).init(
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
@@ -159,7 +168,7 @@ public final class ComputeNode {
         return ready(engine, workers, connection, channel);
     }
 
-    private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, ActorOffloadChannel channel) {
+    private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
         return Behaviors.receive(Command.class)
                 .onMessage(GetPartitionTable.class, get -> {
                     get.replyTo().tell(new PartitionTableReply(engine.partitions().upperBounds()));

@@ -16,6 +16,7 @@ import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.actor.typed.receptionist.ServiceKey;
 
+import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
 import dev.dex.core.partition.PartitionTable;
@@ -25,6 +26,7 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.MemoryFullException;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.tcp.TcpFabric;
 
 /**
  * A memory node (role {@code memory}): exports its region through the fabric, registers with the
@@ -33,7 +35,8 @@ import dev.dex.rdma.RemoteMemory;
  * partition table) in its fresh region.
  *
  * <p>Reads, writes and compare-and-swap of compute nodes never pass through this actor: they are
- * one-sided verbs on the fabric.
+ * one-sided verbs on the fabric. Over the {@code tcp} fabric, offloads do not either: they are messages on the
+ * compute nodes' fabric connections, run by the region server's event loops.
  */
 public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** How compute nodes find memory nodes. */
@@ -107,6 +110,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     return thread;
                 });
         this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
+        if (fabric instanceof TcpFabric tcp) {
+            // Compute nodes send offloads as messages on their fabric connections; the region server's event
+            // loops run them.
+            tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region()));
+        }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getLog().info("memory node {} exported {} bytes over {}{}", settings.serverId(), settings.regionBytes(),
                 fabric.transport(), region.endpoint().isEmpty() ? "" : " at " + region.endpoint());

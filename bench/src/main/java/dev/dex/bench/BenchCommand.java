@@ -106,7 +106,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
             description = "local (regions in this JVM) or tcp (the memory nodes in this JVM serve their regions over loopback TCP;"
-                    + " every verb is a network round trip) (default: ${DEFAULT-VALUE}).")
+                    + " every verb is a network round trip, offloads are messages on the same connections, and"
+                    + " --memory-threads are the memory side's event loops) (default: ${DEFAULT-VALUE}).")
     private String fabric;
 
     @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
@@ -210,8 +211,6 @@ public final class BenchCommand implements Callable<Integer> {
         check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions
                 + ") must be at least --compute-nodes (" + computeNodes + ") so every compute node holds a partition");
         check(fabric.equals("local") || fabric.equals("tcp"), "--fabric must be local or tcp: " + fabric);
-        check(fabric.equals("local") || !mode.offloads(), "--mode " + mode.cliName() + " offloads, and offloaded operations"
-                + " are not sent over the tcp fabric yet; use --mode no-offload (dex without offloading) or --fabric local");
         check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
                 "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
         if (json != null) {

@@ -10,6 +10,8 @@ import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.offload.LocalOffloadChannel;
+import dev.dex.core.offload.MessageOffloadChannel;
+import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.node.InnerNodeDescriptor;
@@ -24,6 +26,7 @@ import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.tcp.TcpFabric;
@@ -110,7 +113,9 @@ final class EngineFactory {
         List<AutoCloseable> resources = new ArrayList<>();
         boolean tcp = config.fabric().equals("tcp");
         // Over tcp the memory side and the compute side have event loops of their own, as on two hosts.
-        Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, 0) : new LocalFabric(config.latencyNs());
+        // The memory side's event loops are its memory-side threads: they run offloaded operations too.
+        Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()), 0)
+                : new LocalFabric(config.latencyNs());
         Fabric computeSide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, config.latencyNs()) : memorySide;
         try {
             Map<Integer, String> servers = new TreeMap<>();
@@ -132,7 +137,15 @@ final class EngineFactory {
             long treeBytes = (loaded.leaves() + loaded.innerNodes()) * NodeHeaderDescriptor.NODE_LENGTH;
             List<PartitionedEngine> partitioned = new ArrayList<>();
             OffloadChannel channel = null;
-            if (opener != null && config.mode().offloads()) {
+            if (opener != null && config.mode().offloads() && tcp) {
+                for (ExportedRegion memoryNode : exported) {
+                    ((TcpFabric) memorySide).handleMessages(memoryNode.serverId(),
+                            new OffloadMessageHandler(memoryNode.serverId(), memoryNode.region()));
+                }
+                RemoteMemory messages = computeSide.connect(servers);
+                resources.add(messages);
+                channel = new MessageOffloadChannel((MessageSender) messages);
+            } else if (opener != null && config.mode().offloads()) {
                 channel = new LocalOffloadChannel(exported, config.memoryThreads(),
                         LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, config.latencyNs());
             }

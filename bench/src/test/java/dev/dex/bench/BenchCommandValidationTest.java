@@ -55,7 +55,6 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--mode", "dex", "--partitions", "2", "--compute-nodes", "4"},
                         "--partitions (2) must be at least --compute-nodes (4)"),
                 Arguments.of(new String[] {"--fabric", "shm"}, "--fabric must be local or tcp: shm"),
-                Arguments.of(new String[] {"--fabric", "tcp", "--mode", "offload-only"}, "are not sent over the tcp fabric yet"),
                 Arguments.of(new String[] {"--latency-ns", "-1"}, "--latency-ns must be in [0"),
                 Arguments.of(new String[] {"--json", "/nonexistent-dir/result.json"}, "directory /nonexistent-dir does not exist"),
                 Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));

@@ -2,9 +2,13 @@ package dev.dex.core.cache;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.TreeMap;
 
 import dev.dex.core.offload.LocalOffloadChannel;
+import dev.dex.core.offload.MessageOffloadChannel;
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
@@ -13,15 +17,25 @@ import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
+import dev.dex.rdma.tcp.TcpFabric;
+import dev.dex.rdma.tcp.TcpSettings;
 
 /**
  * A memory pool with a bulk-loaded tree (keys 2, 4, ..., 2n; value = key + 1), a partition table, and
  * C engines over it, engine {@code p % C} holding partition p. Closes everything it made.
  */
 final class DexFixture implements AutoCloseable {
-    final LocalFabric fabric;
+    /** The compute side's fabric: engines and the admin connection connect through it. */
+    final Fabric fabric;
+    /** The memory side's fabric: the same object, except over tcp. */
+    private final Fabric memorySide;
+    private final Map<Integer, String> endpoints = new TreeMap<>();
+    /** Over tcp: offloads go as messages on a connection of their own. */
+    private RemoteMemory messages;
     final List<ExportedRegion> regions = new ArrayList<>();
     final RemoteMemory admin;
     LocalOffloadChannel channel;
@@ -39,13 +53,23 @@ final class DexFixture implements AutoCloseable {
 
     /** As above, with bulk load filling nodes to {@code fill} (1.0: every leaf full, so inserts split). */
     DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs, double fill) {
-        this.fabric = new LocalFabric(latencyNs);
-        int[] ids = new int[servers];
+        this(servers, subtreeLevel, loaded, partitions, leafFences, latencyNs, fill, false);
+    }
+
+    /**
+     * As above; {@code overTcp}: the memory servers serve their regions over loopback TCP from a fabric object of
+     * their own, engines reach them by endpoint, and offloads travel as messages on those connections.
+     */
+    DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs, double fill,
+               boolean overTcp) {
+        this.memorySide = overTcp ? new TcpFabric() : new LocalFabric(latencyNs);
+        this.fabric = overTcp ? new TcpFabric(TcpSettings.DEFAULTS, latencyNs) : memorySide;
         for (int i = 0; i < servers; i++) {
-            ids[i] = i;
-            regions.add(fabric.export(i, 64L << 20, 64 << 10));
+            ExportedRegion region = memorySide.export(i, 64L << 20, 64 << 10);
+            regions.add(region);
+            endpoints.put(i, region.endpoint());
         }
-        this.admin = fabric.connect(ids);
+        this.admin = fabric.connect(endpoints);
         this.loaded = loaded;
         long[] keys = new long[loaded];
         long[] values = new long[loaded];
@@ -66,12 +90,19 @@ final class DexFixture implements AutoCloseable {
 
     /** As {@link #open(int, DexConfig)}, offloading to {@code offloadThreads} threads per memory server (0: none). */
     List<DexEngine> open(int count, DexConfig config, int offloadThreads) {
-        int[] ids = admin.memoryServerIds();
-        if (offloadThreads > 0) {
+        OffloadChannel offloads = null;
+        if (offloadThreads > 0 && memorySide instanceof TcpFabric tcp) {
+            for (ExportedRegion region : regions) {
+                tcp.handleMessages(region.serverId(), new OffloadMessageHandler(region.serverId(), region.region()));
+            }
+            messages = fabric.connect(endpoints);
+            offloads = new MessageOffloadChannel((MessageSender) messages);
+        } else if (offloadThreads > 0) {
             channel = new LocalOffloadChannel(regions, offloadThreads, 64, 0);
+            offloads = channel;
         }
         for (int c = 0; c < count; c++) {
-            engines.add(DexEngine.open(fabric.connect(ids), config, channel));
+            engines.add(DexEngine.open(fabric.connect(endpoints), config, offloads));
         }
         for (int p = 0; p < table.count(); p++) {
             engines.get(p % count).acquire(p);
@@ -108,6 +139,10 @@ final class DexFixture implements AutoCloseable {
         if (channel != null) {
             channel.close();
         }
+        if (messages != null) {
+            messages.close();
+        }
         fabric.close();
+        memorySide.close();
     }
 }

@@ -25,7 +25,12 @@ import dev.dex.core.offload.OffloadSettings;
 class OffloadTest {
 
     private static DexFixture fixture(double fill) {
-        return new DexFixture(2, 2, 20_000, 4, true, 0, fill);
+        return fixture(fill, false);
+    }
+
+    /** {@code overTcp}: the memory servers serve over loopback TCP and offloads travel as fabric messages. */
+    private static DexFixture fixture(double fill, boolean overTcp) {
+        return new DexFixture(2, 2, 20_000, 4, true, 0, fill, overTcp);
     }
 
     private static DexConfig config(String mode, int frames) {
@@ -58,6 +63,22 @@ class OffloadTest {
             assertTrue(fixture.channel.executed() >= 2 * stats.offloads(), "each offload is a probe and an execute");
             assertEquals(0, fixture.channel.failures());
             assertTrue(list.get(0).verbs().twoSided() >= 2 * list.get(0).stats().offloads(), "offloads count as two-sided verbs");
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    @ParameterizedTest(name = "over tcp: {0} engines={1} frames={2}")
+    @CsvSource({
+            "offload-only, 1, 6",
+            "dex,          2, 8"})
+    void randomOperationsOffloadedAsTcpMessagesMatchTheModel(String mode, int engines, int frames) {
+        try (DexFixture fixture = fixture(0.8, true)) {
+            List<DexEngine> list = fixture.open(engines, config(mode, frames), 1);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            DexModelTest.randomOperations(fixture, list, model, 10_000, frames * 7L + engines);
+            CacheStats stats = total(list);
+            assertTrue(stats.offloads() > 100, "operations were offloaded: " + stats);
+            assertTrue(list.get(0).verbs().twoSided() >= 2 * list.get(0).stats().offloads(), "each offload is two messages");
             assertEquals(model, fixture.validateFlushAndRead());
         }
     }
@@ -144,9 +165,10 @@ class OffloadTest {
         }
     }
 
-    @Test
-    void computeThreadsAndOffloadThreadsTogetherKeepEveryLastWrite() throws Exception {
-        try (DexFixture fixture = fixture(0.8)) {
+    @ParameterizedTest(name = "over tcp: {0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+    void computeThreadsAndOffloadThreadsTogetherKeepEveryLastWrite(boolean overTcp) throws Exception {
+        try (DexFixture fixture = fixture(0.8, overTcp)) {
             List<DexEngine> list = fixture.open(2, config("offload-only", 24), 2);
             int threads = 4;
             List<Map<Long, Long>> models = new ArrayList<>();

@@ -1,0 +1,45 @@
+package dev.dex.core.offload;
+
+import org.agrona.BufferUtil;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.MessageSender;
+
+/**
+ * Sends each phase of an offloaded operation as a two-sided message over the fabric ({@code tcp}) to the memory
+ * server of its start node, whose {@link OffloadMessageHandler} runs it; the answer comes back on the same
+ * connection. A message that cannot be delivered (the server has no handler, the connection broke) answers the
+ * request {@link OffloadRequest#REJECTED}, so the engine falls back to its caching path.
+ *
+ * <p>Concurrency: {@link #submit} runs on the compute thread and completes the request before it returns; each
+ * thread encodes into buffers of its own.
+ */
+public final class MessageOffloadChannel implements OffloadChannel {
+    private final MessageSender sender;
+    private final ThreadLocal<UnsafeBuffer[]> buffers = ThreadLocal.withInitial(() -> new UnsafeBuffer[] {
+        new UnsafeBuffer(BufferUtil.allocateDirectAligned(OffloadMessageDescriptor.MAX_LENGTH, 64)),
+        new UnsafeBuffer(BufferUtil.allocateDirectAligned(OffloadMessageDescriptor.MAX_LENGTH, 64))});
+
+    /** @param sender a connection to the memory servers that carries messages (its verbs are not counted here) */
+    public MessageOffloadChannel(MessageSender sender) {
+        this.sender = sender;
+    }
+
+    @Override
+    public void submit(OffloadRequest request) {
+        UnsafeBuffer[] pair = buffers.get();
+        int length = OffloadMessageDescriptor.encodeRequest(request, pair[0]);
+        try {
+            int answer = sender.send(GlobalAddress.serverId(request.start()), pair[0], 0, length, pair[1], 0);
+            OffloadMessageDescriptor.decodeAnswer(pair[1], answer, request);
+        } catch (FabricException | IllegalArgumentException undeliveredOrMalformed) {
+            request.refuse();
+        }
+    }
+
+    @Override
+    public void close() {
+    }
+}

@@ -1,0 +1,118 @@
+package dev.dex.core.offload;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.core.tree.TreeConfig;
+
+/**
+ * An {@link OffloadRequest} phase as a two-sided fabric message, and its answer ({@link MessageOffloadChannel},
+ * {@link OffloadMessageHandler}). Little-endian, as every fabric layout.
+ *
+ * <p>Request:
+ * <pre>
+ *   0       1    2             3     8       16          24        32
+ *  +-------+----+-------------+-----+-------+-----------+---------+-----------------------------------
+ *  | phase | op | path length | pad |  key  | new value |  start  | path length x (address, version)
+ *  +-------+----+-------------+-----+-------+-----------+---------+-----------------------------------
+ * </pre>
+ * Answer:
+ * <pre>
+ *   0        1       2             3     8       16
+ *  +--------+-------+-------------+-----+-------+-----------------------------------
+ *  | status | found | path length | pad | value | path length x (address, version)
+ *  +--------+-------+-------------+-----+-------+-----------------------------------
+ * </pre>
+ * A probe's request carries no path; an execute's carries the probe's. An answer carries the path only for a
+ * successful probe. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 304 bytes.
+ */
+final class OffloadMessageDescriptor {
+    static final int PHASE_OFFSET = 0;
+    static final int OP_OFFSET = 1;
+    static final int PATH_LENGTH_OFFSET = 2;
+    static final int KEY_OFFSET = 8;
+    static final int NEW_VALUE_OFFSET = 16;
+    static final int START_OFFSET = 24;
+    static final int REQUEST_PATH_OFFSET = 32;
+
+    static final int STATUS_OFFSET = 0;
+    static final int FOUND_OFFSET = 1;
+    static final int VALUE_OFFSET = 8;
+    static final int ANSWER_PATH_OFFSET = 16;
+
+    static final int PATH_ENTRY_LENGTH = 16;
+    static final int MAX_LENGTH = REQUEST_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH;
+
+    private OffloadMessageDescriptor() {
+    }
+
+    /** Writes {@code request}'s current phase; returns the message length. */
+    static int encodeRequest(OffloadRequest request, MutableDirectBuffer out) {
+        int pathLength = request.phase() == OffloadRequest.EXECUTE ? request.pathLength() : 0;
+        out.putByte(PHASE_OFFSET, (byte) request.phase());
+        out.putByte(OP_OFFSET, (byte) request.op());
+        out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);
+        out.putLong(KEY_OFFSET, request.key());
+        out.putLong(NEW_VALUE_OFFSET, request.newValue());
+        out.putLong(START_OFFSET, request.start());
+        for (int i = 0; i < pathLength; i++) {
+            out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH, request.pathNode(i));
+            out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES, request.pathVersion(i));
+        }
+        return REQUEST_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH;
+    }
+
+    /** Rebuilds a request from a message; a malformed one throws {@link IllegalArgumentException} saying why. */
+    static OffloadRequest decodeRequest(DirectBuffer message, int offset, int length) {
+        if (length < REQUEST_PATH_OFFSET) {
+            throw new IllegalArgumentException("an offload message of " + length + " bytes is shorter than its header");
+        }
+        int pathLength = message.getByte(offset + PATH_LENGTH_OFFSET) & 0xFF;
+        if (pathLength > TreeConfig.MAX_HEIGHT || length != REQUEST_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH) {
+            throw new IllegalArgumentException("an offload message of " + length + " bytes claims a path of " + pathLength + " nodes");
+        }
+        long[] path = new long[pathLength];
+        long[] versions = new long[pathLength];
+        for (int i = 0; i < pathLength; i++) {
+            path[i] = message.getLong(offset + REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH);
+            versions[i] = message.getLong(offset + REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES);
+        }
+        return OffloadRequest.received(message.getByte(offset + PHASE_OFFSET), message.getByte(offset + OP_OFFSET),
+                message.getLong(offset + KEY_OFFSET), message.getLong(offset + NEW_VALUE_OFFSET),
+                message.getLong(offset + START_OFFSET), path, versions, pathLength);
+    }
+
+    /** Writes the memory side's outcome of {@code request}; returns the answer's length. */
+    static int encodeAnswer(OffloadRequest request, MutableDirectBuffer out) {
+        int status = request.status();
+        int pathLength = status == OffloadRequest.OK && request.phase() == OffloadRequest.PROBE ? request.pathLength() : 0;
+        out.putByte(STATUS_OFFSET, (byte) status);
+        out.putByte(FOUND_OFFSET, (byte) (request.found() ? 1 : 0));
+        out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);
+        out.putLong(VALUE_OFFSET, request.value());
+        for (int i = 0; i < pathLength; i++) {
+            out.putLong(ANSWER_PATH_OFFSET + i * PATH_ENTRY_LENGTH, request.pathNode(i));
+            out.putLong(ANSWER_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES, request.pathVersion(i));
+        }
+        return ANSWER_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH;
+    }
+
+    /** Fills {@code request}'s outcome from an answer and completes it; a malformed answer throws. */
+    static void decodeAnswer(DirectBuffer answer, int length, OffloadRequest request) {
+        if (length < ANSWER_PATH_OFFSET) {
+            throw new IllegalArgumentException("an offload answer of " + length + " bytes is shorter than its header");
+        }
+        int pathLength = answer.getByte(PATH_LENGTH_OFFSET) & 0xFF;
+        if (pathLength > TreeConfig.MAX_HEIGHT || length != ANSWER_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH) {
+            throw new IllegalArgumentException("an offload answer of " + length + " bytes claims a path of " + pathLength + " nodes");
+        }
+        long[] path = new long[pathLength];
+        long[] versions = new long[pathLength];
+        for (int i = 0; i < pathLength; i++) {
+            path[i] = answer.getLong(ANSWER_PATH_OFFSET + i * PATH_ENTRY_LENGTH);
+            versions[i] = answer.getLong(ANSWER_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES);
+        }
+        request.answer(answer.getByte(STATUS_OFFSET), answer.getByte(FOUND_OFFSET) != 0, answer.getLong(VALUE_OFFSET), path,
+                versions, pathLength);
+    }
+}

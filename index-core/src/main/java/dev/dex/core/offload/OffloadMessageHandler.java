@@ -1,0 +1,35 @@
+package dev.dex.core.offload;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+import dev.dex.rdma.MessageHandler;
+import dev.dex.rdma.Region;
+
+/**
+ * The memory side of offloading over a fabric that carries messages ({@code tcp}): decodes an offloaded
+ * operation's phase ({@link OffloadMessageDescriptor}), runs it with a {@link SubtreeExecutor} on the server's
+ * region, and answers. The transport's threads that deliver messages are the memory-side threads.
+ *
+ * <p>Concurrency: each delivering thread has an executor of its own (a thread-local); the compute side's IO
+ * markers make the nodes of an execute phase exclusive, as for {@link LocalOffloadChannel}.
+ */
+public final class OffloadMessageHandler implements MessageHandler {
+    private final ThreadLocal<SubtreeExecutor> executors;
+
+    public OffloadMessageHandler(int serverId, Region region) {
+        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(serverId, region));
+    }
+
+    @Override
+    public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+        OffloadRequest request = OffloadMessageDescriptor.decodeRequest(message, offset, length);
+        try {
+            executors.get().run(request);
+        } catch (RuntimeException e) {
+            // A delivering thread must outlive a bad request; the sender falls back to its caching path.
+            request.status = OffloadRequest.STALE;
+        }
+        return OffloadMessageDescriptor.encodeAnswer(request, reply);
+    }
+}
