@@ -56,16 +56,24 @@ public final class Region {
 
     /** A zeroed region of {@code length} bytes in this process's off-heap memory, 64-byte aligned segments. */
     public static Region offHeap(long length) {
+        return offHeap(length, DEFAULT_SEGMENT_SHIFT);
+    }
+
+    /** As {@link #offHeap(long)}, in segments of {@code 2^segmentShift} bytes (at most 1 GiB). */
+    public static Region offHeap(long length, int segmentShift) {
         if (length <= 0) {
             throw new IllegalArgumentException("region length must be > 0: " + length);
         }
-        int count = (int) ((length + (1L << DEFAULT_SEGMENT_SHIFT) - 1) >>> DEFAULT_SEGMENT_SHIFT);
+        if (segmentShift < 6 || segmentShift > DEFAULT_SEGMENT_SHIFT) {
+            throw new IllegalArgumentException("segment shift must be in [6, " + DEFAULT_SEGMENT_SHIFT + "]: " + segmentShift);
+        }
+        int count = (int) ((length + (1L << segmentShift) - 1) >>> segmentShift);
         AtomicBuffer[] segments = new AtomicBuffer[count];
         for (int i = 0; i < count; i++) {
-            int segmentLength = (int) Math.min(1L << DEFAULT_SEGMENT_SHIFT, length - ((long) i << DEFAULT_SEGMENT_SHIFT));
+            int segmentLength = (int) Math.min(1L << segmentShift, length - ((long) i << segmentShift));
             segments[i] = new UnsafeBuffer(BufferUtil.allocateDirectAligned(segmentLength, 64));
         }
-        return new Region(segments, DEFAULT_SEGMENT_SHIFT);
+        return new Region(segments, segmentShift);
     }
 
     public long length() {

@@ -19,6 +19,7 @@ import dev.dex.rdma.RemoteMemory;
  */
 public final class LocalFabric implements Fabric {
     private final long latencyNs;
+    private final int segmentShift;
     private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
 
     /** A fabric with no injected latency. */
@@ -28,10 +29,23 @@ public final class LocalFabric implements Fabric {
 
     /** @param latencyNs latency spun before every verb, 0 for none */
     public LocalFabric(long latencyNs) {
+        this(latencyNs, Region.DEFAULT_SEGMENT_SHIFT);
+    }
+
+    /**
+     * @param latencyNs    latency spun before every verb, 0 for none
+     * @param segmentShift regions in segments of {@code 2^segmentShift} bytes (1 GiB by default); small segments
+     *                     let tests of transports that split transfers at segment boundaries cross many of them
+     */
+    public LocalFabric(long latencyNs, int segmentShift) {
         if (latencyNs < 0) {
             throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
         }
+        if (segmentShift < 12 || segmentShift > Region.DEFAULT_SEGMENT_SHIFT) {
+            throw new IllegalArgumentException("segment shift must be in [12, " + Region.DEFAULT_SEGMENT_SHIFT + "]: " + segmentShift);
+        }
         this.latencyNs = latencyNs;
+        this.segmentShift = segmentShift;
     }
 
     @Override
@@ -42,7 +56,11 @@ public final class LocalFabric implements Fabric {
     @Override
     public ExportedRegion export(int serverId, long regionLength, int chunkLength) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
-        Region region = Region.offHeap(regionLength);
+        if (Integer.numberOfTrailingZeros(chunkLength) > segmentShift) {
+            throw new IllegalArgumentException("chunk length " + chunkLength + " exceeds this fabric's segments of "
+                    + (1L << segmentShift) + " bytes");
+        }
+        Region region = Region.offHeap(regionLength, segmentShift);
         RegionFormat.format(region, chunkLength);
         LocalRegion exported = new LocalRegion(serverId, region);
         if (regions.putIfAbsent(serverId, exported) != null) {

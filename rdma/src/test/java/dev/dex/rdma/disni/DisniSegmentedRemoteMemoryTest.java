@@ -32,7 +32,7 @@ class DisniSegmentedRemoteMemoryTest extends RemoteMemoryContractTest {
     @Override
     protected Fabric newFabric(long latencyNs) {
         transport = new InJvmRdmaTransport(SETTINGS.maxTransfer(), latencyNs);
-        return new DisniFabric(new SmallSegmentFabric(SEGMENT_SHIFT, latencyNs), SETTINGS, transport);
+        return new DisniFabric(new dev.dex.rdma.local.LocalFabric(latencyNs, SEGMENT_SHIFT), SETTINGS, transport);
     }
 
     @Test
