@@ -216,17 +216,19 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
         int base = frame.readerIndex();
         int length = frame.readableBytes();
-        VerbCall call = inFlight.poll();
         if (length < RESPONSE_HEADER_LENGTH) {
             protocolError("an answer of " + length + " bytes is shorter than its header");
             return;
         }
         long id = frame.getLongLE(base + RESPONSE_ID_OFFSET);
         int payload = frame.getIntLE(base + COUNT_OFFSET);
+        VerbCall call = inFlight.peek();
         if (call == null || call.requestId != id || payload != length - RESPONSE_HEADER_LENGTH) {
+            // Left in flight, so breaking the connection fails it with the others.
             protocolError("an answer to request " + id + (call == null ? " with none in flight" : " where " + call.requestId + " was next"));
             return;
         }
+        inFlight.poll();
         if (!call.beginCompletion()) {
             return;
         }

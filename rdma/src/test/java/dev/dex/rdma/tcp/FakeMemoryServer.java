@@ -23,7 +23,11 @@ final class FakeMemoryServer implements AutoCloseable {
         /** Never answer a request after the greeting. */
         SILENT,
         /** Answer every read with zeroes, as a healthy server of an empty region would. */
-        ANSWER
+        ANSWER,
+        /** Answer with a request id that was never sent. */
+        WRONG_ID,
+        /** Answer with a frame shorter than an answer's header. */
+        SHORT
     }
 
     private final ServerSocket listener;
@@ -93,6 +97,8 @@ final class FakeMemoryServer implements AutoCloseable {
                     }
                     case ANSWER -> out.write(response(id, 0,
                             op == TcpFrameDescriptor.OP_READ ? new byte[request.getInt(TcpFrameDescriptor.COUNT_OFFSET)] : new byte[0]));
+                    case WRONG_ID -> out.write(response(id + 1000, 0, new byte[0]));
+                    case SHORT -> out.write(new byte[] {4, 0, 0, 0, 0, 0, 0, 0});
                 }
             }
         } catch (IOException gone) {

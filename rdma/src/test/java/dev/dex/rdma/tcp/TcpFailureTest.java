@@ -79,6 +79,18 @@ class TcpFailureTest {
         assertTrue(timeout.getMessage().contains("did not answer a CAS within 300 ms"), timeout.getMessage());
     }
 
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.EnumSource(value = FakeMemoryServer.Mode.class, names = {"WRONG_ID", "SHORT"})
+    void anAnswerThatBreaksTheProtocolFailsTheVerbAtOnce(FakeMemoryServer.Mode mode) throws Exception {
+        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, mode));
+        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+
+        FabricException broken = assertTimeoutPreemptively(Duration.ofSeconds(10),
+                () -> assertThrows(FabricException.class, () -> memory.fetchAndAdd(GlobalAddress.of(0, CHUNK), 1)));
+
+        assertTrue(broken.getMessage().contains("broke the protocol"), broken.getMessage());
+    }
+
     @Test
     void verbsInFlightOnManyThreadsAllFailWhenTheConnectionDrops() throws Exception {
         FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
