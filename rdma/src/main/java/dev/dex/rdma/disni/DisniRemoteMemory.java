@@ -86,38 +86,39 @@ final class DisniRemoteMemory implements RemoteMemory {
 
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-        Target target = targetOf(address);
-        long offset = GlobalAddress.offset(address);
-        VerbChecks.range(address, length, target.regionLength);
-        dst.boundsCheck(dstOffset, length);
-        int serverId = GlobalAddress.serverId(address);
-        int done = 0;
-        while (done < length) {
-            int segment = (int) ((offset + done) >>> target.shift);
-            int inSegment = (int) ((offset + done) & target.mask);
-            int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
-            verbs.read(serverId, target.addresses[segment] + inSegment, target.rkeys[segment], dst, dstOffset + done, n);
-            done += n;
-        }
+        transfer(address, dst, null, dstOffset, length);
         counters.recordRead(length);
     }
 
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        transfer(address, null, src, srcOffset, length);
+        counters.recordWrite(length);
+    }
+
+    /**
+     * An RDMA READ into {@code dst} or WRITE from {@code src}, as one work request per piece that lies in one
+     * segment and is at most the maximum transfer.
+     */
+    private void transfer(long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
         Target target = targetOf(address);
-        long offset = GlobalAddress.offset(address);
         VerbChecks.range(address, length, target.regionLength);
-        src.boundsCheck(srcOffset, length);
+        (dst != null ? dst : src).boundsCheck(bufferOffset, length);
+        long offset = GlobalAddress.offset(address);
         int serverId = GlobalAddress.serverId(address);
         int done = 0;
         while (done < length) {
             int segment = (int) ((offset + done) >>> target.shift);
             int inSegment = (int) ((offset + done) & target.mask);
             int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
-            verbs.write(serverId, target.addresses[segment] + inSegment, target.rkeys[segment], src, srcOffset + done, n);
+            long remote = target.addresses[segment] + inSegment;
+            if (dst != null) {
+                verbs.read(serverId, remote, target.rkeys[segment], dst, bufferOffset + done, n);
+            } else {
+                verbs.write(serverId, remote, target.rkeys[segment], src, bufferOffset + done, n);
+            }
             done += n;
         }
-        counters.recordWrite(length);
     }
 
     @Override
