@@ -13,6 +13,7 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.VALUE_OFFSET;
 
+import java.lang.invoke.VarHandle;
 import java.net.InetSocketAddress;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -20,6 +21,7 @@ import java.util.ArrayDeque;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.agrona.concurrent.ManyToOneConcurrentArrayQueue;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -64,7 +66,8 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     private long nextRequestId;
     private Channel channel;
     private EventLoop loop;
-    private volatile FabricException broken;
+    /** Why the connection is unusable; set once, first reason wins, by the event loop or a caller that timed out. */
+    private final AtomicReference<FabricException> broken = new AtomicReference<>();
 
     private Connection(int serverId, String endpoint, int window) {
         this.serverId = serverId;
@@ -122,7 +125,7 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
 
     /** The reason this connection is unusable, or null while it works. */
     FabricException broken() {
-        return broken;
+        return broken.get();
     }
 
     /**
@@ -130,17 +133,21 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
      * broken; a call queued as it breaks is failed by the event loop instead.
      */
     void submit(VerbCall call, long deadline) {
-        FabricException failure = broken;
+        FabricException failure = broken.get();
         if (failure != null) {
             throw copy(failure);
         }
         while (!submitted.offer(call)) {
-            if (broken != null || System.nanoTime() - deadline >= 0) {
+            FabricException now = broken.get();
+            if (now != null || System.nanoTime() - deadline >= 0) {
                 throw new FabricException("memory server " + serverId + " at " + endpoint + ": more than " + QUEUE_CAPACITY
-                        + " verbs queued on one connection" + (broken != null ? " and the connection broke: " + broken.getMessage() : ""));
+                        + " verbs queued on one connection" + (now != null ? " and the connection broke: " + now.getMessage() : ""));
             }
             Thread.yield();
         }
+        // offer publishes the call with a release store; the doorbell must not be read before that store is
+        // visible, or a drain that just cleared it could miss the call and leave it waiting for its timeout.
+        VarHandle.fullFence();
         if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
             try {
                 loop.execute(drain);
@@ -152,10 +159,12 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
 
     /** Closes the connection and fails what is in flight with {@code reason}; returns at once. */
     void breakWith(FabricException reason) {
+        // Marked broken at once, so the caller's next verb opens a new connection instead of queueing here.
+        broken.compareAndSet(null, reason);
         try {
             loop.execute(() -> breakNow(reason));
         } catch (RejectedExecutionException closed) {
-            broken = reason;
+            // The event loops are gone with the fabric; nothing is left to fail.
         }
     }
 
@@ -168,8 +177,9 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
 
     private void drain() {
         doorbell.set(false);
-        if (broken != null) {
-            failQueued(broken);
+        FabricException failure = broken.get();
+        if (failure != null) {
+            failQueued(failure);
             return;
         }
         ByteBuf out = null;
@@ -181,7 +191,16 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
             if (out == null) {
                 out = channel.alloc().directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + payloadOf(call));
             }
-            encode(call, out);
+            int mark = out.writerIndex();
+            try {
+                encode(call, out);
+            } catch (RuntimeException badBuffer) {
+                // The caller's source did not hold the bytes it named: that verb fails, the others go out.
+                out.writerIndex(mark);
+                call.fail(new FabricException("a request to memory server " + serverId + " could not be encoded: " + badBuffer,
+                        badBuffer));
+                continue;
+            }
             inFlight.add(call);
         }
         if (out != null) {
@@ -242,22 +261,31 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
                 call.failure = new FabricException("memory server " + serverId + " at " + endpoint + " answered a read of "
                         + call.count + " bytes with " + payload);
             } else {
-                ByteBufViews.wrap(view, frame, base + RESPONSE_HEADER_LENGTH, payload);
-                call.dst.putBytes(call.dstOffset, view, 0, payload);
+                copyOut(call, frame, base, payload);
             }
         } else if (call.op == OP_MESSAGE) {
             if (payload > call.dst.capacity() - call.dstOffset) {
                 call.failure = new FabricException("memory server " + serverId + " at " + endpoint + " answered a message with "
                         + payload + " bytes, more than the " + (call.dst.capacity() - call.dstOffset) + " the sender has room for");
             } else {
-                ByteBufViews.wrap(view, frame, base + RESPONSE_HEADER_LENGTH, payload);
-                call.dst.putBytes(call.dstOffset, view, 0, payload);
+                copyOut(call, frame, base, payload);
                 call.value = payload;
             }
         } else if (call.op == OP_HELLO && payload == Long.BYTES) {
             call.extra = frame.getLongLE(base + RESPONSE_HEADER_LENGTH);
         }
         call.finish();
+    }
+
+    /** Copies an answer's payload into the caller's buffer; a copy that fails fails the verb, never the loop. */
+    private void copyOut(VerbCall call, ByteBuf frame, int base, int payload) {
+        try {
+            ByteBufViews.wrap(view, frame, base + RESPONSE_HEADER_LENGTH, payload);
+            call.dst.putBytes(call.dstOffset, view, 0, payload);
+        } catch (RuntimeException badBuffer) {
+            call.failure = new FabricException("the answer of memory server " + serverId + " did not fit the caller's buffer: "
+                    + badBuffer, badBuffer);
+        }
     }
 
     @Override
@@ -282,15 +310,16 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     }
 
     private void breakNow(FabricException reason) {
-        if (broken == null) {
-            broken = reason;
-        }
+        broken.compareAndSet(null, reason);
+        FabricException failure = broken.get();
         VerbCall call;
         while ((call = inFlight.poll()) != null) {
-            call.fail(broken);
+            call.fail(failure);
         }
-        failQueued(broken);
-        channel.close();
+        failQueued(failure);
+        if (channel != null) {
+            channel.close();
+        }
     }
 
     private void failQueued(FabricException reason) {

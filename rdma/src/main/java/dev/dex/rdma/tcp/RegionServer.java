@@ -198,6 +198,9 @@ final class RegionServer implements AutoCloseable {
                             out.release();
                             refuse(ctx, id, "message refused: " + malformedMessage.getMessage());
                             return;
+                        } catch (RuntimeException handlerFailed) {
+                            out.release();
+                            throw handlerFailed;
                         }
                         if (n < 0 || n > MessageHandler.MAX_MESSAGE) {
                             out.release();

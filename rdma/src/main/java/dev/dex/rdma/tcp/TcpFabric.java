@@ -151,8 +151,15 @@ public final class TcpFabric implements Fabric {
         }
         TcpRemoteMemory[] client = new TcpRemoteMemory[1];
         client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, () -> clients.remove(client[0]));
-        clients.add(client[0]);
-        return client[0];
+        synchronized (this) {
+            if (!closed) {
+                clients.add(client[0]);
+                return client[0];
+            }
+        }
+        // The fabric closed while this client connected; it would outlive its event loops.
+        client[0].close();
+        throw new IllegalArgumentException("the tcp fabric is closed");
     }
 
     @Override

@@ -101,6 +101,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     /** A read into {@code dst} or a write from {@code src}, as requests of at most the maximum transfer each. */
     private void transfer(byte op, long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
         Link link = linkOf(address, length);
+        // Checked here: the event loop copies into and out of these buffers after the caller handed them over.
+        (dst != null ? dst : src).boundsCheck(bufferOffset, length);
         VerbChecks.spin(latencyNs);
         long offset = GlobalAddress.offset(address);
         int done = 0;
@@ -150,6 +152,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         }
         long address = GlobalAddress.of(serverId, 0);
         Link link = VerbChecks.server(links, address, closed);
+        message.boundsCheck(offset, length);
+        reply.boundsCheck(replyOffset, 0);
         VerbChecks.spin(latencyNs);
         VerbCall call = call();
         call.prepare(OP_MESSAGE, address, length, 0, 0);

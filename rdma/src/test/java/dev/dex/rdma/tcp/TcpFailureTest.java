@@ -92,6 +92,38 @@ class TcpFailureTest {
     }
 
     @Test
+    void afterATimeoutTheSameThreadsNextVerbOpensANewConnection() throws Exception {
+        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = closeAfter(fabric(Duration.ofMillis(200)).connect(Map.of(0, server.endpoint())));
+        assertThrows(FabricException.class, () -> memory.compareAndSwap(GlobalAddress.of(0, CHUNK), 0, 1));
+
+        server.mode(FakeMemoryServer.Mode.ANSWER);
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[16]);
+        buffer.setMemory(0, 16, (byte) 5);
+
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memory.read(GlobalAddress.of(0, CHUNK), buffer, 0, 16));
+        assertArrayEquals(new byte[16], buffer.byteArray(), "the next read went to a new connection and was answered");
+    }
+
+    @Test
+    void aBufferTooSmallForTheVerbFailsAtOnceAndTheClientKeepsWorking() throws Exception {
+        TcpFabric fabric = fabric(Duration.ofSeconds(30));
+        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        RemoteMemory memory = closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
+        UnsafeBuffer small = new UnsafeBuffer(new byte[8]);
+
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> {
+            assertThrows(IndexOutOfBoundsException.class, () -> memory.read(GlobalAddress.of(0, CHUNK), small, 0, 64));
+            assertThrows(IndexOutOfBoundsException.class, () -> memory.write(GlobalAddress.of(0, CHUNK), small, 0, 64));
+            assertThrows(IndexOutOfBoundsException.class, () -> memory.read(GlobalAddress.of(0, CHUNK), small, -1, 8));
+        });
+
+        TcpRemoteMemoryTest.writeWord(memory, GlobalAddress.of(0, CHUNK), 77);
+        assertEquals(77, TcpRemoteMemoryTest.readWord(memory, GlobalAddress.of(0, CHUNK)));
+        assertEquals(0, exported.region().getLongVolatile(CHUNK + 8), "the refused write wrote nothing");
+    }
+
+    @Test
     void verbsInFlightOnManyThreadsAllFailWhenTheConnectionDrops() throws Exception {
         FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
         RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
