@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.VerbChecks;
 
 /**
  * The in-process offload channel: per memory server, a bounded queue and a bounded number of
@@ -75,12 +76,7 @@ public final class LocalOffloadChannel implements OffloadChannel {
         if (queue == null || closed) {
             throw new IllegalArgumentException("no offload executor for memory server " + server);
         }
-        if (latencyNs > 0) {
-            long deadline = System.nanoTime() + latencyNs;
-            while (System.nanoTime() < deadline) {
-                Thread.onSpinWait();
-            }
-        }
+        VerbChecks.spin(latencyNs);
         if (!queue.offer(request)) {
             request.reject();
         }

@@ -236,12 +236,7 @@ final class InJvmRdmaTransport implements RdmaTransport {
                 throw new AssertionError("[0x" + Long.toHexString(remoteAddress) + ", +" + length + ") is outside the registration of rkey 0x"
                         + Integer.toHexString(rkey) + "; the work request would fail with IBV_WC_REM_ACCESS_ERR");
             }
-            if (latencyNs > 0) {
-                long deadline = System.nanoTime() + latencyNs;
-                while (System.nanoTime() < deadline) {
-                    Thread.onSpinWait();
-                }
-            }
+            dev.dex.rdma.VerbChecks.spin(latencyNs);
             return mr;
         }
     }

@@ -164,11 +164,6 @@ final class RecordingFabric implements Fabric {
     }
 
     private void delay() {
-        if (latencyNs > 0) {
-            long deadline = System.nanoTime() + latencyNs;
-            while (System.nanoTime() < deadline) {
-                Thread.onSpinWait();
-            }
-        }
+        dev.dex.rdma.VerbChecks.spin(latencyNs);
     }
 }
