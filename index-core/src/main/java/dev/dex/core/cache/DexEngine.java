@@ -70,6 +70,8 @@ public final class DexEngine implements PartitionedEngine {
     final int coolingTarget;
     /** Where offloaded operations go; null when this engine never offloads. */
     final OffloadChannel offloadChannel;
+    /** This engine's changes to remote memory, for one-message offloaded lookups; counted only when offloading. */
+    final RemoteChanges remoteChanges = new RemoteChanges();
 
     private final AtomicIntegerArray held;
     private final AtomicLongArray inFlight;
@@ -88,8 +90,8 @@ public final class DexEngine implements PartitionedEngine {
 
     private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
                       long instanceId, OffloadChannel offloadChannel) {
-        this.memory = memory;
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
+        this.memory = this.offloadChannel == null ? memory : remoteChanges.track(memory);
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();
@@ -99,7 +101,7 @@ public final class DexEngine implements PartitionedEngine {
         this.cooling = new CoolingMap(Math.max(1, arena.frames()), config.coolingRatio());
         this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
         this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
-        this.allocator = new NodeAllocator(memory, subtreeLevel);
+        this.allocator = new NodeAllocator(this.memory, subtreeLevel);
         this.held = new AtomicIntegerArray(partitions.count());
         this.inFlight = new AtomicLongArray(partitions.count());
     }

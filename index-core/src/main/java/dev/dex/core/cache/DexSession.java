@@ -539,13 +539,15 @@ public final class DexSession implements IndexSession {
     }
 
     /**
-     * Runs the rest of the operation on the memory server of {@code address} in two phases. The probe
-     * reports the path from the missed node to the leaf; this thread then takes the IO marker of every
-     * node on it, which fails (and falls back to the caching path) if any of them is cached or in use
+     * Runs the rest of the operation on the memory server of {@code address}. A write goes in two phases.
+     * The probe reports the path from the missed node to the leaf; this thread then takes the IO marker of
+     * every node on it, which fails (and falls back to the caching path) if any of them is cached or in use
      * here. With all markers held no thread of this compute node can read or write those nodes, and no
      * other compute node writes owned nodes, so the execute phase, which re-checks every node's version,
-     * runs the operation on the current nodes and leaves no cached copy stale. The parent stays pinned
-     * meanwhile so it is not cooled.
+     * runs the operation on the current nodes and leaves no cached copy stale. A lookup goes in one
+     * message, validated afterwards: the same markers, and no change by this compute node to a node of the
+     * path while the message was out ({@link RemoteChanges}), show that what the memory side read was the
+     * latest image of every node on the path. The parent stays pinned meanwhile so it is not cooled.
      */
     private int offload(long address, int d) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
@@ -560,20 +562,30 @@ public final class DexSession implements IndexSession {
             }
             boolean timed = offloadPolicy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random);
             long start = timed ? System.nanoTime() : 0;
-            offload.probe(opCode, opKey, opValue, address);
-            if (!send()) {
+            boolean lookup = opCode == OffloadRequest.LOOKUP;
+            long sentAt = 0;
+            if (lookup) {
+                sentAt = engine.remoteChanges.now();
+                offload.read(opKey, address);
+            } else {
+                offload.probe(opCode, opKey, opValue, address);
+            }
+            if (!send() || !holdPathMarkers(address)) {
                 return fallBack();
             }
-            for (int i = 1; i < offload.pathLength(); i++) {
-                long node = offload.pathNode(i);
-                if (mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+            if (lookup) {
+                for (int i = 0; i < offload.pathLength(); i++) {
+                    if (engine.remoteChanges.changedSince(offload.pathNode(i), sentAt)) {
+                        return fallBack();
+                    }
+                }
+            } else {
+                // Not a RemoteChanges change: a read on another memory-side thread that overlaps this execute
+                // sees the node marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
+                offload.execute();
+                if (!send()) {
                     return fallBack();
                 }
-                holdMarker(node);
-            }
-            offload.execute();
-            if (!send()) {
-                return fallBack();
             }
             if (timed) {
                 costModel.recordOffload(System.nanoTime() - start);
@@ -585,6 +597,28 @@ public final class DexSession implements IndexSession {
         } finally {
             arena.unpin(parent);
         }
+    }
+
+    /**
+     * Takes the IO marker of every node below {@code start} on the path the memory side reported; false
+     * (fall back) if one is cached or in use here, or if the path is not one a walk from {@code start} on
+     * its server could have taken.
+     */
+    private boolean holdPathMarkers(long start) {
+        int length = offload.pathLength();
+        if (length < 1 || offload.pathNode(0) != start) {
+            return false;
+        }
+        int server = GlobalAddress.serverId(start);
+        for (int i = 1; i < length; i++) {
+            long node = offload.pathNode(i);
+            if (GlobalAddress.isSwizzled(node) || GlobalAddress.serverId(node) != server
+                    || mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+                return false;
+            }
+            holdMarker(node);
+        }
+        return true;
     }
 
     /** Sends the offload request, waits for the answer, counts the two-sided message. */

@@ -23,7 +23,8 @@ package dev.dex.core.node;
  *
  * <ul>
  *   <li><b>lock word</b>: the remote lock, the compare-and-swap target: 0 when free, otherwise the
- *       holder's tag (non-zero, unique per compute-side session).</li>
+ *       holder's tag (positive, unique per compute-side session), or -1 while a memory-side thread writes
+ *       the node for an offloaded operation ({@code SubtreeExecutor.MEMORY_SIDE_WRITER}).</li>
  *   <li><b>version</b> (front) and <b>back version</b>: bumped together by every write of the node;
  *       equal in every whole image.</li>
  *   <li><b>own address</b>: the node's global address, so a reader can tell that it read what it aimed at.</li>

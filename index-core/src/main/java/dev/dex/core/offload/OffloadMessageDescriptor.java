@@ -23,8 +23,8 @@ import dev.dex.core.tree.TreeConfig;
  *  | status | found | path length | pad | value | path length x (address, version)
  *  +--------+-------+-------------+-----+-------+-----------------------------------
  * </pre>
- * A probe's request carries no path; an execute's carries the probe's. An answer carries the path only for a
- * successful probe. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 304 bytes.
+ * A probe's or a read's request carries no path; an execute's carries the probe's. An answer carries the path
+ * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 304 bytes.
  */
 final class OffloadMessageDescriptor {
     static final int PHASE_OFFSET = 0;
@@ -85,7 +85,7 @@ final class OffloadMessageDescriptor {
     /** Writes the memory side's outcome of {@code request}; returns the answer's length. */
     static int encodeAnswer(OffloadRequest request, MutableDirectBuffer out) {
         int status = request.status();
-        int pathLength = status == OffloadRequest.OK && request.phase() == OffloadRequest.PROBE ? request.pathLength() : 0;
+        int pathLength = status == OffloadRequest.OK && request.phase() != OffloadRequest.EXECUTE ? request.pathLength() : 0;
         out.putByte(STATUS_OFFSET, (byte) status);
         out.putByte(FOUND_OFFSET, (byte) (request.found() ? 1 : 0));
         out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);

@@ -5,9 +5,11 @@ import java.util.concurrent.locks.LockSupport;
 import dev.dex.core.tree.TreeConfig;
 
 /**
- * One offloaded operation, in two phases (see {@code docs/offloading.md}): a {@link #PROBE} walks from the
- * start node to the leaf and reports the path and each node's version; an {@link #EXECUTE} walks the same
- * path again, checks nothing on it changed, and runs the operation at the leaf.
+ * One offloaded operation (see {@code docs/offloading.md}). A write goes in two phases: a {@link #PROBE}
+ * walks from the start node to the leaf and reports the path and each node's version; an {@link #EXECUTE}
+ * walks the same path again, checks nothing on it changed, and runs the operation at the leaf. A lookup
+ * goes in one: a {@link #READ} walks to the leaf and reports the path and the outcome, which the compute
+ * side validates afterwards.
  *
  * <p>Reused: each compute-side session owns one request and sends it again and again. Not thread-safe
  * except for the hand-over: the compute thread fills the input fields and submits; the memory-side
@@ -19,6 +21,8 @@ public final class OffloadRequest {
     public static final int PROBE = 0;
     /** Phase: walk the reported path again and run the operation. */
     public static final int EXECUTE = 1;
+    /** Phase: walk, report the path and look the key up (a lookup in one message). */
+    public static final int READ = 2;
 
     public static final int LOOKUP = 0;
     public static final int INSERT = 1;
@@ -71,6 +75,12 @@ public final class OffloadRequest {
         reset();
     }
 
+    /** Sets up a lookup of {@code key} in one message from the node at {@code start}. */
+    public void read(long key, long start) {
+        probe(LOOKUP, key, 0, start);
+        this.phase = READ;
+    }
+
     /** Turns a finished probe into the execute phase of the same operation. */
     public void execute() {
         this.phase = EXECUTE;
@@ -85,7 +95,7 @@ public final class OffloadRequest {
         waiter = Thread.currentThread();
     }
 
-    /** Bytes of this request and its reply, for the verb counters. */
+    /** Bytes of this request and its reply, for the verb counters (a path travels once per phase). */
     public int wireBytes() {
         return FIXED_BYTES + 2 * Long.BYTES * pathLength;
     }
@@ -138,11 +148,12 @@ public final class OffloadRequest {
 
     /**
      * A request rebuilt on a memory server from a message (the cluster's channel): the phase and the
-     * operation, plus, for an execute, the path and versions the probe reported.
+     * operation, plus, for an execute, the path and versions the probe reported. A read is a lookup.
      */
     public static OffloadRequest received(int phase, int op, long key, long newValue, long start, long[] path,
                                           long[] versions, int pathLength) {
-        if (phase != PROBE && phase != EXECUTE || op < LOOKUP || op > DELETE) {
+        if (phase != PROBE && phase != EXECUTE && phase != READ || op < LOOKUP || op > DELETE
+                || phase == READ && op != LOOKUP) {
             throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
         }
         if (pathLength < 0 || pathLength > TreeConfig.MAX_HEIGHT || path.length < pathLength || versions.length < pathLength) {
@@ -169,7 +180,7 @@ public final class OffloadRequest {
         this.status = status;
         this.found = found;
         this.value = value;
-        if (phase == PROBE && status == OK) {
+        if (phase != EXECUTE && status == OK) {
             if (pathLength < 1 || pathLength > TreeConfig.MAX_HEIGHT) {
                 throw new IllegalArgumentException("bad offload path of length " + pathLength);
             }

@@ -1,6 +1,10 @@
 package dev.dex.core.offload;
 
+import static dev.dex.core.node.NodeHeaderDescriptor.LOCK_WORD_OFFSET;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+import static dev.dex.core.node.NodeHeaderDescriptor.VERSION_OFFSET;
+
+import java.lang.invoke.VarHandle;
 
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -17,9 +21,18 @@ import dev.dex.rdma.Region;
  *
  * <p>Not thread-safe: one executor per memory-side thread (it owns a node buffer). The compute side
  * guarantees exclusive access to every node of the path during the execute phase (it holds their IO
- * markers, and the nodes are owned, so no other compute node writes them).
+ * markers, and the nodes are owned, so no other compute node writes them). A probe or a read has no such
+ * guarantee. Another memory-side thread may be running an execute on the same leaf: its write marks the
+ * node's lock word and bumps its version, and a read that overlaps it answers {@link OffloadRequest#STALE}
+ * (a seqlock). The compute node itself may be writing a node with a one-sided write; such a torn node may
+ * send the walk anywhere: the walk is bounded by the tree's height, an address outside the region throws
+ * (the channels answer {@link OffloadRequest#STALE}), and the compute side discards what such a walk
+ * reported (it counts its own writes, see {@code RemoteChanges}).
  */
 public final class SubtreeExecutor {
+    /** The lock word of a node a memory-side thread is writing (compute-side holders' tags are positive). */
+    public static final long MEMORY_SIDE_WRITER = -1L;
+
     private final int serverId;
     private final Region region;
     private final NodeView node = new NodeView().wrap(new UnsafeBuffer(BufferUtil.allocateDirectAligned(NODE_LENGTH, 64)), 0);
@@ -39,7 +52,10 @@ public final class SubtreeExecutor {
                 request.status = OffloadRequest.CROSS_SERVER;
                 return;
             }
-            region.getBytes(GlobalAddress.offset(address), node.buffer(), 0, NODE_LENGTH);
+            if (!readWhole(GlobalAddress.offset(address))) {
+                request.status = OffloadRequest.STALE;
+                return;
+            }
             if (node.address() != address || !node.covers(request.key)) {
                 request.status = OffloadRequest.FENCE_MISMATCH;
                 return;
@@ -80,12 +96,15 @@ public final class SubtreeExecutor {
             return;
         }
         request.status = OffloadRequest.OK;
-        if (!execute) {
+        if (request.phase == OffloadRequest.PROBE) {
             return;
         }
         request.found = present;
         if (present) {
             request.value = node.value(pos);
+        }
+        if (!execute) {
+            return;
         }
         boolean changed = switch (request.op) {
             case OffloadRequest.LOOKUP -> false;
@@ -119,7 +138,36 @@ public final class SubtreeExecutor {
         };
         if (changed) {
             node.version(node.version() + 1);
-            region.putBytes(GlobalAddress.offset(address), node.buffer(), 0, NODE_LENGTH);
+            write(GlobalAddress.offset(address));
         }
+    }
+
+    /**
+     * Copies the node at {@code offset} into the buffer and tells whether the copy is whole: no other
+     * memory-side thread was writing it (a seqlock on the lock word and the version, see {@link #write}).
+     * A write by a compute node is not seen here; the compute side accounts for those itself.
+     */
+    private boolean readWhole(long offset) {
+        // Version before lock word: a writer stores the mark, then the version, then the rest, then clears
+        // the mark; so a reader that sees the new version here sees the mark, or the write finished.
+        long versionBefore = region.getLongVolatile(offset + VERSION_OFFSET);
+        long lockBefore = region.getLongVolatile(offset + LOCK_WORD_OFFSET);
+        region.getBytes(offset, node.buffer(), 0, NODE_LENGTH);
+        VarHandle.acquireFence();
+        return lockBefore != MEMORY_SIDE_WRITER
+                && region.getLongVolatile(offset + LOCK_WORD_OFFSET) != MEMORY_SIDE_WRITER
+                && region.getLongVolatile(offset + VERSION_OFFSET) == versionBefore;
+    }
+
+    /**
+     * Writes the buffer (whose version this write bumped) to the node at {@code offset}, its lock word set to
+     * {@link #MEMORY_SIDE_WRITER} meanwhile, so that a read on another memory-side thread can tell it met
+     * the node half-written.
+     */
+    private void write(long offset) {
+        region.putLongVolatile(offset + LOCK_WORD_OFFSET, MEMORY_SIDE_WRITER);
+        VarHandle.storeStoreFence(); // the mark is visible before any byte of the node changes, on every CPU
+        region.putBytes(offset + VERSION_OFFSET, node.buffer(), VERSION_OFFSET, NODE_LENGTH - VERSION_OFFSET);
+        region.putLongVolatile(offset + LOCK_WORD_OFFSET, 0);
     }
 }

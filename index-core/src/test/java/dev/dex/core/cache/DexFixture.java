@@ -39,6 +39,8 @@ final class DexFixture implements AutoCloseable {
     final List<ExportedRegion> regions = new ArrayList<>();
     final RemoteMemory admin;
     LocalOffloadChannel channel;
+    /** Wraps the offload channel the engines get (a test's hook); set before {@link #open}. */
+    java.util.function.UnaryOperator<OffloadChannel> offloadWrapper = java.util.function.UnaryOperator.identity();
     final List<DexEngine> engines = new ArrayList<>();
     final PartitionTable table;
     final int loaded;
@@ -100,6 +102,9 @@ final class DexFixture implements AutoCloseable {
         } else if (offloadThreads > 0) {
             channel = new LocalOffloadChannel(regions, offloadThreads, 64, 0);
             offloads = channel;
+        }
+        if (offloads != null) {
+            offloads = offloadWrapper.apply(offloads);
         }
         for (int c = 0; c < count; c++) {
             engines.add(DexEngine.open(fabric.connect(endpoints), config, offloads));

@@ -16,6 +16,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.OffloadSettings;
 
 /**
@@ -55,14 +57,16 @@ class OffloadTest {
             "dex,          2, 8,  0.1"})
     void randomOperationsThroughOffloadingMatchTheModel(String mode, int engines, int frames, double cooling) {
         try (DexFixture fixture = fixture(0.8)) {
+            Phases phases = new Phases();
+            fixture.offloadWrapper = phases::wrap;
             List<DexEngine> list = fixture.open(engines, config(mode, frames).withCoolingRatio(cooling), 1);
             TreeMap<Long, Long> model = fixture.initialModel();
             DexModelTest.randomOperations(fixture, list, model, 20_000, frames * 7L + engines);
             CacheStats stats = total(list);
             assertTrue(stats.offloads() > 100, "operations were offloaded: " + stats);
-            assertTrue(fixture.channel.executed() >= 2 * stats.offloads(), "each offload is a probe and an execute");
+            phases.assertLookupsInOneMessageWritesInTwo(list, stats);
+            assertEquals(phases.messages(), fixture.channel.executed(), "the channel ran every message");
             assertEquals(0, fixture.channel.failures());
-            assertTrue(list.get(0).verbs().twoSided() >= 2 * list.get(0).stats().offloads(), "offloads count as two-sided verbs");
             assertEquals(model, fixture.validateFlushAndRead());
         }
     }
@@ -73,12 +77,14 @@ class OffloadTest {
             "dex,          2, 8"})
     void randomOperationsOffloadedAsTcpMessagesMatchTheModel(String mode, int engines, int frames) {
         try (DexFixture fixture = fixture(0.8, true)) {
+            Phases phases = new Phases();
+            fixture.offloadWrapper = phases::wrap;
             List<DexEngine> list = fixture.open(engines, config(mode, frames), 1);
             TreeMap<Long, Long> model = fixture.initialModel();
             DexModelTest.randomOperations(fixture, list, model, 10_000, frames * 7L + engines);
             CacheStats stats = total(list);
             assertTrue(stats.offloads() > 100, "operations were offloaded: " + stats);
-            assertTrue(list.get(0).verbs().twoSided() >= 2 * list.get(0).stats().offloads(), "each offload is two messages");
+            phases.assertLookupsInOneMessageWritesInTwo(list, stats);
             assertEquals(model, fixture.validateFlushAndRead());
         }
     }
@@ -100,28 +106,7 @@ class OffloadTest {
             for (int i = 0; i < 3; i++) {
                 session.lookup(key);
             }
-            assertTrue(session.put(key, 123_456) == false, "the loaded key is replaced");
-            FrameArena arena = engine.arena;
-            int root = engine.rootFrame.get();
-            dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), root);
-            int slot = rootView.childIndex(key);
-            int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
-            dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
-            int leafSlot = levelOneView.childIndex(key);
-            int leaf = (int) dev.dex.rdma.GlobalAddress.unswizzle(levelOneView.child(leafSlot));
-            assertTrue(arena.flag(leaf, FrameHeaderDescriptor.DIRTY), "the leaf holds the only copy of the new value");
-            long levelOneAddress = arena.address(levelOne);
-            assertTrue(!arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
-            // Orphan the dirty leaf and evict its parent, which is clean.
-            levelOneView.child(leafSlot, arena.address(leaf));
-            arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
-            rootView.child(slot, levelOneAddress);
-            assertTrue(arena.tryLock(levelOne));
-            engine.mapping.remove(levelOneAddress, levelOne);
-            arena.state(levelOne, FrameHeaderDescriptor.FREE);
-            arena.address(levelOne, 0);
-            arena.clearFlags(levelOne);
-            arena.unlock(levelOne);
+            cacheDirtyLeafUnderEvictedParent(engine, session, key, 123_456);
 
             long before = engine.stats().offloadFallbacks();
             assertTrue(session.lookup(key));
@@ -130,6 +115,180 @@ class OffloadTest {
             session.close();
             TreeMap<Long, Long> stored = fixture.validateFlushAndRead();
             assertEquals(123_456L, stored.get(key));
+        }
+    }
+
+    /**
+     * A lookup goes in one message, and its answer is checked afterwards: here remote memory is stale when
+     * the memory side reads it (the leaf's only current copy is cached here, dirty and orphaned, as above),
+     * and the cached copy is written back and dropped while the answer is on its way, as another thread's
+     * eviction would do. The path markers then find nothing cached; only the count of this compute node's
+     * remote changes shows that the answer may be stale. The lookup must fall back and return the new value.
+     */
+    @Test
+    void aLookupAnsweredWhileItsLeafWasWrittenBackFallsBack() {
+        try (DexFixture fixture = fixture(0.8)) {
+            long key = 2L * 480 + 2;
+            AtomicReference<Runnable> onAnswer = new AtomicReference<>();
+            List<Long> answers = new ArrayList<>();
+            fixture.offloadWrapper = channel -> new OffloadChannel() {
+                @Override
+                public void submit(OffloadRequest request) {
+                    channel.submit(request);
+                    request.await();
+                    if (request.phase() == OffloadRequest.READ && request.key() == key) {
+                        answers.add(request.found() ? request.value() : null);
+                        Runnable action = onAnswer.getAndSet(null);
+                        if (action != null) {
+                            action.run();
+                        }
+                    }
+                }
+
+                @Override
+                public void close() {
+                    channel.close();
+                }
+            };
+            // A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads.
+            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
+            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
+            DexSession session = engine.newSession();
+            for (int i = 0; i < 3; i++) {
+                session.lookup(key);
+            }
+            int leaf = cacheDirtyLeafUnderEvictedParent(engine, session, key, 123_456);
+            long leafAddress = engine.arena.address(leaf);
+            onAnswer.set(() -> {
+                FrameArena arena = engine.arena;
+                assertTrue(arena.tryLock(leaf));
+                new FrameWriter(engine).writeBack(leaf);
+                engine.mapping.remove(leafAddress, leaf);
+                arena.state(leaf, FrameHeaderDescriptor.FREE);
+                arena.address(leaf, 0);
+                arena.clearFlags(leaf);
+                arena.unlock(leaf);
+            });
+
+            long fallbacks = engine.stats().offloadFallbacks();
+            assertTrue(session.lookup(key));
+            assertEquals(List.of(key + 1), answers, "the memory side read the stale leaf, in one message");
+            assertEquals(123_456, session.value(), "the written-back value, not the stale answer");
+            assertEquals(fallbacks + 1, engine.stats().offloadFallbacks(), "the answer failed validation");
+            session.close();
+            assertEquals(123_456L, fixture.validateFlushAndRead().get(key));
+        }
+    }
+
+    /**
+     * Puts {@code value} under {@code key} through {@code session}, leaving the leaf cached and dirty but
+     * orphaned, and its owned level-1 parent evicted, so the next miss on the parent may be offloaded while
+     * remote memory holds the old leaf. Returns the leaf's frame.
+     */
+    private static int cacheDirtyLeafUnderEvictedParent(DexEngine engine, DexSession session, long key, long value) {
+        assertTrue(!session.put(key, value), "the loaded key is replaced");
+        FrameArena arena = engine.arena;
+        int root = engine.rootFrame.get();
+        dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), root);
+        int slot = rootView.childIndex(key);
+        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(rootView.child(slot)), "the level-1 node is cached");
+        int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
+        dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
+        int leafSlot = levelOneView.childIndex(key);
+        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(levelOneView.child(leafSlot)), "the leaf is cached");
+        int leaf = (int) dev.dex.rdma.GlobalAddress.unswizzle(levelOneView.child(leafSlot));
+        assertTrue(arena.flag(leaf, FrameHeaderDescriptor.DIRTY), "the leaf holds the only copy of the new value");
+        long levelOneAddress = arena.address(levelOne);
+        assertTrue(!arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
+        levelOneView.child(leafSlot, arena.address(leaf));
+        arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
+        rootView.child(slot, levelOneAddress);
+        assertTrue(arena.tryLock(levelOne));
+        engine.mapping.remove(levelOneAddress, levelOne);
+        arena.state(levelOne, FrameHeaderDescriptor.FREE);
+        arena.address(levelOne, 0);
+        arena.clearFlags(levelOne);
+        arena.unlock(levelOne);
+        return leaf;
+    }
+
+    /**
+     * Lookups only, one thread: every offload attempt is exactly one message, and every two-sided verb the
+     * engine counts is one of them.
+     */
+    @Test
+    void anOffloadedLookupIsOneMessage() {
+        try (DexFixture fixture = fixture(0.8)) {
+            Phases phases = new Phases();
+            fixture.offloadWrapper = phases::wrap;
+            DexEngine engine = fixture.open(1, config("offload-only", 8), 1).get(0);
+            DexSession session = engine.newSession();
+            TreeMap<Long, Long> model = fixture.initialModel();
+            java.util.SplittableRandom random = new java.util.SplittableRandom(11);
+            for (int i = 0; i < 5_000; i++) {
+                long key = 1 + random.nextLong(2L * fixture.loaded + 2);
+                boolean found = session.lookup(key);
+                assertEquals(model.containsKey(key), found, "lookup " + key);
+                if (found) {
+                    assertEquals(model.get(key), session.value(), "lookup " + key);
+                }
+            }
+            session.close();
+            CacheStats stats = engine.stats();
+            assertTrue(stats.offloads() > 1_000, "lookups were offloaded: " + stats);
+            assertEquals(0, phases.probes.get() + phases.executes.get(), "no lookup took two phases");
+            assertEquals(stats.offloads() + stats.offloadFallbacks(), phases.reads.get(), "one message per offload attempt");
+            assertEquals(phases.reads.get(), engine.verbs().twoSided());
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /** Counts the offload messages by phase and checks that lookups are reads and writes are probes and executes. */
+    private static final class Phases {
+        final java.util.concurrent.atomic.AtomicLong reads = new java.util.concurrent.atomic.AtomicLong();
+        final java.util.concurrent.atomic.AtomicLong probes = new java.util.concurrent.atomic.AtomicLong();
+        final java.util.concurrent.atomic.AtomicLong executes = new java.util.concurrent.atomic.AtomicLong();
+        final java.util.concurrent.atomic.AtomicLong misfits = new java.util.concurrent.atomic.AtomicLong();
+
+        OffloadChannel wrap(OffloadChannel channel) {
+            return new OffloadChannel() {
+                @Override
+                public void submit(OffloadRequest request) {
+                    boolean lookup = request.op() == OffloadRequest.LOOKUP;
+                    switch (request.phase()) {
+                        case OffloadRequest.READ -> reads.incrementAndGet();
+                        case OffloadRequest.PROBE -> probes.incrementAndGet();
+                        default -> executes.incrementAndGet();
+                    }
+                    if (lookup != (request.phase() == OffloadRequest.READ)) {
+                        misfits.incrementAndGet();
+                    }
+                    channel.submit(request);
+                }
+
+                @Override
+                public void close() {
+                    channel.close();
+                }
+            };
+        }
+
+        long messages() {
+            return reads.get() + probes.get() + executes.get();
+        }
+
+        void assertLookupsInOneMessageWritesInTwo(List<DexEngine> engines, CacheStats stats) {
+            assertEquals(0, misfits.get(), "a lookup is one read; a write a probe and an execute");
+            assertTrue(reads.get() > 0 && executes.get() > 0, "lookups and writes were offloaded: " + this);
+            assertTrue(executes.get() <= probes.get(), "an execute follows a probe: " + this);
+            assertTrue(stats.offloads() <= reads.get() + executes.get(), "an offload ends with a read or an execute: " + this);
+            assertEquals(messages(), engines.stream().mapToLong(e -> e.verbs().twoSided()).sum(),
+                    "each message is one two-sided verb");
+        }
+
+        @Override
+        public String toString() {
+            return "reads=" + reads + ", probes=" + probes + ", executes=" + executes;
         }
     }
 

@@ -3,6 +3,7 @@ package dev.dex.core.offload;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -186,6 +187,126 @@ class SubtreeExecutorTest {
         TreeMap<Long, Long> tree = new TreeMap<>();
         TreeValidator.validate(memory, tree::put);
         assertEquals(42L, tree.get(key));
+    }
+
+    /** A lookup in one message: the read's request and answer through the fabric message layout, and the executor. */
+    @Test
+    void aReadLooksUpInOneMessageAndChangesNothing() {
+        load(20_000, 0.8);
+        long levelOne = node(Superblock.read(memory).root()).child(2);
+        NodeView subtree = node(levelOne);
+        long key = subtree.key(3);
+        long leaf = subtree.child(subtree.childIndex(key));
+        long leafVersion = node(leaf).version();
+        OffloadMessageHandler handler = new OffloadMessageHandler(GlobalAddress.serverId(levelOne),
+                regions[GlobalAddress.serverId(levelOne)].region());
+        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+
+        OffloadRequest sender = new OffloadRequest();
+        sender.read(key, levelOne);
+        assertEquals(OffloadRequest.READ, sender.phase());
+        assertEquals(OffloadRequest.LOOKUP, sender.op());
+        int length = OffloadMessageDescriptor.encodeRequest(sender, message);
+        assertEquals(OffloadMessageDescriptor.REQUEST_PATH_OFFSET, length, "a read carries no path");
+        int answerLength = handler.handle(message, 0, length, answer);
+        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        sender.await();
+        assertEquals(OffloadRequest.OK, sender.status());
+        assertTrue(sender.found());
+        assertEquals(key, sender.value());
+        assertEquals(2, sender.pathLength(), "the answer carries the path, for the compute side's check");
+        assertEquals(levelOne, sender.pathNode(0));
+        assertEquals(leaf, sender.pathNode(1));
+        assertEquals(leafVersion, sender.pathVersion(1));
+
+        sender.read(key + 1, levelOne);
+        answerLength = handler.handle(message, 0, OffloadMessageDescriptor.encodeRequest(sender, message), answer);
+        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        assertEquals(OffloadRequest.OK, sender.status());
+        assertFalse(sender.found(), "an absent key");
+        assertEquals(leafVersion, node(leaf).version(), "a read changes no version");
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(20_000, tree.size());
+
+        assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.READ, OffloadRequest.PUT,
+                key, 1, levelOne, new long[0], new long[0], 0), "a read of anything but a lookup is refused");
+    }
+
+    /**
+     * A read may meet a node the compute node is writing at that moment: here a child pointer past the end of
+     * the region. The memory side survives it and answers STALE; the compute side then falls back.
+     */
+    @Test
+    void aReadThatMeetsATornNodeAnswersStale() {
+        load(20_000, 0.8);
+        long levelOne = node(Superblock.read(memory).root()).child(2);
+        NodeView subtree = node(levelOne);
+        long key = subtree.key(3);
+        int server = GlobalAddress.serverId(levelOne);
+        subtree.child(subtree.childIndex(key), GlobalAddress.of(server, regions[server].region().length() - 8));
+        memory.write(levelOne, subtree.buffer(), 0, NODE_LENGTH);
+        OffloadMessageHandler handler = new OffloadMessageHandler(server, regions[server].region());
+        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        OffloadRequest sender = new OffloadRequest();
+        sender.read(key, levelOne);
+        int answerLength = handler.handle(message, 0, OffloadMessageDescriptor.encodeRequest(sender, message), answer);
+        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        assertEquals(OffloadRequest.STALE, sender.status());
+        assertEquals(0, sender.pathLength(), "no path to check");
+    }
+
+    /**
+     * Two memory-side threads: one inserts and deletes a key at the front of a leaf (each write shifts every
+     * entry), the other reads the leaf's last key, which never changes. A read that overlapped a write must
+     * answer STALE, never a missing key or another key's value; a node marked as being written is STALE too.
+     */
+    @Test
+    void aReadOnOneMemoryThreadNeverSeesAWriteOnAnotherHalfDone() throws Exception {
+        load(20_000, 0.6);
+        long levelOne = node(Superblock.read(memory).root()).child(2);
+        NodeView subtree = node(levelOne);
+        NodeView leaf = node(subtree.child(1));
+        long first = leaf.key(0);
+        long last = leaf.key(leaf.count() - 1);
+        assertTrue(first - 1 > subtree.key(0), "the inserted key lies in the same leaf");
+        int server = GlobalAddress.serverId(levelOne);
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread writer = new Thread(() -> {
+            SubtreeExecutor executor = new SubtreeExecutor(server, regions[server].region());
+            OffloadRequest r = new OffloadRequest();
+            while (!stop.get()) {
+                run(executor, r, OffloadRequest.INSERT, first - 1, 1, levelOne);
+                run(executor, r, OffloadRequest.DELETE, first - 1, 0, levelOne);
+            }
+        }, "memory-side-writer");
+        writer.start();
+        try {
+            SubtreeExecutor executor = new SubtreeExecutor(server, regions[server].region());
+            OffloadRequest r = new OffloadRequest();
+            for (int i = 0; i < 300_000; i++) {
+                r.read(last, levelOne);
+                executor.run(r);
+                if (r.status() == OffloadRequest.STALE) {
+                    continue; // it overlapped a write
+                }
+                assertEquals(OffloadRequest.OK, r.status());
+                assertTrue(r.found(), "read " + i + " missed a key that never moved out");
+                assertEquals(last, r.value(), "read " + i);
+            }
+        } finally {
+            stop.set(true);
+            writer.join();
+        }
+
+        long leafOffset = GlobalAddress.offset(subtree.child(1));
+        regions[server].region().putLongVolatile(leafOffset, SubtreeExecutor.MEMORY_SIDE_WRITER);
+        OffloadRequest r = new OffloadRequest();
+        r.read(last, levelOne);
+        executorFor(levelOne).run(r);
+        assertEquals(OffloadRequest.STALE, r.status(), "a node marked as being written");
     }
 
     @Test

@@ -218,12 +218,16 @@ public abstract class ConcurrentDex {
             long fallbacks = counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()]
                     + counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()]
                     + counts[CountingOffloadChannel.Outcome.OTHER_FALLBACK.ordinal()];
-            if (stats.offloads() != completed || stats.offloadFallbacks() != fallbacks) {
+            // A read answered OK either completed the lookup or fell back when the compute side validated it.
+            long reads = counts[CountingOffloadChannel.Outcome.READ_ANSWERED.ordinal()];
+            long readFallbacks = stats.offloadFallbacks() - fallbacks;
+            if (readFallbacks < 0 || readFallbacks > reads || stats.offloads() != completed + reads - readFallbacks) {
                 throw new IllegalStateException("engine " + e + " counted " + stats.offloads() + " offloads and "
-                        + stats.offloadFallbacks() + " fallbacks, its operations' requests show " + completed + " and " + fallbacks);
+                        + stats.offloadFallbacks() + " fallbacks, its operations' requests show " + completed
+                        + " completed, " + fallbacks + " fallbacks and " + reads + " answered reads");
             }
-            statistics.recordOffloads(e, completed, counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()],
-                    counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()], fallbacks);
+            statistics.recordOffloads(e, stats.offloads(), counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()],
+                    counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()] + readFallbacks, stats.offloadFallbacks());
         }
         statistics.recordOffloadsWhileOverlapping(offloadsWhileOverlapping.get());
     }
