@@ -3,8 +3,10 @@ package dev.dex.actors;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -33,6 +35,10 @@ import dev.dex.rdma.VerbSnapshot;
  * fabric to them, opens the DEX engine and its worker threads, and starts the sharded {@link Partition}
  * entities, which sharding places on compute nodes. Answers the partition table (for clients) and its
  * status (partitions held, verbs, cache).
+ *
+ * <p>Start-up never gives up: a memory node that does not describe itself in time is asked again, and a
+ * pool that cannot be connected or opened yet is tried again, after pauses that grow ({@link Backoff}),
+ * each attempt logged, until it works or the node stops (docs/cluster.md, "Start-up").
  */
 public final class ComputeNode {
     /** How clients and tools find compute nodes. */
@@ -60,7 +66,11 @@ public final class ComputeNode {
     private record MemoryNodes(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
     }
 
-    private record Described(MemoryNode.Description description, Throwable failure)
+    private record Described(ActorRef<MemoryNode.Command> node, int attempt, MemoryNode.Description description,
+                             Throwable failure) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record DescribeAgain(ActorRef<MemoryNode.Command> node, int attempt)
             implements Command, NoSerializationVerificationNeeded {
     }
 
@@ -69,12 +79,19 @@ public final class ComputeNode {
     }
 
     /**
-     * @param memoryNodes    memory nodes to wait for before opening the engine
-     * @param engine         the engine's configuration (mode, cache, admission, offloading)
-     * @param workerThreads  threads that run operations
-     * @param offloadTimeout how long an offloaded request may stay unanswered before the engine falls back
+     * @param memoryNodes     memory nodes to wait for before opening the engine
+     * @param engine          the engine's configuration (mode, cache, admission, offloading)
+     * @param workerThreads   threads that run operations
+     * @param offloadTimeout  how long an offloaded request may stay unanswered before the engine falls back
+     * @param describeTimeout how long a memory node may take to describe itself before it is asked again
+     * @param handshake       pauses between attempts to describe a memory node and to connect and open the tree
      */
-    public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
+    public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+                           Duration describeTimeout, Backoff handshake) {
+        /** With the default handshake settings. */
+        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
+            this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
+        }
     }
 
     private final ActorContext<Command> context;
@@ -83,6 +100,11 @@ public final class ComputeNode {
     private final Fabric fabric;
     private final Map<Integer, ActorRef<MemoryNode.Command>> memory = new HashMap<>();
     private final Map<Integer, String> endpoints = new HashMap<>();
+    /** The memory nodes of the Receptionist's latest listing. */
+    private Set<ActorRef<MemoryNode.Command>> listed = Set.of();
+    /** Memory nodes asked to describe themselves, or waiting to be asked again. */
+    private final Set<ActorRef<MemoryNode.Command>> asking = new HashSet<>();
+    private int openAttempts;
 
     private ComputeNode(ActorContext<Command> context, TimerScheduler<Command> timers, Settings settings, Fabric fabric) {
         this.context = context;
@@ -103,6 +125,14 @@ public final class ComputeNode {
         return Behaviors.receive(Command.class)
                 .onMessage(MemoryNodes.class, this::onMemoryNodes)
                 .onMessage(Described.class, this::onDescribed)
+                .onMessage(DescribeAgain.class, again -> {
+                    if (listed.contains(again.node()) && !memory.containsValue(again.node())) {
+                        describe(again.node(), again.attempt());
+                    } else {
+                        asking.remove(again.node());
+                    }
+                    return Behaviors.same();
+                })
                 .onMessage(Retry.class, retry -> tryOpen())
                 .onMessage(GetStatus.class, get -> {
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0));
@@ -112,45 +142,80 @@ public final class ComputeNode {
     }
 
     private Behavior<Command> onMemoryNodes(MemoryNodes nodes) {
-        for (ActorRef<MemoryNode.Command> node : nodes.listing().getServiceInstances(MemoryNode.KEY)) {
-            if (!memory.containsValue(node)) {
-                context.ask(MemoryNode.Description.class, node, Duration.ofSeconds(5), MemoryNode.Describe::new, Described::new);
+        listed = Set.copyOf(nodes.listing().getServiceInstances(MemoryNode.KEY));
+        for (ActorRef<MemoryNode.Command> node : listed) {
+            if (!memory.containsValue(node) && asking.add(node)) {
+                describe(node, 1);
             }
         }
         return Behaviors.same();
     }
 
+    private void describe(ActorRef<MemoryNode.Command> node, int attempt) {
+        context.ask(MemoryNode.Description.class, node, settings.describeTimeout(), MemoryNode.Describe::new,
+                (description, failure) -> new Described(node, attempt, description, failure));
+    }
+
+    /** A description, or a failure to get one: then ask again after a pause, as long as the node is listed. */
     private Behavior<Command> onDescribed(Described described) {
+        ActorRef<MemoryNode.Command> node = described.node();
         if (described.failure() != null) {
-            context.getLog().warn("a memory node did not describe itself: {}", described.failure().toString());
+            if (!listed.contains(node)) {
+                asking.remove(node);
+                context.getLog().info("memory node {} left before it described itself", node.path());
+                return Behaviors.same();
+            }
+            Duration pause = settings.handshake().after(described.attempt());
+            context.getLog().warn("memory node {} did not describe itself (attempt {}): {}; asking again in {} ms", node.path(),
+                    described.attempt(), described.failure().toString(), pause.toMillis());
+            timers.startSingleTimer(node, new DescribeAgain(node, described.attempt() + 1), pause);
             return Behaviors.same();
+        }
+        asking.remove(node);
+        if (described.attempt() > 1) {
+            context.getLog().info("memory node {} described itself at attempt {}", node.path(), described.attempt());
         }
         memory.put(described.description().serverId(), described.description().node());
         endpoints.put(described.description().serverId(), described.description().endpoint());
         return memory.size() >= settings.memoryNodes() ? tryOpen() : Behaviors.same();
     }
 
-    /** Connects and opens the engine; retries while memory server 0 has not formatted the tree yet. */
+    /**
+     * Connects and opens the engine. Until that works (memory server 0 has not formatted the tree yet, a
+     * region is not exported or not reachable yet), tries again after a pause, logging each attempt.
+     */
     private Behavior<Command> tryOpen() {
         int[] ids = memory.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
-        RemoteMemory connection;
+        openAttempts++;
+        RemoteMemory connection = null;
+        ActorOffloadChannel actorChannel = null;
+        OffloadChannel channel;
         DexEngine engine;
         try {
             connection = fabric.connect(endpoints);
-        } catch (IllegalArgumentException notYet) {
-            timers.startSingleTimer(Retry.INSTANCE, Duration.ofMillis(200));
-            return Behaviors.same();
-        }
-        // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
-        // messages to the memory node actors.
-        ActorOffloadChannel actorChannel = connection instanceof MessageSender ? null
-                : new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
-        OffloadChannel channel = actorChannel != null ? actorChannel : new MessageOffloadChannel((MessageSender) connection);
-        try {
+            // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
+            // messages to the memory node actors.
+            actorChannel = connection instanceof MessageSender ? null
+                    : new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
+            channel = actorChannel != null ? actorChannel : new MessageOffloadChannel((MessageSender) connection);
             engine = DexEngine.open(connection, settings.engine(), channel);
-        } catch (IllegalStateException notFormatted) {
-            connection.close();
-            timers.startSingleTimer(Retry.INSTANCE, Duration.ofMillis(200));
+        } catch (RuntimeException notYet) {
+            if (actorChannel != null) {
+                actorChannel.close();
+            }
+            if (connection != null) {
+                connection.close();
+            }
+            Duration pause = settings.handshake().after(openAttempts);
+            // Not formatted yet, or a region not exported yet: expected while the cluster starts.
+            boolean starting = notYet instanceof IllegalStateException || notYet instanceof IllegalArgumentException;
+            String message = "the memory pool cannot be opened yet (attempt {}): {}; trying again in {} ms";
+            if (starting) {
+                context.getLog().info(message, openAttempts, notYet.getMessage(), pause.toMillis());
+            } else {
+                context.getLog().warn(message, openAttempts, notYet.toString(), pause.toMillis());
+            }
+            timers.startSingleTimer(Retry.INSTANCE, Retry.INSTANCE, pause);
             return Behaviors.same();
         }
         if (actorChannel != null) {
@@ -189,6 +254,7 @@ public final class ComputeNode {
                 })
                 .onMessage(MemoryNodes.class, nodes -> Behaviors.same())
                 .onMessage(Described.class, described -> Behaviors.same())
+                .onMessage(DescribeAgain.class, again -> Behaviors.same())
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
                     workers.close();

@@ -5,6 +5,7 @@ import java.time.Duration;
 
 import com.typesafe.config.Config;
 
+import dev.dex.actors.Backoff;
 import dev.dex.actors.ComputeNode;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
@@ -75,11 +76,28 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         ComputeNode.Settings compute = new ComputeNode.Settings(
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
-                dex.getDuration("compute.offload.timeout"));
+                dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
+                handshake(dex));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
+    }
+
+    private static Duration positive(Config dex, String key) {
+        Duration value = dex.getDuration(key);
+        if (value.isNegative() || value.isZero()) {
+            throw new IllegalArgumentException("dex." + key + " must be positive: " + value);
+        }
+        return value;
+    }
+
+    private static Backoff handshake(Config dex) {
+        try {
+            return new Backoff(dex.getDuration("compute.handshake.min-backoff"), dex.getDuration("compute.handshake.max-backoff"));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute.handshake: " + e.getMessage(), e);
+        }
     }
 
     private static int range(Config dex, String key, int value, int min, int max) {

@@ -28,6 +28,8 @@ class DexSettingsTest {
         assertEquals(OffloadSettings.Policy.COST_MODEL, settings.compute().engine().offload().policy());
         assertEquals(256L << 20, settings.compute().engine().cacheBytes());
         assertEquals(0.1, settings.compute().engine().leafAdmission());
+        assertEquals(java.time.Duration.ofSeconds(5), settings.compute().describeTimeout());
+        assertEquals(dev.dex.actors.Backoff.DEFAULTS, settings.compute().handshake());
     }
 
     @Test
@@ -57,6 +59,8 @@ class DexSettingsTest {
             "dex.compute.mode         | fast   | engine mode must be dex, offload-only, no-offload, sherman or partitioned",
             "dex.compute.leaf-admission | 2    | leaf admission probability must be in [0, 1]",
             "dex.compute.worker-threads | 0    | dex.compute.worker-threads must be in [1, 1024]",
+            "dex.compute.handshake.describe-timeout | 0s | dex.compute.handshake.describe-timeout must be positive",
+            "dex.compute.handshake.min-backoff | 10s | dex.compute.handshake: a backoff needs 0 < min <= max",
             "dex.demo.seconds         | 0      | dex.demo.seconds must be in [1, 3600]"})
     void aBadSettingFailsWithItsKeyInTheMessage(String key, String value, String message) {
         Config config = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\""));

@@ -151,16 +151,21 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
      * node started is every other node's seed; server 0 formats the tree.
      */
     NodeProcess startMemoryNode(int serverId, String... extra) throws InterruptedException {
-        List<String> arguments = new ArrayList<>(List.of("memory-node", "--server-id", Integer.toString(serverId),
-                "--region-size", "64MiB"));
-        arguments.addAll(Arrays.asList(extra));
-        NodeProcess node = start("memory-" + serverId, arguments);
+        NodeProcess node = startMemoryNodeAsync(serverId, extra);
         node.awaitPort(NODE_START);
         if (seed == null) {
             seed = node;
         }
         log(node + " up");
         return node;
+    }
+
+    /** Starts memory server {@code serverId} (region 64 MiB) without waiting for it; a seed must be running. */
+    NodeProcess startMemoryNodeAsync(int serverId, String... extra) {
+        List<String> arguments = new ArrayList<>(List.of("memory-node", "--server-id", Integer.toString(serverId),
+                "--region-size", "64MiB"));
+        arguments.addAll(Arrays.asList(extra));
+        return start("memory-" + serverId, arguments);
     }
 
     /** Starts compute nodes (cache 8 MiB) named {@code names} at once and waits until each is up. */
@@ -176,6 +181,21 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         }
         log(started + " up");
         return started;
+    }
+
+    /**
+     * Starts a compute node as the cluster's first node and seed, before any memory node (it waits for them),
+     * and waits until it is up.
+     */
+    NodeProcess startSeedComputeNode(String name) throws InterruptedException {
+        if (seed != null) {
+            throw new IllegalStateException("the cluster already has a seed: " + seed);
+        }
+        NodeProcess node = start(name, List.of("compute-node", "--cache-size", "8MiB"));
+        node.awaitPort(NODE_START);
+        seed = node;
+        log(node + " up, the seed");
+        return node;
     }
 
     NodeProcess startComputeNode(String name, String... extra) throws InterruptedException {
