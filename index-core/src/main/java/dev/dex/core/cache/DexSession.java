@@ -483,7 +483,7 @@ public final class DexSession implements IndexSession {
         miss();
         if (!sharedGuess && offloadEligible(d, level)
                 && (offloadPolicy == OffloadSettings.Policy.ALWAYS || costModel.shouldOffload(level, random))) {
-            return offload(address, d);
+            return offload(address, d, level);
         }
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return RESOLVE_RESTART;
@@ -549,7 +549,7 @@ public final class DexSession implements IndexSession {
      * path while the message was out ({@link RemoteChanges}), show that what the memory side read was the
      * latest image of every node on the path. The parent stays pinned meanwhile so it is not cooled.
      */
-    private int offload(long address, int d) {
+    private int offload(long address, int d, int level) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return RESOLVE_RESTART;
         }
@@ -560,8 +560,10 @@ public final class DexSession implements IndexSession {
             if (!arena.validate(parent, versionAt[d - 1])) {
                 return RESOLVE_RESTART;
             }
-            boolean timed = offloadPolicy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random);
-            long start = timed ? System.nanoTime() : 0;
+            boolean costed = offloadPolicy == OffloadSettings.Policy.COST_MODEL;
+            boolean timed = costed && costModel.sample(random);
+            // A failed offload is charged even when not sampled: a timeout must steer the model at once.
+            long start = costed ? System.nanoTime() : 0;
             boolean lookup = opCode == OffloadRequest.LOOKUP;
             long sentAt = 0;
             if (lookup) {
@@ -571,12 +573,12 @@ public final class DexSession implements IndexSession {
                 offload.probe(opCode, opKey, opValue, address);
             }
             if (!send() || !holdPathMarkers(address)) {
-                return fallBack();
+                return fallBack(start, level, timed);
             }
             if (lookup) {
                 for (int i = 0; i < offload.pathLength(); i++) {
                     if (engine.remoteChanges.changedSince(offload.pathNode(i), sentAt)) {
-                        return fallBack();
+                        return fallBack(start, level, timed);
                     }
                 }
             } else {
@@ -584,7 +586,7 @@ public final class DexSession implements IndexSession {
                 // sees the node marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
                 offload.execute();
                 if (!send()) {
-                    return fallBack();
+                    return fallBack(start, level, timed);
                 }
             }
             if (timed) {
@@ -627,6 +629,17 @@ public final class DexSession implements IndexSession {
         offload.await();
         engine.memory.counters().recordTwoSided(offload.wireBytes());
         return offload.status() == OffloadRequest.OK;
+    }
+
+    /**
+     * {@link #fallBack()} after messages were sent: the cost model is charged what the attempt cost, always
+     * when the channel gave up on it (a timeout, a lost connection, a full queue), else when sampled.
+     */
+    private int fallBack(long start, int level, boolean timed) {
+        if (offloadPolicy == OffloadSettings.Policy.COST_MODEL && (timed || offload.status() == OffloadRequest.REJECTED)) {
+            costModel.recordFailedOffload(System.nanoTime() - start, level);
+        }
+        return fallBack();
     }
 
     /** The rest of this operation takes the caching path (a split is needed, a node is cached, ...). */

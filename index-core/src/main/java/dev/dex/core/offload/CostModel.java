@@ -61,6 +61,16 @@ public final class CostModel {
         offloads.add(nanos);
     }
 
+    /**
+     * An offload attempt that did not complete the operation (it fell back): it counts as an offload that
+     * cost what the attempt took plus the caching path the operation then takes at {@code level}, so
+     * failures, and above all timeouts, steer decisions away from offloading.
+     */
+    public void recordFailedOffload(long nanos, int level) {
+        double cachePath = reads.count == 0 ? 0 : (level + 1) * (reads.average() + settings.localSearchNanos());
+        offloads.add(nanos + (long) cachePath);
+    }
+
     /** Moving average of a remote read, or NaN before the first sample. */
     public double readNanos() {
         return reads.count == 0 ? Double.NaN : reads.average();

@@ -243,6 +243,50 @@ class OffloadTest {
         }
     }
 
+    /**
+     * A memory server that never answers in time (here: each request is refused after 20 ms, as the actor
+     * channel's timeout does): the cost model is charged each failure, so after its bootstrap offloads it
+     * stops offloading, instead of paying the timeout on every eligible miss.
+     */
+    @Test
+    void timeoutsTurnTheCostModelAwayFromOffloading() {
+        try (DexFixture fixture = fixture(0.8)) {
+            java.util.concurrent.atomic.AtomicLong sent = new java.util.concurrent.atomic.AtomicLong();
+            fixture.offloadWrapper = channel -> new OffloadChannel() {
+                @Override
+                public void submit(OffloadRequest request) {
+                    sent.incrementAndGet();
+                    try {
+                        Thread.sleep(20);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    request.refuse();
+                }
+
+                @Override
+                public void close() {
+                    channel.close();
+                }
+            };
+            OffloadSettings smallWindow = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 5, 0.01, 0.0, 40, 1.2);
+            DexEngine engine = fixture.open(1, config("dex", 8).withOffload(smallWindow), 1).get(0);
+            DexSession session = engine.newSession();
+            TreeMap<Long, Long> model = fixture.initialModel();
+            java.util.SplittableRandom random = new java.util.SplittableRandom(5);
+            for (int i = 0; i < 2_000; i++) {
+                long key = 1 + random.nextLong(2L * fixture.loaded + 2);
+                assertEquals(model.containsKey(key), session.lookup(key), "lookup " + key);
+            }
+            session.close();
+            CacheStats stats = engine.stats();
+            assertEquals(0, stats.offloads());
+            assertEquals(sent.get(), stats.offloadFallbacks(), "every attempt fell back");
+            assertTrue(sent.get() >= 5 && sent.get() <= 10, "the bootstrap's 5 offloads, then hardly any: " + sent.get());
+            assertTrue(stats.misses() > 500, "misses kept coming: " + stats);
+        }
+    }
+
     /** Counts the offload messages by phase and checks that lookups are reads and writes are probes and executes. */
     private static final class Phases {
         final java.util.concurrent.atomic.AtomicLong reads = new java.util.concurrent.atomic.AtomicLong();

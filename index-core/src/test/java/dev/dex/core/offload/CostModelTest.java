@@ -49,6 +49,18 @@ class CostModelTest {
     }
 
     @Test
+    void aFailedOffloadCostsWhatItTookPlusTheCachingPath() {
+        CostModel model = bootstrapped(2_000, 5_000);
+        model.recordFailedOffload(1_000, 2);
+        // One sample of 1000 + (2 + 1) * (2000 + 40) = 7120 among 49 of 5000.
+        assertEquals((49 * 5_000 + 7_120) / 50.0, model.offloadNanos(), 1e-9);
+        assertTrue(model.shouldOffload(2, new SplittableRandom(4)), "one cheap failure changes little");
+        model.recordFailedOffload(2_000_000_000L, 2);
+        assertFalse(model.shouldOffload(3, new SplittableRandom(4)), "one timeout (2 s) turns offloading off at once");
+        assertFalse(model.shouldOffload(5, new SplittableRandom(4)));
+    }
+
+    @Test
     void exploresTheOtherChoiceAtTheConfiguredRate() {
         OffloadSettings exploring = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 0.01, 40, 1.2);
         CostModel model = new CostModel(exploring);
