@@ -4,11 +4,9 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 import org.agrona.DirectBuffer;
-import org.agrona.MutableDirectBuffer;
 
-import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.VerbCounters;
 
 /**
  * When this compute node last changed each remote node, with one-sided verbs: every write,
@@ -68,16 +66,19 @@ final class RemoteChanges {
         return new Tracked(memory, this);
     }
 
-    private record Tracked(RemoteMemory memory, RemoteChanges changes) implements RemoteMemory {
-        @Override
-        public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-            memory.read(address, dst, dstOffset, length);
+    /** Records the changes of every verb that can make one, after it returned or failed. */
+    private static final class Tracked extends ForwardingRemoteMemory {
+        private final RemoteChanges changes;
+
+        Tracked(RemoteMemory memory, RemoteChanges changes) {
+            super(memory);
+            this.changes = changes;
         }
 
         @Override
         public void write(long address, DirectBuffer src, int srcOffset, int length) {
             try {
-                memory.write(address, src, srcOffset, length);
+                super.write(address, src, srcOffset, length);
             } finally {
                 changes.changed(address);
             }
@@ -86,7 +87,7 @@ final class RemoteChanges {
         @Override
         public long compareAndSwap(long address, long expected, long desired) {
             try {
-                return memory.compareAndSwap(address, expected, desired);
+                return super.compareAndSwap(address, expected, desired);
             } finally {
                 changes.changed(address);
             }
@@ -95,30 +96,10 @@ final class RemoteChanges {
         @Override
         public long fetchAndAdd(long address, long delta) {
             try {
-                return memory.fetchAndAdd(address, delta);
+                return super.fetchAndAdd(address, delta);
             } finally {
                 changes.changed(address);
             }
-        }
-
-        @Override
-        public int[] memoryServerIds() {
-            return memory.memoryServerIds();
-        }
-
-        @Override
-        public VerbCounters counters() {
-            return memory.counters();
-        }
-
-        @Override
-        public ChunkAllocator chunkAllocator() {
-            return memory.chunkAllocator();
-        }
-
-        @Override
-        public void close() {
-            memory.close();
         }
     }
 }

@@ -189,6 +189,20 @@ class SubtreeExecutorTest {
         assertEquals(42L, tree.get(key));
     }
 
+    /**
+     * What the tcp fabric does with {@code sender}'s current phase: encodes it, has the memory server of its start
+     * node handle it, and decodes the answer into it. Returns the request's length.
+     */
+    private int throughMessages(OffloadRequest sender) {
+        int server = GlobalAddress.serverId(sender.start());
+        OffloadMessageHandler handler = new OffloadMessageHandler(server, regions[server].region());
+        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        int length = OffloadMessageDescriptor.encodeRequest(sender, message);
+        OffloadMessageDescriptor.decodeAnswer(answer, handler.handle(message, 0, length, answer), sender);
+        return length;
+    }
+
     /** A lookup in one message: the read's request and answer through the fabric message layout, and the executor. */
     @Test
     void aReadLooksUpInOneMessageAndChangesNothing() {
@@ -198,19 +212,12 @@ class SubtreeExecutorTest {
         long key = subtree.key(3);
         long leaf = subtree.child(subtree.childIndex(key));
         long leafVersion = node(leaf).version();
-        OffloadMessageHandler handler = new OffloadMessageHandler(GlobalAddress.serverId(levelOne),
-                regions[GlobalAddress.serverId(levelOne)].region());
-        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
-        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
 
         OffloadRequest sender = new OffloadRequest();
         sender.read(key, levelOne);
         assertEquals(OffloadRequest.READ, sender.phase());
         assertEquals(OffloadRequest.LOOKUP, sender.op());
-        int length = OffloadMessageDescriptor.encodeRequest(sender, message);
-        assertEquals(OffloadMessageDescriptor.REQUEST_PATH_OFFSET, length, "a read carries no path");
-        int answerLength = handler.handle(message, 0, length, answer);
-        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        assertEquals(OffloadMessageDescriptor.REQUEST_PATH_OFFSET, throughMessages(sender), "a read carries no path");
         sender.await();
         assertEquals(OffloadRequest.OK, sender.status());
         assertTrue(sender.found());
@@ -221,8 +228,7 @@ class SubtreeExecutorTest {
         assertEquals(leafVersion, sender.pathVersion(1));
 
         sender.read(key + 1, levelOne);
-        answerLength = handler.handle(message, 0, OffloadMessageDescriptor.encodeRequest(sender, message), answer);
-        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        throughMessages(sender);
         assertEquals(OffloadRequest.OK, sender.status());
         assertFalse(sender.found(), "an absent key");
         assertEquals(leafVersion, node(leaf).version(), "a read changes no version");
@@ -247,13 +253,9 @@ class SubtreeExecutorTest {
         int server = GlobalAddress.serverId(levelOne);
         subtree.child(subtree.childIndex(key), GlobalAddress.of(server, regions[server].region().length() - 8));
         memory.write(levelOne, subtree.buffer(), 0, NODE_LENGTH);
-        OffloadMessageHandler handler = new OffloadMessageHandler(server, regions[server].region());
-        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
-        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
         OffloadRequest sender = new OffloadRequest();
         sender.read(key, levelOne);
-        int answerLength = handler.handle(message, 0, OffloadMessageDescriptor.encodeRequest(sender, message), answer);
-        OffloadMessageDescriptor.decodeAnswer(answer, answerLength, sender);
+        throughMessages(sender);
         assertEquals(OffloadRequest.STALE, sender.status());
         assertEquals(0, sender.pathLength(), "no path to check");
     }

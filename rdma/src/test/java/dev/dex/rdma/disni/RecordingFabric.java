@@ -6,12 +6,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
 
-import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.VerbCounters;
 
 /**
  * A fabric decorator for tests. As a disni fabric's control fabric ({@link #control}) it advertises
@@ -111,54 +110,39 @@ final class RecordingFabric implements Fabric {
 
     private RemoteMemory wrap(RemoteMemory memory) {
         clientsOpened.incrementAndGet();
-        return new RemoteMemory() {
+        return new ForwardingRemoteMemory(memory) {
             @Override
             public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
                 delay();
                 reads.incrementAndGet();
-                memory.read(address, dst, dstOffset, length);
+                super.read(address, dst, dstOffset, length);
             }
 
             @Override
             public void write(long address, DirectBuffer src, int srcOffset, int length) {
                 delay();
                 writes.incrementAndGet();
-                memory.write(address, src, srcOffset, length);
+                super.write(address, src, srcOffset, length);
             }
 
             @Override
             public long compareAndSwap(long address, long expected, long desired) {
                 delay();
                 compareAndSwaps.incrementAndGet();
-                return memory.compareAndSwap(address, expected, desired);
+                return super.compareAndSwap(address, expected, desired);
             }
 
             @Override
             public long fetchAndAdd(long address, long delta) {
                 delay();
                 fetchAndAdds.incrementAndGet();
-                return memory.fetchAndAdd(address, delta);
-            }
-
-            @Override
-            public int[] memoryServerIds() {
-                return memory.memoryServerIds();
-            }
-
-            @Override
-            public VerbCounters counters() {
-                return memory.counters();
-            }
-
-            @Override
-            public ChunkAllocator chunkAllocator() {
-                return memory.chunkAllocator();
+                return super.fetchAndAdd(address, delta);
             }
 
             @Override
             public void close() {
                 clientsClosed.incrementAndGet();
-                memory.close();
+                super.close();
             }
         };
     }

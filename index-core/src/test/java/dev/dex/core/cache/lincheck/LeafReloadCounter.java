@@ -6,14 +6,12 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 
-import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
 
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
-import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.VerbCounters;
 
 /**
  * One engine's connection, counting how often it reads again a whole leaf it read before that lies in a
@@ -26,8 +24,7 @@ import dev.dex.rdma.VerbCounters;
  * the count an adder. Node images are inspected in the caller's buffer right after the read.
  * </pre>
  */
-final class LeafReloadCounter implements RemoteMemory {
-    private final RemoteMemory memory;
+final class LeafReloadCounter extends ForwardingRemoteMemory {
     private final PartitionTable partitions;
     private final int engine;
     private final PartitionedKeyLayout layout;
@@ -35,7 +32,7 @@ final class LeafReloadCounter implements RemoteMemory {
     private final LongAdder reloads = new LongAdder();
 
     LeafReloadCounter(RemoteMemory memory, PartitionedKeyLayout layout, int engine) {
-        this.memory = memory;
+        super(memory);
         this.layout = layout;
         this.partitions = layout.partitions();
         this.engine = engine;
@@ -48,7 +45,7 @@ final class LeafReloadCounter implements RemoteMemory {
 
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-        memory.read(address, dst, dstOffset, length);
+        super.read(address, dst, dstOffset, length);
         if (length == NODE_LENGTH) {
             NodeView node = new NodeView().wrap(dst, dstOffset);
             int owner = partitions.ownerOf(node.lowFence(), node.highFence());
@@ -56,40 +53,5 @@ final class LeafReloadCounter implements RemoteMemory {
                 reloads.increment();
             }
         }
-    }
-
-    @Override
-    public void write(long address, DirectBuffer src, int srcOffset, int length) {
-        memory.write(address, src, srcOffset, length);
-    }
-
-    @Override
-    public long compareAndSwap(long address, long expected, long desired) {
-        return memory.compareAndSwap(address, expected, desired);
-    }
-
-    @Override
-    public long fetchAndAdd(long address, long delta) {
-        return memory.fetchAndAdd(address, delta);
-    }
-
-    @Override
-    public int[] memoryServerIds() {
-        return memory.memoryServerIds();
-    }
-
-    @Override
-    public VerbCounters counters() {
-        return memory.counters();
-    }
-
-    @Override
-    public ChunkAllocator chunkAllocator() {
-        return memory.chunkAllocator();
-    }
-
-    @Override
-    public void close() {
-        memory.close();
     }
 }
