@@ -38,6 +38,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.WriteBufferWaterMark;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
@@ -47,6 +48,11 @@ import io.netty.util.concurrent.GlobalEventExecutor;
  * Serves one memory server's region over TCP: every request frame ({@link TcpFrameDescriptor}) is executed on
  * the region by the event-loop thread that read it, and answered on the same connection, in order. The
  * answers to the requests of one read from the socket go out with one flush.
+ *
+ * <p>Back-pressure: a connection whose queued answers pass the high water mark ({@link #waterMark}) is not
+ * read any more; requests already read wait, in order, and are answered once the queue drains below the low
+ * mark, then reading resumes. So a client that asks faster than it reads costs the server at most the water
+ * mark plus one socket read of requests, never memory in proportion to what it asked.
  *
  * <p>Concurrency: each connection is handled by one event-loop thread; connections on different threads
  * touch the region concurrently with exactly the guarantees of {@link Region#readVerb}, {@link Region#writeVerb}
@@ -69,6 +75,7 @@ final class RegionServer implements AutoCloseable {
                 .group(io.group())
                 .channel(io.serverChannel())
                 .childOption(ChannelOption.TCP_NODELAY, true)
+                .childOption(ChannelOption.WRITE_BUFFER_WATER_MARK, waterMark(settings.maxTransfer()))
                 .childOption(ChannelOption.SO_KEEPALIVE, true)
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
@@ -89,6 +96,27 @@ final class RegionServer implements AutoCloseable {
         InetSocketAddress local = (InetSocketAddress) listener.localAddress();
         this.endpoint = TcpEndpoint.format(settings.host(), local.getPort());
         LOG.info("memory server {} serves its region over tcp ({}) at {}", serverId, io.name(), endpoint);
+    }
+
+    /**
+     * Answers a connection may have queued before the server stops reading its requests: a few of the largest,
+     * and at least 1 MiB so that a window of small answers never waits.
+     */
+    static WriteBufferWaterMark waterMark(int maxTransfer) {
+        int low = Math.max(1 << 20, 2 * maxTransfer);
+        return new WriteBufferWaterMark(low, 2 * low);
+    }
+
+    /** Bytes of answers queued on this server's connections and not yet written to their sockets (for tests). */
+    long pendingAnswerBytes() {
+        long pending = 0;
+        for (Channel channel : connections) {
+            io.netty.channel.ChannelOutboundBuffer buffer = channel.unsafe().outboundBuffer();
+            if (buffer != null) {
+                pending += buffer.totalPendingWriteBytes();
+            }
+        }
+        return pending;
     }
 
     /** Binds the server; throws {@link IllegalArgumentException} when the address cannot be bound. */
@@ -124,6 +152,8 @@ final class RegionServer implements AutoCloseable {
         private final int maxTransfer;
         private final UnsafeBuffer view = new UnsafeBuffer(0, 0);
         private final UnsafeBuffer replyView = new UnsafeBuffer(0, 0);
+        /** Requests read while the connection could not take more answers, in order. */
+        private final java.util.ArrayDeque<ByteBuf> deferred = new java.util.ArrayDeque<>();
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -133,6 +163,51 @@ final class RegionServer implements AutoCloseable {
 
         @Override
         protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
+            if (!deferred.isEmpty() || !ctx.channel().isWritable()) {
+                // Back-pressure: the client does not take its answers as fast as it asks. Stop reading the
+                // socket, keep what was read already (requests are small, answers up to max-transfer), and
+                // answer it once the answers queued so far have gone out.
+                deferred.add(frame.retain());
+                ctx.channel().config().setAutoRead(false);
+                return;
+            }
+            handle(ctx, frame);
+        }
+
+        @Override
+        public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+            if (ctx.channel().isWritable()) {
+                boolean answered = false;
+                while (!deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
+                    ByteBuf frame = deferred.poll();
+                    try {
+                        handle(ctx, frame);
+                    } finally {
+                        frame.release();
+                    }
+                    answered = true;
+                }
+                if (answered) {
+                    ctx.flush();
+                }
+                if (deferred.isEmpty()) {
+                    ctx.channel().config().setAutoRead(true);
+                }
+            }
+            ctx.fireChannelWritabilityChanged();
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            ByteBuf frame;
+            while ((frame = deferred.poll()) != null) {
+                frame.release();
+            }
+            ctx.fireChannelInactive();
+        }
+
+        /** Executes one request frame and writes its answer (flushed at the end of the socket read). */
+        private void handle(ChannelHandlerContext ctx, ByteBuf frame) {
             int base = frame.readerIndex();
             int length = frame.readableBytes();
             if (length < REQUEST_HEADER_LENGTH) {

@@ -181,6 +181,15 @@ public final class TcpFabric implements Fabric {
         io.shutdown();
     }
 
+    /** Bytes of answers memory server {@code serverId} has queued and not yet written (for tests). */
+    synchronized long pendingAnswerBytes(int serverId) {
+        TcpRegion region = exported.get(serverId);
+        if (region == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " is not exported by this fabric");
+        }
+        return region.server.pendingAnswerBytes();
+    }
+
     private final class TcpRegion implements ExportedRegion {
         private final int serverId;
         private final Region region;

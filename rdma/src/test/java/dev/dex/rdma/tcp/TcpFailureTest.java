@@ -150,6 +150,44 @@ class TcpFailureTest {
         }
     }
 
+    /**
+     * A client that sends 400 reads of the largest size (100 MiB of answers) and reads nothing: the server stops
+     * reading its requests once about its write-buffer high water mark is queued, instead of queueing every
+     * answer; when the client reads, every answer comes, in order and whole.
+     */
+    @Test
+    void aClientThatAsksFasterThanItReadsGetsBackPressureNotUnboundedMemory() throws Exception {
+        TcpFabric fabric = fabric(Duration.ofSeconds(30));
+        int size = TcpSettings.DEFAULTS.maxTransfer();
+        ExportedRegion exported = closeAfter(fabric.export(0, 4L << 20, CHUNK));
+        exported.region().putLongVolatile(CHUNK, 99);
+        RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+        int requests = 400;
+        java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
+        for (int i = 1; i <= requests; i++) {
+            all.write(RawClient.request(TcpFrameDescriptor.OP_READ, size, i, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1));
+        }
+        raw.send(all.toByteArray());
+
+        long peak = 0;
+        for (int i = 0; i < 50; i++) {
+            peak = Math.max(peak, fabric.pendingAnswerBytes(0));
+            Thread.sleep(20);
+        }
+        long bound = RegionServer.waterMark(size).high() + 2L * size;
+        assertTrue(peak > 0, "the server answered and queued some answers");
+        assertTrue(peak <= bound, "answers queued at most the high water mark and one answer more: " + peak + " > " + bound);
+
+        for (int i = 1; i <= requests; i++) {
+            RawClient.Response answer = raw.receive();
+            assertEquals(i, answer.id(), "answers in request order");
+            assertEquals(TcpFrameDescriptor.STATUS_OK, answer.status());
+            assertEquals(size, answer.payload().length);
+            assertEquals(99, java.nio.ByteBuffer.wrap(answer.payload()).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong(0));
+        }
+        assertEquals(0, fabric.pendingAnswerBytes(0));
+    }
+
     @Test
     void aRequestOutsideTheRegionIsRefusedAndTheConnectionKeepsServing() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
