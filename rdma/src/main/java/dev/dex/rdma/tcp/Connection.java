@@ -271,8 +271,9 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
                 copyOut(call, frame, base, payload);
                 call.value = payload;
             }
-        } else if (call.op == OP_HELLO && payload == Long.BYTES) {
+        } else if (call.op == OP_HELLO && payload >= Long.BYTES) {
             call.extra = frame.getLongLE(base + RESPONSE_HEADER_LENGTH);
+            call.extra2 = payload >= 2 * Long.BYTES ? frame.getLongLE(base + RESPONSE_HEADER_LENGTH + Long.BYTES) : 0;
         }
         call.finish();
     }

@@ -233,8 +233,9 @@ final class RegionServer implements AutoCloseable {
             try {
                 switch (op) {
                     case OP_HELLO -> {
-                        ByteBuf out = header(ctx, STATUS_OK, id, region.length(), Long.BYTES);
+                        ByteBuf out = header(ctx, STATUS_OK, id, region.length(), 2 * Long.BYTES);
                         out.writeLongLE(chunkLength);
+                        out.writeLongLE(maxTransfer);
                         ctx.write(out, ctx.voidPromise());
                     }
                     case OP_READ -> {

@@ -27,7 +27,8 @@ package dev.dex.rdma.tcp;
  *  +--------+--------+-------+--------+-----------------+---------------+-------------
  * </pre>
  * {@link #STATUS_OK}: value is the word found by CAS/FAA, the region length for HELLO (with the chunk length
- * as an 8-byte payload); a READ's payload is the bytes read. {@link #STATUS_REFUSED}: the request named
+ * and the server's largest transfer, its {@code max-transfer}, as two 8-byte payload words; the client splits
+ * its transfers by the smaller of its own and the server's); a READ's payload is the bytes read. {@link #STATUS_REFUSED}: the request named
  * memory outside the region, a misaligned word or another server; the payload is the reason in UTF-8 and
  * the connection stays open. A frame that breaks the layout (unknown op, wrong payload length, longer than
  * the maximum) is never answered: the memory node logs it and closes that connection.

@@ -107,7 +107,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         long offset = GlobalAddress.offset(address);
         int done = 0;
         do {
-            int n = Math.min(length - done, settings.maxTransfer());
+            int n = Math.min(length - done, link.maxTransfer);
             VerbCall call = call();
             call.prepare(op, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
             call.dst = dst;
@@ -243,6 +243,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         final AtomicReferenceArray<Connection> connections;
         final long regionLength;
         final long chunkLength;
+        /** The largest transfer both sides take: the smaller of this client's and the server's max-transfer. */
+        final int maxTransfer;
 
         Link(int serverId, InetSocketAddress address) {
             this.serverId = serverId;
@@ -261,6 +263,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             }
             this.regionLength = greeting[0];
             this.chunkLength = greeting[1];
+            long serverMax = greeting[2];
+            this.maxTransfer = serverMax <= 0 ? settings.maxTransfer() : (int) Math.min(settings.maxTransfer(), serverMax);
         }
 
         /** The calling thread's connection, reopened first if it broke. */
@@ -285,8 +289,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         }
 
         /**
-         * Greets the server on {@code connection}: checks that it is {@code serverId}; returns region and chunk
-         * length. Uses a call of its own: a reconnect happens in the middle of the thread's current verb.
+         * Greets the server on {@code connection}: checks that it is {@code serverId}; returns region length, chunk
+         * length and the server's largest transfer (0 if it did not say). Uses a call of its own: a reconnect happens in the middle of the thread's current verb.
          */
         private long[] hello(Connection connection) {
             VerbCall call = new VerbCall();
@@ -305,7 +309,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                 connection.breakWith(new FabricException("wrong server"));
                 throw new IllegalArgumentException("endpoint " + connection.endpoint() + " refused memory server " + serverId + ": " + call.reason);
             }
-            return new long[] {call.value, call.extra};
+            return new long[] {call.value, call.extra, call.extra2};
         }
 
         synchronized void close() {

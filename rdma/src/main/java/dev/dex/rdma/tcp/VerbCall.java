@@ -69,6 +69,8 @@ final class VerbCall {
     byte status;
     long value;
     long extra;
+    /** A HELLO's second payload word: the server's largest transfer (0 from a server that does not say). */
+    long extra2;
     String reason;
     FabricException failure;
 

@@ -188,6 +188,25 @@ class TcpFailureTest {
         assertEquals(0, fabric.pendingAnswerBytes(0));
     }
 
+    /**
+     * A compute node configured with a larger max-transfer than the memory node's: the greeting tells it the
+     * server's limit and it splits by that. Before, its 300 KiB read was a malformed frame to the server, which
+     * closed the connection.
+     */
+    @Test
+    void aClientWithALargerMaxTransferSplitsByTheServers() {
+        TcpSettings small = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30), Duration.ofSeconds(5), 1, 50_000, 64 << 10);
+        TcpSettings large = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30), Duration.ofSeconds(5), 1, 50_000, 1 << 20);
+        ExportedRegion exported = closeAfter(closeAfter(new TcpFabric(small, 0)).export(0, 4L << 20, CHUNK));
+        RemoteMemory memory = closeAfter(closeAfter(new TcpFabric(large, 0)).connect(Map.of(0, exported.endpoint())));
+        byte[] data = new byte[300 << 10];
+        new java.util.Random(3).nextBytes(data);
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memory.write(GlobalAddress.of(0, CHUNK), new UnsafeBuffer(data), 0, data.length));
+        UnsafeBuffer back = new UnsafeBuffer(new byte[data.length]);
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memory.read(GlobalAddress.of(0, CHUNK), back, 0, data.length));
+        assertArrayEquals(data, back.byteArray());
+    }
+
     @Test
     void aRequestOutsideTheRegionIsRefusedAndTheConnectionKeepsServing() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
