@@ -13,9 +13,9 @@ import dev.dex.rdma.RemoteMemory;
  * compare-and-swap and fetch-and-add through {@link #track} takes the next tick of a clock and records it
  * for the node it touched. (Offloaded writes are not recorded: the memory side keeps its own reads and
  * writes apart, see {@code SubtreeExecutor}.) A one-message offloaded lookup reads the clock before it
- * sends; once it holds the IO markers of the path the answer reports, a node on that path changed since
- * then proves nothing, and no change recorded for any of them proves that the memory side read no node
- * this compute node was changing meanwhile (see {@code docs/offloading.md}, "One message for a lookup").
+ * sends; once it holds the IO markers of the path the answer reports, a change recorded since then for any
+ * node of that path makes it fall back, and none shows that the memory side read no node this compute node
+ * was changing meanwhile (see {@code docs/offloading.md}, "One message for a lookup").
  *
  * <p>Ticks are recorded per stripe of nodes (a hash of the 1 KiB node address into {@value #STRIPES}
  * stripes); nodes that share a stripe only cause needless fall-backs, never a missed change.
@@ -27,12 +27,13 @@ import dev.dex.rdma.RemoteMemory;
  *   marker) is given up. Recording is a volatile increment of the clock and a compare-and-set maximum on
  *   the stripe, so a stripe never goes back in time when two writers race. The mapping table's updates are
  *   atomic under its stripes' monitors, so a reader that takes the marker of a node after its guard was
- *   given up also sees the tick recorded before; a writer whose tick was taken before the reader read the clock had finished
- *   its verb before the lookup was sent.
+ *   given up also sees the tick recorded before; a writer whose tick was taken before the reader read the
+ *   clock had finished its verb before the lookup was sent.
  * </pre>
  */
 final class RemoteChanges {
     static final int STRIPES = 4096;
+    private static final int STRIPE_SHIFT = Long.SIZE - Integer.numberOfTrailingZeros(STRIPES);
     private final AtomicLong clock = new AtomicLong();
     private final AtomicLongArray lastChange = new AtomicLongArray(STRIPES);
 
@@ -58,7 +59,7 @@ final class RemoteChanges {
 
     private static int stripe(long address) {
         long node = address >>> 10;
-        return (int) ((node * 0x9E3779B97F4A7C15L) >>> (64 - 12));
+        return (int) ((node * 0x9E3779B97F4A7C15L) >>> STRIPE_SHIFT);
     }
 
     /** {@code memory}, with every verb that can change remote memory counted here after it returns. */
