@@ -19,11 +19,6 @@ public abstract class ForwardingRemoteMemory implements RemoteMemory {
         this.delegate = delegate;
     }
 
-    /** The memory calls go to. */
-    protected final RemoteMemory delegate() {
-        return delegate;
-    }
-
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
         delegate.read(address, dst, dstOffset, length);
