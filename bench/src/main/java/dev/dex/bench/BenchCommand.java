@@ -118,6 +118,13 @@ public final class BenchCommand implements Callable<Integer> {
             description = "Seed of the threads' random sources (default: ${DEFAULT-VALUE}).")
     private long seed;
 
+    @Option(names = "--redo-log", paramLabel = "on|off", defaultValue = "off",
+            description = "DEX engine modes: log every write in its partition's redo log before it returns (one more"
+                    + " remote write per write; each operation commits on its own, as a synchronous client's would)."
+                    + " The cluster's default is on; here off, to measure the engine as the paper does"
+                    + " (default: ${DEFAULT-VALUE}).")
+    private String redoLog;
+
     @Option(names = "--json", paramLabel = "FILE",
             description = "Also write the result to FILE as one JSON object.")
     private Path json;
@@ -218,8 +225,10 @@ public final class BenchCommand implements Callable<Integer> {
             check(parent != null && Files.isDirectory(parent), "--json " + json + ": directory " + parent + " does not exist");
             check(!Files.isDirectory(json), "--json " + json + " is a directory");
         }
+        check(redoLog.equals("on") || redoLog.equals("off"), "--redo-log must be on or off: " + redoLog);
+        check(redoLog.equals("off") || mode.partitioned(), "--redo-log on needs a DEX engine mode, not " + mode.cliName());
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
-                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json);
+                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"));
     }
 
     private void check(boolean ok, String message) {

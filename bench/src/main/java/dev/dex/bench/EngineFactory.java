@@ -7,6 +7,7 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 
 import dev.dex.core.cache.DexConfig;
+import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.offload.LocalOffloadChannel;
@@ -78,18 +79,18 @@ final class EngineFactory {
             case SKIPLIST -> skipList(config, keySpace, progress);
             case BASELINE -> onFabric(config, keySpace, progress, null);
             case PARTITIONED, SHERMAN, DEX, OFFLOAD_ONLY, NO_OFFLOAD ->
-                    onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode()));
+                    onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode(), config.redoLog()));
         };
     }
 
     /** What opens one compute node's engine in {@code mode}, a DEX engine mode. */
-    static PartitionedEngineOpener partitionedEngineOpener(Mode mode) {
+    static PartitionedEngineOpener partitionedEngineOpener(Mode mode, boolean redoLog) {
         return (memory, table, cacheBytes, channel) -> DexEngine.open(memory, switch (mode) {
             case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.cliName(), cacheBytes);
             case SHERMAN -> DexConfig.sherman(cacheBytes);
             case PARTITIONED -> DexConfig.partitioned();
             default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);
-        }, channel);
+        }, channel, redoLog ? RedoLogSettings.ON : RedoLogSettings.OFF);
     }
 
     /**

@@ -56,6 +56,8 @@ class BenchCommandValidationTest {
                         "--partitions (2) must be at least --compute-nodes (4)"),
                 Arguments.of(new String[] {"--fabric", "shm"}, "--fabric must be local or tcp: shm"),
                 Arguments.of(new String[] {"--latency-ns", "-1"}, "--latency-ns must be in [0"),
+                Arguments.of(new String[] {"--redo-log", "maybe"}, "--redo-log must be on or off: maybe"),
+                Arguments.of(new String[] {"--mode", "baseline", "--redo-log", "on"}, "--redo-log on needs a DEX engine mode"),
                 Arguments.of(new String[] {"--json", "/nonexistent-dir/result.json"}, "directory /nonexistent-dir does not exist"),
                 Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));
     }
@@ -76,7 +78,7 @@ class BenchCommandValidationTest {
         assertEquals(0, run.exitCode());
         for (String option : new String[] {"--workload", "--keys", "--ops", "--warmup", "--threads", "--cache-ratio",
                 "--cache-mb", "--mode", "--compute-nodes", "--memory-nodes", "--partitions", "--fabric", "--latency-ns",
-                "--seed", "--json", "--dist", "--theta"}) {
+                "--seed", "--json", "--dist", "--theta", "--redo-log"}) {
             assertTrue(run.out().contains(option), option);
         }
         for (Workload w : Workload.values()) {

@@ -123,7 +123,7 @@ class PartitionRouterTest {
 
     private BenchConfig config(Workload workload, int threads, int engines) {
         return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, 2_000,
-                threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null);
+                threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false);
     }
 
     @Test

@@ -36,11 +36,25 @@ public final class ChunkAllocator {
      * @throws MemoryFullException when the region has no chunk left
      */
     public long allocateChunk(int serverId) {
+        return allocateChunks(serverId, 1);
+    }
+
+    /**
+     * Allocates {@code count} adjacent chunks on {@code serverId} with one fetch-and-add (a redo log that
+     * is longer than one chunk).
+     *
+     * @return the global address of the first chunk's first byte
+     * @throws MemoryFullException when the region has not that many chunks left
+     */
+    public long allocateChunks(int serverId, int count) {
         checkServer(serverId);
+        if (count < 1) {
+            throw new IllegalArgumentException("chunk count must be >= 1: " + count);
+        }
         long chunkLength = chunkLengths[serverId];
-        long index = memory.fetchAndAdd(GlobalAddress.of(serverId, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), 1);
+        long index = memory.fetchAndAdd(GlobalAddress.of(serverId, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), count);
         long start = index * chunkLength;
-        if (index <= 0 || start > regionLengths[serverId] - chunkLength) {
+        if (index <= 0 || start > regionLengths[serverId] - count * chunkLength) {
             throw new MemoryFullException(serverId, regionLengths[serverId], chunkLength);
         }
         return GlobalAddress.of(serverId, start);

@@ -3,10 +3,11 @@ package dev.dex.core.cache;
 /**
  * What a {@link DexEngine}'s sessions did: node accesses served from a frame (hits) or by a remote read
  * (misses), nodes admitted into frames, frames cooled and evicted, stale shared nodes refreshed,
- * operations restarted, operations completed by offloading, and offloads that fell back to the cache.
+ * operations restarted, operations completed by offloading, offloads that fell back to the cache, and nodes
+ * read wider than their parent's slot and clipped to it (a split seen half-written, see docs/durability.md).
  */
 public record CacheStats(long hits, long misses, long admissions, long coolings, long evictions, long refreshes,
-                         long restarts, long offloads, long offloadFallbacks) {
+                         long restarts, long offloads, long offloadFallbacks, long repairs) {
     static final int HITS = 0;
     static final int MISSES = 1;
     static final int ADMISSIONS = 2;
@@ -16,11 +17,12 @@ public record CacheStats(long hits, long misses, long admissions, long coolings,
     static final int RESTARTS = 6;
     static final int OFFLOADS = 7;
     static final int OFFLOAD_FALLBACKS = 8;
-    static final int COUNTERS = 9;
+    static final int REPAIRS = 9;
+    static final int COUNTERS = 10;
 
     static CacheStats of(long[] c) {
         return new CacheStats(c[HITS], c[MISSES], c[ADMISSIONS], c[COOLINGS], c[EVICTIONS], c[REFRESHES], c[RESTARTS],
-                c[OFFLOADS], c[OFFLOAD_FALLBACKS]);
+                c[OFFLOADS], c[OFFLOAD_FALLBACKS], c[REPAIRS]);
     }
 
     /** hits / (hits + misses), or NaN before any node access. */

@@ -13,11 +13,15 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.log.RedoLog;
+import dev.dex.core.log.RedoLogDescriptor;
+import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.node.NodeView;
@@ -52,6 +56,11 @@ import dev.dex.rdma.VerbSnapshot;
  *   Root: rootAddress only moves forward by compare-and-set from the value a session saw before it read
  *   the superblock; rootFrame is cleared by compare-and-set, and whoever clears it drops its pin. The old
  *   root frame stays cached as an ordinary node.
+ *   Redo logs: logs[p] is set by acquire before held[p] becomes 1 and cleared by release after its final
+ *   checkpoint; a session that committed after its operation left the partition waits until release cleared
+ *   it (release writes every page back, so those writes are durable). Checkpoints of one partition are
+ *   serialized on its log's monitor. During acquire's replay held[p] is RECOVERING: only the recovery
+ *   session enters.
  *   Ownership: a node is owned here only while its partition is held (treatAsShared). acquire drops the
  *   frames of the partition's range cached while it was not held; admission requires the node to cover
  *   the search key, so an operation only ever caches nodes of its own (held) partition as owned.
@@ -73,6 +82,19 @@ public final class DexEngine implements PartitionedEngine {
     /** This engine's changes to remote memory, for one-message offloaded lookups; counted only when offloading. */
     final RemoteChanges remoteChanges = new RemoteChanges();
 
+    /** held[p] values: not held, held, being recovered by acquire (only its replay session enters). */
+    static final int NOT_HELD = 0;
+    static final int HELD = 1;
+    static final int RECOVERING = 2;
+
+    final RedoLogSettings redoLog;
+    /** The redo log of each held partition, when logging. */
+    final AtomicReferenceArray<RedoLog> logs;
+
+    private final java.util.Set<Long> goneInstances = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** A lock tag is the instance number above this many bits of session number. */
+    static final int SESSION_BITS = 20;
+
     private final AtomicIntegerArray held;
     private final AtomicLongArray inFlight;
     private final AtomicInteger nextFresh = new AtomicInteger();
@@ -89,7 +111,9 @@ public final class DexEngine implements PartitionedEngine {
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
 
     private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
-                      long instanceId, OffloadChannel offloadChannel) {
+                      long instanceId, OffloadChannel offloadChannel, RedoLogSettings redoLog) {
+        this.redoLog = redoLog;
+        this.logs = new AtomicReferenceArray<>(partitions.count());
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
         this.memory = this.offloadChannel == null ? memory : remoteChanges.track(memory);
         this.config = config;
@@ -122,10 +146,46 @@ public final class DexEngine implements PartitionedEngine {
      * @param channel the memory servers' offload executors; null to never offload
      */
     public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel) {
+        return open(memory, config, channel, RedoLogSettings.OFF);
+    }
+
+    /**
+     * Opens the tree as one compute node that logs every write of a held partition in that partition's
+     * redo log before the write is acknowledged, and replays the log when it acquires a partition
+     * ({@code docs/durability.md}); with {@link RedoLogSettings#OFF}, writes since a page's last
+     * write-back are lost when this compute node crashes.
+     */
+    public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel, RedoLogSettings redoLog) {
         Superblock.Contents superblock = Superblock.read(memory);
         PartitionTable table = Superblock.readPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
-        return new DexEngine(memory, config, table, superblock, instance, channel);
+        return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
+    }
+
+    /** This engine's instance number, unique in the tree; the upper bits of its remote lock tags. */
+    public long instanceId() {
+        return instanceId;
+    }
+
+    /**
+     * Declares that the engine instance {@code instance} is gone for good (its compute node left the
+     * cluster, was downed, or crashed): remote locks it still holds are taken over when met. Never declare
+     * an instance that may still run; ownership fencing is what keeps such an instance out.
+     */
+    public void instanceGone(long instance) {
+        if (instance != instanceId) {
+            goneInstances.add(instance);
+        }
+    }
+
+    /** Whether a remote lock tag belongs to an instance declared gone. */
+    boolean lockHolderGone(long tag) {
+        return tag > 0 && !goneInstances.isEmpty() && goneInstances.contains(tag >>> SESSION_BITS);
+    }
+
+    /** Whether writes are logged before they are acknowledged. */
+    public boolean logsWrites() {
+        return redoLog.enabled();
     }
 
     @Override
@@ -150,10 +210,10 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public DexSession newSession() {
         int id = sessionIds.incrementAndGet();
-        if (id >= 1 << 20) {
+        if (id >= 1 << SESSION_BITS) {
             throw new IllegalStateException("more than 2^20 sessions opened on one engine");
         }
-        DexSession session = new DexSession(this, (instanceId << 20) | id);
+        DexSession session = new DexSession(this, (instanceId << SESSION_BITS) | id);
         sessions.add(session);
         return session;
     }
@@ -176,12 +236,103 @@ public final class DexEngine implements PartitionedEngine {
      */
     @Override
     public void acquire(int partition) {
+        acquireReport(partition);
+    }
+
+    /**
+     * {@link #acquire} that tells what the takeover did: with redo logging, the partition's log is opened
+     * (its epoch bumped), replayed from its checkpoint through this engine's cache, and the replayed pages
+     * written back, before any other operation may enter the partition.
+     */
+    public AcquireReport acquireReport(int partition) {
         checkPartition(partition);
-        if (held.get(partition) == 1) {
-            return;
+        long start = System.nanoTime();
+        if (held.get(partition) == HELD) {
+            return new AcquireReport(partition, 0, 0, 0, 0);
         }
         new Flush(this).dropPartition(partition);
-        held.set(partition, 1);
+        if (!redoLog.enabled()) {
+            held.set(partition, HELD);
+            return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start);
+        }
+        held.set(partition, RECOVERING);
+        try {
+            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos());
+            logs.set(partition, log);
+            long replayed;
+            try (DexSession recovery = newSession()) {
+                recovery.recovering = true;
+                replayed = log.replay((op, key, value) -> {
+                    if (op == RedoLogDescriptor.DELETE) {
+                        recovery.delete(key);
+                    } else {
+                        recovery.put(key, value);
+                    }
+                });
+            }
+            long pages = checkpoint(partition);
+            held.set(partition, HELD);
+            return new AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start);
+        } catch (RuntimeException | Error e) {
+            logs.set(partition, null);
+            new Flush(this).dropPartition(partition);
+            held.set(partition, NOT_HELD);
+            throw e;
+        }
+    }
+
+    /**
+     * What {@link #acquireReport} did.
+     *
+     * @param epoch    the owner epoch this engine took (0 without redo logging)
+     * @param replayed log records applied
+     * @param pages    pages written back after the replay
+     */
+    public record AcquireReport(int partition, long epoch, long replayed, long pages, long nanos) {
+    }
+
+    /**
+     * Writes every dirty page of a held partition back and advances its log's checkpoint to the LSN the
+     * next write will take, so a replay starts there and the ring may reuse what lies behind it. Done when
+     * the log fills up, periodically, and at the end of a takeover. Nothing without redo logging.
+     *
+     * @return pages written
+     */
+    public long checkpoint(int partition) {
+        checkPartition(partition);
+        RedoLog log = logs.get(partition);
+        if (log == null) {
+            return 0;
+        }
+        synchronized (log) {
+            // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
+            long lsn = log.nextLsn();
+            long pages = new Flush(this).writeBackPartition(partition);
+            log.checkpointed(lsn);
+            return pages;
+        }
+    }
+
+    /** {@link #checkpoint} of every held partition whose log holds records; returns pages written. */
+    public long checkpointAll() {
+        long pages = 0;
+        for (int p = 0; p < partitions.count(); p++) {
+            RedoLog log = logs.get(p);
+            if (log != null && log.length() > 0 && tryEnter(p)) {
+                try {
+                    pages += checkpoint(p);
+                } finally {
+                    exit(p);
+                }
+            }
+        }
+        return pages;
+    }
+
+    /** The redo log of a held partition, or null. */
+    public RedoLog log(int partition) {
+        checkPartition(partition);
+        return logs.get(partition);
     }
 
     /**
@@ -191,33 +342,46 @@ public final class DexEngine implements PartitionedEngine {
      */
     boolean treatAsShared(long low, long high) {
         int owner = partitions.ownerOf(low, high);
-        return owner < 0 || held.get(owner) == 0;
+        return owner < 0 || held.get(owner) == NOT_HELD;
     }
 
     @Override
     public boolean holds(int partition) {
         checkPartition(partition);
-        return held.get(partition) == 1;
+        return held.get(partition) == HELD;
     }
 
     /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
     int enter(long key) {
+        return enter(key, false);
+    }
+
+    /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
+    int enter(long key, boolean recovery) {
         int p = partitions.partitionOf(key);
-        if (!tryEnter(p)) {
+        if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
             throw new PartitionNotHeldException(p, key);
         }
         return p;
     }
 
     boolean tryEnter(int p) {
-        if (held.get(p) == 0) {
+        if (held.get(p) != HELD) {
             return false;
         }
         inFlight.incrementAndGet(p);
-        if (held.get(p) == 0) {
+        if (held.get(p) != HELD) {
             inFlight.decrementAndGet(p);
             return false;
         }
+        return true;
+    }
+
+    private boolean tryEnterRecovering(int p) {
+        if (held.get(p) != RECOVERING) {
+            return false;
+        }
+        inFlight.incrementAndGet(p);
         return true;
     }
 
@@ -229,13 +393,21 @@ public final class DexEngine implements PartitionedEngine {
     public ReleaseReport release(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
-        if (!held.compareAndSet(partition, 1, 0)) {
+        if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
         }
         while (inFlight.get(partition) != 0) {
             Thread.onSpinWait();
         }
         long[] work = new Flush(this).dropPartition(partition);
+        RedoLog log = logs.get(partition);
+        if (log != null) {
+            // Every page is written back: the next owner's replay has nothing to do.
+            synchronized (log) {
+                log.checkpointed(log.nextLsn());
+            }
+            logs.set(partition, null);
+        }
         return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
     }
 

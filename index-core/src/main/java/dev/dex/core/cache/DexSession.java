@@ -14,12 +14,15 @@ import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
+import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
 import org.agrona.collections.IntArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.log.RedoLog;
+import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.offload.CostModel;
@@ -108,13 +111,26 @@ public final class DexSession implements IndexSession {
     private long offloadValue;
     private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
+    /** The partition of the write in progress. */
+    private int opPartition;
+    /** Set on the session that replays a log while its partition is acquired: it enters and does not log. */
+    boolean recovering;
+    /** Inside a batch: records are kept until {@link #commit}; outside, every write commits its own. */
+    private boolean batching;
+    /** Records of this session not yet in the log, all of {@link #pendingLog}, ascending LSNs. */
+    private UnsafeBuffer pending = new UnsafeBuffer(new byte[64 * RedoLogDescriptor.RECORD_LENGTH]);
+    private int pendingCount;
+    private RedoLog pendingLog;
+    private int pendingPartition;
+    private final CRC32C crc = new CRC32C();
+
     DexSession(DexEngine engine, long tag) {
         this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
         this.cooling = engine.cooling;
         this.partitions = engine.partitions;
-        this.remote = new RemoteNodes(engine.memory, tag);
+        this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
         this.writer = new FrameWriter(engine);
         this.leafAdmission = engine.config.leafAdmission();
         this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
@@ -254,7 +270,11 @@ public final class DexSession implements IndexSession {
 
     @Override
     public void close() {
-        engine.closed(this);
+        try {
+            commit();
+        } finally {
+            engine.closed(this);
+        }
     }
 
     /** Operations restarted so far. */
@@ -291,7 +311,8 @@ public final class DexSession implements IndexSession {
 
     private boolean write(long key, long newValue, int mode) {
         checkKey(key);
-        int partition = engine.enter(key);
+        int partition = engine.enter(key, recovering);
+        opPartition = partition;
         try {
             int op = switch (mode) {
                 case MODE_INSERT -> OffloadRequest.INSERT;
@@ -303,12 +324,17 @@ public final class DexSession implements IndexSession {
             while (true) {
                 int d = descend(key, mode == MODE_INSERT || mode == MODE_PUT);
                 if (d == OFFLOADED) {
-                    return mode == MODE_INSERT || mode == MODE_PUT ? !offloadFound : offloadFound;
+                    boolean changed = mode == MODE_INSERT ? !offloadFound : mode == MODE_PUT || offloadFound;
+                    if (changed) {
+                        // The memory node applied it; the markers on its path still order it with other writes.
+                        logged(key, newValue, mode);
+                    }
+                    return committed(mode == MODE_INSERT || mode == MODE_PUT ? !offloadFound : offloadFound);
                 }
                 if (d != RESTART) {
                     int result = writeLeaf(d, key, newValue, mode);
                     if (result != RESTART) {
-                        return result == 1;
+                        return committed(result == 1);
                     }
                 }
                 restart();
@@ -343,6 +369,7 @@ public final class DexSession implements IndexSession {
             }
             apply(leaf, pos, key, newValue, mode);
             writer.markDirty(f);
+            logged(key, newValue, mode);
             arena.unlock(f);
             return result;
         }
@@ -354,14 +381,117 @@ public final class DexSession implements IndexSession {
             }
             apply(leaf, pos, key, newValue, mode);
             remote.writeLocked(address, leaf, version + 1);
+            logged(key, newValue, mode);
             remote.unlock(address);
         } else {
             apply(leaf, pos, key, newValue, mode);
             leaf.version(leaf.version() + 1);
             remote.writeUnlocked(address, leaf);
+            logged(key, newValue, mode);
         }
         releaseMarkers();
         return result;
+    }
+
+    // ==== redo log =========================================================================================
+
+    /**
+     * Records a write that has just taken effect, while the lock that orders it with other writes of the
+     * same key is still held: it takes its LSN now, and its record waits in this session until
+     * {@link #commit}. Nothing when the partition is not logged or this is a replay.
+     */
+    private void logged(long key, long newValue, int mode) {
+        if (recovering) {
+            return;
+        }
+        RedoLog log = engine.logs.get(opPartition);
+        if (log == null) {
+            return;
+        }
+        if (pendingCount > 0 && pendingLog != log) {
+            // Only when one batch spans partitions (never through the actors): the earlier one goes first.
+            throw new IllegalStateException("a batch writes partitions " + pendingPartition + " and " + opPartition
+                    + "; commit between them");
+        }
+        if ((pendingCount + 1) * RedoLogDescriptor.RECORD_LENGTH > pending.capacity()) {
+            UnsafeBuffer larger = new UnsafeBuffer(new byte[pending.capacity() * 2]);
+            larger.putBytes(0, pending, 0, pendingCount * RedoLogDescriptor.RECORD_LENGTH);
+            pending = larger;
+        }
+        long lsn = log.assign();
+        int op = mode == MODE_DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
+        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, op, key, mode == MODE_DELETE ? 0 : newValue, crc);
+        pendingCount++;
+        pendingLog = log;
+        pendingPartition = opPartition;
+    }
+
+    private boolean committed(boolean result) {
+        if (!batching) {
+            releaseMarkers();
+            commit();
+        }
+        return result;
+    }
+
+    /**
+     * Starts a batch: the writes that follow are acknowledged together by {@link #commit}, which puts their
+     * records in the partition's log with one fabric write (group commit). A batch writes one partition.
+     */
+    @Override
+    public void beginBatch() {
+        batching = true;
+    }
+
+    /**
+     * Ends a batch (or the current write outside one): returns once the records of this session's writes
+     * are in their partition's redo log, so they survive a crash of this compute node. A full log is
+     * checkpointed first; a log more than half full is checkpointed afterwards, which bounds a takeover's
+     * replay.
+     *
+     * @throws IllegalStateException when the records could not be written: the writes are not durable
+     */
+    @Override
+    public void commit() {
+        batching = false;
+        if (pendingCount == 0) {
+            return;
+        }
+        RedoLog log = pendingLog;
+        int p = pendingPartition;
+        int count = pendingCount;
+        pendingCount = 0;
+        pendingLog = null;
+        if (!engine.tryEnter(p)) {
+            // Released since the writes: the release wrote every page back before it dropped the log.
+            while (engine.logs.get(p) == log) {
+                Thread.onSpinWait();
+            }
+            return;
+        }
+        try {
+            long last = lsnOf(count - 1);
+            while (!log.hasRoom(last)) {
+                engine.checkpoint(p);
+            }
+            int run = 0;
+            for (int i = 1; i <= count; i++) {
+                if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
+                    log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
+                    run = i;
+                }
+            }
+            log.awaitDurable(last);
+            if (log.length() > log.capacity() / 2) {
+                engine.checkpoint(p);
+            }
+        } finally {
+            engine.exit(p);
+        }
+    }
+
+    private long lsnOf(int record) {
+        return pending.getLong(record * RedoLogDescriptor.RECORD_LENGTH + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
     }
 
     private static void apply(NodeView leaf, int pos, long key, long newValue, int mode) {
@@ -506,6 +636,7 @@ public final class DexSession implements IndexSession {
             releaseMarker(address);
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
+        boolean clipped = d > 0 && clipToSlot(image, d - 1);
         boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
@@ -514,7 +645,7 @@ public final class DexSession implements IndexSession {
         if (admit) {
             int f = allocFrame();
             if (f != NO_FRAME) {
-                admit(f, address, image, shared, d);
+                admit(f, address, image, shared, d, clipped && !shared);
                 return RESOLVE_RESTART;
             }
         }
@@ -685,7 +816,7 @@ public final class DexSession implements IndexSession {
     }
 
     /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
-    private void admit(int f, long address, NodeView image, boolean shared, int d) {
+    private void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
         lockFreeFrame(f);
         arena.wrap(frameViewAt[d], f).copyFrom(image);
         arena.address(f, address);
@@ -716,6 +847,10 @@ public final class DexSession implements IndexSession {
         }
         mapping.replace(address, MappingTable.IO, f);
         forgetMarker(address);
+        if (repaired) {
+            // An owned node clipped to its slot: the narrowed image goes back to remote memory like any change.
+            writer.markDirty(f);
+        }
         arena.unlock(f);
         if (pf != NO_FRAME) {
             arena.unlock(pf);
@@ -794,6 +929,27 @@ public final class DexSession implements IndexSession {
         versionAt[d] = v;
         viewAt[d] = arena.wrap(frameViewAt[d], f);
         sharedAt[d] = arena.flag(f, SHARED);
+    }
+
+    /**
+     * Clips a node read from remote memory to the slot of its parent's image at depth {@code pd} when it
+     * starts where the slot starts but reaches beyond it: the parent already points to the right half of a
+     * split whose narrowed left half was not written yet (see {@link #split}). Entries above the slot are
+     * the right node's, possibly stale here, and are dropped.
+     *
+     * @return whether the image was clipped
+     */
+    private boolean clipToSlot(NodeView image, int pd) {
+        NodeView parent = viewAt[pd];
+        int index = childIndexAt[pd];
+        long low = index == 0 ? parent.lowFence() : parent.key(index - 1);
+        long high = index >= parent.count() ? parent.highFence() : parent.key(index);
+        if (image.lowFence() != low || image.highFence() <= high || high <= low) {
+            return false;
+        }
+        image.clipAbove(high);
+        count(CacheStats.REPAIRS);
+        return true;
     }
 
     /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
@@ -928,10 +1084,14 @@ public final class DexSession implements IndexSession {
             writer.orphanChildren(right);
             narrowed(d);
             parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
+            // Remote memory sees the split in an order that is a valid tree after every step: the new right
+            // node, then the parent that points to it (always written through, so no owned inner node is
+            // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
+            // than its parent's slot; every reader clips it to the slot (resolve), so a crash in between
+            // leaves nothing a new owner cannot follow (docs/durability.md).
             remote.writeUnlocked(rightAddress, right);
-            boolean writeThrough = sharedAt[pd] || sharedAt[d];
-            finishWrite(d, nodeRemote, writeThrough);
-            finishWrite(pd, parentRemote, sharedAt[pd]);
+            finishWrite(pd, parentRemote, true);
+            finishWrite(d, nodeRemote, sharedAt[pd] || sharedAt[d]);
         } finally {
             if (nodeRemote) {
                 remote.unlock(address);

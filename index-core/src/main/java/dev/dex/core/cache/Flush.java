@@ -56,6 +56,37 @@ final class Flush {
         }
     }
 
+    /**
+     * Writes back every dirty frame of a node inside {@code partition} and keeps it cached (a checkpoint).
+     * Operations may run meanwhile: each frame is locked while written, and a frame dirtied after the scan
+     * passed it holds only writes newer than the checkpoint being taken.
+     *
+     * @return pages written
+     */
+    long writeBackPartition(int partition) {
+        long before = writer.pagesWritten();
+        for (int f = 0; f < arena.frames(); f++) {
+            if (!arena.flag(f, DIRTY)) {
+                continue;
+            }
+            while (!arena.tryLock(f)) {
+                Thread.onSpinWait();
+            }
+            try {
+                int state = arena.state(f);
+                if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
+                    NodeView node = arena.wrap(view, f);
+                    if (engine.partitions.ownerOf(node.lowFence(), node.highFence()) == partition) {
+                        writer.writeBack(f);
+                    }
+                }
+            } finally {
+                arena.unlock(f);
+            }
+        }
+        return writer.pagesWritten() - before;
+    }
+
     /** Frames of nodes inside {@code partition}, as {level, frame, address}; each read is retried until valid. */
     private List<long[]> collect(int partition) {
         List<long[]> victims = new ArrayList<>();

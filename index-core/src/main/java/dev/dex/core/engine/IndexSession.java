@@ -36,6 +36,17 @@ public interface IndexSession extends AutoCloseable {
      */
     int scan(long startKey, int count, long[] keys, long[] values);
 
+    /**
+     * Starts a batch of writes that {@link #commit} makes durable together (group commit), on engines that
+     * log writes; elsewhere nothing.
+     */
+    default void beginBatch() {
+    }
+
+    /** Ends a batch: returns once its writes are durable (engines that log writes); elsewhere nothing. */
+    default void commit() {
+    }
+
     @Override
     void close();
 }

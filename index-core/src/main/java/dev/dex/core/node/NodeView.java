@@ -308,6 +308,35 @@ public final class NodeView {
         return separator;
     }
 
+    /**
+     * Narrows this node's range to {@code (low, high]} with {@code high} below its high fence: drops the
+     * entries (leaf) or separators and children (inner) above {@code high}. This is the left half of a
+     * split whose parent and new right node reached remote memory before the narrowed left node did (a
+     * crash, or a reader racing the split); the dropped part lives in the right node.
+     */
+    public void clipAbove(long high) {
+        int n = Math.min(count(), capacity());
+        if (isLeaf()) {
+            int keep = 0;
+            while (keep < n && key(keep) <= high) {
+                keep++;
+            }
+            buffer.setMemory(base + LeafNodeDescriptor.keyOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
+            buffer.setMemory(base + LeafNodeDescriptor.valueOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
+            count(keep);
+        } else {
+            // Child i covers (s[i-1], s[i]]: keep the separators below high; the last kept child covers high.
+            int keep = 0;
+            while (keep < n && key(keep) < high) {
+                keep++;
+            }
+            buffer.setMemory(base + InnerNodeDescriptor.keyOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
+            buffer.setMemory(base + InnerNodeDescriptor.childOffset(keep + 1), (n - keep) * Long.BYTES, (byte) 0);
+            count(keep);
+        }
+        fences(lowFence(), high);
+    }
+
     private void shift(int from, int elements, int width) {
         if (elements > 0) {
             move(from, from + width, elements);

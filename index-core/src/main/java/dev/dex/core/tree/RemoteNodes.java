@@ -32,15 +32,34 @@ public final class RemoteNodes {
 
     private final RemoteMemory memory;
     private final long tag;
+    /** Tells whether a lock tag belongs to a compute node that is gone: its locks are taken over. */
+    private final java.util.function.LongPredicate holderGone;
     private final UnsafeBuffer header = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
     private final UnsafeBuffer zero = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
 
     public RemoteNodes(RemoteMemory memory, long tag) {
+        this(memory, tag, holder -> false);
+    }
+
+    /**
+     * @param holderGone whether a lock tag names a holder that is gone for good (a compute node no longer in
+     *                   the cluster): such a lock is cleared by compare-and-swap when met, since every
+     *                   remote write a holder makes under its lock is a whole node of a valid tree
+     */
+    public RemoteNodes(RemoteMemory memory, long tag, java.util.function.LongPredicate holderGone) {
         if (tag == 0) {
             throw new IllegalArgumentException("a lock tag must be non-zero");
         }
         this.memory = memory;
         this.tag = tag;
+        this.holderGone = holderGone;
+    }
+
+    /** Clears the lock word {@code holder} of the node at {@code address} if its holder is gone. */
+    private void takeOverIfGone(long address, long holder) {
+        if (holder != 0 && holder != tag && holderGone.test(holder)) {
+            memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, 0);
+        }
     }
 
     public RemoteMemory memory() {
@@ -59,7 +78,11 @@ public final class RemoteNodes {
         for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
             memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
             long version = header.getLong(VERSION_OFFSET, ORDER);
-            if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0) {
+            long holder = header.getLong(LOCK_WORD_OFFSET, ORDER);
+            if (holder != 0) {
+                takeOverIfGone(address, holder);
+            }
+            if (holder == 0) {
                 memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
                 memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
                 if (header.getLong(LOCK_WORD_OFFSET, ORDER) == 0 && header.getLong(VERSION_OFFSET, ORDER) == version
@@ -72,14 +95,31 @@ public final class RemoteNodes {
         return false;
     }
 
-    /** One read, for a node only this thread can be writing (an owned node under its IO marker). */
+    /**
+     * One read, for a node only this thread can be writing (an owned node under its IO marker). The image
+     * is accepted when its front and back versions agree; a torn one (a writer still at work, or one that
+     * died mid-write) is read again a few times and then refused with an exception, never served.
+     */
     public void readOnce(long address, NodeView node) {
-        memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+        for (int attempt = 0; ; attempt++) {
+            memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+            if (node.version() == node.backVersion()) {
+                return;
+            }
+            if (attempt == READ_ATTEMPTS) {
+                throw new IllegalStateException("node " + dev.dex.rdma.GlobalAddress.toString(address)
+                        + " stays torn (front version " + node.version() + ", back version " + node.backVersion()
+                        + "): a writer died while writing it");
+            }
+            Backoff.pause(attempt);
+        }
     }
 
     /** Takes the remote lock and checks the version is still {@code expectedVersion}. */
     public int lock(long address, long expectedVersion) {
-        if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag) != 0) {
+        long holder = memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag);
+        if (holder != 0) {
+            takeOverIfGone(address, holder);
             return BUSY;
         }
         memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);

@@ -42,6 +42,8 @@ final class DexFixture implements AutoCloseable {
     /** Wraps the offload channel the engines get (a test's hook); set before {@link #open}. */
     java.util.function.UnaryOperator<OffloadChannel> offloadWrapper = java.util.function.UnaryOperator.identity();
     final List<DexEngine> engines = new ArrayList<>();
+    /** The redo log settings engines open with; set before {@link #open}. */
+    dev.dex.core.log.RedoLogSettings redoLog = dev.dex.core.log.RedoLogSettings.OFF;
     final PartitionTable table;
     final int loaded;
 
@@ -107,7 +109,7 @@ final class DexFixture implements AutoCloseable {
             offloads = offloadWrapper.apply(offloads);
         }
         for (int c = 0; c < count; c++) {
-            engines.add(DexEngine.open(fabric.connect(endpoints), config, offloads));
+            engines.add(DexEngine.open(fabric.connect(endpoints), config, offloads, redoLog));
         }
         for (int p = 0; p < table.count(); p++) {
             engines.get(p % count).acquire(p);

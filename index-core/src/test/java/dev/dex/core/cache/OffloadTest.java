@@ -46,7 +46,7 @@ class OffloadTest {
             offloads += e.stats().offloads();
             fallbacks += e.stats().offloadFallbacks();
         }
-        return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks);
+        return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks, 0);
     }
 
     @ParameterizedTest(name = "{0} engines={1} frames={2} cooling={3}")

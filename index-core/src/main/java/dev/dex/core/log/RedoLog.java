@@ -1,0 +1,371 @@
+package dev.dex.core.log;
+
+import static dev.dex.core.log.RedoLogDescriptor.CAPACITY_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.CHECKPOINT_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.CHECKSUM_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.DIRECTORY_POINTER_ADDRESS;
+import static dev.dex.core.log.RedoLogDescriptor.EPOCH_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.HEADER_LENGTH;
+import static dev.dex.core.log.RedoLogDescriptor.KEY_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.LSN_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.MAGIC;
+import static dev.dex.core.log.RedoLogDescriptor.MAGIC_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.OP_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.OWNER_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.PARTITION_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.RECORD_EPOCH_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.RECORD_LENGTH;
+import static dev.dex.core.log.RedoLogDescriptor.VALUE_OFFSET;
+
+import java.nio.ByteOrder;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.zip.CRC32C;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * One partition's redo log, opened by the compute node that acquires the partition: a ring of fixed-size
+ * records in a memory node's region ({@link RedoLogDescriptor}). A write is acknowledged only once its
+ * record is in the log; write-back of dirty pages advances the checkpoint, behind which the ring is reused.
+ * See {@code docs/durability.md}.
+ *
+ * <pre>
+ * Concurrency:
+ *   LSNs are taken by {@link #assign} (an atomic counter) by the session that applied the write, while it
+ *   still holds the lock (frame lock, remote lock or IO marker) that orders writes of the same key, so
+ *   LSN order is the order in which each key's writes took effect. Records are appended by any thread, in
+ *   runs of consecutive LSNs, in any order; {@link #awaitDurable} waits until every record up to an LSN
+ *   is in the log (the durable watermark, advanced under this object's monitor), so no acknowledged
+ *   record ever lies behind a hole a replay would stop at. A slot is reused only once the record one lap
+ *   earlier is durable and behind the checkpoint. The checkpoint only moves forward (monitor).
+ * </pre>
+ */
+public final class RedoLog {
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+    /** Records read per remote read during a replay. */
+    private static final int REPLAY_READ_RECORDS = 1024;
+
+    /** What a replay does with a record. */
+    @FunctionalInterface
+    public interface Replayer {
+        void apply(int op, long key, long value);
+    }
+
+    private final RemoteMemory memory;
+    private final int partition;
+    private final long address;
+    private final int capacity;
+    private final long epoch;
+    private final long awaitNanos;
+    private final AtomicLong next = new AtomicLong();
+    private volatile long checkpoint;
+    /** Every record up to this LSN is in the log; written under the monitor. */
+    private volatile long durable;
+    /** Runs appended ahead of the watermark: first LSN to last LSN; under the monitor. */
+    private final TreeMap<Long, Long> ahead = new TreeMap<>();
+    private volatile Throwable failure;
+    private final UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
+
+    private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
+                    long awaitNanos) {
+        this.memory = memory;
+        this.partition = partition;
+        this.address = address;
+        this.capacity = capacity;
+        this.epoch = epoch;
+        this.checkpoint = checkpoint;
+        this.durable = checkpoint - 1;
+        this.next.set(checkpoint);
+        this.awaitNanos = awaitNanos;
+    }
+
+    /**
+     * Opens {@code partition}'s log as its new owner: finds it (or creates it, {@code logBytes} long, on
+     * memory server {@code partition mod servers}), and bumps its epoch by compare-and-swap. Call
+     * {@link #replay} next.
+     *
+     * @param owner the new owner's tag (the engine instance), recorded in the header for diagnostics
+     */
+    public static RedoLog open(RemoteMemory memory, int partition, int partitions, long owner, long logBytes,
+                               long awaitNanos) {
+        long slot = directory(memory, partitions) + (long) partition * Long.BYTES;
+        long log = readLong(memory, slot);
+        if (log == 0) {
+            long created = create(memory, partition, logBytes);
+            long found = memory.compareAndSwap(slot, 0, created);
+            log = found == 0 ? created : found;
+        }
+        UnsafeBuffer header = new UnsafeBuffer(new byte[HEADER_LENGTH]);
+        memory.read(log, header, 0, HEADER_LENGTH);
+        if (header.getLong(MAGIC_OFFSET, ORDER) != MAGIC || header.getInt(PARTITION_OFFSET, ORDER) != partition) {
+            throw new IllegalStateException("the redo log of partition " + partition + " at " + GlobalAddress.toString(log)
+                    + " is corrupt (magic or partition number wrong)");
+        }
+        int capacity = header.getInt(CAPACITY_OFFSET, ORDER);
+        long epoch;
+        while (true) {
+            long seen = readLong(memory, log + EPOCH_OFFSET);
+            if (memory.compareAndSwap(log + EPOCH_OFFSET, seen, seen + 1) == seen) {
+                epoch = seen + 1;
+                break;
+            }
+        }
+        UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
+        ownerWord.putLong(0, owner, ORDER);
+        memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
+        long checkpoint = readLong(memory, log + CHECKPOINT_OFFSET);
+        return new RedoLog(memory, partition, log, capacity, epoch, checkpoint, awaitNanos);
+    }
+
+    /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */
+    private static long directory(RemoteMemory memory, int partitions) {
+        long directory = readLong(memory, DIRECTORY_POINTER_ADDRESS);
+        if (directory != 0) {
+            return directory;
+        }
+        int server = memory.memoryServerIds()[0];
+        if (memory.chunkAllocator().chunkLength(server) < (long) partitions * Long.BYTES) {
+            throw new IllegalStateException("a chunk cannot hold the log directory of " + partitions + " partitions");
+        }
+        long created = memory.chunkAllocator().allocateChunk(server);
+        long found = memory.compareAndSwap(DIRECTORY_POINTER_ADDRESS, 0, created);
+        return found == 0 ? created : found;
+    }
+
+    private static long create(RemoteMemory memory, int partition, long logBytes) {
+        int[] servers = memory.memoryServerIds();
+        int server = servers[partition % servers.length];
+        long chunk = memory.chunkAllocator().chunkLength(server);
+        long chunks = Math.max(1, (logBytes + chunk - 1) / chunk);
+        if (chunks > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("redo log of " + logBytes + " bytes is too long");
+        }
+        long log = memory.chunkAllocator().allocateChunks(server, (int) chunks);
+        long records = (chunks * chunk - HEADER_LENGTH) / RECORD_LENGTH;
+        if (records < 2) {
+            throw new IllegalArgumentException("a redo log of " + logBytes + " bytes holds fewer than two records");
+        }
+        UnsafeBuffer header = new UnsafeBuffer(new byte[HEADER_LENGTH]);
+        header.putLong(MAGIC_OFFSET, MAGIC, ORDER);
+        header.putInt(PARTITION_OFFSET, partition, ORDER);
+        header.putInt(CAPACITY_OFFSET, (int) Math.min(Integer.MAX_VALUE, records), ORDER);
+        header.putLong(CHECKPOINT_OFFSET, 1, ORDER);
+        memory.write(log, header, 0, HEADER_LENGTH);
+        return log;
+    }
+
+    private static long readLong(RemoteMemory memory, long address) {
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Long.BYTES]);
+        memory.read(address, buffer, 0, Long.BYTES);
+        return buffer.getLong(0, ORDER);
+    }
+
+    public int partition() {
+        return partition;
+    }
+
+    /** This owner's epoch. */
+    public long epoch() {
+        return epoch;
+    }
+
+    /** Records the ring holds. */
+    public int capacity() {
+        return capacity;
+    }
+
+    public long checkpoint() {
+        return checkpoint;
+    }
+
+    /** The LSN the next write will take. */
+    public long nextLsn() {
+        return next.get();
+    }
+
+    /** Every record up to this LSN is in the log. */
+    public long durableLsn() {
+        return durable;
+    }
+
+    /** Records between the checkpoint and the last one assigned: what a replay would read now. */
+    public long length() {
+        return next.get() - checkpoint;
+    }
+
+    /**
+     * Applies the records from the checkpoint on, in LSN order, and stops at the first that is not whole
+     * (checksum), not the one expected (LSN: unwritten, or a previous lap), or older than the previous one
+     * (epoch). Later writes continue after the last record applied.
+     *
+     * @return records applied
+     */
+    public long replay(Replayer replayer) {
+        long lsn = checkpoint;
+        long lastEpoch = 0;
+        UnsafeBuffer records = new UnsafeBuffer(new byte[REPLAY_READ_RECORDS * RECORD_LENGTH]);
+        CRC32C crc = new CRC32C();
+        scan:
+        while (lsn - checkpoint < capacity) {
+            int slot = (int) (lsn % capacity);
+            int n = (int) Math.min(Math.min(REPLAY_READ_RECORDS, capacity - slot), capacity - (lsn - checkpoint));
+            memory.read(slotAddress(slot), records, 0, n * RECORD_LENGTH);
+            for (int i = 0; i < n; i++, lsn++) {
+                int at = i * RECORD_LENGTH;
+                long recordEpoch = records.getLong(at + RECORD_EPOCH_OFFSET, ORDER);
+                if (records.getLong(at + LSN_OFFSET, ORDER) != lsn || checksum(crc, records, at) != records.getInt(at + CHECKSUM_OFFSET, ORDER)
+                        || recordEpoch < lastEpoch || recordEpoch >= epoch) {
+                    break scan;
+                }
+                lastEpoch = recordEpoch;
+                replayer.apply(records.getInt(at + OP_OFFSET, ORDER), records.getLong(at + KEY_OFFSET, ORDER),
+                        records.getLong(at + VALUE_OFFSET, ORDER));
+            }
+        }
+        long applied = lsn - checkpoint;
+        next.set(lsn);
+        synchronized (this) {
+            durable = lsn - 1;
+        }
+        return applied;
+    }
+
+    /** Takes the next LSN, for a write that has just taken effect (see the class comment). */
+    public long assign() {
+        return next.getAndIncrement();
+    }
+
+    /** Encodes record {@code lsn} of this owner into {@code buffer} at {@code offset}. */
+    public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long key, long value, CRC32C crc) {
+        buffer.putLong(offset + LSN_OFFSET, lsn, ORDER);
+        buffer.putLong(offset + RECORD_EPOCH_OFFSET, epoch, ORDER);
+        buffer.putLong(offset + KEY_OFFSET, key, ORDER);
+        buffer.putLong(offset + VALUE_OFFSET, value, ORDER);
+        buffer.putInt(offset + OP_OFFSET, op, ORDER);
+        buffer.putInt(offset + CHECKSUM_OFFSET, checksum(crc, buffer, offset), ORDER);
+    }
+
+    private static int checksum(CRC32C crc, DirectBuffer buffer, int offset) {
+        crc.reset();
+        byte[] array = buffer.byteArray();
+        if (array != null) {
+            crc.update(array, buffer.wrapAdjustment() + offset, CHECKSUM_OFFSET);
+        } else {
+            for (int i = 0; i < CHECKSUM_OFFSET; i++) {
+                crc.update(buffer.getByte(offset + i));
+            }
+        }
+        return (int) crc.getValue();
+    }
+
+    /** Whether a record with LSN {@code lsn} fits in the ring without overwriting one the checkpoint still needs. */
+    public boolean hasRoom(long lsn) {
+        return lsn < checkpoint + capacity;
+    }
+
+    /**
+     * Writes {@code count} encoded records with consecutive LSNs from {@code firstLsn} (one fabric write, two
+     * where the ring wraps). The caller made sure the ring has room ({@link #hasRoom}). Waits first until the
+     * records one lap earlier in the same slots are durable, so a late write can never land over a newer one.
+     */
+    public void append(long firstLsn, DirectBuffer records, int offset, int count) {
+        long last = firstLsn + count - 1;
+        if (!hasRoom(last)) {
+            throw new IllegalStateException("redo log of partition " + partition + " has no room for LSN " + last);
+        }
+        awaitDurable(last - capacity);
+        int slot = (int) (firstLsn % capacity);
+        int first = Math.min(count, capacity - slot);
+        try {
+            memory.write(slotAddress(slot), records, offset, first * RECORD_LENGTH);
+            if (first < count) {
+                memory.write(slotAddress(0), records, offset + first * RECORD_LENGTH, (count - first) * RECORD_LENGTH);
+            }
+        } catch (RuntimeException | Error e) {
+            failure = e;
+            synchronized (this) {
+                notifyAll();
+            }
+            throw e;
+        }
+        completed(firstLsn, last);
+    }
+
+    private synchronized void completed(long first, long last) {
+        if (first != durable + 1) {
+            ahead.put(first, last);
+            return;
+        }
+        long upTo = last;
+        Long more;
+        while ((more = ahead.remove(upTo + 1)) != null) {
+            upTo = more;
+        }
+        durable = upTo;
+        notifyAll();
+    }
+
+    /**
+     * Waits until every record up to {@code lsn} is in the log.
+     *
+     * @throws IllegalStateException when an append of this log failed (the records behind it never will be
+     *                               durable) or the wait took longer than the configured limit
+     */
+    public void awaitDurable(long lsn) {
+        for (int spin = 0; spin < 64; spin++) {
+            if (durable >= lsn) {
+                return;
+            }
+            Thread.onSpinWait();
+        }
+        long deadline = System.nanoTime() + awaitNanos;
+        synchronized (this) {
+            while (durable < lsn) {
+                if (failure != null) {
+                    throw new IllegalStateException("redo log of partition " + partition + " lost an append", failure);
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    throw new IllegalStateException("redo log of partition " + partition + ": record " + lsn
+                            + " not durable after " + TimeUnit.NANOSECONDS.toMillis(awaitNanos) + " ms (durable up to " + durable + ")");
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(this, Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("interrupted while waiting for the redo log", e);
+                }
+            }
+        }
+    }
+
+    /**
+     * Records that every write with an LSN below {@code lsn} is in the tree's remote pages: the replay
+     * starts there from now on and the ring may reuse the slots behind it.
+     */
+    public synchronized void checkpointed(long lsn) {
+        if (lsn <= checkpoint) {
+            return;
+        }
+        word.putLong(0, lsn, ORDER);
+        memory.write(address + CHECKPOINT_OFFSET, word, 0, Long.BYTES);
+        checkpoint = lsn;
+    }
+
+    private long slotAddress(int slot) {
+        return address + HEADER_LENGTH + (long) slot * RECORD_LENGTH;
+    }
+
+    @Override
+    public String toString() {
+        return "RedoLog{partition=" + partition + ", epoch=" + epoch + ", checkpoint=" + checkpoint + ", next=" + next.get()
+                + ", durable=" + durable + ", capacity=" + capacity + '}';
+    }
+}

@@ -1,0 +1,70 @@
+package dev.dex.core.log;
+
+import dev.dex.core.tree.SuperblockDescriptor;
+
+/**
+ * Layout of the per-partition redo logs in the memory nodes' regions (little-endian). See
+ * {@code docs/durability.md}.
+ *
+ * <pre>
+ * superblock word at offset 40 (server 0): address of the log directory, 0 until the first log exists
+ *
+ * log directory (one chunk): one 8-byte word per partition, the address of its log or 0
+ *   0          8          16                           8 * (partitions - 1)
+ *   +----------+----------+-------- ... --------------+----------+
+ *   | log p=0  | log p=1  |                           | log p=n-1|
+ *   +----------+----------+-------- ... --------------+----------+
+ *
+ * a log (one or more adjacent chunks on memory server p mod servers):
+ *   0          8            12           16         24         32               40         64
+ *   +----------+------------+------------+----------+----------+----------------+----------+------------
+ *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | unused   | records ...
+ *   +----------+------------+------------+----------+----------+----------------+----------+------------
+ *
+ * a record (40 bytes), the record of LSN l in slot l mod capacity:
+ *   0          8          16         24         32       36         40
+ *   +----------+----------+----------+----------+--------+----------+
+ *   | LSN      | epoch    | key      | value    | op     | CRC32C   |
+ *   +----------+----------+----------+----------+--------+----------+
+ * </pre>
+ *
+ * <ul>
+ *   <li><b>epoch</b> in the header is bumped by compare-and-swap by every owner that acquires the
+ *       partition; the owner's records carry it, and a replay stops at a record whose epoch is lower
+ *       than one it already replayed (a record a previous owner wrote on an earlier lap).</li>
+ *   <li><b>checkpoint LSN</b>: every write with a lower LSN is in the tree's remote pages; a replay starts
+ *       there. LSNs start at 1.</li>
+ *   <li><b>CRC32C</b> covers bytes 0..36 of the record; a record whose checksum or LSN does not match ends
+ *       the replay (the torn or unwritten tail).</li>
+ * </ul>
+ */
+public final class RedoLogDescriptor {
+    /** "DEXLOG01" in ASCII, little-endian. */
+    public static final long MAGIC = 0x3130474F4C584544L;
+
+    public static final long DIRECTORY_POINTER_ADDRESS = SuperblockDescriptor.ADDRESS + SuperblockDescriptor.LOG_DIRECTORY_OFFSET;
+
+    public static final int MAGIC_OFFSET = 0;
+    public static final int PARTITION_OFFSET = 8;
+    public static final int CAPACITY_OFFSET = 12;
+    public static final int EPOCH_OFFSET = 16;
+    public static final int OWNER_OFFSET = 24;
+    public static final int CHECKPOINT_OFFSET = 32;
+    public static final int HEADER_LENGTH = 64;
+
+    public static final int RECORD_LENGTH = 40;
+    public static final int LSN_OFFSET = 0;
+    public static final int RECORD_EPOCH_OFFSET = 8;
+    public static final int KEY_OFFSET = 16;
+    public static final int VALUE_OFFSET = 24;
+    public static final int OP_OFFSET = 32;
+    public static final int CHECKSUM_OFFSET = 36;
+
+    /** Record op: the key now maps to the value (insert, update, put). */
+    public static final int PUT = 1;
+    /** Record op: the key is absent now. */
+    public static final int DELETE = 2;
+
+    private RedoLogDescriptor() {
+    }
+}
