@@ -23,6 +23,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
+import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.MessageOffloadChannel;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.rdma.Fabric;
@@ -78,6 +79,17 @@ public final class ComputeNode {
         INSTANCE
     }
 
+    private enum Checkpoint implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
+    private enum CheckpointDone implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
+    private record Engines(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
+    }
+
     /**
      * @param memoryNodes     memory nodes to wait for before opening the engine
      * @param engine          the engine's configuration (mode, cache, admission, offloading)
@@ -85,14 +97,28 @@ public final class ComputeNode {
      * @param offloadTimeout  how long an offloaded request may stay unanswered before the engine falls back
      * @param describeTimeout how long a memory node may take to describe itself before it is asked again
      * @param handshake       pauses between attempts to describe a memory node and to connect and open the tree
+     * @param redoLog         whether writes are logged before they are acknowledged, and the log length
+     * @param checkpointInterval how often the partitions held write their dirty pages back and move their logs'
+     *                        checkpoints (bounds how much a takeover replays and how long a page stays dirty)
      */
     public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
-                           Duration describeTimeout, Backoff handshake) {
-        /** With the default handshake settings. */
+                           Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval) {
+        /** With the default handshake settings and the redo log on. */
         public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
+
+        /** With the redo log on and checkpoints every 5 s. */
+        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+                        Duration describeTimeout, Backoff handshake) {
+            this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
+                    Duration.ofSeconds(5));
+        }
     }
+
+    /** How compute nodes learn which engine instances are still members: one registration per engine. */
+    static final ServiceKey<Void> ENGINES = ServiceKey.create(Void.class, "dex-engine-instance");
+    private static final String ENGINE_PREFIX = "engine-";
 
     private final ActorContext<Command> context;
     private final TimerScheduler<Command> timers;
@@ -198,7 +224,7 @@ public final class ComputeNode {
             actorChannel = connection instanceof MessageSender ? null
                     : new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
             channel = actorChannel != null ? actorChannel : new MessageOffloadChannel((MessageSender) connection);
-            engine = DexEngine.open(connection, settings.engine(), channel);
+            engine = DexEngine.open(connection, settings.engine(), channel, settings.redoLog());
         } catch (RuntimeException notYet) {
             if (actorChannel != null) {
                 actorChannel.close();
@@ -228,9 +254,44 @@ public final class ComputeNode {
                         .withStopMessage(Partition.Handoff.INSTANCE)
                         .withRole("compute"));
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
-        context.getLog().info("compute node ready: {} memory nodes, {} partitions, engine {}", ids.length,
-                engine.partitions().count(), settings.engine().mode());
+        // The engine instance is a member as long as this registration is listed; a compute node that is
+        // removed from the cluster disappears from the listing, and its remote locks may be taken over.
+        ActorRef<Void> instance = context.spawn(Behaviors.empty(), ENGINE_PREFIX + engine.instanceId());
+        context.getSystem().receptionist().tell(Receptionist.register(ENGINES, instance));
+        context.getSystem().receptionist().tell(Receptionist.subscribe(ENGINES,
+                context.messageAdapter(Receptionist.Listing.class, Engines::new)));
+        if (engine.logsWrites()) {
+            timers.startTimerWithFixedDelay(Checkpoint.INSTANCE, Checkpoint.INSTANCE, settings.checkpointInterval());
+        }
+        context.getLog().info("compute node ready: {} memory nodes, {} partitions, engine {} (instance {}), redo log {}", ids.length,
+                engine.partitions().count(), settings.engine().mode(), engine.instanceId(), engine.logsWrites() ? "on" : "off");
         return ready(engine, workers, connection, channel);
+    }
+
+    /** Engine instances seen in the listing; one that leaves it is gone for good. */
+    private final Set<Long> instancesSeen = new HashSet<>();
+    private boolean checkpointRunning;
+
+    private void onEngines(DexEngine engine, Engines engines) {
+        Set<Long> now = new HashSet<>();
+        for (ActorRef<Void> ref : engines.listing().getAllServiceInstances(ENGINES)) {
+            String name = ref.path().name();
+            if (name.startsWith(ENGINE_PREFIX)) {
+                try {
+                    now.add(Long.parseLong(name.substring(ENGINE_PREFIX.length())));
+                } catch (NumberFormatException ignored) {
+                    context.getLog().warn("an engine registration with an unexpected name: {}", ref.path());
+                }
+            }
+        }
+        for (Long seen : instancesSeen) {
+            if (!now.contains(seen)) {
+                context.getLog().info("engine instance {} left the cluster: its remote locks may be taken over", seen);
+                engine.instanceGone(seen);
+            }
+        }
+        instancesSeen.addAll(now);
+        instancesSeen.retainAll(now);
     }
 
     private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
@@ -250,6 +311,26 @@ public final class ComputeNode {
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
                             verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads()));
+                    return Behaviors.same();
+                })
+                .onMessage(Engines.class, engines -> {
+                    onEngines(engine, engines);
+                    return Behaviors.same();
+                })
+                .onMessage(Checkpoint.class, tick -> {
+                    if (!checkpointRunning) {
+                        checkpointRunning = true;
+                        context.pipeToSelf(workers.submit(engine::checkpointAll), (pages, failure) -> {
+                            if (failure != null) {
+                                context.getLog().warn("a periodic checkpoint failed: {}", failure.toString());
+                            }
+                            return CheckpointDone.INSTANCE;
+                        });
+                    }
+                    return Behaviors.same();
+                })
+                .onMessage(CheckpointDone.class, done -> {
+                    checkpointRunning = false;
                     return Behaviors.same();
                 })
                 .onMessage(MemoryNodes.class, nodes -> Behaviors.same())

@@ -59,11 +59,31 @@ final class EngineWorkers implements AutoCloseable {
         return CompletableFuture.supplyAsync(() -> {
             DexSession session = sessions.get();
             List<Ops.Result> results = new ArrayList<>(ops.size());
-            for (Ops.Op op : ops) {
-                results.add(run(session, partition, op));
+            session.beginBatch();
+            try {
+                for (Ops.Op op : ops) {
+                    results.add(run(session, partition, op));
+                }
+            } finally {
+                try {
+                    // Group commit: the batch's writes reach the partition's redo log in one fabric write.
+                    session.commit();
+                } catch (RuntimeException e) {
+                    notDurable(ops, results, e);
+                }
             }
             return new Ops.Results(results);
         }, pool);
+    }
+
+    /** The log could not take the batch's records: no write of it is acknowledged. */
+    private static void notDurable(List<Ops.Op> ops, List<Ops.Result> results, RuntimeException e) {
+        for (int i = 0; i < results.size(); i++) {
+            int kind = ops.get(i).kind();
+            if (kind != Ops.GET && kind != Ops.SCAN && results.get(i).status() == Ops.OK) {
+                results.set(i, Ops.Result.error(Ops.FAILED, "the write is not durable: " + e));
+            }
+        }
     }
 
     /** Runs a task (acquire, release) on a worker. */

@@ -12,6 +12,7 @@ import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 
+import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
 
@@ -45,7 +46,7 @@ public final class Partition {
         INSTANCE
     }
 
-    private record Acquired(Throwable failure) implements Command, NoSerializationVerificationNeeded {
+    private record Acquired(DexEngine.AcquireReport report, Throwable failure) implements Command, NoSerializationVerificationNeeded {
     }
 
     private record Done(Ops.Results results, Throwable failure, ActorRef<Ops.Results> replyTo)
@@ -102,10 +103,8 @@ public final class Partition {
     public static Behavior<Command> create(int partition, EngineWorkers workers) {
         return Behaviors.withStash(STASH, stash -> Behaviors.setup(context -> {
             Partition entity = new Partition(context, stash, workers, partition);
-            context.pipeToSelf(workers.submit(() -> {
-                workers.engine().acquire(partition);
-                return Boolean.TRUE;
-            }), (ok, failure) -> new Acquired(failure));
+            context.pipeToSelf(workers.submit(() -> workers.engine().acquireReport(partition)),
+                    (report, failure) -> new Acquired(report, failure));
             return entity.starting();
         }));
     }
@@ -118,7 +117,14 @@ public final class Partition {
                         refuseStashed();
                         return Behaviors.stopped();
                     }
-                    context.getLog().debug("partition {} acquired", partition);
+                    DexEngine.AcquireReport report = acquired.report();
+                    if (report.replayed() > 0) {
+                        context.getLog().info("partition {} acquired in {} ms: {} redo log records replayed, {} pages written back (epoch {})",
+                                partition, report.nanos() / 1_000_000, report.replayed(), report.pages(), report.epoch());
+                    } else {
+                        context.getLog().debug("partition {} acquired in {} ms (epoch {})", partition, report.nanos() / 1_000_000,
+                                report.epoch());
+                    }
                     return handoffPending ? releasing(System.nanoTime()) : stash.unstashAll(active());
                 })
                 .onMessage(Handoff.class, handoff -> {

@@ -10,6 +10,7 @@ import dev.dex.actors.ComputeNode;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexConfig;
+import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.disni.DisniSettings;
@@ -77,7 +78,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
-                handshake(dex));
+                handshake(dex), redoLog(dex), positive(dex, "compute.checkpoint-interval"));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
@@ -90,6 +91,11 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
             throw new IllegalArgumentException("dex." + key + " must be positive: " + value);
         }
         return value;
+    }
+
+    private static RedoLogSettings redoLog(Config dex) {
+        long bytes = range(dex, "compute.redo-log-size", dex.getBytes("compute.redo-log-size"), 4096, 1L << 30);
+        return new RedoLogSettings(dex.getBoolean("compute.redo-log"), bytes, RedoLogSettings.DEFAULT_AWAIT_NANOS);
     }
 
     private static Backoff handshake(Config dex) {

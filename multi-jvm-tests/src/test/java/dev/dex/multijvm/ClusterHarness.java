@@ -244,7 +244,10 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             try {
                 RemoteMemory memory = transport.equals("tcp") ? fabric.connect(tcpEndpoints(serverIds)) : fabric.connect(serverIds);
                 try {
-                    Superblock.readPartitions(memory);
+                    PartitionTable stored = Superblock.readPartitions(memory);
+                    if (table == null) {
+                        table = stored; // the formatted table, until a bulk load replaces it
+                    }
                     connections.add(memory);
                     return memory;
                 } catch (IllegalStateException notYet) {

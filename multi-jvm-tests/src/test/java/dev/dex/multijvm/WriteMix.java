@@ -53,15 +53,26 @@ final class WriteMix implements AutoCloseable {
     private long startNanos;
     private long stopNanos;
 
+    /** The value a history holds for a key that is absent (an empty tree's keys, before their first put). */
+    static final long ABSENT = Long.MIN_VALUE;
+
     /** A mix over keys {@code ClusterHarness.key(i)}, i in [1, keys], all holding their loaded value. */
     WriteMix(DexClientApi client, long keys, int putPercent, int inFlight) {
+        this(client, keys, putPercent, inFlight, false);
+    }
+
+    /**
+     * A mix over keys {@code ClusterHarness.key(i)}, i in [1, keys]: all holding their loaded value, or, with
+     * {@code empty}, all absent (an empty tree: the first put of each key inserts it, and inserts split).
+     */
+    WriteMix(DexClientApi client, long keys, int putPercent, int inFlight, boolean empty) {
         this.client = client;
         this.keys = keys;
         this.putPercent = putPercent;
         this.inFlight = inFlight;
         this.histories = new KeyHistory[(int) keys];
         for (int i = 0; i < keys; i++) {
-            histories[i] = new KeyHistory(ClusterHarness.loadedValue(ClusterHarness.key(i + 1)));
+            histories[i] = new KeyHistory(empty ? ABSENT : ClusterHarness.loadedValue(ClusterHarness.key(i + 1)));
         }
         this.slots = new Semaphore(inFlight);
     }
@@ -114,14 +125,14 @@ final class WriteMix implements AutoCloseable {
         client.get(key).whenComplete((value, failure) -> {
             if (failure != null) {
                 fail("get " + key, failure);
-            } else if (value.isEmpty()) {
-                violation("get " + key + " found nothing; it was loaded and is never deleted");
-            } else if (!history.readable(from, value.getAsLong())) {
-                if (relaxed.test(key) && history.everSent(value.getAsLong())) {
+            } else if (!history.readable(from, value.orElse(ABSENT))) {
+                long found = value.orElse(ABSENT);
+                if (relaxed.test(key) && history.everSent(found)) {
                     staleReads.incrementAndGet();
                 } else {
-                    violation("get " + key + " returned " + value.getAsLong() + ", not the value acknowledged when it was sent ("
-                            + history.lastAcknowledged() + " now) nor one written since");
+                    violation("get " + key + " returned " + (value.isEmpty() ? "nothing" : Long.toString(found))
+                            + ", not the value acknowledged when it was sent (" + history.lastAcknowledged()
+                            + " now) nor one written since");
                 }
             }
             gets.incrementAndGet();
@@ -233,9 +244,9 @@ final class WriteMix implements AutoCloseable {
                     if (examples.size() < EXAMPLES) {
                         examples.add("get " + key + " failed: " + failure);
                     }
-                } else if (value.isPresent() && value.getAsLong() == expected) {
+                } else if (value.orElse(ABSENT) == expected) {
                     exact.incrementAndGet();
-                } else if (value.isPresent() && mayLose.test(key) && history.onceAcknowledged(value.getAsLong())) {
+                } else if (mayLose.test(key) && history.onceAcknowledged(value.orElse(ABSENT))) {
                     lost.incrementAndGet();
                 } else {
                     wrong.incrementAndGet();

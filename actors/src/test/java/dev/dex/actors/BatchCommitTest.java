@@ -1,0 +1,95 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.DirectBuffer;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.log.RedoLogSettings;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.ForwardingRemoteMemory;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * A batch of writes on the workers is made durable as a group: its records reach the partition's redo log
+ * with one fabric write before the batch is answered, and when that write fails the batch's writes are
+ * answered FAILED ("not durable"), never OK, while its reads keep their answers.
+ */
+class BatchCommitTest {
+    /** Counts remote writes; fails them all once told to. */
+    private static final class Switchable extends ForwardingRemoteMemory {
+        volatile boolean failWrites;
+        volatile int writes;
+
+        Switchable(RemoteMemory delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public void write(long address, DirectBuffer src, int srcOffset, int length) {
+            if (failWrites) {
+                throw new IllegalStateException("memory node unreachable");
+            }
+            writes++;
+            super.write(address, src, srcOffset, length);
+        }
+    }
+
+    private static Ops.Op put(long key, long value) {
+        return new Ops.Op(Ops.PUT, key, value, 0);
+    }
+
+    private static Ops.Op get(long key) {
+        return new Ops.Op(Ops.GET, key, 0, 0);
+    }
+
+    @Test
+    void aBatchOfWritesIsOneLogWriteAndAFailedOneIsNotAcknowledged() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 64 << 10);
+            RemoteMemory admin = fabric.connect(0);
+            Superblock.format(admin, TreeConfig.defaults());
+            Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
+            Switchable memory = new Switchable(fabric.connect(0));
+            DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
+                    RedoLogSettings.ON);
+            engine.acquire(0);
+            EngineWorkers workers = new EngineWorkers(engine, 2, "batch-commit-test");
+            try {
+                // Warm up: the root leaf is cached, so the puts below change only the cache and the log.
+                workers.execute(0, List.of(get(1))).toCompletableFuture().get(10, TimeUnit.SECONDS);
+                List<Ops.Op> batch = new ArrayList<>();
+                for (long k = 1; k <= 20; k++) {
+                    batch.add(put(k, k * 10));
+                }
+                int before = memory.writes;
+                Ops.Results results = workers.execute(0, batch).toCompletableFuture().get(10, TimeUnit.SECONDS);
+                results.results().forEach(r -> assertEquals(Ops.OK, r.status(), r.error()));
+                assertEquals(1, memory.writes - before, "20 writes of one batch reach the log with one fabric write");
+                assertEquals(21, engine.log(0).nextLsn(), "one record per write");
+
+                memory.failWrites = true;
+                Ops.Results failed = workers.execute(0, List.of(put(5, 55), get(6))).toCompletableFuture().get(10, TimeUnit.SECONDS);
+                Ops.Result write = failed.results().get(0);
+                assertEquals(Ops.FAILED, write.status(), "a write whose record is not in the log is not acknowledged");
+                assertTrue(write.error().contains("not durable"), write.error());
+                Ops.Result read = failed.results().get(1);
+                assertEquals(Ops.OK, read.status());
+                assertEquals(60, read.value());
+            } finally {
+                memory.failWrites = false;
+                workers.close();
+            }
+        }
+    }
+}
