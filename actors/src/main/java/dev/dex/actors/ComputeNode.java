@@ -131,6 +131,8 @@ public final class ComputeNode {
     /** Memory nodes asked to describe themselves, or waiting to be asked again. */
     private final Set<ActorRef<MemoryNode.Command>> asking = new HashSet<>();
     private int openAttempts;
+    /** The adapter both Receptionist subscriptions answer through. */
+    private ActorRef<Receptionist.Listing> listings;
 
     private ComputeNode(ActorContext<Command> context, TimerScheduler<Command> timers, Settings settings, Fabric fabric) {
         this.context = context;
@@ -141,9 +143,13 @@ public final class ComputeNode {
 
     public static Behavior<Command> create(Settings settings, Fabric fabric) {
         return Behaviors.setup(context -> Behaviors.withTimers(timers -> {
-            ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class, MemoryNodes::new);
+            // One adapter per message class: listings of both keys come through it, told apart by their key.
+            ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class,
+                    listing -> listing.isForKey(ENGINES) ? new Engines(listing) : new MemoryNodes(listing));
             context.getSystem().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY, listings));
-            return new ComputeNode(context, timers, settings, fabric).waiting();
+            ComputeNode node = new ComputeNode(context, timers, settings, fabric);
+            node.listings = listings;
+            return node.waiting();
         }));
     }
 
@@ -258,8 +264,7 @@ public final class ComputeNode {
         // removed from the cluster disappears from the listing, and its remote locks may be taken over.
         ActorRef<Void> instance = context.spawn(Behaviors.empty(), ENGINE_PREFIX + engine.instanceId());
         context.getSystem().receptionist().tell(Receptionist.register(ENGINES, instance));
-        context.getSystem().receptionist().tell(Receptionist.subscribe(ENGINES,
-                context.messageAdapter(Receptionist.Listing.class, Engines::new)));
+        context.getSystem().receptionist().tell(Receptionist.subscribe(ENGINES, listings));
         if (engine.logsWrites()) {
             timers.startTimerWithFixedDelay(Checkpoint.INSTANCE, Checkpoint.INSTANCE, settings.checkpointInterval());
         }

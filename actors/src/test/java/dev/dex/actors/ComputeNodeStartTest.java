@@ -99,6 +99,41 @@ class ComputeNodeStartTest {
         assertEquals(4, asked.get(), "three unanswered requests, then the one answered");
     }
 
+    /**
+     * A ready compute node subscribes to two Receptionist keys (memory nodes, engine instances) through one
+     * adapter: a later change of the memory nodes' listing must not reach the engine-instance handler (which
+     * cannot read it and would stop the node).
+     */
+    @Test
+    void aReadyNodeKeepsServingWhenTheMemoryNodesListingChanges() {
+        try (RemoteMemory memory = fabric.connect(0)) {
+            format(memory);
+        }
+        TestProbe<Receptionist.Listing> ready = readiness();
+        AtomicInteger asked = new AtomicInteger();
+        kit.spawn(memoryNode(0, asked), "memory");
+        ActorRef<ComputeNode.Command> compute = kit.spawn(ComputeNode.create(settings(), fabric), "compute");
+        ready.fishForMessage(Duration.ofSeconds(20), listing -> listing.getServiceInstances(ComputeNode.KEY).isEmpty()
+                ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.continueAndIgnore()
+                : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete());
+
+        TestProbe<Receptionist.Listing> memoryNodes = kit.createTestProbe();
+        kit.system().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY, memoryNodes.getRef()));
+        memoryNodes.receiveMessage();
+        kit.spawn(memoryNode(0, new AtomicInteger()), "another-memory");
+        memoryNodes.fishForMessage(Duration.ofSeconds(10), listing -> listing.getServiceInstances(MemoryNode.KEY).size() == 2
+                ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete()
+                : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.continueAndIgnore());
+
+        TestProbe<ComputeNode.Status> status = kit.createTestProbe();
+        for (int i = 0; i < 3; i++) {
+            status.expectNoMessage(Duration.ofMillis(300)); // the node has the new listing by now
+            compute.tell(new ComputeNode.GetStatus(status.getRef()));
+            ComputeNode.Status answer = status.receiveMessage(Duration.ofSeconds(5));
+            assertEquals(kit.system().address().toString(), answer.address(), "the compute node still answers");
+        }
+    }
+
     @Test
     void aPoolThatIsNotFormattedYetIsOpenedOnceItIs() throws Exception {
         TestProbe<Receptionist.Listing> ready = readiness();

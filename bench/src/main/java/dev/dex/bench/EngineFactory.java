@@ -230,6 +230,11 @@ final class EngineFactory {
         long inserts = (long) Math.ceil((config.warmup() + config.ops()) * config.workload().percent(Op.INSERT) / 100.0);
         long connections = config.computeNodes() + 1L;
         long bytes = 3 * treeBytes + inserts * BYTES_PER_INSERT + 2 * connections * chunk + ((long) SLACK_MIB << 20);
+        if (config.redoLog()) {
+            // Partition p's log lives on memory node p mod M, and the log directory takes a chunk of node 0.
+            long logs = ceilDiv(config.partitions(), config.memoryNodes());
+            bytes += logs * ceilDiv(RedoLogSettings.DEFAULT_BYTES, chunk) * chunk + chunk;
+        }
         return ceilDiv(bytes, chunk) * chunk;
     }
 

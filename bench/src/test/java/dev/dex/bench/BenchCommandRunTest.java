@@ -172,6 +172,23 @@ class BenchCommandRunTest {
         assertEquals(20_000, b.result().outcome(Outcome.FOUND));
     }
 
+    @Test
+    void theRedoLogCostsOneRemoteWritePerWriteCommittedAlone() throws IOException {
+        Path on = dir.resolve("log-on.json");
+        Path off = dir.resolve("log-off.json");
+        Run a = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "on", "--json", on.toString()));
+        Run b = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "off", "--json", off.toString()));
+        assertEquals(0, a.exitCode(), a.err());
+        assertEquals(0, b.exitCode(), b.err());
+        assertTrue(a.out().contains("redo log on"), a.out());
+        JsonNode logged = readJson(on).get("perOp");
+        JsonNode plain = readJson(off).get("perOp");
+        // Write-intensive is half updates of present keys; each commits its own record (no batching here).
+        double extra = logged.get("writes").asDouble() - plain.get("writes").asDouble();
+        assertTrue(extra > 0.45 && extra < 0.6, "one log write per update: " + logged + " vs " + plain);
+        assertEquals(plain.get("reads").asDouble(), logged.get("reads").asDouble(), 0.02, "the log is never read while serving");
+    }
+
     private static String[] concat(String[] head, String... tail) {
         String[] all = Arrays.copyOf(head, head.length + tail.length);
         System.arraycopy(tail, 0, all, head.length, tail.length);

@@ -59,7 +59,7 @@ import dev.dex.rdma.VerbSnapshot;
  *   Redo logs: logs[p] is set by acquire before held[p] becomes 1 and cleared by release after its final
  *   checkpoint; a session that committed after its operation left the partition waits until release cleared
  *   it (release writes every page back, so those writes are durable). Checkpoints of one partition are
- *   serialized on its log's monitor. During acquire's replay held[p] is RECOVERING: only the recovery
+ *   serialized on its log's checkpointLock(). During acquire's replay held[p] is RECOVERING: only the recovery
  *   session enters.
  *   Ownership: a node is owned here only while its partition is held (treatAsShared). acquire drops the
  *   frames of the partition's range cached while it was not held; admission requires the node to cover
@@ -304,7 +304,7 @@ public final class DexEngine implements PartitionedEngine {
         if (log == null) {
             return 0;
         }
-        synchronized (log) {
+        synchronized (log.checkpointLock()) {
             // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
             long lsn = log.nextLsn();
             long pages = new Flush(this).writeBackPartition(partition);
@@ -403,7 +403,7 @@ public final class DexEngine implements PartitionedEngine {
         RedoLog log = logs.get(partition);
         if (log != null) {
             // Every page is written back: the next owner's replay has nothing to do.
-            synchronized (log) {
+            synchronized (log.checkpointLock()) {
                 log.checkpointed(log.nextLsn());
             }
             logs.set(partition, null);

@@ -314,6 +314,11 @@ public final class DexSession implements IndexSession {
         int partition = engine.enter(key, recovering);
         opPartition = partition;
         try {
+            if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.logs.get(partition))) {
+                // A batch that moves to another partition (or whose partition was released meanwhile) commits
+                // what it has so far: records of one commit go to one log. No lock is held here.
+                writePending();
+            }
             int op = switch (mode) {
                 case MODE_INSERT -> OffloadRequest.INSERT;
                 case MODE_UPDATE -> OffloadRequest.UPDATE;
@@ -408,11 +413,7 @@ public final class DexSession implements IndexSession {
         if (log == null) {
             return;
         }
-        if (pendingCount > 0 && pendingLog != log) {
-            // Only when one batch spans partitions (never through the actors): the earlier one goes first.
-            throw new IllegalStateException("a batch writes partitions " + pendingPartition + " and " + opPartition
-                    + "; commit between them");
-        }
+        // write() committed records of another partition or an older log before it took any lock.
         if ((pendingCount + 1) * RedoLogDescriptor.RECORD_LENGTH > pending.capacity()) {
             UnsafeBuffer larger = new UnsafeBuffer(new byte[pending.capacity() * 2]);
             larger.putBytes(0, pending, 0, pendingCount * RedoLogDescriptor.RECORD_LENGTH);
@@ -454,6 +455,11 @@ public final class DexSession implements IndexSession {
     @Override
     public void commit() {
         batching = false;
+        writePending();
+    }
+
+    /** Makes this session's pending records durable (see {@link #commit}); the batch, if any, goes on. */
+    private void writePending() {
         if (pendingCount == 0) {
             return;
         }
@@ -464,7 +470,12 @@ public final class DexSession implements IndexSession {
         pendingLog = null;
         if (!engine.tryEnter(p)) {
             // Released since the writes: the release wrote every page back before it dropped the log.
+            long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
             while (engine.logs.get(p) == log) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
+                            + " the writes are not known to be durable");
+                }
                 Thread.onSpinWait();
             }
             return;

@@ -44,7 +44,9 @@ import dev.dex.rdma.RemoteMemory;
  *   runs of consecutive LSNs, in any order; {@link #awaitDurable} waits until every record up to an LSN
  *   is in the log (the durable watermark, advanced under this object's monitor), so no acknowledged
  *   record ever lies behind a hole a replay would stop at. A slot is reused only once the record one lap
- *   earlier is durable and behind the checkpoint. The checkpoint only moves forward (monitor).
+ *   earlier is durable and behind the checkpoint. The checkpoint only moves forward (monitor). The owner
+ *   serializes whole checkpoints (flush, then checkpointed) on checkpointLock(), a monitor of its own, so a
+ *   checkpoint's page write-backs never hold up appends and waits on this object's monitor.
  * </pre>
  */
 public final class RedoLog {
@@ -72,6 +74,8 @@ public final class RedoLog {
     private final TreeMap<Long, Long> ahead = new TreeMap<>();
     private volatile Throwable failure;
     private final UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
+    /** Serializes checkpoints of this partition; never held while waiting for records. */
+    private final Object checkpointLock = new Object();
 
     private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
                     long awaitNanos) {
@@ -169,6 +173,11 @@ public final class RedoLog {
 
     public int partition() {
         return partition;
+    }
+
+    /** The monitor under which the owner takes this partition's checkpoints, one at a time. */
+    public Object checkpointLock() {
+        return checkpointLock;
     }
 
     /** This owner's epoch. */
