@@ -6,6 +6,7 @@ import java.util.List;
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.StashBuffer;
@@ -91,6 +92,8 @@ public final class Partition {
     private int inFlight;
     /** The stop message came while the partition was still being acquired. */
     private boolean handoffPending;
+    /** The partition was released by a handoff, or never acquired: nothing to give up when the entity stops. */
+    private boolean settled;
 
     private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
         this.context = context;
@@ -115,6 +118,7 @@ public final class Partition {
                     if (acquired.failure() != null) {
                         context.getLog().error("partition {} could not be acquired", partition, acquired.failure());
                         refuseStashed();
+                        settled = true;
                         return Behaviors.stopped();
                     }
                     DexEngine.AcquireReport report = acquired.report();
@@ -132,6 +136,7 @@ public final class Partition {
                     return Behaviors.same();
                 })
                 .onAnyMessage(this::stashOrRefuse)
+                .onSignal(PostStop.class, this::onPostStop)
                 .build();
     }
 
@@ -140,6 +145,7 @@ public final class Partition {
                 .onMessage(Execute.class, this::onExecute)
                 .onMessage(Done.class, this::onDone)
                 .onMessage(Handoff.class, handoff -> handOff())
+                .onSignal(PostStop.class, this::onPostStop)
                 .build();
     }
 
@@ -180,6 +186,7 @@ public final class Partition {
                     return inFlight == 0 ? releasing(start) : Behaviors.same();
                 })
                 .onAnyMessage(this::stashOrRefuse)
+                .onSignal(PostStop.class, this::onPostStop)
                 .build();
     }
 
@@ -196,10 +203,33 @@ public final class Partition {
                                 report.framesDropped());
                     }
                     refuseStashed();
+                    settled = released.failure() == null;
                     return Behaviors.stopped();
                 })
                 .onAnyMessage(this::stashOrRefuse)
+                .onSignal(PostStop.class, this::onPostStop)
                 .build();
+    }
+
+    /**
+     * Any stop but a completed handoff (sharding's handoff timeout, a failure, the node being downed or shut
+     * down): the partition is given up without writing back, since another compute node may own it already
+     * (DexEngine.abandon; with the redo log its next owner replays the discarded writes). Stashed batches are
+     * answered NOT_HELD, so clients send them again.
+     */
+    private Behavior<Command> onPostStop(PostStop stop) {
+        if (!settled) {
+            settled = true;
+            context.getLog().warn("partition {} stopped without a completed handoff: its cached pages are dropped without"
+                    + " write-back; its next owner replays its redo log", partition);
+            try {
+                workers.submit(() -> workers.engine().abandon(partition));
+            } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
+                context.getLog().debug("partition {}: the workers are shut down; the engine goes with them", partition);
+            }
+            refuseStashed();
+        }
+        return Behaviors.same();
     }
 
     private Behavior<Command> stashOrRefuse(Command message) {

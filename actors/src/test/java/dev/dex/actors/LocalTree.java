@@ -34,11 +34,15 @@ final class LocalTree implements AutoCloseable {
     final EngineWorkers workers;
 
     private LocalTree(long regionBytes, int chunkBytes, int workerThreads, Loader loader) {
+        this(regionBytes, chunkBytes, workerThreads, loader, dev.dex.core.log.RedoLogSettings.OFF);
+    }
+
+    private LocalTree(long regionBytes, int chunkBytes, int workerThreads, Loader loader, dev.dex.core.log.RedoLogSettings log) {
         fabric.export(0, regionBytes, chunkBytes);
         admin = fabric.connect(0);
         table = loader.load(admin);
         engineMemory = fabric.connect(0);
-        engine = DexEngine.open(engineMemory, DexConfig.withCache("no-offload", CACHE_BYTES).withLeafAdmission(1.0));
+        engine = DexEngine.open(engineMemory, DexConfig.withCache("no-offload", CACHE_BYTES).withLeafAdmission(1.0), null, log);
         workers = new EngineWorkers(engine, workerThreads, fabricName);
     }
 
@@ -63,6 +67,22 @@ final class LocalTree implements AutoCloseable {
             Superblock.writePartitions(memory, table);
             return table;
         });
+    }
+
+    /** {@link #bulkLoaded} with an engine that logs its writes (a 64 MiB region: room for the logs). */
+    static LocalTree bulkLoadedWithRedoLog(int n, int partitions, int workerThreads) {
+        return new LocalTree(64L << 20, 64 << 10, workerThreads, memory -> {
+            long[] keys = new long[n];
+            long[] values = new long[n];
+            for (int i = 0; i < n; i++) {
+                keys[i] = 2L * i + 2;
+                values[i] = keys[i] + 1;
+            }
+            BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, values), loaded -> { });
+            PartitionTable table = Partitioning.fromLeafFences(memory, partitions);
+            Superblock.writePartitions(memory, table);
+            return table;
+        }, dev.dex.core.log.RedoLogSettings.ON);
     }
 
     /** An empty tree with one partition in a region of {@code chunks} chunks of 4 KiB (chunk 0 is the header). */

@@ -51,6 +51,51 @@ class PartitionHandoffTest {
 
     private final EntityProbes probes = new EntityProbes(testKit);
 
+    /**
+     * An entity stopped any other way than by its handoff (sharding's handoff timeout, a failure, downing)
+     * must not leave its partition held with dirty pages that a later eviction would write over the next
+     * owner's: it gives the partition up without writing back, and the next owner replays the redo log.
+     */
+    @Test
+    void anEntityStoppedWithoutAHandoffGivesItsPartitionUpAndTheNextOwnerReplaysItsWrites() throws Exception {
+        try (LocalTree tree = LocalTree.bulkLoadedWithRedoLog(LOADED, PARTITIONS, 1)) {
+            TreeMap<Long, Long> model = LocalTree.loadedModel(LOADED);
+            List<Long> loaded = new ArrayList<>(model.subMap(tree.table.lowerExclusive(P), false, tree.table.upperInclusive(P), true).keySet());
+            ActorRef<Partition.Command> entity = testKit.spawn(Partition.create(P, tree.workers));
+            List<Ops.Op> updates = new ArrayList<>();
+            for (int i = 0; i < loaded.size(); i += 3) {
+                updates.add(put(loaded.get(i), -loaded.get(i)));
+            }
+            for (Ops.Result r : probes.execute(entity, updates)) {
+                assertEquals(Ops.OK, r.status(), r.error());
+            }
+            assertTrue(tree.dirtyFrames() > 0, "updates of owned leaves stay in the cache, dirty");
+
+            testKit.stop(entity, STOP);
+            long deadline = System.nanoTime() + STOP.toNanos();
+            // holds(P) turns false first, then the frames are dropped: wait for both.
+            while ((tree.engine.holds(P) || tree.dirtyFrames() > 0) && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertFalse(tree.engine.holds(P), "the stopped entity's partition is no longer held");
+            assertEquals(0, tree.dirtyFrames(), "its dirty pages are gone from the cache");
+            TreeMap<Long, Long> remote = tree.remoteEntries();
+            for (Ops.Op update : updates) {
+                assertEquals(update.key() + 1, remote.get(update.key()), "nothing was written back for " + update.key());
+            }
+
+            dev.dex.core.cache.DexEngine heir = dev.dex.core.cache.DexEngine.open(tree.fabric.connect(0),
+                    dev.dex.core.cache.DexConfig.withCache("no-offload", 1 << 20), null, dev.dex.core.log.RedoLogSettings.ON);
+            heir.acquire(P);
+            try (dev.dex.core.cache.DexSession s = heir.newSession()) {
+                for (Ops.Op update : updates) {
+                    assertTrue(s.lookup(update.key()));
+                    assertEquals(update.value(), s.value(), "the next owner replayed the write of " + update.key());
+                }
+            }
+        }
+    }
+
     @Test
     void handoffWritesTheDirtyPartitionBackReleasesItAndStops() {
         try (LocalTree tree = LocalTree.bulkLoaded(LOADED, PARTITIONS, 1)) {

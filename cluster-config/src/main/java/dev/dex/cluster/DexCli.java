@@ -26,6 +26,7 @@ import dev.dex.actors.DexClient;
 import dev.dex.actors.DexClientApi;
 import dev.dex.actors.DexException;
 import dev.dex.bench.BenchCommand;
+import dev.dex.bench.TakeoverBenchCommand;
 import dev.dex.bench.VerbBenchCommand;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -73,6 +74,10 @@ public final class DexCli implements Callable<Integer> {
                 cli.setExecutionExceptionHandler(DexCli::handle);
                 return cli.execute(rest.toArray(String[]::new));
             }
+            if (rest.remove("--takeover")) {
+                // A partition's takeover time against the length of the redo log it replays.
+                return TakeoverBenchCommand.commandLine().execute(rest.toArray(String[]::new));
+            }
             if (rest.remove("--verbs")) {
                 // The fabric alone: verb latency and pipelined verbs per second.
                 return VerbBenchCommand.commandLine().execute(rest.toArray(String[]::new));
@@ -99,7 +104,8 @@ public final class DexCli implements Callable<Integer> {
         new CommandLine(this).usage(System.out);
         System.out.println("\n  bench      the engine benchmark ('dex bench --help'); 'dex bench --cluster' measures an in-JVM"
                 + " cluster through the client ('dex bench --cluster --help'); 'dex bench --verbs' measures the fabric's verbs"
-                + " alone ('dex bench --verbs --help')");
+                + " alone ('dex bench --verbs --help'); 'dex bench --takeover' measures a partition's takeover against its"
+                + " redo log's length ('dex bench --takeover --help')");
         return 0;
     }
 

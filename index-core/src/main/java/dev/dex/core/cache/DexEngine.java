@@ -411,6 +411,39 @@ public final class DexEngine implements PartitionedEngine {
         return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
     }
 
+    /**
+     * Stops holding {@code partition} without writing anything to remote memory: its frames are dropped,
+     * dirty ones discarded, and its log forgotten without a checkpoint. For a partition whose ownership was
+     * lost another way than a handoff (the entity was stopped, the node was downed): another engine may own
+     * it already, and a write-back now could overwrite that owner's pages. With redo logging nothing is lost,
+     * since the discarded writes are in the log the next owner replays; without it, they are lost, so this
+     * is then the same as {@link #release}.
+     *
+     * @return frames dropped
+     */
+    public long abandon(int partition) {
+        checkPartition(partition);
+        while (held.get(partition) == RECOVERING) {
+            Thread.yield(); // an acquire still replaying: let it finish, then give the partition up
+        }
+        if (!redoLog.enabled()) {
+            return release(partition).framesDropped();
+        }
+        if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
+            return 0;
+        }
+        while (inFlight.get(partition) != 0) {
+            Thread.onSpinWait();
+        }
+        RedoLog log = logs.get(partition);
+        if (log != null) {
+            log.abandon();
+        }
+        long[] work = new Flush(this, false).dropPartition(partition);
+        logs.set(partition, null);
+        return work[1];
+    }
+
     /** Releases every partition held, which writes every dirty frame back. */
     @Override
     public void close() {

@@ -469,7 +469,8 @@ public final class DexSession implements IndexSession {
         pendingCount = 0;
         pendingLog = null;
         if (!engine.tryEnter(p)) {
-            // Released since the writes: the release wrote every page back before it dropped the log.
+            // Released since the writes: the release wrote every page back before it dropped the log. Abandoned
+            // (DexEngine.abandon): the pages were discarded, and records not in the log are lost.
             long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
             while (engine.logs.get(p) == log) {
                 if (System.nanoTime() > deadline) {
@@ -477,6 +478,10 @@ public final class DexSession implements IndexSession {
                             + " the writes are not known to be durable");
                 }
                 Thread.onSpinWait();
+            }
+            if (log.abandoned()) {
+                throw new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
+                        + " they are not durable");
             }
             return;
         }

@@ -27,10 +27,18 @@ final class Flush {
     private final FrameWriter writer;
     private final NodeView view = new NodeView();
 
+    /** Whether dropped dirty frames are written back (a release) or discarded (an abandon). */
+    private final boolean writeBack;
+
     Flush(DexEngine engine) {
+        this(engine, true);
+    }
+
+    Flush(DexEngine engine, boolean writeBack) {
         this.engine = engine;
         this.arena = engine.arena;
         this.writer = new FrameWriter(engine);
+        this.writeBack = writeBack;
     }
 
     /**
@@ -150,7 +158,11 @@ final class Flush {
             // swizzled here was cached after the scan: orphan it, the rescan drops it.
             writer.orphanChildren(node);
             if (arena.flag(frame, DIRTY)) {
-                writer.writeBack(frame);
+                if (writeBack) {
+                    writer.writeBack(frame);
+                } else {
+                    writer.markClean(frame);
+                }
             }
             if (parent != NO_FRAME) {
                 int slot = writer.findSwizzled(parent, frame);

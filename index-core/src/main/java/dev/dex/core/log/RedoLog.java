@@ -74,6 +74,8 @@ public final class RedoLog {
     private final TreeMap<Long, Long> ahead = new TreeMap<>();
     private volatile Throwable failure;
     private final UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
+    /** Set when the owner gave the partition up without a checkpoint (see DexEngine.abandon). */
+    private volatile boolean abandoned;
     /** Serializes checkpoints of this partition; never held while waiting for records. */
     private final Object checkpointLock = new Object();
 
@@ -173,6 +175,16 @@ public final class RedoLog {
 
     public int partition() {
         return partition;
+    }
+
+    /** Marks that this owner gave the partition up without writing its pages back. */
+    public void abandon() {
+        abandoned = true;
+    }
+
+    /** Whether this owner gave the partition up without writing its pages back: unwritten records stay so. */
+    public boolean abandoned() {
+        return abandoned;
     }
 
     /** The monitor under which the owner takes this partition's checkpoints, one at a time. */
