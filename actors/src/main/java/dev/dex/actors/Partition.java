@@ -94,6 +94,8 @@ public final class Partition {
     private boolean handoffPending;
     /** The partition was released by a handoff, or never acquired: nothing to give up when the entity stops. */
     private boolean settled;
+    /** The acquire running on a worker: a give-up always follows it, never races it. */
+    private java.util.concurrent.CompletionStage<?> acquiring;
 
     private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
         this.context = context;
@@ -106,8 +108,10 @@ public final class Partition {
     public static Behavior<Command> create(int partition, EngineWorkers workers) {
         return Behaviors.withStash(STASH, stash -> Behaviors.setup(context -> {
             Partition entity = new Partition(context, stash, workers, partition);
-            context.pipeToSelf(workers.submit(() -> workers.engine().acquireReport(partition)),
-                    (report, failure) -> new Acquired(report, failure));
+            java.util.concurrent.CompletionStage<DexEngine.AcquireReport> acquiring =
+                    workers.submit(() -> workers.engine().acquireReport(partition));
+            entity.acquiring = acquiring;
+            context.pipeToSelf(acquiring, (report, failure) -> new Acquired(report, failure));
             return entity.starting();
         }));
     }
@@ -222,11 +226,14 @@ public final class Partition {
             settled = true;
             context.getLog().warn("partition {} stopped without a completed handoff: its cached pages are dropped without"
                     + " write-back; its next owner replays its redo log", partition);
-            try {
-                workers.submit(() -> workers.engine().abandon(partition));
-            } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
-                context.getLog().debug("partition {}: the workers are shut down; the engine goes with them", partition);
-            }
+            org.slf4j.Logger log = context.getLog();
+            acquiring.whenComplete((report, failure) -> {
+                try {
+                    workers.submit(() -> workers.engine().abandon(partition));
+                } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
+                    log.debug("partition {}: the workers are shut down; the engine goes with them", partition);
+                }
+            });
             refuseStashed();
         }
         return Behaviors.same();

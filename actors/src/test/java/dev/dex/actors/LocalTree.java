@@ -55,23 +55,16 @@ final class LocalTree implements AutoCloseable {
      * partitions bounded at leaf fences, so every leaf is owned by one partition.
      */
     static LocalTree bulkLoaded(int n, int partitions, int workerThreads) {
-        return new LocalTree(16L << 20, 64 << 10, workerThreads, memory -> {
-            long[] keys = new long[n];
-            long[] values = new long[n];
-            for (int i = 0; i < n; i++) {
-                keys[i] = 2L * i + 2;
-                values[i] = keys[i] + 1;
-            }
-            BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, values), loaded -> { });
-            PartitionTable table = Partitioning.fromLeafFences(memory, partitions);
-            Superblock.writePartitions(memory, table);
-            return table;
-        });
+        return new LocalTree(16L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions));
     }
 
     /** {@link #bulkLoaded} with an engine that logs its writes (a 64 MiB region: room for the logs). */
     static LocalTree bulkLoadedWithRedoLog(int n, int partitions, int workerThreads) {
-        return new LocalTree(64L << 20, 64 << 10, workerThreads, memory -> {
+        return new LocalTree(64L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions), dev.dex.core.log.RedoLogSettings.ON);
+    }
+
+    private static Loader bulkLoader(int n, int partitions) {
+        return memory -> {
             long[] keys = new long[n];
             long[] values = new long[n];
             for (int i = 0; i < n; i++) {
@@ -82,7 +75,7 @@ final class LocalTree implements AutoCloseable {
             PartitionTable table = Partitioning.fromLeafFences(memory, partitions);
             Superblock.writePartitions(memory, table);
             return table;
-        }, dev.dex.core.log.RedoLogSettings.ON);
+        };
     }
 
     /** An empty tree with one partition in a region of {@code chunks} chunks of 4 KiB (chunk 0 is the header). */

@@ -432,12 +432,13 @@ public final class DexEngine implements PartitionedEngine {
         if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
             return 0;
         }
-        while (inFlight.get(partition) != 0) {
-            Thread.onSpinWait();
-        }
         RedoLog log = logs.get(partition);
         if (log != null) {
+            // Before the drain: commits in flight fail at once instead of waiting for records that will not come.
             log.abandon();
+        }
+        while (inFlight.get(partition) != 0) {
+            Thread.onSpinWait();
         }
         long[] work = new Flush(this, false).dropPartition(partition);
         logs.set(partition, null);

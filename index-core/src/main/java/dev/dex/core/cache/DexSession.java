@@ -317,7 +317,7 @@ public final class DexSession implements IndexSession {
             if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.logs.get(partition))) {
                 // A batch that moves to another partition (or whose partition was released meanwhile) commits
                 // what it has so far: records of one commit go to one log. No lock is held here.
-                writePending();
+                writePending(false);
             }
             int op = switch (mode) {
                 case MODE_INSERT -> OffloadRequest.INSERT;
@@ -430,7 +430,8 @@ public final class DexSession implements IndexSession {
     private boolean committed(boolean result) {
         if (!batching) {
             releaseMarkers();
-            commit();
+            // Still inside the operation (counted in its partition): a release waits for this commit.
+            writePending(true);
         }
         return result;
     }
@@ -455,11 +456,16 @@ public final class DexSession implements IndexSession {
     @Override
     public void commit() {
         batching = false;
-        writePending();
+        writePending(false);
     }
 
-    /** Makes this session's pending records durable (see {@link #commit}); the batch, if any, goes on. */
-    private void writePending() {
+    /**
+     * Makes this session's pending records durable (see {@link #commit}); the batch, if any, goes on.
+     *
+     * @param entered the caller is inside an operation on the records' partition (so it cannot be released
+     *                or abandoned meanwhile, and must not wait for that)
+     */
+    private void writePending(boolean entered) {
         if (pendingCount == 0) {
             return;
         }
@@ -468,41 +474,60 @@ public final class DexSession implements IndexSession {
         int count = pendingCount;
         pendingCount = 0;
         pendingLog = null;
-        if (!engine.tryEnter(p)) {
-            // Released since the writes: the release wrote every page back before it dropped the log. Abandoned
-            // (DexEngine.abandon): the pages were discarded, and records not in the log are lost.
-            long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
-            while (engine.logs.get(p) == log) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
-                            + " the writes are not known to be durable");
-                }
-                Thread.onSpinWait();
+        if (entered) {
+            if (engine.logs.get(p) != log) {
+                throw notDurable(p);
             }
-            if (log.abandoned()) {
-                throw new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
-                        + " they are not durable");
+            appendAndWait(log, p, count);
+            return;
+        }
+        if (engine.tryEnter(p)) {
+            try {
+                if (engine.logs.get(p) != log) {
+                    throw notDurable(p); // given up, and held again under a newer log
+                }
+                appendAndWait(log, p, count);
+            } finally {
+                engine.exit(p);
             }
             return;
         }
-        try {
-            long last = lsnOf(count - 1);
-            while (!log.hasRoom(last)) {
-                engine.checkpoint(p);
+        // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
+        // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
+        long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
+        while (engine.logs.get(p) == log) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
+                        + " the writes are not known to be durable");
             }
-            int run = 0;
-            for (int i = 1; i <= count; i++) {
-                if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
-                    log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
-                    run = i;
-                }
+            Thread.onSpinWait();
+        }
+        if (log.abandoned()) {
+            throw notDurable(p);
+        }
+    }
+
+    private static IllegalStateException notDurable(int p) {
+        return new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
+                + " they are not durable");
+    }
+
+    /** Appends the pending records (runs of consecutive LSNs) and waits until they are durable. */
+    private void appendAndWait(RedoLog log, int p, int count) {
+        long last = lsnOf(count - 1);
+        while (!log.hasRoom(last)) {
+            engine.checkpoint(p);
+        }
+        int run = 0;
+        for (int i = 1; i <= count; i++) {
+            if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
+                log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
+                run = i;
             }
-            log.awaitDurable(last);
-            if (log.length() > log.capacity() / 2) {
-                engine.checkpoint(p);
-            }
-        } finally {
-            engine.exit(p);
+        }
+        log.awaitDurable(last);
+        if (log.length() > log.capacity() / 2) {
+            engine.checkpoint(p);
         }
     }
 
@@ -653,6 +678,11 @@ public final class DexSession implements IndexSession {
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
         boolean clipped = d > 0 && clipToSlot(image, d - 1);
+        if (clipped && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+            // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
+            releaseMarker(address);
+            return RESOLVE_RESTART;
+        }
         boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.

@@ -1,6 +1,7 @@
 package dev.dex.core.log;
 
 import static dev.dex.core.log.RedoLogDescriptor.CAPACITY_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.CHECKPOINT_EPOCH_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.CHECKPOINT_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.CHECKSUM_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.DIRECTORY_POINTER_ADDRESS;
@@ -68,19 +69,22 @@ public final class RedoLog {
     private final long awaitNanos;
     private final AtomicLong next = new AtomicLong();
     private volatile long checkpoint;
+    /** The epoch stored with the checkpoint: a replay accepts no older record. */
+    private long checkpointEpoch;
     /** Every record up to this LSN is in the log; written under the monitor. */
     private volatile long durable;
     /** Runs appended ahead of the watermark: first LSN to last LSN; under the monitor. */
     private final TreeMap<Long, Long> ahead = new TreeMap<>();
     private volatile Throwable failure;
-    private final UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
+    private final UnsafeBuffer checkpointWords = new UnsafeBuffer(new byte[2 * Long.BYTES]);
     /** Set when the owner gave the partition up without a checkpoint (see DexEngine.abandon). */
     private volatile boolean abandoned;
     /** Serializes checkpoints of this partition; never held while waiting for records. */
     private final Object checkpointLock = new Object();
 
     private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
-                    long awaitNanos) {
+                    long checkpointEpoch, long awaitNanos) {
+        this.checkpointEpoch = checkpointEpoch;
         this.memory = memory;
         this.partition = partition;
         this.address = address;
@@ -127,7 +131,8 @@ public final class RedoLog {
         ownerWord.putLong(0, owner, ORDER);
         memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
         long checkpoint = readLong(memory, log + CHECKPOINT_OFFSET);
-        return new RedoLog(memory, partition, log, capacity, epoch, checkpoint, awaitNanos);
+        long checkpointEpoch = readLong(memory, log + CHECKPOINT_EPOCH_OFFSET);
+        return new RedoLog(memory, partition, log, capacity, epoch, checkpoint, checkpointEpoch, awaitNanos);
     }
 
     /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */
@@ -180,6 +185,9 @@ public final class RedoLog {
     /** Marks that this owner gave the partition up without writing its pages back. */
     public void abandon() {
         abandoned = true;
+        synchronized (this) {
+            notifyAll();
+        }
     }
 
     /** Whether this owner gave the partition up without writing its pages back: unwritten records stay so. */
@@ -230,7 +238,7 @@ public final class RedoLog {
      */
     public long replay(Replayer replayer) {
         long lsn = checkpoint;
-        long lastEpoch = 0;
+        long lastEpoch = checkpointEpoch;
         UnsafeBuffer records = new UnsafeBuffer(new byte[REPLAY_READ_RECORDS * RECORD_LENGTH]);
         CRC32C crc = new CRC32C();
         scan:
@@ -298,6 +306,9 @@ public final class RedoLog {
      */
     public void append(long firstLsn, DirectBuffer records, int offset, int count) {
         long last = firstLsn + count - 1;
+        if (abandoned) {
+            throw new IllegalStateException("partition " + partition + " was given up: its log takes no more records");
+        }
         if (!hasRoom(last)) {
             throw new IllegalStateException("redo log of partition " + partition + " has no room for LSN " + last);
         }
@@ -349,6 +360,10 @@ public final class RedoLog {
         long deadline = System.nanoTime() + awaitNanos;
         synchronized (this) {
             while (durable < lsn) {
+                if (abandoned) {
+                    throw new IllegalStateException("partition " + partition + " was given up before record " + lsn
+                            + " reached its log");
+                }
                 if (failure != null) {
                     throw new IllegalStateException("redo log of partition " + partition + " lost an append", failure);
                 }
@@ -369,15 +384,19 @@ public final class RedoLog {
 
     /**
      * Records that every write with an LSN below {@code lsn} is in the tree's remote pages: the replay
-     * starts there from now on and the ring may reuse the slots behind it.
+     * starts there from now on and the ring may reuse the slots behind it. Stored with this owner's epoch,
+     * also when the LSN did not move (the first checkpoint of a takeover).
      */
     public synchronized void checkpointed(long lsn) {
-        if (lsn <= checkpoint) {
+        if (lsn < checkpoint || lsn == checkpoint && checkpointEpoch == epoch) {
             return;
         }
-        word.putLong(0, lsn, ORDER);
-        memory.write(address + CHECKPOINT_OFFSET, word, 0, Long.BYTES);
+        // LSN and epoch in one write: a replay from here accepts no record of an owner before this one.
+        checkpointWords.putLong(0, lsn, ORDER);
+        checkpointWords.putLong(Long.BYTES, epoch, ORDER);
+        memory.write(address + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
         checkpoint = lsn;
+        checkpointEpoch = epoch;
     }
 
     private long slotAddress(int slot) {

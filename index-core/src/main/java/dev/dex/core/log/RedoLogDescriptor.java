@@ -16,10 +16,10 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *   +----------+----------+-------- ... --------------+----------+
  *
  * a log (one or more adjacent chunks on memory server p mod servers):
- *   0          8            12           16         24         32               40         64
- *   +----------+------------+------------+----------+----------+----------------+----------+------------
- *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | unused   | records ...
- *   +----------+------------+------------+----------+----------+----------------+----------+------------
+ *   0          8            12           16         24         32               40                 48         64
+ *   +----------+------------+------------+----------+----------+----------------+------------------+----------+----------
+ *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | checkpoint epoch | unused   | records ...
+ *   +----------+------------+------------+----------+----------+----------------+------------------+----------+----------
  *
  * a record (40 bytes), the record of LSN l in slot l mod capacity:
  *   0          8          16         24         32       36         40
@@ -33,7 +33,9 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *       partition; the owner's records carry it, and a replay stops at a record whose epoch is lower
  *       than one it already replayed (a record a previous owner wrote on an earlier lap).</li>
  *   <li><b>checkpoint LSN</b>: every write with a lower LSN is in the tree's remote pages; a replay starts
- *       there. LSNs start at 1.</li>
+ *       there. LSNs start at 1. <b>checkpoint epoch</b>: the epoch of the owner that stored it (the two are
+ *       written together); a replay accepts no record of an older epoch, so records a crashed owner left
+ *       beyond a hole are never applied once a later owner has moved the checkpoint past that hole.</li>
  *   <li><b>CRC32C</b> covers bytes 0..36 of the record; a record whose checksum or LSN does not match ends
  *       the replay (the torn or unwritten tail).</li>
  * </ul>
@@ -50,6 +52,7 @@ public final class RedoLogDescriptor {
     public static final int EPOCH_OFFSET = 16;
     public static final int OWNER_OFFSET = 24;
     public static final int CHECKPOINT_OFFSET = 32;
+    public static final int CHECKPOINT_EPOCH_OFFSET = 40;
     public static final int HEADER_LENGTH = 64;
 
     public static final int RECORD_LENGTH = 40;

@@ -164,6 +164,45 @@ class RedoLogTest {
         assertEquals(7, entries.size(), "the older epoch's record after the newer owner's ends the replay");
     }
 
+    /** Appends one PUT record with the given LSN (key = lsn) without taking it from the log's counter. */
+    private void appendAt(RedoLog log, long lsn) {
+        UnsafeBuffer one = new UnsafeBuffer(new byte[RedoLogDescriptor.RECORD_LENGTH]);
+        log.encode(one, 0, lsn, RedoLogDescriptor.PUT, lsn, lsn, crc);
+        log.append(lsn, one, 0, 1);
+    }
+
+    @Test
+    void recordsACrashedOwnerLeftBeyondAHoleAreNeverReplayedOnceALaterOwnerMovedPastThem() {
+        RedoLog a = open(4);
+        a.replay((op, key, value) -> { });
+        appendRun(a, 3); // LSN 1..3, acknowledged
+        for (long lsn = 5; lsn <= 8; lsn++) {
+            appendAt(a, lsn); // written while LSN 4 was still in flight: never acknowledged; A dies
+        }
+        RedoLog b = open(4);
+        assertEquals(3, replay(b).size(), "the replay stops at the hole");
+        b.checkpointed(b.nextLsn()); // the takeover's checkpoint, at LSN 4
+        appendRun(b, 2); // LSN 4..5, epoch 2, acknowledged
+        b.checkpointed(b.nextLsn()); // LSN 6: pages written back
+        RedoLog c = open(4);
+        assertEquals(List.of(), replay(c), "A's records 6..8 lie past the checkpoint but belong to an older owner");
+    }
+
+    @Test
+    void aGivenUpLogTakesNoRecordAndWakesItsWaiters() throws Exception {
+        RedoLog log = open(3);
+        log.replay((op, key, value) -> { });
+        long hole = log.assign();
+        long mine = log.assign();
+        CompletableFuture<Void> waiting = CompletableFuture.runAsync(() -> log.awaitDurable(mine));
+        Thread.sleep(50);
+        log.abandon();
+        java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                () -> waiting.get(5, TimeUnit.SECONDS));
+        assertTrue(e.getCause().getMessage().contains("given up"), e.getCause().getMessage());
+        assertThrows(IllegalStateException.class, () -> appendAt(log, hole));
+    }
+
     @Test
     void aRunAppendedAheadOfAnEarlierOneIsNotDurableUntilThatOneIs() throws Exception {
         RedoLog log = open(6);
