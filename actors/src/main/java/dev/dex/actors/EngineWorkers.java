@@ -76,12 +76,15 @@ final class EngineWorkers implements AutoCloseable {
         }, pool);
     }
 
-    /** The log could not take the batch's records: no write of it is acknowledged. */
+    /**
+     * The log could not take the batch's records, or the writes its reads saw are not durable: no write is
+     * acknowledged and no read answered, since either might not survive a crash.
+     */
     private static void notDurable(List<Ops.Op> ops, List<Ops.Result> results, RuntimeException e) {
         for (int i = 0; i < results.size(); i++) {
-            int kind = ops.get(i).kind();
-            if (kind != Ops.GET && kind != Ops.SCAN && results.get(i).status() == Ops.OK) {
-                results.set(i, Ops.Result.error(Ops.FAILED, "the write is not durable: " + e));
+            if (results.get(i).status() == Ops.OK) {
+                String what = ops.get(i).kind() == Ops.GET || ops.get(i).kind() == Ops.SCAN ? "what the read saw" : "the write";
+                results.set(i, Ops.Result.error(Ops.FAILED, what + " is not durable: " + e));
             }
         }
     }

@@ -123,6 +123,9 @@ public final class DexSession implements IndexSession {
     private RedoLog pendingLog;
     private int pendingPartition;
     private final CRC32C crc = new CRC32C();
+    /** The log of the partition this batch read, and the last LSN its reads may have seen (see noteRead). */
+    private RedoLog readLog;
+    private long readUpTo;
 
     DexSession(DexEngine engine, long tag) {
         this.engine = engine;
@@ -179,6 +182,9 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             releaseMarkers();
+            if (batching) {
+                noteRead(partition);
+            }
             engine.exit(partition);
         }
     }
@@ -215,6 +221,7 @@ public final class DexSession implements IndexSession {
         }
         long key = Math.max(startKey, NEG_INFINITY + 1);
         int partition = engine.enter(key);
+        int first = partition;
         int n = 0;
         try {
             beginOp(OP_SCAN, key, 0);
@@ -262,6 +269,9 @@ public final class DexSession implements IndexSession {
             return n;
         } finally {
             releaseMarkers();
+            if (batching) {
+                noteRead(first);
+            }
             if (partition >= 0) {
                 engine.exit(partition);
             }
@@ -456,7 +466,34 @@ public final class DexSession implements IndexSession {
     @Override
     public void commit() {
         batching = false;
+        RedoLog reads = readLog;
+        long upTo = readUpTo;
+        readLog = null;
         writePending(false);
+        if (reads != null) {
+            // The batch's reads may have returned writes of other batches: answer them only once those are
+            // durable too, so no answered value can vanish with a crash.
+            reads.awaitDurable(upTo);
+        }
+    }
+
+    /**
+     * Notes that a read of this batch ran on {@code partition}: it may have seen any write that took an LSN
+     * before it finished (a write takes its LSN before it releases the lock readers validate against).
+     */
+    private void noteRead(int partition) {
+        if (recovering) {
+            return;
+        }
+        RedoLog log = engine.logs.get(partition);
+        if (log == null) {
+            return;
+        }
+        if (readLog != null && readLog != log) {
+            readLog.awaitDurable(readUpTo); // a batch reading two partitions: the first one's wait now
+        }
+        readLog = log;
+        readUpTo = log.nextLsn() - 1;
     }
 
     /**

@@ -345,21 +345,23 @@ public final class RedoLog {
     }
 
     /**
-     * Waits until every record up to {@code lsn} is in the log.
+     * Waits until every record up to {@code lsn} is in the log, or behind the checkpoint (its page written
+     * back).
      *
      * @throws IllegalStateException when an append of this log failed (the records behind it never will be
      *                               durable) or the wait took longer than the configured limit
      */
     public void awaitDurable(long lsn) {
         for (int spin = 0; spin < 64; spin++) {
-            if (durable >= lsn) {
+            if (durable >= lsn || checkpoint > lsn) {
                 return;
             }
             Thread.onSpinWait();
         }
         long deadline = System.nanoTime() + awaitNanos;
         synchronized (this) {
-            while (durable < lsn) {
+            // A record below the checkpoint is durable whatever became of its append: its page is written back.
+            while (durable < lsn && checkpoint <= lsn) {
                 if (abandoned) {
                     throw new IllegalStateException("partition " + partition + " was given up before record " + lsn
                             + " reached its log");
@@ -397,6 +399,7 @@ public final class RedoLog {
         memory.write(address + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
         checkpoint = lsn;
         checkpointEpoch = epoch;
+        notifyAll();
     }
 
     private long slotAddress(int slot) {

@@ -1,0 +1,82 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.DirectBuffer;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.log.RedoLogSettings;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.ForwardingRemoteMemory;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * A batch that read a write of another batch is answered only once that write is durable: otherwise a client
+ * could be shown a value that a crash of the compute node then takes away.
+ */
+class ReadDurabilityTest {
+    /** Holds every remote write of 40 bytes (one log record) until released. */
+    private static final class HeldLog extends ForwardingRemoteMemory {
+        final CountDownLatch release = new CountDownLatch(1);
+        final CountDownLatch holding = new CountDownLatch(1);
+        volatile boolean hold;
+
+        HeldLog(RemoteMemory delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public void write(long address, DirectBuffer src, int srcOffset, int length) {
+            if (hold && length == dev.dex.core.log.RedoLogDescriptor.RECORD_LENGTH) {
+                holding.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            super.write(address, src, srcOffset, length);
+        }
+    }
+
+    @Test
+    void aBatchThatReadAWriteNotYetInTheLogWaitsForIt() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 64 << 10);
+            RemoteMemory admin = fabric.connect(0);
+            Superblock.format(admin, TreeConfig.defaults());
+            Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000));
+            HeldLog memory = new HeldLog(fabric.connect(0));
+            DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
+                    RedoLogSettings.ON);
+            engine.acquire(0);
+            DexSession writer = engine.newSession();
+            DexSession reader = engine.newSession();
+            assertFalse(reader.lookup(7)); // the root leaf is cached from here on
+            memory.hold = true;
+            CompletableFuture<Boolean> write = CompletableFuture.supplyAsync(() -> writer.put(7, 70));
+            assertTrue(memory.holding.await(5, TimeUnit.SECONDS), "the writer's record is on its way to the log");
+
+            reader.beginBatch();
+            assertTrue(reader.lookup(7), "the write is in the cache, visible");
+            assertEquals(70, reader.value());
+            CompletableFuture<Void> answered = CompletableFuture.runAsync(reader::commit);
+            Thread.sleep(200);
+            assertFalse(answered.isDone(), "the read is not answered while what it saw is not durable");
+            assertFalse(write.isDone(), "nor is the write");
+            memory.release.countDown();
+            answered.get(5, TimeUnit.SECONDS);
+            assertTrue(write.get(5, TimeUnit.SECONDS), "the put inserted the key");
+            assertTrue(engine.log(0).durableLsn() >= 1);
+        }
+    }
+}
