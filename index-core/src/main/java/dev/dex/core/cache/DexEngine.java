@@ -396,9 +396,7 @@ public final class DexEngine implements PartitionedEngine {
         if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
         }
-        while (inFlight.get(partition) != 0) {
-            Thread.onSpinWait();
-        }
+        awaitDrained(partition);
         long[] work = new Flush(this).dropPartition(partition);
         RedoLog log = logs.get(partition);
         if (log != null) {
@@ -437,9 +435,7 @@ public final class DexEngine implements PartitionedEngine {
             // Before the drain: commits in flight fail at once instead of waiting for records that will not come.
             log.abandon();
         }
-        while (inFlight.get(partition) != 0) {
-            Thread.onSpinWait();
-        }
+        awaitDrained(partition);
         long[] work = new Flush(this, false).dropPartition(partition);
         logs.set(partition, null);
         return work[1];
@@ -450,6 +446,13 @@ public final class DexEngine implements PartitionedEngine {
     public void close() {
         for (int p = 0; p < partitions.count(); p++) {
             release(p);
+        }
+    }
+
+    /** Waits until no operation is in flight on {@code partition} (after its held flag was cleared). */
+    private void awaitDrained(int partition) {
+        while (inFlight.get(partition) != 0) {
+            Thread.onSpinWait();
         }
     }
 

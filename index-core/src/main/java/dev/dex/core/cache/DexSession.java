@@ -1023,10 +1023,8 @@ public final class DexSession implements IndexSession {
      * @return whether the image was clipped
      */
     private boolean clipToSlot(NodeView image, int pd) {
-        NodeView parent = viewAt[pd];
-        int index = childIndexAt[pd];
-        long low = index == 0 ? parent.lowFence() : parent.key(index - 1);
-        long high = index >= parent.count() ? parent.highFence() : parent.key(index);
+        long low = slotLow(pd);
+        long high = slotHigh(pd);
         if (image.lowFence() != low || image.highFence() <= high || high <= low) {
             return false;
         }
@@ -1037,11 +1035,20 @@ public final class DexSession implements IndexSession {
 
     /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
     private boolean childRangeShared(int pd) {
+        return engine.treatAsShared(slotLow(pd), slotHigh(pd));
+    }
+
+    /** Exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
+    private long slotLow(int pd) {
+        int index = childIndexAt[pd];
+        return index == 0 ? viewAt[pd].lowFence() : viewAt[pd].key(index - 1);
+    }
+
+    /** Inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
+    private long slotHigh(int pd) {
         NodeView parent = viewAt[pd];
         int index = childIndexAt[pd];
-        long low = index == 0 ? parent.lowFence() : parent.key(index - 1);
-        long high = index >= parent.count() ? parent.highFence() : parent.key(index);
-        return engine.treatAsShared(low, high);
+        return index >= parent.count() ? parent.highFence() : parent.key(index);
     }
 
     // ==== stale shared nodes ==============================================================================
