@@ -133,6 +133,10 @@ public final class ComputeNode {
     private int openAttempts;
     /** The adapter both Receptionist subscriptions answer through. */
     private ActorRef<Receptionist.Listing> listings;
+    /** Engine instances in the latest listing; one that leaves it is gone for good. */
+    private final Set<Long> instancesSeen = new HashSet<>();
+    /** A periodic checkpoint is running on the workers; the next tick waits for it. */
+    private boolean checkpointRunning;
 
     private ComputeNode(ActorContext<Command> context, TimerScheduler<Command> timers, Settings settings, Fabric fabric) {
         this.context = context;
@@ -273,10 +277,6 @@ public final class ComputeNode {
         return ready(engine, workers, connection, channel);
     }
 
-    /** Engine instances seen in the listing; one that leaves it is gone for good. */
-    private final Set<Long> instancesSeen = new HashSet<>();
-    private boolean checkpointRunning;
-
     private void onEngines(DexEngine engine, Engines engines) {
         Set<Long> now = new HashSet<>();
         for (ActorRef<Void> ref : engines.listing().getAllServiceInstances(ENGINES)) {
@@ -295,8 +295,8 @@ public final class ComputeNode {
                 engine.instanceGone(seen);
             }
         }
+        instancesSeen.clear();
         instancesSeen.addAll(now);
-        instancesSeen.retainAll(now);
     }
 
     private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
