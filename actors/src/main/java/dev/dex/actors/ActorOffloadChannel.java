@@ -18,7 +18,8 @@ import dev.dex.rdma.GlobalAddress;
  * The cluster's offload channel: each phase of an offloaded operation is a message to the
  * {@link MemoryNode} that holds the subtree; the reply comes back to a small actor of the compute node,
  * which wakes the waiting engine thread. A request unanswered within the timeout is refused (the engine
- * falls back to its caching path), so a lost memory node never hangs a worker.
+ * falls back to its caching path), so a lost memory node never hangs a worker; the memory node does not
+ * start a request after half the timeout, so a late one never runs under the fallback.
  *
  * <p>Concurrency: engine threads call {@link #submit}; the reply actor completes requests. Requests in
  * flight live in a concurrent map keyed by a sequence number; whoever removes an entry (reply or
@@ -77,8 +78,11 @@ final class ActorOffloadChannel implements OffloadChannel {
             path[i] = request.pathNode(i);
             versions[i] = request.pathVersion(i);
         }
+        // The memory node starts it only within half the timeout, so it never runs after this side gave up
+        // (clocks of the hosts within half the timeout of each other; docs/durability.md).
+        long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
         server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.key(), request.newValue(),
-                request.start(), path, versions, length, replyTo));
+                request.start(), path, versions, length, deadline, replyTo));
         scheduler.scheduleOnce(timeout, () -> {
             OffloadRequest late = pending.remove(id);
             if (late != null) {

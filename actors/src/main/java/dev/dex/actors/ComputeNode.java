@@ -19,6 +19,7 @@ import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.actor.typed.receptionist.ServiceKey;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.typed.Cluster;
 
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.DexConfig;
@@ -119,6 +120,15 @@ public final class ComputeNode {
     /** How compute nodes learn which engine instances are still members: one registration per engine. */
     static final ServiceKey<Void> ENGINES = ServiceKey.create(Void.class, "dex-engine-instance");
     private static final String ENGINE_PREFIX = "engine-";
+
+    /**
+     * The identity a compute node's fabric connections greet memory nodes with, and the one a memory node
+     * fences when the cluster downs that node: its member's unique id (a new one with every start), never 0.
+     */
+    static long fabricClientId(org.apache.pekko.cluster.UniqueAddress member) {
+        long uid = member.longUid();
+        return uid == 0 ? 1 : uid;
+    }
 
     private final ActorContext<Command> context;
     private final TimerScheduler<Command> timers;
@@ -228,7 +238,7 @@ public final class ComputeNode {
         OffloadChannel channel;
         DexEngine engine;
         try {
-            connection = fabric.connect(endpoints);
+            connection = fabric.connect(endpoints, fabricClientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()));
             // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
             // messages to the memory node actors.
             actorChannel = connection instanceof MessageSender ? null

@@ -1,11 +1,15 @@
 package dev.dex.actors;
 
+import java.util.HashSet;
+import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.PostStop;
@@ -15,6 +19,11 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
 
 import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadRequest;
@@ -37,6 +46,11 @@ import dev.dex.rdma.tcp.TcpFabric;
  * <p>Reads, writes and compare-and-swap of compute nodes never pass through this actor: they are
  * one-sided verbs on the fabric. Over the {@code tcp} fabric, offloads do not either: they are messages on the
  * compute nodes' fabric connections, run by the region server's event loops.
+ *
+ * <p>Fencing (docs/durability.md): when the cluster downs a compute node, this node fences its fabric
+ * identity (its member's unique id) where the fabric can ({@code tcp}: its connections are closed and its
+ * greetings refused), and refuses its offload messages on every fabric. An offload that arrives or waits
+ * past its deadline is refused rather than executed late, after the compute side gave up on it.
  */
 public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** How compute nodes find memory nodes. */
@@ -65,9 +79,18 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     public record ChunkGranted(long address, String error) implements CborSerializable {
     }
 
-    /** One phase of an offloaded operation (see {@link OffloadRequest}). */
+    /**
+     * One phase of an offloaded operation (see {@link OffloadRequest}).
+     *
+     * @param deadline wall-clock milliseconds after which the memory node must not start it (the compute
+     *                 side stops waiting later than that); 0 for none
+     */
     public record Offload(long id, int phase, int op, long key, long value, long start, long[] path, long[] versions,
-                          int pathLength, ActorRef<OffloadResult> replyTo) implements Command {
+                          int pathLength, long deadline, ActorRef<OffloadResult> replyTo) implements Command {
+    }
+
+    /** A member the cluster downed or removed after downing. */
+    private record MemberGone(ClusterEvent.MemberEvent event) implements Command, NoSerializationVerificationNeeded {
     }
 
     public record OffloadResult(long id, int status, boolean found, long value, long[] path, long[] versions,
@@ -92,10 +115,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private final RemoteMemory own;
     private final ThreadPoolExecutor offloadPool;
     private final ThreadLocal<SubtreeExecutor> executors;
+    private final Fabric fabric;
+    /** Members the cluster downed: their offloads are refused (read by the actor only). */
+    private final Set<Address> downed = new HashSet<>();
 
     private MemoryNode(ActorContext<Command> context, Settings settings, Fabric fabric) {
         super(context);
         this.settings = settings;
+        this.fabric = fabric;
         this.region = fabric.export(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
         this.own = fabric.connect(settings.serverId());
         if (settings.serverId() == 0) {
@@ -115,6 +142,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             // loops run them.
             tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region()));
         }
+        ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
+        Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getLog().info("memory node {} exported {} bytes over {}{}", settings.serverId(), settings.regionBytes(),
                 fabric.transport(), region.endpoint().isEmpty() ? "" : " at " + region.endpoint());
@@ -131,6 +160,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(Describe.class, this::onDescribe)
                 .onMessage(AllocateChunk.class, this::onAllocateChunk)
                 .onMessage(Offload.class, this::onOffload)
+                .onMessage(MemberGone.class, this::onMemberEvent)
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
     }
@@ -149,7 +179,35 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         return this;
     }
 
+    /**
+     * A compute node the cluster downed (or removed after downing) is fenced: before sharding hands its
+     * partitions to another node (which waits for its removal), nothing it sends through this node's fabric
+     * or offload path is applied any more.
+     */
+    private Behavior<Command> onMemberEvent(MemberGone gone) {
+        Member member = gone.event().member();
+        boolean downed = gone.event() instanceof ClusterEvent.MemberDowned
+                || gone.event() instanceof ClusterEvent.MemberRemoved removed && removed.previousStatus() == MemberStatus.down();
+        if (!downed || !member.hasRole("compute") || !this.downed.add(member.address())) {
+            return this;
+        }
+        long client = ComputeNode.fabricClientId(member.uniqueAddress());
+        try {
+            boolean fenced = fabric.fence(settings.serverId(), client);
+            getContext().getLog().info("compute node {} was downed: {}", member.address(), fenced
+                    ? "its fabric connections are closed and it is refused from now on (client " + Long.toHexString(client) + ")"
+                    : "its offloads are refused; the " + fabric.transport() + " fabric cannot revoke its one-sided access");
+        } catch (RuntimeException failed) {
+            getContext().getLog().error("compute node {} was downed but could not be fenced: {}", member.address(), failed.toString());
+        }
+        return this;
+    }
+
     private Behavior<Command> onOffload(Offload offload) {
+        if (downed.contains(offload.replyTo().path().address())) {
+            getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
+            return this;
+        }
         OffloadRequest request;
         try {
             request = OffloadRequest.received(offload.phase(), offload.op(), offload.key(), offload.value(), offload.start(),
@@ -168,6 +226,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /** On a memory-side thread: runs the request on the region and replies. */
     private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload) {
+        if (offload.deadline() != 0 && System.currentTimeMillis() > offload.deadline()) {
+            // The compute side stops waiting soon (or has): executed now, the operation could race its fallback.
+            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0));
+            return;
+        }
         int status;
         try {
             executor.run(request);

@@ -126,6 +126,12 @@ public final class Partition {
                         return Behaviors.stopped();
                     }
                     DexEngine.AcquireReport report = acquired.report();
+                    if (report.previousOwner() != 0) {
+                        context.getLog().warn("partition {}: its previous owner (fabric client {}) had not given it up; {}", partition,
+                                Long.toHexString(report.previousOwner()), report.fenced()
+                                        ? "it is fenced on every memory node and nothing it sends is applied any more"
+                                        : "this fabric cannot fence it: only its downing stops it (see docs/durability.md)");
+                    }
                     if (report.replayed() > 0) {
                         context.getLog().info("partition {} acquired in {} ms: {} redo log records replayed, {} pages written back (epoch {})",
                                 partition, report.nanos() / 1_000_000, report.replayed(), report.pages(), report.epoch());

@@ -52,7 +52,8 @@ class CrashIT {
         crashUnderLoad(cluster, cluster.table(), false);
     }
 
-    static void crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty) throws Exception {
+    /** Runs the scenario; returns the two compute nodes, the killed one first. */
+    static List<NodeProcess> crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty) throws Exception {
         List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
         NodeProcess crashing = computes.get(0);
         DexClientApi client = cluster.startClient();
@@ -114,6 +115,7 @@ class CrashIT {
         assertEquals(0, verification.failed(), "verification reads failed: " + verification);
         assertEquals(KEYS, verification.exact(), "every key holds its last acknowledged value, those of the crashed node's"
                 + " partitions included: " + verification);
+        return computes;
     }
 
     private static long keysIn(PartitionTable table, Set<Integer> partitions) {

@@ -46,6 +46,25 @@ public interface Fabric extends AutoCloseable {
         return connect(endpoints.keySet().stream().mapToInt(Integer::intValue).sorted().toArray());
     }
 
+    /**
+     * As {@link #connect(Map)}, greeting every memory server as client {@code clientId} (not 0), the identity
+     * memory servers can {@link #fence} (a compute node uses its cluster member's unique id). Transports
+     * without identities ignore it.
+     */
+    default RemoteMemory connect(Map<Integer, String> endpoints, long clientId) {
+        return connect(endpoints);
+    }
+
+    /**
+     * Fences client {@code clientId} on memory server {@code serverId}, a region this fabric object exported
+     * (a memory node does so for a compute node the cluster downed): closes the client's connections, applies
+     * nothing more of it, and refuses its greeting from now on. Returns false when the transport cannot fence
+     * (see {@link RemoteMemory#fence}).
+     */
+    default boolean fence(int serverId, long clientId) {
+        return false;
+    }
+
     /** Releases what this fabric object holds (its exported regions among them). */
     @Override
     void close();

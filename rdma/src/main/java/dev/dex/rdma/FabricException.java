@@ -5,7 +5,7 @@ package dev.dex.rdma;
  * lost, the server did not answer within the verb timeout, or it refused the request. The verb may or may
  * not have taken effect; the caller treats the memory server as unreachable.
  */
-public final class FabricException extends RuntimeException {
+public class FabricException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     public FabricException(String message) {

@@ -55,6 +55,16 @@ public abstract class ForwardingRemoteMemory implements RemoteMemory {
     }
 
     @Override
+    public long clientId() {
+        return delegate.clientId();
+    }
+
+    @Override
+    public boolean fence(long clientId) {
+        return delegate.fence(clientId);
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }

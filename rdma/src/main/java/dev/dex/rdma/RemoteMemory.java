@@ -44,6 +44,29 @@ public interface RemoteMemory extends AutoCloseable {
     /** Chunks of the connected regions, handed out by a one-sided fetch-and-add on each region header. */
     ChunkAllocator chunkAllocator();
 
+    /**
+     * This client's fabric identity, named in its greeting to every memory server, so that a memory server can
+     * {@link #fence} it; 0 when the transport has no identities (or the client did not give one).
+     */
+    default long clientId() {
+        return 0;
+    }
+
+    /**
+     * Fences client {@code clientId} on every connected memory server: each closes that client's connections,
+     * applies nothing of it that it had not applied before the call returns, and refuses its greeting from now
+     * on. A new owner of a partition calls it before it replays the partition's log, so an old owner that did
+     * not give the partition up (crashed, downed, cut off) cannot write after it. Returns false when the
+     * transport cannot fence: one-sided stores into shared memory ({@code local}, {@code shm}) or registered
+     * RDMA memory ({@code disni}) cannot be revoked from another client.
+     *
+     * @throws IllegalArgumentException for client 0 or this client's own identity
+     * @throws FabricException          when a memory server cannot be reached (the fence is not in place)
+     */
+    default boolean fence(long clientId) {
+        return false;
+    }
+
     /** Disconnects; verbs after close fail. Does not destroy the memory servers' regions. */
     @Override
     void close();

@@ -248,12 +248,12 @@ public final class DexEngine implements PartitionedEngine {
         checkPartition(partition);
         long start = System.nanoTime();
         if (held.get(partition) == HELD) {
-            return new AcquireReport(partition, 0, 0, 0, 0);
+            return new AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
         new Flush(this).dropPartition(partition);
         if (!redoLog.enabled()) {
             held.set(partition, HELD);
-            return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start);
+            return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start, 0, false);
         }
         held.set(partition, RECOVERING);
         try {
@@ -272,7 +272,8 @@ public final class DexEngine implements PartitionedEngine {
             }
             long pages = checkpoint(partition);
             held.set(partition, HELD);
-            return new AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start);
+            return new AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start, log.previousOwner(),
+                    log.previousOwnerFenced());
         } catch (RuntimeException | Error e) {
             logs.set(partition, null);
             new Flush(this).dropPartition(partition);
@@ -287,8 +288,13 @@ public final class DexEngine implements PartitionedEngine {
      * @param epoch    the owner epoch this engine took (0 without redo logging)
      * @param replayed log records applied
      * @param pages    pages written back after the replay
+     * @param previousOwner the fabric identity of an owner before this one that had not given the partition
+     *                 up (crashed, downed, cut off), or 0
+     * @param fenced   whether that owner was fenced on every memory node before the replay (false where the
+     *                 fabric cannot fence: {@code local}, {@code shm}, {@code disni})
      */
-    public record AcquireReport(int partition, long epoch, long replayed, long pages, long nanos) {
+    public record AcquireReport(int partition, long epoch, long replayed, long pages, long nanos, long previousOwner,
+                                boolean fenced) {
     }
 
     /**
@@ -404,6 +410,7 @@ public final class DexEngine implements PartitionedEngine {
             synchronized (log.checkpointLock()) {
                 log.checkpointed(log.nextLsn());
             }
+            log.giveUp();
             logs.set(partition, null);
         }
         return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
@@ -437,6 +444,9 @@ public final class DexEngine implements PartitionedEngine {
         }
         awaitDrained(partition);
         long[] work = new Flush(this, false).dropPartition(partition);
+        if (log != null) {
+            log.giveUp(); // nothing of p is written from here on: the next owner need not fence this engine
+        }
         logs.set(partition, null);
         return work[1];
     }

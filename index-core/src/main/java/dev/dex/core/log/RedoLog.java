@@ -12,6 +12,7 @@ import static dev.dex.core.log.RedoLogDescriptor.LSN_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.MAGIC;
 import static dev.dex.core.log.RedoLogDescriptor.MAGIC_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.OP_OFFSET;
+import static dev.dex.core.log.RedoLogDescriptor.OWNER_CLIENT_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.OWNER_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.PARTITION_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.RECORD_EPOCH_OFFSET;
@@ -81,6 +82,10 @@ public final class RedoLog {
     private volatile boolean abandoned;
     /** Serializes checkpoints of this partition; never held while waiting for records. */
     private final Object checkpointLock = new Object();
+    /** The fabric identity of a previous owner that had not given the partition up, or 0. */
+    private long previousOwner;
+    /** Whether that previous owner was fenced on every memory node (false where the fabric cannot fence). */
+    private boolean previousOwnerFenced;
 
     private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
                     long checkpointEpoch, long awaitNanos) {
@@ -98,7 +103,9 @@ public final class RedoLog {
 
     /**
      * Opens {@code partition}'s log as its new owner: finds it (or creates it, {@code logBytes} long, on
-     * memory server {@code partition mod servers}), and bumps its epoch by compare-and-swap. Call
+     * memory server {@code partition mod servers}), bumps its epoch by compare-and-swap, and fences a previous
+     * owner that did not give the partition up ({@link #previousOwner()}): on fabrics that can fence, nothing
+     * that owner sends is applied after this returns. Then records this owner's identity. Call
      * {@link #replay} next.
      *
      * @param owner the new owner's tag (the engine instance), recorded in the header for diagnostics
@@ -127,12 +134,24 @@ public final class RedoLog {
                 break;
             }
         }
+        // Before anything of the log is read: an owner that did not give the partition up may still be
+        // appending records or writing pages; once fenced, nothing of it lands any more.
+        long previous = readLong(memory, log + OWNER_CLIENT_OFFSET);
+        boolean fenced = false;
+        if (previous != 0 && previous != memory.clientId()) {
+            fenced = memory.fence(previous);
+        }
         UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
         ownerWord.putLong(0, owner, ORDER);
         memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
+        ownerWord.putLong(0, memory.clientId(), ORDER);
+        memory.write(log + OWNER_CLIENT_OFFSET, ownerWord, 0, Long.BYTES);
         long checkpoint = readLong(memory, log + CHECKPOINT_OFFSET);
         long checkpointEpoch = readLong(memory, log + CHECKPOINT_EPOCH_OFFSET);
-        return new RedoLog(memory, partition, log, capacity, epoch, checkpoint, checkpointEpoch, awaitNanos);
+        RedoLog opened = new RedoLog(memory, partition, log, capacity, epoch, checkpoint, checkpointEpoch, awaitNanos);
+        opened.previousOwner = previous == memory.clientId() ? 0 : previous;
+        opened.previousOwnerFenced = fenced;
+        return opened;
     }
 
     /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */
@@ -180,6 +199,37 @@ public final class RedoLog {
 
     public int partition() {
         return partition;
+    }
+
+    /**
+     * The fabric identity of the owner before this one when it had not given the partition up (it crashed,
+     * was downed or cut off), or 0.
+     */
+    public long previousOwner() {
+        return previousOwner;
+    }
+
+    /** Whether {@link #previousOwner()} was fenced on every memory node; false where the fabric cannot fence. */
+    public boolean previousOwnerFenced() {
+        return previousOwnerFenced;
+    }
+
+    /**
+     * Records that this owner gave the partition up (released it, or abandoned it and writes nothing more), so
+     * the next owner does not fence it. Clears the owner word only while it still names this owner. Best
+     * effort: returns false when the memory node cannot be reached (the next owner then fences this one).
+     */
+    public boolean giveUp() {
+        long self = memory.clientId();
+        if (self == 0) {
+            return true;
+        }
+        try {
+            memory.compareAndSwap(address + OWNER_CLIENT_OFFSET, self, 0);
+            return true;
+        } catch (RuntimeException unreachable) {
+            return false;
+        }
     }
 
     /** Marks that this owner gave the partition up without writing its pages back. */

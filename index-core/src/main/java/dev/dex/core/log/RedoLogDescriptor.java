@@ -16,10 +16,10 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *   +----------+----------+-------- ... --------------+----------+
  *
  * a log (one or more adjacent chunks on memory server p mod servers):
- *   0          8            12           16         24         32               40                 48         64
- *   +----------+------------+------------+----------+----------+----------------+------------------+----------+----------
- *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | checkpoint epoch | unused   | records ...
- *   +----------+------------+------------+----------+----------+----------------+------------------+----------+----------
+ *   0          8            12           16         24         32               40                 48             56       64
+ *   +----------+------------+------------+----------+----------+----------------+------------------+--------------+--------+----------
+ *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | checkpoint epoch | owner client | unused | records ...
+ *   +----------+------------+------------+----------+----------+----------------+------------------+--------------+--------+----------
  *
  * a record (40 bytes), the record of LSN l in slot l mod capacity:
  *   0          8          16         24         32       36         40
@@ -36,6 +36,11 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *       there. LSNs start at 1. <b>checkpoint epoch</b>: the epoch of the owner that stored it (the two are
  *       written together); a replay accepts no record of an older epoch, so records a crashed owner left
  *       beyond a hole are never applied once a later owner has moved the checkpoint past that hole.</li>
+ *   <li><b>owner</b>: the engine instance of the latest owner (for diagnostics). <b>owner client</b>: the
+ *       fabric identity of the owner while it holds the partition, 0 once it gave the partition up (release
+ *       or abandon) or when its fabric has no identities. A new owner that finds another identity there
+ *       fences it on every memory node before it replays the log: that owner did not give the partition
+ *       up (it crashed, was downed or cut off) and must not write after the takeover.</li>
  *   <li><b>CRC32C</b> covers bytes 0..36 of the record; a record whose checksum or LSN does not match ends
  *       the replay (the torn or unwritten tail).</li>
  * </ul>
@@ -53,6 +58,7 @@ public final class RedoLogDescriptor {
     public static final int OWNER_OFFSET = 24;
     public static final int CHECKPOINT_OFFSET = 32;
     public static final int CHECKPOINT_EPOCH_OFFSET = 40;
+    public static final int OWNER_CLIENT_OFFSET = 48;
     public static final int HEADER_LENGTH = 64;
 
     public static final int RECORD_LENGTH = 40;

@@ -170,6 +170,9 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
 
     /** A fresh exception that keeps {@code failure}'s message and cause, with the caller's stack trace. */
     static FabricException copy(FabricException failure) {
+        if (failure instanceof dev.dex.rdma.FencedException) {
+            return new dev.dex.rdma.FencedException(failure.getMessage());
+        }
         return new FabricException(failure.getMessage(), failure);
     }
 
@@ -241,6 +244,14 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
         }
         long id = frame.getLongLE(base + RESPONSE_ID_OFFSET);
         int payload = frame.getIntLE(base + COUNT_OFFSET);
+        if (frame.getByte(base + STATUS_OFFSET) == TcpFrameDescriptor.STATUS_FENCED && payload == length - RESPONSE_HEADER_LENGTH) {
+            // A refused greeting, or the notice a fenced client's connections get: everything in flight fails as
+            // fenced (it was not applied), and so does every later verb, on this connection and on new ones.
+            String reason = frame.toString(base + RESPONSE_HEADER_LENGTH, Math.min(payload, TcpFrameDescriptor.MAX_REASON_BYTES),
+                    StandardCharsets.UTF_8);
+            breakNow(new dev.dex.rdma.FencedException("memory server " + serverId + " at " + endpoint + " fenced this client: " + reason));
+            return;
+        }
         VerbCall call = inFlight.peek();
         if (call == null || call.requestId != id || payload != length - RESPONSE_HEADER_LENGTH) {
             // Left in flight, so breaking the connection fails it with the others.

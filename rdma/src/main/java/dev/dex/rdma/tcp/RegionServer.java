@@ -8,6 +8,7 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND1_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND2_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FENCE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_OFFSET;
@@ -16,12 +17,20 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_HEADER_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_ID_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.RESPONSE_HEADER_LENGTH;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_FENCED;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_REFUSED;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.agrona.concurrent.UnsafeBuffer;
 import org.slf4j.Logger;
@@ -34,6 +43,7 @@ import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
@@ -42,6 +52,7 @@ import io.netty.channel.WriteBufferWaterMark;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
+import io.netty.util.AttributeKey;
 import io.netty.util.concurrent.GlobalEventExecutor;
 
 /**
@@ -54,10 +65,19 @@ import io.netty.util.concurrent.GlobalEventExecutor;
  * mark, then reading resumes. So a client that asks faster than it reads costs the server at most the water
  * mark plus one socket read of requests, never memory in proportion to what it asked.
  *
+ * <p>Fencing: every connection greets first, naming its client identity. {@link #fence} adds an identity to
+ * the fenced set and closes that client's connections; a fenced client's greeting is answered
+ * {@code FENCED} and its connection closed. A fence is complete once every such connection is closed: a
+ * connection's requests run on its event loop, which runs the close after the request it is executing and
+ * drops whatever it decodes after the close, so nothing of the client is applied after the fence completes.
+ *
  * <p>Concurrency: each connection is handled by one event-loop thread; connections on different threads
  * touch the region concurrently with exactly the guarantees of {@link Region#readVerb}, {@link Region#writeVerb}
  * and its atomics, the same as the one-sided transports. The set of open connections is a thread-safe
- * {@link ChannelGroup}, closed with the server.
+ * {@link ChannelGroup}, closed with the server. The fenced set is concurrent; a greeting stores its identity
+ * on the channel (a volatile attribute) before it looks the identity up in the fenced set, and a fence adds to
+ * the set before it looks at the channels' identities, so of a greeting and a fence that race, at least one
+ * sees the other: the greeting is refused or the fence closes its connection.
  */
 final class RegionServer implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RegionServer.class);
@@ -67,6 +87,9 @@ final class RegionServer implements AutoCloseable {
     private final ChannelGroup connections = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
     private final String endpoint;
     private volatile MessageHandler messages;
+    /** The identity a connection greeted with; absent for 0 (anonymous). */
+    private static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
+    private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
 
     private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
         this.serverId = serverId;
@@ -139,6 +162,76 @@ final class RegionServer implements AutoCloseable {
         return connections.size();
     }
 
+    /**
+     * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
+     * closed; {@code done} runs once they are all closed (on an event loop, or at once when there are none).
+     */
+    void fence(long client, Runnable done) {
+        if (fenced.add(client)) {
+            LOG.info("memory server {}: client {} is fenced; its connections are closed and its greetings refused", serverId,
+                    Long.toHexString(client));
+        }
+        List<Channel> open = new ArrayList<>();
+        for (Channel channel : connections) {
+            Long identity = channel.attr(CLIENT).get();
+            if (identity != null && identity == client) {
+                open.add(channel);
+            }
+        }
+        if (open.isEmpty()) {
+            done.run();
+            return;
+        }
+        AtomicInteger left = new AtomicInteger(open.size());
+        byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId).getBytes(StandardCharsets.UTF_8);
+        for (Channel channel : open) {
+            // Tells the client why before closing (it fails what it has in flight as fenced, not as a lost
+            // connection); both run on the channel's event loop after the request it is executing.
+            ByteBuf notice = channel.alloc().directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + text.length);
+            notice.writeIntLE(RESPONSE_HEADER_LENGTH + text.length);
+            notice.writeByte(STATUS_FENCED);
+            notice.writeZero(3);
+            notice.writeIntLE(text.length);
+            notice.writeLongLE(TcpFrameDescriptor.FENCE_NOTICE_ID);
+            notice.writeLongLE(0);
+            notice.writeBytes(text);
+            channel.closeFuture().addListener(closed -> {
+                if (left.decrementAndGet() == 0) {
+                    done.run();
+                }
+            });
+            try {
+                channel.eventLoop().execute(() -> {
+                    channel.writeAndFlush(notice, channel.voidPromise());
+                    channel.close();
+                });
+            } catch (java.util.concurrent.RejectedExecutionException shutDown) {
+                notice.release();
+                channel.close();
+            }
+        }
+    }
+
+    /** {@link #fence(long, Runnable)}, waiting until it is complete (not on an event loop). */
+    void fence(long client) {
+        CountDownLatch complete = new CountDownLatch(1);
+        fence(client, complete::countDown);
+        try {
+            if (!complete.await(30, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("memory server " + serverId + " could not close the connections of client "
+                        + Long.toHexString(client) + " within 30 s");
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while fencing client " + Long.toHexString(client), interrupted);
+        }
+    }
+
+    /** Whether {@code client} is fenced here. */
+    boolean isFenced(long client) {
+        return fenced.contains(client);
+    }
+
     @Override
     public void close() {
         listener.close().awaitUninterruptibly();
@@ -152,8 +245,12 @@ final class RegionServer implements AutoCloseable {
         private final int maxTransfer;
         private final UnsafeBuffer view = new UnsafeBuffer(0, 0);
         private final UnsafeBuffer replyView = new UnsafeBuffer(0, 0);
-        /** Requests read while the connection could not take more answers, in order. */
+        /** Requests read while the connection could not take more answers, or waited for a fence, in order. */
         private final java.util.ArrayDeque<ByteBuf> deferred = new java.util.ArrayDeque<>();
+        /** The connection said HELLO (as anyone, or as a client that is not fenced). */
+        private boolean greeted;
+        /** A FENCE of this connection is not complete yet: later requests wait, so answers stay in order. */
+        private boolean fencing;
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -163,7 +260,7 @@ final class RegionServer implements AutoCloseable {
 
         @Override
         protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
-            if (!deferred.isEmpty() || !ctx.channel().isWritable()) {
+            if (fencing || !deferred.isEmpty() || !ctx.channel().isWritable()) {
                 // Back-pressure: the client does not take its answers as fast as it asks. Stop reading the
                 // socket, keep what was read already (requests are small, answers up to max-transfer), and
                 // answer it once the answers queued so far have gone out.
@@ -177,24 +274,29 @@ final class RegionServer implements AutoCloseable {
         @Override
         public void channelWritabilityChanged(ChannelHandlerContext ctx) {
             if (ctx.channel().isWritable()) {
-                boolean answered = false;
-                while (!deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
-                    ByteBuf frame = deferred.poll();
-                    try {
-                        handle(ctx, frame);
-                    } finally {
-                        frame.release();
-                    }
-                    answered = true;
-                }
-                if (answered) {
-                    ctx.flush();
-                }
-                if (deferred.isEmpty()) {
-                    ctx.channel().config().setAutoRead(true);
-                }
+                resume(ctx);
             }
             ctx.fireChannelWritabilityChanged();
+        }
+
+        /** Answers the deferred requests while the connection takes answers and no fence is pending. */
+        private void resume(ChannelHandlerContext ctx) {
+            boolean answered = false;
+            while (!fencing && !deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
+                ByteBuf frame = deferred.poll();
+                try {
+                    handle(ctx, frame);
+                } finally {
+                    frame.release();
+                }
+                answered = true;
+            }
+            if (answered) {
+                ctx.flush();
+            }
+            if (deferred.isEmpty() && !fencing) {
+                ctx.channel().config().setAutoRead(true);
+            }
         }
 
         @Override
@@ -208,6 +310,11 @@ final class RegionServer implements AutoCloseable {
 
         /** Executes one request frame and writes its answer (flushed at the end of the socket read). */
         private void handle(ChannelHandlerContext ctx, ByteBuf frame) {
+            if (!ctx.channel().isActive()) {
+                // Decoded from what was left in the socket buffer after the connection closed (by a fence, or
+                // a verb timeout on the client's side): nobody waits for it, and it must not take effect.
+                return;
+            }
             int base = frame.readerIndex();
             int length = frame.readableBytes();
             if (length < REQUEST_HEADER_LENGTH) {
@@ -229,15 +336,21 @@ final class RegionServer implements AutoCloseable {
                 refuse(ctx, id, refusal);
                 return;
             }
+            if (op == OP_HELLO) {
+                greet(ctx, id, frame.getLongLE(base + OPERAND1_OFFSET));
+                return;
+            }
+            if (!greeted) {
+                refuse(ctx, id, "say HELLO first: memory server " + serverId + " serves only clients that greeted it");
+                return;
+            }
+            if (op == OP_FENCE) {
+                fenceFor(ctx, id, frame.getLongLE(base + OPERAND1_OFFSET));
+                return;
+            }
             long offset = GlobalAddress.offset(address);
             try {
                 switch (op) {
-                    case OP_HELLO -> {
-                        ByteBuf out = header(ctx, STATUS_OK, id, region.length(), 2 * Long.BYTES);
-                        out.writeLongLE(chunkLength);
-                        out.writeLongLE(maxTransfer);
-                        ctx.write(out, ctx.voidPromise());
-                    }
                     case OP_READ -> {
                         if (!region.contains(offset, count)) {
                             refuse(ctx, id, outside(offset, count));
@@ -303,6 +416,52 @@ final class RegionServer implements AutoCloseable {
             }
         }
 
+        /** A HELLO: checks the server id, records the client's identity and refuses a fenced client. */
+        private void greet(ChannelHandlerContext ctx, long id, long client) {
+            Long before = ctx.channel().attr(CLIENT).get();
+            if (greeted && (before == null ? client != 0 : before != client)) {
+                refuse(ctx, id, "a connection keeps the identity it greeted with");
+                return;
+            }
+            if (client != 0) {
+                ctx.channel().attr(CLIENT).set(client);
+                if (fenced.contains(client)) {
+                    byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId)
+                            .getBytes(StandardCharsets.UTF_8);
+                    ByteBuf out = header(ctx, STATUS_FENCED, id, 0, text.length);
+                    out.writeBytes(text);
+                    ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
+                    LOG.info("memory server {}: refused fenced client {} from {}", serverId, Long.toHexString(client),
+                            ctx.channel().remoteAddress());
+                    return;
+                }
+            }
+            greeted = true;
+            ByteBuf out = header(ctx, STATUS_OK, id, region.length(), 2 * Long.BYTES);
+            out.writeLongLE(chunkLength);
+            out.writeLongLE(maxTransfer);
+            ctx.write(out, ctx.voidPromise());
+        }
+
+        /** A FENCE: later requests of this connection wait until the fenced client's connections are closed. */
+        private void fenceFor(ChannelHandlerContext ctx, long id, long client) {
+            Long own = ctx.channel().attr(CLIENT).get();
+            if (client == 0 || own != null && own == client) {
+                refuse(ctx, id, client == 0 ? "client 0 (anonymous) cannot be fenced" : "a client cannot fence itself");
+                return;
+            }
+            fencing = true;
+            ctx.channel().config().setAutoRead(false);
+            fence(client, () -> ctx.executor().execute(() -> {
+                fencing = false;
+                if (ctx.channel().isActive()) {
+                    ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                    resume(ctx);
+                    ctx.flush();
+                }
+            }));
+        }
+
         @Override
         public void channelReadComplete(ChannelHandlerContext ctx) {
             ctx.flush();
@@ -317,7 +476,7 @@ final class RegionServer implements AutoCloseable {
         /** Null when the frame keeps to the layout, else what is wrong with it. */
         private String checkLayout(byte op, int count, int payload) {
             return switch (op) {
-                case OP_HELLO, OP_CAS, OP_FAA -> payload == 0 && count == 0 ? null
+                case OP_HELLO, OP_CAS, OP_FAA, OP_FENCE -> payload == 0 && count == 0 ? null
                         : TcpFrameDescriptor.opName(op) + " with count " + count + " and " + payload + " payload bytes";
                 case OP_READ -> payload == 0 && count >= 0 && count <= maxTransfer ? null
                         : "READ of " + count + " bytes with " + payload + " payload bytes (at most " + maxTransfer + ")";

@@ -133,6 +133,16 @@ public final class TcpFabric implements Fabric {
      */
     @Override
     public RemoteMemory connect(Map<Integer, String> endpoints) {
+        return connect(endpoints, 0);
+    }
+
+    /**
+     * As {@link #connect(Map)}, greeting each memory server as client {@code clientId}: the identity a memory
+     * server can fence (0: anonymous, cannot be fenced). Throws {@link dev.dex.rdma.FencedException} when a
+     * memory server has fenced that identity already.
+     */
+    @Override
+    public RemoteMemory connect(Map<Integer, String> endpoints, long clientId) {
         if (endpoints.isEmpty()) {
             throw new IllegalArgumentException("connect needs at least one memory server id");
         }
@@ -150,7 +160,7 @@ public final class TcpFabric implements Fabric {
             }
         }
         TcpRemoteMemory[] client = new TcpRemoteMemory[1];
-        client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, () -> clients.remove(client[0]));
+        client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, clientId, () -> clients.remove(client[0]));
         synchronized (this) {
             if (!closed) {
                 clients.add(client[0]);
@@ -160,6 +170,32 @@ public final class TcpFabric implements Fabric {
         // The fabric closed while this client connected; it would outlive its event loops.
         client[0].close();
         throw new IllegalArgumentException("the tcp fabric is closed");
+    }
+
+    /**
+     * Fences client {@code clientId} on memory server {@code serverId}, exported here: closes its connections,
+     * waits until they are closed (nothing more of that client is applied) and refuses its greeting from now on.
+     */
+    @Override
+    public boolean fence(int serverId, long clientId) {
+        if (clientId == 0) {
+            throw new IllegalArgumentException("client 0 (anonymous) cannot be fenced");
+        }
+        TcpRegion region;
+        synchronized (this) {
+            region = exported.get(serverId);
+        }
+        if (region == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this tcp fabric");
+        }
+        region.server.fence(clientId);
+        return true;
+    }
+
+    /** Whether memory server {@code serverId}, exported here, fenced {@code clientId} (for tests and status). */
+    public synchronized boolean isFenced(int serverId, long clientId) {
+        TcpRegion region = exported.get(serverId);
+        return region != null && region.server.isFenced(clientId);
     }
 
     @Override

@@ -15,8 +15,11 @@ package dev.dex.rdma.tcp;
  * {@code count} is the bytes to read ({@link #OP_READ}) or written ({@link #OP_WRITE}, then exactly that many
  * payload bytes follow); operand 1 is the expected value of {@link #OP_CAS} or the delta of {@link #OP_FAA};
  * operand 2 the desired value of {@link #OP_CAS}. {@link #OP_HELLO} names the memory server the client
- * expects in the address's server id. {@link #OP_MESSAGE} carries {@code count} payload bytes for the
- * memory server's message handler, whose answer is the response's payload.
+ * expects in the address's server id, and the client's fabric identity in operand 1 (0: none, cannot be
+ * fenced); every connection says HELLO before anything else. {@link #OP_MESSAGE} carries {@code count}
+ * payload bytes for the memory server's message handler, whose answer is the response's payload.
+ * {@link #OP_FENCE} fences the client named in operand 1: its answer comes once every connection of that
+ * client is closed, and the requests after it on the same connection wait for it.
  *
  * <p>A response, memory node to compute side, one per request and in request order on each connection:
  * <pre>
@@ -30,7 +33,9 @@ package dev.dex.rdma.tcp;
  * and the server's largest transfer, its {@code max-transfer}, as two 8-byte payload words; the client splits
  * its transfers by the smaller of its own and the server's); a READ's payload is the bytes read. {@link #STATUS_REFUSED}: the request named
  * memory outside the region, a misaligned word or another server; the payload is the reason in UTF-8 and
- * the connection stays open. A frame that breaks the layout (unknown op, wrong payload length, longer than
+ * the connection stays open. {@link #STATUS_FENCED}: the client was fenced; the memory node closes the
+ * connection after this answer; a fenced client's open connections get one such answer unasked, with request
+ * id {@link #FENCE_NOTICE_ID}, just before they are closed. A frame that breaks the layout (unknown op, wrong payload length, longer than
  * the maximum) is never answered: the memory node logs it and closes that connection.
  */
 final class TcpFrameDescriptor {
@@ -59,9 +64,14 @@ final class TcpFrameDescriptor {
     static final byte OP_FAA = 5;
     /** A two-sided message for the memory server's {@link dev.dex.rdma.MessageHandler}: count payload bytes. */
     static final byte OP_MESSAGE = 6;
+    /** Fences the client whose identity is operand 1 on this memory server. */
+    static final byte OP_FENCE = 7;
 
     static final byte STATUS_OK = 0;
     static final byte STATUS_REFUSED = 1;
+    static final byte STATUS_FENCED = 2;
+    /** The request id of the FENCED answer a fenced client's connections get before they are closed. */
+    static final long FENCE_NOTICE_ID = -1;
 
     /** Longest reason text a memory node sends with a refusal. */
     static final int MAX_REASON_BYTES = 512;
@@ -83,6 +93,7 @@ final class TcpFrameDescriptor {
             case OP_CAS -> "CAS";
             case OP_FAA -> "FAA";
             case OP_MESSAGE -> "MESSAGE";
+            case OP_FENCE -> "FENCE";
             default -> "op " + op;
         };
     }

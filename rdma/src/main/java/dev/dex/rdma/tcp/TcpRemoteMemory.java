@@ -2,6 +2,7 @@ package dev.dex.rdma.tcp;
 
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FENCE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
@@ -20,6 +21,7 @@ import org.agrona.MutableDirectBuffer;
 
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
@@ -38,7 +40,9 @@ import dev.dex.rdma.VerbCounters;
  * {@link IllegalArgumentException} before anything is sent. A lost connection fails the verbs in flight on it
  * with {@link FabricException}; the next verb on it opens a new connection (and fails likewise if the memory
  * server cannot be reached). A verb without an answer within the verb timeout closes its connection and throws
- * {@link FabricException}: whether it took effect is unknown.
+ * {@link FabricException}: whether it took effect is unknown. A client greets every server with its identity
+ * ({@link #clientId()}); once a server has fenced that identity, it closes the client's connections and every
+ * later verb to it throws {@link FencedException}.
  *
  * <p>Concurrency: thread-safe. Per-thread state is the thread's {@link VerbCall} and its counter cell. A
  * broken connection is replaced under the server link's lock, so concurrent callers open one replacement.
@@ -53,14 +57,17 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     private final ChunkAllocator chunkAllocator;
     private final ThreadLocal<VerbCall> calls = ThreadLocal.withInitial(VerbCall::new);
     private final Runnable onClose;
+    private final long clientId;
     private volatile boolean closed;
 
     /**
      * Connects to every server and greets it; throws {@link IllegalArgumentException} naming the server that
      * cannot be reached or that answers as another server.
      */
-    TcpRemoteMemory(Map<Integer, InetSocketAddress> addresses, TcpSettings settings, IoTransport io, long latencyNs, Runnable onClose) {
+    TcpRemoteMemory(Map<Integer, InetSocketAddress> addresses, TcpSettings settings, IoTransport io, long latencyNs, long clientId,
+                    Runnable onClose) {
         this.settings = settings;
+        this.clientId = clientId;
         this.io = io;
         this.latencyNs = latencyNs;
         this.onClose = onClose;
@@ -81,7 +88,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             }
         } catch (RuntimeException e) {
             opened.forEach(Link::close);
-            throw e instanceof FabricException ? new IllegalArgumentException(e.getMessage(), e) : e;
+            throw e instanceof FabricException && !(e instanceof FencedException) ? new IllegalArgumentException(e.getMessage(), e) : e;
         }
         this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
     }
@@ -163,6 +170,30 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         call.dstOffset = replyOffset;
         run(link, call);
         return (int) call.value;
+    }
+
+    @Override
+    public long clientId() {
+        return clientId;
+    }
+
+    /**
+     * Sends FENCE for {@code client} to every connected memory server, one after the other; each answers once
+     * that client's connections to it are closed.
+     */
+    @Override
+    public boolean fence(long client) {
+        if (client == 0 || client == clientId) {
+            throw new IllegalArgumentException(client == 0 ? "client 0 (anonymous) cannot be fenced" : "a client cannot fence itself");
+        }
+        for (int serverId : serverIds) {
+            Link link = links[serverId];
+            VerbCall call = call();
+            call.prepare(OP_FENCE, GlobalAddress.of(serverId, 0), 0, client, 0);
+            run(link, call);
+            counters.recordTwoSided(0);
+        }
+        return true;
     }
 
     @Override
@@ -294,7 +325,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
          */
         private long[] hello(Connection connection) {
             VerbCall call = new VerbCall();
-            call.prepare(OP_HELLO, GlobalAddress.of(serverId, 0), 0, 0, 0);
+            call.prepare(OP_HELLO, GlobalAddress.of(serverId, 0), 0, clientId, 0);
             long deadline = System.nanoTime() + settings.connectTimeout().toNanos();
             connection.submit(call, deadline);
             if (!call.await(settings.spinNanos(), deadline)) {

@@ -32,6 +32,12 @@ final class RawClient implements AutoCloseable {
         return frame.array();
     }
 
+    /** Says HELLO to memory server {@code serverId} as client {@code client} (0: anonymous); returns the answer. */
+    Response greet(int serverId, long client) throws IOException {
+        send(request(TcpFrameDescriptor.OP_HELLO, 0, 0, dev.dex.rdma.GlobalAddress.of(serverId, 0), client, 0, new byte[0], -1));
+        return receive();
+    }
+
     void send(byte[] bytes) throws IOException {
         out.write(bytes);
         out.flush();

@@ -162,6 +162,7 @@ class TcpFailureTest {
         ExportedRegion exported = closeAfter(fabric.export(0, 4L << 20, CHUNK));
         exported.region().putLongVolatile(CHUNK, 99);
         RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+        assertEquals(TcpFrameDescriptor.STATUS_OK, raw.greet(0, 0).status());
         int requests = 400;
         java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
         for (int i = 1; i <= requests; i++) {
@@ -213,6 +214,11 @@ class TcpFailureTest {
         ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
         exported.region().putLongVolatile(CHUNK, 99);
         RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+        raw.send(RawClient.request(TcpFrameDescriptor.OP_READ, 8, 9, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1));
+        RawClient.Response beforeHello = raw.receive();
+        assertEquals(TcpFrameDescriptor.STATUS_REFUSED, beforeHello.status(), "a request before HELLO is refused");
+        assertTrue(new String(beforeHello.payload(), StandardCharsets.UTF_8).contains("say HELLO first"));
+        assertEquals(TcpFrameDescriptor.STATUS_OK, raw.greet(0, 0).status());
 
         raw.send(RawClient.request(TcpFrameDescriptor.OP_READ, 16, 1, GlobalAddress.of(0, REGION - 8), 0, 0, new byte[0], -1));
         RawClient.Response outside = raw.receive();
