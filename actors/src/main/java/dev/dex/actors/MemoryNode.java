@@ -89,6 +89,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                           int pathLength, long deadline, ActorRef<OffloadResult> replyTo) implements Command {
     }
 
+    /** The Receptionist's memory nodes: each other one is asked which server it is. */
+    private record Peers(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record PeerDescribed(ActorRef<Command> peer, Description description, Throwable failure)
+            implements Command, NoSerializationVerificationNeeded {
+    }
+
     /** A member the cluster downed or removed after downing. */
     private record MemberGone(ClusterEvent.MemberEvent event) implements Command, NoSerializationVerificationNeeded {
     }
@@ -105,9 +113,16 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param offloadQueue   offloaded requests queued before more are rejected
      * @param partitions     the initial partition table server 0 stores (equal width over the key range)
      * @param subtreeLevel   M
+     * @param format         start from a fresh region even where the fabric keeps one ({@code shm}), discarding
+     *                       its data; otherwise a restarted memory node reattaches to its region
      */
     public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
-                           PartitionTable partitions, int subtreeLevel) {
+                           PartitionTable partitions, int subtreeLevel, boolean format) {
+        /** Reattaching to a region the fabric kept. */
+        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                        PartitionTable partitions, int subtreeLevel) {
+            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, false);
+        }
     }
 
     private final Settings settings;
@@ -118,16 +133,20 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private final Fabric fabric;
     /** Members the cluster downed: their offloads are refused (read by the actor only). */
     private final Set<Address> downed = new HashSet<>();
+    /** Other memory nodes asked (or being asked) which server they are. */
+    private final Set<ActorRef<Command>> peersAsked = new HashSet<>();
 
     private MemoryNode(ActorContext<Command> context, Settings settings, Fabric fabric) {
         super(context);
         this.settings = settings;
         this.fabric = fabric;
-        this.region = fabric.export(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+        this.region = settings.format() ? fabric.export(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
+                : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
         this.own = fabric.connect(settings.serverId());
         if (settings.serverId() == 0) {
-            Superblock.format(own, TreeConfig.defaults().withSubtreeLevel(settings.subtreeLevel()));
-            Superblock.writePartitions(own, settings.partitions());
+            formatUnlessHeld(context);
+        } else if (!region.fresh()) {
+            context.getLog().info("memory node {} reattached to its region and keeps its data", settings.serverId());
         }
         AtomicInteger threadIds = new AtomicInteger();
         this.offloadPool = new ThreadPoolExecutor(settings.offloadThreads(), settings.offloadThreads(), 0, TimeUnit.SECONDS,
@@ -145,8 +164,35 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
         Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
+        context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
+                context.messageAdapter(Receptionist.Listing.class, Peers::new)));
         context.getLog().info("memory node {} exported {} bytes over {}{}", settings.serverId(), settings.regionBytes(),
                 fabric.transport(), region.endpoint().isEmpty() ? "" : " at " + region.endpoint());
+    }
+
+    /**
+     * Memory server 0 holds the superblock: a fresh region gets an empty tree and the configured partition
+     * table; a reattached one keeps the tree and the table it holds (a restart never formats over live data).
+     */
+    private void formatUnlessHeld(ActorContext<Command> context) {
+        if (!region.fresh()) {
+            try {
+                Superblock.Contents tree = Superblock.read(own);
+                PartitionTable stored = Superblock.readPartitions(own);
+                context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}) and its partition"
+                        + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), stored.count());
+                return;
+            } catch (IllegalStateException noTreeYet) {
+                context.getLog().info("memory node 0 reattached to a region without a complete tree ({}); formatting it",
+                        noTreeYet.getMessage());
+            }
+        }
+        try {
+            Superblock.format(own, TreeConfig.defaults().withSubtreeLevel(settings.subtreeLevel()));
+        } catch (IllegalStateException treeWithoutTable) {
+            // A tree whose table was never stored (a crash between the two): keep the tree, store the table.
+        }
+        Superblock.writePartitions(own, settings.partitions());
     }
 
     /** A memory node exporting its region through {@code fabric}. */
@@ -161,6 +207,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(AllocateChunk.class, this::onAllocateChunk)
                 .onMessage(Offload.class, this::onOffload)
                 .onMessage(MemberGone.class, this::onMemberEvent)
+                .onMessage(Peers.class, this::onPeers)
+                .onMessage(PeerDescribed.class, this::onPeerDescribed)
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
     }
@@ -201,6 +249,50 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             getContext().getLog().error("compute node {} was downed but could not be fenced: {}", member.address(), failed.toString());
         }
         return this;
+    }
+
+    private Behavior<Command> onPeers(Peers peers) {
+        for (ActorRef<Command> peer : peers.listing().getServiceInstances(KEY)) {
+            if (!peer.equals(getContext().getSelf()) && peersAsked.add(peer)) {
+                getContext().ask(Description.class, peer, java.time.Duration.ofSeconds(10), Describe::new,
+                        (description, failure) -> new PeerDescribed(peer, description, failure));
+            }
+        }
+        return this;
+    }
+
+    /**
+     * Two memory nodes claiming one server id would each serve their own region under the same addresses
+     * (across hosts nothing else notices): the younger of the two refuses to serve and ends its process.
+     */
+    private Behavior<Command> onPeerDescribed(PeerDescribed described) {
+        if (described.failure() != null) {
+            peersAsked.remove(described.peer()); // asked again with the next listing
+            return this;
+        }
+        if (described.description().serverId() != settings.serverId()) {
+            return this;
+        }
+        Cluster cluster = Cluster.get(getContext().getSystem());
+        Member self = cluster.selfMember();
+        Member other = null;
+        for (Member member : cluster.state().getMembers()) {
+            if (member.address().equals(described.peer().path().address())) {
+                other = member;
+            }
+        }
+        boolean younger = other != null ? other.isOlderThan(self)
+                : described.peer().path().address().toString().compareTo(self.address().toString()) < 0;
+        if (!younger) {
+            getContext().getLog().warn("memory node {} at {} claims server id {} too; it is the younger and stops",
+                    described.peer().path(), described.peer().path().address(), settings.serverId());
+            return this;
+        }
+        getContext().getLog().error("memory server {} is served already by {}: this memory node refuses to serve the same"
+                + " id and stops; give it another --server-id (dex.memory.server-id)", settings.serverId(),
+                described.peer().path().address());
+        getContext().getSystem().terminate();
+        return Behaviors.stopped();
     }
 
     private Behavior<Command> onOffload(Offload offload) {
@@ -252,10 +344,21 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         runOn(executors.get(), request, offload);
     }
 
+    /** Keeps the region's data where the fabric can ({@code shm}), for the next start of this memory server. */
     private Behavior<Command> onPostStop() {
         offloadPool.shutdownNow();
+        try {
+            // An offload still running touches the region: unmapping it under that thread would crash the JVM.
+            if (!offloadPool.awaitTermination(10, TimeUnit.SECONDS)) {
+                getContext().getLog().error("offloaded operations still run after 10 s; the region stays mapped");
+                own.close();
+                return this;
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+        }
         own.close();
-        region.close();
+        region.detach();
         return this;
     }
 }

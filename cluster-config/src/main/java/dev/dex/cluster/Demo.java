@@ -141,8 +141,21 @@ final class Demo implements Callable<Integer> {
                 system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
             }
             Fabrics.closeLocal(fabricName);
-            java.nio.file.Files.deleteIfExists(java.nio.file.Path.of("/dev/shm/" + fabricName));
+            deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
         }
+    }
+
+    /** The demo's own shm directory: the memory node keeps its region file there when it stops; the demo does not. */
+    private static void deleteShmDirectory(java.nio.file.Path directory) throws java.io.IOException {
+        if (!java.nio.file.Files.isDirectory(directory)) {
+            return;
+        }
+        try (var files = java.nio.file.Files.list(directory)) {
+            for (java.nio.file.Path file : (Iterable<java.nio.file.Path>) files::iterator) {
+                java.nio.file.Files.deleteIfExists(file);
+            }
+        }
+        java.nio.file.Files.deleteIfExists(directory);
     }
 
     private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {

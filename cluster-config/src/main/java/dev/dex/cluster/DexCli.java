@@ -133,10 +133,17 @@ public final class DexCli implements Callable<Integer> {
         @Option(names = "--region-size", paramLabel = "SIZE", description = "Region size, e.g. 1GiB (default: dex.memory.region-size).")
         String regionSize;
 
+        @Option(names = "--format", description = "Start from a fresh region, discarding the data of one this memory server "
+                + "left (shm); without it, a restarted memory node reattaches to its region.")
+        boolean format;
+
         @Override
         public Integer call() throws Exception {
             Config extra = optional(optional(ConfigFactory.empty(), "dex.memory.server-id", serverId),
                     "dex.memory.region-size", regionSize);
+            if (format) {
+                extra = extra.withValue("dex.memory.format", com.typesafe.config.ConfigValueFactory.fromAnyRef(true));
+            }
             Config config = node.nodeConfig(extra, "memory");
             DexSettings settings = DexSettings.from(config);
             return runUntilTerminated(DexNodes.memoryNode(config, settings), "memory node " + settings.memory().serverId(),

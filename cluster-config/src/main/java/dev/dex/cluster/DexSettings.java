@@ -56,7 +56,8 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "memory.offload-threads", dex.getInt("memory.offload-threads"), 1, 1024),
                 range(dex, "memory.offload-queue", dex.getInt("memory.offload-queue"), 1, 1 << 20),
                 table,
-                range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15));
+                range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15),
+                dex.getBoolean("memory.format"));
 
         String mode = dex.getString("compute.mode");
         OffloadSettings.Policy policy = switch (mode) {

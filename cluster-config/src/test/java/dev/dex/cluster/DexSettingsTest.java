@@ -1,6 +1,7 @@
 package dev.dex.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -24,6 +25,8 @@ class DexSettingsTest {
         assertEquals(64, settings.memory().partitions().count());
         assertEquals(3, settings.memory().subtreeLevel());
         assertEquals(1, settings.memory().offloadThreads());
+        assertFalse(settings.memory().format(), "a restarted memory node reattaches unless told to format");
+        assertTrue(DexSettings.from(DexNodes.config(ConfigFactory.parseString("dex.memory.format = on"))).memory().format());
         assertEquals("dex", settings.compute().engine().mode());
         assertEquals(OffloadSettings.Policy.COST_MODEL, settings.compute().engine().offload().policy());
         assertEquals(256L << 20, settings.compute().engine().cacheBytes());

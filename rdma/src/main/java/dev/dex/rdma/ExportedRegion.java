@@ -19,7 +19,24 @@ public interface ExportedRegion extends AutoCloseable {
         return "";
     }
 
-    /** Stops exporting; clients connected afterwards fail. */
+    /**
+     * Whether this export made the region (zeroed and formatted) rather than reattaching to one that held data
+     * already ({@link Fabric#attach}).
+     */
+    default boolean fresh() {
+        return true;
+    }
+
+    /**
+     * Stops exporting but keeps the region's data where the transport can, for the next {@link Fabric#attach}
+     * of this server id ({@code shm}: the file stays). Where the region lives in the exporting process
+     * ({@code local}, {@code tcp}), the same as {@link #close()}.
+     */
+    default void detach() {
+        close();
+    }
+
+    /** Stops exporting and discards the region; clients connected afterwards fail. */
     @Override
     void close();
 }

@@ -28,6 +28,20 @@ public interface Fabric extends AutoCloseable {
     ExportedRegion export(int serverId, long regionLength, int chunkLength);
 
     /**
+     * Exports memory server {@code serverId}'s region as this fabric finds it: a region that outlived its last
+     * export ({@code shm}: the file in the directory) is reattached with its data ({@link ExportedRegion#fresh()}
+     * false), after checking that it is a formatted region of these lengths; otherwise a new one is made, as by
+     * {@link #export}. Where regions live in the exporting process ({@code local}, {@code tcp}) there is nothing
+     * to reattach to: the same as {@link #export}.
+     *
+     * @throws IllegalArgumentException for bad lengths, or a region found with other lengths
+     * @throws IllegalStateException     when another exporter serves that server id already
+     */
+    default ExportedRegion attach(int serverId, long regionLength, int chunkLength) {
+        return export(serverId, regionLength, chunkLength);
+    }
+
+    /**
      * Connects a client to the given memory servers' regions.
      *
      * @throws IllegalArgumentException when a server has no region on this fabric

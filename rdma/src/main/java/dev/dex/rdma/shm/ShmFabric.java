@@ -5,17 +5,21 @@ import java.io.RandomAccessFile;
 import java.io.UncheckedIOException;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 
 import org.agrona.IoUtil;
 import org.agrona.concurrent.AtomicBuffer;
@@ -51,6 +55,12 @@ import dev.dex.rdma.RemoteMemory;
  * mapping and delete the file (unless another export has since replaced it): clients that connect
  * afterwards fail, while clients already connected keep their mappings until they close, as the kernel
  * frees the memory only with its last mapping. Paths and renames assume a POSIX file system.
+ *
+ * <p>{@link #attach} is how a memory node starts: it takes {@code region-<serverId>.lock} (an exclusive file
+ * lock, held until the region is closed or detached, so a second process serving the same server id on this
+ * host is refused) and maps the existing region file with its data, or exports a fresh one when there is none.
+ * {@link ExportedRegion#detach()} unmaps and unlocks but keeps the file, so a memory node that stops and starts
+ * again finds its data.
  *
  * <p>Concurrency: export, {@link ExportedRegion#close()} and {@link #close()} synchronize on the fabric;
  * connect takes no lock, and verbs never do. Bulk copies are plain; 8-byte words are volatile loads and
@@ -102,12 +112,64 @@ public final class ShmFabric implements Fabric {
         return directory.resolve("region-" + serverId + ".dex");
     }
 
+    /** The lock file a memory node holds while it serves {@code serverId}'s region ({@link #attach}). */
+    public Path lockFile(int serverId) {
+        return directory.resolve("region-" + serverId + ".lock");
+    }
+
     @Override
     public synchronized ExportedRegion export(int serverId, long regionLength, int chunkLength) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
         if (exported.containsKey(serverId)) {
             throw new IllegalArgumentException("memory server " + serverId + " already exported on this shm fabric");
         }
+        return create(serverId, regionLength, chunkLength, null);
+    }
+
+    /**
+     * Reattaches to {@code serverId}'s region file, data and all, or exports a fresh region when there is none;
+     * holds the server id's lock file meanwhile. Refuses a region file of other lengths (start the memory node
+     * with a format to replace it) and a server id another process serves.
+     */
+    @Override
+    public synchronized ExportedRegion attach(int serverId, long regionLength, int chunkLength) {
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        if (exported.containsKey(serverId)) {
+            throw new IllegalStateException("memory server " + serverId + " already exported on this shm fabric");
+        }
+        ServerLock lock = ServerLock.take(this, serverId);
+        try {
+            Path file = regionFile(serverId);
+            if (!Files.exists(file)) {
+                return create(serverId, regionLength, chunkLength, lock);
+            }
+            MappedByteBuffer[] mappings = mapExisting(serverId);
+            try {
+                Region region = region(mappings);
+                long chunk = RegionFormat.check(serverId, region);
+                if (region.length() != regionLength || chunk != chunkLength) {
+                    throw new IllegalArgumentException("the region file " + file + " of memory server " + serverId + " holds "
+                            + region.length() + " bytes in chunks of " + chunk + ", not " + regionLength + " in chunks of "
+                            + chunkLength + ": start it with those settings, or format it (which discards its data)");
+                }
+                ShmRegion shmRegion = new ShmRegion(serverId, file, fileKey(file), region, mappings, false, lock);
+                exported.put(serverId, shmRegion);
+                return shmRegion;
+            } catch (IOException e) {
+                unmap(mappings);
+                throw new UncheckedIOException("cannot reattach memory server " + serverId + " at " + file, e);
+            } catch (RuntimeException e) {
+                unmap(mappings);
+                throw e;
+            }
+        } catch (RuntimeException e) {
+            lock.release();
+            throw e;
+        }
+    }
+
+    /** Writes a fresh region file and maps it; {@code lock}, if any, goes with the region. */
+    private ExportedRegion create(int serverId, long regionLength, int chunkLength, ServerLock lock) {
         Path file = regionFile(serverId);
         Path temporary = null;
         MappedByteBuffer[] mappings = null;
@@ -129,7 +191,7 @@ public final class ShmFabric implements Fabric {
             RegionFormat.format(region, chunkLength);
             Object fileKey = fileKey(temporary);
             Files.move(temporary, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            ShmRegion shmRegion = new ShmRegion(serverId, file, fileKey, region, mappings);
+            ShmRegion shmRegion = new ShmRegion(serverId, file, fileKey, region, mappings, true, lock);
             exported.put(serverId, shmRegion);
             return shmRegion;
         } catch (IOException e) {
@@ -239,19 +301,87 @@ public final class ShmFabric implements Fabric {
         }
     }
 
+    /** The exclusive lock on a server id's lock file, held by the process that attached its region. */
+    private record ServerLock(FileChannel channel, FileLock lock) {
+        static ServerLock take(ShmFabric fabric, int serverId) {
+            Path path = fabric.lockFile(serverId);
+            FileChannel channel = null;
+            try {
+                Files.createDirectories(fabric.directory);
+                channel = Files.exists(path)
+                        ? FileChannel.open(path, StandardOpenOption.WRITE)
+                        : FileChannel.open(path, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),
+                                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+                FileLock lock;
+                try {
+                    lock = channel.tryLock();
+                } catch (OverlappingFileLockException heldHere) {
+                    lock = null;
+                }
+                if (lock == null) {
+                    throw new IllegalStateException("memory server " + serverId + " is served by another memory node on this host"
+                            + " already (" + path + " is locked): give this one another server id");
+                }
+                return new ServerLock(channel, lock);
+            } catch (IOException e) {
+                closeQuietly(channel);
+                throw new UncheckedIOException("cannot lock " + path, e);
+            } catch (RuntimeException e) {
+                closeQuietly(channel);
+                throw e;
+            }
+        }
+
+        void release() {
+            closeQuietly(channel); // closing the channel releases the lock
+        }
+
+        private static void closeQuietly(FileChannel channel) {
+            if (channel != null) {
+                try {
+                    channel.close();
+                } catch (IOException ignored) {
+                    // The lock goes with the process anyway.
+                }
+            }
+        }
+    }
+
     private final class ShmRegion implements ExportedRegion {
         private final int serverId;
         private final Path file;
         private final Object fileKey;
         private final Region region;
         private final MappedByteBuffer[] mappings;
+        private final boolean fresh;
+        private final ServerLock lock;
 
-        ShmRegion(int serverId, Path file, Object fileKey, Region region, MappedByteBuffer[] mappings) {
+        ShmRegion(int serverId, Path file, Object fileKey, Region region, MappedByteBuffer[] mappings, boolean fresh, ServerLock lock) {
             this.serverId = serverId;
             this.file = file;
             this.fileKey = fileKey;
             this.region = region;
             this.mappings = mappings;
+            this.fresh = fresh;
+            this.lock = lock;
+        }
+
+        @Override
+        public boolean fresh() {
+            return fresh;
+        }
+
+        @Override
+        public void detach() {
+            synchronized (ShmFabric.this) {
+                if (!exported.remove(serverId, this)) {
+                    return;
+                }
+                unmap(mappings);
+                if (lock != null) {
+                    lock.release();
+                }
+            }
         }
 
         @Override
@@ -271,6 +401,9 @@ public final class ShmFabric implements Fabric {
                     return;
                 }
                 unmap(mappings);
+                if (lock != null) {
+                    lock.release();
+                }
                 try {
                     // Another fabric may have exported this server id since; its file is not ours to delete.
                     if (Objects.equals(fileKey(file), fileKey)) {
