@@ -88,6 +88,11 @@ public final class ComputeNode {
         INSTANCE
     }
 
+    /** A memory node fenced this compute node: nothing it sends is applied any more. */
+    private enum Fenced implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
     private record Engines(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
     }
 
@@ -268,6 +273,8 @@ public final class ComputeNode {
             actorChannel.replyTo(context.spawn(actorChannel.replyBehavior(), "offload-replies"));
         }
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute");
+        ActorRef<Command> self = context.getSelf();
+        workers.onFenced(() -> self.tell(Fenced.INSTANCE));
         ClusterSharding.get(context.getSystem()).init(
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
                         .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
@@ -338,10 +345,21 @@ public final class ComputeNode {
                         context.pipeToSelf(workers.submit(engine::checkpointAll), (pages, failure) -> {
                             if (failure != null) {
                                 context.getLog().warn("a periodic checkpoint failed: {}", failure.toString());
+                                workers.noteFailure(failure);
                             }
                             return CheckpointDone.INSTANCE;
                         });
                     }
+                    return Behaviors.same();
+                })
+                .onMessage(Fenced.class, fenced -> {
+                    // Another compute node took over a partition of this one without a handoff (this node was
+                    // cut off, paused or downed): it cannot serve anything any more. Leaving moves every
+                    // partition it still holds to a node that can, whose takeover replays their logs.
+                    context.getLog().error("a memory node fenced this compute node: nothing it writes is applied any more;"
+                            + " it leaves the cluster (start it again to rejoin)");
+                    Cluster cluster = Cluster.get(context.getSystem());
+                    cluster.manager().tell(org.apache.pekko.cluster.typed.Leave.create(cluster.selfMember().address()));
                     return Behaviors.same();
                 })
                 .onMessage(CheckpointDone.class, done -> {

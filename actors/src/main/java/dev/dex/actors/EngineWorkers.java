@@ -15,15 +15,23 @@ import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FencedException;
 import dev.dex.rdma.MemoryFullException;
 
 /**
  * A compute node's engine and its worker threads: actors hand batches to the workers and never block.
  * Each worker thread has its own engine session.
  *
+ * <p>An operation or commit that fails because a memory node fenced this compute node ({@link FencedException}:
+ * another node took over one of its partitions, or the cluster downed it) tells the owner once, through
+ * {@link #onFenced}: nothing this node sends is applied any more, and it must leave.
+ *
  * <p>Concurrency: the executor's queue is the only hand-over; sessions are thread-confined (thread-local).
+ * The fenced callback is a volatile reference, fired at most once (an atomic flag).
  */
 final class EngineWorkers implements AutoCloseable {
+    private volatile Runnable onFenced = () -> { };
+    private final java.util.concurrent.atomic.AtomicBoolean fenced = new java.util.concurrent.atomic.AtomicBoolean();
     private final DexEngine engine;
     private final ExecutorService pool;
     private final ThreadLocal<DexSession> sessions;
@@ -50,6 +58,23 @@ final class EngineWorkers implements AutoCloseable {
         return engine;
     }
 
+    /** What to do (once) when a memory node turns out to have fenced this compute node. */
+    void onFenced(Runnable action) {
+        onFenced = action;
+    }
+
+    /** Fires the fenced callback when {@code failure} was caused by a fence. */
+    void noteFailure(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FencedException) {
+                if (fenced.compareAndSet(false, true)) {
+                    onFenced.run();
+                }
+                return;
+            }
+        }
+    }
+
     PartitionTable partitions() {
         return engine.partitions();
     }
@@ -69,6 +94,7 @@ final class EngineWorkers implements AutoCloseable {
                     // Group commit: the batch's writes reach the partition's redo log in one fabric write.
                     session.commit();
                 } catch (RuntimeException e) {
+                    noteFailure(e);
                     notDurable(ops, results, e);
                 }
             }
@@ -120,6 +146,7 @@ final class EngineWorkers implements AutoCloseable {
         } catch (MemoryFullException e) {
             return Ops.Result.error(Ops.MEMORY_FULL, e.getMessage());
         } catch (RuntimeException e) {
+            noteFailure(e);
             return Ops.Result.error(Ops.FAILED, e.toString());
         }
     }

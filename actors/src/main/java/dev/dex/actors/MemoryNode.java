@@ -131,7 +131,12 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private final ThreadPoolExecutor offloadPool;
     private final ThreadLocal<SubtreeExecutor> executors;
     private final Fabric fabric;
-    /** Members the cluster downed: their offloads are refused (read by the actor only). */
+    /** Incarnations of compute nodes the cluster downed, each fenced once (read by the actor only). */
+    private final Set<org.apache.pekko.cluster.UniqueAddress> fencedMembers = new HashSet<>();
+    /**
+     * Addresses of downed compute nodes, whose offloads are refused (an offload's reply address names no
+     * incarnation); an address that joins again with a new incarnation is taken out.
+     */
     private final Set<Address> downed = new HashSet<>();
     /** Other memory nodes asked (or being asked) which server they are. */
     private final Set<ActorRef<Command>> peersAsked = new HashSet<>();
@@ -234,11 +239,17 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      */
     private Behavior<Command> onMemberEvent(MemberGone gone) {
         Member member = gone.event().member();
-        boolean downed = gone.event() instanceof ClusterEvent.MemberDowned
-                || gone.event() instanceof ClusterEvent.MemberRemoved removed && removed.previousStatus() == MemberStatus.down();
-        if (!downed || !member.hasRole("compute") || !this.downed.add(member.address())) {
+        if (gone.event() instanceof ClusterEvent.MemberJoined || gone.event() instanceof ClusterEvent.MemberUp
+                || gone.event() instanceof ClusterEvent.MemberWeaklyUp) {
+            downed.remove(member.address()); // a new incarnation at that address; the old one stays fenced
             return this;
         }
+        boolean isDowned = gone.event() instanceof ClusterEvent.MemberDowned
+                || gone.event() instanceof ClusterEvent.MemberRemoved removed && removed.previousStatus() == MemberStatus.down();
+        if (!isDowned || !member.hasRole("compute") || !fencedMembers.add(member.uniqueAddress())) {
+            return this;
+        }
+        downed.add(member.address());
         long client = ComputeNode.fabricClientId(member.uniqueAddress());
         try {
             boolean fenced = fabric.fence(settings.serverId(), client);
@@ -298,6 +309,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private Behavior<Command> onOffload(Offload offload) {
         if (downed.contains(offload.replyTo().path().address())) {
             getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
+            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0));
             return this;
         }
         OffloadRequest request;

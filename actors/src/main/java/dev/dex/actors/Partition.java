@@ -54,6 +54,9 @@ public final class Partition {
             implements Command, NoSerializationVerificationNeeded {
     }
 
+    private record GaveUp(Throwable failure) implements Command, NoSerializationVerificationNeeded {
+    }
+
     private record Released(PartitionedEngine.ReleaseReport report, Throwable failure)
             implements Command, NoSerializationVerificationNeeded {
     }
@@ -175,13 +178,61 @@ public final class Partition {
     }
 
     private Behavior<Command> onDone(Done done) {
+        answer(done);
+        if (workers.engine().logFailed(partition)) {
+            context.getLog().warn("partition {}: its redo log could not be written (the memory node was unreachable); every"
+                    + " later commit would fail, so the partition is given up and acquired again on its next batch", partition);
+            return givingUp();
+        }
+        return Behaviors.same();
+    }
+
+    private void answer(Done done) {
         inFlight--;
         if (done.failure() != null) {
             done.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.FAILED, done.failure().toString()))));
         } else {
             done.replyTo().tell(done.results());
         }
-        return Behaviors.same();
+    }
+
+    /**
+     * After a lost log append: waits for the batches in flight (they fail as not durable), gives the partition
+     * up without writing back (its durable writes are in the log up to the hole), and stops. The next batch
+     * starts the entity again, whose acquire opens the log under a new epoch and replays it; batches that come
+     * meanwhile are answered NOT_HELD, so clients send them again.
+     */
+    private Behavior<Command> givingUp() {
+        if (inFlight > 0) {
+            return Behaviors.receive(Command.class)
+                    .onMessage(Done.class, done -> {
+                        answer(done);
+                        return givingUp();
+                    })
+                    .onMessage(Execute.class, execute -> {
+                        refuse(execute);
+                        return Behaviors.same();
+                    })
+                    .onAnyMessage(message -> Behaviors.same())
+                    .onSignal(PostStop.class, this::onPostStop)
+                    .build();
+        }
+        context.pipeToSelf(workers.submit(() -> workers.engine().abandon(partition)), (frames, failure) -> new GaveUp(failure));
+        return Behaviors.receive(Command.class)
+                .onMessage(GaveUp.class, gaveUp -> {
+                    if (gaveUp.failure() != null) {
+                        context.getLog().error("partition {} could not be given up", partition, gaveUp.failure());
+                    }
+                    settled = gaveUp.failure() == null;
+                    return Behaviors.stopped();
+                })
+                .onMessage(Execute.class, execute -> {
+                    refuse(execute);
+                    return Behaviors.same();
+                })
+                .onAnyMessage(message -> Behaviors.same())
+                .onSignal(PostStop.class, this::onPostStop)
+                .build();
     }
 
     /** The stop message: let operations in flight finish, then release the partition and stop. */
@@ -192,7 +243,7 @@ public final class Partition {
         }
         return Behaviors.receive(Command.class)
                 .onMessage(Done.class, done -> {
-                    onDone(done);
+                    answer(done);
                     return inFlight == 0 ? releasing(start) : Behaviors.same();
                 })
                 .onAnyMessage(this::stashOrRefuse)

@@ -157,10 +157,15 @@ public final class DexEngine implements PartitionedEngine {
      */
     public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel, RedoLogSettings redoLog) {
         Superblock.Contents superblock = Superblock.read(memory);
-        PartitionTable table = Superblock.readPartitions(memory);
+        Superblock.VersionedTable table = Superblock.readVersionedPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
-        return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
+        DexEngine engine = new DexEngine(memory, config, table.table(), superblock, instance, channel, redoLog);
+        engine.tableVersion = table.version();
+        return engine;
     }
+
+    /** The version of the partition table this engine read at open (see SuperblockDescriptor). */
+    private long tableVersion;
 
     /** This engine's instance number, unique in the tree; the upper bits of its remote lock tags. */
     public long instanceId() {
@@ -249,6 +254,14 @@ public final class DexEngine implements PartitionedEngine {
         long start = System.nanoTime();
         if (held.get(partition) == HELD) {
             return new AcquireReport(partition, 0, 0, 0, 0, 0, false);
+        }
+        long version = Superblock.partitionTableVersion(memory);
+        if (version != tableVersion) {
+            // Another table may give this partition's keys to other partitions: serving it would let two
+            // owners write the same keys.
+            throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> " + version
+                    + ") after this compute node read it; it refuses to serve partition " + partition
+                    + " and must be restarted to read the new table");
         }
         new Flush(this).dropPartition(partition);
         if (!redoLog.enabled()) {
@@ -414,6 +427,17 @@ public final class DexEngine implements PartitionedEngine {
             logs.set(partition, null);
         }
         return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
+    }
+
+    /**
+     * Whether {@code partition}'s redo log lost an append: every later commit of it fails ("not durable")
+     * until the partition is given up ({@link #abandon}) and acquired again, which replays the log up to the
+     * hole under a new epoch.
+     */
+    public boolean logFailed(int partition) {
+        checkPartition(partition);
+        RedoLog log = logs.get(partition);
+        return log != null && log.failed();
     }
 
     /**

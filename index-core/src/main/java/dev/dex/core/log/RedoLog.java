@@ -103,10 +103,10 @@ public final class RedoLog {
 
     /**
      * Opens {@code partition}'s log as its new owner: finds it (or creates it, {@code logBytes} long, on
-     * memory server {@code partition mod servers}), bumps its epoch by compare-and-swap, and fences a previous
-     * owner that did not give the partition up ({@link #previousOwner()}): on fabrics that can fence, nothing
-     * that owner sends is applied after this returns. Then records this owner's identity. Call
-     * {@link #replay} next.
+     * memory server {@code partition mod servers}), takes its owner word by compare-and-swap and fences the
+     * previous owner named there, which did not give the partition up ({@link #previousOwner()}): on fabrics
+     * that can fence, nothing that owner sends is applied after this returns. Then bumps the epoch by
+     * compare-and-swap. Call {@link #replay} next.
      *
      * @param owner the new owner's tag (the engine instance), recorded in the header for diagnostics
      */
@@ -126,6 +126,36 @@ public final class RedoLog {
                     + " is corrupt (magic or partition number wrong)");
         }
         int capacity = header.getInt(CAPACITY_OFFSET, ORDER);
+        // The owner word first, by compare-and-swap: each new owner takes it from exactly one predecessor,
+        // whom it fences, so of two owners that take over one after the other the second fences the first
+        // even when the first has not finished its takeover. Before anything of the log is read: an owner
+        // that did not give the partition up may still be appending records or writing pages; once fenced,
+        // nothing of it lands any more.
+        long self = memory.clientId();
+        long previous;
+        if (self == 0) {
+            previous = 0; // a fabric without identities: nothing to record, nothing to fence
+        } else {
+            while (true) {
+                long seen = readLong(memory, log + OWNER_CLIENT_OFFSET);
+                if (seen == self || memory.compareAndSwap(log + OWNER_CLIENT_OFFSET, seen, self) == seen) {
+                    previous = seen == self ? 0 : seen;
+                    break;
+                }
+            }
+        }
+        boolean fenced;
+        try {
+            fenced = previous != 0 && memory.fence(previous);
+        } catch (RuntimeException unreachable) {
+            // Not fenced: give the word back, so the next attempt fences that owner again.
+            try {
+                memory.compareAndSwap(log + OWNER_CLIENT_OFFSET, self, previous);
+            } catch (RuntimeException alsoUnreachable) {
+                unreachable.addSuppressed(alsoUnreachable);
+            }
+            throw unreachable;
+        }
         long epoch;
         while (true) {
             long seen = readLong(memory, log + EPOCH_OFFSET);
@@ -134,22 +164,13 @@ public final class RedoLog {
                 break;
             }
         }
-        // Before anything of the log is read: an owner that did not give the partition up may still be
-        // appending records or writing pages; once fenced, nothing of it lands any more.
-        long previous = readLong(memory, log + OWNER_CLIENT_OFFSET);
-        boolean fenced = false;
-        if (previous != 0 && previous != memory.clientId()) {
-            fenced = memory.fence(previous);
-        }
         UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
         ownerWord.putLong(0, owner, ORDER);
         memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
-        ownerWord.putLong(0, memory.clientId(), ORDER);
-        memory.write(log + OWNER_CLIENT_OFFSET, ownerWord, 0, Long.BYTES);
         long checkpoint = readLong(memory, log + CHECKPOINT_OFFSET);
         long checkpointEpoch = readLong(memory, log + CHECKPOINT_EPOCH_OFFSET);
         RedoLog opened = new RedoLog(memory, partition, log, capacity, epoch, checkpoint, checkpointEpoch, awaitNanos);
-        opened.previousOwner = previous == memory.clientId() ? 0 : previous;
+        opened.previousOwner = previous;
         opened.previousOwnerFenced = fenced;
         return opened;
     }
@@ -230,6 +251,11 @@ public final class RedoLog {
         } catch (RuntimeException unreachable) {
             return false;
         }
+    }
+
+    /** Whether an append failed: the log has a hole, and every later commit fails until a new owner opens it. */
+    public boolean failed() {
+        return failure != null;
     }
 
     /** Marks that this owner gave the partition up without writing its pages back. */

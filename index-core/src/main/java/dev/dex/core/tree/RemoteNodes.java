@@ -10,6 +10,7 @@ import java.nio.ByteOrder;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.RemoteMemory;
 
@@ -43,8 +44,9 @@ public final class RemoteNodes {
 
     /**
      * @param holderGone whether a lock tag names a holder that is gone for good (a compute node no longer in
-     *                   the cluster): such a lock is cleared by compare-and-swap when met, since every
-     *                   remote write a holder makes under its lock is a whole node of a valid tree
+     *                   the cluster): such a lock is taken over when met, and the split it may have left
+     *                   half done rolled forward (every remote write a holder makes under its lock is a
+     *                   whole node of a valid tree, so at most the narrowed node is missing)
      */
     public RemoteNodes(RemoteMemory memory, long tag, java.util.function.LongPredicate holderGone) {
         if (tag == 0) {
@@ -55,11 +57,109 @@ public final class RemoteNodes {
         this.holderGone = holderGone;
     }
 
-    /** Clears the lock word {@code holder} of the node at {@code address} if its holder is gone. */
+    /**
+     * Takes over the lock word {@code holder} of the node at {@code address} if its holder is gone: locks the
+     * node for this session by compare-and-swap, rolls forward what the holder may have left half done
+     * ({@link #rollForward}), and unlocks it. A session that loses the compare-and-swap leaves it to the winner.
+     */
     private void takeOverIfGone(long address, long holder) {
-        if (holder != 0 && holder != tag && holderGone.test(holder)) {
-            memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, 0);
+        if (holder == 0 || holder == tag || !holderGone.test(holder)) {
+            return;
         }
+        if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, tag) != holder) {
+            return;
+        }
+        boolean done = false;
+        try {
+            done = rollForward(address);
+        } finally {
+            if (done) {
+                unlock(address);
+            } else {
+                // Not known to be repaired (a parent that stayed busy, a failure): the dead holder's tag goes
+                // back, so whoever meets the lock next tries again rather than using a node that may be wide.
+                memory.compareAndSwap(address + LOCK_WORD_OFFSET, tag, holder);
+            }
+        }
+    }
+
+    /**
+     * Completes a split a dead holder left half done under this node's lock: the new right node and the
+     * parent (with the new separator) are in remote memory, but the narrowed node is not, so the node is
+     * still wider than its slot in the parent. Readers coming through the new parent clip it, but a compute
+     * node whose cached parent predates the split would still route keys of the right half here and write
+     * them where nobody finds them. So the node is looked up in its parent as remote memory holds it now
+     * (a descent from the root towards its low fence), and clipped to that slot and written back before its
+     * lock is released. Nothing to do when the parent does not show the split (the holder died before
+     * writing it: the node is still exactly what the parent says) or the node is the root.
+     */
+    private boolean rollForward(long address) {
+        NodeView node = new NodeView().wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
+        memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+        if (node.version() != node.backVersion()) {
+            return true; // torn by a writer that died mid-write: readers refuse it, nothing here can rebuild it
+        }
+        long key = node.lowFence() == NodeHeaderDescriptor.NEG_INFINITY ? NodeHeaderDescriptor.NEG_INFINITY + 1
+                : node.lowFence() + 1;
+        NodeView parent = new NodeView().wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
+        long current = readRoot();
+        for (int depth = 0; depth < TreeConfig.MAX_HEIGHT && current != address; depth++) {
+            if (!readForRollForward(current, parent)) {
+                return false;
+            }
+            if (parent.isLeaf() || parent.level() <= node.level()) {
+                return true;
+            }
+            int slot = parent.childIndex(key);
+            long child = parent.child(slot);
+            if (parent.level() == node.level() + 1) {
+                if (child != address) {
+                    return true;
+                }
+                long slotHigh = slot < parent.count() ? parent.key(slot) : parent.highFence();
+                if (node.highFence() > slotHigh) {
+                    // Read again just before the write: a node the clip leaves inside one partition may meanwhile
+                    // have been clipped, cached and written back by that partition's owner (a plain write, lock
+                    // word 0); that image is newer and stays.
+                    memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+                    if (header.getLong(LOCK_WORD_OFFSET, ORDER) != tag || header.getLong(VERSION_OFFSET, ORDER) != node.version()) {
+                        return true;
+                    }
+                    node.clipAbove(slotHigh);
+                    writeLocked(address, node, node.version() + 1);
+                    rollForwards++;
+                }
+                return true;
+            }
+            current = child;
+        }
+        return true;
+    }
+
+    /**
+     * A validated read on the way down of a roll-forward, which waits out a live writer for longer than
+     * {@link #readValidated} alone, and reads a node this session holds locked itself (a split that meets the
+     * dead holder's lock on a child while it holds the parent) as it is: nobody else writes it meanwhile.
+     */
+    private boolean readForRollForward(long address, NodeView node) {
+        for (int round = 0; round < 8; round++) {
+            memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
+            if (node.lockWord() == tag && node.version() == node.backVersion()) {
+                return true;
+            }
+            if (readValidated(address, node)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Half-done splits of dead holders this session completed (see {@link #rollForward}). */
+    private long rollForwards;
+
+    /** How many half-done splits of dead lock holders this session completed. */
+    public long rollForwards() {
+        return rollForwards;
     }
 
     public RemoteMemory memory() {

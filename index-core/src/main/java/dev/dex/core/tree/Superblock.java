@@ -77,6 +77,8 @@ public final class Superblock {
      */
     public static void writePartitions(RemoteMemory memory, PartitionTable table) {
         read(memory);
+        // Odd while the table is rewritten: a reader that sees an odd or a moved version reads again.
+        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
         long[] bounds = table.upperBounds();
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, bounds.length * Long.BYTES)]);
         for (int i = 0; i < bounds.length; i++) {
@@ -88,6 +90,35 @@ public final class Superblock {
         UnsafeBuffer count = new UnsafeBuffer(new byte[Long.BYTES]);
         count.putInt(0, table.count(), ORDER);
         memory.write(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
+        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
+    }
+
+    /** A partition table and the version it was read at. */
+    public record VersionedTable(PartitionTable table, long version) {
+    }
+
+    /** The partition table and its version, read consistently (again while a rewrite is under way). */
+    public static VersionedTable readVersionedPartitions(RemoteMemory memory) {
+        for (int attempt = 0; ; attempt++) {
+            long before = partitionTableVersion(memory);
+            if ((before & 1) == 0) {
+                PartitionTable table = readPartitions(memory);
+                if (partitionTableVersion(memory) == before) {
+                    return new VersionedTable(table, before);
+                }
+            }
+            if (attempt > 10_000) {
+                throw new IllegalStateException("the partition table is being rewritten and did not settle");
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    /** The partition table's version: odd while it is rewritten, even otherwise. */
+    public static long partitionTableVersion(RemoteMemory memory) {
+        UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
+        memory.read(SuperblockDescriptor.TABLE_VERSION_ADDRESS, word, 0, Long.BYTES);
+        return word.getLong(0, ORDER);
     }
 
     /** The stored partition table; fails clearly when none was stored. */

@@ -7,10 +7,10 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  * The tree's superblock, at the start of memory server 0's root area (little-endian 8-byte words).
  *
  * <pre>
- *   0               8               16                24              28              32           36       40              48       64
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+--------+
- *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused | log directory | unused |
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+--------+
+ *   0               8               16                24              28              32           36       40              48              56       64
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+--------+
+ *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused | log directory | table version | unused |
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+--------+
  *   64
  *   +------------------------------------------------------+
  *   | partition upper bounds: (partitions - 1) longs       |
@@ -26,6 +26,9 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *   <li><b>partitions</b>: the number of logical partitions (0 until a table is stored), followed at offset
  *       64 by the inclusive upper bounds of all partitions but the last, so every compute node reads the
  *       same {@code PartitionTable}.</li>
+ *   <li><b>table version</b>: a sequence lock over the partition table, moved by fetch-and-add: odd while
+ *       {@link Superblock#writePartitions} rewrites the table, even (2 x tables written) otherwise. A compute
+ *       node remembers the version of the table it read and refuses to acquire a partition once it changed.</li>
  *   <li><b>log directory</b>: address of the chunk that lists each partition's redo log, set by
  *       compare-and-swap by the first compute node that opens a log ({@code RedoLogDescriptor}).</li>
  * </ul>
@@ -43,6 +46,7 @@ public final class SuperblockDescriptor {
     public static final int PARTITION_COUNT_OFFSET = FORMAT_VERSION_OFFSET + Integer.BYTES;
     public static final int LENGTH = PARTITION_COUNT_OFFSET + Integer.BYTES;
     public static final int LOG_DIRECTORY_OFFSET = 40;
+    public static final int TABLE_VERSION_OFFSET = 48;
     public static final int PARTITION_BOUNDS_OFFSET = 64;
 
     /** Global address of the superblock: server 0, start of the region's root area. */
@@ -51,6 +55,7 @@ public final class SuperblockDescriptor {
     public static final long INSTANCE_COUNT_ADDRESS = ADDRESS + INSTANCE_COUNT_OFFSET;
     public static final long PARTITION_COUNT_ADDRESS = ADDRESS + PARTITION_COUNT_OFFSET;
     public static final long PARTITION_BOUNDS_ADDRESS = ADDRESS + PARTITION_BOUNDS_OFFSET;
+    public static final long TABLE_VERSION_ADDRESS = ADDRESS + TABLE_VERSION_OFFSET;
 
     private SuperblockDescriptor() {
     }

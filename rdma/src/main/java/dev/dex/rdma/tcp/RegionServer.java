@@ -251,6 +251,8 @@ final class RegionServer implements AutoCloseable {
         private boolean greeted;
         /** A FENCE of this connection is not complete yet: later requests wait, so answers stay in order. */
         private boolean fencing;
+        /** The greeting was refused (a fenced client): nothing more of this connection is executed. */
+        private boolean refused;
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -310,9 +312,10 @@ final class RegionServer implements AutoCloseable {
 
         /** Executes one request frame and writes its answer (flushed at the end of the socket read). */
         private void handle(ChannelHandlerContext ctx, ByteBuf frame) {
-            if (!ctx.channel().isActive()) {
+            if (refused || !ctx.channel().isActive()) {
                 // Decoded from what was left in the socket buffer after the connection closed (by a fence, or
-                // a verb timeout on the client's side): nobody waits for it, and it must not take effect.
+                // a verb timeout on the client's side), or sent behind a refused greeting: nobody waits for it,
+                // and it must not take effect.
                 return;
             }
             int base = frame.readerIndex();
@@ -430,6 +433,7 @@ final class RegionServer implements AutoCloseable {
                             .getBytes(StandardCharsets.UTF_8);
                     ByteBuf out = header(ctx, STATUS_FENCED, id, 0, text.length);
                     out.writeBytes(text);
+                    refused = true;
                     ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
                     LOG.info("memory server {}: refused fenced client {} from {}", serverId, Long.toHexString(client),
                             ctx.channel().remoteAddress());

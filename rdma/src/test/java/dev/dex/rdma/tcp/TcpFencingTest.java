@@ -96,6 +96,25 @@ class TcpFencingTest {
     }
 
     @Test
+    void nothingSentBehindARefusedGreetingIsExecuted() throws Exception {
+        TcpFabric fabric = closeAfter(new TcpFabric());
+        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        fabric.fence(0, OLD_OWNER);
+        RawClient raw = closeAfter(new RawClient(region.endpoint()));
+        java.io.ByteArrayOutputStream pipelined = new java.io.ByteArrayOutputStream();
+        pipelined.write(RawClient.request(TcpFrameDescriptor.OP_HELLO, 0, 1, GlobalAddress.of(0, 0), OLD_OWNER, 0, new byte[0], -1));
+        pipelined.write(RawClient.request(TcpFrameDescriptor.OP_HELLO, 0, 2, GlobalAddress.of(0, 0), 0, 0, new byte[0], -1));
+        byte[] value = new byte[8];
+        value[0] = 99;
+        pipelined.write(RawClient.request(TcpFrameDescriptor.OP_WRITE, 8, 3, GlobalAddress.of(0, CHUNK), 0, 0, value, -1));
+        raw.send(pipelined.toByteArray());
+
+        assertEquals(TcpFrameDescriptor.STATUS_FENCED, raw.receive().status(), "the fenced client's greeting is refused");
+        assertTrue(raw.closedByPeer(), "and its connection closed without answering what it pipelined behind");
+        assertEquals(0, region.region().getLongVolatile(CHUNK), "an anonymous greeting sent behind it did not let a write through");
+    }
+
+    @Test
     void anonymousOrOwnIdentitiesCannotBeFenced() {
         TcpFabric fabric = closeAfter(new TcpFabric());
         ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));

@@ -1,0 +1,69 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.log.RedoLogSettings;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * The partition table carries a version: a compute node that read the table before it was rewritten (a bulk
+ * load storing bounds at the loaded leaves' fences, say) would treat ranges that now belong to other
+ * partitions as its own; it refuses to acquire a partition instead, while a node that opens afterwards serves.
+ */
+class PartitionTableVersionTest {
+    private static DexEngine open(RemoteMemory memory) {
+        return DexEngine.open(memory, new DexConfig("no-offload", 256L * FrameHeaderDescriptor.FRAME_LENGTH,
+                DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
+    }
+
+    @Test
+    void aNodeThatReadAnOlderTableRefusesToServeAndANewOneServes() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 4096);
+            RemoteMemory memory = fabric.connect(0);
+            Superblock.format(memory, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
+            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 4000));
+            assertEquals(2, Superblock.partitionTableVersion(memory), "even: one table written");
+
+            DexEngine early = open(memory);
+            early.acquire(0);
+            Superblock.writePartitions(memory, PartitionTable.equalWidth(2, 0, 4000));
+            assertEquals(4, Superblock.partitionTableVersion(memory));
+
+            IllegalStateException refused = assertThrows(IllegalStateException.class, () -> early.acquire(1));
+            assertTrue(refused.getMessage().contains("partition table was rewritten (version 2 -> 4)"), refused.getMessage());
+
+            DexEngine late = open(memory);
+            assertEquals(2, late.partitions().count(), "a node opened afterwards reads the new table");
+            late.acquire(1);
+            try (var session = late.newSession()) {
+                session.put(3999, 1);
+                assertTrue(session.lookup(3999));
+            }
+        }
+    }
+
+    @Test
+    void aReaderNeverTakesATableWhileItIsRewritten() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 4096);
+            RemoteMemory memory = fabric.connect(0);
+            Superblock.format(memory, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
+            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 4000));
+            // A writer that stopped half-way (odd version): the table is not served until it completes.
+            memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
+            IllegalStateException unsettled = assertThrows(IllegalStateException.class, () -> Superblock.readVersionedPartitions(memory));
+            assertTrue(unsettled.getMessage().contains("did not settle"), unsettled.getMessage());
+            memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
+            assertEquals(4, Superblock.readVersionedPartitions(memory).version());
+        }
+    }
+}
