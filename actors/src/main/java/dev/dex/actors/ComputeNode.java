@@ -371,7 +371,13 @@ public final class ComputeNode {
                 .onMessage(DescribeAgain.class, again -> Behaviors.same())
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
-                    workers.close();
+                    if (!workers.closeAndWait()) {
+                        // A worker is still inside an operation: closing the connection would unmap memory it
+                        // uses (shm). The process is going away; its mappings go with it.
+                        context.getLog().error("workers still run 10 s after the node stopped; the memory pool stays"
+                                + " connected until the process exits");
+                        return Behaviors.same();
+                    }
                     channel.close();
                     connection.close();
                     return Behaviors.same();

@@ -177,15 +177,30 @@ final class EngineWorkers implements AutoCloseable {
 
     @Override
     public void close() {
+        closeAndWait();
+    }
+
+    /**
+     * Stops taking batches and waits up to 10 s for the running and queued ones (on a node that lost its
+     * partitions they end at once, as not held). Returns whether every worker stopped: if not, a worker may
+     * still touch the memory pool, and the caller must not release it (unmapping an {@code shm} region under
+     * a running thread crashes the JVM).
+     */
+    boolean closeAndWait() {
         pool.shutdown();
+        boolean stopped;
         try {
-            pool.awaitTermination(10, TimeUnit.SECONDS);
+            stopped = pool.awaitTermination(10, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+            stopped = false;
         }
-        synchronized (allSessions) {
-            allSessions.forEach(DexSession::close);
+        if (stopped) {
+            synchronized (allSessions) {
+                allSessions.forEach(DexSession::close);
+            }
         }
+        return stopped;
     }
 
     PartitionedEngine.ReleaseReport release(int partition) {

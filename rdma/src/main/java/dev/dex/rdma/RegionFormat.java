@@ -31,7 +31,17 @@ public final class RegionFormat {
         region.putLongVolatile(REGION_LENGTH_OFFSET, region.length());
         region.putLongVolatile(CHUNK_LENGTH_OFFSET, chunkLength);
         region.putLongVolatile(NEXT_CHUNK_OFFSET, 1);
+        long incarnation;
+        do {
+            incarnation = new java.security.SecureRandom().nextLong();
+        } while (incarnation == 0);
+        region.putLongVolatile(RegionHeaderDescriptor.INCARNATION_OFFSET, incarnation);
         region.putLongVolatile(MAGIC_OFFSET, MAGIC);
+    }
+
+    /** The region's incarnation (see {@link RegionHeaderDescriptor}); 0 for a region formatted before it existed. */
+    public static long incarnation(Region region) {
+        return region.getLongVolatile(RegionHeaderDescriptor.INCARNATION_OFFSET);
     }
 
     /** Checks that {@code region} carries a header written by {@link #format}; returns its chunk length. */

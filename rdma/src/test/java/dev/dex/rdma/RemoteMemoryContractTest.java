@@ -2,6 +2,7 @@ package dev.dex.rdma;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -184,8 +185,10 @@ public abstract class RemoteMemoryContractTest {
         assertEquals(REGION_LENGTH, readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.REGION_LENGTH_OFFSET)));
         assertEquals(CHUNK_LENGTH, readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.CHUNK_LENGTH_OFFSET)));
         assertEquals(1, readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET)));
-        int rest = (int) REGION_LENGTH - RegionHeaderDescriptor.NEXT_CHUNK_OFFSET - Long.BYTES;
-        assertArrayEquals(new byte[rest], readBytes(memory, 0, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET + Long.BYTES, rest));
+        assertNotEquals(0, readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET)),
+                "a fresh region draws an incarnation");
+        int rest = (int) REGION_LENGTH - RegionHeaderDescriptor.INCARNATION_OFFSET - Long.BYTES;
+        assertArrayEquals(new byte[rest], readBytes(memory, 0, RegionHeaderDescriptor.INCARNATION_OFFSET + Long.BYTES, rest));
     }
 
     @Test

@@ -77,8 +77,13 @@ final class Flush {
             if (!arena.flag(f, DIRTY)) {
                 continue;
             }
-            while (!arena.tryLock(f)) {
-                Thread.onSpinWait();
+            for (int spins = 0; !arena.tryLock(f); spins++) {
+                // Held by an operation for the length of a remote verb at most; do not burn a core meanwhile.
+                if (spins < 64) {
+                    Thread.onSpinWait();
+                } else {
+                    Thread.yield();
+                }
             }
             try {
                 int state = arena.state(f);

@@ -285,6 +285,7 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
         } else if (call.op == OP_HELLO && payload >= Long.BYTES) {
             call.extra = frame.getLongLE(base + RESPONSE_HEADER_LENGTH);
             call.extra2 = payload >= 2 * Long.BYTES ? frame.getLongLE(base + RESPONSE_HEADER_LENGTH + Long.BYTES) : 0;
+            call.extra3 = payload >= 3 * Long.BYTES ? frame.getLongLE(base + RESPONSE_HEADER_LENGTH + 2 * Long.BYTES) : 0;
         }
         call.finish();
     }

@@ -441,9 +441,10 @@ final class RegionServer implements AutoCloseable {
                 }
             }
             greeted = true;
-            ByteBuf out = header(ctx, STATUS_OK, id, region.length(), 2 * Long.BYTES);
+            ByteBuf out = header(ctx, STATUS_OK, id, region.length(), 3 * Long.BYTES);
             out.writeLongLE(chunkLength);
             out.writeLongLE(maxTransfer);
+            out.writeLongLE(dev.dex.rdma.RegionFormat.incarnation(region));
             ctx.write(out, ctx.voidPromise());
         }
 

@@ -276,6 +276,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         final long chunkLength;
         /** The largest transfer both sides take: the smaller of this client's and the server's max-transfer. */
         final int maxTransfer;
+        /** The region's incarnation at the first greeting; a reconnect must find the same one. */
+        final long incarnation;
 
         Link(int serverId, InetSocketAddress address) {
             this.serverId = serverId;
@@ -296,6 +298,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             this.chunkLength = greeting[1];
             long serverMax = greeting[2];
             this.maxTransfer = serverMax <= 0 ? settings.maxTransfer() : (int) Math.min(settings.maxTransfer(), serverMax);
+            this.incarnation = greeting[3];
         }
 
         /** The calling thread's connection, reopened first if it broke. */
@@ -312,7 +315,17 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                         throw new IllegalStateException("remote memory is closed");
                     }
                     connection = Connection.open(serverId, address, settings, io);
-                    hello(connection);
+                    long found = hello(connection)[3];
+                    if (found != incarnation) {
+                        // Not the memory this client's addresses and cached pages refer to: a memory node that
+                        // restarted without its data. Using it would read and write another tree.
+                        FabricException other = new FabricException("memory server " + serverId + " at " + connection.endpoint()
+                                + " serves another region than the one this client connected to (incarnation "
+                                + Long.toHexString(found) + ", not " + Long.toHexString(incarnation)
+                                + "): it restarted without its data; this client must be restarted");
+                        connection.breakWith(other);
+                        throw other;
+                    }
                     connections.set(index, connection);
                 }
                 return connection;
@@ -340,7 +353,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                 connection.breakWith(new FabricException("wrong server"));
                 throw new IllegalArgumentException("endpoint " + connection.endpoint() + " refused memory server " + serverId + ": " + call.reason);
             }
-            return new long[] {call.value, call.extra, call.extra2};
+            return new long[] {call.value, call.extra, call.extra2, call.extra3};
         }
 
         synchronized void close() {

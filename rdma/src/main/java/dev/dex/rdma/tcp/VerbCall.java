@@ -71,6 +71,8 @@ final class VerbCall {
     long extra;
     /** A HELLO's second payload word: the server's largest transfer (0 from a server that does not say). */
     long extra2;
+    /** A HELLO's third payload word: the region's incarnation (0 from a server that does not say). */
+    long extra3;
     String reason;
     FabricException failure;
 

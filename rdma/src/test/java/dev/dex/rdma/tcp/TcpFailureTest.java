@@ -68,6 +68,42 @@ class TcpFailureTest {
         assertArrayEquals(new byte[64], buffer.byteArray(), "the reconnected read got the server's bytes");
     }
 
+    /**
+     * A memory node that restarts without its data (the tcp fabric keeps a region in the memory node's process)
+     * at the same endpoint: a client that reconnects must not read and write the fresh region as if it were
+     * the one its addresses and cached pages refer to. The greeting's incarnation tells them apart.
+     */
+    @Test
+    void aClientRefusesAMemoryNodeThatRestartedWithoutItsData() {
+        int port = TcpTestPorts.unused();
+        TcpSettings fixed = TcpSettings.DEFAULTS.withPort(port);
+        TcpFabric first = new TcpFabric(fixed, 0);
+        ExportedRegion before = first.export(0, REGION, CHUNK);
+        RemoteMemory client = closeAfter(fabric(Duration.ofSeconds(5)).connect(Map.of(0, before.endpoint())));
+        UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+        word.putLong(0, 77);
+        client.write(GlobalAddress.of(0, CHUNK), word, 0, 8);
+        first.close();
+
+        TcpFabric restarted = closeAfter(new TcpFabric(fixed, 0));
+        restarted.export(0, REGION, CHUNK);
+
+        FabricException refused = assertThrows(FabricException.class, () -> {
+            // The first verb may only find the old connection closed; the reconnect then meets the new region.
+            for (int i = 0; i < 3; i++) {
+                try {
+                    client.read(GlobalAddress.of(0, CHUNK), word, 0, 8);
+                } catch (FabricException e) {
+                    if (e.getMessage().contains("another region")) {
+                        throw e;
+                    }
+                }
+            }
+        });
+        assertTrue(refused.getMessage().contains("restarted without its data"), refused.getMessage());
+        assertEquals(77, word.getLong(0), "nothing was read from the fresh region");
+    }
+
     @Test
     void aServerThatStopsAnsweringFailsTheVerbAfterTheTimeoutWithoutHanging() throws Exception {
         FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));

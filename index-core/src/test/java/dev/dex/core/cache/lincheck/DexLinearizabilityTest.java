@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
  */
 class DexLinearizabilityTest {
     private static final int ITERATIONS = 30;
-    private static final int INVOCATIONS_PER_ITERATION = 200;
+    private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(130);
     /**
      * Fewer frames than the nodes on each engine's paths to its keys (pinned root, the two inner nodes
      * under it, a test leaf and its split sibling, a stale copy of the old root): leaves are evicted and

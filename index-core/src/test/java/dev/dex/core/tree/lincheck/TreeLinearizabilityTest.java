@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
  */
 class TreeLinearizabilityTest {
     private static final int ITERATIONS = 30;
-    private static final int INVOCATIONS_PER_ITERATION = 400;
+    private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(260);
 
     @Test
     void operationsStayLinearizableWhileTheRootLeafSplits() {
