@@ -61,7 +61,7 @@ final class Demo implements Callable<Integer> {
     Integer seconds;
 
     @Option(names = "--workload", paramLabel = "W",
-            description = "read-only (100% get), read-intensive (95/5 get/put), write-intensive (50/50) (default: dex.demo.workload).")
+            description = "read-only (100%% get), read-intensive (95/5 get/put), write-intensive (50/50) (default: dex.demo.workload).")
     String workload;
 
     @Option(names = "--cache-size", paramLabel = "SIZE", defaultValue = "64MiB",
@@ -113,7 +113,7 @@ final class Demo implements Callable<Integer> {
                 .withValue("dex.tree.partitions", ConfigValueFactory.fromAnyRef(partitions))
                 .withValue("dex.tree.partition-key-min", ConfigValueFactory.fromAnyRef(1))
                 .withValue("dex.tree.partition-key-max", ConfigValueFactory.fromAnyRef(n * KEY_SPACING))
-                .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(Math.max(64, (n * 96 >> 20) + 1) + "MiB"))
+                .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(regionMiB(n, partitions, defaults) + "MiB"))
                 .withValue("dex.compute.cache-size", ConfigValueFactory.fromAnyRef(cacheSize));
         if (seconds != null) {
             overrides = overrides.withValue("dex.demo.seconds", ConfigValueFactory.fromAnyRef(seconds));
@@ -143,6 +143,18 @@ final class Demo implements Callable<Integer> {
             Fabrics.closeLocal(fabricName);
             deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
         }
+    }
+
+    /**
+     * The memory node's region: the loaded tree (about 96 bytes a key, splits included), one redo log per
+     * partition in whole 1 MiB chunks plus the log directory's chunk, and room for the chunks each compute
+     * node allocates for its splits.
+     */
+    static long regionMiB(long keys, int partitions, Config defaults) {
+        long chunk = defaults.getBytes("dex.memory.chunk-size");
+        long logChunks = (defaults.getBytes("dex.compute.redo-log-size") + chunk - 1) / chunk;
+        long logsMiB = (partitions * logChunks + 1) * chunk >> 20;
+        return Math.max(64, (keys * 96 >> 20) + 1 + logsMiB + 16);
     }
 
     /** The demo's own shm directory: the memory node keeps its region file there when it stops; the demo does not. */

@@ -63,6 +63,14 @@ class DexCliTest {
     }
 
     @Test
+    void theDemosHelpPrintsWithoutAFormatWarning() {
+        Run run = run("demo", "--help");
+        assertEquals(0, run.exit(), run.out() + run.err());
+        assertTrue(run.out().contains("read-only (100% get)"), run.out());
+        assertTrue(!(run.out() + run.err()).contains("Could not format"), run.out() + run.err());
+    }
+
+    @Test
     void withoutACommandItPrintsTheCommands() {
         Run run = run();
         assertEquals(0, run.exit());

@@ -96,6 +96,22 @@ class DexSettingsTest {
         assertThrows(IllegalArgumentException.class, () -> DexNodes.nodeConfig(base, "storage", "127.0.0.1", 0, List.of()));
     }
 
+    /**
+     * The demo's memory node holds the tree and one redo log per partition: with 200,000 keys, a region sized for
+     * the tree alone (64 MiB) was filled by the 64 logs, and partitions could not be acquired (MemoryFullException).
+     */
+    @Test
+    void theDemosRegionHoldsTheTreeAndEveryPartitionsLog() {
+        Config defaults = DexNodes.config(ConfigFactory.empty());
+        long logsMiB = 64 * (defaults.getBytes("dex.compute.redo-log-size") >> 20);
+        for (long keys : new long[] {1_000, 200_000, 1_000_000, 10_000_000}) {
+            long treeMiB = keys * 96 >> 20;
+            long region = Demo.regionMiB(keys, 64, defaults);
+            assertTrue(region > treeMiB + logsMiB, keys + " keys: a region of " + region + " MiB holds a tree of " + treeMiB
+                    + " MiB and " + logsMiB + " MiB of logs with room to spare");
+        }
+    }
+
     @Test
     void seedNodesAreHostAndPort() {
         assertEquals("pekko://dex@10.0.0.1:2551", DexNodes.seedAddress("10.0.0.1:2551"));
