@@ -29,7 +29,7 @@ public final class Fabrics {
 
     /** Where and how nodes reach the memory pool. */
     public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
-                       DisniSettings disni) {
+                       DisniSettings disni, Path tcpRegionDirectory) {
         public Spec {
             if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp") && !transport.equals("disni")) {
                 throw new IllegalArgumentException("dex.fabric.transport must be local, shm, tcp or disni: " + transport);
@@ -37,6 +37,12 @@ public final class Fabrics {
             if (latencyNs < 0) {
                 throw new IllegalArgumentException("dex.fabric.latency-ns must be >= 0: " + latencyNs);
             }
+        }
+
+        /** A spec whose tcp memory nodes keep their regions in their own memory. */
+        public Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
+                    DisniSettings disni) {
+            this(transport, localName, shmDirectory, latencyNs, tcp, disni, null);
         }
 
         /** A spec with the default tcp and disni settings. */
@@ -59,7 +65,7 @@ public final class Fabrics {
         return switch (spec.transport()) {
             case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
             case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
-            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs());
+            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs(), spec.tcpRegionDirectory());
             default -> {
                 TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs());
                 try {

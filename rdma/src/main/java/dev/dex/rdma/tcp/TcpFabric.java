@@ -39,6 +39,8 @@ public final class TcpFabric implements Fabric {
     private final IoTransport io;
     private final Map<Integer, TcpRegion> exported = new HashMap<>();
     private final Set<TcpRemoteMemory> clients = ConcurrentHashMap.newKeySet();
+    /** Where {@link #attach} keeps regions in files across restarts; null: regions live in this process. */
+    private final dev.dex.rdma.shm.ShmFabric files;
     private boolean closed;
 
     /** A fabric with the default settings (loopback, a free port) and no injected latency. */
@@ -51,11 +53,21 @@ public final class TcpFabric implements Fabric {
      * @param latencyNs latency spun by the client before every verb, on top of the network's; 0 for none
      */
     public TcpFabric(TcpSettings settings, long latencyNs) {
+        this(settings, latencyNs, null);
+    }
+
+    /**
+     * @param regionDirectory where {@link #attach} keeps each region in a memory-mapped file
+     *                        ({@code region-<id>.dex}, as the shm fabric does), so a memory node that restarts
+     *                        reattaches to its data; null to keep regions in this process's memory
+     */
+    public TcpFabric(TcpSettings settings, long latencyNs, java.nio.file.Path regionDirectory) {
         if (latencyNs < 0) {
             throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
         }
         this.settings = Objects.requireNonNull(settings, "settings");
         this.latencyNs = latencyNs;
+        this.files = regionDirectory == null ? null : new dev.dex.rdma.shm.ShmFabric(regionDirectory);
         this.io = IoTransport.create(settings.ioThreads());
     }
 
@@ -89,7 +101,37 @@ public final class TcpFabric implements Fabric {
         }
         Region region = Region.offHeap(regionLength);
         RegionFormat.format(region, chunkLength);
-        TcpRegion tcpRegion = new TcpRegion(serverId, region, RegionServer.start(serverId, region, chunkLength, settings, io));
+        TcpRegion tcpRegion = new TcpRegion(serverId, region, RegionServer.start(serverId, region, chunkLength, settings, io), null);
+        exported.put(serverId, tcpRegion);
+        return tcpRegion;
+    }
+
+    /**
+     * With a region directory: reattaches to the region file a previous memory node of this server id left
+     * there (or makes one), under its lock file, and serves it; {@link ExportedRegion#detach()} keeps the file.
+     * Without one, the same as {@link #export}: the region lives in this process and a restart starts empty.
+     */
+    @Override
+    public synchronized ExportedRegion attach(int serverId, long regionLength, int chunkLength) {
+        if (files == null) {
+            return export(serverId, regionLength, chunkLength);
+        }
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        if (closed) {
+            throw new IllegalStateException("the tcp fabric is closed");
+        }
+        if (exported.containsKey(serverId)) {
+            throw new IllegalStateException("memory server " + serverId + " already exported on this tcp fabric");
+        }
+        ExportedRegion backing = files.attach(serverId, regionLength, chunkLength);
+        RegionServer server;
+        try {
+            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, io);
+        } catch (RuntimeException e) {
+            backing.detach();
+            throw e;
+        }
+        TcpRegion tcpRegion = new TcpRegion(serverId, backing.region(), server, backing);
         exported.put(serverId, tcpRegion);
         return tcpRegion;
     }
@@ -214,6 +256,9 @@ public final class TcpFabric implements Fabric {
         for (TcpRegion region : regions) {
             region.close();
         }
+        if (files != null) {
+            files.close();
+        }
         io.shutdown();
     }
 
@@ -230,11 +275,32 @@ public final class TcpFabric implements Fabric {
         private final int serverId;
         private final Region region;
         private final RegionServer server;
+        /** The region file's export when the region lives in a file; null when it lives in this process. */
+        private final ExportedRegion backing;
 
-        TcpRegion(int serverId, Region region, RegionServer server) {
+        TcpRegion(int serverId, Region region, RegionServer server, ExportedRegion backing) {
             this.serverId = serverId;
             this.region = region;
             this.server = server;
+            this.backing = backing;
+        }
+
+        @Override
+        public boolean fresh() {
+            return backing == null || backing.fresh();
+        }
+
+        @Override
+        public void detach() {
+            synchronized (TcpFabric.this) {
+                if (!exported.remove(serverId, this)) {
+                    return;
+                }
+            }
+            server.close();
+            if (backing != null) {
+                backing.detach();
+            }
         }
 
         @Override
@@ -260,6 +326,9 @@ public final class TcpFabric implements Fabric {
                 }
             }
             server.close();
+            if (backing != null) {
+                backing.close();
+            }
         }
     }
 }

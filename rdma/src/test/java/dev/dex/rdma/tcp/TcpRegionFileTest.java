@@ -1,0 +1,71 @@
+package dev.dex.rdma.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RegionHeaderDescriptor;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * A tcp memory node with a region directory keeps its region in a memory-mapped file: after a restart at the
+ * same endpoint it serves the same region (same incarnation, same data), so a compute node that stayed up
+ * reconnects and goes on; a second memory node of that server id in the directory is refused.
+ */
+class TcpRegionFileTest {
+    private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
+    private static final long LENGTH = 16L * CHUNK;
+
+    @TempDir
+    Path directory;
+
+    @Test
+    void aRestartedMemoryNodeServesItsRegionFileAndAConnectedClientGoesOn() {
+        TcpSettings fixed = TcpSettings.DEFAULTS.withPort(TcpTestPorts.unused());
+        UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+        try (TcpFabric client = new TcpFabric()) {
+            TcpFabric first = new TcpFabric(fixed, 0, directory);
+            ExportedRegion region = first.attach(0, LENGTH, CHUNK);
+            assertTrue(region.fresh());
+            RemoteMemory memory = client.connect(Map.of(0, region.endpoint()), 0x11L);
+            word.putLong(0, 4242);
+            memory.write(GlobalAddress.of(0, CHUNK), word, 0, 8);
+            region.detach();
+            first.close();
+            assertTrue(Files.isRegularFile(directory.resolve("region-0.dex")), "the region file outlives the memory node");
+
+            try (TcpFabric restarted = new TcpFabric(fixed, 0, directory)) {
+                ExportedRegion again = restarted.attach(0, LENGTH, CHUNK);
+                assertFalse(again.fresh(), "the restarted memory node reattached");
+                try (TcpFabric other = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                    assertThrows(IllegalStateException.class, () -> other.attach(0, LENGTH, CHUNK),
+                            "a second memory node of that server id on the directory is refused");
+                }
+                word.putLong(0, 0);
+                long value = -1;
+                for (int attempt = 0; attempt < 3 && value != 4242; attempt++) {
+                    try {
+                        memory.read(GlobalAddress.of(0, CHUNK), word, 0, 8); // the first may find the old connection closed
+                        value = word.getLong(0);
+                    } catch (dev.dex.rdma.FabricException lostConnection) {
+                        assertFalse(lostConnection.getMessage().contains("another region"), lostConnection.getMessage());
+                    }
+                }
+                assertEquals(4242, value, "the client that stayed up reconnected to the same region and reads its data");
+                again.detach();
+            }
+            memory.close();
+        }
+    }
+}
