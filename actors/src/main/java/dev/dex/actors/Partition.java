@@ -204,28 +204,26 @@ public final class Partition {
      */
     private Behavior<Command> givingUp() {
         if (inFlight > 0) {
-            return Behaviors.receive(Command.class)
+            return refusingBatches(Behaviors.receive(Command.class)
                     .onMessage(Done.class, done -> {
                         answer(done);
                         return givingUp();
-                    })
-                    .onMessage(Execute.class, execute -> {
-                        refuse(execute);
-                        return Behaviors.same();
-                    })
-                    .onAnyMessage(message -> Behaviors.same())
-                    .onSignal(PostStop.class, this::onPostStop)
-                    .build();
+                    }));
         }
         context.pipeToSelf(workers.submit(() -> workers.engine().abandon(partition)), (frames, failure) -> new GaveUp(failure));
-        return Behaviors.receive(Command.class)
+        return refusingBatches(Behaviors.receive(Command.class)
                 .onMessage(GaveUp.class, gaveUp -> {
                     if (gaveUp.failure() != null) {
                         context.getLog().error("partition {} could not be given up", partition, gaveUp.failure());
                     }
                     settled = gaveUp.failure() == null;
                     return Behaviors.stopped();
-                })
+                }));
+    }
+
+    /** {@code builder}, answering new batches NOT_HELD and ignoring anything else it does not handle. */
+    private Behavior<Command> refusingBatches(org.apache.pekko.actor.typed.javadsl.BehaviorBuilder<Command> builder) {
+        return builder
                 .onMessage(Execute.class, execute -> {
                     refuse(execute);
                     return Behaviors.same();

@@ -374,14 +374,20 @@ public final class ShmFabric implements Fabric {
         @Override
         public void detach() {
             synchronized (ShmFabric.this) {
-                if (!exported.remove(serverId, this)) {
-                    return;
-                }
-                unmap(mappings);
-                if (lock != null) {
-                    lock.release();
-                }
+                stopExporting();
             }
+        }
+
+        /** Unmaps and unlocks, once; false when already done. Call under the fabric's monitor. */
+        private boolean stopExporting() {
+            if (!exported.remove(serverId, this)) {
+                return false;
+            }
+            unmap(mappings);
+            if (lock != null) {
+                lock.release();
+            }
+            return true;
         }
 
         @Override
@@ -397,12 +403,8 @@ public final class ShmFabric implements Fabric {
         @Override
         public void close() {
             synchronized (ShmFabric.this) {
-                if (!exported.remove(serverId, this)) {
+                if (!stopExporting()) {
                     return;
-                }
-                unmap(mappings);
-                if (lock != null) {
-                    lock.release();
                 }
                 try {
                     // Another fabric may have exported this server id since; its file is not ours to delete.

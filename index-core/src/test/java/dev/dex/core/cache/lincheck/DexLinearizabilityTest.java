@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * <p>Stress mode runs the real engines on real threads; model checking cannot follow their off-heap memory.
  */
 class DexLinearizabilityTest {
-    private static final int ITERATIONS = 30;
+    private static final int ITERATIONS = dev.dex.core.testing.LincheckBudget.scaled(20);
     private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(130);
     /**
      * Fewer frames than the nodes on each engine's paths to its keys (pinned root, the two inner nodes

@@ -33,7 +33,7 @@ import dev.dex.core.offload.OffloadSettings;
  */
 class DexOffloadLinearizabilityTest {
     /** Many short iterations: each iteration runs one scenario, and what a run meets depends on its scenario. */
-    private static final int ITERATIONS = 70;
+    private static final int ITERATIONS = dev.dex.core.testing.LincheckBudget.scaled(45);
     private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(40);
     private static final int INVOCATIONS = ITERATIONS * INVOCATIONS_PER_ITERATION;
     private static final int MEMORY_THREADS = 1;

@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * <p>Stress mode runs the real tree on real threads; model checking cannot follow its off-heap memory.
  */
 class TreeLinearizabilityTest {
-    private static final int ITERATIONS = 30;
+    private static final int ITERATIONS = dev.dex.core.testing.LincheckBudget.scaled(20);
     private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(260);
 
     @Test
