@@ -7,7 +7,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-import org.agrona.DirectBuffer;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.core.cache.DexConfig;
@@ -16,7 +15,6 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
-import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
@@ -27,25 +25,6 @@ import dev.dex.rdma.local.LocalFabric;
  * for the writes of other batches it may have seen.
  */
 class BatchCommitTest {
-    /** Counts remote writes; fails them all once told to. */
-    private static final class Switchable extends ForwardingRemoteMemory {
-        volatile boolean failWrites;
-        volatile int writes;
-
-        Switchable(RemoteMemory delegate) {
-            super(delegate);
-        }
-
-        @Override
-        public void write(long address, DirectBuffer src, int srcOffset, int length) {
-            if (failWrites) {
-                throw new IllegalStateException("memory node unreachable");
-            }
-            writes++;
-            super.write(address, src, srcOffset, length);
-        }
-    }
-
     private static Ops.Op put(long key, long value) {
         return new Ops.Op(Ops.PUT, key, value, 0);
     }
@@ -61,7 +40,7 @@ class BatchCommitTest {
             RemoteMemory admin = fabric.connect(0);
             Superblock.format(admin, TreeConfig.defaults());
             Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
-            Switchable memory = new Switchable(fabric.connect(0));
+            SwitchableMemory memory = new SwitchableMemory(fabric.connect(0));
             DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
                     RedoLogSettings.ON);
             engine.acquire(0);

@@ -8,7 +8,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.agrona.DirectBuffer;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -21,7 +20,6 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
-import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
@@ -32,23 +30,6 @@ import dev.dex.rdma.local.LocalFabric;
  * serves with every acknowledged write and none of the unacknowledged one.
  */
 class PartitionLogFailureTest {
-    /** Fails every remote write while told to, as an unreachable memory node would. */
-    private static final class Flaky extends ForwardingRemoteMemory {
-        volatile boolean failWrites;
-
-        Flaky(RemoteMemory delegate) {
-            super(delegate);
-        }
-
-        @Override
-        public void write(long address, DirectBuffer src, int srcOffset, int length) {
-            if (failWrites) {
-                throw new IllegalStateException("memory node unreachable");
-            }
-            super.write(address, src, srcOffset, length);
-        }
-    }
-
     private final ActorTestKit kit = ActorTestKit.create();
     private final LocalFabric fabric = new LocalFabric();
 
@@ -70,7 +51,7 @@ class PartitionLogFailureTest {
         RemoteMemory admin = fabric.connect(0);
         Superblock.format(admin, TreeConfig.defaults());
         Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
-        Flaky memory = new Flaky(fabric.connect(0));
+        SwitchableMemory memory = new SwitchableMemory(fabric.connect(0));
         DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
                 RedoLogSettings.ON);
         EngineWorkers workers = new EngineWorkers(engine, 2, "log-failure-test");
