@@ -103,6 +103,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     public record OffloadResult(long id, int status, boolean found, long value, long[] path, long[] versions,
                                 int pathLength) implements CborSerializable {
+        /** An answer that carries only {@code status} (the request was not run, or failed). */
+        static OffloadResult refused(long id, int status) {
+            return new OffloadResult(id, status, false, 0, new long[0], new long[0], 0);
+        }
     }
 
     /**
@@ -309,7 +313,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private Behavior<Command> onOffload(Offload offload) {
         if (downed.contains(offload.replyTo().path().address())) {
             getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
-            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0));
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
             return this;
         }
         OffloadRequest request;
@@ -317,13 +321,13 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             request = OffloadRequest.received(offload.phase(), offload.op(), offload.key(), offload.value(), offload.start(),
                     offload.path(), offload.versions(), offload.pathLength());
         } catch (IllegalArgumentException bad) {
-            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.STALE, false, 0, new long[0], new long[0], 0));
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.STALE));
             return this;
         }
         try {
             offloadPool.execute(() -> run(request, offload));
         } catch (RejectedExecutionException full) {
-            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0));
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
         }
         return this;
     }
@@ -332,7 +336,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload) {
         if (offload.deadline() != 0 && System.currentTimeMillis() > offload.deadline()) {
             // The compute side stops waiting soon (or has): executed now, the operation could race its fallback.
-            offload.replyTo().tell(new OffloadResult(offload.id(), OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0));
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
             return;
         }
         int status;

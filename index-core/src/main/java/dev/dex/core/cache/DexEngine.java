@@ -110,8 +110,10 @@ public final class DexEngine implements PartitionedEngine {
     final java.util.concurrent.atomic.AtomicLong rootAddress = new java.util.concurrent.atomic.AtomicLong();
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
 
-    private DexEngine(RemoteMemory memory, DexConfig config, PartitionTable partitions, Superblock.Contents superblock,
+    private DexEngine(RemoteMemory memory, DexConfig config, Superblock.VersionedTable table, Superblock.Contents superblock,
                       long instanceId, OffloadChannel offloadChannel, RedoLogSettings redoLog) {
+        PartitionTable partitions = table.table();
+        this.tableVersion = table.version();
         this.redoLog = redoLog;
         this.logs = new AtomicReferenceArray<>(partitions.count());
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
@@ -159,13 +161,11 @@ public final class DexEngine implements PartitionedEngine {
         Superblock.Contents superblock = Superblock.read(memory);
         Superblock.VersionedTable table = Superblock.readVersionedPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
-        DexEngine engine = new DexEngine(memory, config, table.table(), superblock, instance, channel, redoLog);
-        engine.tableVersion = table.version();
-        return engine;
+        return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
     }
 
     /** The version of the partition table this engine read at open (see SuperblockDescriptor). */
-    private long tableVersion;
+    private final long tableVersion;
 
     /** This engine's instance number, unique in the tree; the upper bits of its remote lock tags. */
     public long instanceId() {

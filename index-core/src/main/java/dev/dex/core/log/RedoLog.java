@@ -83,12 +83,14 @@ public final class RedoLog {
     /** Serializes checkpoints of this partition; never held while waiting for records. */
     private final Object checkpointLock = new Object();
     /** The fabric identity of a previous owner that had not given the partition up, or 0. */
-    private long previousOwner;
+    private final long previousOwner;
     /** Whether that previous owner was fenced on every memory node (false where the fabric cannot fence). */
-    private boolean previousOwnerFenced;
+    private final boolean previousOwnerFenced;
 
     private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
-                    long checkpointEpoch, long awaitNanos) {
+                    long checkpointEpoch, long awaitNanos, long previousOwner, boolean previousOwnerFenced) {
+        this.previousOwner = previousOwner;
+        this.previousOwnerFenced = previousOwnerFenced;
         this.checkpointEpoch = checkpointEpoch;
         this.memory = memory;
         this.partition = partition;
@@ -167,12 +169,11 @@ public final class RedoLog {
         UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
         ownerWord.putLong(0, owner, ORDER);
         memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
-        long checkpoint = readLong(memory, log + CHECKPOINT_OFFSET);
-        long checkpointEpoch = readLong(memory, log + CHECKPOINT_EPOCH_OFFSET);
-        RedoLog opened = new RedoLog(memory, partition, log, capacity, epoch, checkpoint, checkpointEpoch, awaitNanos);
-        opened.previousOwner = previous;
-        opened.previousOwnerFenced = fenced;
-        return opened;
+        // Checkpoint LSN and epoch in one read, as they are written together.
+        UnsafeBuffer checkpointWords = new UnsafeBuffer(new byte[2 * Long.BYTES]);
+        memory.read(log + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
+        return new RedoLog(memory, partition, log, capacity, epoch, checkpointWords.getLong(0, ORDER),
+                checkpointWords.getLong(CHECKPOINT_EPOCH_OFFSET - CHECKPOINT_OFFSET, ORDER), awaitNanos, previous, fenced);
     }
 
     /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */

@@ -183,18 +183,10 @@ final class RegionServer implements AutoCloseable {
             return;
         }
         AtomicInteger left = new AtomicInteger(open.size());
-        byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId).getBytes(StandardCharsets.UTF_8);
         for (Channel channel : open) {
             // Tells the client why before closing (it fails what it has in flight as fenced, not as a lost
             // connection); both run on the channel's event loop after the request it is executing.
-            ByteBuf notice = channel.alloc().directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + text.length);
-            notice.writeIntLE(RESPONSE_HEADER_LENGTH + text.length);
-            notice.writeByte(STATUS_FENCED);
-            notice.writeZero(3);
-            notice.writeIntLE(text.length);
-            notice.writeLongLE(TcpFrameDescriptor.FENCE_NOTICE_ID);
-            notice.writeLongLE(0);
-            notice.writeBytes(text);
+            ByteBuf notice = fencedAnswer(channel.alloc(), TcpFrameDescriptor.FENCE_NOTICE_ID, client);
             channel.closeFuture().addListener(closed -> {
                 if (left.decrementAndGet() == 0) {
                     done.run();
@@ -429,12 +421,8 @@ final class RegionServer implements AutoCloseable {
             if (client != 0) {
                 ctx.channel().attr(CLIENT).set(client);
                 if (fenced.contains(client)) {
-                    byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId)
-                            .getBytes(StandardCharsets.UTF_8);
-                    ByteBuf out = header(ctx, STATUS_FENCED, id, 0, text.length);
-                    out.writeBytes(text);
                     refused = true;
-                    ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
+                    ctx.writeAndFlush(fencedAnswer(ctx.alloc(), id, client)).addListener(ChannelFutureListener.CLOSE);
                     LOG.info("memory server {}: refused fenced client {} from {}", serverId, Long.toHexString(client),
                             ctx.channel().remoteAddress());
                     return;
@@ -523,16 +511,29 @@ final class RegionServer implements AutoCloseable {
             ctx.close();
         }
 
-        /** A response buffer with its length prefix and header written, room for {@code payload} more bytes. */
+        /** {@link #response} from this connection's allocator. */
         private ByteBuf header(ChannelHandlerContext ctx, byte status, long id, long value, int payload) {
-            ByteBuf out = ctx.alloc().directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + payload);
-            out.writeIntLE(RESPONSE_HEADER_LENGTH + payload);
-            out.writeByte(status);
-            out.writeZero(3);
-            out.writeIntLE(payload);
-            out.writeLongLE(id);
-            out.writeLongLE(value);
-            return out;
+            return response(ctx.alloc(), status, id, value, payload);
         }
+    }
+
+    /** A response buffer with its length prefix and header written, room for {@code payload} more bytes. */
+    private static ByteBuf response(io.netty.buffer.ByteBufAllocator alloc, byte status, long id, long value, int payload) {
+        ByteBuf out = alloc.directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + payload);
+        out.writeIntLE(RESPONSE_HEADER_LENGTH + payload);
+        out.writeByte(status);
+        out.writeZero(3);
+        out.writeIntLE(payload);
+        out.writeLongLE(id);
+        out.writeLongLE(value);
+        return out;
+    }
+
+    /** The FENCED answer to a request {@code id} of fenced client {@code client}, with the reason. */
+    private ByteBuf fencedAnswer(io.netty.buffer.ByteBufAllocator alloc, long id, long client) {
+        byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId).getBytes(StandardCharsets.UTF_8);
+        ByteBuf out = response(alloc, STATUS_FENCED, id, 0, text.length);
+        out.writeBytes(text);
+        return out;
     }
 }

@@ -292,15 +292,20 @@ public final class TcpFabric implements Fabric {
 
         @Override
         public void detach() {
+            if (stopServing() && backing != null) {
+                backing.detach();
+            }
+        }
+
+        /** Stops the region server, once; false when already stopped. */
+        private boolean stopServing() {
             synchronized (TcpFabric.this) {
                 if (!exported.remove(serverId, this)) {
-                    return;
+                    return false;
                 }
             }
             server.close();
-            if (backing != null) {
-                backing.detach();
-            }
+            return true;
         }
 
         @Override
@@ -320,13 +325,7 @@ public final class TcpFabric implements Fabric {
 
         @Override
         public void close() {
-            synchronized (TcpFabric.this) {
-                if (!exported.remove(serverId, this)) {
-                    return;
-                }
-            }
-            server.close();
-            if (backing != null) {
+            if (stopServing() && backing != null) {
                 backing.close();
             }
         }
