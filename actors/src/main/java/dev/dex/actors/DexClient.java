@@ -16,6 +16,9 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
@@ -33,10 +36,21 @@ import dev.dex.core.partition.PartitionTable;
  * answer within the ask timeout, is sent again after {@link #RETRY_DELAY}, up to {@link #MAX_ATTEMPTS}
  * times. A re-sent write may apply twice, which is harmless for puts and deletes and may turn a first
  * insert's {@code true} into {@code false}.
+ *
+ * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
+ * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
+ * from the cluster (it was downed), the batch in flight to its partition is sent again at once; sharding
+ * holds it until the partition starts on a survivor. A later answer to the first attempt is ignored.
  */
 public final class DexClient {
     static final Duration RETRY_DELAY = Duration.ofMillis(100);
     static final int MAX_ATTEMPTS = 300;
+    /**
+     * How long after a compute node's removal its partitions' batches are sent again: the sharding proxy learns of
+     * the removal on its own, a little later than this actor; a batch sent before would still be routed to the
+     * removed node (and wait for the ask timeout).
+     */
+    static final Duration REMOVAL_RESEND_DELAY = Duration.ofMillis(500);
 
     /** Messages of the client actor. */
     public interface Command extends CborSerializable {
@@ -71,8 +85,18 @@ public final class DexClient {
     private record ComputeNodes(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
     }
 
-    private record BatchDone(int partition, List<Pending> batch, Ops.Results results, Throwable failure)
+    private record BatchDone(Flight flight, Ops.Results results, Throwable failure)
             implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record MemberRemoved(ClusterEvent.MemberRemoved event) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record ResendFlight(Flight flight) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** One attempt at a partition's batch; a newer attempt for the same partition makes this one's answer moot. */
+    private record Flight(int partition, List<Pending> batch, List<Ops.Op> ops) {
     }
 
     private record Resend(Pending pending) implements Command, NoSerializationVerificationNeeded {
@@ -110,7 +134,10 @@ public final class DexClient {
     private PartitionTable table;
     private ActorRef<Partition.Command> region;
     private final Map<Integer, ArrayDeque<Pending>> queues = new HashMap<>();
-    private final Map<Integer, Boolean> inFlight = new HashMap<>();
+    /** The attempt in flight per partition, if any. */
+    private final Map<Integer, Flight> inFlight = new HashMap<>();
+    /** The address of the compute node that last answered for each partition. */
+    private final Map<Integer, String> servedBy = new HashMap<>();
 
     private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout) {
         this.context = context;
@@ -123,6 +150,8 @@ public final class DexClient {
         return Behaviors.withStash(100_000, stash -> Behaviors.setup(context -> Behaviors.withTimers(timers -> {
             ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class, ComputeNodes::new);
             context.getSystem().receptionist().tell(Receptionist.subscribe(ComputeNode.KEY, listings));
+            Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(
+                    context.messageAdapter(ClusterEvent.MemberRemoved.class, MemberRemoved::new), ClusterEvent.MemberRemoved.class));
             return new DexClient(context, timers, askTimeout).starting(stash);
         })));
     }
@@ -166,6 +195,8 @@ public final class DexClient {
                 .onMessage(Scan.class, this::onScan)
                 .onMessage(BatchDone.class, this::onBatchDone)
                 .onMessage(Resend.class, resend -> enqueue(resend.pending()))
+                .onMessage(MemberRemoved.class, this::onMemberRemoved)
+                .onMessage(ResendFlight.class, this::onResendFlight)
                 .onMessage(ComputeNodes.class, nodes -> Behaviors.same())
                 .onMessage(Table.class, t -> Behaviors.same())
                 .build();
@@ -195,7 +226,7 @@ public final class DexClient {
 
     private void sendNext(int partition) {
         ArrayDeque<Pending> queue = queues.get(partition);
-        if (queue == null || queue.isEmpty() || inFlight.getOrDefault(partition, false)) {
+        if (queue == null || queue.isEmpty() || inFlight.containsKey(partition)) {
             return;
         }
         List<Pending> batch = new ArrayList<>();
@@ -205,27 +236,65 @@ public final class DexClient {
             batch.add(next);
             ops.add(next.op);
         }
-        inFlight.put(partition, true);
-        long routingKey = ops.get(0).key();
-        context.ask(Ops.Results.class, region, askTimeout, replyTo -> new Partition.Execute(routingKey, ops, replyTo),
-                (results, failure) -> new BatchDone(partition, batch, results, failure));
+        send(new Flight(partition, batch, ops));
+    }
+
+    private void send(Flight flight) {
+        inFlight.put(flight.partition(), flight);
+        long routingKey = flight.ops().get(0).key();
+        context.ask(Ops.Results.class, region, askTimeout, replyTo -> new Partition.Execute(routingKey, flight.ops(), replyTo),
+                (results, failure) -> new BatchDone(flight, results, failure));
+    }
+
+    /**
+     * A removed node answers nothing more: the batch in flight to each partition it served goes again shortly
+     * ({@link #REMOVAL_RESEND_DELAY}, a new attempt), rather than after the ask timeout.
+     */
+    private Behavior<Command> onMemberRemoved(MemberRemoved removed) {
+        String address = removed.event().member().address().toString();
+        for (Flight flight : inFlight.values()) {
+            if (address.equals(servedBy.get(flight.partition()))) {
+                timers.startSingleTimer(flight, new ResendFlight(flight), REMOVAL_RESEND_DELAY);
+            }
+        }
+        servedBy.values().removeIf(address::equals);
+        return Behaviors.same();
+    }
+
+    /** The removed node's attempt, if still unanswered, is replaced by a new one. */
+    private Behavior<Command> onResendFlight(ResendFlight resend) {
+        Flight flight = resend.flight();
+        if (inFlight.get(flight.partition()) == flight) {
+            for (Pending pending : flight.batch()) {
+                pending.attempts++;
+            }
+            send(new Flight(flight.partition(), flight.batch(), flight.ops()));
+        }
+        return Behaviors.same();
     }
 
     private Behavior<Command> onBatchDone(BatchDone done) {
-        inFlight.put(done.partition(), false);
-        if (done.failure() != null || done.results().results().size() != done.batch().size()) {
+        Flight flight = done.flight();
+        if (inFlight.get(flight.partition()) != flight) {
+            return Behaviors.same(); // an earlier attempt, sent again since
+        }
+        inFlight.remove(flight.partition());
+        if (done.results() != null && done.results().host() != null) {
+            servedBy.put(flight.partition(), done.results().host());
+        }
+        if (done.failure() != null || done.results().results().size() != flight.batch().size()) {
             Ops.Result single = done.failure() == null && done.results().results().size() == 1 ? done.results().results().get(0) : null;
-            for (Pending pending : done.batch()) {
+            for (Pending pending : flight.batch()) {
                 if (single != null && single.status() != Ops.NOT_HELD) {
                     answer(pending, single);
                 } else {
-                    retry(pending, done.failure() != null ? "no answer from partition " + done.partition() + ": " + done.failure()
-                            : "partition " + done.partition() + " answered a malformed batch");
+                    retry(pending, done.failure() != null ? "no answer from partition " + flight.partition() + ": " + done.failure()
+                            : "partition " + flight.partition() + " answered a malformed batch");
                 }
             }
         } else {
-            for (int i = 0; i < done.batch().size(); i++) {
-                Pending pending = done.batch().get(i);
+            for (int i = 0; i < flight.batch().size(); i++) {
+                Pending pending = flight.batch().get(i);
                 Ops.Result result = done.results().results().get(i);
                 if (result.status() == Ops.NOT_HELD) {
                     retry(pending, result.error());
@@ -234,7 +303,7 @@ public final class DexClient {
                 }
             }
         }
-        sendNext(done.partition());
+        sendNext(flight.partition());
         return Behaviors.same();
     }
 

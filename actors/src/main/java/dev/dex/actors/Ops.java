@@ -55,7 +55,14 @@ public final class Ops {
         }
     }
 
-    /** The results of one batch, in the order of its operations. */
-    public record Results(List<Result> results) implements CborSerializable {
+    /**
+     * The results of one batch, in the order of its operations, and the address of the compute node that
+     * answered ({@code host}, null before a partition stamps it): the client re-sends a batch at once when the
+     * node that served its partition is removed from the cluster, instead of waiting for its timeout.
+     */
+    public record Results(List<Result> results, String host) implements CborSerializable {
+        public Results(List<Result> results) {
+            this(results, null);
+        }
     }
 }

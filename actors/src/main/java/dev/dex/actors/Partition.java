@@ -92,6 +92,8 @@ public final class Partition {
     private final StashBuffer<Command> stash;
     private final EngineWorkers workers;
     private final int partition;
+    /** This compute node's address, in every answer. */
+    private final String host;
     private int inFlight;
     /** The stop message came while the partition was still being acquired. */
     private boolean handoffPending;
@@ -105,6 +107,7 @@ public final class Partition {
         this.stash = stash;
         this.workers = workers;
         this.partition = partition;
+        this.host = context.getSystem().address().toString();
     }
 
     /** The entity for {@code partition} on a compute node whose engine runs on {@code workers}. */
@@ -164,12 +167,12 @@ public final class Partition {
 
     private Behavior<Command> onExecute(Execute execute) {
         if (execute.ops() == null) {
-            execute.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations"))));
+            reply(execute.replyTo(), List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")));
             return Behaviors.same();
         }
         if (execute.ops().size() > Ops.MAX_BATCH) {
-            execute.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.BAD_INPUT,
-                    "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size()))));
+            reply(execute.replyTo(), List.of(Ops.Result.error(Ops.BAD_INPUT,
+                    "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size())));
             return Behaviors.same();
         }
         inFlight++;
@@ -190,10 +193,15 @@ public final class Partition {
     private void answer(Done done) {
         inFlight--;
         if (done.failure() != null) {
-            done.replyTo().tell(new Ops.Results(List.of(Ops.Result.error(Ops.FAILED, done.failure().toString()))));
+            reply(done.replyTo(), List.of(Ops.Result.error(Ops.FAILED, done.failure().toString())));
         } else {
-            done.replyTo().tell(done.results());
+            reply(done.replyTo(), done.results().results());
         }
+    }
+
+    /** Every answer names this compute node, so that a client can tell whose removal leaves it unanswered. */
+    private void reply(ActorRef<Ops.Results> replyTo, List<Ops.Result> results) {
+        replyTo.tell(new Ops.Results(results, host));
     }
 
     /**
@@ -317,7 +325,7 @@ public final class Partition {
             for (int i = 0; i < execute.ops().size(); i++) {
                 results.add(Ops.Result.error(Ops.NOT_HELD, "partition " + partition + " is moving to another compute node"));
             }
-            execute.replyTo().tell(new Ops.Results(results));
+            reply(execute.replyTo(), results);
         }
     }
 }

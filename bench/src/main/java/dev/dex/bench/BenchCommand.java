@@ -125,6 +125,13 @@ public final class BenchCommand implements Callable<Integer> {
                     + " (default: ${DEFAULT-VALUE}).")
     private String redoLog;
 
+    @Option(names = "--commit-batch", paramLabel = "N", defaultValue = "1",
+            description = "DEX engine modes: operations of one partition per commit, as a loaded cluster batches them:"
+                    + " each thread gathers operations per partition and runs N of them between a batch's start and its"
+                    + " commit (the redo log takes the batch's records in one write). A measured latency is then the"
+                    + " whole batch's. 1: every operation commits on its own (default: ${DEFAULT-VALUE}).")
+    private int commitBatch;
+
     @Option(names = "--json", paramLabel = "FILE",
             description = "Also write the result to FILE as one JSON object.")
     private Path json;
@@ -227,8 +234,10 @@ public final class BenchCommand implements Callable<Integer> {
         }
         check(redoLog.equals("on") || redoLog.equals("off"), "--redo-log must be on or off: " + redoLog);
         check(redoLog.equals("off") || mode.partitioned(), "--redo-log on needs a DEX engine mode, not " + mode.cliName());
+        check(commitBatch >= 1 && commitBatch <= 1024, "--commit-batch must be in [1, 1024]: " + commitBatch);
+        check(commitBatch == 1 || mode.partitioned(), "--commit-batch above 1 needs a DEX engine mode, not " + mode.cliName());
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
-                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"));
+                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch);
     }
 
     private void check(boolean ok, String message) {

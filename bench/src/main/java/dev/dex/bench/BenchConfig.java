@@ -12,11 +12,12 @@ import java.nio.file.Path;
  * @param fabric     {@code local} (regions in this JVM) or {@code tcp} (a memory side in this JVM served over
  *                   loopback TCP to a compute side with its own event loops)
  * @param json       where to write the JSON result, or null
+ * @param commitBatch operations of one partition per commit (group commit); 1: each operation commits alone
  */
 record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
-                   boolean redoLog) {
+                   boolean redoLog, int commitBatch) {
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {

@@ -55,6 +55,16 @@ final class PartitionRouter implements Router {
     }
 
     @Override
+    public int partitionOf(long key) {
+        return table.partitionOf(key);
+    }
+
+    @Override
+    public int partitions() {
+        return table.count();
+    }
+
+    @Override
     public void close() {
         for (IndexSession session : sessions) {
             session.close();

@@ -8,6 +8,16 @@ interface Router extends AutoCloseable {
     /** The session to run an operation on {@code key} with (for a scan: its start key). */
     IndexSession sessionFor(long key);
 
+    /** The partition of {@code key}, for grouping operations into per-partition batches; 0 if unpartitioned. */
+    default int partitionOf(long key) {
+        return 0;
+    }
+
+    /** How many partitions {@link #partitionOf} may answer. */
+    default int partitions() {
+        return 1;
+    }
+
     @Override
     void close();
 

@@ -17,7 +17,8 @@ final class Summary {
         line(out, "workload", "%s (%s)", c.workload().cliName(), c.workload().mix());
         line(out, "mode", "%s, %d compute node%s, %s%s", c.mode().cliName(), c.computeNodes(), plural(c.computeNodes()),
                 c.mode().usesFabric() ? c.memoryNodes() + " memory node" + plural(c.memoryNodes()) : "no memory nodes",
-                c.mode().partitioned() ? ", " + c.partitions() + " partitions" + (c.redoLog() ? ", redo log on" : "") : "");
+                c.mode().partitioned() ? ", " + c.partitions() + " partitions" + (c.redoLog() ? ", redo log on" : "")
+                        + (c.commitBatch() > 1 ? ", " + c.commitBatch() + " operations per commit" : "") : "");
         line(out, "keys", "%,d (%s)", c.keys(), dist);
         line(out, "ops", "%,d measured after %,d warm-up, %d thread%s, seed %d", c.ops(), c.warmup(), c.threads(),
                 plural(c.threads()), c.seed());

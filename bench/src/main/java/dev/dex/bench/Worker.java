@@ -12,10 +12,15 @@ import dev.dex.core.engine.IndexSession;
  * One benchmark thread: draws operations and keys, sends them through its own {@link Router}, and records
  * the latency and outcome of each measured operation in its own histogram and counters (merged by
  * {@link BenchRunner} after the run, so no operation touches shared state).
+ *
+ * <p>With a commit batch above 1, operations are gathered per partition and run {@code commitBatch} at a time
+ * inside one batch of their partition's session ({@link IndexSession#beginBatch}, {@link IndexSession#commit}),
+ * the way a loaded cluster runs a partition's batches; each operation's latency is then its batch's.
  */
 final class Worker implements Runnable {
     static final long MAX_LATENCY_NANOS = TimeUnit.MINUTES.toNanos(1);
     private static final int BATCH = 1024;
+    private static final Op[] OPS = Op.values();
 
     private final int id;
     private final Workload workload;
@@ -26,6 +31,11 @@ final class Worker implements Runnable {
     private final RunControl control;
     private final long warmupOps;
     private final long measuredOps;
+    private final int commitBatch;
+    /** Per partition, the operations (op ordinal, key) gathered for its next batch. */
+    private int[][] gatheredOps;
+    private long[][] gatheredKeys;
+    private int[] gathered;
     private final long[] scanKeys = new long[Workload.SCAN_LENGTH];
     private final long[] scanValues = new long[Workload.SCAN_LENGTH];
     private final Histogram latency = new Histogram(MAX_LATENCY_NANOS, 3);
@@ -35,7 +45,7 @@ final class Worker implements Runnable {
     private long endNanos;
 
     Worker(int id, Workload workload, KeySpace keySpace, KeyChooser chooser, EngineCluster engines,
-           SplittableRandom random, RunControl control, long warmupOps, long measuredOps) {
+           SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch) {
         this.id = id;
         this.workload = workload;
         this.keySpace = keySpace;
@@ -45,6 +55,7 @@ final class Worker implements Runnable {
         this.control = control;
         this.warmupOps = warmupOps;
         this.measuredOps = measuredOps;
+        this.commitBatch = commitBatch;
     }
 
     @Override
@@ -80,6 +91,10 @@ final class Worker implements Runnable {
             Op op = workload.op(random.nextInt(100));
             long index = chooser.nextIndex(random);
             long key = op == Op.INSERT ? keySpace.insertKey(index, random) : keySpace.loadedKey(index);
+            if (commitBatch > 1) {
+                gather(router, op, key, measure);
+                continue;
+            }
             long start = System.nanoTime();
             Outcome outcome = execute(router.sessionFor(key), op, key);
             long nanos = System.nanoTime() - start;
@@ -88,7 +103,51 @@ final class Worker implements Runnable {
                 outcomes[outcome.ordinal()]++;
             }
         }
+        if (commitBatch > 1) {
+            for (int p = 0; p < gathered.length; p++) {
+                runBatch(router, p, measure);
+            }
+        }
         progress.add(count - reported);
+    }
+
+    /** Adds an operation to its partition's next batch, and runs the batch once it holds {@code commitBatch}. */
+    private void gather(Router router, Op op, long key, boolean measure) {
+        if (gathered == null) {
+            int partitions = router.partitions();
+            gatheredOps = new int[partitions][commitBatch];
+            gatheredKeys = new long[partitions][commitBatch];
+            gathered = new int[partitions];
+        }
+        int p = router.partitionOf(key);
+        gatheredOps[p][gathered[p]] = op.ordinal();
+        gatheredKeys[p][gathered[p]] = key;
+        if (++gathered[p] == commitBatch) {
+            runBatch(router, p, measure);
+        }
+    }
+
+    /** Runs partition {@code p}'s gathered operations as one batch with one commit. */
+    private void runBatch(Router router, int p, boolean measure) {
+        int n = gathered[p];
+        if (n == 0) {
+            return;
+        }
+        gathered[p] = 0;
+        IndexSession session = router.sessionFor(gatheredKeys[p][0]);
+        long start = System.nanoTime();
+        session.beginBatch();
+        for (int i = 0; i < n; i++) {
+            Outcome outcome = execute(session, OPS[gatheredOps[p][i]], gatheredKeys[p][i]);
+            if (measure) {
+                outcomes[outcome.ordinal()]++;
+            }
+        }
+        session.commit();
+        long nanos = System.nanoTime() - start;
+        if (measure) {
+            latency.recordValueWithCount(Math.min(nanos, MAX_LATENCY_NANOS), n);
+        }
     }
 
     private Outcome execute(IndexSession session, Op op, long key) {

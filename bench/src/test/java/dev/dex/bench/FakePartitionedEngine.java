@@ -22,6 +22,12 @@ final class FakePartitionedEngine implements PartitionedEngine {
     final LongAdder served = new LongAdder();
     /** Operations served before every further one fails, to test failure handling. */
     volatile long failAfter = Long.MAX_VALUE;
+    /** Commits, and operations run inside a batch; a batch that touched two partitions or none is counted too. */
+    final LongAdder commits = new LongAdder();
+    final LongAdder batchedOps = new LongAdder();
+    final LongAdder badBatches = new LongAdder();
+    /** The largest batch committed. */
+    final java.util.concurrent.atomic.AtomicInteger largestBatch = new java.util.concurrent.atomic.AtomicInteger();
 
     FakePartitionedEngine(PartitionTable table, ConcurrentSkipListMap<Long, Long> map) {
         this.table = table;
@@ -79,11 +85,41 @@ final class FakePartitionedEngine implements PartitionedEngine {
 
     private final class Session implements IndexSession {
         private long value;
+        private boolean batching;
+        private int batchPartition = -1;
+        private int batchOps;
+
+        @Override
+        public void beginBatch() {
+            batching = true;
+            batchPartition = -1;
+            batchOps = 0;
+        }
+
+        @Override
+        public void commit() {
+            if (batching) {
+                commits.increment();
+                batchedOps.add(batchOps);
+                largestBatch.accumulateAndGet(batchOps, Math::max);
+                if (batchOps == 0) {
+                    badBatches.increment();
+                }
+            }
+            batching = false;
+        }
 
         private int check(long key) {
             int p = table.partitionOf(key);
             if (!holds(p)) {
                 throw new PartitionNotHeldException(p, key);
+            }
+            if (batching) {
+                if (batchPartition >= 0 && batchPartition != p) {
+                    badBatches.increment();
+                }
+                batchPartition = p;
+                batchOps++;
             }
             if (served.sum() >= failAfter) {
                 throw new IllegalStateException("injected failure");

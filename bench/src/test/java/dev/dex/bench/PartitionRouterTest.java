@@ -121,9 +121,35 @@ class PartitionRouterTest {
         assertEquals(config.ops(), stats.latency().getTotalCount());
     }
 
+    @Test
+    void withACommitBatchEveryOperationRunsOnceInBatchesOfOnePartition() {
+        List<FakePartitionedEngine> engines = engines(2);
+        PartitionRouter.assign(engines);
+        BenchConfig config = config(Workload.WRITE_INTENSIVE, 2, engines.size(), 8);
+        RunStats stats;
+        try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
+            stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
+        }
+        long served = engines.stream().mapToLong(e -> e.served.sum()).sum();
+        long batched = engines.stream().mapToLong(e -> e.batchedOps.sum()).sum();
+        long commits = engines.stream().mapToLong(e -> e.commits.sum()).sum();
+        assertEquals(config.ops() + config.warmup(), served, "every operation ran once");
+        assertEquals(served, batched, "every operation ran inside a batch");
+        assertEquals(0, engines.stream().mapToLong(e -> e.badBatches.sum()).sum(), "no batch spans two partitions or is empty");
+        assertEquals(8, engines.stream().mapToInt(e -> e.largestBatch.get()).max().orElse(0), "batches hold up to 8 operations");
+        // Only each thread's last batch per partition, in each phase, may be short.
+        assertTrue(commits <= served / 8 + 2L * 2 * PARTITIONS, commits + " commits for " + served + " operations");
+        assertEquals(config.ops(), Arrays.stream(stats.outcomes()).sum());
+        assertEquals(config.ops(), stats.latency().getTotalCount(), "one latency per operation, its batch's");
+    }
+
     private BenchConfig config(Workload workload, int threads, int engines) {
+        return config(workload, threads, engines, 1);
+    }
+
+    private BenchConfig config(Workload workload, int threads, int engines, int commitBatch) {
         return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, 2_000,
-                threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false);
+                threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false, commitBatch);
     }
 
     @Test

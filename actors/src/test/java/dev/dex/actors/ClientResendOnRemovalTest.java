@@ -1,0 +1,165 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Down;
+import org.apache.pekko.cluster.typed.Join;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.core.partition.PartitionTable;
+
+/**
+ * A batch in flight to a compute node that stops answering and is then downed and removed is sent again as
+ * soon as the client learns of the removal, and answered by the node its partition moves to, long before the
+ * client's ask timeout (60 s here). The compute nodes are stand-ins: each hosts partition entities that answer
+ * every operation with its own number as the value, or swallow every message once told to.
+ */
+@ExtendWith(LogCapturingExtension.class)
+class ClientResendOnRemovalTest {
+    private static final PartitionTable TABLE = PartitionTable.equalWidth(8, 0, 8_000);
+    private static final Duration ASK_TIMEOUT = Duration.ofSeconds(60);
+
+    /** Which stand-in node (1 or 2) started each partition's entity last. */
+    private final Map<Integer, Long> hostOf = new ConcurrentHashMap<>();
+    private final List<ActorSystem<?>> systems = new ArrayList<>();
+
+    private static Config config(String role) {
+        return ConfigFactory.parseString("pekko.cluster.roles = [" + role + "]\n"
+                        + "pekko.cluster.down-removal-margin = 500ms\n"
+                        + "pekko.cluster.sharding.retry-interval = 500ms")
+                .withFallback(ActorTestKit.applicationTestConfig());
+    }
+
+    /** A partition entity of stand-in node {@code node}: answers with the node's number, unless {@code mute}. */
+    private Behavior<Partition.Command> entity(long node, int partition, AtomicBoolean mute) {
+        hostOf.put(partition, node);
+        return Behaviors.setup(context -> {
+            String host = context.getSystem().address().toString();
+            return Behaviors.receive(Partition.Command.class)
+                    .onMessage(Partition.Execute.class, execute -> {
+                        if (!mute.get()) {
+                            List<Ops.Result> results = new ArrayList<>();
+                            for (int i = 0; i < execute.ops().size(); i++) {
+                                results.add(Ops.Result.of(true, node));
+                            }
+                            execute.replyTo().tell(new Ops.Results(results, host));
+                        }
+                        return Behaviors.same();
+                    })
+                    .build();
+        });
+    }
+
+    private ActorSystem<Void> standIn(long node, AtomicBoolean mute, ActorSystem<?> seed) {
+        ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
+            ClusterSharding.get(context.getSystem()).init(Entity.of(Partition.TYPE_KEY,
+                            entity -> entity(node, Integer.parseInt(entity.getEntityId()), mute))
+                    .withMessageExtractor(new Partition.RangeExtractor(TABLE))
+                    .withStopMessage(Partition.Handoff.INSTANCE)
+                    .withRole("compute"));
+            context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
+                    context.spawn(Behaviors.receive(ComputeNode.Command.class)
+                            .onMessage(ComputeNode.GetPartitionTable.class, get -> {
+                                get.replyTo().tell(new ComputeNode.PartitionTableReply(TABLE.upperBounds()));
+                                return Behaviors.same();
+                            })
+                            .build(), "compute")));
+            return Behaviors.empty();
+        }), "dex", config("compute"));
+        systems.add(system);
+        Cluster.get(system).manager().tell(Join.create(Cluster.get(seed == null ? system : seed).selfMember().address()));
+        return system;
+    }
+
+    @Test
+    void aBatchToADownedNodeIsSentAgainOnItsRemovalNotAfterTheAskTimeout() throws Exception {
+        AtomicBoolean muteFirst = new AtomicBoolean();
+        try {
+            // The survivor starts first: it is the oldest and keeps the shard coordinator.
+            ActorSystem<Void> survivor = standIn(2, new AtomicBoolean(), null);
+            ActorSystem<Void> doomed = standIn(1, muteFirst, survivor);
+            ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(ASK_TIMEOUT), "dex", config("client"));
+            systems.add(clientSystem);
+            Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(survivor).selfMember().address()));
+            DexClientApi client = new DexClientApi(clientSystem, clientSystem, ASK_TIMEOUT.multipliedBy(2));
+            awaitMembers(survivor, 3);
+
+            // Every partition answers once, so the client knows who served it; at least one lands on the doomed node.
+            for (int p = 0; p < TABLE.count(); p++) {
+                client.get(TABLE.upperInclusive(p)).toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+            int partition = -1;
+            for (int p = 0; p < TABLE.count() && partition < 0; p++) {
+                if (hostOf.get(p) == 1) {
+                    partition = p;
+                }
+            }
+            assertTrue(partition >= 0, "least-shard allocation gave the second node some partitions: " + hostOf);
+
+            muteFirst.set(true);
+            CompletableFuture<OptionalLong> lost = client.get(TABLE.upperInclusive(partition)).toCompletableFuture();
+            Thread.sleep(500);
+            assertFalse(lost.isDone(), "the muted node does not answer");
+            long downed = System.nanoTime();
+            Cluster.get(survivor).manager().tell(new Down(Cluster.get(doomed).selfMember().address()));
+
+            OptionalLong answer = lost.get(30, TimeUnit.SECONDS);
+            double seconds = (System.nanoTime() - downed) / 1e9;
+            assertEquals(OptionalLong.of(2), answer, "the batch was answered by the node the partition moved to");
+            assertTrue(seconds < ASK_TIMEOUT.toSeconds() / 4.0,
+                    "answered " + seconds + " s after the downing, well before the " + ASK_TIMEOUT + " ask timeout");
+            assertEquals(2L, hostOf.get(partition), "the partition's entity runs on the survivor");
+        } finally {
+            for (ActorSystem<?> system : systems) {
+                system.terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    private static void awaitMembers(ActorSystem<?> system, int count) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() < deadline) {
+            int up = 0;
+            for (org.apache.pekko.cluster.Member member : Cluster.get(system).state().getMembers()) {
+                if (member.status() == MemberStatus.up()) {
+                    up++;
+                }
+            }
+            if (up == count) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        assertNotNull(null, count + " members up within 30 s");
+    }
+}
