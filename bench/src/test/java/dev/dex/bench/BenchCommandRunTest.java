@@ -189,6 +189,26 @@ class BenchCommandRunTest {
         assertEquals(plain.get("reads").asDouble(), logged.get("reads").asDouble(), 0.02, "the log is never read while serving");
     }
 
+    @Test
+    void withACommitBatchTheRedoLogCostsOneRemoteWritePerBatch() throws IOException {
+        Path on = dir.resolve("batch-on.json");
+        Path off = dir.resolve("batch-off.json");
+        Run a = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "on", "--commit-batch", "16",
+                "--json", on.toString()));
+        Run b = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "off", "--commit-batch", "16",
+                "--json", off.toString()));
+        assertEquals(0, a.exitCode(), a.err());
+        assertEquals(0, b.exitCode(), b.err());
+        assertTrue(a.out().contains("16 operations per commit"), a.out());
+        JsonNode logged = readJson(on).get("perOp");
+        JsonNode plain = readJson(off).get("perOp");
+        // 16 operations of one partition per commit: one log write each (1/16 = 0.0625 per op), where a write
+        // committed alone costs 0.5 per op. A thread's last batch per partition may be short.
+        double extra = logged.get("writes").asDouble() - plain.get("writes").asDouble();
+        assertTrue(extra > 0.04 && extra < 0.15, "one log write per batch of 16: " + logged + " vs " + plain);
+        assertEquals(20_000, readJson(on).get("ops").asLong());
+    }
+
     private static String[] concat(String[] head, String... tail) {
         String[] all = Arrays.copyOf(head, head.length + tail.length);
         System.arraycopy(tail, 0, all, head.length, tail.length);

@@ -58,6 +58,9 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--latency-ns", "-1"}, "--latency-ns must be in [0"),
                 Arguments.of(new String[] {"--redo-log", "maybe"}, "--redo-log must be on or off: maybe"),
                 Arguments.of(new String[] {"--mode", "baseline", "--redo-log", "on"}, "--redo-log on needs a DEX engine mode"),
+                Arguments.of(new String[] {"--commit-batch", "0"}, "--commit-batch must be in [1, 1024]: 0"),
+                Arguments.of(new String[] {"--commit-batch", "1025"}, "--commit-batch must be in [1, 1024]: 1025"),
+                Arguments.of(new String[] {"--mode", "skiplist", "--commit-batch", "8"}, "--commit-batch above 1 needs a DEX engine mode"),
                 Arguments.of(new String[] {"--json", "/nonexistent-dir/result.json"}, "directory /nonexistent-dir does not exist"),
                 Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));
     }
