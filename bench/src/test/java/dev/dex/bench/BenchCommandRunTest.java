@@ -174,39 +174,40 @@ class BenchCommandRunTest {
 
     @Test
     void theRedoLogCostsOneRemoteWritePerWriteCommittedAlone() throws IOException {
-        Path on = dir.resolve("log-on.json");
-        Path off = dir.resolve("log-off.json");
-        Run a = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "on", "--json", on.toString()));
-        Run b = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "off", "--json", off.toString()));
-        assertEquals(0, a.exitCode(), a.err());
-        assertEquals(0, b.exitCode(), b.err());
-        assertTrue(a.out().contains("redo log on"), a.out());
-        JsonNode logged = readJson(on).get("perOp");
-        JsonNode plain = readJson(off).get("perOp");
         // Write-intensive is half updates of present keys; each commits its own record (no batching here).
-        double extra = logged.get("writes").asDouble() - plain.get("writes").asDouble();
-        assertTrue(extra > 0.45 && extra < 0.6, "one log write per update: " + logged + " vs " + plain);
-        assertEquals(plain.get("reads").asDouble(), logged.get("reads").asDouble(), 0.02, "the log is never read while serving");
+        JsonNode[] perOp = writeIntensiveWithAndWithoutTheLog("alone", null);
+        double extra = perOp[0].get("writes").asDouble() - perOp[1].get("writes").asDouble();
+        assertTrue(extra > 0.45 && extra < 0.6, "one log write per update: " + perOp[0] + " vs " + perOp[1]);
+        assertEquals(perOp[1].get("reads").asDouble(), perOp[0].get("reads").asDouble(), 0.02, "the log is never read while serving");
     }
 
     @Test
     void withACommitBatchTheRedoLogCostsOneRemoteWritePerBatch() throws IOException {
-        Path on = dir.resolve("batch-on.json");
-        Path off = dir.resolve("batch-off.json");
-        Run a = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "on", "--commit-batch", "16",
-                "--json", on.toString()));
-        Run b = bench(tiny("--mode", "dex", "--workload", "write-intensive", "--redo-log", "off", "--commit-batch", "16",
-                "--json", off.toString()));
-        assertEquals(0, a.exitCode(), a.err());
-        assertEquals(0, b.exitCode(), b.err());
-        assertTrue(a.out().contains("16 operations per commit"), a.out());
-        JsonNode logged = readJson(on).get("perOp");
-        JsonNode plain = readJson(off).get("perOp");
         // 16 operations of one partition per commit: one log write each (1/16 = 0.0625 per op), where a write
         // committed alone costs 0.5 per op. A thread's last batch per partition may be short.
-        double extra = logged.get("writes").asDouble() - plain.get("writes").asDouble();
-        assertTrue(extra > 0.04 && extra < 0.15, "one log write per batch of 16: " + logged + " vs " + plain);
-        assertEquals(20_000, readJson(on).get("ops").asLong());
+        JsonNode[] perOp = writeIntensiveWithAndWithoutTheLog("batch", "16 operations per commit", "--commit-batch", "16");
+        double extra = perOp[0].get("writes").asDouble() - perOp[1].get("writes").asDouble();
+        assertTrue(extra > 0.04 && extra < 0.15, "one log write per batch of 16: " + perOp[0] + " vs " + perOp[1]);
+    }
+
+    /**
+     * Runs write-intensive with the redo log on, then off, each summary mentioning {@code summaryMentions} if not
+     * null; answers both runs' per-operation verbs.
+     */
+    private JsonNode[] writeIntensiveWithAndWithoutTheLog(String name, String summaryMentions, String... extra) throws IOException {
+        JsonNode[] perOp = new JsonNode[2];
+        String[] logs = {"on", "off"};
+        for (int i = 0; i < 2; i++) {
+            Path json = dir.resolve(name + "-" + logs[i] + ".json");
+            Run run = bench(tiny(concat(new String[] {"--mode", "dex", "--workload", "write-intensive", "--redo-log", logs[i],
+                    "--json", json.toString()}, extra)));
+            assertEquals(0, run.exitCode(), run.err());
+            assertEquals(i == 0, run.out().contains("redo log on"), run.out());
+            assertTrue(summaryMentions == null || run.out().contains(summaryMentions), run.out());
+            assertEquals(20_000, readJson(json).get("ops").asLong(), "every measured operation ran");
+            perOp[i] = readJson(json).get("perOp");
+        }
+        return perOp;
     }
 
     private static String[] concat(String[] head, String... tail) {
