@@ -32,7 +32,7 @@ final class Worker implements Runnable {
     private final long warmupOps;
     private final long measuredOps;
     private final int commitBatch;
-    /** Per partition, the operations (op ordinal, key) gathered for its next batch. */
+    /** Per partition, the operations (op ordinal, key) gathered for its next batch; null when each commits alone. */
     private int[][] gatheredOps;
     private long[][] gatheredKeys;
     private int[] gathered;
@@ -61,6 +61,11 @@ final class Worker implements Runnable {
     @Override
     public void run() {
         try (Router router = engines.newRouter(id)) {
+            if (commitBatch > 1) {
+                gatheredOps = new int[router.partitions()][commitBatch];
+                gatheredKeys = new long[router.partitions()][commitBatch];
+                gathered = new int[router.partitions()];
+            }
             control.phaser.arriveAndAwaitAdvance();
             runOps(router, warmupOps, false, control.warmedUp);
             control.phaser.arriveAndAwaitAdvance();
@@ -113,12 +118,6 @@ final class Worker implements Runnable {
 
     /** Adds an operation to its partition's next batch, and runs the batch once it holds {@code commitBatch}. */
     private void gather(Router router, Op op, long key, boolean measure) {
-        if (gathered == null) {
-            int partitions = router.partitions();
-            gatheredOps = new int[partitions][commitBatch];
-            gatheredKeys = new long[partitions][commitBatch];
-            gathered = new int[partitions];
-        }
         int p = router.partitionOf(key);
         gatheredOps[p][gathered[p]] = op.ordinal();
         gatheredKeys[p][gathered[p]] = key;

@@ -147,8 +147,24 @@ class PartitionRouterTest {
         return config(workload, threads, engines, 1);
     }
 
+    @Test
+    void aCommitBatchRunWithoutWarmUpRunsEveryOperation() {
+        List<FakePartitionedEngine> engines = engines(2);
+        PartitionRouter.assign(engines);
+        BenchConfig config = config(Workload.READ_ONLY, 2, engines.size(), 4, 0);
+        try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
+            RunStats stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
+            assertEquals(config.ops(), Arrays.stream(stats.outcomes()).sum());
+        }
+        assertEquals(config.ops(), engines.stream().mapToLong(e -> e.batchedOps.sum()).sum());
+    }
+
     private BenchConfig config(Workload workload, int threads, int engines, int commitBatch) {
-        return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, 2_000,
+        return config(workload, threads, engines, commitBatch, 2_000);
+    }
+
+    private BenchConfig config(Workload workload, int threads, int engines, int commitBatch, long warmup) {
+        return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, warmup,
                 threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false, commitBatch);
     }
 
