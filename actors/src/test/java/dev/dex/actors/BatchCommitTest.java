@@ -9,13 +9,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
-import dev.dex.core.log.RedoLogSettings;
-import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
-import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
 /**
@@ -36,13 +30,8 @@ class BatchCommitTest {
     @Test
     void aBatchOfWritesIsOneLogWriteAndAFailedOneIsNotAcknowledged() throws Exception {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 16L << 20, 64 << 10);
-            RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, TreeConfig.defaults());
-            Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
-            SwitchableMemory memory = new SwitchableMemory(fabric.connect(0));
-            DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
-                    RedoLogSettings.ON);
+            SwitchableMemory memory = SwitchableMemory.onFreshTree(fabric);
+            DexEngine engine = memory.openLoggedEngine();
             engine.acquire(0);
             EngineWorkers workers = new EngineWorkers(engine, 2, "batch-commit-test");
             try {

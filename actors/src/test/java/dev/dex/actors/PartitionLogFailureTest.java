@@ -14,13 +14,7 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
-import dev.dex.core.log.RedoLogSettings;
-import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
-import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
 /**
@@ -47,13 +41,8 @@ class PartitionLogFailureTest {
 
     @Test
     void aPartitionWhoseLogLostAnAppendIsGivenUpAndServesAgainWithEveryAcknowledgedWrite() throws Exception {
-        fabric.export(0, 16L << 20, 64 << 10);
-        RemoteMemory admin = fabric.connect(0);
-        Superblock.format(admin, TreeConfig.defaults());
-        Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
-        SwitchableMemory memory = new SwitchableMemory(fabric.connect(0));
-        DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
-                RedoLogSettings.ON);
+        SwitchableMemory memory = SwitchableMemory.onFreshTree(fabric);
+        DexEngine engine = memory.openLoggedEngine();
         EngineWorkers workers = new EngineWorkers(engine, 2, "log-failure-test");
         try {
             ActorRef<Partition.Command> first = kit.spawn(Partition.create(0, workers));

@@ -5,8 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 
 import org.junit.jupiter.api.AfterEach;
@@ -22,6 +20,7 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.FencedException;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.tcp.TcpFabric;
+import dev.dex.rdma.testing.TestResources;
 
 /**
  * A partition's old owner that is still running (cut off, paused, not yet dead) while a new owner takes the
@@ -34,7 +33,7 @@ class StaleOwnerFencingTest {
     private static final long RANGE = 10_000;
     private static final int CHUNK = 4096;
 
-    private final List<AutoCloseable> resources = new ArrayList<>();
+    private final TestResources resources = new TestResources();
     private final TcpFabric fabric = closeAfter(new TcpFabric());
     private final Map<Integer, String> endpoints;
 
@@ -49,15 +48,12 @@ class StaleOwnerFencingTest {
     }
 
     private <T extends AutoCloseable> T closeAfter(T resource) {
-        resources.add(0, resource);
-        return resource;
+        return resources.closeAfter(resource);
     }
 
     @AfterEach
-    void closeEverything() throws Exception {
-        for (AutoCloseable resource : resources) {
-            resource.close();
-        }
+    void closeEverything() {
+        resources.close();
     }
 
     private DexEngine engine(long client) {

@@ -28,24 +28,22 @@ import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.testing.TestResources;
 
 /** What the tcp fabric does when the network or a peer misbehaves: clear errors, no hang, the server keeps serving. */
 class TcpFailureTest {
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final long REGION = 16L * CHUNK;
 
-    private final List<AutoCloseable> resources = new ArrayList<>();
+    private final TestResources resources = new TestResources();
 
     private <T extends AutoCloseable> T closeAfter(T resource) {
-        resources.add(0, resource);
-        return resource;
+        return resources.closeAfter(resource);
     }
 
     @AfterEach
-    void closeEverything() throws Exception {
-        for (AutoCloseable resource : resources) {
-            resource.close();
-        }
+    void closeEverything() {
+        resources.close();
     }
 
     private TcpFabric fabric(Duration verbTimeout) {

@@ -25,6 +25,7 @@ import dev.dex.rdma.FencedException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.testing.TestResources;
 
 /**
  * Fencing on the tcp fabric: a memory server that fenced a client identity closes its connections, applies
@@ -35,18 +36,15 @@ class TcpFencingTest {
     private static final long OLD_OWNER = 0xA11CEL;
     private static final long NEW_OWNER = 0xB0BL;
 
-    private final List<AutoCloseable> resources = new ArrayList<>();
+    private final TestResources resources = new TestResources();
 
     private <T extends AutoCloseable> T closeAfter(T resource) {
-        resources.add(0, resource);
-        return resource;
+        return resources.closeAfter(resource);
     }
 
     @AfterEach
-    void closeEverything() throws Exception {
-        for (AutoCloseable resource : resources) {
-            resource.close();
-        }
+    void closeEverything() {
+        resources.close();
     }
 
     private static UnsafeBuffer word(long value) {
