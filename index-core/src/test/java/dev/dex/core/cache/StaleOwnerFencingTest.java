@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Map;
 
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.core.engine.IndexSession;
@@ -33,13 +33,14 @@ class StaleOwnerFencingTest {
     private static final long RANGE = 10_000;
     private static final int CHUNK = 4096;
 
+    @AutoClose
     private final TestResources resources = new TestResources();
-    private final TcpFabric fabric = closeAfter(new TcpFabric());
+    private final TcpFabric fabric = resources.closeAfter(new TcpFabric());
     private final Map<Integer, String> endpoints;
 
     StaleOwnerFencingTest() {
-        ExportedRegion zero = closeAfter(fabric.export(0, 32L << 20, CHUNK));
-        ExportedRegion one = closeAfter(fabric.export(1, 32L << 20, CHUNK));
+        ExportedRegion zero = resources.closeAfter(fabric.export(0, 32L << 20, CHUNK));
+        ExportedRegion one = resources.closeAfter(fabric.export(1, 32L << 20, CHUNK));
         endpoints = Map.of(0, zero.endpoint(), 1, one.endpoint());
         try (RemoteMemory admin = fabric.connect(endpoints)) {
             Superblock.format(admin, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
@@ -47,17 +48,8 @@ class StaleOwnerFencingTest {
         }
     }
 
-    private <T extends AutoCloseable> T closeAfter(T resource) {
-        return resources.closeAfter(resource);
-    }
-
-    @AfterEach
-    void closeEverything() {
-        resources.close();
-    }
-
     private DexEngine engine(long client) {
-        RemoteMemory memory = closeAfter(fabric.connect(endpoints, client));
+        RemoteMemory memory = resources.closeAfter(fabric.connect(endpoints, client));
         return DexEngine.open(memory, new DexConfig("no-offload", 512L * FrameHeaderDescriptor.FRAME_LENGTH,
                 DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
     }
@@ -101,7 +93,7 @@ class StaleOwnerFencingTest {
         assertEquals(0, heir.acquireReport(0).previousOwner(), "held already: nothing to fence");
         heir.release(0);
         heir.release(1);
-        TreeValidator.Report valid = TreeValidator.validate(closeAfter(fabric.connect(endpoints)));
+        TreeValidator.Report valid = TreeValidator.validate(resources.closeAfter(fabric.connect(endpoints)));
         assertEquals(RANGE / 3 + 1, valid.entries(), "the remote tree is valid and holds what was acknowledged");
     }
 

@@ -20,7 +20,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.agrona.concurrent.UnsafeBuffer;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.rdma.ExportedRegion;
@@ -35,25 +35,17 @@ class TcpFailureTest {
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final long REGION = 16L * CHUNK;
 
+    @AutoClose
     private final TestResources resources = new TestResources();
 
-    private <T extends AutoCloseable> T closeAfter(T resource) {
-        return resources.closeAfter(resource);
-    }
-
-    @AfterEach
-    void closeEverything() {
-        resources.close();
-    }
-
     private TcpFabric fabric(Duration verbTimeout) {
-        return closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(verbTimeout), 0));
+        return resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(verbTimeout), 0));
     }
 
     @Test
     void aConnectionLostMidRequestFailsTheVerbClearlyAndTheNextVerbReconnects() throws Exception {
-        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.CLOSE));
-        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+        FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.CLOSE));
+        RemoteMemory memory = resources.closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[64]);
 
         FabricException lost = assertTimeoutPreemptively(Duration.ofSeconds(10),
@@ -77,13 +69,13 @@ class TcpFailureTest {
         TcpSettings fixed = TcpSettings.DEFAULTS.withPort(port);
         TcpFabric first = new TcpFabric(fixed, 0);
         ExportedRegion before = first.export(0, REGION, CHUNK);
-        RemoteMemory client = closeAfter(fabric(Duration.ofSeconds(5)).connect(Map.of(0, before.endpoint())));
+        RemoteMemory client = resources.closeAfter(fabric(Duration.ofSeconds(5)).connect(Map.of(0, before.endpoint())));
         UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
         word.putLong(0, 77);
         client.write(GlobalAddress.of(0, CHUNK), word, 0, 8);
         first.close();
 
-        TcpFabric restarted = closeAfter(new TcpFabric(fixed, 0));
+        TcpFabric restarted = resources.closeAfter(new TcpFabric(fixed, 0));
         restarted.export(0, REGION, CHUNK);
 
         FabricException refused = assertThrows(FabricException.class, () -> {
@@ -104,8 +96,8 @@ class TcpFailureTest {
 
     @Test
     void aServerThatStopsAnsweringFailsTheVerbAfterTheTimeoutWithoutHanging() throws Exception {
-        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
-        RemoteMemory memory = closeAfter(fabric(Duration.ofMillis(300)).connect(Map.of(0, server.endpoint())));
+        FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = resources.closeAfter(fabric(Duration.ofMillis(300)).connect(Map.of(0, server.endpoint())));
 
         FabricException timeout = assertTimeoutPreemptively(Duration.ofSeconds(10),
                 () -> assertThrows(FabricException.class, () -> memory.compareAndSwap(GlobalAddress.of(0, CHUNK), 0, 1)));
@@ -116,8 +108,8 @@ class TcpFailureTest {
     @org.junit.jupiter.params.ParameterizedTest
     @org.junit.jupiter.params.provider.EnumSource(value = FakeMemoryServer.Mode.class, names = {"WRONG_ID", "SHORT"})
     void anAnswerThatBreaksTheProtocolFailsTheVerbAtOnce(FakeMemoryServer.Mode mode) throws Exception {
-        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, mode));
-        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+        FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, mode));
+        RemoteMemory memory = resources.closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
 
         FabricException broken = assertTimeoutPreemptively(Duration.ofSeconds(10),
                 () -> assertThrows(FabricException.class, () -> memory.fetchAndAdd(GlobalAddress.of(0, CHUNK), 1)));
@@ -127,8 +119,8 @@ class TcpFailureTest {
 
     @Test
     void afterATimeoutTheSameThreadsNextVerbOpensANewConnection() throws Exception {
-        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
-        RemoteMemory memory = closeAfter(fabric(Duration.ofMillis(200)).connect(Map.of(0, server.endpoint())));
+        FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = resources.closeAfter(fabric(Duration.ofMillis(200)).connect(Map.of(0, server.endpoint())));
         assertThrows(FabricException.class, () -> memory.compareAndSwap(GlobalAddress.of(0, CHUNK), 0, 1));
 
         server.mode(FakeMemoryServer.Mode.ANSWER);
@@ -142,8 +134,8 @@ class TcpFailureTest {
     @Test
     void aBufferTooSmallForTheVerbFailsAtOnceAndTheClientKeepsWorking() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
-        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
-        RemoteMemory memory = closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
+        ExportedRegion exported = resources.closeAfter(fabric.export(0, REGION, CHUNK));
+        RemoteMemory memory = resources.closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
         UnsafeBuffer small = new UnsafeBuffer(new byte[8]);
 
         assertTimeoutPreemptively(Duration.ofSeconds(10), () -> {
@@ -159,8 +151,8 @@ class TcpFailureTest {
 
     @Test
     void verbsInFlightOnManyThreadsAllFailWhenTheConnectionDrops() throws Exception {
-        FakeMemoryServer server = closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
-        RemoteMemory memory = closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
+        FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.SILENT));
+        RemoteMemory memory = resources.closeAfter(fabric(Duration.ofSeconds(30)).connect(Map.of(0, server.endpoint())));
         ExecutorService threads = Executors.newFixedThreadPool(6);
         try {
             List<Future<?>> verbs = new ArrayList<>();
@@ -193,9 +185,9 @@ class TcpFailureTest {
     void aClientThatAsksFasterThanItReadsGetsBackPressureNotUnboundedMemory() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
         int size = TcpSettings.DEFAULTS.maxTransfer();
-        ExportedRegion exported = closeAfter(fabric.export(0, 4L << 20, CHUNK));
+        ExportedRegion exported = resources.closeAfter(fabric.export(0, 4L << 20, CHUNK));
         exported.region().putLongVolatile(CHUNK, 99);
-        RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+        RawClient raw = resources.closeAfter(new RawClient(exported.endpoint()));
         assertEquals(TcpFrameDescriptor.STATUS_OK, raw.greet(0, 0).status());
         int requests = 400;
         java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
@@ -232,8 +224,8 @@ class TcpFailureTest {
     void aClientWithALargerMaxTransferSplitsByTheServers() {
         TcpSettings small = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30), Duration.ofSeconds(5), 1, 50_000, 64 << 10);
         TcpSettings large = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30), Duration.ofSeconds(5), 1, 50_000, 1 << 20);
-        ExportedRegion exported = closeAfter(closeAfter(new TcpFabric(small, 0)).export(0, 4L << 20, CHUNK));
-        RemoteMemory memory = closeAfter(closeAfter(new TcpFabric(large, 0)).connect(Map.of(0, exported.endpoint())));
+        ExportedRegion exported = resources.closeAfter(resources.closeAfter(new TcpFabric(small, 0)).export(0, 4L << 20, CHUNK));
+        RemoteMemory memory = resources.closeAfter(resources.closeAfter(new TcpFabric(large, 0)).connect(Map.of(0, exported.endpoint())));
         byte[] data = new byte[300 << 10];
         new java.util.Random(3).nextBytes(data);
         assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memory.write(GlobalAddress.of(0, CHUNK), new UnsafeBuffer(data), 0, data.length));
@@ -245,9 +237,9 @@ class TcpFailureTest {
     @Test
     void aRequestOutsideTheRegionIsRefusedAndTheConnectionKeepsServing() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
-        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        ExportedRegion exported = resources.closeAfter(fabric.export(0, REGION, CHUNK));
         exported.region().putLongVolatile(CHUNK, 99);
-        RawClient raw = closeAfter(new RawClient(exported.endpoint()));
+        RawClient raw = resources.closeAfter(new RawClient(exported.endpoint()));
         raw.send(RawClient.request(TcpFrameDescriptor.OP_READ, 8, 9, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1));
         RawClient.Response beforeHello = raw.receive();
         assertEquals(TcpFrameDescriptor.STATUS_REFUSED, beforeHello.status(), "a request before HELLO is refused");
@@ -283,8 +275,8 @@ class TcpFailureTest {
     @Test
     void malformedAndOversizedFramesCloseOnlyTheirConnection() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
-        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
-        RemoteMemory healthy = closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
+        ExportedRegion exported = resources.closeAfter(fabric.export(0, REGION, CHUNK));
+        RemoteMemory healthy = resources.closeAfter(fabric.connect(Map.of(0, exported.endpoint())));
         byte[][] bad = {
             RawClient.request(42, 0, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[0], -1),
             RawClient.request(TcpFrameDescriptor.OP_WRITE, 64, 1, GlobalAddress.of(0, CHUNK), 0, 0, new byte[8], -1),
@@ -309,7 +301,7 @@ class TcpFailureTest {
     @Test
     void compareAndSwapFromManyConnectionsIsLinearizable() throws Exception {
         TcpFabric fabric = fabric(Duration.ofSeconds(30));
-        ExportedRegion exported = closeAfter(fabric.export(0, REGION, CHUNK));
+        ExportedRegion exported = resources.closeAfter(fabric.export(0, REGION, CHUNK));
         int clients = 4;
         int threadsPerClient = 2;
         int increments = 500;
@@ -317,7 +309,7 @@ class TcpFailureTest {
         long pair = GlobalAddress.of(0, 2L * CHUNK);
         List<RemoteMemory> memories = new ArrayList<>();
         for (int c = 0; c < clients; c++) {
-            memories.add(closeAfter(fabric.connect(Map.of(0, exported.endpoint()))));
+            memories.add(resources.closeAfter(fabric.connect(Map.of(0, exported.endpoint()))));
         }
         ExecutorService threads = Executors.newFixedThreadPool(clients * threadsPerClient);
         try {

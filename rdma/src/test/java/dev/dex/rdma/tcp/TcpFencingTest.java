@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import org.agrona.concurrent.UnsafeBuffer;
-import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.rdma.ExportedRegion;
@@ -36,16 +36,8 @@ class TcpFencingTest {
     private static final long OLD_OWNER = 0xA11CEL;
     private static final long NEW_OWNER = 0xB0BL;
 
+    @AutoClose
     private final TestResources resources = new TestResources();
-
-    private <T extends AutoCloseable> T closeAfter(T resource) {
-        return resources.closeAfter(resource);
-    }
-
-    @AfterEach
-    void closeEverything() {
-        resources.close();
-    }
 
     private static UnsafeBuffer word(long value) {
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[Long.BYTES]);
@@ -55,12 +47,12 @@ class TcpFencingTest {
 
     @Test
     void aFencedClientIsCutOffAndRefusedWhileOthersKeepBeingServed() {
-        TcpFabric fabric = closeAfter(new TcpFabric());
-        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        TcpFabric fabric = resources.closeAfter(new TcpFabric());
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
         Map<Integer, String> endpoints = Map.of(0, region.endpoint());
-        RemoteMemory old = closeAfter(fabric.connect(endpoints, OLD_OWNER));
-        RemoteMemory fresh = closeAfter(fabric.connect(endpoints, NEW_OWNER));
-        RemoteMemory anonymous = closeAfter(fabric.connect(endpoints));
+        RemoteMemory old = resources.closeAfter(fabric.connect(endpoints, OLD_OWNER));
+        RemoteMemory fresh = resources.closeAfter(fabric.connect(endpoints, NEW_OWNER));
+        RemoteMemory anonymous = resources.closeAfter(fabric.connect(endpoints));
         long address = GlobalAddress.of(0, CHUNK);
         old.write(address, word(1), 0, Long.BYTES);
         assertEquals(OLD_OWNER, old.clientId());
@@ -81,10 +73,10 @@ class TcpFencingTest {
 
     @Test
     void theMemoryNodeFencesAClientItIsToldAboutEvenBeforeItConnects() {
-        TcpFabric fabric = closeAfter(new TcpFabric());
-        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        TcpFabric fabric = resources.closeAfter(new TcpFabric());
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
         Map<Integer, String> endpoints = Map.of(0, region.endpoint());
-        RemoteMemory connected = closeAfter(fabric.connect(endpoints, OLD_OWNER));
+        RemoteMemory connected = resources.closeAfter(fabric.connect(endpoints, OLD_OWNER));
 
         assertTrue(fabric.fence(0, OLD_OWNER), "the server side fences without a client");
         assertTrue(fabric.fence(0, 0x1A7EL), "a client not connected yet is fenced too");
@@ -95,10 +87,10 @@ class TcpFencingTest {
 
     @Test
     void nothingSentBehindARefusedGreetingIsExecuted() throws Exception {
-        TcpFabric fabric = closeAfter(new TcpFabric());
-        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        TcpFabric fabric = resources.closeAfter(new TcpFabric());
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
         fabric.fence(0, OLD_OWNER);
-        RawClient raw = closeAfter(new RawClient(region.endpoint()));
+        RawClient raw = resources.closeAfter(new RawClient(region.endpoint()));
         java.io.ByteArrayOutputStream pipelined = new java.io.ByteArrayOutputStream();
         pipelined.write(RawClient.request(TcpFrameDescriptor.OP_HELLO, 0, 1, GlobalAddress.of(0, 0), OLD_OWNER, 0, new byte[0], -1));
         pipelined.write(RawClient.request(TcpFrameDescriptor.OP_HELLO, 0, 2, GlobalAddress.of(0, 0), 0, 0, new byte[0], -1));
@@ -114,9 +106,9 @@ class TcpFencingTest {
 
     @Test
     void anonymousOrOwnIdentitiesCannotBeFenced() {
-        TcpFabric fabric = closeAfter(new TcpFabric());
-        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
-        RemoteMemory client = closeAfter(fabric.connect(Map.of(0, region.endpoint()), NEW_OWNER));
+        TcpFabric fabric = resources.closeAfter(new TcpFabric());
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        RemoteMemory client = resources.closeAfter(fabric.connect(Map.of(0, region.endpoint()), NEW_OWNER));
 
         assertThrows(IllegalArgumentException.class, () -> client.fence(0));
         assertThrows(IllegalArgumentException.class, () -> client.fence(NEW_OWNER));
@@ -131,11 +123,11 @@ class TcpFencingTest {
      */
     @Test
     void nothingOfAFencedClientTakesEffectAfterTheFenceReturns() throws Exception {
-        TcpFabric fabric = closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofSeconds(10)), 0));
-        ExportedRegion region = closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        TcpFabric fabric = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofSeconds(10)), 0));
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
         Map<Integer, String> endpoints = Map.of(0, region.endpoint());
-        RemoteMemory old = closeAfter(fabric.connect(endpoints, OLD_OWNER));
-        RemoteMemory fresh = closeAfter(fabric.connect(endpoints, NEW_OWNER));
+        RemoteMemory old = resources.closeAfter(fabric.connect(endpoints, OLD_OWNER));
+        RemoteMemory fresh = resources.closeAfter(fabric.connect(endpoints, NEW_OWNER));
         int writers = 4;
         AtomicLongArray acknowledged = new AtomicLongArray(writers);
         AtomicReferenceArray<Throwable> stoppedBy = new AtomicReferenceArray<>(writers);

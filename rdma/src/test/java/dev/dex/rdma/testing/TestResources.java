@@ -7,7 +7,7 @@ import org.agrona.CloseHelper;
 
 /**
  * What a test opened (fabrics, regions, connections, engines), closed after it in the reverse order of
- * opening, also when it failed. A test class holds one per test and closes it in its {@code @AfterEach}.
+ * opening, also when it failed. A test class holds one in a JUnit {@code @AutoClose} field.
  */
 public final class TestResources implements AutoCloseable {
     private final List<AutoCloseable> resources = new ArrayList<>();
