@@ -39,8 +39,9 @@ import dev.dex.core.partition.PartitionTable;
  *
  * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
  * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
- * from the cluster (it was downed), the batch in flight to its partition is sent again at once; sharding
- * holds it until the partition starts on a survivor. A later answer to the first attempt is ignored.
+ * from the cluster (it was downed), the batch in flight to its partition is sent again
+ * {@link #REMOVAL_RESEND_DELAY} later; sharding holds it until the partition starts on a survivor. A later
+ * answer to the first attempt is ignored.
  */
 public final class DexClient {
     static final Duration RETRY_DELAY = Duration.ofMillis(100);
@@ -95,8 +96,28 @@ public final class DexClient {
     private record ResendFlight(Flight flight) implements Command, NoSerializationVerificationNeeded {
     }
 
-    /** One attempt at a partition's batch; a newer attempt for the same partition makes this one's answer moot. */
-    private record Flight(int partition, List<Pending> batch, List<Ops.Op> ops) {
+    /**
+     * One attempt at a partition's batch, told apart from a later attempt at the same batch by identity (not a
+     * record: the attempts are equal by value); a newer attempt for the same partition makes this one's answer moot.
+     */
+    private static final class Flight {
+        final int partition;
+        final List<Pending> batch;
+        final List<Ops.Op> ops;
+
+        Flight(int partition, List<Pending> batch, List<Ops.Op> ops) {
+            this.partition = partition;
+            this.batch = batch;
+            this.ops = ops;
+        }
+
+        /** The next attempt at the same batch. */
+        Flight again() {
+            for (Pending pending : batch) {
+                pending.attempts++;
+            }
+            return new Flight(partition, batch, ops);
+        }
     }
 
     private record Resend(Pending pending) implements Command, NoSerializationVerificationNeeded {
@@ -240,9 +261,9 @@ public final class DexClient {
     }
 
     private void send(Flight flight) {
-        inFlight.put(flight.partition(), flight);
-        long routingKey = flight.ops().get(0).key();
-        context.ask(Ops.Results.class, region, askTimeout, replyTo -> new Partition.Execute(routingKey, flight.ops(), replyTo),
+        inFlight.put(flight.partition, flight);
+        long routingKey = flight.ops.get(0).key();
+        context.ask(Ops.Results.class, region, askTimeout, replyTo -> new Partition.Execute(routingKey, flight.ops, replyTo),
                 (results, failure) -> new BatchDone(flight, results, failure));
     }
 
@@ -253,7 +274,7 @@ public final class DexClient {
     private Behavior<Command> onMemberRemoved(MemberRemoved removed) {
         String address = removed.event().member().address().toString();
         for (Flight flight : inFlight.values()) {
-            if (address.equals(servedBy.get(flight.partition()))) {
+            if (address.equals(servedBy.get(flight.partition))) {
                 timers.startSingleTimer(flight, new ResendFlight(flight), REMOVAL_RESEND_DELAY);
             }
         }
@@ -264,37 +285,34 @@ public final class DexClient {
     /** The removed node's attempt, if still unanswered, is replaced by a new one. */
     private Behavior<Command> onResendFlight(ResendFlight resend) {
         Flight flight = resend.flight();
-        if (inFlight.get(flight.partition()) == flight) {
-            for (Pending pending : flight.batch()) {
-                pending.attempts++;
-            }
-            send(new Flight(flight.partition(), flight.batch(), flight.ops()));
+        if (inFlight.get(flight.partition) == flight) {
+            send(flight.again());
         }
         return Behaviors.same();
     }
 
     private Behavior<Command> onBatchDone(BatchDone done) {
         Flight flight = done.flight();
-        if (inFlight.get(flight.partition()) != flight) {
+        if (inFlight.get(flight.partition) != flight) {
             return Behaviors.same(); // an earlier attempt, sent again since
         }
-        inFlight.remove(flight.partition());
+        inFlight.remove(flight.partition);
         if (done.results() != null && done.results().host() != null) {
-            servedBy.put(flight.partition(), done.results().host());
+            servedBy.put(flight.partition, done.results().host());
         }
-        if (done.failure() != null || done.results().results().size() != flight.batch().size()) {
+        if (done.failure() != null || done.results().results().size() != flight.batch.size()) {
             Ops.Result single = done.failure() == null && done.results().results().size() == 1 ? done.results().results().get(0) : null;
-            for (Pending pending : flight.batch()) {
+            for (Pending pending : flight.batch) {
                 if (single != null && single.status() != Ops.NOT_HELD) {
                     answer(pending, single);
                 } else {
-                    retry(pending, done.failure() != null ? "no answer from partition " + flight.partition() + ": " + done.failure()
-                            : "partition " + flight.partition() + " answered a malformed batch");
+                    retry(pending, done.failure() != null ? "no answer from partition " + flight.partition + ": " + done.failure()
+                            : "partition " + flight.partition + " answered a malformed batch");
                 }
             }
         } else {
-            for (int i = 0; i < flight.batch().size(); i++) {
-                Pending pending = flight.batch().get(i);
+            for (int i = 0; i < flight.batch.size(); i++) {
+                Pending pending = flight.batch.get(i);
                 Ops.Result result = done.results().results().get(i);
                 if (result.status() == Ops.NOT_HELD) {
                     retry(pending, result.error());
@@ -303,7 +321,7 @@ public final class DexClient {
                 }
             }
         }
-        sendNext(flight.partition());
+        sendNext(flight.partition);
         return Behaviors.same();
     }
 

@@ -57,7 +57,7 @@ public final class Ops {
 
     /**
      * The results of one batch, in the order of its operations, and the address of the compute node that
-     * answered ({@code host}, null before a partition stamps it): the client re-sends a batch at once when the
+     * answered ({@code host}, null before a partition stamps it): the client re-sends a batch soon after the
      * node that served its partition is removed from the cluster, instead of waiting for its timeout.
      */
     public record Results(List<Result> results, String host) implements CborSerializable {
