@@ -44,6 +44,8 @@ import dev.dex.core.partition.PartitionTable;
  * answer to the first attempt is ignored.
  */
 public final class DexClient {
+    /** The most entries one {@link Scan} may ask for; the client splits it into scans of {@link Ops#MAX_SCAN}. */
+    public static final int MAX_SCAN_CALL = Ops.MAX_SCAN * 16;
     static final Duration RETRY_DELAY = Duration.ofMillis(100);
     static final int MAX_ATTEMPTS = 300;
     /**
@@ -224,9 +226,9 @@ public final class DexClient {
     }
 
     private Behavior<Command> onScan(Scan scan) {
-        if (scan.count() < 1 || scan.count() > Ops.MAX_SCAN * 16) {
+        if (scan.count() < 1 || scan.count() > MAX_SCAN_CALL) {
             scan.replyTo().tell(new ScanReply(new long[0], new long[0],
-                    "scan count " + scan.count() + " outside [1, " + Ops.MAX_SCAN * 16 + "]"));
+                    "scan count " + scan.count() + " outside [1, " + MAX_SCAN_CALL + "]"));
             return Behaviors.same();
         }
         long start = Math.max(scan.start(), Long.MIN_VALUE + 1);

@@ -6,10 +6,19 @@ import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.TypeConversionException;
 
 /** Reads counts such as {@code 1000000}, {@code 1_000_000} or {@code 1m} (suffixes k, m, g: powers of 1000). */
-final class CountConverter implements ITypeConverter<Long> {
+public final class CountConverter implements ITypeConverter<Long> {
 
     @Override
     public Long convert(String value) {
+        return parse(value);
+    }
+
+    /**
+     * The count {@code value} spells.
+     *
+     * @throws TypeConversionException when it is not a count
+     */
+    public static long parse(String value) {
         String s = value.strip().replace("_", "").toLowerCase(Locale.ROOT);
         long scale = 1;
         if (!s.isEmpty()) {

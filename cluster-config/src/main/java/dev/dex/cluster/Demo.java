@@ -54,7 +54,8 @@ final class Demo implements Callable<Integer> {
     /** Loaded keys are spaced so inserts could fall between them. */
     static final long KEY_SPACING = 16;
 
-    @Option(names = "--keys", paramLabel = "N", description = "Keys to bulk-load (default: dex.demo.keys, 1000000).")
+    @Option(names = "--keys", paramLabel = "N", converter = dev.dex.bench.CountConverter.class,
+            description = "Keys to bulk-load, e.g. 1000000 or 1m (default: dex.demo.keys, 1000000).")
     Long keys;
 
     @Option(names = "--seconds", paramLabel = "S", description = "Seconds of the mix (default: dex.demo.seconds, 5).")
@@ -134,14 +135,39 @@ final class Demo implements Callable<Integer> {
         try {
             return run(base, settings, n, putPercent, systems);
         } finally {
-            for (int i = systems.size() - 1; i >= 0; i--) {
-                systems.get(i).terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
-            }
+            leaveInOrder(systems);
             Fabrics.closeLocal(fabricName);
             deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
+        }
+    }
+
+    /**
+     * Stops the cluster the way an operator would, so that a normal exit logs nothing alarming: the client
+     * leaves first, then the compute nodes one by one (each hands its partitions off), then the memory node.
+     * Each leaves gracefully (coordinated shutdown), so the others see it removed before its connections
+     * close; a system that does not stop within 30 s is terminated.
+     */
+    private static void leaveInOrder(List<ActorSystem<?>> systems) throws Exception {
+        List<ActorSystem<?>> clients = new ArrayList<>();
+        List<ActorSystem<?>> computeNodes = new ArrayList<>();
+        List<ActorSystem<?>> memoryNodes = new ArrayList<>();
+        for (ActorSystem<?> system : systems) {
+            var roles = Cluster.get(system).selfMember().getRoles();
+            (roles.contains("memory") ? memoryNodes : roles.contains("compute") ? computeNodes : clients).add(system);
+        }
+        // Compute nodes youngest first: the oldest runs the sharding coordinator, which moves once, if at all.
+        java.util.Collections.reverse(computeNodes);
+        List<ActorSystem<?>> order = new ArrayList<>(clients);
+        order.addAll(computeNodes);
+        order.addAll(memoryNodes);
+        for (ActorSystem<?> system : order) {
+            org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
+            try {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                system.terminate();
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
         }
     }
 

@@ -26,6 +26,7 @@ import dev.dex.actors.DexClient;
 import dev.dex.actors.DexClientApi;
 import dev.dex.actors.DexException;
 import dev.dex.bench.BenchCommand;
+import dev.dex.bench.CountConverter;
 import dev.dex.bench.TakeoverBenchCommand;
 import dev.dex.bench.VerbBenchCommand;
 import picocli.CommandLine;
@@ -46,6 +47,9 @@ public final class DexCli implements Callable<Integer> {
 
     public static void main(String[] args) {
         commonPoolAtLeastTwo();
+        // Logging starts here, on one thread: started by several actor-system threads at once, SLF4J queues their
+        // first calls and warns on stderr that it replays them.
+        org.slf4j.LoggerFactory.getILoggerFactory();
         System.exit(run(args));
     }
 
@@ -238,6 +242,10 @@ public final class DexCli implements Callable<Integer> {
             }
             long[] numbers = new long[expected];
             for (int i = 0; i < expected; i++) {
+                if (operation.equals("scan") && i == 1) {
+                    numbers[i] = scanCount(arguments.get(i));
+                    continue;
+                }
                 try {
                     numbers[i] = Long.parseLong(arguments.get(i));
                 } catch (NumberFormatException e) {
@@ -245,6 +253,20 @@ public final class DexCli implements Callable<Integer> {
                 }
             }
             return numbers;
+        }
+
+        /** A scan's COUNT: a count ({@code 100}, {@code 10k}) within what one scan call may return. */
+        private static long scanCount(String text) {
+            long count;
+            try {
+                count = CountConverter.parse(text);
+            } catch (CommandLine.TypeConversionException e) {
+                throw new IllegalArgumentException("scan COUNT " + e.getMessage());
+            }
+            if (count < 1 || count > DexClient.MAX_SCAN_CALL) {
+                throw new IllegalArgumentException("scan COUNT must be in [1, " + DexClient.MAX_SCAN_CALL + "]: " + text);
+            }
+            return count;
         }
     }
 

@@ -38,6 +38,11 @@ class DexCliTest {
             "client --seed 127.0.0.1:1 fly 1             | unknown operation 'fly'",
             "client --seed 127.0.0.1:1 put 1             | put takes 2 argument(s)",
             "client --seed 127.0.0.1:1 get x            | 'x' is not a 64-bit integer",
+            "client --seed 127.0.0.1:1 scan 0 4294967297 | scan COUNT must be in [1, 131072]: 4294967297",
+            "client --seed 127.0.0.1:1 scan 0 0          | scan COUNT must be in [1, 131072]: 0",
+            "client --seed 127.0.0.1:1 scan 0 ten        | scan COUNT 'ten' is not a count",
+            "demo --keys 10k --partitions 2              | --partitions must be in [3",
+            "demo --keys lots                            | 'lots' is not a count",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
@@ -98,7 +103,7 @@ class DexCliTest {
     @ParameterizedTest(name = "--fabric {0}")
     @org.junit.jupiter.params.provider.ValueSource(strings = {"local", "tcp"})
     void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric) {
-        Run run = run("demo", "--keys", "20000", "--seconds", "1", "--partitions", "12", "--fabric", fabric);
+        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric);
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("fabric " + fabric), run.out());
         if (fabric.equals("tcp")) {
