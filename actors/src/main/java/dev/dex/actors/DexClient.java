@@ -7,6 +7,8 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -28,14 +30,19 @@ import dev.dex.core.partition.PartitionTable;
 /**
  * The client actor: users send it gets, puts, deletes and scans (directly or through {@link DexClientApi}).
  * It learns the partition table from a compute node, reaches partitions through a sharding proxy with the
- * same range extractor, and batches: each partition has at most one batch in flight, and operations that
- * arrive meanwhile go into its next batch (up to {@link Ops#MAX_BATCH}). A scan that spans partitions is
- * split into one scan per partition, in key order, and the parts are concatenated.
+ * same range extractor, and batches: each partition has up to {@code window} batches in flight; an operation
+ * goes out at once while the partition has a free slot, and operations that arrive while every slot is taken
+ * form the next batch (up to {@link Ops#MAX_BATCH}, and at most {@link Ops#MAX_SCAN} scan entries). Every
+ * batch carries an id, and every partition answers to one stable reply adapter, which matches the answer to
+ * its batch by that id (no temporary actor per batch). A partition runs a client's batches one after another
+ * in the order they arrive, so operations are applied in the order this actor received them. A scan that
+ * spans partitions is split into one scan per partition, in key order, and the parts are concatenated.
  *
  * <p>Retries: an operation answered {@link Ops#NOT_HELD} (its partition is moving), or whose batch got no
  * answer within the ask timeout, is sent again after {@link #RETRY_DELAY}, up to {@link #MAX_ATTEMPTS}
  * times. A re-sent write may apply twice, which is harmless for puts and deletes and may turn a first
- * insert's {@code true} into {@code false}.
+ * insert's {@code true} into {@code false}; a batch re-sent after a timeout may also still apply late, after
+ * a later write of the same key (docs/cluster.md). {@link Ops#OVERLOADED} is answered to the caller.
  *
  * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
  * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
@@ -47,6 +54,17 @@ public final class DexClient {
     /** The most entries one {@link Scan} may ask for; the client splits it into scans of {@link Ops#MAX_SCAN}. */
     public static final int MAX_SCAN_CALL = Ops.MAX_SCAN * 16;
     static final Duration RETRY_DELAY = Duration.ofMillis(100);
+    /** Batches per partition a client keeps in flight unless told otherwise ({@code dex.client.window}). */
+    public static final int DEFAULT_WINDOW = 4;
+    public static final int MAX_WINDOW = 64;
+    /**
+     * While a partition has a batch in flight, another goes out only once it holds this many operations: each
+     * message costs the cluster far more than an operation, so under load a few large batches beat many small
+     * ones, and the first batch of an idle partition still goes at once.
+     */
+    static final int PIPELINED_BATCH = 64;
+    /** The deadline of operations sent as actor messages: their askers time out on their own. */
+    private static final long FOREVER = Duration.ofDays(365).toNanos();
     static final int MAX_ATTEMPTS = 300;
     /**
      * How long after a compute node's removal its partitions' batches are sent again: the sharding proxy learns of
@@ -88,8 +106,11 @@ public final class DexClient {
     private record ComputeNodes(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
     }
 
-    private record BatchDone(Flight flight, Ops.Results results, Throwable failure)
-            implements Command, NoSerializationVerificationNeeded {
+    /** A partition's answer, through the client's one reply adapter. */
+    private record BatchAnswered(Ops.Results results) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record FlightTimedOut(Flight flight) implements Command, NoSerializationVerificationNeeded {
     }
 
     private record MemberRemoved(ClusterEvent.MemberRemoved event) implements Command, NoSerializationVerificationNeeded {
@@ -98,27 +119,64 @@ public final class DexClient {
     private record ResendFlight(Flight flight) implements Command, NoSerializationVerificationNeeded {
     }
 
+    /** Operations of a {@link DexClientApi} are waiting in {@code submissions}. */
+    record Drain(Submissions submissions) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** One operation of a {@link DexClientApi}: a get, put or delete ({@code reply}), or a scan ({@code scanReply}). */
+    record Submitted(Ops.Op op, CompletableFuture<Reply> reply, CompletableFuture<ScanReply> scanReply, long deadline) {
+    }
+
+    /**
+     * Where a {@link DexClientApi} leaves operations for this actor, in one JVM: a lock-free queue and a doorbell
+     * (a flag set by the producer that finds it clear, which then sends one {@link Drain}); the actor completes
+     * each operation's future on {@code executor}, the API's, in one task per batch answer.
+     *
+     * <p>Concurrency: any number of producer threads, one consumer (the actor). A producer adds to the queue,
+     * then rings; the actor clears the doorbell before it polls, so an operation is either polled by a drain
+     * already running or rings for the next one.
+     */
+    static final class Submissions {
+        final java.util.concurrent.ConcurrentLinkedQueue<Submitted> queue = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        final java.util.concurrent.atomic.AtomicBoolean doorbell = new java.util.concurrent.atomic.AtomicBoolean();
+        final java.util.concurrent.Executor executor;
+
+        Submissions(java.util.concurrent.Executor executor) {
+            this.executor = executor;
+        }
+
+        /** Leaves {@code submitted} for {@code client}, ringing it if nobody has since its last drain. */
+        void submit(Submitted submitted, ActorRef<Command> client) {
+            queue.add(submitted);
+            if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
+                client.tell(new Drain(this));
+            }
+        }
+    }
+
     /**
      * One attempt at a partition's batch, told apart from a later attempt at the same batch by identity (not a
      * record: the attempts are equal by value); a newer attempt for the same partition makes this one's answer moot.
      */
     private static final class Flight {
+        final long id;
         final int partition;
         final List<Pending> batch;
         final List<Ops.Op> ops;
 
-        Flight(int partition, List<Pending> batch, List<Ops.Op> ops) {
+        Flight(long id, int partition, List<Pending> batch, List<Ops.Op> ops) {
+            this.id = id;
             this.partition = partition;
             this.batch = batch;
             this.ops = ops;
         }
 
-        /** The next attempt at the same batch. */
-        Flight again() {
+        /** The next attempt at the same batch, under a new id. */
+        Flight again(long newId) {
             for (Pending pending : batch) {
                 pending.attempts++;
             }
-            return new Flight(partition, batch, ops);
+            return new Flight(newId, partition, batch, ops);
         }
     }
 
@@ -128,24 +186,33 @@ public final class DexClient {
     /** One operation waiting for its partition; a scan in progress carries its accumulated entries. */
     private static final class Pending {
         final Ops.Op op;
-        final ActorRef<Reply> reply;
+        final Consumer<Reply> reply;
         final ScanProgress scan;
+        /** {@link System#nanoTime()} after which the operation is not tried again; far off for actor messages. */
+        final long deadline;
         int attempts;
 
-        Pending(Ops.Op op, ActorRef<Reply> reply, ScanProgress scan) {
+        Pending(Ops.Op op, Consumer<Reply> reply, ScanProgress scan) {
+            this(op, reply, scan, System.nanoTime() + FOREVER);
+        }
+
+        Pending(Ops.Op op, Consumer<Reply> reply, ScanProgress scan, long deadline) {
             this.op = op;
             this.reply = reply;
             this.scan = scan;
+            this.deadline = deadline;
         }
     }
 
     private static final class ScanProgress {
-        final ActorRef<ScanReply> replyTo;
+        final Consumer<ScanReply> replyTo;
         final int wanted;
+        final long deadline;
         long[] keys = new long[0];
         long[] values = new long[0];
 
-        ScanProgress(ActorRef<ScanReply> replyTo, int wanted) {
+        ScanProgress(Consumer<ScanReply> replyTo, int wanted, long deadline) {
+            this.deadline = deadline;
             this.replyTo = replyTo;
             this.wanted = wanted;
         }
@@ -154,28 +221,51 @@ public final class DexClient {
     private final ActorContext<Command> context;
     private final TimerScheduler<Command> timers;
     private final Duration askTimeout;
+    private final int window;
+    /** Where every partition answers: one stable reference, so Artery compresses it and resolves it once. */
+    private final ActorRef<Ops.Results> replies;
     private PartitionTable table;
     private ActorRef<Partition.Command> region;
     private final Map<Integer, ArrayDeque<Pending>> queues = new HashMap<>();
-    /** The attempt in flight per partition, if any. */
-    private final Map<Integer, Flight> inFlight = new HashMap<>();
+    /** Attempts in flight by batch id. */
+    private final Map<Long, Flight> flights = new HashMap<>();
+    /** Attempts in flight per partition, at most {@link #window}. */
+    private final Map<Integer, Integer> inFlight = new HashMap<>();
+    private long nextBatch = 1;
     /** The address of the compute node that last answered for each partition. */
     private final Map<Integer, String> servedBy = new HashMap<>();
+    /** Futures completed by the message being handled, by the API whose executor completes them. */
+    private final Map<Submissions, List<Runnable>> completions = new java.util.IdentityHashMap<>();
 
-    private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout) {
+    private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout, int window) {
         this.context = context;
         this.timers = timers;
         this.askTimeout = askTimeout;
+        this.window = window;
+        this.replies = context.messageAdapter(Ops.Results.class, BatchAnswered::new);
     }
 
-    /** A client that waits for a compute node, then serves; requests that come before are stashed. */
+    /** A client with the default window ({@link #DEFAULT_WINDOW} batches per partition in flight). */
     public static Behavior<Command> create(Duration askTimeout) {
+        return create(askTimeout, DEFAULT_WINDOW);
+    }
+
+    /**
+     * A client that waits for a compute node, then serves; requests that come before are stashed.
+     *
+     * @param askTimeout how long a batch may go unanswered before it is sent again
+     * @param window     batches per partition in flight at once, 1..{@link #MAX_WINDOW}
+     */
+    public static Behavior<Command> create(Duration askTimeout, int window) {
+        if (window < 1 || window > MAX_WINDOW) {
+            throw new IllegalArgumentException("the client's window must be in [1, " + MAX_WINDOW + "]: " + window);
+        }
         return Behaviors.withStash(100_000, stash -> Behaviors.setup(context -> Behaviors.withTimers(timers -> {
             ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class, ComputeNodes::new);
             context.getSystem().receptionist().tell(Receptionist.subscribe(ComputeNode.KEY, listings));
             Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(
                     context.messageAdapter(ClusterEvent.MemberRemoved.class, MemberRemoved::new), ClusterEvent.MemberRemoved.class));
-            return new DexClient(context, timers, askTimeout).starting(stash);
+            return new DexClient(context, timers, askTimeout, window).starting(stash);
         })));
     }
 
@@ -210,30 +300,88 @@ public final class DexClient {
                 .build();
     }
 
+    /** Each message is handled, then the futures it completed are handed to their callers' executors in one task each. */
     private Behavior<Command> serving() {
         return Behaviors.receive(Command.class)
-                .onMessage(Get.class, get -> enqueue(new Pending(new Ops.Op(Ops.GET, get.key(), 0, 0), get.replyTo(), null)))
-                .onMessage(Put.class, put -> enqueue(new Pending(new Ops.Op(Ops.PUT, put.key(), put.value(), 0), put.replyTo(), null)))
-                .onMessage(Delete.class, del -> enqueue(new Pending(new Ops.Op(Ops.DELETE, del.key(), 0, 0), del.replyTo(), null)))
-                .onMessage(Scan.class, this::onScan)
-                .onMessage(BatchDone.class, this::onBatchDone)
-                .onMessage(Resend.class, resend -> enqueue(resend.pending()))
-                .onMessage(MemberRemoved.class, this::onMemberRemoved)
-                .onMessage(ResendFlight.class, this::onResendFlight)
-                .onMessage(ComputeNodes.class, nodes -> Behaviors.same())
-                .onMessage(Table.class, t -> Behaviors.same())
+                .onAnyMessage(message -> {
+                    Behavior<Command> next = handle(message);
+                    flushCompletions();
+                    return next;
+                })
                 .build();
     }
 
-    private Behavior<Command> onScan(Scan scan) {
-        if (scan.count() < 1 || scan.count() > MAX_SCAN_CALL) {
-            scan.replyTo().tell(new ScanReply(new long[0], new long[0],
-                    "scan count " + scan.count() + " outside [1, " + MAX_SCAN_CALL + "]"));
+    private Behavior<Command> handle(Command message) {
+        if (message instanceof BatchAnswered answered) {
+            return onAnswered(answered.results());
+        } else if (message instanceof Drain drain) {
+            return onDrain(drain.submissions());
+        } else if (message instanceof Get get) {
+            return enqueue(new Pending(new Ops.Op(Ops.GET, get.key(), 0, 0), get.replyTo()::tell, null));
+        } else if (message instanceof Put put) {
+            return enqueue(new Pending(new Ops.Op(Ops.PUT, put.key(), put.value(), 0), put.replyTo()::tell, null));
+        } else if (message instanceof Delete del) {
+            return enqueue(new Pending(new Ops.Op(Ops.DELETE, del.key(), 0, 0), del.replyTo()::tell, null));
+        } else if (message instanceof Scan scan) {
+            return onScan(scan.start(), scan.count(), scan.replyTo()::tell, System.nanoTime() + FOREVER);
+        } else if (message instanceof FlightTimedOut timedOut) {
+            return onTimedOut(timedOut);
+        } else if (message instanceof Resend resend) {
+            return enqueue(resend.pending());
+        } else if (message instanceof MemberRemoved removed) {
+            return onMemberRemoved(removed);
+        } else if (message instanceof ResendFlight resend) {
+            return onResendFlight(resend);
+        }
+        return Behaviors.same(); // listings and tables after the start
+    }
+
+    /**
+     * Takes every operation submitted through {@code submissions} (a {@link DexClientApi}): no actor message per
+     * operation, one per burst. The doorbell is cleared before the queue is read, so an operation added after the
+     * last poll rings it again.
+     */
+    private Behavior<Command> onDrain(Submissions submissions) {
+        submissions.doorbell.set(false);
+        for (Submitted submitted; (submitted = submissions.queue.poll()) != null; ) {
+            if (submitted.scanReply() != null) {
+                CompletableFuture<ScanReply> future = submitted.scanReply();
+                onScan(submitted.op().key(), submitted.op().count(), reply -> complete(submissions, future, reply), submitted.deadline());
+            } else {
+                CompletableFuture<Reply> future = submitted.reply();
+                enqueue(new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline()));
+            }
+        }
+        return Behaviors.same();
+    }
+
+    private <T> void complete(Submissions submissions, CompletableFuture<T> future, T value) {
+        completions.computeIfAbsent(submissions, s -> new ArrayList<>()).add(() -> future.complete(value));
+    }
+
+    private void flushCompletions() {
+        if (completions.isEmpty()) {
+            return;
+        }
+        for (Map.Entry<Submissions, List<Runnable>> entry : completions.entrySet()) {
+            List<Runnable> batch = entry.getValue();
+            try {
+                entry.getKey().executor.execute(() -> batch.forEach(Runnable::run));
+            } catch (java.util.concurrent.RejectedExecutionException closed) {
+                batch.forEach(Runnable::run); // the API was closed: complete here rather than never
+            }
+        }
+        completions.clear();
+    }
+
+    private Behavior<Command> onScan(long requestedStart, int count, Consumer<ScanReply> replyTo, long deadline) {
+        if (count < 1 || count > MAX_SCAN_CALL) {
+            replyTo.accept(new ScanReply(new long[0], new long[0], "scan count " + count + " outside [1, " + MAX_SCAN_CALL + "]"));
             return Behaviors.same();
         }
-        long start = Math.max(scan.start(), Long.MIN_VALUE + 1);
-        ScanProgress progress = new ScanProgress(scan.replyTo(), scan.count());
-        return enqueue(new Pending(new Ops.Op(Ops.SCAN, start, 0, Math.min(scan.count(), Ops.MAX_SCAN)), null, progress));
+        long start = Math.max(requestedStart, Long.MIN_VALUE + 1);
+        ScanProgress progress = new ScanProgress(replyTo, count, deadline);
+        return enqueue(new Pending(new Ops.Op(Ops.SCAN, start, 0, Math.min(count, Ops.MAX_SCAN)), null, progress, deadline));
     }
 
     private Behavior<Command> enqueue(Pending pending) {
@@ -247,26 +395,46 @@ public final class DexClient {
         return Behaviors.same();
     }
 
+    /**
+     * Sends the partition's waiting operations while fewer than {@link #window} of its batches are in flight. A
+     * batch closes at {@link Ops#MAX_BATCH} operations, or before a scan that would take its scan entries past
+     * {@link Ops#MAX_SCAN}, so that no answer comes near Artery's frame size (a batch of several 8192-entry
+     * scans made a reply Artery dropped, and the batch was sent again for minutes).
+     */
     private void sendNext(int partition) {
         ArrayDeque<Pending> queue = queues.get(partition);
-        if (queue == null || queue.isEmpty() || inFlight.containsKey(partition)) {
-            return;
+        while (queue != null && !queue.isEmpty() && inFlight.getOrDefault(partition, 0) < window
+                && (inFlight.getOrDefault(partition, 0) == 0 || queue.size() >= PIPELINED_BATCH)) {
+            List<Pending> batch = new ArrayList<>();
+            List<Ops.Op> ops = new ArrayList<>();
+            int scanEntries = 0;
+            while (!queue.isEmpty() && batch.size() < Ops.MAX_BATCH) {
+                Pending next = queue.peek();
+                int entries = next.op.kind() == Ops.SCAN ? next.op.count() : 0;
+                if (!batch.isEmpty() && scanEntries + entries > Ops.MAX_SCAN) {
+                    break;
+                }
+                queue.poll();
+                scanEntries += entries;
+                batch.add(next);
+                ops.add(next.op);
+            }
+            send(new Flight(nextBatch++, partition, batch, ops));
         }
-        List<Pending> batch = new ArrayList<>();
-        List<Ops.Op> ops = new ArrayList<>();
-        while (!queue.isEmpty() && batch.size() < Ops.MAX_BATCH) {
-            Pending next = queue.poll();
-            batch.add(next);
-            ops.add(next.op);
-        }
-        send(new Flight(partition, batch, ops));
     }
 
     private void send(Flight flight) {
-        inFlight.put(flight.partition, flight);
-        long routingKey = flight.ops.get(0).key();
-        context.ask(Ops.Results.class, region, askTimeout, replyTo -> new Partition.Execute(routingKey, flight.ops, replyTo),
-                (results, failure) -> new BatchDone(flight, results, failure));
+        flights.put(flight.id, flight);
+        inFlight.merge(flight.partition, 1, Integer::sum);
+        region.tell(new Partition.Execute(flight.ops.get(0).key(), flight.id, flight.ops, replies));
+        timers.startSingleTimer(flight, new FlightTimedOut(flight), askTimeout);
+    }
+
+    /** The attempt is no longer in flight: its slot in the partition's window is free. */
+    private void landed(Flight flight) {
+        flights.remove(flight.id);
+        timers.cancel(flight);
+        inFlight.merge(flight.partition, -1, Integer::sum);
     }
 
     /**
@@ -275,7 +443,7 @@ public final class DexClient {
      */
     private Behavior<Command> onMemberRemoved(MemberRemoved removed) {
         String address = removed.event().member().address().toString();
-        for (Flight flight : inFlight.values()) {
+        for (Flight flight : flights.values()) {
             if (address.equals(servedBy.get(flight.partition))) {
                 timers.startSingleTimer(flight, new ResendFlight(flight), REMOVAL_RESEND_DELAY);
             }
@@ -287,35 +455,49 @@ public final class DexClient {
     /** The removed node's attempt, if still unanswered, is replaced by a new one. */
     private Behavior<Command> onResendFlight(ResendFlight resend) {
         Flight flight = resend.flight();
-        if (inFlight.get(flight.partition) == flight) {
-            send(flight.again());
+        if (flights.get(flight.id) == flight) {
+            landed(flight);
+            send(flight.again(nextBatch++));
         }
         return Behaviors.same();
     }
 
-    private Behavior<Command> onBatchDone(BatchDone done) {
-        Flight flight = done.flight();
-        if (inFlight.get(flight.partition) != flight) {
-            return Behaviors.same(); // an earlier attempt, sent again since
+    /** No answer within the ask timeout: the batch's operations go again (after {@link #RETRY_DELAY}). */
+    private Behavior<Command> onTimedOut(FlightTimedOut timedOut) {
+        Flight flight = timedOut.flight();
+        if (flights.get(flight.id) != flight) {
+            return Behaviors.same();
         }
-        inFlight.remove(flight.partition);
-        if (done.results() != null && done.results().host() != null) {
-            servedBy.put(flight.partition, done.results().host());
+        landed(flight);
+        for (Pending pending : flight.batch) {
+            retry(pending, "no answer from partition " + flight.partition + " within " + askTimeout.toMillis() + " ms");
         }
-        if (done.failure() != null || done.results().results().size() != flight.batch.size()) {
-            Ops.Result single = done.failure() == null && done.results().results().size() == 1 ? done.results().results().get(0) : null;
+        sendNext(flight.partition);
+        return Behaviors.same();
+    }
+
+    private Behavior<Command> onAnswered(Ops.Results results) {
+        Flight flight = flights.get(results.batch());
+        if (flight == null) {
+            return Behaviors.same(); // an attempt that timed out or was sent again since
+        }
+        landed(flight);
+        if (results.host() != null) {
+            servedBy.put(flight.partition, results.host());
+        }
+        if (results.results().size() != flight.batch.size()) {
+            Ops.Result single = results.results().size() == 1 ? results.results().get(0) : null;
             for (Pending pending : flight.batch) {
                 if (single != null && single.status() != Ops.NOT_HELD) {
                     answer(pending, single);
                 } else {
-                    retry(pending, done.failure() != null ? "no answer from partition " + flight.partition + ": " + done.failure()
-                            : "partition " + flight.partition + " answered a malformed batch");
+                    retry(pending, "partition " + flight.partition + " answered a malformed batch");
                 }
             }
         } else {
             for (int i = 0; i < flight.batch.size(); i++) {
                 Pending pending = flight.batch.get(i);
-                Ops.Result result = done.results().results().get(i);
+                Ops.Result result = results.results().get(i);
                 if (result.status() == Ops.NOT_HELD) {
                     retry(pending, result.error());
                 } else {
@@ -332,17 +514,22 @@ public final class DexClient {
             answer(pending, Ops.Result.error(Ops.FAILED, "gave up after " + pending.attempts + " attempts: " + why));
             return;
         }
+        if (System.nanoTime() - pending.deadline > 0) {
+            answer(pending, Ops.Result.error(Ops.FAILED, "no answer within the request timeout, after " + pending.attempts
+                    + " attempts: " + why));
+            return;
+        }
         timers.startSingleTimer(pending, new Resend(pending), RETRY_DELAY);
     }
 
     private void answer(Pending pending, Ops.Result result) {
         if (pending.scan == null) {
-            pending.reply.tell(new Reply(result.found(), result.value(), result.status() == Ops.OK ? null : result.error()));
+            pending.reply.accept(new Reply(result.found(), result.value(), result.status() == Ops.OK ? null : result.error()));
             return;
         }
         ScanProgress progress = pending.scan;
         if (result.status() != Ops.OK) {
-            progress.replyTo.tell(new ScanReply(progress.keys, progress.values, result.error()));
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, result.error()));
             return;
         }
         int have = progress.keys.length;
@@ -353,14 +540,24 @@ public final class DexClient {
         System.arraycopy(result.values(), 0, progress.values, have, take);
         int missing = progress.wanted - progress.keys.length;
         if (missing > 0 && result.next() != Long.MIN_VALUE) {
-            enqueue(new Pending(new Ops.Op(Ops.SCAN, result.next(), 0, Math.min(missing, Ops.MAX_SCAN)), null, progress));
+            enqueue(new Pending(new Ops.Op(Ops.SCAN, result.next(), 0, Math.min(missing, Ops.MAX_SCAN)), null, progress,
+                    progress.deadline));
         } else {
-            progress.replyTo.tell(new ScanReply(progress.keys, progress.values, null));
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, null));
         }
     }
 
     private void failFast(Command message, String why) {
-        if (message instanceof Get get) {
+        if (message instanceof Drain drain) {
+            drain.submissions().doorbell.set(false);
+            for (Submitted submitted; (submitted = drain.submissions().queue.poll()) != null; ) {
+                if (submitted.scanReply() != null) {
+                    submitted.scanReply().complete(new ScanReply(new long[0], new long[0], why));
+                } else {
+                    submitted.reply().complete(new Reply(false, 0, why));
+                }
+            }
+        } else if (message instanceof Get get) {
             get.replyTo().tell(new Reply(false, 0, why));
         } else if (message instanceof Put put) {
             put.replyTo().tell(new Reply(false, 0, why));

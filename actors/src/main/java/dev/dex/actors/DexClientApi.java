@@ -2,72 +2,228 @@ package dev.dex.actors;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Objects;
 import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.actor.typed.javadsl.AskPattern;
 
 /**
- * The Java face of a {@link DexClient} actor: every call returns a {@link CompletionStage}, completed
- * exceptionally with {@link DexException} when the cluster answers an error (a bad key, a scan too long,
- * memory full, a partition that stayed unreachable).
+ * The Java face of a {@link DexClient} actor in the same JVM. Every call returns a {@link CompletionStage},
+ * completed exceptionally with {@link DexException} when the cluster answers an error (a bad key, a scan too
+ * long, memory full, an overloaded partition, one that stayed unreachable until the timeout: an operation
+ * unanswered at its timeout fails at its next retry, so within the timeout plus a batch timeout).
+ * {@link #blocking()} gives the same calls blocking.
+ *
+ * <p>Operations go to the client actor without an actor message each: they wait in a queue the actor drains,
+ * one message per burst ({@link DexClient.Submissions}). Their futures are completed on this API's own executor
+ * (by default two daemon threads, {@code dex-client-api-N}), one task per batch answer, never on an actor's
+ * thread or the common pool; callbacks that block hold up later completions, so block elsewhere or pass an
+ * executor of your own. Operations one thread submits one after another are applied in that order.
+ *
+ * <p>Concurrency: thread-safe; any number of threads may call it at once. {@link #close()} shuts down the
+ * executor it created (not one passed in); operations still in flight then complete on the client actor.
  */
-public final class DexClientApi {
+public final class DexClientApi implements AutoCloseable {
     /** One entry of a scan. */
     public record Entry(long key, long value) {
     }
 
-    private final ActorSystem<?> system;
+    private static final AtomicInteger THREADS = new AtomicInteger();
+    private static final long STOPPED_CLIENT_MARGIN_MS = 30_000;
+
     private final ActorRef<DexClient.Command> client;
     private final Duration timeout;
+    private final ExecutorService ownExecutor;
+    private final DexClient.Submissions submissions;
 
+    /**
+     * An API with its own executor of two daemon threads.
+     *
+     * @param system  the actor system of {@code client}, which must run in this JVM
+     * @param client  the client actor
+     * @param timeout how long an operation may take, retries included
+     */
     public DexClientApi(ActorSystem<?> system, ActorRef<DexClient.Command> client, Duration timeout) {
-        this.system = system;
-        this.client = client;
-        this.timeout = timeout;
+        this(client, timeout, Executors.newFixedThreadPool(2, task -> {
+            Thread thread = new Thread(task, "dex-client-api-" + THREADS.getAndIncrement());
+            thread.setDaemon(true);
+            return thread;
+        }), true);
+    }
+
+    /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down). */
+    public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor) {
+        this(client, timeout, executor, false);
+    }
+
+    private DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, boolean own) {
+        Objects.requireNonNull(executor, "executor");
+        this.client = Objects.requireNonNull(client, "client");
+        this.timeout = Objects.requireNonNull(timeout, "timeout");
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("the timeout must be positive: " + timeout);
+        }
+        this.ownExecutor = own ? (ExecutorService) executor : null;
+        this.submissions = new DexClient.Submissions(executor);
     }
 
     public CompletionStage<OptionalLong> get(long key) {
-        return AskPattern.<DexClient.Command, DexClient.Reply>ask(client, r -> new DexClient.Get(key, r), timeout, system.scheduler())
-                .thenApply(reply -> {
-                    check(reply.error());
-                    return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
-                });
+        return submit(Ops.GET, key, 0).thenApply(reply -> {
+            check(reply.error());
+            return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
+        });
     }
 
     /** Inserts or replaces; true if the key existed. */
     public CompletionStage<Boolean> put(long key, long value) {
-        return AskPattern.<DexClient.Command, DexClient.Reply>ask(client, r -> new DexClient.Put(key, value, r), timeout, system.scheduler())
-                .thenApply(reply -> {
-                    check(reply.error());
-                    return reply.found();
-                });
+        return submit(Ops.PUT, key, value).thenApply(reply -> {
+            check(reply.error());
+            return reply.found();
+        });
     }
 
     /** Removes; true if the key existed. */
     public CompletionStage<Boolean> delete(long key) {
-        return AskPattern.<DexClient.Command, DexClient.Reply>ask(client, r -> new DexClient.Delete(key, r), timeout, system.scheduler())
-                .thenApply(reply -> {
-                    check(reply.error());
-                    return reply.found();
-                });
+        return submit(Ops.DELETE, key, 0).thenApply(reply -> {
+            check(reply.error());
+            return reply.found();
+        });
     }
 
     /** Up to {@code count} entries with keys {@code >= start}, ascending, across partitions. */
     public CompletionStage<List<Entry>> scan(long start, int count) {
-        return AskPattern.<DexClient.Command, DexClient.ScanReply>ask(client, r -> new DexClient.Scan(start, count, r), timeout,
-                        system.scheduler())
-                .thenApply(reply -> {
-                    check(reply.error());
-                    List<Entry> entries = new ArrayList<>(reply.keys().length);
-                    for (int i = 0; i < reply.keys().length; i++) {
-                        entries.add(new Entry(reply.keys()[i], reply.values()[i]));
-                    }
-                    return entries;
-                });
+        CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
+        submissions.submit(new DexClient.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        return reply.thenApply(answer -> {
+            check(answer.error());
+            List<Entry> entries = new ArrayList<>(answer.keys().length);
+            for (int i = 0; i < answer.keys().length; i++) {
+                entries.add(new Entry(answer.keys()[i], answer.values()[i]));
+            }
+            return entries;
+        });
+    }
+
+    /**
+     * The values of {@code keys} that exist (absent keys are left out), read in batches with everything else in
+     * flight. Fails as a whole if any key fails.
+     */
+    public CompletionStage<Map<Long, Long>> getAll(Collection<Long> keys) {
+        List<Long> order = new ArrayList<>(keys);
+        List<CompletableFuture<OptionalLong>> reads = new ArrayList<>(order.size());
+        for (long key : order) {
+            reads.add(get(key).toCompletableFuture());
+        }
+        return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenApply(done -> {
+            Map<Long, Long> values = new HashMap<>();
+            for (int i = 0; i < order.size(); i++) {
+                OptionalLong value = reads.get(i).join();
+                if (value.isPresent()) {
+                    values.put(order.get(i), value.getAsLong());
+                }
+            }
+            return values;
+        });
+    }
+
+    /** Inserts or replaces every entry; completes when all are acknowledged, or fails if any fails. */
+    public CompletionStage<Void> putAll(Map<Long, Long> entries) {
+        List<CompletableFuture<Boolean>> writes = new ArrayList<>(entries.size());
+        entries.forEach((key, value) -> writes.add(put(key, value).toCompletableFuture()));
+        return CompletableFuture.allOf(writes.toArray(CompletableFuture[]::new));
+    }
+
+    /** The same operations, waiting for their answers; each throws {@link DexException} on an error answer. */
+    public Blocking blocking() {
+        return new Blocking();
+    }
+
+    /** Blocking calls: each waits for its answer (at most the API's timeout) and returns it. */
+    public final class Blocking {
+        private Blocking() {
+        }
+
+        public OptionalLong get(long key) {
+            return await(DexClientApi.this.get(key));
+        }
+
+        /** Inserts or replaces; true if the key existed. */
+        public boolean put(long key, long value) {
+            return await(DexClientApi.this.put(key, value));
+        }
+
+        /** Removes; true if the key existed. */
+        public boolean delete(long key) {
+            return await(DexClientApi.this.delete(key));
+        }
+
+        public List<Entry> scan(long start, int count) {
+            return await(DexClientApi.this.scan(start, count));
+        }
+
+        public Map<Long, Long> getAll(Collection<Long> keys) {
+            return await(DexClientApi.this.getAll(keys));
+        }
+
+        public void putAll(Map<Long, Long> entries) {
+            await(DexClientApi.this.putAll(entries));
+        }
+
+        private <T> T await(CompletionStage<T> stage) {
+            try {
+                // The client answers by the deadline plus a batch timeout; more means it is not running at all.
+                return stage.toCompletableFuture().get(timeout.toMillis() + STOPPED_CLIENT_MARGIN_MS, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                throw new DexException("no answer from the client actor within " + (timeout.toMillis() + STOPPED_CLIENT_MARGIN_MS)
+                        + " ms; is its actor system running?");
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new DexException("interrupted while waiting for the cluster");
+            } catch (ExecutionException e) {
+                Throwable cause = e.getCause() instanceof CompletionException c && c.getCause() != null ? c.getCause() : e.getCause();
+                if (cause instanceof DexException dex) {
+                    throw dex;
+                }
+                throw new DexException("the operation failed: " + cause);
+            }
+        }
+    }
+
+    /** Shuts down the executor this API created; operations still in flight complete on the client actor. */
+    @Override
+    public void close() {
+        if (ownExecutor != null) {
+            ownExecutor.shutdown();
+        }
+    }
+
+    private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {
+        CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
+        submissions.submit(new DexClient.Submitted(new Ops.Op(kind, key, value, 0), reply, null, deadline()), client);
+        return reply;
+    }
+
+    /**
+     * When the client stops trying: an operation unanswered then fails with the reason at its next retry, so it
+     * is answered within the timeout plus one batch timeout, without a timer per operation.
+     */
+    private long deadline() {
+        return System.nanoTime() + timeout.toNanos();
     }
 
     private static void check(String error) {

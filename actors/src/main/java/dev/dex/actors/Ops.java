@@ -28,6 +28,8 @@ public final class Ops {
     public static final int MEMORY_FULL = 3;
     /** Anything else went wrong on the compute node; {@link Result#error()} says what. */
     public static final int FAILED = 4;
+    /** The partition has too many batches waiting; nothing of the batch was applied. */
+    public static final int OVERLOADED = 5;
 
     private Ops() {
     }
@@ -56,13 +58,19 @@ public final class Ops {
     }
 
     /**
-     * The results of one batch, in the order of its operations, and the address of the compute node that
-     * answered ({@code host}, null before a partition stamps it): the client re-sends a batch soon after the
-     * node that served its partition is removed from the cluster, instead of waiting for its timeout.
+     * The results of one batch, in the order of its operations; {@code batch} is the id the batch's
+     * {@code Partition.Execute} carried, so that a client with several batches in flight knows which this
+     * answers; {@code host} is the address of the compute node that answered (null before a partition stamps
+     * it): the client re-sends a batch soon after the node that served its partition is removed from the
+     * cluster, instead of waiting for its timeout. On the wire in {@link BatchSerializer}'s binary layout.
      */
-    public record Results(List<Result> results, String host) implements CborSerializable {
+    public record Results(long batch, List<Result> results, String host) implements CborSerializable {
+        public Results(List<Result> results, String host) {
+            this(0, results, host);
+        }
+
         public Results(List<Result> results) {
-            this(results, null);
+            this(0, results, null);
         }
     }
 }

@@ -33,13 +33,26 @@ public final class Partition {
     public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "dex-partition");
 
     private static final int STASH = 10_000;
+    /**
+     * The most batches that may wait for a partition's running batch; one more is answered
+     * {@link Ops#OVERLOADED} at once instead of queueing without bound (each client keeps at most
+     * {@code dex.client.window} batches per partition in flight, so this is reached only with many clients).
+     */
+    static final int MAX_WAITING = 64;
 
     /** Messages of a partition. */
     public interface Command extends CborSerializable {
     }
 
-    /** A batch of operations on keys of one partition; {@code routingKey} is one of them. */
-    public record Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) implements Command {
+    /**
+     * A batch of operations on keys of one partition; {@code routingKey} is one of them; {@code batch} is the
+     * sender's id for it, returned in {@link Ops.Results#batch()}. On the wire in {@link BatchSerializer}'s
+     * binary layout.
+     */
+    public record Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) implements Command {
+        public Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
+            this(routingKey, 0, ops, replyTo);
+        }
     }
 
     /** The stop message sharding sends on handoff. */
@@ -50,7 +63,7 @@ public final class Partition {
     private record Acquired(DexEngine.AcquireReport report, Throwable failure) implements Command, NoSerializationVerificationNeeded {
     }
 
-    private record Done(Ops.Results results, Throwable failure, ActorRef<Ops.Results> replyTo)
+    private record Done(Ops.Results results, Throwable failure, Execute execute)
             implements Command, NoSerializationVerificationNeeded {
     }
 
@@ -94,7 +107,10 @@ public final class Partition {
     private final int partition;
     /** This compute node's address, in every answer. */
     private final String host;
+    /** Batches at the workers: 0 or 1 (a partition's batches run one after another, in arrival order). */
     private int inFlight;
+    /** Batches that arrived while one was running, in arrival order; at most {@link #MAX_WAITING}. */
+    private final java.util.ArrayDeque<Execute> waiting = new java.util.ArrayDeque<>();
     /** The stop message came while the partition was still being acquired. */
     private boolean handoffPending;
     /** The partition was released by a handoff, or never acquired: nothing to give up when the entity stops. */
@@ -167,17 +183,33 @@ public final class Partition {
 
     private Behavior<Command> onExecute(Execute execute) {
         if (execute.ops() == null) {
-            reply(execute.replyTo(), List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")));
+            execute.replyTo().tell(new Ops.Results(execute.batch(), List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")), host));
             return Behaviors.same();
         }
         if (execute.ops().size() > Ops.MAX_BATCH) {
-            reply(execute.replyTo(), List.of(Ops.Result.error(Ops.BAD_INPUT,
+            reply(execute, List.of(Ops.Result.error(Ops.BAD_INPUT,
                     "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size())));
             return Behaviors.same();
         }
-        inFlight++;
-        context.pipeToSelf(workers.execute(partition, execute.ops()), (results, failure) -> new Done(results, failure, execute.replyTo()));
+        if (inFlight == 0) {
+            start(execute);
+        } else if (waiting.size() < MAX_WAITING) {
+            waiting.add(execute);
+        } else {
+            reply(execute, sameForEach(execute, Ops.Result.error(Ops.OVERLOADED, "partition " + partition + " has " + MAX_WAITING
+                    + " batches waiting; try again later")));
+        }
         return Behaviors.same();
+    }
+
+    /**
+     * Runs a batch on a worker. One batch of a partition runs at a time, so batches are applied in the order they
+     * arrived: a client's batches to one partition take one path and keep their order, so operations it sends
+     * one after another are applied in that order.
+     */
+    private void start(Execute execute) {
+        inFlight++;
+        context.pipeToSelf(workers.execute(partition, execute.ops()), (results, failure) -> new Done(results, failure, execute));
     }
 
     private Behavior<Command> onDone(Done done) {
@@ -187,21 +219,40 @@ public final class Partition {
                     + " later commit would fail, so the partition is given up and acquired again on its next batch", partition);
             return givingUp();
         }
+        Execute next = waiting.poll();
+        if (next != null) {
+            start(next);
+        }
         return Behaviors.same();
     }
 
     private void answer(Done done) {
         inFlight--;
         if (done.failure() != null) {
-            reply(done.replyTo(), List.of(Ops.Result.error(Ops.FAILED, done.failure().toString())));
+            reply(done.execute(), List.of(Ops.Result.error(Ops.FAILED, done.failure().toString())));
         } else {
-            reply(done.replyTo(), done.results().results());
+            reply(done.execute(), done.results().results());
         }
     }
 
-    /** Every answer names this compute node, so that a client can tell whose removal leaves it unanswered. */
-    private void reply(ActorRef<Ops.Results> replyTo, List<Ops.Result> results) {
-        replyTo.tell(new Ops.Results(results, host));
+    /** Every answer names its batch and this compute node, so that a client can tell whose removal leaves it unanswered. */
+    private void reply(Execute execute, List<Ops.Result> results) {
+        execute.replyTo().tell(new Ops.Results(execute.batch(), results, host));
+    }
+
+    private static List<Ops.Result> sameForEach(Execute execute, Ops.Result result) {
+        List<Ops.Result> results = new ArrayList<>(execute.ops().size());
+        for (int i = 0; i < execute.ops().size(); i++) {
+            results.add(result);
+        }
+        return results;
+    }
+
+    /** Batches that have not started are answered NOT_HELD (the partition is leaving), so clients send them again. */
+    private void refuseWaiting() {
+        for (Execute execute; (execute = waiting.poll()) != null; ) {
+            refuse(execute);
+        }
     }
 
     /**
@@ -211,6 +262,7 @@ public final class Partition {
      * meanwhile are answered NOT_HELD, so clients send them again.
      */
     private Behavior<Command> givingUp() {
+        refuseWaiting();
         if (inFlight > 0) {
             return refusingBatches(Behaviors.receive(Command.class)
                     .onMessage(Done.class, done -> {
@@ -243,6 +295,7 @@ public final class Partition {
 
     /** The stop message: let operations in flight finish, then release the partition and stop. */
     private Behavior<Command> handOff() {
+        refuseWaiting();
         long start = System.nanoTime();
         if (inFlight == 0) {
             return releasing(start);
@@ -320,12 +373,8 @@ public final class Partition {
     }
 
     private void refuse(Command message) {
-        if (message instanceof Execute execute) {
-            List<Ops.Result> results = new ArrayList<>(execute.ops().size());
-            for (int i = 0; i < execute.ops().size(); i++) {
-                results.add(Ops.Result.error(Ops.NOT_HELD, "partition " + partition + " is moving to another compute node"));
-            }
-            reply(execute.replyTo(), results);
+        if (message instanceof Execute execute && execute.ops() != null) {
+            reply(execute, sameForEach(execute, Ops.Result.error(Ops.NOT_HELD, "partition " + partition + " is moving to another compute node")));
         }
     }
 }

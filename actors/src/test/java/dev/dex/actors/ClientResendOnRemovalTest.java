@@ -38,7 +38,8 @@ import dev.dex.core.partition.PartitionTable;
 /**
  * A batch in flight to a compute node that stops answering and is then downed and removed is sent again as
  * soon as the client learns of the removal, and answered by the node its partition moves to, long before the
- * client's ask timeout (60 s here). The compute nodes are stand-ins: each hosts partition entities that answer
+ * client's ask timeout (60 s here); and an operation nobody answers fails at the Java API's timeout. The compute
+ * nodes are stand-ins: each hosts partition entities that answer
  * every operation with its own number as the value, or swallow every message once told to.
  */
 @ExtendWith(LogCapturingExtension.class)
@@ -69,7 +70,7 @@ class ClientResendOnRemovalTest {
                             for (int i = 0; i < execute.ops().size(); i++) {
                                 results.add(Ops.Result.of(true, node));
                             }
-                            execute.replyTo().tell(new Ops.Results(results, host));
+                            execute.replyTo().tell(new Ops.Results(execute.batch(), results, host));
                         }
                         return Behaviors.same();
                     })
@@ -136,6 +137,41 @@ class ClientResendOnRemovalTest {
             assertTrue(seconds < ASK_TIMEOUT.toSeconds() / 4.0,
                     "answered " + seconds + " s after the downing, well before the " + ASK_TIMEOUT + " ask timeout");
             assertEquals(2L, hostOf.get(partition), "the partition's entity runs on the survivor");
+        } finally {
+            for (ActorSystem<?> system : systems) {
+                system.terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    @Test
+    void anOperationNoPartitionAnswersFailsAtItsTimeoutNotAfterEveryRetry() throws Exception {
+        AtomicBoolean mute = new AtomicBoolean();
+        Duration timeout = Duration.ofMillis(1_500);
+        Duration batchTimeout = Duration.ofMillis(300);
+        try {
+            ActorSystem<Void> node = standIn(1, mute, null);
+            ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(batchTimeout), "dex", config("client"));
+            systems.add(clientSystem);
+            Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
+            awaitMembers(node, 2);
+            try (DexClientApi client = new DexClientApi(clientSystem, clientSystem, timeout)) {
+                assertEquals(OptionalLong.of(1), client.get(5).toCompletableFuture().get(30, TimeUnit.SECONDS));
+
+                mute.set(true);
+                long start = System.nanoTime();
+                java.util.concurrent.ExecutionException failed = org.junit.jupiter.api.Assertions.assertThrows(
+                        java.util.concurrent.ExecutionException.class, () -> client.get(5).toCompletableFuture().get(30, TimeUnit.SECONDS));
+                double seconds = (System.nanoTime() - start) / 1e9;
+                DexException cause = org.junit.jupiter.api.Assertions.assertInstanceOf(DexException.class, failed.getCause());
+                assertTrue(cause.getMessage().contains("no answer within the request timeout")
+                        && cause.getMessage().contains("no answer from partition"), cause.getMessage());
+                assertTrue(seconds >= timeout.toMillis() / 1000.0 && seconds < timeout.plus(batchTimeout).toMillis() / 1000.0 + 2,
+                        "failed " + seconds + " s after it was sent: at its timeout plus at most a batch timeout and a retry");
+            }
         } finally {
             for (ActorSystem<?> system : systems) {
                 system.terminate();

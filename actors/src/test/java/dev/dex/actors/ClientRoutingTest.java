@@ -151,6 +151,90 @@ class ClientRoutingTest {
         assertScan(key, 1);
     }
 
+    @Test
+    void operationsOneThreadSendsWithoutWaitingAreAppliedInThatOrder() throws Exception {
+        long key = TABLE.lowerExclusive(5) + 17;
+        int n = 3_000;
+        List<CompletableFuture<OptionalLong>> reads = new ArrayList<>();
+        List<CompletableFuture<Boolean>> writes = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+            writes.add(client.put(key, i).toCompletableFuture());
+            reads.add(client.get(key).toCompletableFuture());
+        }
+        for (int i = 1; i <= n; i++) {
+            assertEquals(OptionalLong.of(i), reads.get(i - 1).get(WAIT_SECONDS, TimeUnit.SECONDS),
+                    "the get sent right after put " + i + " (several batches of the partition were in flight)");
+        }
+        for (int i = 2; i <= n; i++) {
+            assertTrue(writes.get(i - 1).get(WAIT_SECONDS, TimeUnit.SECONDS), "put " + i + " found the key");
+        }
+        writes.get(0).get(WAIT_SECONDS, TimeUnit.SECONDS);
+        model.put(key, (long) n);
+    }
+
+    @Test
+    void batchCallsAndBlockingCallsAnswerLikeSingleOnes() throws Exception {
+        Map<Long, Long> entries = new TreeMap<>();
+        for (int p = 0; p < TABLE.count(); p++) {
+            for (int i = 0; i < 12; i++) {
+                long key = Math.max(TABLE.lowerExclusive(p), -1) + 101 + 7L * i;
+                entries.put(key, key * 3 + p);
+            }
+        }
+        await(client.putAll(entries));
+        model.putAll(entries);
+        List<Long> asked = new ArrayList<>(entries.keySet());
+        long absent = TestCluster.KEY_RANGE / 2 + 3;
+        model.remove(absent);
+        await(client.delete(absent));
+        asked.add(absent);
+        assertEquals(entries, await(client.getAll(asked)), "every present key with its value; the absent one left out");
+
+        DexClientApi.Blocking blocking = client.blocking();
+        long key = asked.get(5);
+        assertEquals(OptionalLong.of(entries.get(key)), blocking.get(key));
+        assertTrue(blocking.put(key, -8), "the key existed");
+        assertEquals(OptionalLong.of(-8), blocking.get(key));
+        assertTrue(blocking.delete(key));
+        assertFalse(blocking.delete(key));
+        model.remove(key);
+        assertEquals(await(client.scan(key - 50, 4)), blocking.scan(key - 50, 4));
+        DexException refused = assertThrows(DexException.class, () -> blocking.get(Long.MIN_VALUE));
+        assertTrue(refused.getMessage().contains("key Long.MIN_VALUE is reserved"), refused.getMessage());
+        blocking.putAll(Map.of(key, 12L));
+        model.put(key, 12L);
+        assertEquals(Map.of(key, 12L), blocking.getAll(List.of(key, absent)));
+    }
+
+    @Test
+    void futuresCompleteOnTheExecutorTheApiWasGiven() throws Exception {
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newSingleThreadExecutor(
+                task -> new Thread(task, "test-api-executor"));
+        java.util.concurrent.atomic.AtomicInteger tasks = new java.util.concurrent.atomic.AtomicInteger();
+        try {
+            DexClientApi api = new DexClientApi(cluster.clientSystem, Duration.ofSeconds(30), task -> {
+                tasks.incrementAndGet();
+                pool.execute(task);
+            });
+            long key = TABLE.lowerExclusive(2) + 5;
+            List<CompletableFuture<String>> threads = new ArrayList<>();
+            for (int i = 0; i < 50; i++) {
+                CompletableFuture<Boolean> put = api.put(key, i).toCompletableFuture();
+                threads.add(put.thenApply(existed -> Thread.currentThread().getName()));
+            }
+            for (CompletableFuture<String> thread : threads) {
+                String name = thread.get(WAIT_SECONDS, TimeUnit.SECONDS);
+                assertTrue(name.equals("test-api-executor") || name.equals(Thread.currentThread().getName()),
+                        "completed on the given executor (or already done when the callback was added): " + name);
+            }
+            model.put(key, 49L);
+            assertTrue(tasks.get() > 0 && tasks.get() <= 50, "one executor task per answered batch: " + tasks.get());
+            assertEquals(OptionalLong.of(49), await(api.get(key)));
+        } finally {
+            pool.shutdown();
+        }
+    }
+
     /** A scan's answer is exactly the first {@code count} entries of the model from {@code start}. */
     private void assertScan(long start, int count) throws Exception {
         List<DexClientApi.Entry> expected = new ArrayList<>();

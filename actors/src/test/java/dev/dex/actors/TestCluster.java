@@ -62,12 +62,21 @@ final class TestCluster implements AutoCloseable {
         return start("compute", ComputeNode.create(settings, fabric), "compute");
     }
 
+    /** The last client system {@link #client()} started: its guardian is the client actor. */
+    ActorSystem<DexClient.Command> clientSystem;
+
     /** A client system and the client actor's Java facade. */
     DexClientApi client() {
-        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(Duration.ofSeconds(5)), "dex", config("client"));
+        return client(Duration.ofSeconds(5));
+    }
+
+    /** A client whose batches go again after {@code batchTimeout} without an answer. */
+    DexClientApi client(Duration batchTimeout) {
+        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(batchTimeout), "dex", config("client"));
+        clientSystem = system;
         systems.add(system);
         Cluster.get(system).manager().tell(Join.create(Cluster.get(first).selfMember().address()));
-        return new DexClientApi(system, system, Duration.ofSeconds(30));
+        return new DexClientApi(system, system, batchTimeout.multipliedBy(6));
     }
 
     /** Waits until every system sees every member Up. */

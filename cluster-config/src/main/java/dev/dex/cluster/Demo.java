@@ -249,6 +249,10 @@ final class Demo implements Callable<Integer> {
         awaitComputeNodes(clientSystem, computeNodes, Duration.ofSeconds(60));
         DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
 
+        // Sharding spreads the partitions over the compute nodes in the first seconds; the mix measures the settled map.
+        long settleStart = System.nanoTime();
+        awaitRebalance(client, clientSystem, n, computeNodes, Duration.ofSeconds(90));
+        out.printf("partitions settled on %d compute node(s) in %.2f s%n", computeNodes, (System.nanoTime() - settleStart) / 1e9);
         Map<Long, Long> written = new ConcurrentHashMap<>();
         List<ComputeNode.Status> before = DexCli.computeStatuses(clientSystem);
         Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), written);
@@ -266,7 +270,7 @@ final class Demo implements Callable<Integer> {
         ActorSystem<Void> computeC = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
         systems.add(computeC);
         awaitUp(systems, Duration.ofSeconds(60));
-        List<ComputeNode.Status> settled = awaitRebalance(client, clientSystem, n, Duration.ofSeconds(90));
+        List<ComputeNode.Status> settled = awaitRebalance(client, clientSystem, n, computeNodes + 1, Duration.ofSeconds(90));
         out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n",
                 (System.nanoTime() - joinStart) / 1e9);
         out.println("partition map after scale-out:");
@@ -431,10 +435,10 @@ final class Demo implements Callable<Integer> {
     }
 
     /**
-     * Touches every partition (sharding starts a moved partition on its first message) until the third
-     * compute node holds its share and every partition is held exactly once, for two checks in a row.
+     * Touches every partition (sharding starts a moved partition on its first message) until each of {@code nodes}
+     * compute nodes holds its share and every partition is held exactly once, for two checks in a row.
      */
-    private List<ComputeNode.Status> awaitRebalance(DexClientApi client, ActorSystem<?> system, long n, Duration max)
+    private List<ComputeNode.Status> awaitRebalance(DexClientApi client, ActorSystem<?> system, long n, int nodes, Duration max)
             throws Exception {
         long deadline = System.nanoTime() + max.toNanos();
         String previous = "";
@@ -452,7 +456,6 @@ final class Demo implements Callable<Integer> {
                 smallest = Math.min(smallest, s.partitionsHeld().size());
             }
             String map = statuses.stream().map(ComputeNode.Status::partitionsHeld).toList().toString();
-            int nodes = computeNodes + 1;
             boolean balanced = statuses.size() == nodes && total == partitions && smallest >= partitions / nodes - 1;
             if (balanced && map.equals(previous)) {
                 return statuses;
@@ -460,7 +463,7 @@ final class Demo implements Callable<Integer> {
             previous = balanced ? map : "";
             Thread.sleep(250);
         }
-        throw new IllegalStateException("partitions did not settle on " + (computeNodes + 1) + " compute nodes within "
+        throw new IllegalStateException("partitions did not settle on " + nodes + " compute nodes within "
                 + max.toSeconds() + " s");
     }
 

@@ -99,7 +99,7 @@ public final class DexNodes {
 
     /** A client node: the actor system is the client actor itself. */
     public static ActorSystem<DexClient.Command> client(Config config, DexSettings settings) {
-        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(settings.batchTimeout()), SYSTEM, config);
+        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(settings.batchTimeout(), settings.clientWindow()), SYSTEM, config);
         joinSelfIfNoSeeds(system, config);
         return system;
     }

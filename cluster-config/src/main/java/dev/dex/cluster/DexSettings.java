@@ -7,6 +7,7 @@ import com.typesafe.config.Config;
 
 import dev.dex.actors.Backoff;
 import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexConfig;
@@ -21,7 +22,7 @@ import dev.dex.rdma.tcp.TcpSettings;
  * message naming its key.
  */
 public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, ComputeNode.Settings compute,
-                          Duration batchTimeout, Duration requestTimeout, long demoKeys, int demoSeconds, int demoInFlight,
+                          Duration batchTimeout, int clientWindow, Duration requestTimeout, long demoKeys, int demoSeconds, int demoInFlight,
                           String demoWorkload) {
 
     public static DexSettings from(Config config) {
@@ -82,6 +83,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 handshake(dex), redoLog(dex), positive(dex, "compute.checkpoint-interval"));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
+                (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));

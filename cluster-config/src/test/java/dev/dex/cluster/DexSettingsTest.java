@@ -50,6 +50,8 @@ class DexSettingsTest {
             "dex.fabric.transport     | udp    | dex.fabric.transport must be local, shm, tcp or disni",
             "dex.fabric.tcp.port      | 70000  | dex.fabric.tcp.port must be in [0, 65535]",
             "dex.fabric.tcp.window    | 0      | dex.fabric.tcp.window must be in [1, 65536]",
+            "dex.client.window        | 0      | dex.client.window must be in [1, 64]",
+            "dex.client.window        | 65     | dex.client.window must be in [1, 64]",
             "dex.fabric.tcp.max-transfer | 1KiB | dex.fabric.tcp.max-transfer must be in [4096, 16777216]",
             "dex.fabric.tcp.verb-timeout | 0s  | dex.fabric.tcp.verb-timeout must be > 0",
             "dex.fabric.latency-ns    | -1     | dex.fabric.latency-ns must be >= 0",

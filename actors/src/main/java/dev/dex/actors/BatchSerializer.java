@@ -1,0 +1,318 @@
+package dev.dex.actors;
+
+import java.io.NotSerializableException;
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.pekko.actor.ExtendedActorSystem;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorRefResolver;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.serialization.SerializerWithStringManifest;
+
+/**
+ * The binary wire format of the hot messages, {@link Partition.Execute} and {@link Ops.Results}: every batch
+ * between a client and a partition. Jackson CBOR wrote one object with field names per operation; this writes
+ * fixed-width fields, 24 bytes per operation and 10 per plain result, and keeps CBOR for the control messages.
+ *
+ * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
+ * <pre>
+ * Execute (manifest "E"):
+ *   u8 version = 1 | i64 routingKey | i64 batch | string replyTo | i32 count (0..WIRE_MAX_OPS)
+ *   count x { i32 kind | i64 key | i64 value | i32 count }
+ * Results (manifest "R"):
+ *   u8 version = 1 | i64 batch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   count x { u8 status | u8 flags | i64 value
+ *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | n x i64 key | n x i64 value | i64 next]
+ *             [flags &amp; ERROR: string error] }
+ *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
+ * </pre>
+ * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. The reply address is the actor
+ * reference's serialization format; its resolution is cached (a client answers to one stable reference).
+ *
+ * <p>Bad input: a frame that is truncated, has trailing bytes, an unknown version or manifest, a count or length
+ * out of bounds, or unknown flags fails with {@link NotSerializableException} naming what is wrong; Artery logs
+ * it and drops the message, and the sender's batch times out and is sent again. Every size is checked against
+ * the bytes present before anything is allocated. What is well-formed but wrong reaches the partition, which
+ * answers it {@link Ops#BAD_INPUT} with the reason: an operation kind it does not know, a batch above
+ * {@link Ops#MAX_BATCH} operations (the wire takes up to {@link #WIRE_MAX_OPS}, so that such a batch is refused
+ * with an answer rather than dropped).
+ *
+ * <p>Concurrency: Artery calls a serializer from several threads; this one keeps no state but two caches of
+ * reply addresses (reference to text, text to reference), concurrent maps cleared when they outgrow
+ * {@link #CACHED_REFS}; a racing miss computes the same entry twice, harmlessly.
+ */
+public final class BatchSerializer extends SerializerWithStringManifest {
+    /** Bound in this module's {@code reference.conf}; unique among the system's serializers. */
+    public static final int IDENTIFIER = 7_306_531;
+    static final String EXECUTE = "E";
+    static final String RESULTS = "R";
+    static final byte VERSION = 1;
+    static final int FOUND = 1;
+    static final int ENTRIES = 2;
+    static final int ERROR = 4;
+    /** Longest string accepted (an actor path, a host address, an error message). */
+    static final int MAX_STRING = 16 * 1024;
+    static final int CACHED_REFS = 1024;
+    /** Most operations or results one message may carry on the wire. */
+    static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
+    private static final int OP_BYTES = 4 + 8 + 8 + 4;
+
+    private final ActorRefResolver resolver;
+    private final ConcurrentHashMap<String, ActorRef<Ops.Results>> resolved = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<ActorRef<Ops.Results>, byte[]> formatted = new ConcurrentHashMap<>();
+
+    public BatchSerializer(ExtendedActorSystem system) {
+        this.resolver = ActorRefResolver.get(Adapter.toTyped(system));
+    }
+
+    @Override
+    public int identifier() {
+        return IDENTIFIER;
+    }
+
+    @Override
+    public String manifest(Object o) {
+        if (o instanceof Partition.Execute) {
+            return EXECUTE;
+        }
+        if (o instanceof Ops.Results) {
+            return RESULTS;
+        }
+        throw new IllegalArgumentException("BatchSerializer cannot serialize " + o.getClass().getName());
+    }
+
+    @Override
+    public byte[] toBinary(Object o) {
+        if (o instanceof Partition.Execute execute) {
+            return execute(execute);
+        }
+        if (o instanceof Ops.Results results) {
+            return results(results);
+        }
+        throw new IllegalArgumentException("BatchSerializer cannot serialize " + o.getClass().getName());
+    }
+
+    @Override
+    public Object fromBinary(byte[] bytes, String manifest) throws NotSerializableException {
+        ByteBuffer in = ByteBuffer.wrap(bytes);
+        try {
+            Object message = switch (manifest) {
+                case EXECUTE -> readExecute(in);
+                case RESULTS -> readResults(in);
+                default -> throw new NotSerializableException("BatchSerializer: unknown manifest '" + manifest + "'");
+            };
+            if (in.hasRemaining()) {
+                throw new NotSerializableException("BatchSerializer: " + in.remaining() + " bytes after the end of a " + name(manifest));
+            }
+            return message;
+        } catch (BufferUnderflowException e) {
+            throw new NotSerializableException("BatchSerializer: a truncated " + name(manifest) + " (" + bytes.length + " bytes)");
+        }
+    }
+
+    private static String name(String manifest) {
+        return manifest.equals(EXECUTE) ? "Execute" : manifest.equals(RESULTS) ? "Results" : "message";
+    }
+
+    // ==== Execute ==========================================================================================
+
+    private byte[] execute(Partition.Execute execute) {
+        byte[] replyTo = format(execute.replyTo());
+        List<Ops.Op> ops = execute.ops();
+        ByteBuffer out = ByteBuffer.allocate(1 + 8 + 8 + 4 + replyTo.length + 4 + ops.size() * OP_BYTES);
+        out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch());
+        putString(out, replyTo);
+        out.putInt(ops.size());
+        for (Ops.Op op : ops) {
+            out.putInt(op.kind()).putLong(op.key()).putLong(op.value()).putInt(op.count());
+        }
+        return out.array();
+    }
+
+    private Partition.Execute readExecute(ByteBuffer in) throws NotSerializableException {
+        version(in, EXECUTE);
+        long routingKey = in.getLong();
+        long batch = in.getLong();
+        String path = readString(in, "replyTo");
+        if (path == null) {
+            throw new NotSerializableException("BatchSerializer: an Execute without a reply address");
+        }
+        int count = count(in, WIRE_MAX_OPS, OP_BYTES, "operations");
+        List<Ops.Op> ops = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            ops.add(new Ops.Op(in.getInt(), in.getLong(), in.getLong(), in.getInt()));
+        }
+        return new Partition.Execute(routingKey, batch, ops, resolve(path));
+    }
+
+    private byte[] format(ActorRef<Ops.Results> ref) {
+        byte[] bytes = formatted.get(ref);
+        if (bytes == null) {
+            if (formatted.size() >= CACHED_REFS) {
+                formatted.clear();
+            }
+            bytes = utf8(resolver.toSerializationFormat(ref));
+            formatted.put(ref, bytes);
+        }
+        return bytes;
+    }
+
+    private ActorRef<Ops.Results> resolve(String path) {
+        ActorRef<Ops.Results> ref = resolved.get(path);
+        if (ref == null) {
+            if (resolved.size() >= CACHED_REFS) {
+                resolved.clear();
+            }
+            ref = resolver.resolveActorRef(path);
+            resolved.put(path, ref);
+        }
+        return ref;
+    }
+
+    // ==== Results ==========================================================================================
+
+    private static byte[] results(Ops.Results results) {
+        byte[] host = results.host() == null ? null : utf8(results.host());
+        List<Ops.Result> list = results.results();
+        int size = 1 + 8 + 4 + (host == null ? 0 : host.length) + 4;
+        byte[][] errors = new byte[list.size()][];
+        for (int i = 0; i < list.size(); i++) {
+            Ops.Result r = list.get(i);
+            size += 1 + 1 + 8;
+            if (hasEntries(r)) {
+                size += 4 + 16 * r.keys().length + 8;
+            }
+            if (r.error() != null) {
+                errors[i] = utf8(r.error().length() > MAX_STRING / 4 ? r.error().substring(0, MAX_STRING / 4) + "..." : r.error());
+                size += 4 + errors[i].length;
+            }
+        }
+        ByteBuffer out = ByteBuffer.allocate(size);
+        out.put(VERSION).putLong(results.batch());
+        putString(out, host);
+        out.putInt(list.size());
+        for (int i = 0; i < list.size(); i++) {
+            Ops.Result r = list.get(i);
+            if (r.status() < 0 || r.status() > 255) {
+                throw new IllegalArgumentException("status " + r.status() + " does not fit the wire format");
+            }
+            boolean entries = hasEntries(r);
+            int flags = (r.found() ? FOUND : 0) | (entries ? ENTRIES : 0) | (r.error() != null ? ERROR : 0);
+            out.put((byte) r.status()).put((byte) flags).putLong(r.value());
+            if (entries) {
+                if (r.keys().length != r.values().length) {
+                    throw new IllegalArgumentException("a scan result with " + r.keys().length + " keys and " + r.values().length + " values");
+                }
+                out.putInt(r.keys().length);
+                for (long key : r.keys()) {
+                    out.putLong(key);
+                }
+                for (long value : r.values()) {
+                    out.putLong(value);
+                }
+                out.putLong(r.next());
+            }
+            if (errors[i] != null) {
+                putString(out, errors[i]);
+            }
+        }
+        return out.array();
+    }
+
+    private static boolean hasEntries(Ops.Result r) {
+        return r.keys().length > 0 || r.values().length > 0 || r.next() != Long.MIN_VALUE;
+    }
+
+    private static Ops.Results readResults(ByteBuffer in) throws NotSerializableException {
+        version(in, RESULTS);
+        long batch = in.getLong();
+        String host = readString(in, "host");
+        int count = count(in, WIRE_MAX_OPS, 10, "results");
+        List<Ops.Result> results = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            int status = in.get() & 0xff;
+            int flags = in.get() & 0xff;
+            if ((flags & ~(FOUND | ENTRIES | ERROR)) != 0) {
+                throw new NotSerializableException("BatchSerializer: result " + i + " has unknown flags " + flags);
+            }
+            long value = in.getLong();
+            long[] keys = Ops.Result.NONE;
+            long[] values = Ops.Result.NONE;
+            long next = Long.MIN_VALUE;
+            if ((flags & ENTRIES) != 0) {
+                int n = count(in, Ops.MAX_SCAN, 16, "scan entries");
+                keys = new long[n];
+                values = new long[n];
+                for (int k = 0; k < n; k++) {
+                    keys[k] = in.getLong();
+                }
+                for (int k = 0; k < n; k++) {
+                    values[k] = in.getLong();
+                }
+                next = in.getLong();
+            }
+            String error = (flags & ERROR) != 0 ? readString(in, "error") : null;
+            results.add(new Ops.Result(status, (flags & FOUND) != 0, value, keys, values, next, error));
+        }
+        return new Ops.Results(batch, results, host);
+    }
+
+    // ==== fields ===========================================================================================
+
+    private static void version(ByteBuffer in, String manifest) throws NotSerializableException {
+        byte version = in.get();
+        if (version != VERSION) {
+            throw new NotSerializableException("BatchSerializer: a " + name(manifest) + " of wire version " + version
+                    + "; this node reads version " + VERSION);
+        }
+    }
+
+    /** A count in [0, max] whose {@code bytesEach} bytes per element are all present. */
+    private static int count(ByteBuffer in, int max, int bytesEach, String what) throws NotSerializableException {
+        int count = in.getInt();
+        if (count < 0 || count > max) {
+            throw new NotSerializableException("BatchSerializer: " + count + " " + what + " (at most " + max + ")");
+        }
+        if ((long) count * bytesEach > in.remaining()) {
+            throw new NotSerializableException("BatchSerializer: " + count + " " + what + " announced, " + in.remaining()
+                    + " bytes left");
+        }
+        return count;
+    }
+
+    private static String readString(ByteBuffer in, String what) throws NotSerializableException {
+        int length = in.getInt();
+        if (length == -1) {
+            return null;
+        }
+        if (length < 0 || length > MAX_STRING || length > in.remaining()) {
+            throw new NotSerializableException("BatchSerializer: " + what + " of " + length + " bytes (at most "
+                    + Math.min(MAX_STRING, in.remaining()) + ")");
+        }
+        byte[] bytes = new byte[length];
+        in.get(bytes);
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    private static void putString(ByteBuffer out, byte[] bytes) {
+        if (bytes == null) {
+            out.putInt(-1);
+        } else {
+            out.putInt(bytes.length).put(bytes);
+        }
+    }
+
+    private static byte[] utf8(String s) {
+        byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
+        if (bytes.length > MAX_STRING) {
+            throw new IllegalArgumentException("a string of " + bytes.length + " bytes does not fit the wire format (at most "
+                    + MAX_STRING + ")");
+        }
+        return bytes;
+    }
+}

@@ -1,0 +1,187 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.NotSerializableException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.SplittableRandom;
+
+import org.apache.pekko.actor.ExtendedActorSystem;
+import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.serialization.SerializationExtension;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The binary layout of batches: every field survives, the system picks this serializer for the hot messages
+ * (and CBOR for the rest), and malformed frames fail with a reason instead of decoding into garbage.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(TestKitJUnit5Extension.class)
+class BatchSerializerTest {
+
+    @JUnit5TestKit
+    ActorTestKit testKit = new JUnit5TestKitBuilder().build();
+
+    private BatchSerializer serializer() {
+        return new BatchSerializer((ExtendedActorSystem) Adapter.toClassic(testKit.system()));
+    }
+
+    @Test
+    void theSystemUsesItForBatchesAndCborForEverythingElse() {
+        var serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(
+                new Partition.Execute(1, 2, List.of(new Ops.Op(Ops.GET, 1, 0, 0)), replies)));
+        assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(new Ops.Results(List.of())));
+        for (Object control : List.of(Partition.Handoff.INSTANCE, new Ops.Op(Ops.GET, 1, 0, 0), Ops.Result.of(true, 1))) {
+            String serializer = serialization.findSerializerFor(control).getClass().getSimpleName();
+            assertTrue(serializer.contains("Jackson"), control + " goes in CBOR, not with " + serializer);
+        }
+    }
+
+    @Test
+    void anExecuteSurvivesWithEveryFieldAndItsReplyAddress() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
+                new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE));
+        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, ops, replies);
+        byte[] bytes = serializer.toBinary(execute);
+        assertEquals(1 + 8 + 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 24, bytes.length, "24 bytes per operation");
+        Partition.Execute back = (Partition.Execute) serializer.fromBinary(bytes, serializer.manifest(execute));
+        assertEquals(execute, back);
+        assertSame(back.replyTo(), ((Partition.Execute) serializer.fromBinary(bytes, "E")).replyTo(), "the address resolves once");
+    }
+
+    @Test
+    void resultsSurviveWithScansErrorsAndAnEmptyScanThatStillSaysWhereToGoOn() throws Exception {
+        BatchSerializer serializer = serializer();
+        SplittableRandom random = new SplittableRandom(7);
+        long[] keys = random.longs(Ops.MAX_SCAN).sorted().toArray();
+        long[] values = random.longs(Ops.MAX_SCAN).toArray();
+        List<Ops.Result> list = List.of(
+                Ops.Result.of(true, -99),
+                Ops.Result.of(false, 0),
+                new Ops.Result(Ops.OK, true, 0, keys, values, 62_501, null),
+                new Ops.Result(Ops.OK, false, 0, new long[0], new long[0], 1_000, null),
+                new Ops.Result(Ops.OK, false, 0, new long[0], new long[0], Long.MIN_VALUE, null),
+                Ops.Result.error(Ops.NOT_HELD, "partition 3 is moving to another compute node"),
+                Ops.Result.error(Ops.OVERLOADED, "é ünïcode ✓"),
+                new Ops.Result(Ops.FAILED, false, 0, new long[] {1}, new long[] {2}, 3, "a part, then a failure"));
+        for (Ops.Results results : List.of(new Ops.Results(Long.MIN_VALUE, list, "pekko://dex@127.0.0.1:25520"),
+                new Ops.Results(3, List.of(), null))) {
+            Ops.Results back = (Ops.Results) serializer.fromBinary(serializer.toBinary(results), serializer.manifest(results));
+            assertEquals(results.batch(), back.batch());
+            assertEquals(results.host(), back.host());
+            assertEquals(results.results().size(), back.results().size());
+            for (int i = 0; i < results.results().size(); i++) {
+                Ops.Result a = results.results().get(i);
+                Ops.Result b = back.results().get(i);
+                String at = "result " + i;
+                assertEquals(a.status(), b.status(), at);
+                assertEquals(a.found(), b.found(), at);
+                assertEquals(a.value(), b.value(), at);
+                assertArrayEquals(a.keys(), b.keys(), at);
+                assertArrayEquals(a.values(), b.values(), at);
+                assertEquals(a.next(), b.next(), at);
+                assertEquals(a.error(), b.error(), at);
+            }
+        }
+        assertEquals(1 + 8 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
+                "a plain result takes 10 bytes");
+    }
+
+    @Test
+    void anErrorMessageTooLongForTheWireIsShortenedNotDropped() throws Exception {
+        BatchSerializer serializer = serializer();
+        String huge = "x".repeat(BatchSerializer.MAX_STRING * 2);
+        Ops.Results results = new Ops.Results(1, List.of(Ops.Result.error(Ops.FAILED, huge)), null);
+        Ops.Results back = (Ops.Results) serializer.fromBinary(serializer.toBinary(results), "R");
+        String error = back.results().get(0).error();
+        assertTrue(error.startsWith("xxx") && error.endsWith("...") && error.length() < BatchSerializer.MAX_STRING, error.length() + "");
+    }
+
+    @Test
+    void malformedFramesFailWithTheReason() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        byte[] execute = serializer.toBinary(new Partition.Execute(1, 2, List.of(new Ops.Op(Ops.GET, 1, 0, 0),
+                new Ops.Op(Ops.PUT, 2, 3, 0)), replies));
+        byte[] results = serializer.toBinary(new Ops.Results(2, List.of(new Ops.Result(Ops.OK, true, 0, new long[] {1, 2},
+                new long[] {3, 4}, 5, null), Ops.Result.error(Ops.FAILED, "bad")), "host"));
+
+        for (int cut = 0; cut < execute.length; cut++) {
+            assertRefused(serializer, Arrays.copyOf(execute, cut), "E", "");
+        }
+        for (int cut = 0; cut < results.length; cut++) {
+            assertRefused(serializer, Arrays.copyOf(results, cut), "R", "");
+        }
+        assertRefused(serializer, Arrays.copyOf(execute, execute.length + 1), "E", "1 bytes after the end of a Execute");
+        assertRefused(serializer, execute, "X", "unknown manifest 'X'");
+
+        byte[] wrongVersion = execute.clone();
+        wrongVersion[0] = 9;
+        assertRefused(serializer, wrongVersion, "E", "wire version 9");
+
+        int countAt = 1 + 8 + 8 + 4 + serializedPathLength(replies);
+        assertRefused(serializer, withInt(execute, countAt, -1), "E", "-1 operations");
+        assertRefused(serializer, withInt(execute, countAt, BatchSerializer.WIRE_MAX_OPS + 1), "E",
+                (BatchSerializer.WIRE_MAX_OPS + 1) + " operations (at most " + BatchSerializer.WIRE_MAX_OPS + ")");
+        assertRefused(serializer, withInt(execute, countAt, 3), "E", "3 operations announced, 48 bytes left");
+        assertRefused(serializer, withInt(execute, 1 + 8 + 8, -1), "E", "without a reply address");
+        assertRefused(serializer, withInt(execute, 1 + 8 + 8, -7), "E", "replyTo of -7 bytes");
+        assertRefused(serializer, withInt(execute, 1 + 8 + 8, Integer.MAX_VALUE), "E", "replyTo of " + Integer.MAX_VALUE + " bytes");
+
+        int firstResult = 1 + 8 + 4 + 4 + 4;
+        byte[] badFlags = results.clone();
+        badFlags[firstResult + 1] = (byte) 0x80;
+        assertRefused(serializer, badFlags, "R", "result 0 has unknown flags 128");
+        assertRefused(serializer, withInt(results, firstResult + 10, Ops.MAX_SCAN + 1), "R",
+                (Ops.MAX_SCAN + 1) + " scan entries (at most " + Ops.MAX_SCAN + ")");
+    }
+
+    @Test
+    void aBatchAboveTheLimitStillDecodesSoThePartitionCanRefuseItWithAnAnswer() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        List<Ops.Op> ops = new ArrayList<>(Collections.nCopies(Ops.MAX_BATCH + 1, new Ops.Op(Ops.GET, 1, 0, 0)));
+        Partition.Execute back = (Partition.Execute) serializer.fromBinary(serializer.toBinary(
+                new Partition.Execute(1, 2, ops, replies)), "E");
+        assertEquals(Ops.MAX_BATCH + 1, back.ops().size());
+        assertNull(((Ops.Results) serializer.fromBinary(serializer.toBinary(new Ops.Results(List.of())), "R")).host());
+    }
+
+    private int serializedPathLength(ActorRef<?> ref) {
+        return org.apache.pekko.actor.typed.ActorRefResolver.get(testKit.system()).toSerializationFormat(ref)
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    }
+
+    private static byte[] withInt(byte[] frame, int at, int value) {
+        byte[] copy = frame.clone();
+        ByteBuffer.wrap(copy).putInt(at, value);
+        return copy;
+    }
+
+    private static void assertRefused(BatchSerializer serializer, byte[] frame, String manifest, String reason) {
+        NotSerializableException e = assertThrows(NotSerializableException.class, () -> serializer.fromBinary(frame, manifest),
+                () -> "a frame of " + frame.length + " bytes decoded");
+        assertTrue(e.getMessage().startsWith("BatchSerializer: ") && e.getMessage().contains(reason), e.getMessage());
+    }
+}
