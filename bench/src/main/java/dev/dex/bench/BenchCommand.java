@@ -187,6 +187,24 @@ public final class BenchCommand implements Callable<Integer> {
         return 0;
     }
 
+    /**
+     * Runs the engine benchmark with {@code args} (as on its command line) without printing, and returns its
+     * throughput in operations per second: the same-run baseline of {@code dex bench --cluster}.
+     *
+     * @throws IllegalArgumentException with the benchmark's message when it refuses the arguments or fails
+     */
+    public static double engineThroughput(String... args) {
+        BenchCommand command = new BenchCommand();
+        java.io.StringWriter errors = new java.io.StringWriter();
+        CommandLine cli = new CommandLine(command).setParameterExceptionHandler(BenchCommand::handleBadInput)
+                .setOut(new PrintWriter(java.io.Writer.nullWriter())).setErr(new PrintWriter(errors));
+        int exit = cli.execute(args);
+        if (exit != 0 || command.lastResult == null) {
+            throw new IllegalArgumentException("the engine benchmark failed (exit " + exit + "): " + errors.toString().strip());
+        }
+        return command.lastResult.throughputOpsPerSec();
+    }
+
     /** The result of the last successful {@link #call()}, for tests. */
     BenchResult lastResult() {
         return lastResult;

@@ -84,6 +84,20 @@ final class Demo implements Callable<Integer> {
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the mix's result to FILE as one JSON object.")
     java.nio.file.Path json;
 
+    @Option(names = "--in-flight", paramLabel = "N", converter = dev.dex.bench.CountConverter.class,
+            description = "Operations the mix keeps in flight through the client, e.g. 4k (default: dex.demo.in-flight).")
+    Long inFlight;
+
+    @Option(names = "--rate", paramLabel = "OPS", converter = dev.dex.bench.CountConverter.class,
+            description = "Open loop: start operations at this many per second, latency counted from each one's scheduled"
+                    + " start (default: 0, closed loop: a new operation as soon as one completes).")
+    Long rate;
+
+    @Option(names = "--baseline", paramLabel = "on|off", defaultValue = "on",
+            description = "bench --cluster: also run the engine alone on the same keys, workload, cache and partitions, and"
+                    + " report the cluster's share of its throughput (default: ${DEFAULT-VALUE}).")
+    String baseline;
+
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
     boolean benchOnly;
 
@@ -104,6 +118,15 @@ final class Demo implements Callable<Integer> {
         if (json != null && (json.toAbsolutePath().getParent() == null || !java.nio.file.Files.isDirectory(json.toAbsolutePath().getParent()))) {
             throw new IllegalArgumentException("--json " + json + ": its directory does not exist");
         }
+        if (inFlight != null && (inFlight < 1 || inFlight > 100_000)) {
+            throw new IllegalArgumentException("--in-flight must be in [1, 100000]: " + inFlight);
+        }
+        if (rate != null && (rate < 0 || rate > 100_000_000)) {
+            throw new IllegalArgumentException("--rate must be in [0, 100000000] operations per second: " + rate);
+        }
+        if (!baseline.equals("on") && !baseline.equals("off")) {
+            throw new IllegalArgumentException("--baseline must be on or off: " + baseline);
+        }
         if (partitions < 3 || partitions > PartitionTable.MAX_PARTITIONS) {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         }
@@ -121,6 +144,9 @@ final class Demo implements Callable<Integer> {
         }
         if (workload != null) {
             overrides = overrides.withValue("dex.demo.workload", ConfigValueFactory.fromAnyRef(workload));
+        }
+        if (inFlight != null) {
+            overrides = overrides.withValue("dex.demo.in-flight", ConfigValueFactory.fromAnyRef(inFlight));
         }
         Config base = DexNodes.config(overrides);
         DexSettings settings = DexSettings.from(base);
@@ -255,9 +281,13 @@ final class Demo implements Callable<Integer> {
         out.printf("partitions settled on %d compute node(s) in %.2f s%n", computeNodes, (System.nanoTime() - settleStart) / 1e9);
         Map<Long, Long> written = new ConcurrentHashMap<>();
         List<ComputeNode.Status> before = DexCli.computeStatuses(clientSystem);
-        Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), written);
+        Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate, written);
         List<ComputeNode.Status> after = DexCli.computeStatuses(clientSystem);
-        report(mix, before, after, settings.demoWorkload(), n);
+        double engine = Double.NaN;
+        if (benchOnly && baseline.equals("on")) {
+            engine = engineBaseline(base, settings, n);
+        }
+        report(mix, before, after, settings, n, engine);
         if (benchOnly) {
             return 0;
         }
@@ -333,8 +363,30 @@ final class Demo implements Callable<Integer> {
     record Result(long ops, long gets, long puts, long nanos, Histogram latency) {
     }
 
-    /** The mix: uniform keys over the loaded ones; a key has at most one write in flight, so its last value is known. */
-    private Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, Map<Long, Long> written)
+    /**
+     * The engine alone ({@code dex bench}) on the cluster's configuration: the same number of keys, workload,
+     * uniform keys, cache per compute node, partitions and compute nodes, one thread per worker thread of the
+     * cluster, with the redo log and group commit the cluster uses. Its throughput in operations per second.
+     */
+    private double engineBaseline(Config base, DexSettings settings, long n) {
+        int threads = computeNodes * settings.compute().workerThreads();
+        long cacheMiB = Math.max(1, base.getBytes("dex.compute.cache-size") >> 20);
+        long ops = Math.max(500_000, Math.min(4_000_000, n * 2));
+        out.printf("%nthe engine alone, same configuration (%d compute node(s), %d threads, uniform keys)...%n", computeNodes, threads);
+        return dev.dex.bench.BenchCommand.engineThroughput("--mode", "dex", "--workload", settings.demoWorkload(), "--dist", "uniform",
+                "--keys", Long.toString(n), "--ops", Long.toString(ops), "--warmup", Long.toString(ops / 4),
+                "--threads", Integer.toString(threads), "--compute-nodes", Integer.toString(computeNodes),
+                "--cache-mb", Long.toString(cacheMiB), "--partitions", Integer.toString(partitions),
+                "--redo-log", "on", "--commit-batch", "16");
+    }
+
+    /**
+     * The mix: uniform keys over the loaded ones; a key has at most one write in flight, so its last value is known.
+     * Closed loop ({@code rate} 0): a new operation as soon as one of the {@code inFlight} slots is free. Open loop:
+     * operation i is scheduled at {@code i / rate} s and its latency counts from then, so time spent waiting for a
+     * slot (the system falling behind) is counted too.
+     */
+    private Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written)
             throws InterruptedException {
         Semaphore slots = new Semaphore(inFlight);
         Set<Long> writing = ConcurrentHashMap.newKeySet();
@@ -348,9 +400,15 @@ final class Demo implements Callable<Integer> {
         long ops = 0;
         try (ProgressBar bar = bar("mix (s)", seconds)) {
             while (System.nanoTime() < end) {
+                long scheduled = rate > 0 ? start + (long) (ops * (1e9 / rate)) : 0;
+                if (rate > 0) {
+                    for (long wait; (wait = scheduled - System.nanoTime()) > 0; ) {
+                        java.util.concurrent.locks.LockSupport.parkNanos(Math.min(wait, 200_000));
+                    }
+                }
                 slots.acquire();
                 long key = (1 + random.nextLong(n)) * KEY_SPACING;
-                long t0 = System.nanoTime();
+                long t0 = rate > 0 ? scheduled : System.nanoTime();
                 if (random.nextInt(100) < putPercent && writing.add(key)) {
                     long value = random.nextLong();
                     client.put(key, value).whenComplete((replaced, failure) -> {
@@ -388,8 +446,9 @@ final class Demo implements Callable<Integer> {
         return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
     }
 
-    private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, String workload, long n)
-            throws java.io.IOException {
+    private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, DexSettings settings, long n,
+            double engine) throws java.io.IOException {
+        String workload = settings.demoWorkload();
         long[] delta = new long[5];
         for (ComputeNode.Status s : after) {
             delta[0] += s.reads();
@@ -407,9 +466,15 @@ final class Demo implements Callable<Integer> {
         }
         double ops = mix.ops();
         Histogram h = mix.latency();
-        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts) in %.2f s%n", workload, mix.ops(),
-                mix.gets(), mix.puts(), mix.nanos() / 1e9);
-        out.printf("throughput   %,.0f ops/s%n", ops / (mix.nanos() / 1e9));
+        double throughput = ops / (mix.nanos() / 1e9);
+        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts) in %.2f s, %s%n", workload, mix.ops(),
+                mix.gets(), mix.puts(), mix.nanos() / 1e9, rate != null && rate > 0
+                        ? String.format("open loop at %,d ops/s (at most %,d in flight)", rate, settings.demoInFlight())
+                        : String.format("closed loop, %,d in flight", settings.demoInFlight()));
+        out.printf("throughput   %,.0f ops/s%n", throughput);
+        if (!Double.isNaN(engine)) {
+            out.printf("engine alone %,.0f ops/s: the cluster serves %.1f%% of it%n", engine, 100 * throughput / engine);
+        }
         out.printf("latency      p50 %.0f us   p99 %.0f us   p99.9 %.0f us%n", h.getValueAtPercentile(50) / 1e3,
                 h.getValueAtPercentile(99) / 1e3, h.getValueAtPercentile(99.9) / 1e3);
         out.printf("verbs per operation (all compute nodes):%n");
@@ -420,10 +485,15 @@ final class Demo implements Callable<Integer> {
             com.fasterxml.jackson.databind.ObjectMapper mapper = new com.fasterxml.jackson.databind.ObjectMapper();
             var root = mapper.createObjectNode();
             root.put("workload", workload).put("mode", "cluster").put("keys", n).put("ops", mix.ops())
-                    .put("computeNodes", computeNodes).put("throughputOpsPerSec", ops / (mix.nanos() / 1e9));
+                    .put("computeNodes", computeNodes).put("throughputOpsPerSec", throughput)
+                    .put("inFlight", settings.demoInFlight()).put("rateOpsPerSec", rate == null ? 0 : rate);
+            if (!Double.isNaN(engine)) {
+                root.put("engineOpsPerSec", engine).put("clusterToEngine", throughput / engine);
+            }
             root.putObject("perOp").put("reads", delta[0] / ops).put("writes", delta[1] / ops).put("atomics", delta[2] / ops)
                     .put("twoSided", delta[3] / ops).put("bytes", delta[4] / ops);
-            root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99));
+            root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99))
+                    .put("p999", h.getValueAtPercentile(99.9));
             mapper.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
         }
     }

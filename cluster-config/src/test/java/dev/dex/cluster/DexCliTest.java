@@ -43,6 +43,9 @@ class DexCliTest {
             "client --seed 127.0.0.1:1 scan 0 ten        | scan COUNT 'ten' is not a count",
             "demo --keys 10k --partitions 2              | --partitions must be in [3",
             "demo --keys lots                            | 'lots' is not a count",
+            "demo --in-flight 0                          | --in-flight must be in [1, 100000]: 0",
+            "demo --rate -5                              | --rate must be in [0, 100000000]",
+            "demo --baseline maybe                       | --baseline must be on or off: maybe",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
@@ -89,7 +92,7 @@ class DexCliTest {
             throws Exception {
         java.nio.file.Path json = dir.resolve("cluster.json");
         Run run = run("bench", "--cluster", "--keys", "10000", "--seconds", "1", "--partitions", "6", "--compute-nodes", "1",
-                "--workload", "write-intensive", "--json", json.toString());
+                "--workload", "write-intensive", "--in-flight", "64", "--rate", "3k", "--json", json.toString());
         assertEquals(0, run.exit(), run.out() + run.err());
         var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals("cluster", result.get("mode").asText());
@@ -97,6 +100,17 @@ class DexCliTest {
         assertEquals(1, result.get("computeNodes").asInt());
         assertTrue(result.get("ops").asLong() > 0 && result.get("throughputOpsPerSec").asDouble() > 0, result.toString());
         assertTrue(result.get("perOp").get("reads").asDouble() > 0, "operations read remote memory: " + result);
+        assertEquals(64, result.get("inFlight").asInt());
+        assertEquals(3000, result.get("rateOpsPerSec").asInt());
+        long ops = result.get("ops").asLong();
+        assertTrue(ops >= 1_000 && ops <= 3_001, "an open loop at 3,000 ops/s for 1 s started " + ops + " operations");
+        double engine = result.get("engineOpsPerSec").asDouble();
+        assertTrue(engine > 0, "the engine alone ran in the same run: " + result);
+        assertEquals(result.get("throughputOpsPerSec").asDouble() / engine, result.get("clusterToEngine").asDouble(), 1e-9);
+        assertTrue(run.out().contains("engine alone"), run.out());
+        var latency = result.get("latencyNs");
+        assertTrue(latency.get("p50").asLong() <= latency.get("p99").asLong()
+                && latency.get("p99").asLong() <= latency.get("p999").asLong() && latency.get("p50").asLong() > 0, latency.toString());
         assertTrue(!run.out().contains("scale-out"), "the cluster bench does not scale out");
     }
 
