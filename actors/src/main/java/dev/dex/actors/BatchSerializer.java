@@ -147,7 +147,11 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         for (int i = 0; i < count; i++) {
             ops.add(new Ops.Op(in.getInt(), in.getLong(), in.getLong(), in.getInt()));
         }
-        return new Partition.Execute(routingKey, batch, ops, resolve(path));
+        try {
+            return new Partition.Execute(routingKey, batch, ops, resolve(path));
+        } catch (IllegalArgumentException e) {
+            throw new NotSerializableException("BatchSerializer: " + e.getMessage());
+        }
     }
 
     private byte[] format(ActorRef<Ops.Results> ref) {
@@ -168,7 +172,11 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             if (resolved.size() >= CACHED_REFS) {
                 resolved.clear();
             }
-            ref = resolver.resolveActorRef(path);
+            try {
+                ref = resolver.resolveActorRef(path);
+            } catch (RuntimeException e) {
+                throw new IllegalArgumentException("a reply address that does not resolve: " + e);
+            }
             resolved.put(path, ref);
         }
         return ref;

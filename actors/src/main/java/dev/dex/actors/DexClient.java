@@ -13,6 +13,7 @@ import java.util.function.Consumer;
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.StashBuffer;
@@ -31,24 +32,29 @@ import dev.dex.core.partition.PartitionTable;
  * The client actor: users send it gets, puts, deletes and scans (directly or through {@link DexClientApi}).
  * It learns the partition table from a compute node, reaches partitions through a sharding proxy with the
  * same range extractor, and batches: each partition has up to {@code window} batches in flight; an operation
- * goes out at once while the partition has a free slot, and operations that arrive while every slot is taken
- * form the next batch (up to {@link Ops#MAX_BATCH}, and at most {@link Ops#MAX_SCAN} scan entries). Every
+ * goes out at once when the partition has none in flight, a further batch only once {@link #PIPELINED_BATCH}
+ * operations wait, and a batch holds up to {@link Ops#MAX_BATCH} operations and {@link Ops#MAX_SCAN} scan
+ * entries. Every
  * batch carries an id, and every partition answers to one stable reply adapter, which matches the answer to
  * its batch by that id (no temporary actor per batch). A partition runs a client's batches one after another
- * in the order they arrive, so operations are applied in the order this actor received them. A scan that
- * spans partitions is split into one scan per partition, in key order, and the parts are concatenated.
+ * in the order they arrive, so operations are applied in the order this actor received them (a long scan's
+ * later parts excepted: each goes when the previous part is answered, behind what arrived meanwhile). A scan
+ * that spans partitions is split into one scan per partition, in key order, and the parts are concatenated.
  *
  * <p>Retries: an operation answered {@link Ops#NOT_HELD} (its partition is moving), or whose batch got no
  * answer within the ask timeout, is sent again after {@link #RETRY_DELAY}, up to {@link #MAX_ATTEMPTS}
  * times. A re-sent write may apply twice, which is harmless for puts and deletes and may turn a first
  * insert's {@code true} into {@code false}; a batch re-sent after a timeout may also still apply late, after
- * a later write of the same key (docs/cluster.md). {@link Ops#OVERLOADED} is answered to the caller.
+ * a later write of the same key (docs/cluster.md). {@link Ops#OVERLOADED} is retried the same way. When the
+ * actor stops, every operation it holds is answered with an error, and the Java APIs that used it fail their
+ * later operations at once.
  *
  * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
  * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
- * from the cluster (it was downed), the batch in flight to its partition is sent again
- * {@link #REMOVAL_RESEND_DELAY} later; sharding holds it until the partition starts on a survivor. A later
- * answer to the first attempt is ignored.
+ * from the cluster (it was downed), the batches in flight to its partitions are sent again
+ * {@link #REMOVAL_RESEND_DELAY} later, in their original order, and nothing else goes to those partitions until
+ * they are answered; sharding holds them until the partition starts on a survivor. A later answer to a first
+ * attempt is ignored.
  */
 public final class DexClient {
     /** The most entries one {@link Scan} may ask for; the client splits it into scans of {@link Ops#MAX_SCAN}. */
@@ -63,6 +69,9 @@ public final class DexClient {
      * ones, and the first batch of an idle partition still goes at once.
      */
     static final int PIPELINED_BATCH = 64;
+    /** Operations one drain takes from a Java API's queue before the actor handles other messages. */
+    static final int MAX_DRAIN = 4096;
+    static final String STOPPED = "the client actor stopped (its actor system terminated)";
     /** The deadline of operations sent as actor messages: their askers time out on their own. */
     private static final long FOREVER = Duration.ofDays(365).toNanos();
     static final int MAX_ATTEMPTS = 300;
@@ -116,7 +125,11 @@ public final class DexClient {
     private record MemberRemoved(ClusterEvent.MemberRemoved event) implements Command, NoSerializationVerificationNeeded {
     }
 
-    private record ResendFlight(Flight flight) implements Command, NoSerializationVerificationNeeded {
+    private record ResendPartition(int partition) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private enum AskTable implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
     }
 
     /** Operations of a {@link DexClientApi} are waiting in {@code submissions}. */
@@ -145,11 +158,32 @@ public final class DexClient {
             this.executor = executor;
         }
 
+        /** Why the client actor stopped, once it has; set before the queue is emptied one last time. */
+        private volatile String stopped;
+
         /** Leaves {@code submitted} for {@code client}, ringing it if nobody has since its last drain. */
         void submit(Submitted submitted, ActorRef<Command> client) {
             queue.add(submitted);
-            if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
+            if (stopped != null) {
+                failAll();
+            } else if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
                 client.tell(new Drain(this));
+            }
+        }
+
+        /** The client actor stopped: what waits, and everything submitted from now on, fails with {@code why}. */
+        void stop(String why) {
+            stopped = why;
+            failAll();
+        }
+
+        private void failAll() {
+            for (Submitted submitted; (submitted = queue.poll()) != null; ) {
+                if (submitted.scanReply() != null) {
+                    submitted.scanReply().complete(new ScanReply(new long[0], new long[0], stopped));
+                } else {
+                    submitted.reply().complete(new Reply(false, 0, stopped));
+                }
             }
         }
     }
@@ -163,20 +197,23 @@ public final class DexClient {
         final int partition;
         final List<Pending> batch;
         final List<Ops.Op> ops;
+        /** Sent again after the removal of the node that served its partition. */
+        final boolean resent;
 
-        Flight(long id, int partition, List<Pending> batch, List<Ops.Op> ops) {
+        Flight(long id, int partition, List<Pending> batch, List<Ops.Op> ops, boolean resent) {
             this.id = id;
             this.partition = partition;
             this.batch = batch;
             this.ops = ops;
+            this.resent = resent;
         }
 
-        /** The next attempt at the same batch, under a new id. */
+        /** The next attempt at the same batch, under a new id, after a removal. */
         Flight again(long newId) {
             for (Pending pending : batch) {
                 pending.attempts++;
             }
-            return new Flight(newId, partition, batch, ops);
+            return new Flight(newId, partition, batch, ops, true);
         }
     }
 
@@ -231,9 +268,18 @@ public final class DexClient {
     private final Map<Long, Flight> flights = new HashMap<>();
     /** Attempts in flight per partition, at most {@link #window}. */
     private final Map<Integer, Integer> inFlight = new HashMap<>();
+    /**
+     * Partitions whose batches go again after a removal: present from the removal until the new attempts are
+     * all answered (the value: how many are not), and nothing else is sent to them meanwhile.
+     */
+    private final Map<Integer, Integer> resending = new HashMap<>();
     private long nextBatch = 1;
     /** The address of the compute node that last answered for each partition. */
     private final Map<Integer, String> servedBy = new HashMap<>();
+    /** The Java APIs that have submitted to this actor: told when it stops. */
+    private final java.util.Set<Submissions> apis = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    /** The compute nodes last listed, asked for the partition table while starting. */
+    private java.util.Set<ActorRef<ComputeNode.Command>> computeNodes = java.util.Set.of();
     /** Futures completed by the message being handled, by the API whose executor completes them. */
     private final Map<Submissions, List<Runnable>> completions = new java.util.IdentityHashMap<>();
 
@@ -272,13 +318,18 @@ public final class DexClient {
     private Behavior<Command> starting(StashBuffer<Command> stash) {
         return Behaviors.receive(Command.class)
                 .onMessage(ComputeNodes.class, nodes -> {
-                    nodes.listing().getServiceInstances(ComputeNode.KEY).stream().findAny().ifPresent(node ->
-                            context.ask(ComputeNode.PartitionTableReply.class, node, Duration.ofSeconds(5),
-                                    ComputeNode.GetPartitionTable::new, Table::new));
+                    computeNodes = nodes.listing().getServiceInstances(ComputeNode.KEY);
+                    askTable();
+                    return Behaviors.same();
+                })
+                .onMessage(AskTable.class, again -> {
+                    askTable();
                     return Behaviors.same();
                 })
                 .onMessage(Table.class, reply -> {
                     if (reply.failure() != null) {
+                        // The node may have left, or was too busy: ask again (any node listed then) in a second.
+                        timers.startSingleTimer(AskTable.INSTANCE, AskTable.INSTANCE, Duration.ofSeconds(1));
                         return Behaviors.same();
                     }
                     table = PartitionTable.ofUpperBounds(reply.reply().upperBounds());
@@ -290,6 +341,9 @@ public final class DexClient {
                     return stash.unstashAll(serving());
                 })
                 .onAnyMessage(message -> {
+                    if (message instanceof Drain drain) {
+                        apis.add(drain.submissions());
+                    }
                     if (stash.isFull()) {
                         failFast(message, "the client is still starting and its buffer is full");
                     } else {
@@ -297,7 +351,44 @@ public final class DexClient {
                     }
                     return Behaviors.same();
                 })
+                .onSignal(PostStop.class, stop -> {
+                    stash.forEach(message -> failFast(message, STOPPED));
+                    stash.clear();
+                    stopApis();
+                    return Behaviors.same();
+                })
                 .build();
+    }
+
+    private void askTable() {
+        computeNodes.stream().findAny().ifPresent(node -> context.ask(ComputeNode.PartitionTableReply.class, node,
+                Duration.ofSeconds(5), ComputeNode.GetPartitionTable::new, Table::new));
+    }
+
+    /**
+     * The actor stopped (its system terminates, or it failed): every operation it holds is answered, and every
+     * Java API that used it fails its later operations at once, instead of leaving their futures pending forever.
+     */
+    private Behavior<Command> onStop(PostStop stop) {
+        List<Pending> all = new ArrayList<>();
+        queues.values().forEach(all::addAll);
+        queues.clear();
+        for (Flight flight : flights.values()) {
+            all.addAll(flight.batch);
+        }
+        flights.clear();
+        for (Pending pending : all) {
+            answer(pending, Ops.Result.error(Ops.FAILED, STOPPED));
+        }
+        flushCompletions();
+        stopApis();
+        return Behaviors.same();
+    }
+
+    private void stopApis() {
+        for (Submissions submissions : apis) {
+            submissions.stop(STOPPED);
+        }
     }
 
     /** Each message is handled, then the futures it completed are handed to their callers' executors in one task each. */
@@ -308,6 +399,7 @@ public final class DexClient {
                     flushCompletions();
                     return next;
                 })
+                .onSignal(PostStop.class, this::onStop)
                 .build();
     }
 
@@ -330,8 +422,8 @@ public final class DexClient {
             return enqueue(resend.pending());
         } else if (message instanceof MemberRemoved removed) {
             return onMemberRemoved(removed);
-        } else if (message instanceof ResendFlight resend) {
-            return onResendFlight(resend);
+        } else if (message instanceof ResendPartition resend) {
+            return onResendPartition(resend.partition());
         }
         return Behaviors.same(); // listings and tables after the start
     }
@@ -342,7 +434,9 @@ public final class DexClient {
      * last poll rings it again.
      */
     private Behavior<Command> onDrain(Submissions submissions) {
+        apis.add(submissions);
         submissions.doorbell.set(false);
+        int taken = 0;
         for (Submitted submitted; (submitted = submissions.queue.poll()) != null; ) {
             if (submitted.scanReply() != null) {
                 CompletableFuture<ScanReply> future = submitted.scanReply();
@@ -350,6 +444,14 @@ public final class DexClient {
             } else {
                 CompletableFuture<Reply> future = submitted.reply();
                 enqueue(new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline()));
+            }
+            if (++taken == MAX_DRAIN) {
+                // Let answers and timers in between: the rest waits for the next drain, rung here unless a
+                // producer rang since the doorbell was cleared (then its Drain is on its way).
+                if (submissions.doorbell.compareAndSet(false, true)) {
+                    context.getSelf().tell(new Drain(submissions));
+                }
+                break;
             }
         }
         return Behaviors.same();
@@ -403,6 +505,9 @@ public final class DexClient {
      */
     private void sendNext(int partition) {
         ArrayDeque<Pending> queue = queues.get(partition);
+        if (resending.containsKey(partition)) {
+            return;
+        }
         while (queue != null && !queue.isEmpty() && inFlight.getOrDefault(partition, 0) < window
                 && (inFlight.getOrDefault(partition, 0) == 0 || queue.size() >= PIPELINED_BATCH)) {
             List<Pending> batch = new ArrayList<>();
@@ -419,7 +524,7 @@ public final class DexClient {
                 batch.add(next);
                 ops.add(next.op);
             }
-            send(new Flight(nextBatch++, partition, batch, ops));
+            send(new Flight(nextBatch++, partition, batch, ops, false));
         }
     }
 
@@ -435,29 +540,56 @@ public final class DexClient {
         flights.remove(flight.id);
         timers.cancel(flight);
         inFlight.merge(flight.partition, -1, Integer::sum);
+        if (flight.resent) {
+            resending.computeIfPresent(flight.partition, (p, left) -> left > 1 ? left - 1 : null);
+        }
     }
 
     /**
-     * A removed node answers nothing more: the batch in flight to each partition it served goes again shortly
-     * ({@link #REMOVAL_RESEND_DELAY}, a new attempt), rather than after the ask timeout.
+     * A removed node answers nothing more: the batches in flight to each partition it served go again shortly
+     * ({@link #REMOVAL_RESEND_DELAY}, new attempts), rather than after the ask timeout. Until then, and until
+     * the new attempts are answered, the partition sends nothing else: its batches may already be running on
+     * the node it moved to, and a batch sent meanwhile would run before the re-sent ones, which would then
+     * overwrite its writes.
      */
     private Behavior<Command> onMemberRemoved(MemberRemoved removed) {
         String address = removed.event().member().address().toString();
+        java.util.Set<Integer> partitions = new java.util.TreeSet<>();
         for (Flight flight : flights.values()) {
             if (address.equals(servedBy.get(flight.partition))) {
-                timers.startSingleTimer(flight, new ResendFlight(flight), REMOVAL_RESEND_DELAY);
+                partitions.add(flight.partition);
             }
+        }
+        for (int partition : partitions) {
+            resending.putIfAbsent(partition, 0);
+            timers.startSingleTimer("resend-" + partition, new ResendPartition(partition), REMOVAL_RESEND_DELAY);
         }
         servedBy.values().removeIf(address::equals);
         return Behaviors.same();
     }
 
-    /** The removed node's attempt, if still unanswered, is replaced by a new one. */
-    private Behavior<Command> onResendFlight(ResendFlight resend) {
-        Flight flight = resend.flight();
-        if (flights.get(flight.id) == flight) {
+    /**
+     * Every attempt of the partition still unanswered is replaced by a new one, all sent in the order of the
+     * batches they replace, so they run in that order wherever the partition now is (an answer to an old
+     * attempt is ignored).
+     */
+    private Behavior<Command> onResendPartition(int partition) {
+        List<Flight> unanswered = new ArrayList<>();
+        for (Flight flight : flights.values()) {
+            if (flight.partition == partition) {
+                unanswered.add(flight);
+            }
+        }
+        unanswered.sort(java.util.Comparator.comparingLong(flight -> flight.id));
+        for (Flight flight : unanswered) {
             landed(flight);
             send(flight.again(nextBatch++));
+        }
+        if (unanswered.isEmpty()) {
+            resending.remove(partition);
+            sendNext(partition);
+        } else {
+            resending.put(partition, unanswered.size());
         }
         return Behaviors.same();
     }
@@ -488,7 +620,7 @@ public final class DexClient {
         if (results.results().size() != flight.batch.size()) {
             Ops.Result single = results.results().size() == 1 ? results.results().get(0) : null;
             for (Pending pending : flight.batch) {
-                if (single != null && single.status() != Ops.NOT_HELD) {
+                if (single != null && !retriable(single)) {
                     answer(pending, single);
                 } else {
                     retry(pending, "partition " + flight.partition + " answered a malformed batch");
@@ -498,7 +630,7 @@ public final class DexClient {
             for (int i = 0; i < flight.batch.size(); i++) {
                 Pending pending = flight.batch.get(i);
                 Ops.Result result = results.results().get(i);
-                if (result.status() == Ops.NOT_HELD) {
+                if (retriable(result)) {
                     retry(pending, result.error());
                 } else {
                     answer(pending, result);
@@ -507,6 +639,16 @@ public final class DexClient {
         }
         sendNext(flight.partition);
         return Behaviors.same();
+    }
+
+    /** A partition that is moving or has too many batches waiting: the operation goes again after a pause. */
+    private static boolean retriable(Ops.Result result) {
+        return result.status() == Ops.NOT_HELD || result.status() == Ops.OVERLOADED;
+    }
+
+    /** The error text of a failed result; a status without one (a newer node's) is still an error. */
+    private static String errorOf(Ops.Result result) {
+        return result.error() != null ? result.error() : "the partition answered status " + result.status();
     }
 
     private void retry(Pending pending, String why) {
@@ -524,12 +666,12 @@ public final class DexClient {
 
     private void answer(Pending pending, Ops.Result result) {
         if (pending.scan == null) {
-            pending.reply.accept(new Reply(result.found(), result.value(), result.status() == Ops.OK ? null : result.error()));
+            pending.reply.accept(new Reply(result.found(), result.value(), result.status() == Ops.OK ? null : errorOf(result)));
             return;
         }
         ScanProgress progress = pending.scan;
         if (result.status() != Ops.OK) {
-            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, result.error()));
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, errorOf(result)));
             return;
         }
         int have = progress.keys.length;

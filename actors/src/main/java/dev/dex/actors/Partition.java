@@ -209,7 +209,13 @@ public final class Partition {
      */
     private void start(Execute execute) {
         inFlight++;
-        context.pipeToSelf(workers.execute(partition, execute.ops()), (results, failure) -> new Done(results, failure, execute));
+        java.util.concurrent.CompletionStage<Ops.Results> running;
+        try {
+            running = workers.execute(partition, execute.ops());
+        } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
+            running = java.util.concurrent.CompletableFuture.failedFuture(shuttingDown);
+        }
+        context.pipeToSelf(running, (results, failure) -> new Done(results, failure, execute));
     }
 
     private Behavior<Command> onDone(Done done) {
@@ -352,6 +358,7 @@ public final class Partition {
             });
             refuseStashed();
         }
+        refuseWaiting();
         return Behaviors.same();
     }
 

@@ -149,6 +149,11 @@ class BatchSerializerTest {
         assertRefused(serializer, withInt(execute, 1 + 8 + 8, -7), "E", "replyTo of -7 bytes");
         assertRefused(serializer, withInt(execute, 1 + 8 + 8, Integer.MAX_VALUE), "E", "replyTo of " + Integer.MAX_VALUE + " bytes");
 
+        byte[] path = "pekko://dex@10.0.0.1:25520/user/x#notanumber".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ByteBuffer badPath = ByteBuffer.allocate(1 + 8 + 8 + 4 + path.length + 4);
+        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putInt(path.length).put(path).putInt(0);
+        assertRefused(serializer, badPath.array(), "E", "a reply address that does not resolve");
+
         int firstResult = 1 + 8 + 4 + 4 + 4;
         byte[] badFlags = results.clone();
         badFlags[firstResult + 1] = (byte) 0x80;

@@ -58,6 +58,9 @@ class ClientResendOnRemovalTest {
                 .withFallback(ActorTestKit.applicationTestConfig());
     }
 
+    /** Batches the stand-ins answer OVERLOADED before they answer normally again. */
+    private final java.util.concurrent.atomic.AtomicInteger overloaded = new java.util.concurrent.atomic.AtomicInteger();
+
     /** A partition entity of stand-in node {@code node}: answers with the node's number, unless {@code mute}. */
     private Behavior<Partition.Command> entity(long node, int partition, AtomicBoolean mute) {
         hostOf.put(partition, node);
@@ -66,9 +69,10 @@ class ClientResendOnRemovalTest {
             return Behaviors.receive(Partition.Command.class)
                     .onMessage(Partition.Execute.class, execute -> {
                         if (!mute.get()) {
+                            boolean overload = overloaded.getAndUpdate(n -> Math.max(0, n - 1)) > 0;
                             List<Ops.Result> results = new ArrayList<>();
                             for (int i = 0; i < execute.ops().size(); i++) {
-                                results.add(Ops.Result.of(true, node));
+                                results.add(overload ? Ops.Result.error(Ops.OVERLOADED, "busy") : Ops.Result.of(true, node));
                             }
                             execute.replyTo().tell(new Ops.Results(execute.batch(), results, host));
                         }
@@ -160,6 +164,10 @@ class ClientResendOnRemovalTest {
             awaitMembers(node, 2);
             try (DexClientApi client = new DexClientApi(clientSystem, clientSystem, timeout)) {
                 assertEquals(OptionalLong.of(1), client.get(5).toCompletableFuture().get(30, TimeUnit.SECONDS));
+                overloaded.set(3);
+                assertEquals(OptionalLong.of(1), client.get(6).toCompletableFuture().get(30, TimeUnit.SECONDS),
+                        "an OVERLOADED answer is retried, not reported");
+                assertEquals(0, overloaded.get(), "the partition answered OVERLOADED three times first");
 
                 mute.set(true);
                 long start = System.nanoTime();
@@ -171,6 +179,17 @@ class ClientResendOnRemovalTest {
                         && cause.getMessage().contains("no answer from partition"), cause.getMessage());
                 assertTrue(seconds >= timeout.toMillis() / 1000.0 && seconds < timeout.plus(batchTimeout).toMillis() / 1000.0 + 2,
                         "failed " + seconds + " s after it was sent: at its timeout plus at most a batch timeout and a retry");
+
+                // The client's actor system stops with an operation in flight: it fails, and so does any later one.
+                CompletableFuture<OptionalLong> pending = client.get(7).toCompletableFuture();
+                Thread.sleep(200);
+                clientSystem.terminate();
+                clientSystem.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                for (CompletableFuture<OptionalLong> stopped : List.of(pending, client.get(8).toCompletableFuture())) {
+                    java.util.concurrent.ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(
+                            java.util.concurrent.ExecutionException.class, () -> stopped.get(5, TimeUnit.SECONDS));
+                    assertTrue(e.getCause().getMessage().contains("the client actor stopped"), e.getCause().toString());
+                }
             }
         } finally {
             for (ActorSystem<?> system : systems) {

@@ -93,6 +93,11 @@ final class Demo implements Callable<Integer> {
                     + " start (default: 0, closed loop: a new operation as soon as one completes).")
     Long rate;
 
+    @Option(names = "--warmup", paramLabel = "S", defaultValue = "2",
+            description = "Seconds of the mix run first and not measured, so the JIT has compiled the hot paths"
+                    + " (default: ${DEFAULT-VALUE}).")
+    int warmup;
+
     @Option(names = "--baseline", paramLabel = "on|off", defaultValue = "on",
             description = "bench --cluster: also run the engine alone on the same keys, workload, cache and partitions, and"
                     + " report the cluster's share of its throughput (default: ${DEFAULT-VALUE}).")
@@ -123,6 +128,9 @@ final class Demo implements Callable<Integer> {
         }
         if (rate != null && (rate < 0 || rate > 100_000_000)) {
             throw new IllegalArgumentException("--rate must be in [0, 100000000] operations per second: " + rate);
+        }
+        if (warmup < 0 || warmup > 600) {
+            throw new IllegalArgumentException("--warmup must be in [0, 600] seconds: " + warmup);
         }
         if (!baseline.equals("on") && !baseline.equals("off")) {
             throw new IllegalArgumentException("--baseline must be on or off: " + baseline);
@@ -161,9 +169,12 @@ final class Demo implements Callable<Integer> {
         try {
             return run(base, settings, n, putPercent, systems);
         } finally {
-            leaveInOrder(systems);
-            Fabrics.closeLocal(fabricName);
-            deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
+            try {
+                leaveInOrder(systems);
+            } finally {
+                Fabrics.closeLocal(fabricName);
+                deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
+            }
         }
     }
 
@@ -223,6 +234,8 @@ final class Demo implements Callable<Integer> {
     }
 
     private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
+        // The engine alone first, while no actor system of the cluster shares the cores or the memory.
+        double engine = benchOnly && baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
         out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM;"
                 + " fabric %s%n", benchOnly ? "cluster bench" : "demo", computeNodes, settings.fabric().transport());
         ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
@@ -280,14 +293,14 @@ final class Demo implements Callable<Integer> {
         awaitRebalance(client, clientSystem, n, computeNodes, Duration.ofSeconds(90));
         out.printf("partitions settled on %d compute node(s) in %.2f s%n", computeNodes, (System.nanoTime() - settleStart) / 1e9);
         Map<Long, Long> written = new ConcurrentHashMap<>();
-        List<ComputeNode.Status> before = DexCli.computeStatuses(clientSystem);
+        if (warmup > 0) {
+            out.printf("warming up for %d s (not measured)%n", warmup);
+            mix(client, n, putPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
+        }
+        List<ComputeNode.Status> measuredFrom = DexCli.computeStatuses(clientSystem);
         Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate, written);
         List<ComputeNode.Status> after = DexCli.computeStatuses(clientSystem);
-        double engine = Double.NaN;
-        if (benchOnly && baseline.equals("on")) {
-            engine = engineBaseline(base, settings, n);
-        }
-        report(mix, before, after, settings, n, engine);
+        report(mix, measuredFrom, after, settings, n, engine);
         if (benchOnly) {
             return 0;
         }
@@ -372,7 +385,7 @@ final class Demo implements Callable<Integer> {
         int threads = computeNodes * settings.compute().workerThreads();
         long cacheMiB = Math.max(1, base.getBytes("dex.compute.cache-size") >> 20);
         long ops = Math.max(500_000, Math.min(4_000_000, n * 2));
-        out.printf("%nthe engine alone, same configuration (%d compute node(s), %d threads, uniform keys)...%n", computeNodes, threads);
+        out.printf("the engine alone, same configuration (%d compute node(s), %d threads, uniform keys)...%n", computeNodes, threads);
         return dev.dex.bench.BenchCommand.engineThroughput("--mode", "dex", "--workload", settings.demoWorkload(), "--dist", "uniform",
                 "--keys", Long.toString(n), "--ops", Long.toString(ops), "--warmup", Long.toString(ops / 4),
                 "--threads", Integer.toString(threads), "--compute-nodes", Integer.toString(computeNodes),

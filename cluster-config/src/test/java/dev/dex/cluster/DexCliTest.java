@@ -46,6 +46,7 @@ class DexCliTest {
             "demo --in-flight 0                          | --in-flight must be in [1, 100000]: 0",
             "demo --rate -5                              | --rate must be in [0, 100000000]",
             "demo --baseline maybe                       | --baseline must be on or off: maybe",
+            "demo --warmup -1                            | --warmup must be in [0, 600] seconds: -1",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
@@ -92,7 +93,7 @@ class DexCliTest {
             throws Exception {
         java.nio.file.Path json = dir.resolve("cluster.json");
         Run run = run("bench", "--cluster", "--keys", "10000", "--seconds", "1", "--partitions", "6", "--compute-nodes", "1",
-                "--workload", "write-intensive", "--in-flight", "64", "--rate", "3k", "--json", json.toString());
+                "--workload", "write-intensive", "--in-flight", "64", "--rate", "3k", "--warmup", "1", "--json", json.toString());
         assertEquals(0, run.exit(), run.out() + run.err());
         var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals("cluster", result.get("mode").asText());
