@@ -15,6 +15,14 @@ final class EntityProbes {
 
     private final ActorTestKit testKit;
 
+    /** A test kit whose system is local (no cluster): entities are spawned and spoken to directly. */
+    static ActorTestKit localTestKit() {
+        return new org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder()
+                .withCustomConfig(com.typesafe.config.ConfigFactory.parseString("pekko.actor.provider = local")
+                        .withFallback(ActorTestKit.applicationTestConfig()))
+                .build();
+    }
+
     EntityProbes(ActorTestKit testKit) {
         this.testKit = testKit;
     }

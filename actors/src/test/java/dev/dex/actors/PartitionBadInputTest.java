@@ -20,7 +20,6 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
 import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
@@ -29,7 +28,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import com.typesafe.config.ConfigFactory;
 
 /**
  * Wrong operations, a full memory pool and a partition this node does not hold each get a result that
@@ -45,9 +43,7 @@ class PartitionBadInputTest {
     private static final Duration STOP = Duration.ofSeconds(5);
 
     @JUnit5TestKit
-    ActorTestKit testKit = new JUnit5TestKitBuilder()
-            .withCustomConfig(ConfigFactory.parseString("pekko.actor.provider = local").withFallback(ActorTestKit.applicationTestConfig()))
-            .build();
+    ActorTestKit testKit = EntityProbes.localTestKit();
 
     private final EntityProbes probes = new EntityProbes(testKit);
 

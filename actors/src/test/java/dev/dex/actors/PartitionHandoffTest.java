@@ -18,7 +18,6 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
 import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
@@ -27,7 +26,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import com.typesafe.config.ConfigFactory;
 
 /**
  * The partition entity's handoff, without a cluster: the stop message sharding sends when a shard moves
@@ -45,9 +43,7 @@ class PartitionHandoffTest {
     private static final Duration STOP = Duration.ofSeconds(5);
 
     @JUnit5TestKit
-    ActorTestKit testKit = new JUnit5TestKitBuilder()
-            .withCustomConfig(ConfigFactory.parseString("pekko.actor.provider = local").withFallback(ActorTestKit.applicationTestConfig()))
-            .build();
+    ActorTestKit testKit = EntityProbes.localTestKit();
 
     private final EntityProbes probes = new EntityProbes(testKit);
 

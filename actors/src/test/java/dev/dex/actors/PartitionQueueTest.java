@@ -11,7 +11,6 @@ import java.util.concurrent.CountDownLatch;
 
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
 import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
@@ -20,7 +19,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import com.typesafe.config.ConfigFactory;
 
 /** A partition runs its batches one at a time in arrival order, and refuses batches beyond its waiting limit. */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -33,9 +31,7 @@ class PartitionQueueTest {
     private static final int REFUSED = 3;
 
     @JUnit5TestKit
-    ActorTestKit testKit = new JUnit5TestKitBuilder()
-            .withCustomConfig(ConfigFactory.parseString("pekko.actor.provider = local").withFallback(ActorTestKit.applicationTestConfig()))
-            .build();
+    ActorTestKit testKit = EntityProbes.localTestKit();
 
     private final EntityProbes probes = new EntityProbes(testKit);
 
