@@ -51,6 +51,11 @@ import picocli.CommandLine.Option;
 @Command(name = "demo", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "Run a DEX cluster in this JVM: load, serve a mix, scale out, verify.")
 final class Demo implements Callable<Integer> {
+    /** Seconds of the mix before the third compute node joins: the usual rate the scale-out is compared with. */
+    static final int SECONDS_BEFORE_JOIN = 3;
+    /** The longest the mix during the scale-out may run. */
+    static final int SCALE_OUT_MAX_SECONDS = 150;
+
     /** Loaded keys are spaced so inserts could fall between them. */
     static final long KEY_SPACING = 16;
 
@@ -308,14 +313,37 @@ final class Demo implements Callable<Integer> {
         out.println();
         out.println("partition map before scale-out:");
         printMap(after);
-        out.println("joining another compute node...");
+        out.printf("joining another compute node while the mix goes on (%d s before the join are the usual rate)...%n",
+                SECONDS_BEFORE_JOIN);
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        java.util.concurrent.atomic.AtomicLongArray perSecond = new java.util.concurrent.atomic.AtomicLongArray(SCALE_OUT_MAX_SECONDS);
+        java.util.concurrent.FutureTask<Result> during = new java.util.concurrent.FutureTask<>(() -> mix(client, n, putPercent,
+                SCALE_OUT_MAX_SECONDS, settings.demoInFlight(), 0, written, stop, perSecond, "mix during scale-out (s)"));
+        Thread mixer = new Thread(during, "demo-mix-during-scale-out");
+        mixer.setDaemon(true);
+        long mixStart = System.nanoTime();
+        mixer.start();
+        Thread.sleep(TimeUnit.SECONDS.toMillis(SECONDS_BEFORE_JOIN));
         long joinStart = System.nanoTime();
         ActorSystem<Void> computeC = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
         systems.add(computeC);
         awaitUp(systems, Duration.ofSeconds(60));
         List<ComputeNode.Status> settled = awaitRebalance(client, clientSystem, n, computeNodes + 1, Duration.ofSeconds(90));
-        out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n",
-                (System.nanoTime() - joinStart) / 1e9);
+        double settledAt = (System.nanoTime() - joinStart) / 1e9;
+        Thread.sleep(1_500);
+        int wholeSeconds = (int) ((System.nanoTime() - mixStart) / 1_000_000_000L);
+        stop.set(true);
+        Result duringScaleOut;
+        try {
+            duringScaleOut = during.get(120, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw new IllegalStateException("the mix during the scale-out failed: " + e.getCause(), e.getCause());
+        }
+        out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n", settledAt);
+        reportScaleOut(perSecond, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, wholeSeconds);
+        if (duringScaleOut.ops() == 0) {
+            throw new IllegalStateException("no operation completed during the scale-out");
+        }
         out.println("partition map after scale-out:");
         printMap(settled);
 
@@ -401,6 +429,16 @@ final class Demo implements Callable<Integer> {
      */
     private Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written)
             throws InterruptedException {
+        return mix(client, n, putPercent, seconds, inFlight, rate, written, null, null, "mix (s)");
+    }
+
+    /**
+     * The mix, ended early when {@code stop} is set (if given), counting completed operations per second of its
+     * run in {@code perSecond} (if given).
+     */
+    private Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written,
+            java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond, String task)
+            throws InterruptedException {
         Semaphore slots = new Semaphore(inFlight);
         Set<Long> writing = ConcurrentHashMap.newKeySet();
         Recorder recorder = new Recorder(3);
@@ -411,8 +449,8 @@ final class Demo implements Callable<Integer> {
         long start = System.nanoTime();
         long end = start + TimeUnit.SECONDS.toNanos(seconds);
         long ops = 0;
-        try (ProgressBar bar = bar("mix (s)", seconds)) {
-            while (System.nanoTime() < end) {
+        try (ProgressBar bar = bar(task, seconds)) {
+            while (System.nanoTime() < end && (stop == null || !stop.get())) {
                 long scheduled = rate > 0 ? start + (long) (ops * (1e9 / rate)) : 0;
                 if (rate > 0) {
                     for (long wait; (wait = scheduled - System.nanoTime()) > 0; ) {
@@ -432,7 +470,7 @@ final class Demo implements Callable<Integer> {
                             failures.incrementAndGet();
                         }
                         writing.remove(key);
-                        recorder.recordValue(System.nanoTime() - t0);
+                        done(recorder, t0, start, perSecond);
                         slots.release();
                     });
                 } else {
@@ -442,12 +480,13 @@ final class Demo implements Callable<Integer> {
                         } else {
                             failures.incrementAndGet();
                         }
-                        recorder.recordValue(System.nanoTime() - t0);
+                        done(recorder, t0, start, perSecond);
                         slots.release();
                     });
                 }
-                ops++;
-                bar.stepTo(Math.min(seconds, (System.nanoTime() - start) / 1_000_000_000L));
+                if ((++ops & 1023) == 0) {
+                    bar.stepTo(Math.min(seconds, (System.nanoTime() - start) / 1_000_000_000L));
+                }
             }
             slots.acquire(inFlight);
             slots.release(inFlight);
@@ -457,6 +496,17 @@ final class Demo implements Callable<Integer> {
             throw new IllegalStateException(failures.get() + " operations of the mix failed");
         }
         return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
+    }
+
+    private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond) {
+        long now = System.nanoTime();
+        recorder.recordValue(now - t0);
+        if (perSecond != null) {
+            int second = (int) ((now - start) / 1_000_000_000L);
+            if (second < perSecond.length()) {
+                perSecond.incrementAndGet(second);
+            }
+        }
     }
 
     private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, DexSettings settings, long n,
@@ -509,6 +559,37 @@ final class Demo implements Callable<Integer> {
                     .put("p999", h.getValueAtPercentile(99.9));
             mapper.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
         }
+    }
+
+    /**
+     * Operations completed in each whole second of the mix during the scale-out, and the lowest second from the
+     * join until the map settled against the median second before the join.
+     */
+    private void reportScaleOut(java.util.concurrent.atomic.AtomicLongArray perSecond, double joinAt, double settledAt, int seconds) {
+        List<Long> counts = new ArrayList<>();
+        for (int i = 0; i < Math.min(seconds, perSecond.length()); i++) {
+            counts.add(perSecond.get(i));
+        }
+        out.printf("operations per second during the scale-out (join at %.1f s, settled at %.1f s): %s%n", joinAt, settledAt,
+                counts.stream().map(c -> String.format("%,d", c)).toList());
+        List<Long> before = new ArrayList<>(counts.subList(0, Math.min(counts.size(), (int) joinAt)));
+        // The first second ramps up (the in-flight window fills): the usual rate is the median of the rest.
+        if (before.size() > 1) {
+            before.remove(0);
+        }
+        before.sort(null);
+        int from = (int) joinAt;
+        int to = Math.min(counts.size(), (int) Math.ceil(settledAt) + 1);
+        if (before.isEmpty() || from >= to) {
+            return;
+        }
+        long usual = before.get(before.size() / 2);
+        long lowest = Long.MAX_VALUE;
+        for (int i = from; i < to; i++) {
+            lowest = Math.min(lowest, counts.get(i));
+        }
+        out.printf("lowest second from the join until settled: %,d operations, %.0f%% of the usual %,d per second%n", lowest,
+                usual == 0 ? 0.0 : 100.0 * lowest / usual, usual);
     }
 
     private void printMap(List<ComputeNode.Status> statuses) {

@@ -127,6 +127,8 @@ class DexCliTest {
         assertTrue(run.out().contains("bulk-loaded 20,000 keys"), run.out());
         assertTrue(run.out().contains("throughput"), run.out());
         assertTrue(run.out().contains("partition map after scale-out"), run.out());
+        assertTrue(run.out().contains("operations per second during the scale-out (join at "), run.out());
+        assertTrue(run.out().contains("lowest second from the join until settled: "), run.out());
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
         assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
     }
