@@ -31,7 +31,9 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * </pre>
- * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. The reply address is the actor
+ * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. Error texts share a budget of
+ * {@link #ERROR_BUDGET} per answer (each cut to its share, at least {@link #MIN_ERROR} characters, at most 4 KiB),
+ * so that an answer of 1024 failed operations still fits Artery's 256 KiB frame. The reply address is the actor
  * reference's serialization format; its resolution is cached (a client answers to one stable reference).
  *
  * <p>Bad input: a frame that is truncated, has trailing bytes, an unknown version or manifest, a count or length
@@ -58,6 +60,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     /** Longest string accepted (an actor path, a host address, an error message). */
     static final int MAX_STRING = 16 * 1024;
     static final int CACHED_REFS = 1024;
+    /** Bytes the error texts of one answer may take together, about: with a full scan's entries, under 256 KiB. */
+    static final int ERROR_BUDGET = 64 * 1024;
+    /** Characters an error text keeps however many share the budget. */
+    static final int MIN_ERROR = 48;
     /** Most operations or results one message may carry on the wire. */
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
     private static final int OP_BYTES = 4 + 8 + 8 + 4;
@@ -189,6 +195,13 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         List<Ops.Result> list = results.results();
         int size = 1 + 8 + 4 + (host == null ? 0 : host.length) + 4;
         byte[][] errors = new byte[list.size()][];
+        int withError = 0;
+        for (Ops.Result r : list) {
+            withError += r.error() != null ? 1 : 0;
+        }
+        // Every answer must fit Artery's frame: at most MAX_SCAN scan entries (128 KiB) plus the error texts,
+        // which share ERROR_BUDGET between them (each cut to its share, at least MIN_ERROR characters).
+        int errorChars = withError == 0 ? 0 : Math.max(MIN_ERROR, Math.min(MAX_STRING / 4, ERROR_BUDGET / withError));
         for (int i = 0; i < list.size(); i++) {
             Ops.Result r = list.get(i);
             size += 1 + 1 + 8;
@@ -196,7 +209,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
                 size += 4 + 16 * r.keys().length + 8;
             }
             if (r.error() != null) {
-                errors[i] = utf8(r.error().length() > MAX_STRING / 4 ? r.error().substring(0, MAX_STRING / 4) + "..." : r.error());
+                errors[i] = utf8(r.error().length() > errorChars ? r.error().substring(0, errorChars) + "..." : r.error());
                 size += 4 + errors[i].length;
             }
         }

@@ -119,6 +119,22 @@ class BatchSerializerTest {
     }
 
     @Test
+    void aFullBatchOfLongErrorsAndAFullScanStillFitsArterysFrame() throws Exception {
+        BatchSerializer serializer = serializer();
+        List<Ops.Result> list = new ArrayList<>();
+        list.add(new Ops.Result(Ops.OK, true, 0, new long[Ops.MAX_SCAN], new long[Ops.MAX_SCAN], 5, null));
+        for (int i = 1; i < Ops.MAX_BATCH; i++) {
+            list.add(Ops.Result.error(Ops.FAILED, "corrupt node " + i + ": " + "y".repeat(8_000)));
+        }
+        byte[] bytes = serializer.toBinary(new Ops.Results(1, list, "pekko://dex@127.0.0.1:25520"));
+        assertTrue(bytes.length < 256 * 1024 - 1024, "an answer of " + bytes.length + " bytes");
+        Ops.Results back = (Ops.Results) serializer.fromBinary(bytes, "R");
+        String error = back.results().get(7).error();
+        assertTrue(error.startsWith("corrupt node 7: yyy") && error.endsWith("..."), error);
+        assertEquals(Ops.MAX_SCAN, back.results().get(0).keys().length);
+    }
+
+    @Test
     void malformedFramesFailWithTheReason() throws Exception {
         BatchSerializer serializer = serializer();
         ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
