@@ -178,11 +178,16 @@ public final class DexClient {
         }
 
         private void failAll() {
+            failWaiting(stopped);
+        }
+
+        /** Every operation waiting in the queue fails with {@code why}. */
+        void failWaiting(String why) {
             for (Submitted submitted; (submitted = queue.poll()) != null; ) {
                 if (submitted.scanReply() != null) {
-                    submitted.scanReply().complete(new ScanReply(new long[0], new long[0], stopped));
+                    submitted.scanReply().complete(new ScanReply(new long[0], new long[0], why));
                 } else {
-                    submitted.reply().complete(new Reply(false, 0, stopped));
+                    submitted.reply().complete(new Reply(false, 0, why));
                 }
             }
         }
@@ -692,13 +697,7 @@ public final class DexClient {
     private void failFast(Command message, String why) {
         if (message instanceof Drain drain) {
             drain.submissions().doorbell.set(false);
-            for (Submitted submitted; (submitted = drain.submissions().queue.poll()) != null; ) {
-                if (submitted.scanReply() != null) {
-                    submitted.scanReply().complete(new ScanReply(new long[0], new long[0], why));
-                } else {
-                    submitted.reply().complete(new Reply(false, 0, why));
-                }
-            }
+            drain.submissions().failWaiting(why);
         } else if (message instanceof Get get) {
             get.replyTo().tell(new Reply(false, 0, why));
         } else if (message instanceof Put put) {

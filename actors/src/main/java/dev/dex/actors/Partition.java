@@ -35,8 +35,9 @@ public final class Partition {
     private static final int STASH = 10_000;
     /**
      * The most batches that may wait for a partition's running batch; one more is answered
-     * {@link Ops#OVERLOADED} at once instead of queueing without bound (each client keeps at most
-     * {@code dex.client.window} batches per partition in flight, so this is reached only with many clients).
+     * {@link Ops#OVERLOADED} at once instead of queueing without bound. Each client keeps at most
+     * {@code dex.client.window} batches per partition in flight, so this is reached with many clients, or when a
+     * partition that was starting takes what arrived meanwhile; clients send such batches again shortly.
      */
     static final int MAX_WAITING = 64;
 
@@ -183,7 +184,7 @@ public final class Partition {
 
     private Behavior<Command> onExecute(Execute execute) {
         if (execute.ops() == null) {
-            execute.replyTo().tell(new Ops.Results(execute.batch(), List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")), host));
+            reply(execute, List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")));
             return Behaviors.same();
         }
         if (execute.ops().size() > Ops.MAX_BATCH) {
