@@ -165,7 +165,7 @@ public final class DexClient {
         void submit(Submitted submitted, ActorRef<Command> client) {
             queue.add(submitted);
             if (stopped != null) {
-                failAll();
+                failWaiting(stopped);
             } else if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
                 client.tell(new Drain(this));
             }
@@ -174,10 +174,6 @@ public final class DexClient {
         /** The client actor stopped: what waits, and everything submitted from now on, fails with {@code why}. */
         void stop(String why) {
             stopped = why;
-            failAll();
-        }
-
-        private void failAll() {
             failWaiting(stopped);
         }
 

@@ -196,8 +196,7 @@ public final class BenchCommand implements Callable<Integer> {
     public static double engineThroughput(String... args) {
         BenchCommand command = new BenchCommand();
         java.io.StringWriter errors = new java.io.StringWriter();
-        CommandLine cli = new CommandLine(command).setParameterExceptionHandler(BenchCommand::handleBadInput)
-                .setOut(new PrintWriter(java.io.Writer.nullWriter())).setErr(new PrintWriter(errors));
+        CommandLine cli = commandLine(command).setOut(new PrintWriter(java.io.Writer.nullWriter())).setErr(new PrintWriter(errors));
         int exit = cli.execute(args);
         if (exit != 0 || command.lastResult == null) {
             throw new IllegalArgumentException("the engine benchmark failed (exit " + exit + "): " + errors.toString().strip());

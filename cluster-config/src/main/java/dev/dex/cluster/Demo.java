@@ -203,10 +203,7 @@ final class Demo implements Callable<Integer> {
         order.addAll(computeNodes);
         order.addAll(memoryNodes);
         for (ActorSystem<?> system : order) {
-            org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
-            try {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            } catch (java.util.concurrent.TimeoutException e) {
+            if (!DexCli.leave(system)) {
                 system.terminate();
                 system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
             }

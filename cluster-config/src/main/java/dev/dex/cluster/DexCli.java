@@ -339,11 +339,11 @@ public final class DexCli implements Callable<Integer> {
         return statuses;
     }
 
-    /** Leaves the cluster gracefully and waits for the system to stop. */
-    static void leave(ActorSystem<?> system) throws Exception {
+    /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
+    static boolean leave(ActorSystem<?> system) throws Exception {
         CountDownLatch done = new CountDownLatch(1);
         system.getWhenTerminated().thenRun(done::countDown);
         org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
-        done.await(30, TimeUnit.SECONDS);
+        return done.await(30, TimeUnit.SECONDS);
     }
 }
