@@ -20,4 +20,13 @@ public interface MessageHandler {
      * @throws IllegalArgumentException for a malformed message; the sender gets the reason
      */
     int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply);
+
+    /**
+     * As {@link #handle(DirectBuffer, int, int, MutableDirectBuffer)}, for a message from client {@code client}:
+     * the identity the sender's connection greeted with (0: anonymous). Transports that know the sender call
+     * this one; handlers that answer by who asks (the {@code disni} fabric's key grants) override it.
+     */
+    default int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+        return handle(message, offset, length, reply);
+    }
 }

@@ -10,10 +10,15 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.tcp.TcpFabric;
 
 /**
  * The {@code disni} transport: reads and writes are one-sided RDMA READ and WRITE work requests through DiSNI;
@@ -21,16 +26,22 @@ import dev.dex.rdma.RemoteMemory;
  * production the {@code tcp} fabric), because DiSNI 2.1 never passes an atomic work request's arguments to
  * the native side (docs/rdma-disni.md tells the details).
  *
- * <p>{@link #export} exports the region on the control fabric, registers each of its segments with the RDMA
- * device and listens for RDMA clients. The returned region's {@link ExportedRegion#endpoint() endpoint} is a
- * descriptor text with the RDMA address, each segment's remote address, rkey and length, and the control
- * fabric's own endpoint:
+ * <p>{@link #export} exports the region on the control fabric, makes it reachable over RDMA and listens for RDMA
+ * clients. The returned region's {@link ExportedRegion#endpoint() endpoint} is a descriptor text with the RDMA
+ * address, each segment's remote address and length, and the control fabric's own endpoint; it names no rkey:
  * <pre>
- * disni:1;server=3;rdma=10.0.0.5:7471;shift=30;segments=0x7f3a00000000/0x1a2b/1073741824;control=10.0.0.5:7470
+ * disni:2;server=3;rdma=10.0.0.5:7471;shift=30;segments=0x7f3a00000000/1073741824;control=10.0.0.5:7470
  * </pre>
- * A memory node advertises it; compute nodes pass it to {@link #connect(Map)}, which connects the control
- * fabric to the control endpoints and opens one RDMA connection per server. {@link #connect(int...)} connects
- * to regions this fabric object exported.
+ * A memory node advertises it; compute nodes pass it to {@link #connect(Map, long)}, which connects the control
+ * fabric to the control endpoints (greeting as the client's identity), asks each server for RDMA keys of this
+ * client's own ({@link RdmaGrants}: a registration of the region per client, asked for on the control
+ * connection) and opens one RDMA connection per server. {@link #connect(int...)} connects to regions this
+ * fabric object exported, and takes its keys directly.
+ *
+ * <p>Fencing ({@link #fence}, and a client's {@link RemoteMemory#fence} through a {@code tcp} control fabric):
+ * the control fabric closes the client's control connections and refuses its greetings, and the region
+ * deregisters every key the client was granted, so the device applies none of its READs and WRITEs from then
+ * on; docs/rdma-disni.md tells what that relies on.
  *
  * <p>The JVM needs {@code --add-exports java.base/sun.nio.ch=ALL-UNNAMED} and
  * {@code -Djava.library.path=} the directory of {@code libdisni.so}; {@link RdmaDevices} checks both and
@@ -39,10 +50,12 @@ import dev.dex.rdma.RemoteMemory;
  * <p>This object owns the control fabric: {@link #close()} closes it, after the clients and regions this
  * fabric opened.
  *
- * <p>Concurrency: export and close are serialised on this object; connect runs concurrently with them and
- * with itself. A client connected while the fabric closes is closed and its connect fails.
+ * <p>Concurrency: export and close are serialised on this object; connect and fence run concurrently with
+ * them and with themselves ({@link RdmaGrants} keeps the keys of a region thread-safe). A client connected
+ * while the fabric closes is closed and its connect fails.
  */
 public final class DisniFabric implements Fabric {
+    private static final Logger LOG = LoggerFactory.getLogger(DisniFabric.class);
     private final Fabric control;
     private final DisniSettings settings;
     private final RdmaTransport transport;
@@ -96,13 +109,23 @@ public final class DisniFabric implements Fabric {
         ExportedRegion base = control.export(serverId, regionLength, chunkLength);
         RdmaTransport.Registration registration = null;
         try {
-            registration = transport.register(base.region());
             Region region = base.region();
+            if (region.segmentCount() > RdmaGrants.MAX_SEGMENTS) {
+                throw new IllegalArgumentException("a region of " + region.segmentCount() + " segments is more than the "
+                        + RdmaGrants.MAX_SEGMENTS + " whose keys one grant can carry; use larger segments");
+            }
+            registration = transport.register(region);
             RdmaRegionDescriptor descriptor = new RdmaRegionDescriptor(serverId, registration.host(), registration.port(),
                     region.segmentShift(), registration.segments(), base.endpoint());
             DisniRegion exported = new DisniRegion(base, registration, descriptor);
             if (regions.putIfAbsent(serverId, exported) != null) {
                 throw new IllegalArgumentException("memory server " + serverId + " already exported on this disni fabric");
+            }
+            if (control instanceof TcpFabric tcp) {
+                // Clients on other hosts ask for their keys on their control connection, which names who they are;
+                // a fence of the control fabric (at downing, or a new owner's FENCE) revokes the keys too.
+                tcp.handleMessages(serverId, exported.grants);
+                tcp.whenFenced(serverId, exported.grants::fence);
             }
             return exported;
         } catch (RuntimeException e) {
@@ -115,7 +138,7 @@ public final class DisniFabric implements Fabric {
     }
 
     /**
-     * Connects to regions this fabric object exported.
+     * Connects to regions this fabric object exported, as an anonymous client.
      *
      * @throws IllegalArgumentException when a server has no region on this fabric or cannot be reached
      */
@@ -132,11 +155,12 @@ public final class DisniFabric implements Fabric {
             }
             servers.put(id, exported.descriptor);
         }
-        return open(servers);
+        return open(servers, 0);
     }
 
     /**
-     * Connects to memory servers by the endpoints they advertise.
+     * Connects to memory servers by the endpoints they advertise, as an anonymous client (whose keys cannot be
+     * revoked but by the region's close).
      *
      * @param endpoints each server's {@link ExportedRegion#endpoint()} on a {@code disni} fabric, by server id
      * @throws IllegalArgumentException when an endpoint is malformed or describes another server, or a server
@@ -144,6 +168,17 @@ public final class DisniFabric implements Fabric {
      */
     @Override
     public RemoteMemory connect(Map<Integer, String> endpoints) {
+        return connect(endpoints, 0);
+    }
+
+    /**
+     * As {@link #connect(Map)}, as client {@code clientId}: the control connections greet with it, and each
+     * memory server grants this client RDMA keys of its own, which a {@link #fence} of the identity revokes.
+     *
+     * @throws dev.dex.rdma.FencedException when a memory server has fenced that identity already
+     */
+    @Override
+    public RemoteMemory connect(Map<Integer, String> endpoints, long clientId) {
         if (endpoints.isEmpty()) {
             throw new IllegalArgumentException("connect needs at least one memory server endpoint");
         }
@@ -161,7 +196,30 @@ public final class DisniFabric implements Fabric {
             }
             servers.put(id, descriptor);
         }
-        return open(servers);
+        return open(servers, clientId);
+    }
+
+    /**
+     * Fences client {@code clientId} on memory server {@code serverId}, exported here: the control fabric closes
+     * its control connections and refuses its greetings, and every RDMA key the client was granted is
+     * deregistered, so the device applies none of its READs and WRITEs from then on.
+     *
+     * @throws IllegalArgumentException for client 0 or a server not exported here
+     * @throws RuntimeException         when a key could not be revoked (the fence is not in place)
+     */
+    @Override
+    public boolean fence(int serverId, long clientId) {
+        if (clientId == 0) {
+            throw new IllegalArgumentException("client 0 (anonymous) cannot be fenced");
+        }
+        DisniRegion exported = regions.get(serverId);
+        if (exported == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this disni fabric");
+        }
+        control.fence(serverId, clientId);
+        // The tcp control revoked the keys within its fence already; a control that cannot fence did not.
+        exported.grants.fence(clientId);
+        return true;
     }
 
     /** Closes the clients and regions this fabric opened, stops listening, then closes the control fabric. */
@@ -196,23 +254,31 @@ public final class DisniFabric implements Fabric {
         }
     }
 
-    private RemoteMemory open(SortedMap<Integer, RdmaRegionDescriptor> servers) {
+    private RemoteMemory open(SortedMap<Integer, RdmaRegionDescriptor> servers, long clientId) {
         if (closed) {
             throw new IllegalArgumentException("this disni fabric is closed");
         }
         Map<Integer, String> controlEndpoints = new TreeMap<>();
         servers.forEach((id, descriptor) -> controlEndpoints.put(id, descriptor.controlEndpoint()));
-        RemoteMemory controlMemory = control.connect(controlEndpoints);
+        RemoteMemory controlMemory = clientId == 0 ? control.connect(controlEndpoints) : control.connect(controlEndpoints, clientId);
         OneSidedVerbs verbs = null;
+        Keys keys = new Keys(controlMemory, clientId);
         DisniRemoteMemory memory;
         try {
+            // Connecting needs only the address; the keys come after, so an unreachable server costs no grant.
             verbs = transport.connect(servers.values());
-            memory = new DisniRemoteMemory(servers, verbs, controlMemory, settings.maxTransfer(), clients::remove);
+            SortedMap<Integer, RdmaRegionDescriptor> granted = new TreeMap<>();
+            servers.forEach((id, descriptor) -> granted.put(id, descriptor.withRkeys(keys.grant(id, descriptor))));
+            memory = new DisniRemoteMemory(granted, verbs, controlMemory, settings.maxTransfer(), keys::release, clients::remove);
         } catch (RuntimeException e) {
             if (verbs != null) {
                 verbs.close();
             }
-            controlMemory.close();
+            try {
+                keys.release();
+            } finally {
+                controlMemory.close();
+            }
             throw e;
         }
         clients.add(memory);
@@ -223,9 +289,61 @@ public final class DisniFabric implements Fabric {
         return memory;
     }
 
-    /** A region exported on the control fabric and registered for RDMA. */
+    /**
+     * The keys one client was granted, by memory server: from a region of this fabric object directly, from
+     * another process's over the control connection (whose greeting names the client). Released when the
+     * client closes, before its control connection does.
+     */
+    private final class Keys {
+        private final RemoteMemory controlMemory;
+        private final long clientId;
+        private final Map<Integer, RdmaGrants.Granted> granted = new TreeMap<>();
+        private final Map<Integer, DisniRegion> local = new TreeMap<>();
+
+        Keys(RemoteMemory controlMemory, long clientId) {
+            this.controlMemory = controlMemory;
+            this.clientId = clientId;
+        }
+
+        int[] grant(int serverId, RdmaRegionDescriptor descriptor) {
+            DisniRegion exported = regions.get(serverId);
+            RdmaGrants.Granted keys;
+            if (exported != null && exported.descriptor.equals(descriptor)) {
+                keys = exported.grants.grant(clientId);
+                local.put(serverId, exported);
+            } else if (controlMemory instanceof MessageSender sender) {
+                keys = RdmaGrants.request(sender, serverId, descriptor.segments().size());
+            } else {
+                throw new IllegalArgumentException("memory server " + serverId + " lies in another process, and the "
+                        + control.transport() + " control fabric carries no messages to ask it for RDMA keys");
+            }
+            granted.put(serverId, keys);
+            return keys.rkeys();
+        }
+
+        /** Gives every key back; a server that cannot be reached keeps them until the client is fenced. */
+        void release() {
+            for (Map.Entry<Integer, RdmaGrants.Granted> entry : granted.entrySet()) {
+                int serverId = entry.getKey();
+                try {
+                    DisniRegion exported = local.get(serverId);
+                    if (exported != null) {
+                        exported.grants.release(clientId, entry.getValue().id());
+                    } else {
+                        RdmaGrants.requestRelease((MessageSender) controlMemory, serverId, entry.getValue().id());
+                    }
+                } catch (RuntimeException unreachable) {
+                    LOG.debug("memory server {} keeps the RDMA keys of a closed client: {}", serverId, unreachable.toString());
+                }
+            }
+            granted.clear();
+        }
+    }
+
+    /** A region exported on the control fabric and reachable over RDMA with keys granted per client. */
     private final class DisniRegion implements ExportedRegion {
         final RdmaRegionDescriptor descriptor;
+        final RdmaGrants grants;
         private final ExportedRegion base;
         private final RdmaTransport.Registration registration;
         private final String endpoint;
@@ -236,6 +354,7 @@ public final class DisniFabric implements Fabric {
             this.registration = registration;
             this.descriptor = descriptor;
             this.endpoint = descriptor.encode();
+            this.grants = new RdmaGrants(descriptor.serverId(), registration);
         }
 
         @Override
@@ -254,15 +373,19 @@ public final class DisniFabric implements Fabric {
             return endpoint;
         }
 
-        /** Removes the region from the fabric, deregisters its segments, then closes it on the control fabric. */
+        /** Removes the region from the fabric, revokes every grant, then closes it on the control fabric. */
         @Override
         public void close() {
             if (released.compareAndSet(false, true)) {
                 regions.remove(descriptor.serverId(), this);
                 try {
-                    registration.close();
+                    grants.close();
                 } finally {
-                    base.close();
+                    try {
+                        registration.close();
+                    } finally {
+                        base.close();
+                    }
                 }
             }
         }

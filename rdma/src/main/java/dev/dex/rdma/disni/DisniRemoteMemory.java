@@ -7,8 +7,11 @@ import java.util.function.Consumer;
 
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbChecks;
@@ -34,7 +37,8 @@ import dev.dex.rdma.VerbCounters;
  * <p>Errors, as {@link RemoteMemory} promises: a swizzled address, an unconnected server, a range outside the
  * region or a misaligned atomic throw {@link IllegalArgumentException} before anything is posted; verbs after
  * {@link #close()} throw {@link IllegalStateException}; a failed or timed-out work request throws
- * {@link dev.dex.rdma.FabricException}.
+ * {@link dev.dex.rdma.FabricException}, and {@link FencedException} when the memory server fenced this client
+ * (revoked its keys; the control connection tells).
  *
  * <p>Concurrency: immutable apart from the closed flag and the counters; the verbs and the control connection
  * are thread-safe. A verb racing with {@link #close()} either completes or fails with
@@ -48,19 +52,21 @@ final class DisniRemoteMemory implements RemoteMemory {
     private final int maxTransfer;
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
+    private final Runnable releaseKeys;
     private final Consumer<DisniRemoteMemory> onClose;
     private volatile boolean closed;
 
     /**
-     * @param servers     descriptor of each connected server, by server id
+     * @param servers     descriptor of each connected server, with this client's keys, by server id
      * @param verbs       one-sided verbs connected to every server in {@code servers}; closed with this object
      * @param control     the control transport's client of the same servers, for atomics and chunk lengths;
      *                    closed with this object
      * @param maxTransfer largest length of one work request
+     * @param releaseKeys gives this client's keys back, run once at close before the control connection closes
      * @param onClose     told once, when this object closes
      */
     DisniRemoteMemory(Map<Integer, RdmaRegionDescriptor> servers, OneSidedVerbs verbs, RemoteMemory control, int maxTransfer,
-                      Consumer<DisniRemoteMemory> onClose) {
+                      Runnable releaseKeys, Consumer<DisniRemoteMemory> onClose) {
         if (servers.isEmpty()) {
             throw new IllegalArgumentException("a disni client needs at least one memory server");
         }
@@ -80,6 +86,7 @@ final class DisniRemoteMemory implements RemoteMemory {
         this.verbs = verbs;
         this.control = control;
         this.maxTransfer = maxTransfer;
+        this.releaseKeys = releaseKeys;
         this.onClose = onClose;
         this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
     }
@@ -112,13 +119,39 @@ final class DisniRemoteMemory implements RemoteMemory {
             int inSegment = (int) ((offset + done) & target.mask);
             int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
             long remote = target.addresses[segment] + inSegment;
-            if (dst != null) {
-                verbs.read(serverId, remote, target.rkeys[segment], dst, bufferOffset + done, n);
-            } else {
-                verbs.write(serverId, remote, target.rkeys[segment], src, bufferOffset + done, n);
+            try {
+                if (dst != null) {
+                    verbs.read(serverId, remote, target.rkeys[segment], dst, bufferOffset + done, n);
+                } else {
+                    verbs.write(serverId, remote, target.rkeys[segment], src, bufferOffset + done, n);
+                }
+            } catch (FabricException failed) {
+                throw fencedOr(serverId, failed);
             }
             done += n;
         }
+    }
+
+    /**
+     * A work request failed: when the cause is a fence (the memory server revoked this client's keys, and closed
+     * its control connection first), says so with {@link FencedException}, as the {@code tcp} fabric does, so
+     * that the compute node leaves; otherwise {@code failed}. The control connection tells: its next verb
+     * throws {@link FencedException} once the server fenced this client.
+     */
+    private FabricException fencedOr(int serverId, FabricException failed) {
+        if (failed instanceof FencedException || closed) {
+            return failed;
+        }
+        try {
+            control.read(GlobalAddress.of(serverId, 0), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
+        } catch (FencedException fenced) {
+            FencedException both = new FencedException(fenced.getMessage() + "; its RDMA keys are revoked: " + failed.getMessage());
+            both.addSuppressed(failed);
+            return both;
+        } catch (RuntimeException otherwise) {
+            failed.addSuppressed(otherwise);
+        }
+        return failed;
     }
 
     @Override
@@ -137,6 +170,21 @@ final class DisniRemoteMemory implements RemoteMemory {
         return previous;
     }
 
+    /** The identity the control connections greeted with, which the memory servers granted keys to. */
+    @Override
+    public long clientId() {
+        return control.clientId();
+    }
+
+    /**
+     * Fences {@code clientId} on every connected memory server through the control connections: each closes
+     * that client's control connections and revokes its RDMA keys before it answers.
+     */
+    @Override
+    public boolean fence(long clientId) {
+        return control.fence(clientId);
+    }
+
     @Override
     public int[] memoryServerIds() {
         return serverIds.clone();
@@ -152,7 +200,10 @@ final class DisniRemoteMemory implements RemoteMemory {
         return chunkAllocator;
     }
 
-    /** Closes the one-sided connections and the control connection, then tells the fabric; idempotent. */
+    /**
+     * Closes the one-sided connections, gives the keys back, closes the control connection, then tells the
+     * fabric; idempotent.
+     */
     @Override
     public void close() {
         synchronized (this) {
@@ -165,9 +216,13 @@ final class DisniRemoteMemory implements RemoteMemory {
             verbs.close();
         } finally {
             try {
-                control.close();
+                releaseKeys.run();
             } finally {
-                onClose.accept(this);
+                try {
+                    control.close();
+                } finally {
+                    onClose.accept(this);
+                }
             }
         }
     }

@@ -30,16 +30,18 @@ import dev.dex.rdma.Region;
  *
  * <p>Memory side: on the first registration it opens a {@link RdmaPassiveEndpointGroup}, binds a server
  * endpoint to {@link DisniSettings#host()}:{@link DisniSettings#port()} and starts an acceptor thread that
- * accepts every client. Segments are registered with the server endpoint's protection domain, for local write
- * and remote read, write and atomics, through {@link IbvPd#regMr(long, int, int)} rather than DiSNI's
- * {@code registerMemory}, whose fixed access flags lack remote atomics. DiSNI keeps one protection domain per
- * device, shared by every endpoint on it, so the accepted connections can reach the segments. The memory node's
- * CPU takes no part in the clients' READs and WRITEs; accepted connections stay passive.
+ * accepts every client. Each grant registers the segments once more with the server endpoint's protection
+ * domain, for local write and remote read, write and atomics, through {@link IbvPd#regMr(long, int, int)} rather
+ * than DiSNI's {@code registerMemory}, whose fixed access flags lack remote atomics; its close deregisters them,
+ * which revokes that client's keys alone. DiSNI keeps one protection domain per device, shared by every endpoint
+ * on it, so the accepted connections can reach the segments. The memory node's CPU takes no part in the
+ * clients' READs and WRITEs; accepted connections stay passive.
  *
  * <p>Compute side: each {@link #connect} opens a {@link DisniOneSidedVerbs}.
  *
- * <p>Concurrency: registration, the lazy start of the listener and close are serialised on this object. The
- * acceptor thread alone touches its list of accepted connections.
+ * <p>Concurrency: registration, the lazy start of the listener and close are serialised on this object; a
+ * region's grants are listed under its registration's lock and registered outside it. The acceptor thread
+ * alone touches its list of accepted connections.
  */
 final class DisniTransport implements RdmaTransport {
     /** Access flags of a registered segment: what one-sided clients may do with it. */
@@ -64,33 +66,20 @@ final class DisniTransport implements RdmaTransport {
         if (closed) {
             throw new IllegalStateException("the disni transport is closed");
         }
+        List<AtomicBuffer> memory = new ArrayList<>(region.segmentCount());
+        List<RdmaRegionDescriptor.RemoteSegment> segments = new ArrayList<>(region.segmentCount());
+        for (int i = 0; i < region.segmentCount(); i++) {
+            AtomicBuffer segment = region.segment(i);
+            if (segment.byteArray() != null) {
+                throw new IllegalArgumentException("segment " + i + " of the region lies on the Java heap; RDMA can only register off-heap memory");
+            }
+            memory.add(segment);
+            segments.add(new RdmaRegionDescriptor.RemoteSegment(segment.addressOffset(), 0, segment.capacity()));
+        }
         if (server == null) {
             server = Server.listen(settings);
         }
-        IbvPd pd = server.endpoint.getPd();
-        List<IbvMr> registered = new ArrayList<>(region.segmentCount());
-        List<RdmaRegionDescriptor.RemoteSegment> segments = new ArrayList<>(region.segmentCount());
-        try {
-            for (int i = 0; i < region.segmentCount(); i++) {
-                AtomicBuffer segment = region.segment(i);
-                if (segment.byteArray() != null) {
-                    throw new IllegalArgumentException("segment " + i + " of the region lies on the Java heap; RDMA can only register off-heap memory");
-                }
-                IbvMr mr;
-                try {
-                    mr = pd.regMr(segment.addressOffset(), segment.capacity(), SEGMENT_ACCESS).execute().free().getMr();
-                } catch (IOException e) {
-                    throw new FabricException("could not register segment " + i + " (" + segment.capacity() + " bytes) with the RDMA "
-                            + "device for local write and remote read, write and atomics: " + messageOf(e), e);
-                }
-                registered.add(mr);
-                segments.add(new RdmaRegionDescriptor.RemoteSegment(mr.getAddr(), mr.getRkey(), mr.getLength()));
-            }
-        } catch (RuntimeException e) {
-            deregister(registered);
-            throw e;
-        }
-        return new SegmentRegistration(server.host, server.port, segments, registered);
+        return new SegmentRegistration(server.host, server.port, server.endpoint.getPd(), segments, memory);
     }
 
     @Override
@@ -109,29 +98,38 @@ final class DisniTransport implements RdmaTransport {
         }
     }
 
-    private static void deregister(List<IbvMr> registrations) {
-        for (IbvMr mr : registrations) {
+    /** Deregisters each and takes it out of the list; returns the first failure (each is logged), or null. */
+    private static IOException deregister(List<IbvMr> registrations) {
+        IOException first = null;
+        for (java.util.Iterator<IbvMr> it = registrations.iterator(); it.hasNext(); ) {
+            IbvMr mr = it.next();
             try {
                 mr.deregMr().execute().free();
+                it.remove();
             } catch (IOException e) {
                 LOG.warn("deregistering a region segment failed: {}", messageOf(e));
+                first = first == null ? e : first;
             }
         }
+        return first;
     }
 
-    /** The segments of one region; deregistering them cuts off every client. */
+    /** One region made reachable: its segments, and the grants registered for its clients. */
     private static final class SegmentRegistration implements Registration {
         private final String host;
         private final int port;
+        private final IbvPd pd;
         private final List<RdmaRegionDescriptor.RemoteSegment> segments;
-        private final List<IbvMr> registrations;
+        private final List<AtomicBuffer> memory;
+        private final List<SegmentGrant> grants = new ArrayList<>();
         private boolean closed;
 
-        SegmentRegistration(String host, int port, List<RdmaRegionDescriptor.RemoteSegment> segments, List<IbvMr> registrations) {
+        SegmentRegistration(String host, int port, IbvPd pd, List<RdmaRegionDescriptor.RemoteSegment> segments, List<AtomicBuffer> memory) {
             this.host = host;
             this.port = port;
+            this.pd = pd;
             this.segments = List.copyOf(segments);
-            this.registrations = registrations;
+            this.memory = List.copyOf(memory);
         }
 
         @Override
@@ -149,11 +147,93 @@ final class DisniTransport implements RdmaTransport {
             return segments;
         }
 
+        /**
+         * Registers each segment with the server endpoint's protection domain, for local write and remote read,
+         * write and atomics, through {@link IbvPd#regMr(long, int, int)} rather than DiSNI's
+         * {@code registerMemory}, whose fixed access flags lack remote atomics.
+         */
+        @Override
+        public SegmentGrant grant() {
+            synchronized (this) {
+                if (closed) {
+                    throw new IllegalStateException("the region is no longer reachable over RDMA");
+                }
+            }
+            List<IbvMr> registered = new ArrayList<>(memory.size());
+            try {
+                for (int i = 0; i < memory.size(); i++) {
+                    AtomicBuffer segment = memory.get(i);
+                    try {
+                        registered.add(pd.regMr(segment.addressOffset(), segment.capacity(), SEGMENT_ACCESS).execute().free().getMr());
+                    } catch (IOException e) {
+                        throw new FabricException("could not register segment " + i + " (" + segment.capacity() + " bytes) with the RDMA "
+                                + "device for local write and remote read, write and atomics: " + messageOf(e), e);
+                    }
+                }
+            } catch (RuntimeException e) {
+                deregister(registered);
+                throw e;
+            }
+            SegmentGrant grant = new SegmentGrant(registered);
+            synchronized (this) {
+                if (!closed) {
+                    grants.add(grant);
+                    return grant;
+                }
+            }
+            grant.close();
+            throw new IllegalStateException("the region is no longer reachable over RDMA");
+        }
+
+        @Override
+        public void close() {
+            List<SegmentGrant> open;
+            synchronized (this) {
+                if (closed) {
+                    return;
+                }
+                closed = true;
+                open = List.copyOf(grants);
+                grants.clear();
+            }
+            for (SegmentGrant grant : open) {
+                try {
+                    grant.close();
+                } catch (FabricException logged) {
+                    // deregister logged it; the region goes away with the memory node anyway
+                }
+            }
+        }
+    }
+
+    /** One client's memory registrations of a region's segments. */
+    private static final class SegmentGrant implements Grant {
+        /** Those not deregistered yet. */
+        private final List<IbvMr> registrations;
+        private final int[] rkeys;
+
+        SegmentGrant(List<IbvMr> registrations) {
+            this.registrations = new ArrayList<>(registrations);
+            this.rkeys = registrations.stream().mapToInt(IbvMr::getRkey).toArray();
+        }
+
+        @Override
+        public int[] rkeys() {
+            return rkeys.clone();
+        }
+
+        /**
+         * {@code ibv_dereg_mr} of each segment: the device invalidates the keys before the call returns.
+         *
+         * @throws FabricException when a segment could not be deregistered (its key may still work; the next
+         *                         close tries it again)
+         */
         @Override
         public synchronized void close() {
-            if (!closed) {
-                closed = true;
-                deregister(registrations);
+            IOException failed = deregister(registrations);
+            if (failed != null) {
+                throw new FabricException("the RDMA device did not deregister a client's segment, so its key may still work: "
+                        + messageOf(failed), failed);
             }
         }
     }

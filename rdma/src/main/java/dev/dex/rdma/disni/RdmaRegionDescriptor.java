@@ -8,41 +8,46 @@ import dev.dex.rdma.GlobalAddress;
 
 /**
  * What a client needs to reach one exported region over RDMA, as the text a memory node advertises for it
- * ({@link dev.dex.rdma.ExportedRegion#endpoint()}): where to connect, and for each segment of the region the
- * remote virtual address, rkey and length its memory registration produced; plus the endpoint of the control
- * transport that carries compare-and-swap and fetch-and-add.
+ * ({@link dev.dex.rdma.ExportedRegion#endpoint()}): where to connect, and for each segment of the region its
+ * remote virtual address and length; plus the endpoint of the control transport that carries compare-and-swap,
+ * fetch-and-add and the key grants.
+ *
+ * <p>The text names no rkeys. Every client gets keys of its own from the memory node ({@link RdmaGrants}), so
+ * that fencing a client revokes exactly its keys; an advertised key would let any reader of the text (a fenced
+ * client among them) reach the region. A parsed descriptor therefore has rkey 0 in every segment until
+ * {@link #withRkeys} gives it the client's keys, and {@link #encode()} never writes them.
  *
  * <pre>
- * disni:1;server=ID;rdma=HOST:PORT;shift=S;segments=SEG[,SEG...];control=CONTROL
+ * disni:2;server=ID;rdma=HOST:PORT;shift=S;segments=SEG[,SEG...];control=CONTROL
  *
  *   ID       memory server id, decimal
  *   HOST     IP address of the memory node's RDMA interface; an IPv6 address in brackets
  *   PORT     RDMA connection manager port, decimal, 1..65535
  *   S        log2 of the segment length, decimal; region offset o lies in segment o &gt;&gt;&gt; S
- *   SEG      0xADDRESS/0xRKEY/LENGTH: remote virtual address (hex), rkey (hex), bytes (decimal);
- *            every segment but the last has 2^S bytes
+ *   SEG      0xADDRESS/LENGTH: remote virtual address (hex), bytes (decimal); every segment but the
+ *            last has 2^S bytes
  *   CONTROL  the control transport's own endpoint, verbatim to the end of the text (may be empty)
  *
- * disni:1;server=3;rdma=10.0.0.5:7471;shift=30;segments=0x7f3a00000000/0x1a2b/1073741824,0x7f3b00000000/0x1a2c/4096;control=10.0.0.5:7470
+ * disni:2;server=3;rdma=10.0.0.5:7471;shift=30;segments=0x7f3a00000000/1073741824,0x7f3b00000000/4096;control=10.0.0.5:7470
  * </pre>
  *
  * <p>{@link #parse} is strict: fields in this order, nothing missing or extra, numbers without signs, blanks
  * or leading zeros, hexadecimal in lower case; a malformed text throws {@link IllegalArgumentException} naming
  * what is wrong. So every descriptor has exactly one text: {@link #encode()} of a parsed descriptor gives back
- * the text it was parsed from.
+ * the text it was parsed from. Version 1 texts, which carried a shared rkey, are refused.
  *
  * @param serverId        the memory server whose region this is
  * @param rdmaHost        IP address to connect to (IPv6 without brackets)
  * @param rdmaPort        port to connect to
  * @param segmentShift    log2 of the segment length
- * @param segments        the registered segments, in region order
+ * @param segments        the region's segments, in region order, with this client's rkeys once granted
  * @param controlEndpoint the control transport's endpoint for this server
  */
 record RdmaRegionDescriptor(int serverId, String rdmaHost, int rdmaPort, int segmentShift, List<RemoteSegment> segments,
                             String controlEndpoint) {
 
     /** The prefix that names the format and its version. */
-    static final String PREFIX = "disni:1;";
+    static final String PREFIX = "disni:2;";
     /** Segments shorter than a page would be pointless: chunks are at least a page. */
     static final int MIN_SEGMENT_SHIFT = 12;
     /** Segments are Java buffers, which stop below 2 GiB. */
@@ -56,10 +61,10 @@ record RdmaRegionDescriptor(int serverId, String rdmaHost, int rdmaPort, int seg
     private static final String FORBIDDEN_HOST_CHARACTERS = ";,/=[]";
 
     /**
-     * One registered segment.
+     * One segment of the region.
      *
      * @param address remote virtual address of the segment's first byte
-     * @param rkey    the remote key its registration produced
+     * @param rkey    the remote key of this client's registration of it; 0 before the grant
      * @param length  bytes in the segment
      */
     record RemoteSegment(long address, int rkey, int length) {
@@ -91,7 +96,25 @@ record RdmaRegionDescriptor(int serverId, String rdmaHost, int rdmaPort, int seg
         return total;
     }
 
-    /** The canonical text of this descriptor. */
+    /**
+     * This descriptor with a client's own keys, one per segment in region order (what a grant answered).
+     *
+     * @throws IllegalArgumentException when the count differs from the segments'
+     */
+    RdmaRegionDescriptor withRkeys(int[] rkeys) {
+        if (rkeys.length != segments.size()) {
+            throw new IllegalArgumentException("memory server " + serverId + " granted " + rkeys.length + " keys for "
+                    + segments.size() + " segments");
+        }
+        List<RemoteSegment> granted = new ArrayList<>(segments.size());
+        for (int i = 0; i < rkeys.length; i++) {
+            RemoteSegment segment = segments.get(i);
+            granted.add(new RemoteSegment(segment.address(), rkeys[i], segment.length()));
+        }
+        return new RdmaRegionDescriptor(serverId, rdmaHost, rdmaPort, segmentShift, granted, controlEndpoint);
+    }
+
+    /** The canonical text of this descriptor; it names no rkeys. */
     String encode() {
         StringBuilder text = new StringBuilder(96 + 40 * segments.size() + controlEndpoint.length());
         text.append(PREFIX)
@@ -104,9 +127,7 @@ record RdmaRegionDescriptor(int serverId, String rdmaHost, int rdmaPort, int seg
             if (i > 0) {
                 text.append(',');
             }
-            text.append("0x").append(Long.toHexString(segment.address()))
-                    .append("/0x").append(Integer.toHexString(segment.rkey()))
-                    .append('/').append(segment.length());
+            text.append("0x").append(Long.toHexString(segment.address())).append('/').append(segment.length());
         }
         return text.append(';').append(CONTROL).append(controlEndpoint).toString();
     }
@@ -180,16 +201,12 @@ record RdmaRegionDescriptor(int serverId, String rdmaHost, int rdmaPort, int seg
         List<RemoteSegment> segments = new ArrayList<>(parts.length);
         for (int i = 0; i < parts.length; i++) {
             String[] fields = parts[i].split("/", -1);
-            if (fields.length != 3) {
-                throw malformed(text, "segment " + i + " '" + parts[i] + "' must be 0xADDRESS/0xRKEY/LENGTH");
+            if (fields.length != 2) {
+                throw malformed(text, "segment " + i + " '" + parts[i] + "' must be 0xADDRESS/LENGTH");
             }
             long address = hexLong(text, "segment " + i + " address", fields[0]);
-            long rkey = hexLong(text, "segment " + i + " rkey", fields[1]);
-            if (rkey > 0xFFFF_FFFFL || rkey < 0) {
-                throw malformed(text, "segment " + i + " rkey " + fields[1] + " does not fit in 32 bits");
-            }
-            int length = decimalInt(text, "segment " + i + " length", fields[2]);
-            segments.add(new RemoteSegment(address, (int) rkey, length));
+            int length = decimalInt(text, "segment " + i + " length", fields[1]);
+            segments.add(new RemoteSegment(address, 0, length));
         }
         return segments;
     }

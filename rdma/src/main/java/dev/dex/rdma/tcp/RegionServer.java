@@ -31,6 +31,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import java.util.function.LongConsumer;
 
 import org.agrona.concurrent.UnsafeBuffer;
 import org.slf4j.Logger;
@@ -87,6 +89,7 @@ final class RegionServer implements AutoCloseable {
     private final ChannelGroup connections = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
     private final String endpoint;
     private volatile MessageHandler messages;
+    private volatile LongConsumer onFence = client -> { };
     /** The identity a connection greeted with; absent for 0 (anonymous). */
     private static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
     private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
@@ -157,6 +160,15 @@ final class RegionServer implements AutoCloseable {
         messages = handler;
     }
 
+    /**
+     * Runs {@code revoke} for each client fenced from now on, once its connections are closed and before the
+     * fence completes: what else the client may reach (the {@code disni} fabric's RDMA keys) is revoked within
+     * the same fence. It runs on an event loop or on the fencing thread.
+     */
+    void whenFenced(LongConsumer revoke) {
+        onFence = revoke;
+    }
+
     /** Open client connections (for tests and status). */
     int connectionCount() {
         return connections.size();
@@ -164,9 +176,22 @@ final class RegionServer implements AutoCloseable {
 
     /**
      * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
-     * closed; {@code done} runs once they are all closed (on an event loop, or at once when there are none).
+     * closed; {@code fenceDone} runs once they are all closed and {@link #whenFenced} revoked the rest (on an
+     * event loop, or at once when there are none), with the revocation's failure or null.
      */
-    void fence(long client, Runnable done) {
+    void fence(long client, Consumer<RuntimeException> fenceDone) {
+        LongConsumer revoke = onFence;
+        Runnable done = () -> {
+            RuntimeException failure = null;
+            try {
+                revoke.accept(client);
+            } catch (RuntimeException failed) {
+                LOG.error("memory server {}: revoking what else client {} may reach failed, so it is not fenced for sure: {}",
+                        serverId, Long.toHexString(client), failed.toString());
+                failure = failed;
+            }
+            fenceDone.accept(failure);
+        };
         if (fenced.add(client)) {
             LOG.info("memory server {}: client {} is fenced; its connections are closed and its greetings refused", serverId,
                     Long.toHexString(client));
@@ -204,10 +229,14 @@ final class RegionServer implements AutoCloseable {
         }
     }
 
-    /** {@link #fence(long, Runnable)}, waiting until it is complete (not on an event loop). */
+    /** {@link #fence(long, Consumer)}, waiting until it is complete (not on an event loop). */
     void fence(long client) {
         CountDownLatch complete = new CountDownLatch(1);
-        fence(client, complete::countDown);
+        java.util.concurrent.atomic.AtomicReference<RuntimeException> failure = new java.util.concurrent.atomic.AtomicReference<>();
+        fence(client, failed -> {
+            failure.set(failed);
+            complete.countDown();
+        });
         try {
             if (!complete.await(30, TimeUnit.SECONDS)) {
                 throw new IllegalStateException("memory server " + serverId + " could not close the connections of client "
@@ -216,6 +245,10 @@ final class RegionServer implements AutoCloseable {
         } catch (InterruptedException interrupted) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while fencing client " + Long.toHexString(client), interrupted);
+        }
+        if (failure.get() != null) {
+            throw new IllegalStateException("memory server " + serverId + ": client " + Long.toHexString(client)
+                    + " is not fenced for sure: " + failure.get().getMessage(), failure.get());
         }
     }
 
@@ -377,7 +410,8 @@ final class RegionServer implements AutoCloseable {
                         ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
                         int n;
                         try {
-                            n = handler.handle(view, 0, count, replyView);
+                            Long client = ctx.channel().attr(CLIENT).get();
+                            n = handler.handle(client == null ? 0 : client, view, 0, count, replyView);
                         } catch (IllegalArgumentException | IndexOutOfBoundsException malformedMessage) {
                             out.release();
                             refuse(ctx, id, "message refused: " + malformedMessage.getMessage());
@@ -445,10 +479,14 @@ final class RegionServer implements AutoCloseable {
             }
             fencing = true;
             ctx.channel().config().setAutoRead(false);
-            fence(client, () -> ctx.executor().execute(() -> {
+            fence(client, failed -> ctx.executor().execute(() -> {
                 fencing = false;
                 if (ctx.channel().isActive()) {
-                    ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                    if (failed == null) {
+                        ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                    } else {
+                        refuse(ctx, id, "client " + Long.toHexString(client) + " is not fenced for sure: " + failed.getMessage());
+                    }
                     resume(ctx);
                     ctx.flush();
                 }

@@ -148,6 +148,20 @@ public final class TcpFabric implements Fabric {
         region.server.handleMessages(handler);
     }
 
+    /**
+     * Runs {@code revoke} for every client memory server {@code serverId}, exported here, fences from now on
+     * (by {@link #fence} or a client's FENCE), after that client's connections are closed and before the fence
+     * completes; a {@code revoke} that throws makes the fence fail. The {@code disni} fabric revokes the
+     * client's RDMA keys this way.
+     */
+    public synchronized void whenFenced(int serverId, java.util.function.LongConsumer revoke) {
+        TcpRegion region = exported.get(serverId);
+        if (region == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this tcp fabric");
+        }
+        region.server.whenFenced(java.util.Objects.requireNonNull(revoke, "revoke"));
+    }
+
     /** Connects to regions this fabric object exported. */
     @Override
     public RemoteMemory connect(int... serverIds) {

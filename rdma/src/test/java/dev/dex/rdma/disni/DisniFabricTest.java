@@ -63,7 +63,8 @@ class DisniFabricTest {
         assertEquals(REGION, descriptor.regionLength());
         assertEquals(RecordingFabric.endpointOf(2), descriptor.controlEndpoint());
         assertEquals(2, exported.serverId());
-        assertEquals(1, transport.registrations());
+        assertEquals(0, transport.registrations(), "nothing is registered before a client is granted keys");
+        assertTrue(descriptor.segments().stream().allMatch(segment -> segment.rkey() == 0), "the endpoint names no key");
     }
 
     @Test
@@ -151,9 +152,25 @@ class DisniFabricTest {
     }
 
     @Test
-    void failedRegistrationFailsTheExportAndReleasesTheControlRegion() {
+    void failedRegistrationFailsTheConnectAndLeavesNothingOpen() {
+        ExportedRegion exported = fabric.export(0, REGION, CHUNK);
         FabricException refused = new FabricException("the device refused the registration");
         transport.failNextRegistration(refused);
+
+        assertSame(refused, assertThrows(FabricException.class, () -> fabric.connect(0)));
+
+        assertEquals(0, transport.openConnections());
+        assertEquals(control.clientsOpened.get(), control.clientsClosed.get(), "the control client is closed again");
+        assertEquals(0, transport.registrations());
+        exported.region().putLongVolatile(CHUNK, 77);
+        assertEquals(77, readLong(fabric.connect(0), GlobalAddress.of(0, CHUNK)), "the next connect is granted keys");
+        assertEquals(1, transport.registrations());
+    }
+
+    @Test
+    void failedListenerFailsTheExportAndReleasesTheControlRegion() {
+        FabricException refused = new FabricException("the device refused the listener");
+        transport.failNextListen(refused);
 
         assertSame(refused, assertThrows(FabricException.class, () -> fabric.export(0, REGION, CHUNK)));
 
@@ -183,7 +200,7 @@ class DisniFabricTest {
                 () -> fabric.connect(Map.of(3, "10.0.0.5:7470")));
 
         assertTrue(failure.getMessage().contains("memory server 3"), failure.getMessage());
-        assertTrue(failure.getMessage().contains("disni:1;"), failure.getMessage());
+        assertTrue(failure.getMessage().contains("disni:2;"), failure.getMessage());
         assertEquals(0, control.clientsOpened.get());
     }
 

@@ -5,10 +5,8 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -28,8 +26,11 @@ import dev.dex.rdma.Region;
  * {@code IBV_WC_REM_ACCESS_ERR} does; a violation of the {@link OneSidedVerbs} contract throws
  * {@link AssertionError}.
  *
- * <p>Tests can record every work request, make the next registration or work request fail, and see how many
- * connections are open. Thread-safe: registrations live in a concurrent map, the record is a synchronized list,
+ * <p>Registering a region registers nothing; each grant registers its segments under fresh rkeys, and closing
+ * the grant removes them, so a revoked client's verbs fail as they would on a NIC.
+ *
+ * <p>Tests can record every work request, make the next registration, deregistration or work request fail,
+ * and see how many connections are open. Thread-safe: registrations live in a concurrent map, the record is a synchronized list,
  * and the rest is volatile or atomic.
  */
 final class InJvmRdmaTransport implements RdmaTransport {
@@ -52,6 +53,8 @@ final class InJvmRdmaTransport implements RdmaTransport {
     private final List<WorkRequest> recorded = Collections.synchronizedList(new ArrayList<>());
     private volatile boolean recording;
     private volatile RuntimeException nextRegistrationFailure;
+    private volatile RuntimeException nextDeregistrationFailure;
+    private volatile RuntimeException nextListenFailure;
     private volatile RuntimeException nextVerbFailure;
     private volatile boolean closed;
 
@@ -79,8 +82,19 @@ final class InJvmRdmaTransport implements RdmaTransport {
         }
     }
 
+    /** Makes the next region's registration fail, as a listener the device refuses. */
+    void failNextListen(RuntimeException failure) {
+        nextListenFailure = failure;
+    }
+
+    /** Makes the next grant's registration fail. */
     void failNextRegistration(RuntimeException failure) {
         nextRegistrationFailure = failure;
+    }
+
+    /** Makes the next grant's deregistration fail, leaving its keys registered. */
+    void failNextDeregistration(RuntimeException failure) {
+        nextDeregistrationFailure = failure;
     }
 
     void failNextWorkRequest(RuntimeException failure) {
@@ -91,7 +105,12 @@ final class InJvmRdmaTransport implements RdmaTransport {
         return openConnections.get();
     }
 
-    /** Registered segments: one per segment of every region exported and not closed. */
+    /** Whether a READ or WRITE with {@code rkey} would pass the key check. */
+    boolean isRegistered(int rkey) {
+        return registered.containsKey(rkey);
+    }
+
+    /** Registered segments: one per segment of every grant open. */
     int registrations() {
         return registered.size();
     }
@@ -102,21 +121,20 @@ final class InJvmRdmaTransport implements RdmaTransport {
 
     @Override
     public Registration register(Region region) {
-        RuntimeException failure = nextRegistrationFailure;
-        if (failure != null) {
-            nextRegistrationFailure = null;
-            throw failure;
+        RuntimeException refused = nextListenFailure;
+        if (refused != null) {
+            nextListenFailure = null;
+            throw refused;
         }
-        List<Integer> rkeys = new ArrayList<>();
         List<RdmaRegionDescriptor.RemoteSegment> segments = new ArrayList<>();
+        List<AtomicBuffer> memory = new ArrayList<>();
         for (int i = 0; i < region.segmentCount(); i++) {
             AtomicBuffer segment = region.segment(i);
-            int rkey = nextRkey.getAndIncrement();
-            registered.put(rkey, new MemoryRegion(segment, segment.addressOffset(), segment.capacity()));
-            rkeys.add(rkey);
-            segments.add(new RdmaRegionDescriptor.RemoteSegment(segment.addressOffset(), rkey, segment.capacity()));
+            memory.add(segment);
+            segments.add(new RdmaRegionDescriptor.RemoteSegment(segment.addressOffset(), 0, segment.capacity()));
         }
         List<RdmaRegionDescriptor.RemoteSegment> advertised = List.copyOf(segments);
+        List<Grant> grants = Collections.synchronizedList(new ArrayList<>());
         return new Registration() {
             @Override
             public String host() {
@@ -134,8 +152,46 @@ final class InJvmRdmaTransport implements RdmaTransport {
             }
 
             @Override
+            public Grant grant() {
+                RuntimeException failure = nextRegistrationFailure;
+                if (failure != null) {
+                    nextRegistrationFailure = null;
+                    throw failure;
+                }
+                int[] rkeys = new int[memory.size()];
+                for (int i = 0; i < rkeys.length; i++) {
+                    AtomicBuffer segment = memory.get(i);
+                    rkeys[i] = nextRkey.getAndIncrement();
+                    registered.put(rkeys[i], new MemoryRegion(segment, segment.addressOffset(), segment.capacity()));
+                }
+                Grant grant = new Grant() {
+                    @Override
+                    public int[] rkeys() {
+                        return rkeys.clone();
+                    }
+
+                    @Override
+                    public void close() {
+                        RuntimeException failure = nextDeregistrationFailure;
+                        if (failure != null) {
+                            nextDeregistrationFailure = null;
+                            throw failure;
+                        }
+                        for (int rkey : rkeys) {
+                            registered.remove(rkey);
+                        }
+                    }
+                };
+                grants.add(grant);
+                return grant;
+            }
+
+            @Override
             public void close() {
-                rkeys.forEach(registered::remove);
+                synchronized (grants) {
+                    grants.forEach(Grant::close);
+                    grants.clear();
+                }
             }
         };
     }
@@ -145,18 +201,16 @@ final class InJvmRdmaTransport implements RdmaTransport {
         if (closed) {
             throw new IllegalStateException("transport closed");
         }
-        Map<Integer, Set<Integer>> rkeysByServer = new HashMap<>();
+        Map<Integer, List<RdmaRegionDescriptor.RemoteSegment>> segmentsByServer = new HashMap<>();
         for (RdmaRegionDescriptor server : servers) {
             if (!server.rdmaHost().equals(HOST) || server.rdmaPort() != PORT) {
                 throw new IllegalArgumentException("cannot reach memory server " + server.serverId() + " over RDMA at "
                         + server.rdmaHost() + ":" + server.rdmaPort() + ": REJECTED");
             }
-            Set<Integer> rkeys = new HashSet<>();
-            server.segments().forEach(segment -> rkeys.add(segment.rkey()));
-            rkeysByServer.put(server.serverId(), rkeys);
+            segmentsByServer.put(server.serverId(), server.segments());
         }
         openConnections.incrementAndGet();
-        return new Verbs(rkeysByServer);
+        return new Verbs(segmentsByServer);
     }
 
     @Override
@@ -165,11 +219,11 @@ final class InJvmRdmaTransport implements RdmaTransport {
     }
 
     private final class Verbs implements OneSidedVerbs {
-        private final Map<Integer, Set<Integer>> rkeysByServer;
+        private final Map<Integer, List<RdmaRegionDescriptor.RemoteSegment>> segmentsByServer;
         private volatile boolean verbsClosed;
 
-        Verbs(Map<Integer, Set<Integer>> rkeysByServer) {
-            this.rkeysByServer = rkeysByServer;
+        Verbs(Map<Integer, List<RdmaRegionDescriptor.RemoteSegment>> segmentsByServer) {
+            this.segmentsByServer = segmentsByServer;
         }
 
         @Override
@@ -223,12 +277,17 @@ final class InJvmRdmaTransport implements RdmaTransport {
                 nextVerbFailure = null;
                 throw failure;
             }
-            Set<Integer> rkeys = rkeysByServer.get(serverId);
-            if (rkeys == null) {
+            List<RdmaRegionDescriptor.RemoteSegment> segments = segmentsByServer.get(serverId);
+            if (segments == null) {
                 throw new AssertionError("no connection to memory server " + serverId);
             }
+            if (segments.stream().noneMatch(segment -> remoteAddress >= segment.address()
+                    && remoteAddress - segment.address() <= segment.length() - length)) {
+                throw new AssertionError("[0x" + Long.toHexString(remoteAddress) + ", +" + length + ") lies in no segment of memory server "
+                        + serverId);
+            }
             MemoryRegion mr = registered.get(rkey);
-            if (!rkeys.contains(rkey) || mr == null) {
+            if (mr == null) {
                 throw new FabricException("RDMA " + (read ? "READ" : "WRITE") + " on memory server " + serverId
                         + " completed with IBV_WC_REM_ACCESS_ERR: rkey 0x" + Integer.toHexString(rkey) + " is not registered there");
             }

@@ -1,0 +1,300 @@
+package dev.dex.rdma.disni;
+
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.FencedException;
+import dev.dex.rdma.MessageHandler;
+import dev.dex.rdma.MessageSender;
+
+/**
+ * The RDMA keys of one exported region: every client gets a registration of the region's segments of its own
+ * (a <em>grant</em>), asked for by its fabric identity over the control transport, so that fencing a client
+ * revokes exactly its keys. This is how the {@code disni} fabric fences one-sided access: once
+ * {@link #fence} returns, the device refuses every READ and WRITE with that client's keys and applies none
+ * that arrives later, and the client gets no new keys.
+ *
+ * <p>Messages, on the control transport's two-sided channel ({@link MessageHandler}; little-endian):
+ * <pre>
+ *  request                                 answer
+ *  0      4     5       8        16        0      4       8        16                16 + 4 * count
+ *  +------+-----+-------+--------+         +------+-------+--------+------ ... ------+
+ *  |MAGIC |KIND | 0 0 0 | GRANT  |         |MAGIC | COUNT | GRANT  | RKEY[0..COUNT)  |
+ *  |      |     |       | ID     |         |      |       | ID     |                 |
+ *  +------+-----+-------+--------+         +------+-------+--------+------ ... ------+
+ *  KIND 1 (GRANT): 8 bytes, no id          GRANT: COUNT keys, one per segment in region order
+ *  KIND 2 (RELEASE): 16 bytes              RELEASE: COUNT 1 if the grant was the sender's and open, else 0
+ * </pre>
+ * The identity is the one the sender's control connection greeted with; a fenced identity cannot greet, and
+ * {@link #grant} refuses it as well. Anonymous clients (identity 0) get grants too, which nothing but
+ * {@link #close()} revokes.
+ *
+ * <p>Limits: {@link #MAX_SEGMENTS} segments per region (what one answer holds) and {@link #MAX_GRANTS} grants
+ * open at once per region (each costs the device translation entries for the whole region); a client
+ * releases its grants when it closes, and a downed compute node's are revoked by its fence.
+ *
+ * <p>Concurrency: thread-safe. The book (open grants, fenced identities) is guarded by this object's lock;
+ * registering and deregistering, which take a system call each, run outside it. A grant is registered first
+ * and then entered in the book under the lock, where a fence of its client that came first makes it close
+ * again; a fence enters the identity under the lock and takes that client's grants out. So of a grant and a
+ * fence of the same client, either the fence finds the grant and closes it, or the grant sees the fence and
+ * is refused: no key of a fenced client outlives its fence. A grant leaves the book only once its keys are
+ * revoked, so a fence that failed to revoke one (and said so) finds it again the next time.
+ */
+final class RdmaGrants implements MessageHandler, AutoCloseable {
+    static final int MAGIC = 0x474B_5844; // "DXKG" in little-endian bytes
+    static final byte GRANT = 1;
+    static final byte RELEASE = 2;
+    static final int GRANT_LENGTH = 8;
+    static final int RELEASE_LENGTH = 16;
+    static final int ANSWER_HEADER = 16;
+    /** Segments whose keys fit one answer. */
+    static final int MAX_SEGMENTS = (MessageHandler.MAX_MESSAGE - ANSWER_HEADER) / Integer.BYTES;
+    /** Grants open at once per region. */
+    static final int MAX_GRANTS = 1024;
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+
+    /** A client's keys to a region, and the id it releases them by. */
+    record Granted(long id, int[] rkeys) {
+    }
+
+    private record Held(long client, RdmaTransport.Grant grant) {
+    }
+
+    private final int serverId;
+    private final RdmaTransport.Registration registration;
+    private final Map<Long, Held> open = new HashMap<>();
+    private final Set<Long> fenced = new HashSet<>();
+    private long nextId = 1;
+    private boolean closed;
+
+    RdmaGrants(int serverId, RdmaTransport.Registration registration) {
+        this.serverId = serverId;
+        this.registration = registration;
+    }
+
+    /**
+     * Registers the region's segments for client {@code client}.
+     *
+     * @throws FencedException          when the client is fenced
+     * @throws IllegalStateException    when {@link #MAX_GRANTS} grants are open, or after {@link #close()}
+     * @throws dev.dex.rdma.FabricException when the device refuses the registration
+     */
+    Granted grant(long client) {
+        synchronized (this) {
+            checkCanGrant(client);
+        }
+        RdmaTransport.Grant grant = registration.grant();
+        synchronized (this) {
+            try {
+                checkCanGrant(client);
+            } catch (RuntimeException refused) {
+                grant.close();
+                throw refused;
+            }
+            long id = nextId++;
+            open.put(id, new Held(client, grant));
+            return new Granted(id, grant.rkeys());
+        }
+    }
+
+    private void checkCanGrant(long client) {
+        if (closed) {
+            throw new IllegalStateException("memory server " + serverId + " no longer exports its region over RDMA");
+        }
+        if (fenced.contains(client)) {
+            throw new FencedException("memory server " + serverId + " fenced client " + Long.toHexString(client)
+                    + ": it gets no RDMA keys any more");
+        }
+        if (open.size() >= MAX_GRANTS) {
+            throw new IllegalStateException("memory server " + serverId + " has " + MAX_GRANTS
+                    + " RDMA key grants open, its limit; clients release theirs when they close");
+        }
+    }
+
+    /** Revokes grant {@code id} if it is {@code client}'s and open; returns whether it was. */
+    boolean release(long client, long id) {
+        Held held;
+        synchronized (this) {
+            held = open.get(id);
+            if (held == null || held.client() != client) {
+                return false;
+            }
+        }
+        held.grant().close();
+        synchronized (this) {
+            return open.remove(id) != null;
+        }
+    }
+
+    /**
+     * Fences {@code client}: revokes every key it holds, and refuses it keys from now on.
+     *
+     * @throws IllegalArgumentException for client 0 (anonymous)
+     * @throws RuntimeException         when a key could not be revoked (the others are)
+     */
+    void fence(long client) {
+        if (client == 0) {
+            throw new IllegalArgumentException("client 0 (anonymous) cannot be fenced");
+        }
+        Map<Long, RdmaTransport.Grant> revoke = new HashMap<>();
+        synchronized (this) {
+            fenced.add(client);
+            open.forEach((id, held) -> {
+                if (held.client() == client) {
+                    revoke.put(id, held.grant());
+                }
+            });
+        }
+        // A grant leaves the book only once its keys are revoked: one that failed stays, for the next fence.
+        RuntimeException failure = null;
+        for (Map.Entry<Long, RdmaTransport.Grant> entry : revoke.entrySet()) {
+            try {
+                entry.getValue().close();
+                synchronized (this) {
+                    open.remove(entry.getKey());
+                }
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    /** Whether {@code client} is fenced here. */
+    synchronized boolean isFenced(long client) {
+        return fenced.contains(client);
+    }
+
+    /** Grants open now. */
+    synchronized int openGrants() {
+        return open.size();
+    }
+
+    /** Revokes every grant; later grants are refused. Idempotent. */
+    @Override
+    public void close() {
+        List<RdmaTransport.Grant> revoke = new ArrayList<>();
+        synchronized (this) {
+            closed = true;
+            open.values().forEach(held -> revoke.add(held.grant()));
+            open.clear();
+        }
+        closeAll(revoke);
+    }
+
+    private static void closeAll(List<RdmaTransport.Grant> grants) {
+        RuntimeException failure = null;
+        for (RdmaTransport.Grant grant : grants) {
+            try {
+                grant.close();
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    @Override
+    public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+        return handle(0, message, offset, length, reply);
+    }
+
+    /**
+     * A GRANT or RELEASE from {@code client}.
+     *
+     * @throws IllegalArgumentException for a malformed request, or one the book refuses (the sender gets why)
+     */
+    @Override
+    public int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+        if (length < GRANT_LENGTH || message.getInt(offset, ORDER) != MAGIC) {
+            throw new IllegalArgumentException("not an RDMA key request (" + length + " bytes)");
+        }
+        byte kind = message.getByte(offset + 4);
+        if (kind == GRANT && length == GRANT_LENGTH) {
+            Granted granted;
+            try {
+                granted = grant(client);
+            } catch (IllegalStateException | dev.dex.rdma.FabricException refused) {
+                throw new IllegalArgumentException(refused.getMessage(), refused);
+            }
+            int[] rkeys = granted.rkeys();
+            reply.putInt(0, MAGIC, ORDER);
+            reply.putInt(4, rkeys.length, ORDER);
+            reply.putLong(8, granted.id(), ORDER);
+            for (int i = 0; i < rkeys.length; i++) {
+                reply.putInt(ANSWER_HEADER + i * Integer.BYTES, rkeys[i], ORDER);
+            }
+            return ANSWER_HEADER + rkeys.length * Integer.BYTES;
+        }
+        if (kind == RELEASE && length == RELEASE_LENGTH) {
+            boolean released = release(client, message.getLong(offset + 8, ORDER));
+            reply.putInt(0, MAGIC, ORDER);
+            reply.putInt(4, released ? 1 : 0, ORDER);
+            reply.putLong(8, 0, ORDER);
+            return ANSWER_HEADER;
+        }
+        throw new IllegalArgumentException("RDMA key request of kind " + kind + " and " + length + " bytes: kind 1 has "
+                + GRANT_LENGTH + " bytes, kind 2 " + RELEASE_LENGTH);
+    }
+
+    /**
+     * Asks memory server {@code serverId} for keys over {@code control}, as the identity its connection greeted with.
+     *
+     * @param segments the segment count the client expects
+     * @throws IllegalArgumentException when the server refuses or answers something else
+     */
+    static Granted request(MessageSender control, int serverId, int segments) {
+        UnsafeBuffer request = new UnsafeBuffer(new byte[GRANT_LENGTH]);
+        request.putInt(0, MAGIC, ORDER);
+        request.putByte(4, GRANT);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
+        int n = control.send(serverId, request, 0, GRANT_LENGTH, answer, 0);
+        if (n < ANSWER_HEADER || answer.getInt(0, ORDER) != MAGIC) {
+            throw new IllegalArgumentException("memory server " + serverId + " answered an RDMA key request with " + n
+                    + " bytes that are no grant");
+        }
+        int count = answer.getInt(4, ORDER);
+        if (count != segments || n != ANSWER_HEADER + count * Integer.BYTES) {
+            throw new IllegalArgumentException("memory server " + serverId + " granted " + count + " keys in " + n
+                    + " bytes for a region of " + segments + " segments");
+        }
+        int[] rkeys = new int[count];
+        for (int i = 0; i < count; i++) {
+            rkeys[i] = answer.getInt(ANSWER_HEADER + i * Integer.BYTES, ORDER);
+        }
+        return new Granted(answer.getLong(8, ORDER), rkeys);
+    }
+
+    /** Gives grant {@code id} back to memory server {@code serverId} over {@code control}; returns whether it was open. */
+    static boolean requestRelease(MessageSender control, int serverId, long id) {
+        UnsafeBuffer request = new UnsafeBuffer(new byte[RELEASE_LENGTH]);
+        request.putInt(0, MAGIC, ORDER);
+        request.putByte(4, RELEASE);
+        request.putLong(8, id, ORDER);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
+        int n = control.send(serverId, request, 0, RELEASE_LENGTH, answer, 0);
+        return n == ANSWER_HEADER && answer.getInt(0, ORDER) == MAGIC && answer.getInt(4, ORDER) == 1;
+    }
+}
