@@ -30,6 +30,11 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | n x i64 key | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
+ * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
+ *   u8 version = 1 | string replyTo | i32 n (1..MAX_BUNDLE)
+ *   n x { i64 routingKey | i64 batch | i32 count (0..WIRE_MAX_OPS) | count x op }   (at most WIRE_MAX_OPS ops in all)
+ * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
+ *   u8 version = 1 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * </pre>
  * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. Error texts share a budget of
  * {@link #ERROR_BUDGET} per answer (each cut to its share, at least {@link #MIN_ERROR} characters, at most 4 KiB),
@@ -53,6 +58,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     public static final int IDENTIFIER = 7_306_531;
     static final String EXECUTE = "E";
     static final String RESULTS = "R";
+    static final String BUNDLE = "B";
+    static final String RESULTS_BUNDLE = "S";
+    /** Most batches one bundle, or answers one answer bundle, may carry. */
+    static final int MAX_BUNDLE = 1024;
     static final byte VERSION = 1;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
@@ -69,8 +78,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private static final int OP_BYTES = 4 + 8 + 8 + 4;
 
     private final ActorRefResolver resolver;
-    private final ConcurrentHashMap<String, ActorRef<Ops.Results>> resolved = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<ActorRef<Ops.Results>, byte[]> formatted = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, ActorRef<?>> resolved = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<ActorRef<?>, byte[]> formatted = new ConcurrentHashMap<>();
 
     public BatchSerializer(ExtendedActorSystem system) {
         this.resolver = ActorRefResolver.get(Adapter.toTyped(system));
@@ -89,6 +98,12 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (o instanceof Ops.Results) {
             return RESULTS;
         }
+        if (o instanceof PartitionRouter.Bundle) {
+            return BUNDLE;
+        }
+        if (o instanceof Ops.ResultsBundle) {
+            return RESULTS_BUNDLE;
+        }
         throw new IllegalArgumentException("BatchSerializer cannot serialize " + o.getClass().getName());
     }
 
@@ -100,6 +115,12 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (o instanceof Ops.Results results) {
             return results(results);
         }
+        if (o instanceof PartitionRouter.Bundle bundle) {
+            return bundle(bundle);
+        }
+        if (o instanceof Ops.ResultsBundle answers) {
+            return resultsBundle(answers);
+        }
         throw new IllegalArgumentException("BatchSerializer cannot serialize " + o.getClass().getName());
     }
 
@@ -110,6 +131,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             Object message = switch (manifest) {
                 case EXECUTE -> readExecute(in);
                 case RESULTS -> readResults(in);
+                case BUNDLE -> readBundle(in);
+                case RESULTS_BUNDLE -> readResultsBundle(in);
                 default -> throw new NotSerializableException("BatchSerializer: unknown manifest '" + manifest + "'");
             };
             if (in.hasRemaining()) {
@@ -122,7 +145,13 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     }
 
     private static String name(String manifest) {
-        return manifest.equals(EXECUTE) ? "Execute" : manifest.equals(RESULTS) ? "Results" : "message";
+        return switch (manifest) {
+            case EXECUTE -> "Execute";
+            case RESULTS -> "Results";
+            case BUNDLE -> "Bundle";
+            case RESULTS_BUNDLE -> "ResultsBundle";
+            default -> "message";
+        };
     }
 
     // ==== Execute ==========================================================================================
@@ -148,11 +177,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (path == null) {
             throw new NotSerializableException("BatchSerializer: an Execute without a reply address");
         }
-        int count = count(in, WIRE_MAX_OPS, OP_BYTES, "operations");
-        List<Ops.Op> ops = new ArrayList<>(count);
-        for (int i = 0; i < count; i++) {
-            ops.add(new Ops.Op(in.getInt(), in.getLong(), in.getLong(), in.getInt()));
-        }
+        List<Ops.Op> ops = readOps(in, WIRE_MAX_OPS);
         try {
             return new Partition.Execute(routingKey, batch, ops, resolve(path));
         } catch (IllegalArgumentException e) {
@@ -160,7 +185,116 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         }
     }
 
-    private byte[] format(ActorRef<Ops.Results> ref) {
+    private static List<Ops.Op> readOps(ByteBuffer in, int max) throws NotSerializableException {
+        int count = count(in, max, OP_BYTES, "operations");
+        List<Ops.Op> ops = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            ops.add(new Ops.Op(in.getInt(), in.getLong(), in.getLong(), in.getInt()));
+        }
+        return ops;
+    }
+
+    // ==== Bundle ===========================================================================================
+
+    private byte[] bundle(PartitionRouter.Bundle bundle) {
+        byte[] replyTo = format(bundle.replyTo());
+        List<PartitionRouter.Routed> batches = bundle.batches();
+        if (batches.isEmpty() || batches.size() > MAX_BUNDLE) {
+            throw new IllegalArgumentException("a bundle of " + batches.size() + " batches (1 to " + MAX_BUNDLE + ")");
+        }
+        int size = 1 + 4 + replyTo.length + 4;
+        int ops = 0;
+        for (PartitionRouter.Routed routed : batches) {
+            size += 8 + 8 + 4 + routed.ops().size() * OP_BYTES;
+            ops += routed.ops().size();
+        }
+        if (ops > WIRE_MAX_OPS) {
+            throw new IllegalArgumentException("a bundle of " + ops + " operations (at most " + WIRE_MAX_OPS + ")");
+        }
+        ByteBuffer out = ByteBuffer.allocate(size);
+        out.put(VERSION);
+        putString(out, replyTo);
+        out.putInt(batches.size());
+        for (PartitionRouter.Routed routed : batches) {
+            out.putLong(routed.routingKey()).putLong(routed.batch()).putInt(routed.ops().size());
+            for (Ops.Op op : routed.ops()) {
+                out.putInt(op.kind()).putLong(op.key()).putLong(op.value()).putInt(op.count());
+            }
+        }
+        return out.array();
+    }
+
+    private PartitionRouter.Bundle readBundle(ByteBuffer in) throws NotSerializableException {
+        version(in, BUNDLE);
+        String path = readString(in, "replyTo");
+        if (path == null) {
+            throw new NotSerializableException("BatchSerializer: a Bundle without a reply address");
+        }
+        int n = count(in, MAX_BUNDLE, 8 + 8 + 4, "batches");
+        if (n == 0) {
+            throw new NotSerializableException("BatchSerializer: a Bundle of no batches");
+        }
+        List<PartitionRouter.Routed> batches = new ArrayList<>(n);
+        int left = WIRE_MAX_OPS;
+        for (int i = 0; i < n; i++) {
+            long routingKey = in.getLong();
+            long batch = in.getLong();
+            List<Ops.Op> ops = readOps(in, left);
+            left -= ops.size();
+            batches.add(new PartitionRouter.Routed(routingKey, batch, ops));
+        }
+        try {
+            return new PartitionRouter.Bundle(batches, resolve(path));
+        } catch (IllegalArgumentException e) {
+            throw new NotSerializableException("BatchSerializer: " + e.getMessage());
+        }
+    }
+
+    // ==== ResultsBundle ====================================================================================
+
+    private static byte[] resultsBundle(Ops.ResultsBundle bundle) {
+        List<Ops.Results> answers = bundle.answers();
+        if (answers.isEmpty() || answers.size() > MAX_BUNDLE) {
+            throw new IllegalArgumentException("an answer bundle of " + answers.size() + " answers (1 to " + MAX_BUNDLE + ")");
+        }
+        byte[][] frames = new byte[answers.size()][];
+        int size = 1 + 4;
+        for (int i = 0; i < frames.length; i++) {
+            frames[i] = results(answers.get(i));
+            size += 4 + frames[i].length;
+        }
+        ByteBuffer out = ByteBuffer.allocate(size);
+        out.put(VERSION).putInt(frames.length);
+        for (byte[] frame : frames) {
+            out.putInt(frame.length).put(frame);
+        }
+        return out.array();
+    }
+
+    private static Ops.ResultsBundle readResultsBundle(ByteBuffer in) throws NotSerializableException {
+        version(in, RESULTS_BUNDLE);
+        int n = count(in, MAX_BUNDLE, 4, "answers");
+        if (n == 0) {
+            throw new NotSerializableException("BatchSerializer: a ResultsBundle of no answers");
+        }
+        List<Ops.Results> answers = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            int length = in.getInt();
+            if (length < 0 || length > in.remaining()) {
+                throw new NotSerializableException("BatchSerializer: answer " + i + " of " + length + " bytes, " + in.remaining()
+                        + " bytes left");
+            }
+            ByteBuffer frame = in.slice().limit(length);
+            in.position(in.position() + length);
+            answers.add(readResults(frame));
+            if (frame.hasRemaining()) {
+                throw new NotSerializableException("BatchSerializer: " + frame.remaining() + " bytes after the end of answer " + i);
+            }
+        }
+        return new Ops.ResultsBundle(answers);
+    }
+
+    private byte[] format(ActorRef<?> ref) {
         byte[] bytes = formatted.get(ref);
         if (bytes == null) {
             if (formatted.size() >= CACHED_REFS) {
@@ -172,8 +306,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         return bytes;
     }
 
-    private ActorRef<Ops.Results> resolve(String path) {
-        ActorRef<Ops.Results> ref = resolved.get(path);
+    @SuppressWarnings("unchecked")
+    private <T> ActorRef<T> resolve(String path) {
+        ActorRef<T> ref = (ActorRef<T>) resolved.get(path);
         if (ref == null) {
             if (resolved.size() >= CACHED_REFS) {
                 resolved.clear();

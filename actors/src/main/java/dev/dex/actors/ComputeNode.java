@@ -275,11 +275,13 @@ public final class ComputeNode {
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute");
         ActorRef<Command> self = context.getSelf();
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
-        ClusterSharding.get(context.getSystem()).init(
+        ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
                         .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
                         .withStopMessage(Partition.Handoff.INSTANCE)
                         .withRole("compute"));
+        // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
+        context.spawn(PartitionRouter.create(region), "partition-router");
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         // The engine instance is a member as long as this registration is listed; a compute node that is
         // removed from the cluster disappears from the listing, and its remote locks may be taken over.

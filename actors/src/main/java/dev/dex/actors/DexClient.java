@@ -71,6 +71,10 @@ public final class DexClient {
     static final int PIPELINED_BATCH = 64;
     /** Operations one drain takes from a Java API's queue before the actor handles other messages. */
     static final int MAX_DRAIN = 4096;
+    /** Most operations of one {@link PartitionRouter.Bundle}: with 24 bytes each, a bundle stays near 100 KiB. */
+    static final int BUNDLE_OPS = 4096;
+    /** The route of a partition whose batches go through this client's sharding proxy. */
+    private static final Object PROXY = "sharding proxy";
     static final String STOPPED = "the client actor stopped (its actor system terminated)";
     /** The deadline of operations sent as actor messages: their askers time out on their own. */
     private static final long FOREVER = Duration.ofDays(365).toNanos();
@@ -117,6 +121,12 @@ public final class DexClient {
 
     /** A partition's answer, through the client's one reply adapter. */
     private record BatchAnswered(Ops.Results results) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record BundleAnswered(Ops.ResultsBundle bundle) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record Routers(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
     }
 
     private record FlightTimedOut(Flight flight) implements Command, NoSerializationVerificationNeeded {
@@ -262,6 +272,14 @@ public final class DexClient {
     private final int window;
     /** Where every partition answers: one stable reference, so Artery compresses it and resolves it once. */
     private final ActorRef<Ops.Results> replies;
+    /** Where every compute node's router answers, likewise. */
+    private final ActorRef<Ops.ResultsBundle> bundleReplies;
+    /** Each compute node's {@link PartitionRouter}, by the node's address (as {@link Ops.Results#host()} names it). */
+    private final Map<String, ActorRef<PartitionRouter.Command>> routers = new HashMap<>();
+    /** The route each partition's batches took last: a router, or {@link #PROXY}. */
+    private final Map<Integer, Object> routes = new HashMap<>();
+    /** Batches for each router, sent as one bundle when the message being handled is done. */
+    private final Map<ActorRef<PartitionRouter.Command>, List<PartitionRouter.Routed>> bundling = new java.util.LinkedHashMap<>();
     private PartitionTable table;
     private ActorRef<Partition.Command> region;
     private final Map<Integer, ArrayDeque<Pending>> queues = new HashMap<>();
@@ -290,6 +308,7 @@ public final class DexClient {
         this.askTimeout = askTimeout;
         this.window = window;
         this.replies = context.messageAdapter(Ops.Results.class, BatchAnswered::new);
+        this.bundleReplies = context.messageAdapter(Ops.ResultsBundle.class, BundleAnswered::new);
     }
 
     /** A client with the default window ({@link #DEFAULT_WINDOW} batches per partition in flight). */
@@ -308,8 +327,11 @@ public final class DexClient {
             throw new IllegalArgumentException("the client's window must be in [1, " + MAX_WINDOW + "]: " + window);
         }
         return Behaviors.withStash(100_000, stash -> Behaviors.setup(context -> Behaviors.withTimers(timers -> {
-            ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class, ComputeNodes::new);
+            // One adapter per message class (a second replaces the first): it tells the two listings apart.
+            ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class,
+                    listing -> listing.isForKey(PartitionRouter.KEY) ? new Routers(listing) : new ComputeNodes(listing));
             context.getSystem().receptionist().tell(Receptionist.subscribe(ComputeNode.KEY, listings));
+            context.getSystem().receptionist().tell(Receptionist.subscribe(PartitionRouter.KEY, listings));
             Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(
                     context.messageAdapter(ClusterEvent.MemberRemoved.class, MemberRemoved::new), ClusterEvent.MemberRemoved.class));
             return new DexClient(context, timers, askTimeout, window).starting(stash);
@@ -397,6 +419,7 @@ public final class DexClient {
         return Behaviors.receive(Command.class)
                 .onAnyMessage(message -> {
                     Behavior<Command> next = handle(message);
+                    flushBundles();
                     flushCompletions();
                     return next;
                 })
@@ -407,6 +430,17 @@ public final class DexClient {
     private Behavior<Command> handle(Command message) {
         if (message instanceof BatchAnswered answered) {
             return onAnswered(answered.results());
+        } else if (message instanceof BundleAnswered answered) {
+            for (Ops.Results results : answered.bundle().answers()) {
+                onAnswered(results);
+            }
+            return Behaviors.same();
+        } else if (message instanceof Routers listed) {
+            routers.clear();
+            for (ActorRef<PartitionRouter.Command> router : listed.listing().getServiceInstances(PartitionRouter.KEY)) {
+                routers.put(router.path().address().toString(), router);
+            }
+            return Behaviors.same();
         } else if (message instanceof Drain drain) {
             return onDrain(drain.submissions());
         } else if (message instanceof Get get) {
@@ -530,10 +564,63 @@ public final class DexClient {
     }
 
     private void send(Flight flight) {
+        Object route = routeOf(flight);
         flights.put(flight.id, flight);
         inFlight.merge(flight.partition, 1, Integer::sum);
-        region.tell(new Partition.Execute(flight.ops.get(0).key(), flight.id, flight.ops, replies));
+        long routingKey = flight.ops.get(0).key();
+        if (route == PROXY) {
+            region.tell(new Partition.Execute(routingKey, flight.id, flight.ops, replies));
+        } else {
+            @SuppressWarnings("unchecked")
+            ActorRef<PartitionRouter.Command> router = (ActorRef<PartitionRouter.Command>) route;
+            bundling.computeIfAbsent(router, r -> new ArrayList<>()).add(new PartitionRouter.Routed(routingKey, flight.id, flight.ops));
+        }
         timers.startSingleTimer(flight, new FlightTimedOut(flight), askTimeout);
+    }
+
+    /**
+     * Where the flight goes: to the router of the compute node that last answered for its partition, bundled
+     * with the batches of that node's other partitions; through the sharding proxy before that, for a batch
+     * sent again after a removal, and for scans (whose answers are large). A partition changes route only
+     * while none of its batches is in flight, so that its batches cannot overtake each other on two paths.
+     */
+    private Object routeOf(Flight flight) {
+        Object wanted = PROXY;
+        String host = servedBy.get(flight.partition);
+        if (host != null && !flight.resent && flight.ops.stream().noneMatch(op -> op.kind() == Ops.SCAN)) {
+            ActorRef<PartitionRouter.Command> router = routers.get(host);
+            if (router != null) {
+                wanted = router;
+            }
+        }
+        Object current = routes.get(flight.partition);
+        if (current != null && !current.equals(wanted) && inFlight.getOrDefault(flight.partition, 0) > 0) {
+            return current;
+        }
+        routes.put(flight.partition, wanted);
+        return wanted;
+    }
+
+    /** Sends the batches bundled while handling a message: one bundle per compute node (split when large). */
+    private void flushBundles() {
+        if (bundling.isEmpty()) {
+            return;
+        }
+        for (Map.Entry<ActorRef<PartitionRouter.Command>, List<PartitionRouter.Routed>> entry : bundling.entrySet()) {
+            List<PartitionRouter.Routed> part = new ArrayList<>();
+            int ops = 0;
+            for (PartitionRouter.Routed routed : entry.getValue()) {
+                if (!part.isEmpty() && (ops + routed.ops().size() > BUNDLE_OPS || part.size() == BatchSerializer.MAX_BUNDLE)) {
+                    entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies));
+                    part = new ArrayList<>();
+                    ops = 0;
+                }
+                part.add(routed);
+                ops += routed.ops().size();
+            }
+            entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies));
+        }
+        bundling.clear();
     }
 
     /** The attempt is no longer in flight: its slot in the partition's window is free. */
@@ -566,6 +653,7 @@ public final class DexClient {
             timers.startSingleTimer("resend-" + partition, new ResendPartition(partition), REMOVAL_RESEND_DELAY);
         }
         servedBy.values().removeIf(address::equals);
+        routers.remove(address);
         return Behaviors.same();
     }
 

@@ -73,4 +73,15 @@ public final class Ops {
             this(0, results, null);
         }
     }
+
+    /**
+     * Answers to several batches at once, each as its partition gave it: what a compute node's
+     * {@link PartitionRouter} sends back for the batches of one {@link PartitionRouter.Bundle} and others
+     * answered meanwhile. On the wire in {@link BatchSerializer}'s binary layout.
+     */
+    public record ResultsBundle(List<Results> answers) implements CborSerializable {
+        public ResultsBundle {
+            answers = List.copyOf(answers);
+        }
+    }
 }

@@ -189,6 +189,65 @@ class BatchSerializerTest {
         assertNull(((Ops.Results) serializer.fromBinary(serializer.toBinary(new Ops.Results(List.of())), "R")).host());
     }
 
+    @Test
+    void aBundleAndAnAnswerBundleSurviveWithEveryBatchInOrder() throws Exception {
+        BatchSerializer serializer = serializer();
+        var serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
+        ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
+        PartitionRouter.Bundle bundle = new PartitionRouter.Bundle(List.of(
+                new PartitionRouter.Routed(-5, 7, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
+                new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of()),
+                new PartitionRouter.Routed(3, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies);
+        Ops.ResultsBundle answers = new Ops.ResultsBundle(List.of(
+                new Ops.Results(7, List.of(Ops.Result.of(true, 4), Ops.Result.of(false, 0)), "pekko://dex@127.0.0.1:1"),
+                new Ops.Results(8, List.of(Ops.Result.error(Ops.NOT_HELD, "moving")), null)));
+
+        byte[] bundleBytes = serializer.toBinary(bundle);
+        byte[] answerBytes = serializer.toBinary(answers);
+
+        assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(bundle));
+        assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(answers));
+        assertEquals(1 + 4 + serializedPathLength(replies) + 4 + 3 * 20 + 3 * 24, bundleBytes.length, "20 bytes per batch, 24 per operation");
+        assertEquals(bundle, serializer.fromBinary(bundleBytes, serializer.manifest(bundle)));
+        assertEquals(answers, serializer.fromBinary(answerBytes, serializer.manifest(answers)));
+        for (int cut = 0; cut < bundleBytes.length; cut++) {
+            assertRefused(serializer, Arrays.copyOf(bundleBytes, cut), "B", "");
+        }
+        for (int cut = 0; cut < answerBytes.length; cut++) {
+            assertRefused(serializer, Arrays.copyOf(answerBytes, cut), "S", "");
+        }
+        int batchesAt = 1 + 4 + serializedPathLength(replies);
+        assertRefused(serializer, withInt(bundleBytes, batchesAt, 0), "B", "a Bundle of no batches");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt, BatchSerializer.MAX_BUNDLE + 1), "B",
+                (BatchSerializer.MAX_BUNDLE + 1) + " batches (at most " + BatchSerializer.MAX_BUNDLE + ")");
+        assertRefused(serializer, withInt(bundleBytes, 1, -1), "B", "a Bundle without a reply address");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 16, 100), "B", "100 operations announced");
+        assertRefused(serializer, withInt(answerBytes, 1, 0), "S", "a ResultsBundle of no answers");
+        assertRefused(serializer, withInt(answerBytes, 1 + 4, 1 << 20), "S", "answer 0 of 1048576 bytes");
+        int firstLength = ByteBuffer.wrap(answerBytes).getInt(1 + 4);
+        assertRefused(serializer, withInt(answerBytes, 1 + 4, firstLength + 1), "S", "");
+        assertThrows(IllegalArgumentException.class, () -> serializer.toBinary(new PartitionRouter.Bundle(List.of(), replies)));
+    }
+
+    @Test
+    void aBundleCarriesAtMostTheWiresOperationsInAll() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
+        List<Ops.Op> half = Collections.nCopies(BatchSerializer.WIRE_MAX_OPS / 2 + 1, new Ops.Op(Ops.GET, 1, 0, 0));
+        PartitionRouter.Bundle tooMany = new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(1, 1, half),
+                new PartitionRouter.Routed(1, 2, half)), replies);
+
+        assertThrows(IllegalArgumentException.class, () -> serializer.toBinary(tooMany));
+
+        PartitionRouter.Bundle fits = new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(1, 1, half),
+                new PartitionRouter.Routed(1, 2, half.subList(2, half.size()))), replies);
+        byte[] bytes = serializer.toBinary(fits);
+        assertEquals(fits, serializer.fromBinary(bytes, "B"));
+        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 4 + 20 + half.size() * 24 + 16;
+        assertRefused(serializer, withInt(bytes, secondCountAt, half.size()), "B",
+                half.size() + " operations (at most " + (BatchSerializer.WIRE_MAX_OPS - half.size()) + ")");
+    }
+
     private int serializedPathLength(ActorRef<?> ref) {
         return org.apache.pekko.actor.typed.ActorRefResolver.get(testKit.system()).toSerializationFormat(ref)
                 .getBytes(java.nio.charset.StandardCharsets.UTF_8).length;

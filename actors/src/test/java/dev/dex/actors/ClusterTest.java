@@ -68,7 +68,32 @@ class ClusterTest {
                 client.put(key, i).toCompletableFuture().get(30, TimeUnit.SECONDS);
             }
             verify(client, model);
+            // The joining node's router reaches the client through the Receptionist's gossip: give it that time.
+            long routedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (routed(second) == 0 && System.nanoTime() < routedBy) {
+                for (int p : moved) {
+                    client.get(p * (TestCluster.KEY_RANGE / TestCluster.PARTITIONS) + 1).toCompletableFuture().get(30, TimeUnit.SECONDS);
+                }
+            }
+            assertTrue(routed(first) > 0 && routed(second) > 0,
+                    "once a partition answered, its batches go bundled through its compute node's router: " + routed(first)
+                            + " and " + routed(second) + " batches");
         }
+    }
+
+    /** Batches the router of the compute node of {@code system} has taken. */
+    private static long routed(ActorSystem<Void> system) throws Exception {
+        var listing = AskPattern.<org.apache.pekko.actor.typed.receptionist.Receptionist.Command,
+                        org.apache.pekko.actor.typed.receptionist.Receptionist.Listing>ask(system.receptionist(),
+                        r -> org.apache.pekko.actor.typed.receptionist.Receptionist.find(PartitionRouter.KEY, r),
+                        Duration.ofSeconds(5), system.scheduler())
+                .toCompletableFuture().get(10, TimeUnit.SECONDS);
+        String self = system.address().toString();
+        var router = listing.getServiceInstances(PartitionRouter.KEY).stream()
+                .filter(ref -> ref.path().address().hasLocalScope() || ref.path().address().toString().equals(self))
+                .findFirst().orElseThrow();
+        return AskPattern.<PartitionRouter.Command, PartitionRouter.Stats>ask(router, PartitionRouter.GetStats::new,
+                Duration.ofSeconds(5), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS).batches();
     }
 
     /** Partitions the compute node of {@code system} holds; empty until it has registered. */

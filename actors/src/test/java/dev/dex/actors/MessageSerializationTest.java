@@ -53,6 +53,8 @@ class MessageSerializationTest {
         ActorRef<ComputeNode.PartitionTableReply> tables = testKit.<ComputeNode.PartitionTableReply>createTestProbe().getRef();
         ActorRef<ComputeNode.Status> statuses = testKit.<ComputeNode.Status>createTestProbe().getRef();
         ActorRef<Ops.Results> results = testKit.<Ops.Results>createTestProbe().getRef();
+        ActorRef<Ops.ResultsBundle> bundles = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
+        ActorRef<PartitionRouter.Stats> stats = testKit.<PartitionRouter.Stats>createTestProbe().getRef();
         ActorRef<DexClient.Reply> replies = testKit.<DexClient.Reply>createTestProbe().getRef();
         ActorRef<DexClient.ScanReply> scanReplies = testKit.<DexClient.ScanReply>createTestProbe().getRef();
 
@@ -92,6 +94,12 @@ class MessageSerializationTest {
                 refused,
                 new Ops.Results(List.of(scanned, found, refused)),
                 new Ops.Results(List.of()),
+                new Ops.ResultsBundle(List.of(new Ops.Results(9, List.of(found, refused), "pekko://dex@127.0.0.1:25520"),
+                        new Ops.Results(10, List.of(scanned), null))),
+                new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(42, 9, List.of(get, put)),
+                        new PartitionRouter.Routed(-1, 10, List.of(scan))), bundles),
+                new PartitionRouter.GetStats(stats),
+                new PartitionRouter.Stats(12, Long.MAX_VALUE),
                 new DexClient.Get(Long.MIN_VALUE + 1, replies),
                 new DexClient.Put(-1, Long.MAX_VALUE, replies),
                 new DexClient.Delete(Long.MAX_VALUE, replies),
