@@ -55,6 +55,8 @@ import dev.dex.rdma.tcp.TcpFabric;
 public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** How compute nodes find memory nodes. */
     public static final ServiceKey<Command> KEY = ServiceKey.create(Command.class, "dex-memory-node");
+    /** How soon a fence of a downed compute node that failed is tried again. */
+    static final java.time.Duration FENCE_RETRY = java.time.Duration.ofSeconds(1);
 
     /** Messages a memory node accepts. */
     public interface Command extends CborSerializable {
@@ -261,7 +263,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     ? "its fabric connections are closed and it is refused from now on (client " + Long.toHexString(client) + ")"
                     : "its offloads are refused; the " + fabric.transport() + " fabric cannot revoke its one-sided access");
         } catch (RuntimeException failed) {
-            getContext().getLog().error("compute node {} was downed but could not be fenced: {}", member.address(), failed.toString());
+            // Not in place (a key the device did not deregister, say): try again, until it is.
+            fencedMembers.remove(member.uniqueAddress());
+            getContext().scheduleOnce(FENCE_RETRY, getContext().getSelf(), gone);
+            getContext().getLog().error("compute node {} was downed but could not be fenced (trying again in {} ms): {}",
+                    member.address(), FENCE_RETRY.toMillis(), failed.toString());
         }
         return this;
     }

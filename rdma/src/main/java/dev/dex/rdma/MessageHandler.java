@@ -29,4 +29,12 @@ public interface MessageHandler {
     default int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
         return handle(message, offset, length, reply);
     }
+
+    /**
+     * Whether handling a message may block (system calls, long work): a transport then runs it off its I/O
+     * threads and holds back the sender's later requests until it answered. Offloaded operations do not block.
+     */
+    default boolean blocking() {
+        return false;
+    }
 }

@@ -121,11 +121,17 @@ public final class DisniFabric implements Fabric {
             if (regions.putIfAbsent(serverId, exported) != null) {
                 throw new IllegalArgumentException("memory server " + serverId + " already exported on this disni fabric");
             }
-            if (control instanceof TcpFabric tcp) {
-                // Clients on other hosts ask for their keys on their control connection, which names who they are;
-                // a fence of the control fabric (at downing, or a new owner's FENCE) revokes the keys too.
-                tcp.handleMessages(serverId, exported.grants);
-                tcp.whenFenced(serverId, exported.grants::fence);
+            try {
+                if (control instanceof TcpFabric tcp) {
+                    // Clients on other hosts ask for their keys on their control connection, which names who they
+                    // are; a fence of the control fabric (at downing, or a new owner's FENCE) revokes the keys too.
+                    // The revocation is in place before the first key is handed out.
+                    tcp.whenFenced(serverId, exported.grants::fence);
+                    tcp.handleMessages(serverId, exported.grants);
+                }
+            } catch (RuntimeException e) {
+                regions.remove(serverId, exported);
+                throw e;
             }
             return exported;
         } catch (RuntimeException e) {
@@ -204,6 +210,7 @@ public final class DisniFabric implements Fabric {
      * its control connections and refuses its greetings, and every RDMA key the client was granted is
      * deregistered, so the device applies none of its READs and WRITEs from then on.
      *
+     * @return whether the control fabric refuses the client's atomics too (true over {@code tcp})
      * @throws IllegalArgumentException for client 0 or a server not exported here
      * @throws RuntimeException         when a key could not be revoked (the fence is not in place)
      */
@@ -216,10 +223,10 @@ public final class DisniFabric implements Fabric {
         if (exported == null) {
             throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this disni fabric");
         }
-        control.fence(serverId, clientId);
+        boolean controlFenced = control.fence(serverId, clientId);
         // The tcp control revoked the keys within its fence already; a control that cannot fence did not.
         exported.grants.fence(clientId);
-        return true;
+        return controlFenced;
     }
 
     /** Closes the clients and regions this fabric opened, stops listening, then closes the control fabric. */

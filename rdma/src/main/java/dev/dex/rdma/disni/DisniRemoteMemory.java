@@ -53,6 +53,8 @@ final class DisniRemoteMemory implements RemoteMemory {
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
     private final Runnable releaseKeys;
+    /** Set once a failure was found to be a fence: later failures say so at once. */
+    private volatile FencedException fenced;
     private final Consumer<DisniRemoteMemory> onClose;
     private volatile boolean closed;
 
@@ -139,14 +141,21 @@ final class DisniRemoteMemory implements RemoteMemory {
      * throws {@link FencedException} once the server fenced this client.
      */
     private FabricException fencedOr(int serverId, FabricException failed) {
-        if (failed instanceof FencedException || closed) {
+        FencedException known = fenced;
+        if (known != null) {
+            return known;
+        }
+        // A revoked key fails as a remote access error; anything else (a timeout, a lost peer) is no fence, and
+        // is not worth a round trip on the control connection.
+        if (failed instanceof FencedException || closed || failed.getMessage() == null || !failed.getMessage().contains("REM_ACCESS_ERR")) {
             return failed;
         }
         try {
             control.read(GlobalAddress.of(serverId, 0), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
-        } catch (FencedException fenced) {
-            FencedException both = new FencedException(fenced.getMessage() + "; its RDMA keys are revoked: " + failed.getMessage());
+        } catch (FencedException controlFenced) {
+            FencedException both = new FencedException(controlFenced.getMessage() + "; its RDMA keys are revoked: " + failed.getMessage());
             both.addSuppressed(failed);
+            fenced = both;
             return both;
         } catch (RuntimeException otherwise) {
             failed.addSuppressed(otherwise);

@@ -174,7 +174,7 @@ final class DisniTransport implements RdmaTransport {
                 deregister(registered);
                 throw e;
             }
-            SegmentGrant grant = new SegmentGrant(registered);
+            SegmentGrant grant = new SegmentGrant(registered, this::forget);
             synchronized (this) {
                 if (!closed) {
                     grants.add(grant);
@@ -183,6 +183,10 @@ final class DisniTransport implements RdmaTransport {
             }
             grant.close();
             throw new IllegalStateException("the region is no longer reachable over RDMA");
+        }
+
+        private synchronized void forget(SegmentGrant grant) {
+            grants.remove(grant);
         }
 
         @Override
@@ -211,10 +215,12 @@ final class DisniTransport implements RdmaTransport {
         /** Those not deregistered yet. */
         private final List<IbvMr> registrations;
         private final int[] rkeys;
+        private final java.util.function.Consumer<SegmentGrant> onClosed;
 
-        SegmentGrant(List<IbvMr> registrations) {
+        SegmentGrant(List<IbvMr> registrations, java.util.function.Consumer<SegmentGrant> onClosed) {
             this.registrations = new ArrayList<>(registrations);
             this.rkeys = registrations.stream().mapToInt(IbvMr::getRkey).toArray();
+            this.onClosed = onClosed;
         }
 
         @Override
@@ -235,6 +241,7 @@ final class DisniTransport implements RdmaTransport {
                 throw new FabricException("the RDMA device did not deregister a client's segment, so its key may still work: "
                         + messageOf(failed), failed);
             }
+            onClosed.accept(this);
         }
     }
 

@@ -1,10 +1,8 @@
 package dev.dex.rdma.disni;
 
 import java.nio.ByteOrder;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -45,10 +43,13 @@ import dev.dex.rdma.MessageSender;
  * <p>Concurrency: thread-safe. The book (open grants, fenced identities) is guarded by this object's lock;
  * registering and deregistering, which take a system call each, run outside it. A grant is registered first
  * and then entered in the book under the lock, where a fence of its client that came first makes it close
- * again; a fence enters the identity under the lock and takes that client's grants out. So of a grant and a
+ * again; a fence enters the identity under the lock and collects that client's grants. So of a grant and a
  * fence of the same client, either the fence finds the grant and closes it, or the grant sees the fence and
- * is refused: no key of a fenced client outlives its fence. A grant leaves the book only once its keys are
- * revoked, so a fence that failed to revoke one (and said so) finds it again the next time.
+ * is refused: no key of a fenced client outlives a fence that returned. A grant leaves the book only once its
+ * keys are revoked (by a release, a fence or the close), so a fence that failed to revoke one (and said so)
+ * finds it again the next time, and a fence racing the close or a release finds the grant still there and
+ * closes it too; a grant's close waits for another close of it in progress, so the fence returns only once
+ * the keys are revoked. Messages are {@link #blocking()}: the transport runs them off its I/O threads.
  */
 final class RdmaGrants implements MessageHandler, AutoCloseable {
     static final int MAGIC = 0x474B_5844; // "DXKG" in little-endian bytes
@@ -94,17 +95,27 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             checkCanGrant(client);
         }
         RdmaTransport.Grant grant = registration.grant();
+        RuntimeException refused;
         synchronized (this) {
             try {
                 checkCanGrant(client);
-            } catch (RuntimeException refused) {
-                grant.close();
-                throw refused;
+                long id = nextId++;
+                open.put(id, new Held(client, grant));
+                return new Granted(id, grant.rkeys());
+            } catch (RuntimeException e) {
+                refused = e;
             }
-            long id = nextId++;
-            open.put(id, new Held(client, grant));
-            return new Granted(id, grant.rkeys());
         }
+        try {
+            grant.close();
+        } catch (RuntimeException stillRegistered) {
+            // Kept in the book, so that the next fence of this client (or the close) tries again.
+            refused.addSuppressed(stillRegistered);
+            synchronized (this) {
+                open.put(nextId++, new Held(client, grant));
+            }
+        }
+        throw refused;
     }
 
     private void checkCanGrant(long client) {
@@ -155,9 +166,37 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
                 }
             });
         }
-        // A grant leaves the book only once its keys are revoked: one that failed stays, for the next fence.
+        revokeAll(revoke);
+    }
+
+    /** Whether {@code client} is fenced here. */
+    synchronized boolean isFenced(long client) {
+        return fenced.contains(client);
+    }
+
+    /** Grants open now. */
+    synchronized int openGrants() {
+        return open.size();
+    }
+
+    /** Revokes every grant; later grants are refused. Idempotent. */
+    @Override
+    public void close() {
+        Map<Long, RdmaTransport.Grant> revoke = new HashMap<>();
+        synchronized (this) {
+            closed = true;
+            open.forEach((id, held) -> revoke.put(id, held.grant()));
+        }
+        revokeAll(revoke);
+    }
+
+    /**
+     * Closes each grant and takes it out of the book once its keys are revoked: a grant that failed stays, for
+     * the next fence; a fence that runs meanwhile waits for a close in progress (grants close one at a time).
+     */
+    private void revokeAll(Map<Long, RdmaTransport.Grant> grants) {
         RuntimeException failure = null;
-        for (Map.Entry<Long, RdmaTransport.Grant> entry : revoke.entrySet()) {
+        for (Map.Entry<Long, RdmaTransport.Grant> entry : grants.entrySet()) {
             try {
                 entry.getValue().close();
                 synchronized (this) {
@@ -176,49 +215,15 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
         }
     }
 
-    /** Whether {@code client} is fenced here. */
-    synchronized boolean isFenced(long client) {
-        return fenced.contains(client);
-    }
-
-    /** Grants open now. */
-    synchronized int openGrants() {
-        return open.size();
-    }
-
-    /** Revokes every grant; later grants are refused. Idempotent. */
-    @Override
-    public void close() {
-        List<RdmaTransport.Grant> revoke = new ArrayList<>();
-        synchronized (this) {
-            closed = true;
-            open.values().forEach(held -> revoke.add(held.grant()));
-            open.clear();
-        }
-        closeAll(revoke);
-    }
-
-    private static void closeAll(List<RdmaTransport.Grant> grants) {
-        RuntimeException failure = null;
-        for (RdmaTransport.Grant grant : grants) {
-            try {
-                grant.close();
-            } catch (RuntimeException e) {
-                if (failure == null) {
-                    failure = e;
-                } else {
-                    failure.addSuppressed(e);
-                }
-            }
-        }
-        if (failure != null) {
-            throw failure;
-        }
-    }
-
     @Override
     public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
         return handle(0, message, offset, length, reply);
+    }
+
+    /** Registering and deregistering take system calls, proportional to the region: not on an I/O thread. */
+    @Override
+    public boolean blocking() {
+        return true;
     }
 
     /**
@@ -249,7 +254,12 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             return ANSWER_HEADER + rkeys.length * Integer.BYTES;
         }
         if (kind == RELEASE && length == RELEASE_LENGTH) {
-            boolean released = release(client, message.getLong(offset + 8, ORDER));
+            boolean released;
+            try {
+                released = release(client, message.getLong(offset + 8, ORDER));
+            } catch (RuntimeException stillRegistered) {
+                released = false; // the grant stays in the book; its client is told it was not given back
+            }
             reply.putInt(0, MAGIC, ORDER);
             reply.putInt(4, released ? 1 : 0, ORDER);
             reply.putLong(8, 0, ORDER);
@@ -277,6 +287,11 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
         }
         int count = answer.getInt(4, ORDER);
         if (count != segments || n != ANSWER_HEADER + count * Integer.BYTES) {
+            try {
+                requestRelease(control, serverId, answer.getLong(8, ORDER));
+            } catch (RuntimeException unreachable) {
+                // the server keeps the grant until this client is fenced
+            }
             throw new IllegalArgumentException("memory server " + serverId + " granted " + count + " keys in " + n
                     + " bytes for a region of " + segments + " segments");
         }

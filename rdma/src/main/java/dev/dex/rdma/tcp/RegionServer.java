@@ -73,7 +73,10 @@ import io.netty.util.concurrent.GlobalEventExecutor;
  * connection's requests run on its event loop, which runs the close after the request it is executing and
  * drops whatever it decodes after the close, so nothing of the client is applied after the fence completes.
  *
- * <p>Concurrency: each connection is handled by one event-loop thread; connections on different threads
+ * <p>Concurrency: a blocking message ({@link MessageHandler#blocking()}) and the revocation that completes a
+ * fence run on a cached pool of their own, never on an event loop; their answer is written back on the
+ * connection's event loop, which alone touches the connection's state (its held-back requests included).
+ * Each connection is handled by one event-loop thread; connections on different threads
  * touch the region concurrently with exactly the guarantees of {@link Region#readVerb}, {@link Region#writeVerb}
  * and its atomics, the same as the one-sided transports. The set of open connections is a thread-safe
  * {@link ChannelGroup}, closed with the server. The fenced set is concurrent; a greeting stores its identity
@@ -90,6 +93,12 @@ final class RegionServer implements AutoCloseable {
     private final String endpoint;
     private volatile MessageHandler messages;
     private volatile LongConsumer onFence = client -> { };
+    /** Runs what must not block an event loop: blocking messages, and what a fence revokes besides connections. */
+    private final java.util.concurrent.ExecutorService blockingWork = java.util.concurrent.Executors.newCachedThreadPool(task -> {
+        Thread thread = new Thread(task, "dex-region-server-blocking");
+        thread.setDaemon(true);
+        return thread;
+    });
     /** The identity a connection greeted with; absent for 0 (anonymous). */
     private static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
     private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
@@ -163,7 +172,7 @@ final class RegionServer implements AutoCloseable {
     /**
      * Runs {@code revoke} for each client fenced from now on, once its connections are closed and before the
      * fence completes: what else the client may reach (the {@code disni} fabric's RDMA keys) is revoked within
-     * the same fence. It runs on an event loop or on the fencing thread.
+     * the same fence. It runs on a thread of its own, never on an event loop.
      */
     void whenFenced(LongConsumer revoke) {
         onFence = revoke;
@@ -181,7 +190,7 @@ final class RegionServer implements AutoCloseable {
      */
     void fence(long client, Consumer<RuntimeException> fenceDone) {
         LongConsumer revoke = onFence;
-        Runnable done = () -> {
+        Runnable revokeThenDone = () -> {
             RuntimeException failure = null;
             try {
                 revoke.accept(client);
@@ -191,6 +200,14 @@ final class RegionServer implements AutoCloseable {
                 failure = failed;
             }
             fenceDone.accept(failure);
+        };
+        // The revocation may take system calls (deregistering memory): not on an event loop.
+        Runnable done = () -> {
+            try {
+                blockingWork.execute(revokeThenDone);
+            } catch (java.util.concurrent.RejectedExecutionException closing) {
+                revokeThenDone.run();
+            }
         };
         if (fenced.add(client)) {
             LOG.info("memory server {}: client {} is fenced; its connections are closed and its greetings refused", serverId,
@@ -261,6 +278,7 @@ final class RegionServer implements AutoCloseable {
     public void close() {
         listener.close().awaitUninterruptibly();
         connections.close().awaitUninterruptibly();
+        blockingWork.shutdown();
     }
 
     /** One connection's requests; not shared between connections (it holds views over its buffers). */
@@ -274,8 +292,11 @@ final class RegionServer implements AutoCloseable {
         private final java.util.ArrayDeque<ByteBuf> deferred = new java.util.ArrayDeque<>();
         /** The connection said HELLO (as anyone, or as a client that is not fenced). */
         private boolean greeted;
-        /** A FENCE of this connection is not complete yet: later requests wait, so answers stay in order. */
-        private boolean fencing;
+        /**
+         * A FENCE or a blocking message of this connection is not answered yet: later requests wait, so answers
+         * stay in order.
+         */
+        private boolean holding;
         /** The greeting was refused (a fenced client): nothing more of this connection is executed. */
         private boolean refused;
 
@@ -287,7 +308,7 @@ final class RegionServer implements AutoCloseable {
 
         @Override
         protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
-            if (fencing || !deferred.isEmpty() || !ctx.channel().isWritable()) {
+            if (holding || !deferred.isEmpty() || !ctx.channel().isWritable()) {
                 // Back-pressure: the client does not take its answers as fast as it asks. Stop reading the
                 // socket, keep what was read already (requests are small, answers up to max-transfer), and
                 // answer it once the answers queued so far have gone out.
@@ -309,7 +330,7 @@ final class RegionServer implements AutoCloseable {
         /** Answers the deferred requests while the connection takes answers and no fence is pending. */
         private void resume(ChannelHandlerContext ctx) {
             boolean answered = false;
-            while (!fencing && !deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
+            while (!holding && !deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
                 ByteBuf frame = deferred.poll();
                 try {
                     handle(ctx, frame);
@@ -321,7 +342,7 @@ final class RegionServer implements AutoCloseable {
             if (answered) {
                 ctx.flush();
             }
-            if (deferred.isEmpty() && !fencing) {
+            if (deferred.isEmpty() && !holding) {
                 ctx.channel().config().setAutoRead(true);
             }
         }
@@ -405,6 +426,10 @@ final class RegionServer implements AutoCloseable {
                             refuse(ctx, id, "memory server " + serverId + " takes no messages");
                             return;
                         }
+                        if (handler.blocking()) {
+                            handleBlocking(ctx, id, handler, frame, base + REQUEST_HEADER_LENGTH, count);
+                            return;
+                        }
                         ByteBuf out = header(ctx, STATUS_OK, id, 0, MessageHandler.MAX_MESSAGE);
                         ByteBufViews.wrap(replyView, out, out.writerIndex(), MessageHandler.MAX_MESSAGE);
                         ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
@@ -445,6 +470,56 @@ final class RegionServer implements AutoCloseable {
             }
         }
 
+        /**
+         * A message whose handler blocks (system calls, long work) runs on {@link #blockingWork}, not on this event
+         * loop, which serves the other connections meanwhile; this connection's later requests wait for its answer.
+         */
+        private void handleBlocking(ChannelHandlerContext ctx, long id, MessageHandler handler, ByteBuf frame, int at, int count) {
+            byte[] message = new byte[count];
+            frame.getBytes(at, message);
+            Long identity = ctx.channel().attr(CLIENT).get();
+            long client = identity == null ? 0 : identity;
+            holding = true;
+            ctx.channel().config().setAutoRead(false);
+            Runnable work = () -> {
+                byte[] reply = new byte[MessageHandler.MAX_MESSAGE];
+                int n;
+                String refusal = null;
+                try {
+                    n = handler.handle(client, new UnsafeBuffer(message), 0, count, new UnsafeBuffer(reply));
+                    if (n < 0 || n > MessageHandler.MAX_MESSAGE) {
+                        refusal = "the message handler answered " + n + " bytes";
+                    }
+                } catch (RuntimeException failed) {
+                    n = 0;
+                    refusal = failed instanceof IllegalArgumentException || failed instanceof IndexOutOfBoundsException
+                            ? "message refused: " + failed.getMessage() : "the message handler failed: " + failed;
+                }
+                int length = n;
+                String reason = refusal;
+                ctx.executor().execute(() -> {
+                    holding = false;
+                    if (ctx.channel().isActive()) {
+                        if (reason != null) {
+                            refuse(ctx, id, reason);
+                        } else {
+                            ByteBuf out = header(ctx, STATUS_OK, id, 0, length);
+                            out.writeBytes(reply, 0, length);
+                            ctx.write(out, ctx.voidPromise());
+                        }
+                        resume(ctx);
+                        ctx.flush();
+                    }
+                });
+            };
+            try {
+                blockingWork.execute(work);
+            } catch (java.util.concurrent.RejectedExecutionException closing) {
+                holding = false;
+                refuse(ctx, id, "memory server " + serverId + " is closing");
+            }
+        }
+
         /** A HELLO: checks the server id, records the client's identity and refuses a fenced client. */
         private void greet(ChannelHandlerContext ctx, long id, long client) {
             Long before = ctx.channel().attr(CLIENT).get();
@@ -477,10 +552,10 @@ final class RegionServer implements AutoCloseable {
                 refuse(ctx, id, client == 0 ? "client 0 (anonymous) cannot be fenced" : "a client cannot fence itself");
                 return;
             }
-            fencing = true;
+            holding = true;
             ctx.channel().config().setAutoRead(false);
             fence(client, failed -> ctx.executor().execute(() -> {
-                fencing = false;
+                holding = false;
                 if (ctx.channel().isActive()) {
                     if (failed == null) {
                         ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());

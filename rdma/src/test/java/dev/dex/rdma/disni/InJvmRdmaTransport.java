@@ -171,7 +171,7 @@ final class InJvmRdmaTransport implements RdmaTransport {
                     }
 
                     @Override
-                    public void close() {
+                    public synchronized void close() {
                         RuntimeException failure = nextDeregistrationFailure;
                         if (failure != null) {
                             nextDeregistrationFailure = null;
@@ -180,6 +180,7 @@ final class InJvmRdmaTransport implements RdmaTransport {
                         for (int rkey : rkeys) {
                             registered.remove(rkey);
                         }
+                        grants.remove(this);
                     }
                 };
                 grants.add(grant);
@@ -188,10 +189,11 @@ final class InJvmRdmaTransport implements RdmaTransport {
 
             @Override
             public void close() {
+                List<Grant> open;
                 synchronized (grants) {
-                    grants.forEach(Grant::close);
-                    grants.clear();
+                    open = List.copyOf(grants);
                 }
+                open.forEach(Grant::close);
             }
         };
     }

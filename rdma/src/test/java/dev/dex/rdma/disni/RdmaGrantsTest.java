@@ -114,6 +114,24 @@ class RdmaGrantsTest {
     }
 
     @Test
+    void aReleaseTheDeviceRefusesKeepsTheGrantInTheBookForTheNextFence() {
+        UnsafeBuffer reply = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
+        RdmaGrants.Granted alice = grants.grant(ALICE);
+        device.failNextDeregistration(new dev.dex.rdma.FabricException("the device did not deregister the segment"));
+
+        assertEquals(RdmaGrants.ANSWER_HEADER, grants.handle(ALICE, request(RdmaGrants.RELEASE, alice.id(), RdmaGrants.RELEASE_LENGTH),
+                0, RdmaGrants.RELEASE_LENGTH, reply));
+
+        assertEquals(0, reply.getInt(4, ORDER), "not given back");
+        assertEquals(1, grants.openGrants());
+        assertTrue(device.isRegistered(alice.rkeys()[0]));
+        grants.fence(ALICE);
+        assertFalse(device.isRegistered(alice.rkeys()[0]), "the fence found it and revoked it");
+        assertEquals(0, grants.openGrants());
+        assertTrue(grants.blocking(), "registering memory is not for an I/O thread");
+    }
+
+    @Test
     void malformedOrRefusedRequestsAreRefusedWithTheReason() {
         UnsafeBuffer reply = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
         UnsafeBuffer wrongMagic = request(RdmaGrants.GRANT, 0, RdmaGrants.GRANT_LENGTH);

@@ -56,6 +56,62 @@ class TcpMessageTest {
         }
     }
 
+    /**
+     * A handler that blocks (the disni fabric registering memory for a key grant) runs off the event loop: other
+     * connections are served meanwhile, and the handler learns who sent the message.
+     */
+    @Test
+    void aBlockingHandlerRunsOffTheEventLoopAndIsToldTheSender() throws Exception {
+        java.util.concurrent.CountDownLatch entered = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicLong sender = new java.util.concurrent.atomic.AtomicLong(-1);
+        MessageHandler slow = new MessageHandler() {
+            @Override
+            public int handle(org.agrona.DirectBuffer message, int offset, int length, org.agrona.MutableDirectBuffer reply) {
+                throw new AssertionError("the transport names the sender");
+            }
+
+            @Override
+            public int handle(long client, org.agrona.DirectBuffer message, int offset, int length, org.agrona.MutableDirectBuffer reply) {
+                sender.set(client);
+                entered.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                reply.putByte(0, (byte) 42);
+                return 1;
+            }
+
+            @Override
+            public boolean blocking() {
+                return true;
+            }
+        };
+        TcpSettings oneLoop = TcpSettings.DEFAULTS; // one event loop: a handler on it would hold up every connection
+        try (TcpFabric memorySide = new TcpFabric(oneLoop, 0); TcpFabric computeSide = new TcpFabric()) {
+            ExportedRegion region = memorySide.export(0, 16L * CHUNK, CHUNK);
+            memorySide.handleMessages(0, slow);
+            try (RemoteMemory asker = computeSide.connect(Map.of(0, region.endpoint()), 77);
+                 RemoteMemory other = computeSide.connect(Map.of(0, region.endpoint()), 78)) {
+                java.util.concurrent.CompletableFuture<Integer> answer = java.util.concurrent.CompletableFuture.supplyAsync(() ->
+                        ((TcpRemoteMemory) asker).send(0, new UnsafeBuffer(new byte[] {1}), 0, 1, new UnsafeBuffer(new byte[8]), 0));
+                assertTrue(entered.await(10, java.util.concurrent.TimeUnit.SECONDS));
+
+                try {
+                    java.util.concurrent.CompletableFuture<Long> meanwhile = java.util.concurrent.CompletableFuture.supplyAsync(
+                            () -> other.fetchAndAdd(GlobalAddress.of(0, CHUNK), 1));
+                    assertEquals(0, meanwhile.get(5, java.util.concurrent.TimeUnit.SECONDS), "another client is served meanwhile");
+                } finally {
+                    release.countDown();
+                }
+                assertEquals(1, answer.get(10, java.util.concurrent.TimeUnit.SECONDS));
+                assertEquals(77, sender.get());
+            }
+        }
+    }
+
     @Test
     void refusedAndMalformedMessagesFailWithTheReasonAndTheConnectionKeepsServing() {
         try (TcpFabric memorySide = new TcpFabric(); TcpFabric computeSide = new TcpFabric()) {
