@@ -293,6 +293,8 @@ public final class DexClient {
      */
     private final Map<Integer, Integer> resending = new HashMap<>();
     private long nextBatch = 1;
+    /** Operations waiting for their retry timer ({@link Resend}). */
+    private final java.util.Set<Pending> retrying = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** The address of the compute node that last answered for each partition. */
     private final Map<Integer, String> servedBy = new HashMap<>();
     /** The Java APIs that have submitted to this actor: told when it stops. */
@@ -400,6 +402,8 @@ public final class DexClient {
             all.addAll(flight.batch);
         }
         flights.clear();
+        all.addAll(retrying); // their timers die with the actor
+        retrying.clear();
         for (Pending pending : all) {
             answer(pending, Ops.Result.error(Ops.FAILED, STOPPED));
         }
@@ -454,6 +458,7 @@ public final class DexClient {
         } else if (message instanceof FlightTimedOut timedOut) {
             return onTimedOut(timedOut);
         } else if (message instanceof Resend resend) {
+            retrying.remove(resend.pending());
             return enqueue(resend.pending());
         } else if (message instanceof MemberRemoved removed) {
             return onMemberRemoved(removed);
@@ -670,8 +675,12 @@ public final class DexClient {
             }
         }
         unanswered.sort(java.util.Comparator.comparingLong(flight -> flight.id));
+        // All land before any goes again: with none in flight, the partition may leave the removed node's router
+        // for the sharding proxy (routeOf), and every new attempt takes that path.
         for (Flight flight : unanswered) {
             landed(flight);
+        }
+        for (Flight flight : unanswered) {
             send(flight.again(nextBatch++));
         }
         if (unanswered.isEmpty()) {
@@ -750,6 +759,7 @@ public final class DexClient {
                     + " attempts: " + why));
             return;
         }
+        retrying.add(pending);
         timers.startSingleTimer(pending, new Resend(pending), RETRY_DELAY);
     }
 

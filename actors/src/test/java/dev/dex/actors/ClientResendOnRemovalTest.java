@@ -84,11 +84,13 @@ class ClientResendOnRemovalTest {
 
     private ActorSystem<Void> standIn(long node, AtomicBoolean mute, ActorSystem<?> seed) {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
-            ClusterSharding.get(context.getSystem()).init(Entity.of(Partition.TYPE_KEY,
-                            entity -> entity(node, Integer.parseInt(entity.getEntityId()), mute))
-                    .withMessageExtractor(new Partition.RangeExtractor(TABLE))
-                    .withStopMessage(Partition.Handoff.INSTANCE)
-                    .withRole("compute"));
+            org.apache.pekko.actor.typed.ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
+                    Entity.of(Partition.TYPE_KEY, entity -> entity(node, Integer.parseInt(entity.getEntityId()), mute))
+                            .withMessageExtractor(new Partition.RangeExtractor(TABLE))
+                            .withStopMessage(Partition.Handoff.INSTANCE)
+                            .withRole("compute"));
+            // As a real compute node: the client bundles a partition's batches for this router once it answered.
+            context.spawn(PartitionRouter.create(region), "partition-router");
             context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
                     context.spawn(Behaviors.receive(ComputeNode.Command.class)
                             .onMessage(ComputeNode.GetPartitionTable.class, get -> {
@@ -128,16 +130,27 @@ class ClientResendOnRemovalTest {
             }
             assertTrue(partition >= 0, "least-shard allocation gave the second node some partitions: " + hostOf);
 
+            // Once more, so that the partition's batches now go through the doomed node's router.
+            client.get(TABLE.upperInclusive(partition)).toCompletableFuture().get(30, TimeUnit.SECONDS);
             muteFirst.set(true);
             CompletableFuture<OptionalLong> lost = client.get(TABLE.upperInclusive(partition)).toCompletableFuture();
+            // And enough more for a second batch in flight (a batch follows one in flight at 64 waiting).
+            List<Long> more = new ArrayList<>();
+            for (int i = 1; i <= DexClient.PIPELINED_BATCH + 6; i++) {
+                more.add(TABLE.upperInclusive(partition) - i);
+            }
+            CompletableFuture<Map<Long, Long>> alsoLost = client.getAll(more).toCompletableFuture();
             Thread.sleep(500);
             assertFalse(lost.isDone(), "the muted node does not answer");
             long downed = System.nanoTime();
             Cluster.get(survivor).manager().tell(new Down(Cluster.get(doomed).selfMember().address()));
 
             OptionalLong answer = lost.get(30, TimeUnit.SECONDS);
+            Map<Long, Long> others = alsoLost.get(30, TimeUnit.SECONDS);
             double seconds = (System.nanoTime() - downed) / 1e9;
             assertEquals(OptionalLong.of(2), answer, "the batch was answered by the node the partition moved to");
+            assertEquals(more.size(), others.size());
+            assertTrue(others.values().stream().allMatch(value -> value == 2), "every batch in flight went again to the survivor");
             assertTrue(seconds < ASK_TIMEOUT.toSeconds() / 4.0,
                     "answered " + seconds + " s after the downing, well before the " + ASK_TIMEOUT + " ask timeout");
             assertEquals(2L, hostOf.get(partition), "the partition's entity runs on the survivor");
