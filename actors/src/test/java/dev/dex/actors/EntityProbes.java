@@ -18,7 +18,15 @@ final class EntityProbes {
     /** A test kit whose system is local (no cluster): entities are spawned and spoken to directly. */
     static ActorTestKit localTestKit() {
         return new org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder()
-                .withCustomConfig(com.typesafe.config.ConfigFactory.parseString("pekko.actor.provider = local")
+                .withCustomConfig(com.typesafe.config.ConfigFactory.parseString("""
+                        pekko.actor.provider = local
+                        # a dispatcher of one thread, for tests that must hold an actor back while its mail piles up
+                        dex-test-one-thread {
+                          type = Dispatcher
+                          executor = thread-pool-executor
+                          thread-pool-executor.fixed-pool-size = 1
+                        }
+                        """)
                         .withFallback(ActorTestKit.applicationTestConfig()))
                 .build();
     }
