@@ -22,19 +22,21 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 1 | i64 routingKey | i64 batch | string replyTo | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 2 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
+ *   | i32 count (0..WIRE_MAX_OPS)
  *   count x { i32 kind | i64 key | i64 value | i32 count }
  * Results (manifest "R"):
- *   u8 version = 1 | i64 batch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 2 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | n x i64 key | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 1 | string replyTo | i32 n (1..MAX_BUNDLE)
- *   n x { i64 routingKey | i64 batch | i32 count (0..WIRE_MAX_OPS) | count x op }   (at most WIRE_MAX_OPS ops in all)
+ *   u8 version = 2 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   n x { i64 routingKey | i64 batch | i64 epoch | i32 count (0..WIRE_MAX_OPS) | count x op }
+ *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 1 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 2 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * </pre>
  * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. Error texts share a budget of
  * {@link #ERROR_BUDGET} per answer (each cut to its share, at least {@link #MIN_ERROR} characters, at most 4 KiB),
@@ -62,7 +64,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final String RESULTS_BUNDLE = "S";
     /** Most batches one bundle, or answers one answer bundle, may carry. */
     static final int MAX_BUNDLE = 1024;
-    static final byte VERSION = 1;
+    /** 2 added the guard against late attempts: client, seq and epoch (docs/cluster.md). */
+    static final byte VERSION = 2;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
@@ -76,6 +79,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     /** Most operations or results one message may carry on the wire. */
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
     private static final int OP_BYTES = 4 + 8 + 8 + 4;
+    /** A batch's header in a bundle: routing key, batch, epoch, count. */
+    private static final int ROUTED_BYTES = 8 + 8 + 8 + 4;
 
     private final ActorRefResolver resolver;
     private final ConcurrentHashMap<String, ActorRef<?>> resolved = new ConcurrentHashMap<>();
@@ -159,8 +164,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private byte[] execute(Partition.Execute execute) {
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
-        ByteBuffer out = ByteBuffer.allocate(1 + 8 + 8 + 4 + replyTo.length + 4 + ops.size() * OP_BYTES);
-        out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch());
+        ByteBuffer out = ByteBuffer.allocate(1 + 5 * 8 + 4 + replyTo.length + 4 + ops.size() * OP_BYTES);
+        out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
+                .putLong(execute.epoch());
         putString(out, replyTo);
         out.putInt(ops.size());
         for (Ops.Op op : ops) {
@@ -173,13 +179,16 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         version(in, EXECUTE);
         long routingKey = in.getLong();
         long batch = in.getLong();
+        long client = in.getLong();
+        long seq = in.getLong();
+        long epoch = in.getLong();
         String path = readString(in, "replyTo");
         if (path == null) {
             throw new NotSerializableException("BatchSerializer: an Execute without a reply address");
         }
         List<Ops.Op> ops = readOps(in, WIRE_MAX_OPS);
         try {
-            return new Partition.Execute(routingKey, batch, ops, resolve(path));
+            return new Partition.Execute(routingKey, batch, client, seq, epoch, ops, resolve(path));
         } catch (IllegalArgumentException e) {
             throw new NotSerializableException("BatchSerializer: " + e.getMessage());
         }
@@ -202,10 +211,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (batches.isEmpty() || batches.size() > MAX_BUNDLE) {
             throw new IllegalArgumentException("a bundle of " + batches.size() + " batches (1 to " + MAX_BUNDLE + ")");
         }
-        int size = 1 + 4 + replyTo.length + 4;
+        int size = 1 + 4 + replyTo.length + 8 + 4;
         int ops = 0;
         for (PartitionRouter.Routed routed : batches) {
-            size += 8 + 8 + 4 + routed.ops().size() * OP_BYTES;
+            size += ROUTED_BYTES + routed.ops().size() * OP_BYTES;
             ops += routed.ops().size();
         }
         if (ops > WIRE_MAX_OPS) {
@@ -214,9 +223,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         ByteBuffer out = ByteBuffer.allocate(size);
         out.put(VERSION);
         putString(out, replyTo);
-        out.putInt(batches.size());
+        out.putLong(bundle.client()).putInt(batches.size());
         for (PartitionRouter.Routed routed : batches) {
-            out.putLong(routed.routingKey()).putLong(routed.batch()).putInt(routed.ops().size());
+            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putInt(routed.ops().size());
             for (Ops.Op op : routed.ops()) {
                 out.putInt(op.kind()).putLong(op.key()).putLong(op.value()).putInt(op.count());
             }
@@ -230,7 +239,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (path == null) {
             throw new NotSerializableException("BatchSerializer: a Bundle without a reply address");
         }
-        int n = count(in, MAX_BUNDLE, 8 + 8 + 4, "batches");
+        long client = in.getLong();
+        int n = count(in, MAX_BUNDLE, ROUTED_BYTES, "batches");
         if (n == 0) {
             throw new NotSerializableException("BatchSerializer: a Bundle of no batches");
         }
@@ -239,12 +249,13 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         for (int i = 0; i < n; i++) {
             long routingKey = in.getLong();
             long batch = in.getLong();
+            long epoch = in.getLong();
             List<Ops.Op> ops = readOps(in, left);
             left -= ops.size();
-            batches.add(new PartitionRouter.Routed(routingKey, batch, ops));
+            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, ops));
         }
         try {
-            return new PartitionRouter.Bundle(batches, resolve(path));
+            return new PartitionRouter.Bundle(batches, resolve(path), client);
         } catch (IllegalArgumentException e) {
             throw new NotSerializableException("BatchSerializer: " + e.getMessage());
         }
@@ -328,7 +339,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private static byte[] results(Ops.Results results) {
         byte[] host = results.host() == null ? null : utf8(results.host());
         List<Ops.Result> list = results.results();
-        int size = 1 + 8 + 4 + (host == null ? 0 : host.length) + 4;
+        int size = 1 + 8 + 8 + 4 + (host == null ? 0 : host.length) + 4;
         byte[][] errors = new byte[list.size()][];
         int withError = 0;
         for (Ops.Result r : list) {
@@ -349,7 +360,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             }
         }
         ByteBuffer out = ByteBuffer.allocate(size);
-        out.put(VERSION).putLong(results.batch());
+        out.put(VERSION).putLong(results.batch()).putLong(results.epoch());
         putString(out, host);
         out.putInt(list.size());
         for (int i = 0; i < list.size(); i++) {
@@ -387,6 +398,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private static Ops.Results readResults(ByteBuffer in) throws NotSerializableException {
         version(in, RESULTS);
         long batch = in.getLong();
+        long epoch = in.getLong();
         String host = readString(in, "host");
         int count = count(in, WIRE_MAX_OPS, 10, "results");
         List<Ops.Result> results = new ArrayList<>(count);
@@ -415,7 +427,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             String error = (flags & ERROR) != 0 ? readString(in, "error") : null;
             results.add(new Ops.Result(status, (flags & FOUND) != 0, value, keys, values, next, error));
         }
-        return new Ops.Results(batch, results, host);
+        return new Ops.Results(batch, results, host, epoch);
     }
 
     // ==== fields ===========================================================================================

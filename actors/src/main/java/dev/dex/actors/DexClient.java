@@ -43,11 +43,14 @@ import dev.dex.core.partition.PartitionTable;
  *
  * <p>Retries: an operation answered {@link Ops#NOT_HELD} (its partition is moving), or whose batch got no
  * answer within the ask timeout, is sent again after {@link #RETRY_DELAY}, up to {@link #MAX_ATTEMPTS}
- * times. A re-sent write may apply twice, which is harmless for puts and deletes and may turn a first
- * insert's {@code true} into {@code false}; a batch re-sent after a timeout may also still apply late, after
- * a later write of the same key (docs/cluster.md). {@link Ops#OVERLOADED} is retried the same way. When the
- * actor stops, every operation it holds is answered with an error, and the Java APIs that used it fail their
- * later operations at once.
+ * times. {@link Ops#OVERLOADED} is retried the same way. A write re-sent after a timeout may apply twice if
+ * its first attempt did arrive (harmless for puts and deletes; it may turn a first insert's {@code true} into
+ * {@code false}), but never after a later batch of this client: every batch names this client (a random
+ * id), its own id as the order, and the partition's owner epoch last learnt from an answer, and the partition
+ * refuses a batch of writes sent for another epoch, or arriving after a later batch of the client was applied
+ * ({@link Ops#STALE}, docs/cluster.md "Late attempts"). Refused operations go again at once, first in their
+ * partition's queue, once the partition's batches in flight are answered. When the actor stops, every operation
+ * it holds is answered with an error, and the Java APIs that used it fail their later operations at once.
  *
  * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
  * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
@@ -293,6 +296,19 @@ public final class DexClient {
      */
     private final Map<Integer, Integer> resending = new HashMap<>();
     private long nextBatch = 1;
+    /** This client's name in its batches ({@link Partition.Execute#client()}): random, never 0. */
+    private final long clientId = java.util.concurrent.ThreadLocalRandom.current().nextLong() | 1;
+    /**
+     * The epoch each partition's answers last named: {epoch, the id of the batch whose answer named it}. Only
+     * an answer to a later batch replaces it, so a slow answer of an earlier owner does not bring it back.
+     */
+    private final Map<Integer, long[]> epochs = new HashMap<>();
+    /**
+     * Partitions with batches answered {@link Ops#STALE}: the refused operations by batch id. Nothing more goes
+     * to such a partition until its batches in flight are all answered; then the refused operations go first,
+     * in their batches' order, under the epoch the answers named.
+     */
+    private final Map<Integer, java.util.TreeMap<Long, List<Pending>>> stale = new HashMap<>();
     /** Operations waiting for their retry timer ({@link Resend}). */
     private final java.util.Set<Pending> retrying = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** The address of the compute node that last answered for each partition. */
@@ -404,6 +420,8 @@ public final class DexClient {
         flights.clear();
         all.addAll(retrying); // their timers die with the actor
         retrying.clear();
+        stale.values().forEach(refused -> refused.values().forEach(all::addAll));
+        stale.clear();
         for (Pending pending : all) {
             answer(pending, Ops.Result.error(Ops.FAILED, STOPPED));
         }
@@ -544,10 +562,18 @@ public final class DexClient {
      * scans made a reply Artery dropped, and the batch was sent again for minutes).
      */
     private void sendNext(int partition) {
-        ArrayDeque<Pending> queue = queues.get(partition);
         if (resending.containsKey(partition)) {
             return;
         }
+        java.util.TreeMap<Long, List<Pending>> refused = stale.get(partition);
+        if (refused != null) {
+            if (inFlight.getOrDefault(partition, 0) > 0) {
+                return;
+            }
+            stale.remove(partition);
+            requeueFirst(partition, refused);
+        }
+        ArrayDeque<Pending> queue = queues.get(partition);
         while (queue != null && !queue.isEmpty() && inFlight.getOrDefault(partition, 0) < window
                 && (inFlight.getOrDefault(partition, 0) == 0 || queue.size() >= PIPELINED_BATCH)) {
             List<Pending> batch = new ArrayList<>();
@@ -573,12 +599,15 @@ public final class DexClient {
         flights.put(flight.id, flight);
         inFlight.merge(flight.partition, 1, Integer::sum);
         long routingKey = flight.ops.get(0).key();
+        long[] known = epochs.get(flight.partition);
+        long epoch = known == null ? 0 : known[0];
         if (route == PROXY) {
-            region.tell(new Partition.Execute(routingKey, flight.id, flight.ops, replies));
+            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, flight.ops, replies));
         } else {
             @SuppressWarnings("unchecked")
             ActorRef<PartitionRouter.Command> router = (ActorRef<PartitionRouter.Command>) route;
-            bundling.computeIfAbsent(router, r -> new ArrayList<>()).add(new PartitionRouter.Routed(routingKey, flight.id, flight.ops));
+            bundling.computeIfAbsent(router, r -> new ArrayList<>())
+                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, flight.ops));
         }
         timers.startSingleTimer(flight, new FlightTimedOut(flight), askTimeout);
     }
@@ -616,14 +645,14 @@ public final class DexClient {
             int ops = 0;
             for (PartitionRouter.Routed routed : entry.getValue()) {
                 if (!part.isEmpty() && (ops + routed.ops().size() > BUNDLE_OPS || part.size() == BatchSerializer.MAX_BUNDLE)) {
-                    entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies));
+                    entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));
                     part = new ArrayList<>();
                     ops = 0;
                 }
                 part.add(routed);
                 ops += routed.ops().size();
             }
-            entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies));
+            entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));
         }
         bundling.clear();
     }
@@ -715,6 +744,10 @@ public final class DexClient {
         if (results.host() != null) {
             servedBy.put(flight.partition, results.host());
         }
+        long[] known = epochs.get(flight.partition);
+        if (results.epoch() != 0 && (known == null || known[1] < flight.id)) {
+            epochs.put(flight.partition, new long[] {results.epoch(), flight.id});
+        }
         if (results.results().size() != flight.batch.size()) {
             Ops.Result single = results.results().size() == 1 ? results.results().get(0) : null;
             for (Pending pending : flight.batch) {
@@ -728,7 +761,12 @@ public final class DexClient {
             for (int i = 0; i < flight.batch.size(); i++) {
                 Pending pending = flight.batch.get(i);
                 Ops.Result result = results.results().get(i);
-                if (retriable(result)) {
+                if (result.status() == Ops.STALE) {
+                    if (!givenUp(pending, result.error())) {
+                        stale.computeIfAbsent(flight.partition, p -> new java.util.TreeMap<>())
+                                .computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
+                    }
+                } else if (retriable(result)) {
                     retry(pending, result.error());
                 } else {
                     answer(pending, result);
@@ -741,7 +779,7 @@ public final class DexClient {
 
     /** A partition that is moving or has too many batches waiting: the operation goes again after a pause. */
     private static boolean retriable(Ops.Result result) {
-        return result.status() == Ops.NOT_HELD || result.status() == Ops.OVERLOADED;
+        return result.status() == Ops.NOT_HELD || result.status() == Ops.OVERLOADED || result.status() == Ops.STALE;
     }
 
     /** The error text of a failed result; a status without one (a newer node's) is still an error. */
@@ -750,17 +788,40 @@ public final class DexClient {
     }
 
     private void retry(Pending pending, String why) {
-        if (++pending.attempts >= MAX_ATTEMPTS) {
-            answer(pending, Ops.Result.error(Ops.FAILED, "gave up after " + pending.attempts + " attempts: " + why));
-            return;
-        }
-        if (System.nanoTime() - pending.deadline > 0) {
-            answer(pending, Ops.Result.error(Ops.FAILED, "no answer within the request timeout, after " + pending.attempts
-                    + " attempts: " + why));
+        if (givenUp(pending, why)) {
             return;
         }
         retrying.add(pending);
         timers.startSingleTimer(pending, new Resend(pending), RETRY_DELAY);
+    }
+
+    /** Counts an attempt of {@code pending}; answers it with an error and returns true if it may not go again. */
+    private boolean givenUp(Pending pending, String why) {
+        if (++pending.attempts >= MAX_ATTEMPTS) {
+            answer(pending, Ops.Result.error(Ops.FAILED, "gave up after " + pending.attempts + " attempts: " + why));
+            return true;
+        }
+        if (System.nanoTime() - pending.deadline > 0) {
+            answer(pending, Ops.Result.error(Ops.FAILED, "no answer within the request timeout, after " + pending.attempts
+                    + " attempts: " + why));
+            return true;
+        }
+        return false;
+    }
+
+    /**
+     * Operations answered {@link Ops#STALE} go again at once, ahead of what waits for their partition and in the
+     * order of the batches that carried them: nothing of them was applied, and what waits was sent after them.
+     */
+    private void requeueFirst(int partition, java.util.TreeMap<Long, List<Pending>> refused) {
+        ArrayDeque<Pending> queue = queues.computeIfAbsent(partition, p -> new ArrayDeque<>());
+        List<List<Pending>> batches = new ArrayList<>(refused.values());
+        for (int b = batches.size() - 1; b >= 0; b--) {
+            List<Pending> batch = batches.get(b);
+            for (int i = batch.size() - 1; i >= 0; i--) {
+                queue.addFirst(batch.get(i));
+            }
+        }
     }
 
     private void answer(Pending pending, Ops.Result result) {

@@ -30,12 +30,23 @@ public final class Ops {
     public static final int FAILED = 4;
     /** The partition has too many batches waiting; nothing of the batch was applied. */
     public static final int OVERLOADED = 5;
+    /**
+     * A batch of writes the partition refused because it may be a late attempt: it was sent for another owner
+     * (epoch) of the partition than the one that holds it now, or before its client's epoch was known, or it
+     * arrived after a later batch of the same client had been applied. Nothing of it was applied; the answer's
+     * {@link Results#epoch()} is the partition's current one, and the client sends the operations again with it.
+     */
+    public static final int STALE = 6;
 
     private Ops() {
     }
 
     /** One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. */
     public record Op(int kind, long key, long value, int count) implements CborSerializable {
+        /** Whether the operation may change the index (a kind it does not know counts as one). */
+        boolean writes() {
+            return kind != GET && kind != SCAN;
+        }
     }
 
     /**
@@ -62,9 +73,16 @@ public final class Ops {
      * {@code Partition.Execute} carried, so that a client with several batches in flight knows which this
      * answers; {@code host} is the address of the compute node that answered (null before a partition stamps
      * it): the client re-sends a batch soon after the node that served its partition is removed from the
-     * cluster, instead of waiting for its timeout. On the wire in {@link BatchSerializer}'s binary layout.
+     * cluster, instead of waiting for its timeout; {@code epoch} names the owner of the partition that answered
+     * (0 when unknown: a stand-in, or an answer given before the partition was acquired), which the client puts
+     * in its next batches of writes ({@link Partition.Execute#epoch()}). On the wire in {@link BatchSerializer}'s
+     * binary layout.
      */
-    public record Results(long batch, List<Result> results, String host) implements CborSerializable {
+    public record Results(long batch, List<Result> results, String host, long epoch) implements CborSerializable {
+        public Results(long batch, List<Result> results, String host) {
+            this(batch, results, host, 0);
+        }
+
         public Results(List<Result> results, String host) {
             this(0, results, host);
         }

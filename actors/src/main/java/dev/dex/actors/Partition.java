@@ -40,6 +40,12 @@ public final class Partition {
      * partition that was starting takes what arrived meanwhile; clients send such batches again shortly.
      */
     static final int MAX_WAITING = 64;
+    /**
+     * Clients whose latest applied batch of writes a partition remembers ({@link #floors}); the one heard from
+     * least recently is forgotten first. A forgotten client's late attempt is still refused once the partition
+     * has changed owner (its epoch), but not within the same owner.
+     */
+    static final int MAX_CLIENTS = 4096;
 
     /** Messages of a partition. */
     public interface Command extends CborSerializable {
@@ -47,10 +53,21 @@ public final class Partition {
 
     /**
      * A batch of operations on keys of one partition; {@code routingKey} is one of them; {@code batch} is the
-     * sender's id for it, returned in {@link Ops.Results#batch()}. On the wire in {@link BatchSerializer}'s
-     * binary layout.
+     * sender's id for it, returned in {@link Ops.Results#batch()}. {@code client}, {@code seq} and {@code epoch}
+     * guard against late attempts: {@code client} names the client (0: a sender that asks for no guard),
+     * {@code seq} orders its batches (higher is sent later), and {@code epoch} is the partition's owner epoch the
+     * client knew when it sent the batch ({@link Ops.Results#epoch()}; 0 if none). A batch with writes from a
+     * named client is applied only under that epoch, and only if no later batch of the client was applied
+     * before it; otherwise it is answered {@link Ops#STALE} (docs/cluster.md, "Late attempts"). On the wire in
+     * {@link BatchSerializer}'s binary layout.
      */
-    public record Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) implements Command {
+    public record Execute(long routingKey, long batch, long client, long seq, long epoch, List<Ops.Op> ops,
+                          ActorRef<Ops.Results> replyTo) implements Command {
+        /** A batch of a sender that asks for no guard against late attempts. */
+        public Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
+            this(routingKey, batch, 0, batch, 0, ops, replyTo);
+        }
+
         public Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
             this(routingKey, 0, ops, replyTo);
         }
@@ -118,6 +135,19 @@ public final class Partition {
     private boolean settled;
     /** The acquire running on a worker: a give-up always follows it, never races it. */
     private java.util.concurrent.CompletionStage<?> acquiring;
+    /**
+     * This owner's epoch, in every answer and required of every guarded batch of writes: the redo log's owner
+     * epoch (bumped at every acquire), or without the redo log a random negative tag per acquire; 0 until
+     * the partition is acquired.
+     */
+    private long epoch;
+    /** Per client, the seq of its latest batch of writes applied under this epoch; least recently used first. */
+    private final java.util.LinkedHashMap<Long, Long> floors = new java.util.LinkedHashMap<>(64, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(java.util.Map.Entry<Long, Long> eldest) {
+            return size() > MAX_CLIENTS;
+        }
+    };
 
     private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
         this.context = context;
@@ -149,6 +179,8 @@ public final class Partition {
                         return Behaviors.stopped();
                     }
                     DexEngine.AcquireReport report = acquired.report();
+                    epoch = report.epoch() != 0 ? report.epoch()
+                            : java.util.concurrent.ThreadLocalRandom.current().nextLong() | Long.MIN_VALUE;
                     if (report.previousOwner() != 0) {
                         context.getLog().warn("partition {}: its previous owner (fabric client {}) had not given it up; {}", partition,
                                 Long.toHexString(report.previousOwner()), report.fenced()
@@ -193,7 +225,7 @@ public final class Partition {
             return Behaviors.same();
         }
         if (inFlight == 0) {
-            start(execute);
+            run(execute);
         } else if (waiting.size() < MAX_WAITING) {
             waiting.add(execute);
         } else {
@@ -201,6 +233,46 @@ public final class Partition {
                     + " batches waiting; try again later")));
         }
         return Behaviors.same();
+    }
+
+    /**
+     * Starts {@code execute}, or if it is stale answers it {@link Ops#STALE} and starts the next waiting batch
+     * that is not. Called when no batch is running, so the admission order is the order of application.
+     */
+    private void run(Execute execute) {
+        for (Execute next = execute; next != null; next = waiting.poll()) {
+            String stale = stale(next);
+            if (stale == null) {
+                start(next);
+                return;
+            }
+            reply(next, sameForEach(next, Ops.Result.error(Ops.STALE, stale)));
+        }
+    }
+
+    /**
+     * Why a batch must not be applied, or null. A late attempt (a batch its client gave up waiting for and sent
+     * again, which then arrives after all) must not apply after the client's later writes: so a named client's
+     * batch of writes is applied only under the epoch it names, which the client learnt from an answer of this
+     * owner (never from a later one, which did not exist yet), and only if no later batch of the client was
+     * applied before it. Batches of reads are always served: a late one changes nothing.
+     */
+    private String stale(Execute execute) {
+        if (execute.client() == 0 || execute.ops().stream().noneMatch(Ops.Op::writes)) {
+            return null;
+        }
+        if (execute.epoch() != epoch) {
+            return execute.epoch() == 0
+                    ? "the client did not know partition " + partition + "'s epoch yet; nothing was applied"
+                    : "sent for epoch " + execute.epoch() + " of partition " + partition + ", which is at epoch " + epoch
+                            + " now; nothing was applied";
+        }
+        Long floor = floors.get(execute.client());
+        if (floor != null && execute.seq() <= floor) {
+            return "batch " + execute.seq() + " arrived after the client's batch " + floor + " was applied; nothing was applied";
+        }
+        floors.put(execute.client(), execute.seq());
+        return null;
     }
 
     /**
@@ -228,7 +300,7 @@ public final class Partition {
         }
         Execute next = waiting.poll();
         if (next != null) {
-            start(next);
+            run(next);
         }
         return Behaviors.same();
     }
@@ -244,7 +316,7 @@ public final class Partition {
 
     /** Every answer names its batch and this compute node, so that a client can tell whose removal leaves it unanswered. */
     private void reply(Execute execute, List<Ops.Result> results) {
-        execute.replyTo().tell(new Ops.Results(execute.batch(), results, host));
+        execute.replyTo().tell(new Ops.Results(execute.batch(), results, host, epoch));
     }
 
     private static List<Ops.Result> sameForEach(Execute execute, Ops.Result result) {

@@ -30,7 +30,8 @@ import org.apache.pekko.actor.typed.receptionist.ServiceKey;
  * partition moved to where sharding has it now, as it does any message; the client learns from
  * {@link Ops.Results#host()} where a partition answered and bundles its next batches for that node's router.
  * Each batch goes to the region under an id of this router's own (clients number their batches
- * independently); its answer gets the client's id back and joins the client's next {@link Ops.ResultsBundle},
+ * independently), carrying the client's name, id and epoch as its guard against late attempts
+ * ({@link Partition.Execute#client()}); its answer gets the client's id back and joins the client's next {@link Ops.ResultsBundle},
  * sent when this router has handled the messages that had reached it by then (a {@link Flush} it tells itself
  * after the first answer). An answer that never comes (a partition that moved and dropped the batch) is the
  * client's to time out; its entry here is forgotten after {@link #FORGET_AFTER}.
@@ -54,12 +55,24 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     public interface Command extends CborSerializable {
     }
 
-    /** One partition's batch inside a {@link Bundle}: what a {@link Partition.Execute} carries but the reply address. */
-    public record Routed(long routingKey, long batch, List<Ops.Op> ops) {
+    /**
+     * One partition's batch inside a {@link Bundle}: what a {@link Partition.Execute} carries but the reply
+     * address and the client; {@code batch} is also the batch's {@link Partition.Execute#seq()}.
+     */
+    public record Routed(long routingKey, long batch, long epoch, List<Ops.Op> ops) {
+        public Routed(long routingKey, long batch, List<Ops.Op> ops) {
+            this(routingKey, batch, 0, ops);
+        }
     }
 
-    /** Batches of several partitions from one client, answered to {@code replyTo}. */
-    public record Bundle(List<Routed> batches, ActorRef<Ops.ResultsBundle> replyTo) implements Command {
+    /**
+     * Batches of several partitions from one client, answered to {@code replyTo}; {@code client} as in
+     * {@link Partition.Execute#client()}.
+     */
+    public record Bundle(List<Routed> batches, ActorRef<Ops.ResultsBundle> replyTo, long client) implements Command {
+        public Bundle(List<Routed> batches, ActorRef<Ops.ResultsBundle> replyTo) {
+            this(batches, replyTo, 0);
+        }
     }
 
     /** How many bundles and batches this router has taken (for tests and status). */
@@ -132,7 +145,8 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         for (Routed routed : bundle.batches()) {
             long id = nextId++;
             origins.put(id, new Origin(bundle.replyTo(), routed.batch(), now));
-            region.tell(new Partition.Execute(routed.routingKey(), id, routed.ops(), answers));
+            region.tell(new Partition.Execute(routed.routingKey(), id, bundle.client(), routed.batch(), routed.epoch(), routed.ops(),
+                    answers));
             batches++;
         }
         return this;
@@ -148,7 +162,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         if (!out.answers.isEmpty() && out.bytes + size > MAX_BUNDLE_BYTES) {
             send(origin.client(), out);
         }
-        out.answers.add(new Ops.Results(origin.batch(), results.results(), results.host()));
+        out.answers.add(new Ops.Results(origin.batch(), results.results(), results.host(), results.epoch()));
         out.bytes += size;
         if (!flushing) {
             flushing = true;
@@ -185,7 +199,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
 
     /** An upper bound of the bytes {@code results} takes in a {@link Ops.ResultsBundle} ({@link BatchSerializer}). */
     static int sizeOf(Ops.Results results) {
-        long size = 32 + (results.host() == null ? 0 : 3L * results.host().length());
+        long size = 40 + (results.host() == null ? 0 : 3L * results.host().length());
         for (Ops.Result r : results.results()) {
             size += 10 + 16L * r.keys().length + 12;
             if (r.error() != null) {

@@ -62,9 +62,9 @@ class BatchSerializerTest {
         ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
         List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
                 new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE));
-        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, ops, replies);
+        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
-        assertEquals(1 + 8 + 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 24, bytes.length, "24 bytes per operation");
+        assertEquals(1 + 5 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 24, bytes.length, "24 bytes per operation");
         Partition.Execute back = (Partition.Execute) serializer.fromBinary(bytes, serializer.manifest(execute));
         assertEquals(execute, back);
         assertSame(back.replyTo(), ((Partition.Execute) serializer.fromBinary(bytes, "E")).replyTo(), "the address resolves once");
@@ -85,10 +85,11 @@ class BatchSerializerTest {
                 Ops.Result.error(Ops.NOT_HELD, "partition 3 is moving to another compute node"),
                 Ops.Result.error(Ops.OVERLOADED, "é ünïcode ✓"),
                 new Ops.Result(Ops.FAILED, false, 0, new long[] {1}, new long[] {2}, 3, "a part, then a failure"));
-        for (Ops.Results results : List.of(new Ops.Results(Long.MIN_VALUE, list, "pekko://dex@127.0.0.1:25520"),
-                new Ops.Results(3, List.of(), null))) {
+        for (Ops.Results results : List.of(new Ops.Results(Long.MIN_VALUE, list, "pekko://dex@127.0.0.1:25520", Long.MIN_VALUE + 9),
+                new Ops.Results(3, List.of(), null, 4))) {
             Ops.Results back = (Ops.Results) serializer.fromBinary(serializer.toBinary(results), serializer.manifest(results));
             assertEquals(results.batch(), back.batch());
+            assertEquals(results.epoch(), back.epoch());
             assertEquals(results.host(), back.host());
             assertEquals(results.results().size(), back.results().size());
             for (int i = 0; i < results.results().size(); i++) {
@@ -104,7 +105,7 @@ class BatchSerializerTest {
                 assertEquals(a.error(), b.error(), at);
             }
         }
-        assertEquals(1 + 8 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
+        assertEquals(1 + 8 + 8 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
                 "a plain result takes 10 bytes");
     }
 
@@ -156,21 +157,22 @@ class BatchSerializerTest {
         wrongVersion[0] = 9;
         assertRefused(serializer, wrongVersion, "E", "wire version 9");
 
-        int countAt = 1 + 8 + 8 + 4 + serializedPathLength(replies);
+        int replyAt = 1 + 5 * 8;
+        int countAt = replyAt + 4 + serializedPathLength(replies);
         assertRefused(serializer, withInt(execute, countAt, -1), "E", "-1 operations");
         assertRefused(serializer, withInt(execute, countAt, BatchSerializer.WIRE_MAX_OPS + 1), "E",
                 (BatchSerializer.WIRE_MAX_OPS + 1) + " operations (at most " + BatchSerializer.WIRE_MAX_OPS + ")");
         assertRefused(serializer, withInt(execute, countAt, 3), "E", "3 operations announced, 48 bytes left");
-        assertRefused(serializer, withInt(execute, 1 + 8 + 8, -1), "E", "without a reply address");
-        assertRefused(serializer, withInt(execute, 1 + 8 + 8, -7), "E", "replyTo of -7 bytes");
-        assertRefused(serializer, withInt(execute, 1 + 8 + 8, Integer.MAX_VALUE), "E", "replyTo of " + Integer.MAX_VALUE + " bytes");
+        assertRefused(serializer, withInt(execute, replyAt, -1), "E", "without a reply address");
+        assertRefused(serializer, withInt(execute, replyAt, -7), "E", "replyTo of -7 bytes");
+        assertRefused(serializer, withInt(execute, replyAt, Integer.MAX_VALUE), "E", "replyTo of " + Integer.MAX_VALUE + " bytes");
 
         byte[] path = "pekko://dex@10.0.0.1:25520/user/x#notanumber".getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        ByteBuffer badPath = ByteBuffer.allocate(1 + 8 + 8 + 4 + path.length + 4);
-        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putInt(path.length).put(path).putInt(0);
+        ByteBuffer badPath = ByteBuffer.allocate(replyAt + 4 + path.length + 4);
+        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putLong(3).putLong(2).putLong(1).putInt(path.length).put(path).putInt(0);
         assertRefused(serializer, badPath.array(), "E", "a reply address that does not resolve");
 
-        int firstResult = 1 + 8 + 4 + 4 + 4;
+        int firstResult = 1 + 8 + 8 + 4 + 4 + 4;
         byte[] badFlags = results.clone();
         badFlags[firstResult + 1] = (byte) 0x80;
         assertRefused(serializer, badFlags, "R", "result 0 has unknown flags 128");
@@ -195,11 +197,11 @@ class BatchSerializerTest {
         var serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
         ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
         PartitionRouter.Bundle bundle = new PartitionRouter.Bundle(List.of(
-                new PartitionRouter.Routed(-5, 7, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
+                new PartitionRouter.Routed(-5, 7, 3, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
                 new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of()),
-                new PartitionRouter.Routed(3, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies);
+                new PartitionRouter.Routed(3, Long.MIN_VALUE, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies, -77);
         Ops.ResultsBundle answers = new Ops.ResultsBundle(List.of(
-                new Ops.Results(7, List.of(Ops.Result.of(true, 4), Ops.Result.of(false, 0)), "pekko://dex@127.0.0.1:1"),
+                new Ops.Results(7, List.of(Ops.Result.of(true, 4), Ops.Result.of(false, 0)), "pekko://dex@127.0.0.1:1", 3),
                 new Ops.Results(8, List.of(Ops.Result.error(Ops.NOT_HELD, "moving")), null)));
 
         byte[] bundleBytes = serializer.toBinary(bundle);
@@ -207,7 +209,7 @@ class BatchSerializerTest {
 
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(bundle));
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(answers));
-        assertEquals(1 + 4 + serializedPathLength(replies) + 4 + 3 * 20 + 3 * 24, bundleBytes.length, "20 bytes per batch, 24 per operation");
+        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 28 + 3 * 24, bundleBytes.length, "28 bytes per batch, 24 per operation");
         assertEquals(bundle, serializer.fromBinary(bundleBytes, serializer.manifest(bundle)));
         assertEquals(answers, serializer.fromBinary(answerBytes, serializer.manifest(answers)));
         for (int cut = 0; cut < bundleBytes.length; cut++) {
@@ -216,12 +218,12 @@ class BatchSerializerTest {
         for (int cut = 0; cut < answerBytes.length; cut++) {
             assertRefused(serializer, Arrays.copyOf(answerBytes, cut), "S", "");
         }
-        int batchesAt = 1 + 4 + serializedPathLength(replies);
+        int batchesAt = 1 + 4 + serializedPathLength(replies) + 8;
         assertRefused(serializer, withInt(bundleBytes, batchesAt, 0), "B", "a Bundle of no batches");
         assertRefused(serializer, withInt(bundleBytes, batchesAt, BatchSerializer.MAX_BUNDLE + 1), "B",
                 (BatchSerializer.MAX_BUNDLE + 1) + " batches (at most " + BatchSerializer.MAX_BUNDLE + ")");
         assertRefused(serializer, withInt(bundleBytes, 1, -1), "B", "a Bundle without a reply address");
-        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 16, 100), "B", "100 operations announced");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 24, 100), "B", "100 operations announced");
         assertRefused(serializer, withInt(answerBytes, 1, 0), "S", "a ResultsBundle of no answers");
         assertRefused(serializer, withInt(answerBytes, 1 + 4, 1 << 20), "S", "answer 0 of 1048576 bytes");
         int firstLength = ByteBuffer.wrap(answerBytes).getInt(1 + 4);
@@ -243,7 +245,7 @@ class BatchSerializerTest {
                 new PartitionRouter.Routed(1, 2, half.subList(2, half.size()))), replies);
         byte[] bytes = serializer.toBinary(fits);
         assertEquals(fits, serializer.fromBinary(bytes, "B"));
-        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 4 + 20 + half.size() * 24 + 16;
+        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 28 + half.size() * 24 + 24;
         assertRefused(serializer, withInt(bytes, secondCountAt, half.size()), "B",
                 half.size() + " operations (at most " + (BatchSerializer.WIRE_MAX_OPS - half.size()) + ")");
     }

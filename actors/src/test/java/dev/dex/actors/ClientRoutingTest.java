@@ -172,6 +172,27 @@ class ClientRoutingTest {
         model.put(key, (long) n);
     }
 
+    /**
+     * A new client knows no partition's epoch: its first batches of writes are refused ({@link Ops#STALE}) and go
+     * again under the epoch the refusal named, ahead of what was queued meanwhile, so the order still holds.
+     */
+    @Test
+    void aNewClientsFirstWritesGoAgainUnderTheEpochAndKeepTheirOrder() throws Exception {
+        DexClientApi fresh = cluster.client();
+        cluster.awaitUp(Duration.ofSeconds(30));
+        long key = TABLE.lowerExclusive(6) + 29;
+        int n = 1_000;
+        List<CompletableFuture<OptionalLong>> reads = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+            fresh.put(key, i);
+            reads.add(fresh.get(key).toCompletableFuture());
+        }
+        for (int i = 1; i <= n; i++) {
+            assertEquals(OptionalLong.of(i), reads.get(i - 1).get(WAIT_SECONDS, TimeUnit.SECONDS), "the get sent right after put " + i);
+        }
+        model.put(key, (long) n);
+    }
+
     @Test
     void batchCallsAndBlockingCallsAnswerLikeSingleOnes() throws Exception {
         Map<Long, Long> entries = new TreeMap<>();
