@@ -282,6 +282,8 @@ public final class ComputeNode {
                         .withRole("compute"));
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
         context.spawn(PartitionRouter.create(region), "partition-router");
+        // Batches sharding drops while a partition moves are answered NOT_HELD at once, not left to time out.
+        context.spawn(DroppedBatches.create(context.getSystem().address().toString()), "dropped-batches");
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         // The engine instance is a member as long as this registration is listed; a compute node that is
         // removed from the cluster disappears from the listing, and its remote locks may be taken over.

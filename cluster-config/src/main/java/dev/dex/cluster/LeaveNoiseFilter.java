@@ -14,13 +14,18 @@ import ch.qos.logback.core.spi.FilterReply;
  * cause: StreamTcpException: ...}), and an association's streams report that they stopped with their own
  * system ({@code Outbound message stream to ... failed after shutdown}). A peer that really fails is still
  * reported where it matters: the cluster marks it unreachable and downs it, and those lines are kept, as are
- * all other warnings of both loggers.
+ * all other warnings of both loggers. Also dropped: sharding's notice that a region dropped the messages it
+ * had buffered for a shard in handoff ({@code Dropping [1] buffered messages to shard [12] during hand off to
+ * avoid re-ordering}); those are partition batches, which the compute node answers {@code NOT_HELD} at once
+ * (its {@code DroppedBatches}) and their clients send again, so every scale-out printed a dozen alarming lines
+ * about something handled.
  *
  * <p>Installed by {@code logback.xml}; stateless, so safe on every logging thread.
  */
 public final class LeaveNoiseFilter extends TurboFilter {
     static final String STREAM_LOGGER = "org.apache.pekko.stream.Materializer";
     static final String ASSOCIATION_LOGGER = "org.apache.pekko.remote.artery.Association";
+    static final String REGION_LOGGER = "org.apache.pekko.cluster.sharding.ShardRegion";
 
     @Override
     public FilterReply decide(Marker marker, Logger logger, Level level, String format, Object[] params, Throwable t) {
@@ -33,6 +38,9 @@ public final class LeaveNoiseFilter extends TurboFilter {
             return FilterReply.DENY;
         }
         if (name.equals(ASSOCIATION_LOGGER) && format.contains("failed after shutdown")) {
+            return FilterReply.DENY;
+        }
+        if (name.equals(REGION_LOGGER) && format.contains("during hand off to avoid re-ordering")) {
             return FilterReply.DENY;
         }
         return FilterReply.NEUTRAL;
