@@ -46,18 +46,23 @@ public final class ComputeNode {
     /** How clients and tools find compute nodes. */
     public static final ServiceKey<Command> KEY = ServiceKey.create(Command.class, "dex-compute-node");
 
-    /** Messages a compute node accepts. */
-    public interface Command extends CborSerializable {
+    /**
+     * Messages a compute node accepts. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
+     * work in flight negative).
+     */
+    public interface Command {
     }
 
-    public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command {
+    public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command, CborSerializable {
     }
 
     /** The inclusive upper bounds of all partitions but the last. */
     public record PartitionTableReply(long[] upperBounds) implements CborSerializable {
     }
 
-    public record GetStatus(ActorRef<Status> replyTo) implements Command {
+    public record GetStatus(ActorRef<Status> replyTo) implements Command, CborSerializable {
     }
 
     /** What a compute node holds and did: partitions, verbs per kind, cache hit ratio, offloads. */

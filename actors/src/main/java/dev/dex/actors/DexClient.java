@@ -89,23 +89,28 @@ public final class DexClient {
      */
     static final Duration REMOVAL_RESEND_DELAY = Duration.ofMillis(500);
 
-    /** Messages of the client actor. */
-    public interface Command extends CborSerializable {
+    /**
+     * Messages of the client actor. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
+     * work in flight negative).
+     */
+    public interface Command {
     }
 
-    public record Get(long key, ActorRef<Reply> replyTo) implements Command {
+    public record Get(long key, ActorRef<Reply> replyTo) implements Command, CborSerializable {
     }
 
     /** Inserts or replaces; the reply's {@code found} says whether the key existed. */
-    public record Put(long key, long value, ActorRef<Reply> replyTo) implements Command {
+    public record Put(long key, long value, ActorRef<Reply> replyTo) implements Command, CborSerializable {
     }
 
     /** Removes; the reply's {@code found} says whether the key existed. */
-    public record Delete(long key, ActorRef<Reply> replyTo) implements Command {
+    public record Delete(long key, ActorRef<Reply> replyTo) implements Command, CborSerializable {
     }
 
     /** Up to {@code count} entries with keys {@code >= start}, ascending, across partitions. */
-    public record Scan(long start, int count, ActorRef<ScanReply> replyTo) implements Command {
+    public record Scan(long start, int count, ActorRef<ScanReply> replyTo) implements Command, CborSerializable {
     }
 
     /** {@code error} is null on success. */

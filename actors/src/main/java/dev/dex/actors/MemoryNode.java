@@ -13,6 +13,7 @@ import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
@@ -58,12 +59,17 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** How soon a fence of a downed compute node that failed is tried again. */
     static final java.time.Duration FENCE_RETRY = java.time.Duration.ofSeconds(1);
 
-    /** Messages a memory node accepts. */
-    public interface Command extends CborSerializable {
+    /**
+     * Messages a memory node accepts. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
+     * work in flight negative).
+     */
+    public interface Command {
     }
 
     /** Asks which memory server this node is. */
-    public record Describe(ActorRef<Description> replyTo) implements Command {
+    public record Describe(ActorRef<Description> replyTo) implements Command, CborSerializable {
     }
 
     /**
@@ -74,7 +80,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     /** Asks for a chunk of this node's region (for transports without one-sided atomics). */
-    public record AllocateChunk(ActorRef<ChunkGranted> replyTo) implements Command {
+    public record AllocateChunk(ActorRef<ChunkGranted> replyTo) implements Command, CborSerializable {
     }
 
     /** A chunk's global address, or an error (memory full). */
@@ -88,7 +94,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      *                 side stops waiting later than that); 0 for none
      */
     public record Offload(long id, int phase, int op, long key, long value, long start, long[] path, long[] versions,
-                          int pathLength, long deadline, ActorRef<OffloadResult> replyTo) implements Command {
+                          int pathLength, long deadline, ActorRef<OffloadResult> replyTo) implements Command, CborSerializable {
     }
 
     /** The Receptionist's memory nodes: each other one is asked which server it is. */
@@ -206,9 +212,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         Superblock.writePartitions(own, settings.partitions());
     }
 
-    /** A memory node exporting its region through {@code fabric}. */
+    /**
+     * A memory node exporting its region through {@code fabric}. A message that fails the actor (a bug, since every
+     * message is validated on arrival) is logged and the node goes on serving: stopping would give the region
+     * up under the compute nodes using it. A failure to start (the region cannot be exported) stops it.
+     */
     public static Behavior<Command> create(Settings settings, Fabric fabric) {
-        return Behaviors.setup(context -> new MemoryNode(context, settings, fabric));
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, settings, fabric)))
+                .onFailure(RuntimeException.class, SupervisorStrategy.resume());
     }
 
     @Override
@@ -225,11 +236,17 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     private Behavior<Command> onDescribe(Describe describe) {
+        if (describe.replyTo() == null) {
+            return dropped("a Describe without a reply address");
+        }
         describe.replyTo().tell(new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), getContext().getSelf()));
         return this;
     }
 
     private Behavior<Command> onAllocateChunk(AllocateChunk request) {
+        if (request.replyTo() == null) {
+            return dropped("an AllocateChunk without a reply address");
+        }
         try {
             request.replyTo().tell(new ChunkGranted(own.chunkAllocator().allocateChunk(settings.serverId()), null));
         } catch (MemoryFullException e) {
@@ -316,7 +333,16 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         return Behaviors.stopped();
     }
 
+    /** A message no answer can be given to: logged (it is malformed, or forged) and dropped. */
+    private Behavior<Command> dropped(String what) {
+        getContext().getLog().warn("{} was dropped", what);
+        return this;
+    }
+
     private Behavior<Command> onOffload(Offload offload) {
+        if (offload.replyTo() == null) {
+            return dropped("an Offload without a reply address");
+        }
         if (downed.contains(offload.replyTo().path().address())) {
             getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
@@ -327,6 +353,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             request = OffloadRequest.received(offload.phase(), offload.op(), offload.key(), offload.value(), offload.start(),
                     offload.path(), offload.versions(), offload.pathLength());
         } catch (IllegalArgumentException bad) {
+            getContext().getLog().debug("offload {} from {} refused: {}", offload.id(), offload.replyTo().path().address(), bad.getMessage());
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.STALE));
             return this;
         }

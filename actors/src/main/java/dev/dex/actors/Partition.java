@@ -47,8 +47,13 @@ public final class Partition {
      */
     static final int MAX_CLIENTS = 4096;
 
-    /** Messages of a partition. */
-    public interface Command extends CborSerializable {
+    /**
+     * Messages of a partition. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
+     * work in flight negative).
+     */
+    public interface Command {
     }
 
     /**
@@ -74,7 +79,7 @@ public final class Partition {
     }
 
     /** The stop message sharding sends on handoff. */
-    public enum Handoff implements Command {
+    public enum Handoff implements Command, CborSerializable {
         INSTANCE
     }
 

@@ -51,8 +51,13 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     /** A batch unanswered this long is the client's to time out; its entry here is dropped. */
     static final Duration FORGET_AFTER = Duration.ofSeconds(60);
 
-    /** Every message that may cross the network; {@link Bundle} goes in {@link BatchSerializer}'s layout. */
-    public interface Command extends CborSerializable {
+    /**
+     * Messages of the router. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
+     * work in flight negative).
+     */
+    public interface Command {
     }
 
     /**
@@ -76,7 +81,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     }
 
     /** How many bundles and batches this router has taken (for tests and status). */
-    public record GetStats(ActorRef<Stats> replyTo) implements Command {
+    public record GetStats(ActorRef<Stats> replyTo) implements Command, CborSerializable {
     }
 
     public record Stats(long bundles, long batches) implements CborSerializable {

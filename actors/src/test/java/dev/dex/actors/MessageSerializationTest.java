@@ -2,6 +2,7 @@ package dev.dex.actors;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -137,8 +138,67 @@ class MessageSerializationTest {
     }
 
     /**
+     * An actor's internal messages (what it pipes or schedules to itself, adapter wrappers) have no serializer,
+     * so no other process can send them: not by serializing one, and not by naming its class as the manifest of
+     * a CBOR payload (a forged {@code Done} used to be accepted and could drive a partition's count of batches
+     * in flight negative, blocking every handoff).
+     */
+    @Test
+    void internalMessagesCannotBeSerializedNorForged() throws Exception {
+        var serialization = org.apache.pekko.serialization.SerializationExtension.get(
+                org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(testKit.system()));
+        List<Class<?>> commands = List.of(ComputeNode.Command.class, MemoryNode.Command.class, Partition.Command.class,
+                PartitionRouter.Command.class, DexClient.Command.class);
+        List<String> internal = new ArrayList<>();
+        for (Class<?> type : packageClasses()) {
+            if (type.isInterface() || commands.stream().noneMatch(command -> command.isAssignableFrom(type))
+                    || !NoSerializationVerificationNeeded.class.isAssignableFrom(type)) {
+                continue;
+            }
+            internal.add(type.getSimpleName());
+            assertFalse(CborSerializable.class.isAssignableFrom(type), type + " is internal but marked serializable");
+            try {
+                // Enums are java.io.Serializable: bound to Java serialization, which is disabled.
+                assertInstanceOf(org.apache.pekko.serialization.DisabledJavaSerializer.class, serialization.serializerFor(type),
+                        type + " has a serializer");
+            } catch (java.io.NotSerializableException none) {
+                // no serializer at all: as it should be
+            }
+        }
+        assertTrue(internal.containsAll(List.of("Done", "Acquired", "Released", "Described",
+                "BatchAnswered", "Answered")), "the scan finds the internal messages: " + internal);
+
+        // A CBOR payload of a real message, with an internal message's class as its manifest: refused.
+        Object granted = new MemoryNode.ChunkGranted(4096, null);
+        var cbor = serialization.findSerializerFor(granted);
+        byte[] bytes = cbor.toBinary(granted);
+        assertTrue(serialization.deserialize(bytes, cbor.identifier(), MemoryNode.ChunkGranted.class.getName()).isSuccess());
+        String forged = Partition.class.getName() + "$Done";
+        var refused = serialization.deserialize(bytes, cbor.identifier(), forged);
+        assertTrue(refused.isFailure(), "a payload named " + forged + " was deserialized: " + refused);
+    }
+
+    /** The classes of this package's main code. */
+    private static List<Class<?>> packageClasses() throws IOException, URISyntaxException, ClassNotFoundException {
+        Path classes = Path.of(CborSerializable.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        Path dir = classes.resolve(CborSerializable.class.getPackageName().replace('.', '/'));
+        List<Class<?>> types = new ArrayList<>();
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path file : (Iterable<Path>) files::iterator) {
+                String fileName = file.getFileName().toString();
+                if (fileName.endsWith(".class")) {
+                    types.add(Class.forName(CborSerializable.class.getPackageName() + "."
+                            + fileName.substring(0, fileName.length() - ".class".length()), false, CborSerializable.class.getClassLoader()));
+                }
+            }
+        }
+        return types;
+    }
+
+    /**
      * The concrete classes of this package's main code that implement {@link CborSerializable}, minus
-     * local-only ones ({@link NoSerializationVerificationNeeded}: replies an actor pipes to itself).
+     * local-only ones ({@link NoSerializationVerificationNeeded}: replies an actor pipes to itself), and the
+     * messages bound to {@link BatchSerializer} by class.
      */
     private static List<String> serializableMessageTypes() throws IOException, URISyntaxException, ClassNotFoundException {
         Path classes = Path.of(CborSerializable.class.getProtectionDomain().getCodeSource().getLocation().toURI());
@@ -158,6 +218,8 @@ class MessageSerializationTest {
                     names.add(type.getName());
                 }
             }
+            names.add(Partition.Execute.class.getName());
+            names.add(PartitionRouter.Bundle.class.getName());
         }
         return names;
     }

@@ -156,6 +156,9 @@ public final class OffloadRequest {
                 || phase == READ && op != LOOKUP) {
             throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
         }
+        if (path == null || versions == null) {
+            throw new IllegalArgumentException("an offload request without its " + (path == null ? "path" : "versions"));
+        }
         if (pathLength < 0 || pathLength > TreeConfig.MAX_HEIGHT || path.length < pathLength || versions.length < pathLength) {
             throw new IllegalArgumentException("bad offload path of length " + pathLength);
         }

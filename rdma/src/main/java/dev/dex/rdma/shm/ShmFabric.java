@@ -174,7 +174,7 @@ public final class ShmFabric implements Fabric {
         Path temporary = null;
         MappedByteBuffer[] mappings = null;
         try {
-            Files.createDirectories(directory);
+            secureDirectory(directory, true);
             long usable = Files.getFileStore(directory).getUsableSpace();
             if (regionLength > usable) {
                 // Touching a page the file system cannot supply raises SIGBUS later; refuse now instead.
@@ -242,12 +242,68 @@ public final class ShmFabric implements Fabric {
 
     private MappedByteBuffer[] mapExisting(int serverId) {
         Path file = regionFile(serverId);
+        try {
+            secureDirectory(directory, false);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot check " + directory, e);
+        }
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
             return map(channel, channel.size());
         } catch (NoSuchFileException e) {
             throw new IllegalArgumentException("memory server " + serverId + " has not exported a region: no file " + file, e);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot map the region of memory server " + serverId + " at " + file, e);
+        }
+    }
+
+    /**
+     * Creates {@code directory} owner-only (0700) when {@code create} and it does not exist, and refuses one that
+     * another user owns or that others may write: whoever can write the directory can put a region file of
+     * their own in place of a memory node's, and read or change the index through it. (Earlier versions
+     * created it 0755, which passes: only its owner may write it.)
+     */
+    static void secureDirectory(Path directory, boolean create) throws IOException {
+        if (create && !Files.exists(directory)) {
+            try {
+                Files.createDirectories(directory, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            } catch (java.nio.file.FileAlreadyExistsException raced) {
+                // another process made it meanwhile: checked below like any existing directory
+            }
+        }
+        if (!Files.exists(directory)) {
+            return;
+        }
+        java.nio.file.attribute.PosixFileAttributes attributes;
+        try {
+            attributes = Files.readAttributes(directory, java.nio.file.attribute.PosixFileAttributes.class);
+        } catch (UnsupportedOperationException notPosix) {
+            return;
+        }
+        java.nio.file.attribute.UserPrincipal me = processOwner(directory);
+        if (me != null && !attributes.owner().equals(me)) {
+            throw new IllegalStateException("the shm directory " + directory + " belongs to " + attributes.owner().getName()
+                    + ", not to " + me.getName() + " who runs this node: another user could put their own region files there;"
+                    + " remove it, or give this node a directory of its own (--shm-dir)");
+        }
+        Set<java.nio.file.attribute.PosixFilePermission> permissions = attributes.permissions();
+        if (permissions.contains(java.nio.file.attribute.PosixFilePermission.GROUP_WRITE)
+                || permissions.contains(java.nio.file.attribute.PosixFilePermission.OTHERS_WRITE)) {
+            throw new IllegalStateException("the shm directory " + directory + " may be written by others (mode "
+                    + PosixFilePermissions.toString(permissions) + "): they could put their own region files there; make it"
+                    + " owner-only (chmod 700 " + directory + ") or give this node another directory (--shm-dir)");
+        }
+    }
+
+    /** The user this process runs as (the owner of /proc/self on Linux), or null if it cannot be told. */
+    private static java.nio.file.attribute.UserPrincipal processOwner(Path directory) throws IOException {
+        Path self = Path.of("/proc/self");
+        if (Files.exists(self)) {
+            return Files.getOwner(self);
+        }
+        try {
+            return directory.getFileSystem().getUserPrincipalLookupService().lookupPrincipalByName(System.getProperty("user.name"));
+        } catch (java.nio.file.attribute.UserPrincipalNotFoundException | UnsupportedOperationException unknown) {
+            return null;
         }
     }
 
@@ -307,7 +363,7 @@ public final class ShmFabric implements Fabric {
             Path path = fabric.lockFile(serverId);
             FileChannel channel = null;
             try {
-                Files.createDirectories(fabric.directory);
+                secureDirectory(fabric.directory, true);
                 channel = Files.exists(path)
                         ? FileChannel.open(path, StandardOpenOption.WRITE)
                         : FileChannel.open(path, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),

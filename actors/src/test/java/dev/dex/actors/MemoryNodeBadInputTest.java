@@ -1,0 +1,89 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.UUID;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * Malformed messages to a memory node (a missing reply address, an offload without its path) are dropped or
+ * refused, and the node goes on serving with its data. Before, each of them threw in the actor, which stopped
+ * and gave its region up under the compute nodes using it: one bad message took the index's memory away.
+ */
+class MemoryNodeBadInputTest {
+    private static final Duration WAIT = Duration.ofSeconds(10);
+    private final String name = "bad-input-" + UUID.randomUUID();
+    private final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", name, null, 0));
+    private final ActorTestKit kit = ActorTestKit.create(
+            ConfigFactory.parseString("pekko.cluster.roles = [memory]").withFallback(ActorTestKit.applicationTestConfig()));
+
+    @AfterEach
+    void close() {
+        kit.shutdownTestKit();
+        Fabrics.closeLocal(name);
+    }
+
+    @Test
+    void malformedMessagesAreRefusedAndTheNodeKeepsServingItsData() {
+        ActorRef<MemoryNode.Command> node = kit.spawn(MemoryNode.create(new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16,
+                PartitionTable.equalWidth(4, 0, 1000), 3), fabric));
+        TestProbe<MemoryNode.Description> described = kit.createTestProbe();
+        node.tell(new MemoryNode.Describe(described.getRef()));
+        described.expectMessageClass(MemoryNode.Description.class, WAIT);
+        long root;
+        try (RemoteMemory memory = fabric.connect(0)) {
+            root = Superblock.read(memory).root();
+        }
+        TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
+        long future = System.currentTimeMillis() + 60_000;
+        node.tell(new MemoryNode.Offload(1, OffloadRequest.PROBE, OffloadRequest.PUT, 7, 70, root, new long[0], new long[0], 0, future,
+                replies.getRef()));
+        MemoryNode.OffloadResult probe = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.EXECUTE, OffloadRequest.PUT, 7, 70, root, probe.path(), probe.versions(),
+                probe.pathLength(), future, replies.getRef()));
+        assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(), "key 7 is put");
+
+        // Each of these stopped the actor before.
+        node.tell(new MemoryNode.Describe(null));
+        node.tell(new MemoryNode.AllocateChunk(null));
+        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, null, null, 0, 0, null));
+        node.tell(new MemoryNode.Offload(4, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, null, new long[0], 0, 0,
+                replies.getRef()));
+        node.tell(new MemoryNode.Offload(5, OffloadRequest.EXECUTE, OffloadRequest.PUT, 7, 1, root, new long[3], null, 2, future,
+                replies.getRef()));
+        for (long id : new long[] {4, 5}) {
+            MemoryNode.OffloadResult refused = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+            assertEquals(id, refused.id());
+            assertEquals(OffloadRequest.STALE, refused.status(), "offload " + id + " without its path is refused");
+        }
+
+        // Still serving, with its data: it describes itself, grants chunks, and reads key 7 back.
+        node.tell(new MemoryNode.Describe(described.getRef()));
+        assertEquals(0, described.expectMessageClass(MemoryNode.Description.class, WAIT).serverId());
+        TestProbe<MemoryNode.ChunkGranted> chunks = kit.createTestProbe();
+        node.tell(new MemoryNode.AllocateChunk(chunks.getRef()));
+        MemoryNode.ChunkGranted chunk = chunks.expectMessageClass(MemoryNode.ChunkGranted.class, WAIT);
+        assertTrue(chunk.error() == null && chunk.address() != 0, chunk.toString());
+        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, new long[0], new long[0], 0, 0,
+                replies.getRef()));
+        MemoryNode.OffloadResult found = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+        assertEquals(OffloadRequest.OK, found.status());
+        assertTrue(found.found());
+        assertEquals(70, found.value());
+    }
+}
