@@ -239,7 +239,9 @@ final class Demo implements Callable<Integer> {
         // The engine alone first, while no actor system of the cluster shares the cores or the memory.
         double engine = benchOnly && baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
         out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM;"
-                + " fabric %s%n", benchOnly ? "cluster bench" : "demo", computeNodes, settings.fabric().transport());
+                + " fabric %s; %s%n", benchOnly ? "cluster bench" : "demo", computeNodes, settings.fabric().transport(),
+                base.getBoolean("dex.security.tls") ? "mutual TLS between the nodes"
+                        : "plain TCP on loopback (no TLS: for a cluster across hosts see docs/security.md)");
         ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
         systems.add(memory);
         List<String> seed = List.of(DexNodes.hostPort(memory));

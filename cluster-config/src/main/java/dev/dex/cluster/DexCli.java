@@ -42,7 +42,7 @@ import picocli.CommandLine.Parameters;
 @Command(name = "dex", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "DEX on Pekko: a range index on disaggregated memory.",
         subcommands = {Demo.class, DexCli.MemoryNodeCommand.class, DexCli.ComputeNodeCommand.class,
-                DexCli.ClientCommand.class, DexCli.StatusCommand.class})
+                DexCli.ClientCommand.class, DexCli.StatusCommand.class, DexCli.CertsCommand.class})
 public final class DexCli implements Callable<Integer> {
 
     public static void main(String[] args) {
@@ -201,6 +201,7 @@ public final class DexCli implements Callable<Integer> {
             DexSettings settings = DexSettings.from(config);
             ActorSystem<DexClient.Command> system = DexNodes.client(config, settings);
             try {
+                awaitSelfUp(system, JOIN_TIMEOUT);
                 DexClientApi client = new DexClientApi(system, system, settings.requestTimeout());
                 long timeout = settings.requestTimeout().toMillis() + 5_000;
                 switch (operation) {
@@ -270,6 +271,32 @@ public final class DexCli implements Callable<Integer> {
         }
     }
 
+    @Command(name = "certs", mixinStandardHelpOptions = true,
+            description = "Make a certificate authority for a cluster's mutual TLS and a key store per node, with the JDK's"
+                    + " keytool; then start each node with --tls DIR/NAME.p12 (docs/security.md).")
+    static final class CertsCommand implements Callable<Integer> {
+        @Option(names = "--out", paramLabel = "DIR", required = true,
+                description = "Directory for the files (created owner-only; refused if it holds a CA already).")
+        java.nio.file.Path out;
+
+        @Option(names = "--nodes", paramLabel = "NAME", split = ",", defaultValue = "memory,compute,client",
+                description = "Names of the nodes to make key stores for, comma-separated (default: ${DEFAULT-VALUE}).")
+        List<String> nodes = new ArrayList<>();
+
+        @picocli.CommandLine.Spec
+        CommandLine.Model.CommandSpec spec;
+
+        @Override
+        public Integer call() throws Exception {
+            PrintWriter out = spec.commandLine().getOut();
+            Certs.create(this.out, nodes, out);
+            out.println("done: start each node with --tls " + this.out.resolve("NAME.p12") + "; copy to a node only its own"
+                    + " NAME.p12 with truststore.p12 and password");
+            out.flush();
+            return 0;
+        }
+    }
+
     @Command(name = "status", mixinStandardHelpOptions = true,
             description = "Members and roles, which compute node holds which partitions, and the verb counters.")
     static final class StatusCommand implements Callable<Integer> {
@@ -284,7 +311,7 @@ public final class DexCli implements Callable<Integer> {
             Config config = node.nodeConfig(ConfigFactory.empty(), "client");
             ActorSystem<DexClient.Command> system = DexNodes.client(config, DexSettings.from(config));
             try {
-                awaitSelfUp(system, Duration.ofSeconds(30));
+                awaitSelfUp(system, JOIN_TIMEOUT);
                 // The Receptionist's listing reaches a new member shortly after it is Up.
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
                 while (computeStatuses(system).isEmpty() && System.nanoTime() < deadline) {
@@ -298,11 +325,17 @@ public final class DexCli implements Callable<Integer> {
         }
     }
 
+    /** How long {@code client} and {@code status} try to join before they give up with a clear error. */
+    static final Duration JOIN_TIMEOUT = Duration.ofSeconds(20);
+
     static void awaitSelfUp(ActorSystem<?> system, Duration max) throws InterruptedException {
         long deadline = System.nanoTime() + max.toNanos();
         while (Cluster.get(system).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
             if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("could not join the cluster in " + max.toSeconds() + " s; are the seed nodes running?");
+                boolean tls = system.settings().config().getString("pekko.remote.artery.transport").equals("tls-tcp");
+                throw new IllegalStateException("could not join the cluster in " + max.toSeconds() + " s: are the seed nodes"
+                        + " running? This node uses " + (tls ? "mutual TLS; it joins only a cluster whose nodes use TLS with"
+                        + " certificates of the same CA" : "plain TCP; it cannot join a cluster that uses TLS (give it --tls)"));
             }
             Thread.sleep(50);
         }

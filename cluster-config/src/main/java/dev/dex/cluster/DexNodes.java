@@ -59,7 +59,46 @@ public final class DexNodes {
             node = node.withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(
                     seeds.stream().map(DexNodes::seedAddress).collect(Collectors.toList())));
         }
-        return node.withFallback(roleFile).withFallback(base);
+        return withSecurity(node.withFallback(roleFile).withFallback(base));
+    }
+
+    /**
+     * {@code config} with Artery's mutual TLS when {@code dex.security.tls} is on: transport {@code tls-tcp}, the
+     * node's key store, the CA's trust store and their password (from {@code dex.security.password-file}),
+     * TLS 1.3, peers required to present a certificate of that CA. Each path is checked here, so a typo is a
+     * clear error at start rather than a node that cannot talk to anyone.
+     */
+    static Config withSecurity(Config config) {
+        if (!config.hasPath("dex.security.tls") || !config.getBoolean("dex.security.tls")) {
+            return config;
+        }
+        java.nio.file.Path keyStore = readable(config, "dex.security.key-store");
+        java.nio.file.Path trustStore = readable(config, "dex.security.trust-store");
+        String password = Certs.readPassword(readable(config, "dex.security.password-file"));
+        String engine = "pekko.remote.artery.ssl.config-ssl-engine.";
+        return ConfigFactory.empty()
+                .withValue("pekko.remote.artery.transport", ConfigValueFactory.fromAnyRef("tls-tcp"))
+                .withValue(engine + "key-store", ConfigValueFactory.fromAnyRef(keyStore.toString()))
+                .withValue(engine + "trust-store", ConfigValueFactory.fromAnyRef(trustStore.toString()))
+                .withValue(engine + "key-store-password", ConfigValueFactory.fromAnyRef(password))
+                .withValue(engine + "key-password", ConfigValueFactory.fromAnyRef(password))
+                .withValue(engine + "trust-store-password", ConfigValueFactory.fromAnyRef(password))
+                .withValue(engine + "protocol", ConfigValueFactory.fromAnyRef("TLSv1.3"))
+                .withValue(engine + "require-mutual-authentication", ConfigValueFactory.fromAnyRef(true))
+                .withFallback(config);
+    }
+
+    private static java.nio.file.Path readable(Config config, String key) {
+        String value = config.getString(key);
+        if (value.isBlank()) {
+            throw new IllegalArgumentException("dex.security.tls is on but " + key + " is not set (bin/dex certs makes the files;"
+                    + " --tls DIR/NAME.p12 sets them)");
+        }
+        java.nio.file.Path path = java.nio.file.Path.of(value);
+        if (!java.nio.file.Files.isReadable(path)) {
+            throw new IllegalArgumentException(key + " = " + path + ": no such readable file");
+        }
+        return path;
     }
 
     /** "host:port" as an actor system address of the cluster. */

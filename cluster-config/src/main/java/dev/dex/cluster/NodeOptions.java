@@ -35,6 +35,11 @@ final class NodeOptions {
             description = "Directory of the shm fabric's region files (default: dex.fabric.shm-directory, /dev/shm/dex).")
     Path shmDirectory;
 
+    @Option(names = "--tls", paramLabel = "KEYSTORE",
+            description = "Mutual TLS with this node's key store (made by 'dex certs'), and the truststore.p12 and password"
+                    + " files beside it: only nodes with a certificate of the same CA can talk to this one.")
+    Path tlsKeyStore;
+
     @Option(names = "--config", paramLabel = "FILE", description = "A HOCON file of settings (dex.*, pekko.*) to apply.")
     Path configFile;
 
@@ -66,6 +71,13 @@ final class NodeOptions {
                 // A memory node serves its region where it serves the cluster, unless told otherwise.
                 config = config.withValue(key, ConfigValueFactory.fromAnyRef(host));
             }
+        }
+        if (tlsKeyStore != null) {
+            Path dir = tlsKeyStore.toAbsolutePath().getParent();
+            config = config.withValue("dex.security.tls", ConfigValueFactory.fromAnyRef(true))
+                    .withValue("dex.security.key-store", ConfigValueFactory.fromAnyRef(tlsKeyStore.toAbsolutePath().toString()))
+                    .withValue("dex.security.trust-store", ConfigValueFactory.fromAnyRef(dir.resolve(Certs.TRUST_STORE).toString()))
+                    .withValue("dex.security.password-file", ConfigValueFactory.fromAnyRef(dir.resolve(Certs.PASSWORD).toString()));
         }
         if (shmDirectory != null) {
             config = config.withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
