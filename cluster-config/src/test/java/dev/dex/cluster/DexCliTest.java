@@ -55,7 +55,12 @@ class DexCliTest {
             "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
-            "memory-node --config /nonexistent.conf      | no such readable file"})
+            "memory-node --config /nonexistent.conf      | no such readable file",
+            "certs                                       | Missing required option: '--out=DIR'",
+            "certs --out /tmp/dex-certs-bad --nodes ca    | node name 'ca'",
+            "certs --out /tmp/dex-certs-bad --nodes a,b,a | names a node twice",
+            "certs --out /tmp/dex-certs-bad --nodes x/y   | node name 'x/y'",
+            "memory-node --tls /nonexistent/memory.p12   | dex.security.key-store = /nonexistent/memory.p12: no such readable file"})
     void badInputExitsWithTwoAndSaysWhy(String args, String message) {
         Run run = run(args.trim().split("\\s+"));
         assertEquals(2, run.exit(), run.err());
@@ -83,7 +88,7 @@ class DexCliTest {
     void withoutACommandItPrintsTheCommands() {
         Run run = run();
         assertEquals(0, run.exit());
-        for (String command : new String[] {"demo", "memory-node", "compute-node", "client", "status", "bench"}) {
+        for (String command : new String[] {"demo", "memory-node", "compute-node", "client", "status", "bench", "certs"}) {
             assertTrue(run.out().contains(command), run.out());
         }
     }
