@@ -11,6 +11,7 @@ import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.shm.ShmFabric;
 import dev.dex.rdma.tcp.TcpFabric;
 import dev.dex.rdma.tcp.TcpSettings;
+import dev.dex.rdma.tcp.TcpTls;
 
 /**
  * The fabric a node uses, from configuration: {@code local} (regions in this JVM, shared by every actor
@@ -18,6 +19,7 @@ import dev.dex.rdma.tcp.TcpSettings;
  * files in a directory, shared by the processes of one host), {@code tcp} (a memory node serves its
  * region over TCP at an endpoint it advertises in its {@link MemoryNode.Description}; any host) or
  * {@code disni} (RDMA READ and WRITE through DiSNI, atomics over a tcp control fabric; hosts with RDMA NICs).
+ * With {@link Spec#tls()}, the tcp fabric's connections (and disni's control connections) use mutual TLS.
  *
  * <p>Concurrency: the registry of local fabrics is a concurrent map; the fabrics are thread-safe.
  */
@@ -29,7 +31,7 @@ public final class Fabrics {
 
     /** Where and how nodes reach the memory pool. */
     public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
-                       DisniSettings disni, Path tcpRegionDirectory) {
+                       DisniSettings disni, Path tcpRegionDirectory, TcpTls tls) {
         public Spec {
             if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp") && !transport.equals("disni")) {
                 throw new IllegalArgumentException("dex.fabric.transport must be local, shm, tcp or disni: " + transport);
@@ -37,6 +39,12 @@ public final class Fabrics {
             if (latencyNs < 0) {
                 throw new IllegalArgumentException("dex.fabric.latency-ns must be >= 0: " + latencyNs);
             }
+        }
+
+        /** A spec without TLS on the tcp fabric's connections. */
+        public Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
+                    DisniSettings disni, Path tcpRegionDirectory) {
+            this(transport, localName, shmDirectory, latencyNs, tcp, disni, tcpRegionDirectory, null);
         }
 
         /** A spec whose tcp memory nodes keep their regions in their own memory. */
@@ -65,9 +73,9 @@ public final class Fabrics {
         return switch (spec.transport()) {
             case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
             case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
-            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs(), spec.tcpRegionDirectory());
+            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs(), spec.tcpRegionDirectory(), spec.tls());
             default -> {
-                TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs());
+                TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs(), null, spec.tls());
                 try {
                     yield new DisniFabric(control, spec.disni());
                 } catch (RuntimeException noRdma) {

@@ -40,7 +40,8 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getInt("fabric.disni.queue-depth"));
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni,
-                dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")));
+                dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")),
+                fabricTls(dex));
 
         long regionSize = dex.getBytes("memory.region-size");
         long chunkSize = dex.getBytes("memory.chunk-size");
@@ -115,6 +116,26 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
             throw new IllegalArgumentException("dex." + key + " must be in [" + min + ", " + max + "]: " + value);
         }
         return value;
+    }
+
+    /**
+     * The tcp fabric's mutual TLS when {@code dex.security.tls} is on and the fabric has tcp connections (tcp, and
+     * disni's control connections): the cluster's certificates, as Artery uses them; null otherwise.
+     */
+    private static dev.dex.rdma.tcp.TcpTls fabricTls(Config dex) {
+        String transport = dex.getString("fabric.transport");
+        if (!dex.getBoolean("security.tls") || !(transport.equals("tcp") || transport.equals("disni"))) {
+            return null;
+        }
+        for (String key : new String[] {"security.key-store", "security.trust-store", "security.password-file"}) {
+            if (dex.getString(key).isBlank()) {
+                throw new IllegalArgumentException("dex.security.tls is on but dex." + key + " is not set (bin/dex certs makes the"
+                        + " files; --tls DIR/NAME.p12 sets them)");
+            }
+        }
+        return dev.dex.rdma.tcp.TcpTls.fromStores(Path.of(dex.getString("security.key-store")),
+                Path.of(dex.getString("security.trust-store")),
+                Certs.readPassword(Path.of(dex.getString("security.password-file"))).toCharArray());
     }
 
     private static long range(Config dex, String key, long value, long min, long max) {

@@ -33,7 +33,7 @@ import dev.dex.actors.DexClientApi;
 
 /**
  * Mutual TLS, as the node commands set it up from {@code dex certs}' files: a memory node, a compute node and a
- * client with certificates of one CA form a cluster and serve; a node with a certificate of another CA, and a
+ * client with certificates of one CA form a cluster and serve, the memory over the tcp fabric with TLS too; a node with a certificate of another CA, and a
  * node without TLS, cannot join it, and the cluster keeps serving. All on loopback, in this JVM.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -51,7 +51,7 @@ class TlsClusterTest {
 
     private Config config(String role, Path keyStore, List<String> seeds) {
         Config overrides = ConfigFactory.parseString("""
-                dex.fabric.transport = local
+                dex.fabric.transport = tcp
                 dex.fabric.local-name = "%s"
                 dex.memory.region-size = 64MiB
                 dex.memory.partitions = 4
@@ -79,6 +79,7 @@ class TlsClusterTest {
 
         Config memory = config("memory", certs.resolve("memory.p12"), List.of());
         assertEquals("tls-tcp", memory.getString("pekko.remote.artery.transport"));
+        assertTrue(DexSettings.from(memory).fabric().tls() != null, "the tcp fabric's connections use the same certificates");
         ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
         systems.add(memorySystem);
         seed = DexNodes.hostPort(memorySystem);

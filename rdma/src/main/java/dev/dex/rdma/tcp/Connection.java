@@ -92,6 +92,9 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
                 .handler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel ch) {
+                        if (io.tls() != null) {
+                            ch.pipeline().addLast(io.tls().clientHandler(ch.alloc(), address.getHostString(), address.getPort()));
+                        }
                         ch.pipeline().addLast(
                                 new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0, LENGTH_FIELD_LENGTH, 0,
                                         LENGTH_FIELD_LENGTH, true),

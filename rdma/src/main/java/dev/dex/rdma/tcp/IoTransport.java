@@ -20,16 +20,17 @@ import io.netty.util.concurrent.DefaultThreadFactory;
  * and aarch64), NIO elsewhere. Its threads are daemons, so an unclosed fabric never keeps a JVM alive.
  */
 record IoTransport(String name, EventLoopGroup group, Class<? extends SocketChannel> socketChannel,
-                   Class<? extends ServerChannel> serverChannel) {
+                   Class<? extends ServerChannel> serverChannel, TcpTls tls) {
 
-    static IoTransport create(int threads) {
+    /** Event loops for a fabric object; {@code tls} secures its servers' and clients' connections, or null. */
+    static IoTransport create(int threads, TcpTls tls) {
         DefaultThreadFactory threadFactory = new DefaultThreadFactory("dex-tcp-io", true);
         if (Epoll.isAvailable()) {
             return new IoTransport("epoll", new MultiThreadIoEventLoopGroup(threads, threadFactory, EpollIoHandler.newFactory()),
-                    EpollSocketChannel.class, EpollServerSocketChannel.class);
+                    EpollSocketChannel.class, EpollServerSocketChannel.class, tls);
         }
         return new IoTransport("nio", new MultiThreadIoEventLoopGroup(threads, threadFactory, NioIoHandler.newFactory()),
-                NioSocketChannel.class, NioServerSocketChannel.class);
+                NioSocketChannel.class, NioServerSocketChannel.class, tls);
     }
 
     void shutdown() {

@@ -116,6 +116,9 @@ final class RegionServer implements AutoCloseable {
                     @Override
                     protected void initChannel(Channel channel) {
                         connections.add(channel);
+                        if (io.tls() != null) {
+                            channel.pipeline().addLast(io.tls().serverHandler(channel.alloc()));
+                        }
                         channel.pipeline().addLast(
                                 new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0, LENGTH_FIELD_LENGTH, 0,
                                         LENGTH_FIELD_LENGTH, true),
@@ -130,7 +133,8 @@ final class RegionServer implements AutoCloseable {
         this.listener = bound.channel();
         InetSocketAddress local = (InetSocketAddress) listener.localAddress();
         this.endpoint = TcpEndpoint.format(settings.host(), local.getPort());
-        LOG.info("memory server {} serves its region over tcp ({}) at {}", serverId, io.name(), endpoint);
+        LOG.info("memory server {} serves its region over tcp ({}{}) at {}", serverId, io.name(),
+                io.tls() != null ? ", mutual TLS" : "", endpoint);
     }
 
     /**

@@ -62,13 +62,21 @@ public final class TcpFabric implements Fabric {
      *                        reattaches to its data; null to keep regions in this process's memory
      */
     public TcpFabric(TcpSettings settings, long latencyNs, java.nio.file.Path regionDirectory) {
+        this(settings, latencyNs, regionDirectory, null);
+    }
+
+    /**
+     * @param tls mutual TLS for every connection this fabric object serves or opens ({@link TcpTls}); null for
+     *            plain TCP. A TLS fabric and a plain one cannot talk to each other.
+     */
+    public TcpFabric(TcpSettings settings, long latencyNs, java.nio.file.Path regionDirectory, TcpTls tls) {
         if (latencyNs < 0) {
             throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
         }
         this.settings = Objects.requireNonNull(settings, "settings");
         this.latencyNs = latencyNs;
         this.files = regionDirectory == null ? null : new dev.dex.rdma.shm.ShmFabric(regionDirectory);
-        this.io = IoTransport.create(settings.ioThreads());
+        this.io = IoTransport.create(settings.ioThreads(), tls);
     }
 
     @Override
