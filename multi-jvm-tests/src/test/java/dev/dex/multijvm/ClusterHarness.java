@@ -75,6 +75,11 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
 
     private final List<String> settings;
     private final String transport;
+    /** Mutual TLS: every node, this JVM's fabric and its client use the key store of a CA made per test. */
+    private final boolean tls;
+    /** With {@link #tls}: the cluster's key store ({@code dex certs}' files beside it), and a stranger's of another CA. */
+    private Path keyStore;
+    private Path strangerKeyStore;
     private String testName;
     private Path logDirectory;
     private Path shmDirectory;
@@ -98,8 +103,26 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     }
 
     private ClusterHarness(String transport, String... settings) {
+        this(transport, false, settings);
+    }
+
+    private ClusterHarness(String transport, boolean tls, String... settings) {
         this.transport = transport;
+        this.tls = tls;
         this.settings = List.of(settings);
+    }
+
+    /**
+     * A cluster on the tcp fabric with mutual TLS everywhere: a CA and key stores are made per test with
+     * {@code dex certs}, every node starts with {@code --tls}, and this JVM's fabric and client use them too.
+     */
+    static ClusterHarness tls(String... settings) {
+        return new ClusterHarness("tcp", true, settings);
+    }
+
+    /** The key store of a node whose certificate another CA signed ({@link #tls} only). */
+    Path strangerKeyStore() {
+        return strangerKeyStore;
     }
 
     /**
@@ -118,7 +141,22 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         deleteRecursively(logDirectory);
         Files.createDirectories(logDirectory);
         shmDirectory = Path.of("/dev/shm", "dex-it-" + testName + "-" + UUID.randomUUID());
-        fabric = transport.equals("tcp") ? new TcpFabric() : new ShmFabric(shmDirectory);
+        if (tls) {
+            Path certs = logDirectory.resolve("certs");
+            deleteRecursively(certs);
+            for (String[] ca : new String[][] {{"cluster", "node"}, {"other", "stranger"}}) {
+                int exit = dev.dex.cluster.DexCli.run("certs", "--out", certs.resolve(ca[0]).toString(), "--nodes", ca[1]);
+                if (exit != 0) {
+                    throw new IllegalStateException("dex certs exited with " + exit);
+                }
+            }
+            keyStore = certs.resolve("cluster/node.p12");
+            strangerKeyStore = certs.resolve("other/stranger.p12");
+            fabric = new TcpFabric(dev.dex.rdma.tcp.TcpSettings.DEFAULTS, 0, null, dev.dex.rdma.tcp.TcpTls.fromStores(keyStore,
+                    keyStore.resolveSibling("truststore.p12"), Files.readAllLines(keyStore.resolveSibling("password")).get(0).toCharArray()));
+        } else {
+            fabric = transport.equals("tcp") ? new TcpFabric() : new ShmFabric(shmDirectory);
+        }
         killOnExit = new Thread(() -> nodes.forEach(node -> {
             if (node.isAlive()) {
                 try {
@@ -202,6 +240,16 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         return startComputeNodes(List.of(name), extra).get(0);
     }
 
+    /** In the extra arguments of a {@link #tls} cluster's node: start it without TLS. */
+    static final String PLAIN = "(plain)";
+
+    /** Starts a compute node without waiting for it to come up (it may never: a node the cluster refuses). */
+    NodeProcess startComputeNodeAsync(String name, String... extra) {
+        List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", "8MiB"));
+        arguments.addAll(Arrays.asList(extra));
+        return start(name, arguments);
+    }
+
     private NodeProcess start(String name, List<String> command) {
         List<String> arguments = new ArrayList<>(command);
         Path nodeShm = shmDirectory;
@@ -210,6 +258,10 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             absentShmDirectories.put(name, nodeShm);
         }
         arguments.addAll(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport, "--shm-dir", nodeShm.toString()));
+        if (tls && !command.contains("--tls") && !command.contains(PLAIN)) {
+            arguments.addAll(List.of("--tls", keyStore.toString()));
+        }
+        arguments.remove(PLAIN);
         if (seed != null) {
             arguments.addAll(List.of("--seed", seed.seed()));
         }
@@ -341,6 +393,12 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         Config overrides = ConfigFactory.empty();
         for (String setting : settings) {
             overrides = ConfigFactory.parseString(setting).withFallback(overrides);
+        }
+        if (tls) {
+            overrides = overrides.withValue("dex.security.tls", ConfigValueFactory.fromAnyRef(true))
+                    .withValue("dex.security.key-store", ConfigValueFactory.fromAnyRef(keyStore.toString()))
+                    .withValue("dex.security.trust-store", ConfigValueFactory.fromAnyRef(keyStore.resolveSibling("truststore.p12").toString()))
+                    .withValue("dex.security.password-file", ConfigValueFactory.fromAnyRef(keyStore.resolveSibling("password").toString()));
         }
         overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(transport))
                 .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
