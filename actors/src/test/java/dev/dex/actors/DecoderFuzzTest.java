@@ -1,0 +1,165 @@
+package dev.dex.actors;
+
+import java.io.NotSerializableException;
+import java.util.UUID;
+
+import org.apache.pekko.actor.ExtendedActorSystem;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+import com.code_intelligence.jazzer.api.FuzzedDataProvider;
+import com.code_intelligence.jazzer.junit.FuzzTest;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.core.offload.SubtreeExecutor;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.SuperblockDescriptor;
+import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * Fuzz tests (Jazzer) of what a node decodes from others: the batch wire format (all four messages), offload
+ * requests as a memory node validates and runs them, and the superblock and partition table a node reads from a
+ * region. Garbage must end in the decoder's own clear refusal, never in another exception, an error (an array
+ * sized by a hostile count), a crash or a hang.
+ *
+ * <p>{@code mvn -B verify} fuzzes them for 45 s ({@code JAZZER_FUZZ=1} in this module's {@code fuzz} execution;
+ * without it, JUnit runs only the inputs saved under {@code src/test/resources}, as regression tests). A longer
+ * run: {@link DecoderLongFuzz}. A finding is saved by Jazzer under
+ * {@code src/test/resources/dev/dex/actors/DecoderFuzzTestInputs/decoders}: commit it with the fix, and it stays
+ * a regression test.
+ */
+class DecoderFuzzTest {
+    private static final ActorSystem<Void> SYSTEM = ActorSystem.create(Behaviors.empty(), "fuzz",
+            ConfigFactory.parseString("pekko.actor.provider = local").withFallback(ConfigFactory.load()));
+    private static final BatchSerializer SERIALIZER = new BatchSerializer((ExtendedActorSystem) Adapter.toClassic(SYSTEM));
+    private static final int CHUNK = 64 << 10;
+    private static final String FABRIC = "fuzz-" + UUID.randomUUID();
+    /** A region with a formatted tree and table, read by the offloads; never written. */
+    private static final ExportedRegion TREE;
+    /** A region whose superblock each input overwrites. */
+    private static final ExportedRegion SCRATCH;
+    private static final RemoteMemory SCRATCH_MEMORY;
+    private static final long ROOT;
+
+    static {
+        Fabric fabric = Fabrics.open(new Fabrics.Spec("local", FABRIC, null, 0));
+        TREE = fabric.export(0, 16L * CHUNK, CHUNK);
+        try (RemoteMemory memory = fabric.connect(0)) {
+            Superblock.format(memory, TreeConfig.defaults().withSubtreeLevel(3));
+            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 1000));
+            ROOT = Superblock.read(memory).root();
+        }
+        Fabric scratch = Fabrics.open(new Fabrics.Spec("local", FABRIC + "-scratch", null, 0));
+        SCRATCH = scratch.export(0, 4L * CHUNK, CHUNK);
+        SCRATCH_MEMORY = scratch.connect(0);
+    }
+
+    /**
+     * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 45 s
+     * (Jazzer fuzzes one test per JVM, so the decoders share one).
+     */
+    @FuzzTest(maxDuration = "45s")
+    void decoders(FuzzedDataProvider data) {
+        fuzzOne(data);
+    }
+
+    static void fuzzOne(FuzzedDataProvider data) {
+        switch (data.consumeInt(0, 2)) {
+            case 0 -> batchFrame(data);
+            case 1 -> offload(data);
+            default -> superblock(data);
+        }
+    }
+
+    // ==== the batch wire format ==============================================================================
+
+    static void batchFrame(FuzzedDataProvider data) {
+        String manifest = data.pickValue(new String[] {BatchSerializer.EXECUTE, BatchSerializer.RESULTS, BatchSerializer.BUNDLE,
+                BatchSerializer.RESULTS_BUNDLE});
+        boolean current = data.consumeBoolean();
+        byte[] bytes = data.consumeRemainingAsBytes();
+        if (current && bytes.length > 0) {
+            bytes[0] = BatchSerializer.VERSION; // past the version check most of the time
+        }
+        try {
+            SERIALIZER.fromBinary(bytes, manifest);
+        } catch (NotSerializableException refused) {
+            // the decoder's refusal, naming what is wrong: Artery logs it and drops the frame
+        }
+    }
+
+
+
+    // ==== offload requests ===================================================================================
+
+    /**
+     * An offload as a memory node gets it (any phase, op, key, start and path), validated and, for the phases that
+     * only read (READ, PROBE), run on a valid tree: a refusal ({@link IllegalArgumentException}) or a failed run
+     * (a {@link RuntimeException}, which the memory node answers STALE) is fine; an error or a hang is not. EXECUTE
+     * writes, so it is only validated here.
+     */
+    static void offload(FuzzedDataProvider data) {
+        int phase = data.consumeInt(-1, 3);
+        int op = data.consumeInt(-1, 5);
+        long key = data.consumeLong();
+        long value = data.consumeLong();
+        long start = data.consumeBoolean() ? ROOT : data.consumeLong();
+        int pathLength = data.consumeInt(-2, 40);
+        long[] path = data.consumeBoolean() ? null : new long[data.consumeInt(0, 40)];
+        long[] versions = data.consumeBoolean() ? null : new long[data.consumeInt(0, 40)];
+        for (long[] array : new long[][] {path, versions}) {
+            if (array != null) {
+                for (int i = 0; i < array.length; i++) {
+                    array[i] = data.consumeLong();
+                }
+            }
+        }
+        OffloadRequest request;
+        try {
+            request = OffloadRequest.received(phase, op, key, value, start, path, versions, pathLength);
+        } catch (IllegalArgumentException refused) {
+            return;
+        }
+        if (phase == OffloadRequest.EXECUTE) {
+            return;
+        }
+        try {
+            new SubtreeExecutor(0, TREE.region()).run(request);
+        } catch (RuntimeException failed) {
+            // answered STALE by the memory node
+        }
+    }
+
+
+
+    // ==== the superblock and the partition table =============================================================
+
+    /**
+     * A superblock area of arbitrary bytes (as a broken or hostile memory node could hold), read the way nodes
+     * read it: a clear {@link IllegalStateException} or {@link IllegalArgumentException}, or a result.
+     */
+    static void superblock(FuzzedDataProvider data) {
+        int area = SuperblockDescriptor.PARTITION_BOUNDS_OFFSET + 64 * Long.BYTES;
+        byte[] bytes = java.util.Arrays.copyOf(data.consumeBytes(area), area);
+        long base = SuperblockDescriptor.ADDRESS & dev.dex.rdma.GlobalAddress.OFFSET_MASK;
+        SCRATCH.region().putBytes(base, new org.agrona.concurrent.UnsafeBuffer(bytes), 0, area);
+        try {
+            Superblock.read(SCRATCH_MEMORY);
+        } catch (IllegalStateException | IllegalArgumentException refused) {
+            // a region without a valid tree
+        }
+        try {
+            Superblock.readPartitions(SCRATCH_MEMORY);
+        } catch (IllegalStateException | IllegalArgumentException refused) {
+            // a region without a valid table
+        }
+    }
+
+
+}
