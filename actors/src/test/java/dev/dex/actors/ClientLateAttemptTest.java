@@ -106,7 +106,7 @@ class ClientLateAttemptTest {
             ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(BATCH_TIMEOUT), "dex", config("client"));
             systems.add(clientSystem);
             Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
-            awaitMembers(node, 2);
+            TestCluster.awaitMembersUp(node, 2);
             long key = LocalTree.loadedModel(LOADED).higherKey(tree.table.lowerExclusive(2) + 10);
             int partition = tree.table.partitionOf(key);
             try (DexClientApi client = new DexClientApi(clientSystem, clientSystem, Duration.ofSeconds(30))) {
@@ -130,27 +130,8 @@ class ClientLateAttemptTest {
                 assertFalse(holdNextWrite.get());
             }
         } finally {
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            TestCluster.terminateAll(systems);
         }
     }
 
-    private static void awaitMembers(ActorSystem<?> system, int count) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (System.nanoTime() < deadline) {
-            long up = 0;
-            for (org.apache.pekko.cluster.Member member : Cluster.get(system).state().getMembers()) {
-                up += member.status() == MemberStatus.up() ? 1 : 0;
-            }
-            if (up == count) {
-                return;
-            }
-            Thread.sleep(50);
-        }
-        throw new AssertionError(count + " members up within 30 s");
-    }
 }

@@ -116,7 +116,7 @@ class ClientResendOnRemovalTest {
             systems.add(clientSystem);
             Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(survivor).selfMember().address()));
             DexClientApi client = new DexClientApi(clientSystem, clientSystem, ASK_TIMEOUT.multipliedBy(2));
-            awaitMembers(survivor, 3);
+            TestCluster.awaitMembersUp(survivor, 3);
 
             // Every partition answers once, so the client knows who served it; at least one lands on the doomed node.
             for (int p = 0; p < TABLE.count(); p++) {
@@ -155,12 +155,7 @@ class ClientResendOnRemovalTest {
                     "answered " + seconds + " s after the downing, well before the " + ASK_TIMEOUT + " ask timeout");
             assertEquals(2L, hostOf.get(partition), "the partition's entity runs on the survivor");
         } finally {
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            TestCluster.terminateAll(systems);
         }
     }
 
@@ -174,7 +169,7 @@ class ClientResendOnRemovalTest {
             ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(batchTimeout), "dex", config("client"));
             systems.add(clientSystem);
             Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
-            awaitMembers(node, 2);
+            TestCluster.awaitMembersUp(node, 2);
             try (DexClientApi client = new DexClientApi(clientSystem, clientSystem, timeout)) {
                 assertEquals(OptionalLong.of(1), client.get(5).toCompletableFuture().get(30, TimeUnit.SECONDS));
                 overloaded.set(3);
@@ -205,29 +200,8 @@ class ClientResendOnRemovalTest {
                 }
             }
         } finally {
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            TestCluster.terminateAll(systems);
         }
     }
 
-    private static void awaitMembers(ActorSystem<?> system, int count) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (System.nanoTime() < deadline) {
-            int up = 0;
-            for (org.apache.pekko.cluster.Member member : Cluster.get(system).state().getMembers()) {
-                if (member.status() == MemberStatus.up()) {
-                    up++;
-                }
-            }
-            if (up == count) {
-                return;
-            }
-            Thread.sleep(50);
-        }
-        assertNotNull(null, count + " members up within 30 s");
-    }
 }

@@ -24,9 +24,11 @@ import dev.dex.rdma.RemoteMemory;
 /**
  * The memory node's offload path refuses an offload that reaches its memory-side threads after its deadline
  * (the compute side stops waiting soon after and falls back to its caching path; executed late, the offload
- * would race that path on the same leaf), and runs one within its deadline.
+ * would race that path on the same leaf), and runs one within its deadline; and malformed messages do not take
+ * it down.
  */
 class MemoryNodeOffloadTest {
+    private static final Duration WAIT = Duration.ofSeconds(10);
     private final String name = "offload-" + UUID.randomUUID();
     private final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", name, null, 0));
     private final ActorTestKit kit = ActorTestKit.create(
@@ -38,17 +40,26 @@ class MemoryNodeOffloadTest {
         Fabrics.closeLocal(name);
     }
 
-    @Test
-    void anOffloadPastItsDeadlineIsRefusedAndOneWithinItRuns() {
+    /** A memory node serving a fresh tree (4 partitions), once it has answered a Describe. */
+    private ActorRef<MemoryNode.Command> startedNode() {
         ActorRef<MemoryNode.Command> node = kit.spawn(MemoryNode.create(new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16,
                 PartitionTable.equalWidth(4, 0, 1000), 3), fabric));
         TestProbe<MemoryNode.Description> described = kit.createTestProbe();
         node.tell(new MemoryNode.Describe(described.getRef()));
         described.expectMessageClass(MemoryNode.Description.class, Duration.ofSeconds(10));
-        long root;
+        return node;
+    }
+
+    private long root() {
         try (RemoteMemory memory = fabric.connect(0)) {
-            root = Superblock.read(memory).root();
+            return Superblock.read(memory).root();
         }
+    }
+
+    @Test
+    void anOffloadPastItsDeadlineIsRefusedAndOneWithinItRuns() {
+        ActorRef<MemoryNode.Command> node = startedNode();
+        long root = root();
         TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
         long future = System.currentTimeMillis() + 60_000;
 
@@ -68,6 +79,54 @@ class MemoryNodeOffloadTest {
         assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, Duration.ofSeconds(10)).status());
         MemoryNode.OffloadResult found = read(node, replies, root, 7);
         assertTrue(found.found(), "an execute within its deadline put the key");
+        assertEquals(70, found.value());
+    }
+
+    /**
+     * Malformed messages (a missing reply address, an offload without its path) are dropped or refused, and the node
+     * goes on serving with its data. Before, each of them threw in the actor, which stopped and gave its region up
+     * under the compute nodes using it: one bad message took the index's memory away.
+     */
+    @Test
+    void malformedMessagesAreRefusedAndTheNodeKeepsServingItsData() {
+        ActorRef<MemoryNode.Command> node = startedNode();
+        long root = root();
+        TestProbe<MemoryNode.Description> described = kit.createTestProbe();
+        TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
+        long future = System.currentTimeMillis() + 60_000;
+        node.tell(new MemoryNode.Offload(1, OffloadRequest.PROBE, OffloadRequest.PUT, 7, 70, root, new long[0], new long[0], 0, future,
+                replies.getRef()));
+        MemoryNode.OffloadResult probe = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.EXECUTE, OffloadRequest.PUT, 7, 70, root, probe.path(), probe.versions(),
+                probe.pathLength(), future, replies.getRef()));
+        assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(), "key 7 is put");
+
+        // Each of these stopped the actor before.
+        node.tell(new MemoryNode.Describe(null));
+        node.tell(new MemoryNode.AllocateChunk(null));
+        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, null, null, 0, 0, null));
+        node.tell(new MemoryNode.Offload(4, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, null, new long[0], 0, 0,
+                replies.getRef()));
+        node.tell(new MemoryNode.Offload(5, OffloadRequest.EXECUTE, OffloadRequest.PUT, 7, 1, root, new long[3], null, 2, future,
+                replies.getRef()));
+        for (long id : new long[] {4, 5}) {
+            MemoryNode.OffloadResult refused = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+            assertEquals(id, refused.id());
+            assertEquals(OffloadRequest.STALE, refused.status(), "offload " + id + " without its path is refused");
+        }
+
+        // Still serving, with its data: it describes itself, grants chunks, and reads key 7 back.
+        node.tell(new MemoryNode.Describe(described.getRef()));
+        assertEquals(0, described.expectMessageClass(MemoryNode.Description.class, WAIT).serverId());
+        TestProbe<MemoryNode.ChunkGranted> chunks = kit.createTestProbe();
+        node.tell(new MemoryNode.AllocateChunk(chunks.getRef()));
+        MemoryNode.ChunkGranted chunk = chunks.expectMessageClass(MemoryNode.ChunkGranted.class, WAIT);
+        assertTrue(chunk.error() == null && chunk.address() != 0, chunk.toString());
+        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, root, new long[0], new long[0], 0, 0,
+                replies.getRef()));
+        MemoryNode.OffloadResult found = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+        assertEquals(OffloadRequest.OK, found.status());
+        assertTrue(found.found());
         assertEquals(70, found.value());
     }
 

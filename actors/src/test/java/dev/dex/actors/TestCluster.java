@@ -104,9 +104,14 @@ final class TestCluster implements AutoCloseable {
 
     @Override
     public void close() {
+        terminateAll(systems);
+        Fabrics.closeLocal(fabricName);
+    }
+
+    /** Terminates {@code systems}, the last started first, and waits for each. */
+    static void terminateAll(List<ActorSystem<?>> systems) {
         for (int i = systems.size() - 1; i >= 0; i--) {
-            ActorSystem<?> system = systems.get(i);
-            system.terminate();
+            systems.get(i).terminate();
         }
         for (ActorSystem<?> system : systems) {
             try {
@@ -115,6 +120,21 @@ final class TestCluster implements AutoCloseable {
                 throw new IllegalStateException("actor system did not terminate", e);
             }
         }
-        Fabrics.closeLocal(fabricName);
+    }
+
+    /** Waits until {@code system} sees {@code count} members Up (30 s at most). */
+    static void awaitMembersUp(ActorSystem<?> system, int count) throws InterruptedException {
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() < deadline) {
+            long up = 0;
+            for (org.apache.pekko.cluster.Member member : Cluster.get(system).state().getMembers()) {
+                up += member.status() == MemberStatus.up() ? 1 : 0;
+            }
+            if (up == count) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        throw new AssertionError(count + " members up within 30 s");
     }
 }
