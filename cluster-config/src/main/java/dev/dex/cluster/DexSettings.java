@@ -31,7 +31,8 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getInt("fabric.tcp.connections-per-server"), dex.getInt("fabric.tcp.window"),
                 dex.getDuration("fabric.tcp.verb-timeout"), dex.getDuration("fabric.tcp.connect-timeout"),
                 dex.getInt("fabric.tcp.io-threads"), dex.getDuration("fabric.tcp.spin").toNanos(),
-                (int) range(dex, "fabric.tcp.max-transfer", dex.getBytes("fabric.tcp.max-transfer"), 4096, 16 << 20));
+                (int) range(dex, "fabric.tcp.max-transfer", dex.getBytes("fabric.tcp.max-transfer"), 4096, 16 << 20),
+                dex.getInt("fabric.tcp.max-connections"));
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
         DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS : new DisniSettings(dex.getString("fabric.disni.host"), dex.getInt("fabric.disni.port"),
                 dex.getDuration("fabric.disni.verb-timeout"), dex.getDuration("fabric.disni.connect-timeout"),

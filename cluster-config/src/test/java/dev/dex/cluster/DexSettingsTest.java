@@ -53,6 +53,7 @@ class DexSettingsTest {
             "dex.client.window        | 0      | dex.client.window must be in [1, 64]",
             "dex.client.window        | 65     | dex.client.window must be in [1, 64]",
             "dex.fabric.tcp.max-transfer | 1KiB | dex.fabric.tcp.max-transfer must be in [4096, 16777216]",
+            "dex.fabric.tcp.max-connections | 0 | dex.fabric.tcp.max-connections must be in [1, 1048576]",
             "dex.fabric.tcp.verb-timeout | 0s  | dex.fabric.tcp.verb-timeout must be > 0",
             "dex.fabric.latency-ns    | -1     | dex.fabric.latency-ns must be >= 0",
             "dex.memory.server-id     | 40000  | dex.memory.server-id must be in [0, 32767]",

@@ -115,6 +115,12 @@ final class RegionServer implements AutoCloseable {
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel channel) {
+                        if (connections.size() >= settings.maxConnections()) {
+                            LOG.warn("memory server {}: refused a connection from {}: {} are open, the most it keeps"
+                                    + " (dex.fabric.tcp.max-connections)", serverId, channel.remoteAddress(), connections.size());
+                            channel.close();
+                            return;
+                        }
                         connections.add(channel);
                         if (io.tls() != null) {
                             channel.pipeline().addLast(io.tls().serverHandler(channel.alloc()));

@@ -19,16 +19,21 @@ import java.util.Objects;
  * @param spinNanos            how long a calling thread spins for its answer before it parks
  * @param maxTransfer          largest payload of one frame; longer reads and writes are split into several
  *                             requests, and a longer frame closes the connection
+ * @param maxConnections       connections a memory node's region server keeps open at once; a further one is
+ *                             closed at once, with a log line (about: event loops admit connections concurrently)
  */
 public record TcpSettings(String host, int port, int connectionsPerServer, int window, Duration verbTimeout,
-                          Duration connectTimeout, int ioThreads, long spinNanos, int maxTransfer) {
+                          Duration connectTimeout, int ioThreads, long spinNanos, int maxTransfer, int maxConnections) {
+
+    /** Connections a region server admits unless told otherwise ({@code dex.fabric.tcp.max-connections}). */
+    public static final int DEFAULT_MAX_CONNECTIONS = 1024;
 
     /**
      * Loopback, a free port, one connection of 64 requests in flight, 30 s verb and 5 s connect timeouts, one I/O
      * thread, 50 µs of spinning (see {@code docs/fabric.md} for the measurements behind these).
      */
     public static final TcpSettings DEFAULTS = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30),
-            Duration.ofSeconds(5), 1, 50_000, 256 * 1024);
+            Duration.ofSeconds(5), 1, 50_000, 256 * 1024, DEFAULT_MAX_CONNECTIONS);
 
     public TcpSettings {
         Objects.requireNonNull(host, "dex.fabric.tcp.host");
@@ -40,6 +45,7 @@ public record TcpSettings(String host, int port, int connectionsPerServer, int w
         check("window", window, 1, 1 << 16);
         check("io-threads", ioThreads, 1, 256);
         check("max-transfer", maxTransfer, 4096, 16 << 20);
+        check("max-connections", maxConnections, 1, 1 << 20);
         if (verbTimeout == null || verbTimeout.isNegative() || verbTimeout.isZero()) {
             throw new IllegalArgumentException("dex.fabric.tcp.verb-timeout must be > 0: " + verbTimeout);
         }
@@ -51,24 +57,36 @@ public record TcpSettings(String host, int port, int connectionsPerServer, int w
         }
     }
 
+    /** Settings with the default limit of connections. */
+    public TcpSettings(String host, int port, int connectionsPerServer, int window, Duration verbTimeout, Duration connectTimeout,
+                       int ioThreads, long spinNanos, int maxTransfer) {
+        this(host, port, connectionsPerServer, window, verbTimeout, connectTimeout, ioThreads, spinNanos, maxTransfer,
+                DEFAULT_MAX_CONNECTIONS);
+    }
+
+    public TcpSettings withMaxConnections(int limit) {
+        return new TcpSettings(host, port, connectionsPerServer, window, verbTimeout, connectTimeout, ioThreads, spinNanos,
+                maxTransfer, limit);
+    }
+
     public TcpSettings withHost(String newHost) {
         return new TcpSettings(newHost, port, connectionsPerServer, window, verbTimeout, connectTimeout, ioThreads, spinNanos,
-                maxTransfer);
+                maxTransfer, maxConnections);
     }
 
     public TcpSettings withPort(int newPort) {
         return new TcpSettings(host, newPort, connectionsPerServer, window, verbTimeout, connectTimeout, ioThreads, spinNanos,
-                maxTransfer);
+                maxTransfer, maxConnections);
     }
 
     public TcpSettings withIoThreads(int threads) {
         return new TcpSettings(host, port, connectionsPerServer, window, verbTimeout, connectTimeout, threads, spinNanos,
-                maxTransfer);
+                maxTransfer, maxConnections);
     }
 
     public TcpSettings withVerbTimeout(Duration timeout) {
         return new TcpSettings(host, port, connectionsPerServer, window, timeout, connectTimeout, ioThreads, spinNanos,
-                maxTransfer);
+                maxTransfer, maxConnections);
     }
 
     private static void check(String key, int value, int min, int max) {

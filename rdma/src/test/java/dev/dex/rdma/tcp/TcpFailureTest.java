@@ -42,6 +42,39 @@ class TcpFailureTest {
         return resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(verbTimeout), 0));
     }
 
+    /**
+     * A memory node keeps at most {@code max-connections} connections open: one more is closed at once, and its
+     * client's connect fails naming the server; the admitted clients keep working, and a slot freed by a client
+     * that leaves is taken by the next.
+     */
+    @Test
+    void aMemoryNodeRefusesConnectionsBeyondItsLimitAndServesTheOthers() throws Exception {
+        TcpFabric server = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withMaxConnections(2), 0));
+        ExportedRegion region = resources.closeAfter(server.export(0, REGION, CHUNK));
+        TcpFabric clients = fabric(Duration.ofSeconds(5));
+        long address = GlobalAddress.of(0, CHUNK);
+        RemoteMemory first = clients.connect(Map.of(0, region.endpoint()));
+        RemoteMemory second = resources.closeAfter(clients.connect(Map.of(0, region.endpoint())));
+        first.fetchAndAdd(address, 1);
+        second.fetchAndAdd(address, 1);
+        IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+                () -> clients.connect(Map.of(0, region.endpoint())).fetchAndAdd(address, 100));
+        assertTrue(refused.getMessage().contains("memory server 0 at " + region.endpoint()), refused.getMessage());
+        assertEquals(2, second.fetchAndAdd(address, 1), "the admitted clients keep working; the refused one added nothing");
+        first.close();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        RemoteMemory third = null;
+        while (third == null) {
+            try {
+                third = resources.closeAfter(clients.connect(Map.of(0, region.endpoint())));
+            } catch (IllegalArgumentException stillFull) {
+                assertTrue(System.nanoTime() < deadline, "the slot of a client that left is taken within 10 s: " + stillFull);
+                Thread.sleep(50);
+            }
+        }
+        assertEquals(3, third.fetchAndAdd(address, 1));
+    }
+
     @Test
     void aConnectionLostMidRequestFailsTheVerbClearlyAndTheNextVerbReconnects() throws Exception {
         FakeMemoryServer server = resources.closeAfter(new FakeMemoryServer(0, FakeMemoryServer.Mode.CLOSE));
