@@ -366,6 +366,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     /** On a memory-side thread: runs the request on the region and replies. */
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(MemoryNode.class);
+
     private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload) {
         if (offload.deadline() != 0 && System.currentTimeMillis() > offload.deadline()) {
             // The compute side stops waiting soon (or has): executed now, the operation could race its fallback.
@@ -376,6 +378,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         try {
             executor.run(request);
             status = request.status();
+            if (executor.refusal() != null && SubtreeExecutor.warnNow()) {
+                LOG.warn("offload {} from {} refused: {} (at most one such line a second)", offload.id(),
+                        offload.replyTo().path().address(), executor.refusal());
+            }
         } catch (RuntimeException e) {
             status = OffloadRequest.STALE;
         }

@@ -130,6 +130,29 @@ class MemoryNodeOffloadTest {
         assertEquals(70, found.value());
     }
 
+    /**
+     * An offload naming an address outside the memory node's region, or one not word-aligned, is refused without
+     * touching memory, and the node says so (at most one such line a second).
+     */
+    @Test
+    void anOffloadOutsideTheRegionIsRefusedAndLogged() {
+        ActorRef<MemoryNode.Command> node = startedNode();
+        TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
+        long outside = dev.dex.rdma.GlobalAddress.of(0, 16L << 20);
+        MemoryNode.OffloadResult refused = org.apache.pekko.actor.testkit.typed.javadsl.LoggingTestKit
+                .warn("lies outside memory server 0's region of 16777216 bytes").expect(kit.system(), () -> {
+                    node.tell(new MemoryNode.Offload(1, OffloadRequest.READ, OffloadRequest.LOOKUP, 7, 0, outside, new long[0],
+                            new long[0], 0, 0, replies.getRef()));
+                    return replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+                });
+        assertEquals(OffloadRequest.STALE, refused.status());
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.PROBE, OffloadRequest.PUT, 7, 70, root() + 3, new long[0], new long[0], 0, 0,
+                replies.getRef()));
+        MemoryNode.OffloadResult misaligned = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
+        assertEquals(OffloadRequest.STALE, misaligned.status(), "a misaligned node address is refused too");
+        assertEquals(OffloadRequest.OK, read(node, replies, root(), 7).status(), "and the node keeps serving");
+    }
+
     private static MemoryNode.OffloadResult read(ActorRef<MemoryNode.Command> node, TestProbe<MemoryNode.OffloadResult> replies,
                                                  long root, long key) {
         node.tell(new MemoryNode.Offload(9, OffloadRequest.READ, OffloadRequest.LOOKUP, key, 0, root, new long[0], new long[0], 0, 0,

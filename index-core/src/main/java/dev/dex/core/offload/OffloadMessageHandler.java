@@ -17,6 +17,8 @@ import dev.dex.rdma.Region;
 public final class OffloadMessageHandler implements MessageHandler {
     private final ThreadLocal<SubtreeExecutor> executors;
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OffloadMessageHandler.class);
+
     public OffloadMessageHandler(int serverId, Region region) {
         this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(serverId, region));
     }
@@ -24,8 +26,12 @@ public final class OffloadMessageHandler implements MessageHandler {
     @Override
     public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
         OffloadRequest request = OffloadMessageDescriptor.decodeRequest(message, offset, length);
+        SubtreeExecutor executor = executors.get();
         try {
-            executors.get().run(request);
+            executor.run(request);
+            if (executor.refusal() != null && SubtreeExecutor.warnNow()) {
+                LOG.warn("an offloaded operation was refused: {} (at most one such line a second)", executor.refusal());
+            }
         } catch (RuntimeException e) {
             // A delivering thread must outlive a bad request; the sender falls back to its caching path.
             request.status = OffloadRequest.STALE;

@@ -35,6 +35,11 @@ public final class SubtreeExecutor {
 
     private final int serverId;
     private final Region region;
+    /** Why the last run refused its request's addresses, or null (see {@link #refusal()}). */
+    private String refusal;
+    /** When a refusal was last logged, in nanos; shared by every executor, to log at most one a second. */
+    private static final java.util.concurrent.atomic.AtomicLong LAST_WARNING = new java.util.concurrent.atomic.AtomicLong(
+            System.nanoTime() - 2_000_000_000L);
     private final NodeView node = new NodeView().wrap(new UnsafeBuffer(BufferUtil.allocateDirectAligned(NODE_LENGTH, 64)), 0);
 
     public SubtreeExecutor(int serverId, Region region) {
@@ -44,6 +49,7 @@ public final class SubtreeExecutor {
 
     /** Runs {@code request}'s current phase and fills its outcome (it does not complete it). */
     public void run(OffloadRequest request) {
+        refusal = null;
         long address = request.start;
         int depth = 0;
         boolean execute = request.phase == OffloadRequest.EXECUTE;
@@ -52,7 +58,16 @@ public final class SubtreeExecutor {
                 request.status = OffloadRequest.CROSS_SERVER;
                 return;
             }
-            if (!readWhole(GlobalAddress.offset(address))) {
+            long offset = GlobalAddress.offset(address);
+            if ((offset & (Long.BYTES - 1)) != 0 || !region.contains(offset, NODE_LENGTH)) {
+                // Only a broken or hostile sender names such an address: refused, and said why (refusal()).
+                request.status = OffloadRequest.STALE;
+                refusal = "node address " + GlobalAddress.toString(address) + (region.contains(offset, NODE_LENGTH)
+                        ? " is not word-aligned" : " lies outside memory server " + serverId + "'s region of " + region.length()
+                        + " bytes");
+                return;
+            }
+            if (!readWhole(offset)) {
                 request.status = OffloadRequest.STALE;
                 return;
             }
@@ -140,6 +155,21 @@ public final class SubtreeExecutor {
             node.version(node.version() + 1);
             write(GlobalAddress.offset(address));
         }
+    }
+
+    /**
+     * Why the last {@link #run} refused its request without touching memory (an address outside this server's
+     * region, or not word-aligned), or null. The request's status is then {@link OffloadRequest#STALE}.
+     */
+    public String refusal() {
+        return refusal;
+    }
+
+    /** Whether a refusal should be logged now: at most one a second across all executors, so a flood cannot. */
+    public static boolean warnNow() {
+        long now = System.nanoTime();
+        long last = LAST_WARNING.get();
+        return now - last >= 1_000_000_000L && LAST_WARNING.compareAndSet(last, now);
     }
 
     /**
