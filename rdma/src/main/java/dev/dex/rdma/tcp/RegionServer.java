@@ -105,7 +105,6 @@ final class RegionServer implements AutoCloseable {
 
     private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
         this.serverId = serverId;
-        int maxFrame = TcpFrameDescriptor.maxFrameLength(settings.maxTransfer());
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(io.group())
                 .channel(io.serverChannel())
@@ -115,20 +114,7 @@ final class RegionServer implements AutoCloseable {
                 .childHandler(new ChannelInitializer<Channel>() {
                     @Override
                     protected void initChannel(Channel channel) {
-                        if (connections.size() >= settings.maxConnections()) {
-                            LOG.warn("memory server {}: refused a connection from {}: {} are open, the most it keeps"
-                                    + " (dex.fabric.tcp.max-connections)", serverId, channel.remoteAddress(), connections.size());
-                            channel.close();
-                            return;
-                        }
-                        connections.add(channel);
-                        if (io.tls() != null) {
-                            channel.pipeline().addLast(io.tls().serverHandler(channel.alloc()));
-                        }
-                        channel.pipeline().addLast(
-                                new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0, LENGTH_FIELD_LENGTH, 0,
-                                        LENGTH_FIELD_LENGTH, true),
-                                new RequestHandler(region, chunkLength, settings.maxTransfer()));
+                        initConnection(channel, region, chunkLength, settings, io.tls());
                     }
                 });
         ChannelFuture bound = bootstrap.bind(settings.host(), settings.port()).awaitUninterruptibly();
@@ -141,6 +127,28 @@ final class RegionServer implements AutoCloseable {
         this.endpoint = TcpEndpoint.format(settings.host(), local.getPort());
         LOG.info("memory server {} serves its region over tcp ({}{}) at {}", serverId, io.name(),
                 io.tls() != null ? ", mutual TLS" : "", endpoint);
+    }
+
+    /**
+     * Sets up a client connection's pipeline: refused beyond the connection limit; TLS first when configured; then
+     * the frame decoder and the request handler. Package-private for the fuzz test, which feeds frames to an
+     * embedded channel set up the same way.
+     */
+    void initConnection(Channel channel, Region region, long chunkLength, TcpSettings settings, TcpTls tls) {
+        if (connections.size() >= settings.maxConnections()) {
+            LOG.warn("memory server {}: refused a connection from {}: {} are open, the most it keeps"
+                    + " (dex.fabric.tcp.max-connections)", serverId, channel.remoteAddress(), connections.size());
+            channel.close();
+            return;
+        }
+        connections.add(channel);
+        if (tls != null) {
+            channel.pipeline().addLast(tls.serverHandler(channel.alloc()));
+        }
+        channel.pipeline().addLast(
+                new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, TcpFrameDescriptor.maxFrameLength(settings.maxTransfer()), 0,
+                        LENGTH_FIELD_LENGTH, 0, LENGTH_FIELD_LENGTH, true),
+                new RequestHandler(region, chunkLength, settings.maxTransfer()));
     }
 
     /**
