@@ -15,7 +15,8 @@ import io.netty.channel.embedded.EmbeddedChannel;
  * executes them: each input is a connection (an embedded channel set up as the server sets up a real one) fed a
  * sequence of frames, mostly well-formed with fuzzed fields (ops, counts, addresses in and around the region,
  * payloads, length prefixes), sometimes raw bytes, with or without a greeting first. The server must answer,
- * refuse or close the connection, never throw out of its pipeline, fail with an error, or hang. {@code mvn -B
+ * refuse or close the connection, never throw out of its pipeline, fail with an error, or hang. One input in eight
+ * goes to the disni key grants' messages instead ({@link dev.dex.rdma.disni.GrantMessagesFuzzing}). {@code mvn -B
  * verify} fuzzes it for 30 s (the {@code fuzz} execution, {@code JAZZER_FUZZ=1}); docs/security.md.
  */
 class TcpFrameFuzzTest {
@@ -57,8 +58,13 @@ class TcpFrameFuzzTest {
         channel.finishAndReleaseAll();
     }
 
+    /** One input for the region server's frames or, one time in eight, for the book of RDMA key grants. */
     @FuzzTest(maxDuration = "30s")
     void frames(FuzzedDataProvider data) {
+        if (data.consumeInt(0, 7) == 0) {
+            dev.dex.rdma.disni.GrantMessagesFuzzing.fuzzOne(data);
+            return;
+        }
         EmbeddedChannel channel = new EmbeddedChannel();
         SERVER.initConnection(channel, REGION, CHUNK, SETTINGS, null);
         try {
