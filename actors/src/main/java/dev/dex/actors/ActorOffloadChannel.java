@@ -81,8 +81,8 @@ final class ActorOffloadChannel implements OffloadChannel {
         // The memory node starts it only within half the timeout, so it never runs after this side gave up
         // (clocks of the hosts within half the timeout of each other; docs/durability.md).
         long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
-        server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.key(), request.newValue(),
-                request.start(), path, versions, length, deadline, replyTo));
+        server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), request.key(),
+                request.newValue(), request.start(), path, versions, length, deadline, replyTo));
         scheduler.scheduleOnce(timeout, () -> {
             OffloadRequest late = pending.remove(id);
             if (late != null) {

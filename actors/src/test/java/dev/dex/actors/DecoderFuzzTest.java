@@ -14,6 +14,7 @@ import com.typesafe.config.ConfigFactory;
 
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
+import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.SuperblockDescriptor;
@@ -46,14 +47,19 @@ class DecoderFuzzTest {
     private static final ExportedRegion SCRATCH;
     private static final RemoteMemory SCRATCH_MEMORY;
     private static final long ROOT;
+    /** The tree's partitions, each owned at epoch 0. */
+    private static final PartitionTable PARTITIONS = PartitionTable.equalWidth(4, 0, 1000);
 
     static {
         Fabric fabric = Fabrics.open(new Fabrics.Spec("local", FABRIC, null, 0));
         TREE = fabric.export(0, 16L * CHUNK, CHUNK);
         try (RemoteMemory memory = fabric.connect(0)) {
             Superblock.format(memory, TreeConfig.defaults().withSubtreeLevel(3));
-            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 1000));
+            Superblock.writePartitions(memory, PARTITIONS);
             ROOT = Superblock.read(memory).root();
+            for (int p = 0; p < PARTITIONS.count(); p++) {
+                OwnershipTable.register(memory, p, 0, PARTITIONS.lowerExclusive(p), PARTITIONS.upperInclusive(p));
+            }
         }
         Fabric scratch = Fabrics.open(new Fabrics.Spec("local", FABRIC + "-scratch", null, 0));
         SCRATCH = scratch.export(0, 4L * CHUNK, CHUNK);
@@ -107,7 +113,10 @@ class DecoderFuzzTest {
     static void offload(FuzzedDataProvider data) {
         int phase = data.consumeInt(-1, 3);
         int op = data.consumeInt(-1, 5);
-        long key = data.consumeLong();
+        long key = data.consumeBoolean() ? data.consumeLong(0, 1000) : data.consumeLong();
+        // Mostly the key's own partition at its owner's epoch, so that runs get past the ownership check.
+        int partition = data.consumeBoolean() ? PARTITIONS.partitionOf(key) : data.consumeInt();
+        long epoch = data.consumeBoolean() ? 0 : data.consumeLong();
         long value = data.consumeLong();
         long start = data.consumeBoolean() ? ROOT : data.consumeLong();
         int pathLength = data.consumeInt(-2, 40);
@@ -122,7 +131,7 @@ class DecoderFuzzTest {
         }
         OffloadRequest request;
         try {
-            request = OffloadRequest.received(phase, op, key, value, start, path, versions, pathLength);
+            request = OffloadRequest.received(phase, op, partition, epoch, key, value, start, path, versions, pathLength);
         } catch (IllegalArgumentException refused) {
             return;
         }

@@ -100,6 +100,29 @@ class DexSettingsTest {
     }
 
     /**
+     * Least exposure: a node started without --host listens on the loopback address only, the cluster's port and a
+     * memory node's fabric server alike; --host moves both, and an explicit fabric host stays as set.
+     */
+    @Test
+    void aNodeListensOnLoopbackUnlessHostSaysOtherwise() {
+        NodeOptions plain = new NodeOptions();
+        new picocli.CommandLine(plain).parseArgs("--fabric", "tcp");
+        Config node = plain.nodeConfig(ConfigFactory.empty(), "memory");
+        assertEquals("127.0.0.1", node.getString("pekko.remote.artery.canonical.hostname"));
+        String bind = node.getString("pekko.remote.artery.bind.hostname");
+        assertTrue(bind.isEmpty() || bind.equals("127.0.0.1"), "Artery binds where it is reached: '" + bind + "'");
+        assertEquals("127.0.0.1", node.getString("dex.fabric.tcp.host"));
+        assertEquals("127.0.0.1", node.getString("dex.fabric.disni.host"));
+
+        NodeOptions moved = new NodeOptions();
+        new picocli.CommandLine(moved).parseArgs("--fabric", "tcp", "--host", "192.0.2.7", "--set", "dex.fabric.disni.host=192.0.2.8");
+        Config elsewhere = moved.nodeConfig(ConfigFactory.empty(), "memory");
+        assertEquals("192.0.2.7", elsewhere.getString("pekko.remote.artery.canonical.hostname"));
+        assertEquals("192.0.2.7", elsewhere.getString("dex.fabric.tcp.host"));
+        assertEquals("192.0.2.8", elsewhere.getString("dex.fabric.disni.host"));
+    }
+
+    /**
      * The demo's memory node holds the tree and one redo log per partition: with 200,000 keys, a region sized for
      * the tree alone (64 MiB) was filled by the 64 logs, and partitions could not be acquired (MemoryFullException).
      */

@@ -57,8 +57,8 @@ public interface RemoteMemory extends AutoCloseable {
      * applies nothing of it that it had not applied before the call returns, and refuses its greeting from now
      * on. A new owner of a partition calls it before it replays the partition's log, so an old owner that did
      * not give the partition up (crashed, downed, cut off) cannot write after it. Returns false when the
-     * transport cannot fence: one-sided stores into shared memory ({@code local}, {@code shm}) or registered
-     * RDMA memory ({@code disni}) cannot be revoked from another client.
+     * transport cannot fence: one-sided stores into shared memory ({@code local}, {@code shm}) cannot be revoked
+     * from another client. ({@code disni} fences by revoking the client's own RDMA keys.)
      *
      * @throws IllegalArgumentException for client 0 or this client's own identity
      * @throws FabricException          when a memory server cannot be reached (the fence is not in place)

@@ -25,6 +25,7 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.NodeAllocator;
 import dev.dex.core.tree.Superblock;
@@ -265,12 +266,17 @@ public final class DexEngine implements PartitionedEngine {
         }
         new Flush(this).dropPartition(partition);
         if (!redoLog.enabled()) {
+            // No epochs without the log: the memory servers check only that an offload's key is the partition's.
+            registerOwnership(partition, 0);
             held.set(partition, HELD);
             return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start, 0, false);
         }
         held.set(partition, RECOVERING);
         try {
             RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos());
+            // Every memory server learns the new epoch before anything of the partition runs (the replay may
+            // offload): from now on it refuses the offloads of every earlier owner.
+            registerOwnership(partition, log.epoch());
             logs.set(partition, log);
             long replayed;
             try (DexSession recovery = newSession()) {
@@ -296,6 +302,14 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
+     * Records on every memory server that this engine owns {@code partition} at {@code epoch} ({@link OwnershipTable}),
+     * also where this engine never offloads: it supersedes an earlier owner's offloads all the same.
+     */
+    private void registerOwnership(int partition, long epoch) {
+        OwnershipTable.register(memory, partition, epoch, partitions.lowerExclusive(partition), partitions.upperInclusive(partition));
+    }
+
+    /**
      * What {@link #acquireReport} did.
      *
      * @param epoch    the owner epoch this engine took (0 without redo logging)
@@ -304,7 +318,7 @@ public final class DexEngine implements PartitionedEngine {
      * @param previousOwner the fabric identity of an owner before this one that had not given the partition
      *                 up (crashed, downed, cut off), or 0
      * @param fenced   whether that owner was fenced on every memory node before the replay (false where the
-     *                 fabric cannot fence: {@code local}, {@code shm}, {@code disni})
+     *                 fabric cannot fence: {@code local}, {@code shm})
      */
     public record AcquireReport(int partition, long epoch, long replayed, long pages, long nanos, long previousOwner,
                                 boolean fenced) {

@@ -111,7 +111,7 @@ public final class DexSession implements IndexSession {
     private long offloadValue;
     private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
-    /** The partition of the write in progress. */
+    /** The partition of the lookup or write in progress. */
     private int opPartition;
     /** Set on the session that replays a log while its partition is acquired: it enters and does not log. */
     boolean recovering;
@@ -157,6 +157,7 @@ public final class DexSession implements IndexSession {
     public boolean lookup(long key) {
         checkKey(key);
         int partition = engine.enter(key);
+        opPartition = partition;
         try {
             beginOp(OffloadRequest.LOOKUP, key, 0);
             while (true) {
@@ -779,6 +780,9 @@ public final class DexSession implements IndexSession {
             // A failed offload is charged even when not sampled: a timeout must steer the model at once.
             long start = costed ? System.nanoTime() : 0;
             boolean lookup = opCode == OffloadRequest.LOOKUP;
+            // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
+            RedoLog log = engine.logs.get(opPartition);
+            offload.owner(opPartition, log == null ? 0 : log.epoch());
             long sentAt = 0;
             if (lookup) {
                 sentAt = engine.remoteChanges.now();

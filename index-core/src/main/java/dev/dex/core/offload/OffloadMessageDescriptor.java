@@ -11,10 +11,10 @@ import dev.dex.core.tree.TreeConfig;
  *
  * <p>Request:
  * <pre>
- *   0       1    2             3     8       16          24        32
- *  +-------+----+-------------+-----+-------+-----------+---------+-----------------------------------
- *  | phase | op | path length | pad |  key  | new value |  start  | path length x (address, version)
- *  +-------+----+-------------+-----+-------+-----------+---------+-----------------------------------
+ *   0       1    2             3     4           8       16          24        32            40
+ *  +-------+----+-------------+-----+-----------+-------+-----------+---------+-------------+-----------------------------------
+ *  | phase | op | path length | pad | partition |  key  | new value |  start  | owner epoch | path length x (address, version)
+ *  +-------+----+-------------+-----+-----------+-------+-----------+---------+-------------+-----------------------------------
  * </pre>
  * Answer:
  * <pre>
@@ -24,16 +24,19 @@ import dev.dex.core.tree.TreeConfig;
  *  +--------+-------+-------------+-----+-------+-----------------------------------
  * </pre>
  * A probe's or a read's request carries no path; an execute's carries the probe's. An answer carries the path
- * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 304 bytes.
+ * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 312 bytes.
+ * The partition and the owner epoch say whose the request is; the memory server checks them (OwnershipTable).
  */
 final class OffloadMessageDescriptor {
     static final int PHASE_OFFSET = 0;
     static final int OP_OFFSET = 1;
     static final int PATH_LENGTH_OFFSET = 2;
+    static final int PARTITION_OFFSET = 4;
     static final int KEY_OFFSET = 8;
     static final int NEW_VALUE_OFFSET = 16;
     static final int START_OFFSET = 24;
-    static final int REQUEST_PATH_OFFSET = 32;
+    static final int EPOCH_OFFSET = 32;
+    static final int REQUEST_PATH_OFFSET = 40;
 
     static final int STATUS_OFFSET = 0;
     static final int FOUND_OFFSET = 1;
@@ -52,9 +55,11 @@ final class OffloadMessageDescriptor {
         out.putByte(PHASE_OFFSET, (byte) request.phase());
         out.putByte(OP_OFFSET, (byte) request.op());
         out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);
+        out.putInt(PARTITION_OFFSET, request.partition());
         out.putLong(KEY_OFFSET, request.key());
         out.putLong(NEW_VALUE_OFFSET, request.newValue());
         out.putLong(START_OFFSET, request.start());
+        out.putLong(EPOCH_OFFSET, request.epoch());
         for (int i = 0; i < pathLength; i++) {
             out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH, request.pathNode(i));
             out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES, request.pathVersion(i));
@@ -78,7 +83,7 @@ final class OffloadMessageDescriptor {
             versions[i] = message.getLong(offset + REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES);
         }
         return OffloadRequest.received(message.getByte(offset + PHASE_OFFSET), message.getByte(offset + OP_OFFSET),
-                message.getLong(offset + KEY_OFFSET), message.getLong(offset + NEW_VALUE_OFFSET),
+                message.getInt(offset + PARTITION_OFFSET), message.getLong(offset + EPOCH_OFFSET), message.getLong(offset + KEY_OFFSET), message.getLong(offset + NEW_VALUE_OFFSET),
                 message.getLong(offset + START_OFFSET), path, versions, pathLength);
     }
 

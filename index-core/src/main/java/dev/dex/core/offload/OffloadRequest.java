@@ -55,6 +55,9 @@ public final class OffloadRequest {
     final long[] path = new long[TreeConfig.MAX_HEIGHT];
     final long[] versions = new long[TreeConfig.MAX_HEIGHT];
     int pathLength;
+    /** The partition the sender holds and operates on, and its owner epoch there (checked by the memory side). */
+    int partition;
+    long epoch;
 
     // ---- output
     int status;
@@ -79,6 +82,16 @@ public final class OffloadRequest {
     public void read(long key, long start) {
         probe(LOOKUP, key, 0, start);
         this.phase = READ;
+    }
+
+    /**
+     * Names the partition the operation is in and the sender's owner epoch of it: a memory server runs the
+     * request only for the partition's current owner ({@code OwnershipTable}). Set before {@link #probe} or
+     * {@link #read}; kept by {@link #execute}.
+     */
+    public void owner(int partition, long epoch) {
+        this.partition = partition;
+        this.epoch = epoch;
     }
 
     /** Turns a finished probe into the execute phase of the same operation. */
@@ -110,6 +123,14 @@ public final class OffloadRequest {
 
     public long key() {
         return key;
+    }
+
+    public int partition() {
+        return partition;
+    }
+
+    public long epoch() {
+        return epoch;
     }
 
     public long start() {
@@ -148,10 +169,11 @@ public final class OffloadRequest {
 
     /**
      * A request rebuilt on a memory server from a message (the cluster's channel): the phase and the
-     * operation, plus, for an execute, the path and versions the probe reported. A read is a lookup.
+     * operation, the partition and owner epoch its sender names, plus, for an execute, the path and versions the
+     * probe reported. A read is a lookup.
      */
-    public static OffloadRequest received(int phase, int op, long key, long newValue, long start, long[] path,
-                                          long[] versions, int pathLength) {
+    public static OffloadRequest received(int phase, int op, int partition, long epoch, long key, long newValue, long start,
+                                          long[] path, long[] versions, int pathLength) {
         if (phase != PROBE && phase != EXECUTE && phase != READ || op < LOOKUP || op > DELETE
                 || phase == READ && op != LOOKUP) {
             throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
@@ -165,6 +187,8 @@ public final class OffloadRequest {
         OffloadRequest request = new OffloadRequest();
         request.phase = phase;
         request.op = op;
+        request.partition = partition;
+        request.epoch = epoch;
         request.key = key;
         request.newValue = newValue;
         request.start = start;

@@ -10,6 +10,7 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.OwnershipTable;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.Region;
 
@@ -47,9 +48,17 @@ public final class SubtreeExecutor {
         this.region = region;
     }
 
-    /** Runs {@code request}'s current phase and fills its outcome (it does not complete it). */
+    /**
+     * Runs {@code request}'s current phase and fills its outcome (it does not complete it). A request whose sender
+     * is not the current owner of the partition it names, at the epoch it names, or whose key lies outside that
+     * partition, is refused before anything else is read ({@link OwnershipTable#refusal}).
+     */
     public void run(OffloadRequest request) {
-        refusal = null;
+        refusal = OwnershipTable.refusal(region, serverId, request.partition, request.epoch, request.key);
+        if (refusal != null) {
+            request.status = OffloadRequest.STALE;
+            return;
+        }
         long address = request.start;
         int depth = 0;
         boolean execute = request.phase == OffloadRequest.EXECUTE;
@@ -158,8 +167,10 @@ public final class SubtreeExecutor {
     }
 
     /**
-     * Why the last {@link #run} refused its request without touching memory (an address outside this server's
-     * region, or not word-aligned), or null. The request's status is then {@link OffloadRequest#STALE}.
+     * Why the last {@link #run} refused its request without touching the tree (its sender does not own the
+     * partition it names at the epoch it names, its key lies outside that partition, or a node address lies
+     * outside this server's region or is not word-aligned), or null. The request's status is then
+     * {@link OffloadRequest#STALE}.
      */
     public String refusal() {
         return refusal;

@@ -7,10 +7,10 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  * The tree's superblock, at the start of memory server 0's root area (little-endian 8-byte words).
  *
  * <pre>
- *   0               8               16                24              28              32           36       40              48              56       64
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+--------+
- *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused | log directory | table version | unused |
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+--------+
+ *   0               8               16                24              28              32           36       40              48              56          64
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+-----------+
+ *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused | log directory | table version | ownership |
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+-----------+
  *   64
  *   +------------------------------------------------------+
  *   | partition upper bounds: (partitions - 1) longs       |
@@ -31,6 +31,8 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *       node remembers the version of the table it read and refuses to acquire a partition once it changed.</li>
  *   <li><b>log directory</b>: address of the chunk that lists each partition's redo log, set by
  *       compare-and-swap by the first compute node that opens a log ({@code RedoLogDescriptor}).</li>
+ *   <li><b>ownership</b>: address of this server's ownership table, which every memory server keeps at this
+ *       offset of its root area ({@code OwnershipTable}); not part of the superblock proper.</li>
  * </ul>
  */
 public final class SuperblockDescriptor {

@@ -117,6 +117,16 @@ final class DexFixture implements AutoCloseable {
         return engines;
     }
 
+    /**
+     * One more engine on a connection of its own, holding nothing yet, offloading through {@code offloads} (the
+     * channel {@link #open} made, for instance); closed with the others.
+     */
+    DexEngine openEngine(DexConfig config, OffloadChannel offloads) {
+        DexEngine engine = DexEngine.open(fabric.connect(endpoints), config, offloads, redoLog);
+        engines.add(engine);
+        return engine;
+    }
+
     /** The loaded entries. */
     TreeMap<Long, Long> initialModel() {
         TreeMap<Long, Long> model = new TreeMap<>();

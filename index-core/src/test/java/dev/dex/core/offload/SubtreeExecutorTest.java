@@ -14,6 +14,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
@@ -38,6 +39,8 @@ class SubtreeExecutorTest {
             keys[i] = 2L * i + 2;
         }
         BulkLoader.formatAndLoad(memory, new TreeConfig(1, fill), SortedEntries.of(keys, keys), n -> { });
+        // One partition over every key, owned at epoch 0: what a request of a new OffloadRequest names.
+        OwnershipTable.register(memory, 0, 0, Long.MIN_VALUE, Long.MAX_VALUE);
     }
 
     @AfterEach
@@ -159,7 +162,7 @@ class SubtreeExecutorTest {
         SubtreeExecutor executor = executorFor(levelOne);
         OffloadRequest sender = new OffloadRequest();
         sender.probe(OffloadRequest.UPDATE, key, 42, levelOne);
-        OffloadRequest probe = OffloadRequest.received(sender.phase(), sender.op(), sender.key(), sender.newValue(),
+        OffloadRequest probe = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
                 sender.start(), new long[0], new long[0], 0);
         executor.run(probe);
         long[] path = new long[probe.pathLength()];
@@ -176,7 +179,7 @@ class SubtreeExecutorTest {
         sender.execute();
         long[] sentPath = {sender.pathNode(0), sender.pathNode(1)};
         long[] sentVersions = {sender.pathVersion(0), sender.pathVersion(1)};
-        OffloadRequest execute = OffloadRequest.received(sender.phase(), sender.op(), sender.key(), sender.newValue(),
+        OffloadRequest execute = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
                 sender.start(), sentPath, sentVersions, 2);
         executor.run(execute);
         sender.answer(execute.status(), execute.found(), execute.value(), sentPath, sentVersions, 2);
@@ -237,7 +240,7 @@ class SubtreeExecutorTest {
         assertEquals(20_000, tree.size());
 
         assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.READ, OffloadRequest.PUT,
-                key, 1, levelOne, new long[0], new long[0], 0), "a read of anything but a lookup is refused");
+                0, 0, key, 1, levelOne, new long[0], new long[0], 0), "a read of anything but a lookup is refused");
     }
 
     /**
@@ -332,5 +335,74 @@ class SubtreeExecutorTest {
             assertEquals(200, channel.executed());
             assertEquals(0, channel.failures());
         }
+    }
+
+    /**
+     * A memory server runs an offload only for the current owner of the partition it names, and only for a key
+     * inside it: a superseded owner (an older epoch), a made-up later epoch, a key of another partition and a
+     * partition nobody acquired are refused before the tree is touched, each saying why, directly and through the
+     * fabric's message layout; and an owner that was superseded cannot register its epoch again.
+     */
+    @Test
+    void onlyThePartitionsCurrentOwnerMayOffloadIntoIt() {
+        load(20_000, 0.8);
+        // Two partitions: keys up to 20,000, owned at epoch 0, and above it, owned at 3 and then taken over at 4.
+        OwnershipTable.register(memory, 0, 0, Long.MIN_VALUE, 20_000);
+        OwnershipTable.register(memory, 1, 3, 20_000, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 1, 4, 20_000, Long.MAX_VALUE);
+        NodeView root = node(Superblock.read(memory).root());
+        long key = 30_000;
+        long levelOne = root.child(root.childIndex(key));
+        SubtreeExecutor executor = executorFor(levelOne);
+        OffloadRequest r = new OffloadRequest();
+
+        r.owner(1, 3);
+        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "a superseded owner");
+        assertEquals("partition 1 is owned at epoch 4, not 3", executor.refusal());
+        r.owner(1, 5);
+        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "an epoch nobody took");
+        r.owner(0, 0);
+        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "another partition's key");
+        assertEquals("key 30000 lies outside partition 0 (" + Long.MIN_VALUE + ", 20000]", executor.refusal());
+        r.owner(2, 0);
+        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "a partition nobody acquired");
+        assertEquals("partition 2 has no owner", executor.refusal());
+        r.owner(-1, 0);
+        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "no such partition");
+        r.owner(1, 3);
+        r.read(key, levelOne);
+        throughMessages(r);
+        assertEquals(OffloadRequest.STALE, r.status(), "a superseded owner's read, as a fabric message");
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(key, tree.get(key), "no refused request changed the key");
+
+        r.owner(1, 4);
+        r.read(key, levelOne);
+        throughMessages(r);
+        assertEquals(OffloadRequest.OK, r.status(), "the owner's read, as a fabric message: partition and epoch travel");
+        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "the owner's update");
+        assertEquals(null, executor.refusal());
+        tree.clear();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(-1L, tree.get(key));
+
+        IllegalStateException superseded = assertThrows(IllegalStateException.class,
+                () -> OwnershipTable.register(memory, 1, 3, 20_000, Long.MAX_VALUE));
+        assertTrue(superseded.getMessage().contains("acquired at epoch 4"), superseded.getMessage());
+    }
+
+    /** A memory server on which no partition was ever acquired refuses every offload (it has no table yet). */
+    @Test
+    void aServerWithoutOwnersRefusesEveryOffload() {
+        regions = new ExportedRegion[] {fabric.export(0, 32L << 20, 64 << 10)};
+        memory = fabric.connect(0);
+        BulkLoader.formatAndLoad(memory, new TreeConfig(1, 0.8), SortedEntries.of(new long[] {2, 4}, new long[] {2, 4}), n -> { });
+        OffloadRequest r = new OffloadRequest();
+        SubtreeExecutor executor = executorFor(Superblock.read(memory).root());
+        r.read(2, Superblock.read(memory).root());
+        executor.run(r);
+        assertEquals(OffloadRequest.STALE, r.status());
+        assertEquals("no partition was acquired on memory server 0 yet", executor.refusal());
     }
 }

@@ -1,0 +1,87 @@
+package dev.dex.actors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * The cluster's offload channel sends each phase to the memory node of its start node with everything the memory
+ * node checks (the partition and the sender's owner epoch, the key, the deadline) and hands the answer back to the
+ * waiting engine thread.
+ */
+class ActorOffloadChannelTest {
+    private static final Duration WAIT = Duration.ofSeconds(10);
+    private final ActorTestKit kit = ActorTestKit.create();
+
+    @AfterEach
+    void close() {
+        kit.shutdownTestKit();
+    }
+
+    @Test
+    void aPhaseTravelsWithItsPartitionAndOwnerEpochAndItsAnswerComesBack() throws Exception {
+        TestProbe<MemoryNode.Command> server = kit.createTestProbe();
+        CompletableFuture<ActorOffloadChannel> made = new CompletableFuture<>();
+        kit.spawn(Behaviors.<Void>setup(context -> {
+            ActorOffloadChannel channel = new ActorOffloadChannel(Map.of(2, server.getRef()), context.getSystem().scheduler(),
+                    Duration.ofSeconds(30), context);
+            channel.replyTo(context.spawn(channel.replyBehavior(), "replies"));
+            made.complete(channel);
+            return Behaviors.empty();
+        }));
+        ActorOffloadChannel channel = made.get(10, TimeUnit.SECONDS);
+
+        long start = GlobalAddress.of(2, 4096);
+        OffloadRequest request = new OffloadRequest();
+        request.owner(3, 7);
+        request.probe(OffloadRequest.PUT, 42, 43, start);
+        long before = System.currentTimeMillis();
+        channel.submit(request);
+        MemoryNode.Offload sent = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
+        assertEquals(3, sent.partition());
+        assertEquals(7, sent.epoch());
+        assertEquals(OffloadRequest.PROBE, sent.phase());
+        assertEquals(OffloadRequest.PUT, sent.op());
+        assertEquals(42, sent.key());
+        assertEquals(43, sent.value());
+        assertEquals(start, sent.start());
+        assertEquals(0, sent.pathLength(), "a probe carries no path");
+        long deadline = sent.deadline() - before;
+        assertFalse(deadline < 14_000 || deadline > 16_000, "it may start within half the 30 s timeout: " + deadline + " ms");
+
+        sent.replyTo().tell(new MemoryNode.OffloadResult(sent.id(), OffloadRequest.OK, true, 99, new long[] {start, start + 1024},
+                new long[] {5, 6}, 2));
+        request.await();
+        assertEquals(OffloadRequest.OK, request.status());
+        assertEquals(2, request.pathLength());
+        assertEquals(start + 1024, request.pathNode(1));
+        assertEquals(6, request.pathVersion(1));
+
+        request.execute();
+        channel.submit(request);
+        MemoryNode.Offload execute = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
+        assertEquals(3, execute.partition(), "the execute names the same owner");
+        assertEquals(7, execute.epoch());
+        assertEquals(2, execute.pathLength());
+        assertEquals(start + 1024, execute.path()[1]);
+        assertEquals(6, execute.versions()[1]);
+        ActorRef<MemoryNode.OffloadResult> replies = execute.replyTo();
+        replies.tell(new MemoryNode.OffloadResult(execute.id(), OffloadRequest.STALE, false, 0, new long[0], new long[0], 0));
+        request.await();
+        assertEquals(OffloadRequest.STALE, request.status(), "a refusal reaches the engine thread");
+    }
+}

@@ -1,0 +1,156 @@
+package dev.dex.core.partition;
+
+import java.nio.ByteOrder;
+
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.RegionHeaderDescriptor;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * Which owner epoch may offload into which partition, kept on every memory server, so that a memory server
+ * can refuse an offloaded operation of anyone but a partition's current owner without a message to another
+ * server (see {@code docs/security.md}, "Offload ownership"). Little-endian, as every fabric layout.
+ *
+ * <pre>
+ * every memory server, root area word at offset 56 (its region's byte 64 + 56 = 120; unused by the superblock
+ * on server 0): the address of this server's ownership table, 0 until a compute node first acquires a partition
+ *
+ * ownership table (whole chunks on that server): one 32-byte entry per partition, partition p at 32 x p
+ *   0               8                 16                24        32
+ *   +---------------+-----------------+-----------------+---------+
+ *   | owner epoch   | low (exclusive) | high (inclusive)| state   |
+ *   +---------------+-----------------+-----------------+---------+
+ * </pre>
+ *
+ * <ul>
+ *   <li><b>state</b> is {@link #REGISTERED} once an owner wrote the partition's bounds (0 before).</li>
+ *   <li><b>low, high</b>: the partition's key range, {@code (low, high]}, from the partition table the owner read.
+ *       Only a rewrite of the table could change them, and a compute node refuses to acquire once the table
+ *       was rewritten ({@code DexEngine.acquire}).</li>
+ *   <li><b>owner epoch</b>: the epoch of the partition's latest owner, the redo log's (bumped by every acquire;
+ *       0 without redo logging). Only ever raised, by compare-and-swap, by the owner that took that epoch,
+ *       on every memory server before it serves anything.</li>
+ * </ul>
+ *
+ * <p>A memory server runs an offloaded phase only if the request names a partition whose entry is registered,
+ * carries that entry's epoch, and its key lies in the entry's range ({@link #refusal}). So a superseded owner
+ * (an older epoch) cannot offload into a partition it lost, on any fabric; an owner cannot offload keys of
+ * another partition; and a member that never acquired a partition does not know its epoch. Without redo
+ * logging every epoch is 0: only the range is checked then.
+ *
+ * <p>Concurrency: {@link #register} runs on a compute thread during an acquire; the entry's words are written
+ * with the fabric's verbs, the epoch last, by compare-and-swap. {@link #refusal} runs on memory-side threads and
+ * reads each word with a volatile load; an owner registers on every server before it sends an offload, so its
+ * own offloads see its entry whole. Thread-safe; no state of its own.
+ */
+public final class OwnershipTable {
+    /** Root-area offset of the word that holds a server's table address. */
+    public static final int TABLE_POINTER_ROOT_OFFSET = 56;
+    /** Region offset of that word on every server. */
+    public static final long TABLE_POINTER_OFFSET = RegionHeaderDescriptor.ROOT_AREA_OFFSET + TABLE_POINTER_ROOT_OFFSET;
+
+    public static final int ENTRY_LENGTH = 32;
+    public static final int EPOCH_OFFSET = 0;
+    public static final int LOW_OFFSET = 8;
+    public static final int HIGH_OFFSET = 16;
+    public static final int STATE_OFFSET = 24;
+    /** {@code state}: an owner wrote the entry's bounds. */
+    public static final long REGISTERED = 1;
+    /** Entries in a table: one per partition the superblock can hold. */
+    public static final int ENTRIES = PartitionTable.MAX_PARTITIONS;
+    public static final int TABLE_LENGTH = ENTRIES * ENTRY_LENGTH;
+
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+
+    private OwnershipTable() {
+    }
+
+    /**
+     * Records on every memory server that {@code partition}, keys {@code (low, high]}, is now owned at
+     * {@code epoch}: creates a server's table where it has none yet, writes the bounds, then raises the entry's
+     * epoch. Called by a new owner before it serves (or offloads) anything of the partition.
+     *
+     * @throws IllegalStateException when a server's entry already holds a later epoch: another compute node
+     *                               acquired the partition after this one
+     */
+    public static void register(RemoteMemory memory, int partition, long epoch, long low, long high) {
+        if (partition < 0 || partition >= ENTRIES) {
+            throw new IllegalArgumentException("partition " + partition + " is outside [0, " + ENTRIES + ")");
+        }
+        UnsafeBuffer words = new UnsafeBuffer(new byte[3 * Long.BYTES]);
+        for (int server : memory.memoryServerIds()) {
+            long entry = table(memory, server) + (long) partition * ENTRY_LENGTH;
+            words.putLong(0, low, ORDER);
+            words.putLong(Long.BYTES, high, ORDER);
+            words.putLong(2 * Long.BYTES, REGISTERED, ORDER);
+            memory.write(entry + LOW_OFFSET, words, 0, 3 * Long.BYTES);
+            long seen = readLong(memory, entry + EPOCH_OFFSET);
+            while (seen < epoch) {
+                long witnessed = memory.compareAndSwap(entry + EPOCH_OFFSET, seen, epoch);
+                if (witnessed == seen) {
+                    seen = epoch;
+                } else {
+                    seen = witnessed;
+                }
+            }
+            if (seen > epoch) {
+                throw new IllegalStateException("partition " + partition + " was acquired at epoch " + seen
+                        + " after this compute node took epoch " + epoch + " (memory server " + server + ")");
+            }
+        }
+    }
+
+    /** A server's table, created (whole chunks on it) by whoever needs it first. */
+    private static long table(RemoteMemory memory, int server) {
+        long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
+        long table = readLong(memory, pointer);
+        if (table != 0) {
+            return table;
+        }
+        long chunk = memory.chunkAllocator().chunkLength(server);
+        int chunks = (int) ((TABLE_LENGTH + chunk - 1) / chunk);
+        long created = memory.chunkAllocator().allocateChunks(server, chunks);
+        long found = memory.compareAndSwap(pointer, 0, created);
+        return found == 0 ? created : found; // a chunk lost to a race is a few KiB, once per server
+    }
+
+    private static long readLong(RemoteMemory memory, long address) {
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Long.BYTES]);
+        memory.read(address, buffer, 0, Long.BYTES);
+        return buffer.getLong(0, ORDER);
+    }
+
+    /**
+     * Memory side: why memory server {@code serverId} must not run an offloaded phase for {@code key} that names
+     * {@code partition} and {@code epoch}, or null when it may.
+     */
+    public static String refusal(Region region, int serverId, int partition, long epoch, long key) {
+        if (partition < 0 || partition >= ENTRIES) {
+            return "partition " + partition + " does not exist";
+        }
+        long table = region.getLongVolatile(TABLE_POINTER_OFFSET);
+        if (table == 0) {
+            return "no partition was acquired on memory server " + serverId + " yet";
+        }
+        long entry = GlobalAddress.offset(table) + (long) partition * ENTRY_LENGTH;
+        if (GlobalAddress.serverId(table) != serverId || (entry & (Long.BYTES - 1)) != 0 || !region.contains(entry, ENTRY_LENGTH)) {
+            return "memory server " + serverId + "'s ownership table address " + GlobalAddress.toString(table) + " is corrupt";
+        }
+        if (region.getLongVolatile(entry + STATE_OFFSET) != REGISTERED) {
+            return "partition " + partition + " has no owner";
+        }
+        long current = region.getLongVolatile(entry + EPOCH_OFFSET);
+        if (current != epoch) {
+            return "partition " + partition + " is owned at epoch " + current + ", not " + epoch;
+        }
+        long low = region.getLongVolatile(entry + LOW_OFFSET);
+        long high = region.getLongVolatile(entry + HIGH_OFFSET);
+        if (key <= low || key > high) {
+            return "key " + key + " lies outside partition " + partition + " (" + low + ", " + high + "]";
+        }
+        return null;
+    }
+}
