@@ -22,21 +22,21 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 2 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
+ *   u8 version = 3 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
- *   count x { i32 kind | i64 key | i64 value | i32 count }
+ *   count x { i32 kind | i64 key | i64 value | i32 count }      kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan)
  * Results (manifest "R"):
- *   u8 version = 2 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 3 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | n x i64 key | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 2 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   u8 version = 3 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
  *   n x { i64 routingKey | i64 batch | i64 epoch | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 2 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 3 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * </pre>
  * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. Error texts share a budget of
  * {@link #ERROR_BUDGET} per answer (each cut to its share, at least {@link #MIN_ERROR} characters, at most 4 KiB),
@@ -65,7 +65,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     /** Most batches one bundle, or answers one answer bundle, may carry. */
     static final int MAX_BUNDLE = 1024;
     /** 2 added the guard against late attempts: client, seq and epoch (docs/cluster.md). */
-    static final byte VERSION = 2;
+    static final byte VERSION = 3;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;

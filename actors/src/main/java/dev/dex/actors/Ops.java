@@ -2,16 +2,19 @@ package dev.dex.actors;
 
 import java.util.List;
 
+import dev.dex.core.node.LeafOps;
+
 /**
  * Operations a client sends to a partition, and their results. Batched: one message carries many
  * operations of one partition.
  */
 public final class Ops {
-    public static final int GET = 0;
-    public static final int PUT = 1;
-    public static final int INSERT = 2;
-    public static final int UPDATE = 3;
-    public static final int DELETE = 4;
+    // The index's operation codes (LeafOps), and a scan.
+    public static final int GET = LeafOps.LOOKUP;
+    public static final int INSERT = LeafOps.INSERT;
+    public static final int UPDATE = LeafOps.UPDATE;
+    public static final int PUT = LeafOps.PUT;
+    public static final int DELETE = LeafOps.DELETE;
     public static final int SCAN = 5;
 
     /** The most entries one scan message may ask for: 16 bytes each, well inside Artery's 256 KiB frame. */

@@ -15,6 +15,7 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.rdma.GlobalAddress;
 
@@ -48,14 +49,14 @@ class ActorOffloadChannelTest {
         long start = GlobalAddress.of(2, 4096);
         OffloadRequest request = new OffloadRequest();
         request.owner(3, 7);
-        request.probe(OffloadRequest.PUT, 42, 43, start);
+        request.probe(LeafOps.PUT, 42, 43, start);
         long before = System.currentTimeMillis();
         channel.submit(request);
         MemoryNode.Offload sent = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
         assertEquals(3, sent.partition());
         assertEquals(7, sent.epoch());
         assertEquals(OffloadRequest.PROBE, sent.phase());
-        assertEquals(OffloadRequest.PUT, sent.op());
+        assertEquals(LeafOps.PUT, sent.op());
         assertEquals(42, sent.key());
         assertEquals(43, sent.value());
         assertEquals(start, sent.start());

@@ -30,6 +30,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadRequest;
 
 /**
@@ -72,9 +73,9 @@ class MessageSerializationTest {
                 new MemoryNode.AllocateChunk(chunks),
                 new MemoryNode.ChunkGranted(0x0003_0000_0001_0000L, null),
                 new MemoryNode.ChunkGranted(0, "memory server 3 is full"),
-                new MemoryNode.Offload(17, OffloadRequest.EXECUTE, OffloadRequest.PUT, 5, 7L << 40, 1234, -5678, 0x0001_0000_0000_4400L,
+                new MemoryNode.Offload(17, OffloadRequest.EXECUTE, LeafOps.PUT, 5, 7L << 40, 1234, -5678, 0x0001_0000_0000_4400L,
                         new long[] {0x0001_0000_0000_4400L, 0x0001_0000_0000_8800L}, new long[] {6, Long.MAX_VALUE - 1}, 2, 1_795_000_000_000L, offloads),
-                new MemoryNode.Offload(18, OffloadRequest.PROBE, OffloadRequest.LOOKUP, 255, 0, Long.MAX_VALUE, 0, 0x0001_0000_0000_4400L,
+                new MemoryNode.Offload(18, OffloadRequest.PROBE, LeafOps.LOOKUP, 255, 0, Long.MAX_VALUE, 0, 0x0001_0000_0000_4400L,
                         new long[0], new long[0], 0, 0, offloads),
                 new MemoryNode.OffloadResult(17, OffloadRequest.OK, true, -42, new long[] {0x0001_0000_0000_4400L},
                         new long[] {8}, 1),

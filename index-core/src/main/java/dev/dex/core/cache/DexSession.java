@@ -24,6 +24,7 @@ import dev.dex.core.engine.IndexSession;
 import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.offload.CostModel;
 import dev.dex.core.offload.OffloadChannel;
@@ -56,10 +57,6 @@ public final class DexSession implements IndexSession {
     private static final int RESOLVE_RESTART = 0;
     private static final int RESOLVE_SET = 1;
     private static final int OP_SCAN = -1;
-    private static final int MODE_INSERT = 0;
-    private static final int MODE_UPDATE = 1;
-    private static final int MODE_PUT = 2;
-    private static final int MODE_DELETE = 3;
     private static final int H = TreeConfig.MAX_HEIGHT;
     /** Counter slots, published with opaque stores: this session writes them, others only sum them. */
     private static final VarHandle COUNTERS = MethodHandles.arrayElementVarHandle(long[].class);
@@ -99,7 +96,7 @@ public final class DexSession implements IndexSession {
     private final OffloadSettings.Policy offloadPolicy;
     private final CostModel costModel;
     private final OffloadRequest offload = new OffloadRequest();
-    /** The operation in progress, for offloading: an OffloadRequest op code, or OP_SCAN. */
+    /** The operation in progress, for offloading: a LeafOps code, or OP_SCAN. */
     private int opCode;
     private long opKey;
     private long opValue;
@@ -159,7 +156,7 @@ public final class DexSession implements IndexSession {
         int partition = engine.enter(key);
         opPartition = partition;
         try {
-            beginOp(OffloadRequest.LOOKUP, key, 0);
+            beginOp(LeafOps.LOOKUP, key, 0);
             while (true) {
                 int d = descend(key, false);
                 if (d == OFFLOADED) {
@@ -197,22 +194,22 @@ public final class DexSession implements IndexSession {
 
     @Override
     public boolean insert(long key, long value) {
-        return write(key, value, MODE_INSERT);
+        return write(key, value, LeafOps.INSERT);
     }
 
     @Override
     public boolean update(long key, long value) {
-        return write(key, value, MODE_UPDATE);
+        return write(key, value, LeafOps.UPDATE);
     }
 
     @Override
     public boolean put(long key, long value) {
-        return write(key, value, MODE_PUT);
+        return write(key, value, LeafOps.PUT);
     }
 
     @Override
     public boolean delete(long key) {
-        return write(key, 0, MODE_DELETE);
+        return write(key, 0, LeafOps.DELETE);
     }
 
     @Override
@@ -320,7 +317,7 @@ public final class DexSession implements IndexSession {
         return free;
     }
 
-    private boolean write(long key, long newValue, int mode) {
+    private boolean write(long key, long newValue, int op) {
         checkKey(key);
         int partition = engine.enter(key, recovering);
         opPartition = partition;
@@ -330,25 +327,18 @@ public final class DexSession implements IndexSession {
                 // what it has so far: records of one commit go to one log. No lock is held here.
                 writePending(false);
             }
-            int op = switch (mode) {
-                case MODE_INSERT -> OffloadRequest.INSERT;
-                case MODE_UPDATE -> OffloadRequest.UPDATE;
-                case MODE_PUT -> OffloadRequest.PUT;
-                default -> OffloadRequest.DELETE;
-            };
             beginOp(op, key, newValue);
             while (true) {
-                int d = descend(key, mode == MODE_INSERT || mode == MODE_PUT);
+                int d = descend(key, LeafOps.mayAdd(op));
                 if (d == OFFLOADED) {
-                    boolean changed = mode == MODE_INSERT ? !offloadFound : mode == MODE_PUT || offloadFound;
-                    if (changed) {
+                    if (LeafOps.changes(op, offloadFound)) {
                         // The memory node applied it; the markers on its path still order it with other writes.
-                        logged(key, newValue, mode);
+                        logged(key, newValue, op);
                     }
-                    return committed(mode == MODE_INSERT || mode == MODE_PUT ? !offloadFound : offloadFound);
+                    return committed(LeafOps.result(op, offloadFound));
                 }
                 if (d != RESTART) {
-                    int result = writeLeaf(d, key, newValue, mode);
+                    int result = writeLeaf(d, key, newValue, op);
                     if (result != RESTART) {
                         return committed(result == 1);
                     }
@@ -362,19 +352,18 @@ public final class DexSession implements IndexSession {
     }
 
     /** Applies a write to the leaf at depth {@code d}: 1 = true, 0 = false, or RESTART. */
-    private int writeLeaf(int d, long key, long newValue, int mode) {
+    private int writeLeaf(int d, long key, long newValue, int op) {
         NodeView leaf = viewAt[d];
         int f = frameAt[d];
         int pos = leaf.search(key);
         boolean present = pos >= 0;
-        boolean noChange = present ? mode == MODE_INSERT : mode == MODE_UPDATE || mode == MODE_DELETE;
-        if (noChange) {
+        if (!LeafOps.changes(op, present)) {
             return f == NO_FRAME || arena.validate(f, versionAt[d]) ? 0 : RESTART;
         }
         if (!present && leaf.isFull()) {
             return RESTART;
         }
-        int result = mode == MODE_PUT ? (present ? 0 : 1) : 1;
+        int result = LeafOps.result(op, present) ? 1 : 0;
         if (f != NO_FRAME) {
             if (!arena.tryUpgrade(f, versionAt[d])) {
                 return RESTART;
@@ -383,9 +372,9 @@ public final class DexSession implements IndexSession {
                 arena.unlock(f);
                 throw new IllegalStateException("a shared leaf is cached: " + leaf);
             }
-            apply(leaf, pos, key, newValue, mode);
+            LeafOps.apply(leaf, pos, op, key, newValue);
             writer.markDirty(f);
-            logged(key, newValue, mode);
+            logged(key, newValue, op);
             arena.unlock(f);
             return result;
         }
@@ -395,15 +384,15 @@ public final class DexSession implements IndexSession {
             if (remote.lock(address, version) != RemoteNodes.LOCKED) {
                 return RESTART;
             }
-            apply(leaf, pos, key, newValue, mode);
+            LeafOps.apply(leaf, pos, op, key, newValue);
             remote.writeLocked(address, leaf, version + 1);
-            logged(key, newValue, mode);
+            logged(key, newValue, op);
             remote.unlock(address);
         } else {
-            apply(leaf, pos, key, newValue, mode);
+            LeafOps.apply(leaf, pos, op, key, newValue);
             leaf.version(leaf.version() + 1);
             remote.writeUnlocked(address, leaf);
-            logged(key, newValue, mode);
+            logged(key, newValue, op);
         }
         releaseMarkers();
         return result;
@@ -416,7 +405,7 @@ public final class DexSession implements IndexSession {
      * same key is still held: it takes its LSN now, and its record waits in this session until
      * {@link #commit}. Nothing when the partition is not logged or this is a replay.
      */
-    private void logged(long key, long newValue, int mode) {
+    private void logged(long key, long newValue, int op) {
         if (recovering) {
             return;
         }
@@ -431,8 +420,8 @@ public final class DexSession implements IndexSession {
             pending = larger;
         }
         long lsn = log.assign();
-        int op = mode == MODE_DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
-        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, op, key, mode == MODE_DELETE ? 0 : newValue, crc);
+        int record = op == LeafOps.DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
+        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, record, key, op == LeafOps.DELETE ? 0 : newValue, crc);
         pendingCount++;
         pendingLog = log;
         pendingPartition = opPartition;
@@ -571,16 +560,6 @@ public final class DexSession implements IndexSession {
 
     private long lsnOf(int record) {
         return pending.getLong(record * RedoLogDescriptor.RECORD_LENGTH + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
-    }
-
-    private static void apply(NodeView leaf, int pos, long key, long newValue, int mode) {
-        if (mode == MODE_DELETE) {
-            leaf.removeEntry(pos);
-        } else if (pos >= 0) {
-            leaf.value(pos, newValue);
-        } else {
-            leaf.insertEntry(-pos - 1, key, newValue);
-        }
     }
 
     // ==== traversal =======================================================================================
@@ -779,7 +758,7 @@ public final class DexSession implements IndexSession {
             boolean timed = costed && costModel.sample(random);
             // A failed offload is charged even when not sampled: a timeout must steer the model at once.
             long start = costed ? System.nanoTime() : 0;
-            boolean lookup = opCode == OffloadRequest.LOOKUP;
+            boolean lookup = opCode == LeafOps.LOOKUP;
             // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
             RedoLog log = engine.logs.get(opPartition);
             offload.owner(opPartition, log == null ? 0 : log.epoch());

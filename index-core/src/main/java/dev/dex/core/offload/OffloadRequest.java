@@ -2,6 +2,7 @@ package dev.dex.core.offload;
 
 import java.util.concurrent.locks.LockSupport;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.tree.TreeConfig;
 
 /**
@@ -24,11 +25,6 @@ public final class OffloadRequest {
     /** Phase: walk, report the path and look the key up (a lookup in one message). */
     public static final int READ = 2;
 
-    public static final int LOOKUP = 0;
-    public static final int INSERT = 1;
-    public static final int UPDATE = 2;
-    public static final int PUT = 3;
-    public static final int DELETE = 4;
 
     /** Done; {@link #found} and {@link #value} hold the outcome. */
     public static final int OK = 0;
@@ -80,7 +76,7 @@ public final class OffloadRequest {
 
     /** Sets up a lookup of {@code key} in one message from the node at {@code start}. */
     public void read(long key, long start) {
-        probe(LOOKUP, key, 0, start);
+        probe(LeafOps.LOOKUP, key, 0, start);
         this.phase = READ;
     }
 
@@ -174,8 +170,8 @@ public final class OffloadRequest {
      */
     public static OffloadRequest received(int phase, int op, int partition, long epoch, long key, long newValue, long start,
                                           long[] path, long[] versions, int pathLength) {
-        if (phase != PROBE && phase != EXECUTE && phase != READ || op < LOOKUP || op > DELETE
-                || phase == READ && op != LOOKUP) {
+        if (phase != PROBE && phase != EXECUTE && phase != READ || !LeafOps.isValid(op)
+                || phase == READ && op != LeafOps.LOOKUP) {
             throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
         }
         if (path == null || versions == null) {

@@ -9,6 +9,7 @@ import java.lang.invoke.VarHandle;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.OwnershipTable;
 import dev.dex.rdma.GlobalAddress;
@@ -114,8 +115,7 @@ public final class SubtreeExecutor {
         }
         int pos = node.search(request.key);
         boolean present = pos >= 0;
-        boolean adds = !present && (request.op == OffloadRequest.INSERT || request.op == OffloadRequest.PUT);
-        if (adds && node.isFull()) {
+        if (!present && LeafOps.mayAdd(request.op) && node.isFull()) {
             request.status = OffloadRequest.NEEDS_SPLIT;
             return;
         }
@@ -127,40 +127,8 @@ public final class SubtreeExecutor {
         if (present) {
             request.value = node.value(pos);
         }
-        if (!execute) {
-            return;
-        }
-        boolean changed = switch (request.op) {
-            case OffloadRequest.LOOKUP -> false;
-            case OffloadRequest.INSERT -> {
-                if (!present) {
-                    node.insertEntry(-pos - 1, request.key, request.newValue);
-                }
-                yield !present;
-            }
-            case OffloadRequest.UPDATE -> {
-                if (present) {
-                    node.value(pos, request.newValue);
-                }
-                yield present;
-            }
-            case OffloadRequest.PUT -> {
-                if (present) {
-                    node.value(pos, request.newValue);
-                } else {
-                    node.insertEntry(-pos - 1, request.key, request.newValue);
-                }
-                yield true;
-            }
-            case OffloadRequest.DELETE -> {
-                if (present) {
-                    node.removeEntry(pos);
-                }
-                yield present;
-            }
-            default -> throw new IllegalArgumentException("unknown offloaded operation " + request.op);
-        };
-        if (changed) {
+        if (execute && LeafOps.changes(request.op, present)) {
+            LeafOps.apply(node, pos, request.op, request.key, request.newValue);
             node.version(node.version() + 1);
             write(GlobalAddress.offset(address));
         }

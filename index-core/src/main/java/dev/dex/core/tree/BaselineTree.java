@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
@@ -137,10 +138,6 @@ public final class BaselineTree implements IndexEngine {
      * the last lookup. Not thread-safe; allocation-free after construction.
      */
     public final class Session implements IndexSession {
-        private static final int MODE_INSERT = 0;
-        private static final int MODE_UPDATE = 1;
-        private static final int MODE_PUT = 2;
-
         private final long tag;
         private final NodeView[] path = new NodeView[TreeConfig.MAX_HEIGHT];
         private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
@@ -191,45 +188,25 @@ public final class BaselineTree implements IndexEngine {
         /** Adds {@code key} if absent; returns false (and changes nothing) if present. */
         @Override
         public boolean insert(long key, long value) {
-            return write(key, value, MODE_INSERT);
+            return write(key, value, LeafOps.INSERT);
         }
 
         /** Replaces the value of {@code key} if present; returns false (and changes nothing) if absent. */
         @Override
         public boolean update(long key, long value) {
-            return write(key, value, MODE_UPDATE);
+            return write(key, value, LeafOps.UPDATE);
         }
 
         /** Inserts or replaces; returns true if {@code key} was absent. */
         @Override
         public boolean put(long key, long value) {
-            return write(key, value, MODE_PUT);
+            return write(key, value, LeafOps.PUT);
         }
 
         /** Removes {@code key}; returns false if it was absent. */
         @Override
         public boolean delete(long key) {
-            checkKey(key);
-            beginOp();
-            while (true) {
-                int depth = descend(key, false);
-                if (depth != RESTART) {
-                    NodeView leaf = path[depth];
-                    int pos = leaf.search(key);
-                    if (pos < 0) {
-                        return false;
-                    }
-                    long address = leaf.address();
-                    long version = leaf.version();
-                    if (lock(address, version)) {
-                        leaf.removeEntry(pos);
-                        writeLocked(address, leaf, version + 1);
-                        unlock(address);
-                        return true;
-                    }
-                }
-                restart();
-            }
+            return write(key, 0, LeafOps.DELETE);
         }
 
         /**
@@ -288,28 +265,26 @@ public final class BaselineTree implements IndexEngine {
             // Buffers are released with the session object; nothing is held remotely between operations.
         }
 
-        private boolean write(long key, long newValue, int mode) {
+        /** Runs the write {@code op} ({@link LeafOps}) of {@code key}; returns its {@link LeafOps#result}. */
+        private boolean write(long key, long newValue, int op) {
             checkKey(key);
             beginOp();
             while (true) {
-                int depth = descend(key, mode != MODE_UPDATE);
+                int depth = descend(key, LeafOps.mayAdd(op));
                 if (depth != RESTART) {
                     NodeView leaf = path[depth];
                     int pos = leaf.search(key);
-                    if (pos >= 0 && mode == MODE_INSERT || pos < 0 && mode == MODE_UPDATE) {
-                        return false;
+                    boolean present = pos >= 0;
+                    if (!LeafOps.changes(op, present)) {
+                        return LeafOps.result(op, present);
                     }
                     long address = leaf.address();
                     long version = leaf.version();
                     if (lock(address, version)) {
-                        if (pos >= 0) {
-                            leaf.value(pos, newValue);
-                        } else {
-                            leaf.insertEntry(-pos - 1, key, newValue);
-                        }
+                        LeafOps.apply(leaf, pos, op, key, newValue);
                         writeLocked(address, leaf, version + 1);
                         unlock(address);
-                        return mode == MODE_PUT ? pos < 0 : true;
+                        return LeafOps.result(op, present);
                     }
                 }
                 restart();

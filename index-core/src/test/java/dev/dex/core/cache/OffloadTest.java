@@ -16,6 +16,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.OffloadSettings;
@@ -298,7 +299,7 @@ class OffloadTest {
             return new OffloadChannel() {
                 @Override
                 public void submit(OffloadRequest request) {
-                    boolean lookup = request.op() == OffloadRequest.LOOKUP;
+                    boolean lookup = request.op() == LeafOps.LOOKUP;
                     switch (request.phase()) {
                         case OffloadRequest.READ -> reads.incrementAndGet();
                         case OffloadRequest.PROBE -> probes.incrementAndGet();

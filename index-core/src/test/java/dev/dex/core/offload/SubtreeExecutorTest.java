@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.tree.BulkLoader;
@@ -81,23 +82,23 @@ class SubtreeExecutorTest {
         SubtreeExecutor executor = executorFor(levelOne);
         OffloadRequest r = new OffloadRequest();
 
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.LOOKUP, inside, 0, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.LOOKUP, inside, 0, levelOne));
         assertTrue(r.found());
         assertEquals(inside, r.value());
         assertEquals(2, r.pathLength(), "the level-1 node and a leaf");
         assertEquals(levelOne, r.pathNode(0));
 
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, inside, 77, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, inside, 77, levelOne));
         assertTrue(r.found());
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.INSERT, inside + 1, 5, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.INSERT, inside + 1, 5, levelOne));
         assertFalse(r.found(), "insert of an absent key inserts it");
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.INSERT, inside + 1, 6, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.INSERT, inside + 1, 6, levelOne));
         assertTrue(r.found(), "a second insert finds it and changes nothing");
         assertEquals(5, r.value());
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.PUT, inside + 1, 9, levelOne));
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.DELETE, inside, 0, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.PUT, inside + 1, 9, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.DELETE, inside, 0, levelOne));
         assertTrue(r.found());
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, inside, 1, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, inside, 1, levelOne));
         assertFalse(r.found(), "update of a deleted key changes nothing");
 
         TreeMap<Long, Long> tree = new TreeMap<>();
@@ -115,7 +116,7 @@ class SubtreeExecutorTest {
         NodeView subtree = node(levelOne);
         OffloadRequest r = new OffloadRequest();
         assertEquals(OffloadRequest.FENCE_MISMATCH,
-                run(executorFor(levelOne), r, OffloadRequest.LOOKUP, subtree.highFence() + 1, 0, levelOne));
+                run(executorFor(levelOne), r, LeafOps.LOOKUP, subtree.highFence() + 1, 0, levelOne));
 
         long rootAddress = Superblock.read(memory).root();
         int rootServer = GlobalAddress.serverId(rootAddress);
@@ -128,7 +129,7 @@ class SubtreeExecutorTest {
         }
         assertTrue(foreign >= 0, "level-1 subtrees are dealt over both servers");
         long key = node(root.child(foreign)).key(0);
-        assertEquals(OffloadRequest.CROSS_SERVER, run(executorFor(rootAddress), r, OffloadRequest.LOOKUP, key, 0, rootAddress));
+        assertEquals(OffloadRequest.CROSS_SERVER, run(executorFor(rootAddress), r, LeafOps.LOOKUP, key, 0, rootAddress));
     }
 
     @Test
@@ -139,15 +140,15 @@ class SubtreeExecutorTest {
         long key = node(levelOne).key(0);
         SubtreeExecutor executor = executorFor(levelOne);
         OffloadRequest r = new OffloadRequest();
-        assertEquals(OffloadRequest.NEEDS_SPLIT, run(executor, r, OffloadRequest.INSERT, key - 1, 1, levelOne),
+        assertEquals(OffloadRequest.NEEDS_SPLIT, run(executor, r, LeafOps.INSERT, key - 1, 1, levelOne),
                 "a full leaf cannot take the key without a split");
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, 1, levelOne), "an update needs no room");
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, key, 1, levelOne), "an update needs no room");
 
         OffloadRequest first = new OffloadRequest();
-        first.probe(OffloadRequest.LOOKUP, key, 0, levelOne);
+        first.probe(LeafOps.LOOKUP, key, 0, levelOne);
         executor.run(first);
         assertEquals(OffloadRequest.OK, first.status());
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, 2, levelOne));
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, key, 2, levelOne));
         first.execute();
         executor.run(first);
         assertEquals(OffloadRequest.STALE, first.status(), "the leaf changed between probe and execute");
@@ -161,7 +162,7 @@ class SubtreeExecutorTest {
         long key = node(levelOne).key(3);
         SubtreeExecutor executor = executorFor(levelOne);
         OffloadRequest sender = new OffloadRequest();
-        sender.probe(OffloadRequest.UPDATE, key, 42, levelOne);
+        sender.probe(LeafOps.UPDATE, key, 42, levelOne);
         OffloadRequest probe = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
                 sender.start(), new long[0], new long[0], 0);
         executor.run(probe);
@@ -219,7 +220,7 @@ class SubtreeExecutorTest {
         OffloadRequest sender = new OffloadRequest();
         sender.read(key, levelOne);
         assertEquals(OffloadRequest.READ, sender.phase());
-        assertEquals(OffloadRequest.LOOKUP, sender.op());
+        assertEquals(LeafOps.LOOKUP, sender.op());
         assertEquals(OffloadMessageDescriptor.REQUEST_PATH_OFFSET, throughMessages(sender), "a read carries no path");
         sender.await();
         assertEquals(OffloadRequest.OK, sender.status());
@@ -239,7 +240,7 @@ class SubtreeExecutorTest {
         TreeValidator.validate(memory, tree::put);
         assertEquals(20_000, tree.size());
 
-        assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.READ, OffloadRequest.PUT,
+        assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.READ, LeafOps.PUT,
                 0, 0, key, 1, levelOne, new long[0], new long[0], 0), "a read of anything but a lookup is refused");
     }
 
@@ -283,8 +284,8 @@ class SubtreeExecutorTest {
             SubtreeExecutor executor = new SubtreeExecutor(server, regions[server].region());
             OffloadRequest r = new OffloadRequest();
             while (!stop.get()) {
-                run(executor, r, OffloadRequest.INSERT, first - 1, 1, levelOne);
-                run(executor, r, OffloadRequest.DELETE, first - 1, 0, levelOne);
+                run(executor, r, LeafOps.INSERT, first - 1, 1, levelOne);
+                run(executor, r, LeafOps.DELETE, first - 1, 0, levelOne);
             }
         }, "memory-side-writer");
         writer.start();
@@ -322,7 +323,7 @@ class SubtreeExecutorTest {
         try (LocalOffloadChannel channel = new LocalOffloadChannel(List.of(regions), 2, 8, 0)) {
             OffloadRequest r = new OffloadRequest();
             for (int i = 0; i < 100; i++) {
-                r.probe(OffloadRequest.LOOKUP, key, 0, levelOne);
+                r.probe(LeafOps.LOOKUP, key, 0, levelOne);
                 channel.submit(r);
                 r.await();
                 assertEquals(OffloadRequest.OK, r.status());
@@ -357,18 +358,18 @@ class SubtreeExecutorTest {
         OffloadRequest r = new OffloadRequest();
 
         r.owner(1, 3);
-        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "a superseded owner");
+        assertEquals(OffloadRequest.STALE, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "a superseded owner");
         assertEquals("partition 1 is owned at epoch 4, not 3", executor.refusal());
         r.owner(1, 5);
-        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "an epoch nobody took");
+        assertEquals(OffloadRequest.STALE, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "an epoch nobody took");
         r.owner(0, 0);
-        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "another partition's key");
+        assertEquals(OffloadRequest.STALE, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "another partition's key");
         assertEquals("key 30000 lies outside partition 0 (" + Long.MIN_VALUE + ", 20000]", executor.refusal());
         r.owner(2, 0);
-        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "a partition nobody acquired");
+        assertEquals(OffloadRequest.STALE, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "a partition nobody acquired");
         assertEquals("partition 2 has no owner", executor.refusal());
         r.owner(-1, 0);
-        assertEquals(OffloadRequest.STALE, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "no such partition");
+        assertEquals(OffloadRequest.STALE, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "no such partition");
         r.owner(1, 3);
         r.read(key, levelOne);
         throughMessages(r);
@@ -381,7 +382,7 @@ class SubtreeExecutorTest {
         r.read(key, levelOne);
         throughMessages(r);
         assertEquals(OffloadRequest.OK, r.status(), "the owner's read, as a fabric message: partition and epoch travel");
-        assertEquals(OffloadRequest.OK, run(executor, r, OffloadRequest.UPDATE, key, -1, levelOne), "the owner's update");
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, key, -1, levelOne), "the owner's update");
         assertEquals(null, executor.refusal());
         tree.clear();
         TreeValidator.validate(memory, tree::put);

@@ -3,6 +3,7 @@ package dev.dex.core.cache.lincheck;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadRequest;
 
@@ -71,13 +72,13 @@ final class CountingOffloadChannel implements OffloadChannel {
         }
         OffloadRequest last = sender.last;
         if (last.phase() == OffloadRequest.READ) {
-            if (sent != 1 || last.op() != OffloadRequest.LOOKUP) {
+            if (sent != 1 || last.op() != LeafOps.LOOKUP) {
                 throw new IllegalStateException("one operation sent " + sent + " requests ending in a read of op " + last.op()
                         + "; a read is a lookup's only request");
             }
             return last.status() == OffloadRequest.OK ? Outcome.READ_ANSWERED : Outcome.OTHER_FALLBACK;
         }
-        if (last.op() == OffloadRequest.LOOKUP) {
+        if (last.op() == LeafOps.LOOKUP) {
             throw new IllegalStateException("a lookup sent a " + (last.phase() == OffloadRequest.EXECUTE ? "execute" : "probe"));
         }
         if (last.phase() == OffloadRequest.EXECUTE) {
