@@ -25,7 +25,12 @@ import dev.dex.rdma.GlobalAddress;
  *
  * <pre>
  * Concurrency: every field of a frame header is written only by a thread that holds the frame's write
- * lock (bit 0 of the version lock), except the pin count (atomic add). Readers of a frame follow the
+ * lock (bit 0 of the version lock), with two exceptions. The pin count is an atomic add. The parent field is
+ * also cleared (NO_FRAME) by a thread that holds the lock of the frame's parent and unswizzles it from
+ * there (a refresh that drops a child, FrameWriter.orphanChildren), without the child's lock and without
+ * moving the child's version; so it is read and written with volatile accesses, and a reader takes it only
+ * as a hint: it locks that parent and checks, with FrameWriter.findSwizzled, that the parent's image still
+ * holds a swizzled pointer to the frame before it acts on the link. Readers of a frame follow the
  * optimistic protocol: v = {@link #readLock} (fails while locked), read the image and header fields with
  * plain loads, then {@link #validate}(v), which issues a load fence before re-reading the version, so the
  * plain loads cannot drift past it. {@link #tryUpgrade} is a compare-and-swap (a full fence) and
