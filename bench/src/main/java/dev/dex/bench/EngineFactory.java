@@ -86,7 +86,7 @@ final class EngineFactory {
     /** What opens one compute node's engine in {@code mode}, a DEX engine mode. */
     static PartitionedEngineOpener partitionedEngineOpener(Mode mode, boolean redoLog) {
         return (memory, table, cacheBytes, channel) -> DexEngine.open(memory, switch (mode) {
-            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.cliName(), cacheBytes);
+            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.engine(), cacheBytes);
             case SHERMAN -> DexConfig.sherman(cacheBytes);
             case PARTITIONED -> DexConfig.partitioned();
             default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);

@@ -3,6 +3,8 @@ package dev.dex.bench;
 import java.util.Arrays;
 import java.util.Iterator;
 
+import dev.dex.core.cache.EngineMode;
+
 /**
  * The engine a run measures. {@code baseline}: the baseline B+-tree, no cache. {@code partitioned},
  * {@code sherman}, {@code dex}: the DEX engine's modes, each compute node serving its logical partitions;
@@ -11,34 +13,44 @@ import java.util.Iterator;
  * {@code skiplist}: a {@code ConcurrentSkipListMap} in this JVM, the no-fabric reference point.
  */
 enum Mode {
-    BASELINE("baseline", false),
-    PARTITIONED("partitioned", true),
-    SHERMAN("sherman", true),
-    DEX("dex", true),
-    OFFLOAD_ONLY("offload-only", true),
-    NO_OFFLOAD("no-offload", true),
-    SKIPLIST("skiplist", false);
+    BASELINE("baseline", null),
+    PARTITIONED(EngineMode.PARTITIONED),
+    SHERMAN(EngineMode.SHERMAN),
+    DEX(EngineMode.DEX),
+    OFFLOAD_ONLY(EngineMode.OFFLOAD_ONLY),
+    NO_OFFLOAD(EngineMode.NO_OFFLOAD),
+    SKIPLIST("skiplist", null);
 
     private final String cliName;
-    private final boolean partitioned;
+    /** The DEX engine's mode this runs, or null (baseline, skiplist). */
+    private final EngineMode engine;
 
-    Mode(String cliName, boolean partitioned) {
+    Mode(EngineMode engine) {
+        this(engine.label(), engine);
+    }
+
+    Mode(String cliName, EngineMode engine) {
         this.cliName = cliName;
-        this.partitioned = partitioned;
+        this.engine = engine;
     }
 
     String cliName() {
         return cliName;
     }
 
-    /** True for the modes whose engines serve logical partitions ({@code PartitionedEngine}). */
+    /** The DEX engine's mode, for the modes that run the DEX engine; null otherwise. */
+    EngineMode engine() {
+        return engine;
+    }
+
+    /** True for the modes whose engines serve logical partitions ({@code PartitionedEngine}): the DEX engine's. */
     boolean partitioned() {
-        return partitioned;
+        return engine != null;
     }
 
     /** True for the modes that offload to memory-side threads. */
     boolean offloads() {
-        return this == DEX || this == OFFLOAD_ONLY;
+        return engine != null && engine.offloads();
     }
 
     /** True for the modes that run on the fabric (all but skiplist). */

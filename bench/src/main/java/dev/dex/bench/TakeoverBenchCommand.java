@@ -109,7 +109,7 @@ public final class TakeoverBenchCommand implements Callable<Integer> {
                 BulkLoader.formatAndLoad(admin, TreeConfig.defaults(), SortedEntries.of(k, v), loaded -> { });
                 Superblock.writePartitions(admin, PartitionTable.ofUpperBounds());
             }
-            DexConfig config = DexConfig.withCache("no-offload", 256L << 20);
+            DexConfig config = DexConfig.withCache(dev.dex.core.cache.EngineMode.NO_OFFLOAD, 256L << 20);
             RemoteMemory ownerMemory = client.connect(servers);
             DexEngine owner = DexEngine.open(ownerMemory, config, null, log);
             owner.acquire(0);

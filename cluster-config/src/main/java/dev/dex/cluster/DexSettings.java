@@ -11,6 +11,7 @@ import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
@@ -63,13 +64,13 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15),
                 dex.getBoolean("memory.format"));
 
-        String mode = dex.getString("compute.mode");
-        OffloadSettings.Policy policy = switch (mode) {
-            case "dex" -> OffloadSettings.Policy.COST_MODEL;
-            case "offload-only" -> OffloadSettings.Policy.ALWAYS;
-            default -> OffloadSettings.Policy.NEVER;
-        };
-        OffloadSettings offload = new OffloadSettings(policy, dex.getInt("compute.offload.window"),
+        EngineMode mode;
+        try {
+            mode = EngineMode.of(dex.getString("compute.mode"));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute.mode: " + e.getMessage(), e);
+        }
+        OffloadSettings offload = new OffloadSettings(mode.policy(), dex.getInt("compute.offload.window"),
                 dex.getDouble("compute.offload.sample-rate"), dex.getDouble("compute.offload.explore-rate"),
                 dex.getDouble("compute.offload.local-search-ns"), dex.getDouble("compute.offload.cache-coefficient"));
         DexConfig engine;

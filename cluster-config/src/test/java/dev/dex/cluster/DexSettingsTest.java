@@ -27,7 +27,7 @@ class DexSettingsTest {
         assertEquals(1, settings.memory().offloadThreads());
         assertFalse(settings.memory().format(), "a restarted memory node reattaches unless told to format");
         assertTrue(DexSettings.from(DexNodes.config(ConfigFactory.parseString("dex.memory.format = on"))).memory().format());
-        assertEquals("dex", settings.compute().engine().mode());
+        assertEquals(dev.dex.core.cache.EngineMode.DEX, settings.compute().engine().mode());
         assertEquals(OffloadSettings.Policy.COST_MODEL, settings.compute().engine().offload().policy());
         assertEquals(256L << 20, settings.compute().engine().cacheBytes());
         assertEquals(0.1, settings.compute().engine().leafAdmission());
@@ -62,7 +62,7 @@ class DexSettingsTest {
             "dex.memory.offload-threads | 0    | dex.memory.offload-threads must be in [1, 1024]",
             "dex.tree.subtree-level   | 16     | dex.tree.subtree-level must be in [0, 15]",
             "dex.tree.partitions      | 0      | partition count must be in [1, 256]",
-            "dex.compute.mode         | fast   | engine mode must be dex, offload-only, no-offload, sherman or partitioned",
+            "dex.compute.mode         | fast   | dex.compute.mode: engine mode must be one of dex, offload-only, no-offload, sherman, partitioned: fast",
             "dex.compute.leaf-admission | 2    | leaf admission probability must be in [0, 1]",
             "dex.compute.worker-threads | 0    | dex.compute.worker-threads must be in [1, 1024]",
             "dex.compute.handshake.describe-timeout | 0s | dex.compute.handshake.describe-timeout must be positive",

@@ -196,7 +196,7 @@ public final class DexEngine implements PartitionedEngine {
 
     @Override
     public String mode() {
-        return config.mode();
+        return config.mode().label();
     }
 
     @Override
