@@ -14,22 +14,15 @@ import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
-import java.util.zip.CRC32C;
 
 import org.agrona.BufferUtil;
 import org.agrona.collections.IntArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexSession;
-import dev.dex.core.log.RedoLog;
-import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
-import dev.dex.core.offload.CostModel;
-import dev.dex.core.offload.OffloadChannel;
-import dev.dex.core.offload.OffloadRequest;
-import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.core.tree.RestartBudget;
@@ -40,7 +33,7 @@ import dev.dex.rdma.RemoteMemory;
 /**
  * One thread's operations on a {@link DexEngine}: optimistic lock coupling over cached frames (paper
  * Algorithm 1), cache misses resolved by a remote read and lazy admission, eager splits, refresh of stale
- * shared nodes, and the thread-local free frames with cooling and eviction.
+ * shared nodes; the thread-local free frames with cooling and eviction are its {@link FrameSupply}.
  *
  * <p>The path of the current operation is kept per depth: either a frame with the version read from its
  * lock ({@code frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
@@ -51,7 +44,7 @@ import dev.dex.rdma.RemoteMemory;
  */
 public final class DexSession implements IndexSession {
     private static final int RESTART = -1;
-    /** {@link #descend} outcome: the operation was completed by offloading; see {@link #offloadFound}. */
+    /** {@link #descend} outcome: the operation was completed by offloading; see {@link Offloader#found}. */
     private static final int OFFLOADED = -2;
     /** {@link #resolve} outcomes. */
     private static final int RESOLVE_RESTART = 0;
@@ -81,48 +74,33 @@ public final class DexSession implements IndexSession {
     private final NodeView splitCopy;
     private final NodeView right;
     private final NodeView newRoot;
-    private final NodeView sampleView = new NodeView();
     private final NodeView parentView = new NodeView();
 
-    private final long[] markers = new long[H + 4];
-    private int markerCount;
-    private final IntArrayList free = new IntArrayList();
+    /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
+    private final Markers markers;
+    /** This thread's free frames, and the cooling and eviction that refill them. */
+    private final FrameSupply frames;
     private final SplittableRandom random;
 
     private long value;
     private final long[] counters = new long[CacheStats.COUNTERS];
 
-    private final OffloadChannel offloadChannel;
-    private final OffloadSettings.Policy offloadPolicy;
-    private final CostModel costModel;
-    private final OffloadRequest offload = new OffloadRequest();
+    /** Offloading of misses to the memory side (paper §6), with its cost model. */
+    private final Offloader offloader;
     /** The operation in progress, for offloading: a LeafOps code, or OP_SCAN. */
     private int opCode;
     private long opKey;
     private long opValue;
-    /** Set when an offload of the current operation fell back: the rest of it takes the caching path. */
-    private boolean offloadBlocked;
     /** The key the current descent searches for. */
     private long descendKey;
-    private boolean offloadFound;
-    private long offloadValue;
     private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
     /** The partition of the lookup or write in progress. */
     private int opPartition;
     /** Set on the session that replays a log while its partition is acquired: it enters and does not log. */
     boolean recovering;
-    /** Inside a batch: records are kept until {@link #commit}; outside, every write commits its own. */
-    private boolean batching;
-    /** Records of this session not yet in the log, all of {@link #pendingLog}, ascending LSNs. */
-    private UnsafeBuffer pending = new UnsafeBuffer(new byte[64 * RedoLogDescriptor.RECORD_LENGTH]);
-    private int pendingCount;
-    private RedoLog pendingLog;
-    private int pendingPartition;
-    private final CRC32C crc = new CRC32C();
-    /** The log of the partition this batch read, and the last LSN its reads may have seen (see noteRead). */
-    private RedoLog readLog;
-    private long readUpTo;
+    /** This session's records of writes on their way to their partitions' redo logs (group commit). */
+    private final GroupCommit log;
 
     DexSession(DexEngine engine, long tag) {
         this.engine = engine;
@@ -134,9 +112,10 @@ public final class DexSession implements IndexSession {
         this.writer = new FrameWriter(engine);
         this.leafAdmission = engine.config.leafAdmission();
         this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
-        this.offloadChannel = engine.offloadChannel;
-        this.offloadPolicy = engine.config.offload().policy();
-        this.costModel = new CostModel(engine.config.offload());
+        this.frames = new FrameSupply(engine, writer, random, this::count);
+        this.markers = new Markers(engine.mapping, H + 4);
+        this.offloader = new Offloader(engine, markers, random, this::count);
+        this.log = new GroupCommit(engine);
         UnsafeBuffer scratch = new UnsafeBuffer(BufferUtil.allocateDirectAligned((H + 4) * NODE_LENGTH, 64));
         for (int d = 0; d < H; d++) {
             scratchAt[d] = new NodeView().wrap(scratch, d * NODE_LENGTH);
@@ -160,10 +139,10 @@ public final class DexSession implements IndexSession {
             while (true) {
                 int d = descend(key, false);
                 if (d == OFFLOADED) {
-                    if (offloadFound) {
-                        value = offloadValue;
+                    if (offloader.found()) {
+                        value = offloader.value();
                     }
-                    return offloadFound;
+                    return offloader.found();
                 }
                 if (d != RESTART) {
                     NodeView leaf = viewAt[d];
@@ -179,10 +158,8 @@ public final class DexSession implements IndexSession {
                 restart();
             }
         } finally {
-            releaseMarkers();
-            if (batching) {
-                noteRead(partition);
-            }
+            markers.releaseAll();
+            noteRead(partition);
             engine.exit(partition);
         }
     }
@@ -257,7 +234,7 @@ public final class DexSession implements IndexSession {
                     restart();
                     continue;
                 }
-                releaseMarkers();
+                markers.releaseAll();
                 n = m;
                 if (stop == POS_INFINITY) {
                     break;
@@ -266,10 +243,8 @@ public final class DexSession implements IndexSession {
             }
             return n;
         } finally {
-            releaseMarkers();
-            if (batching) {
-                noteRead(first);
-            }
+            markers.releaseAll();
+            noteRead(first);
             if (partition >= 0) {
                 engine.exit(partition);
             }
@@ -301,20 +276,17 @@ public final class DexSession implements IndexSession {
         }
     }
 
-    private void count(int slot) {
+    void count(int slot) {
         COUNTERS.setOpaque(counters, slot, counters[slot] + 1);
     }
 
     /** Gives this session's free frames back to the engine (on close). */
     void returnFreeFrames() {
-        for (int i = 0; i < free.size(); i++) {
-            engine.returnFrame(free.getInt(i));
-        }
-        free.clear();
+        frames.returnAll();
     }
 
     IntArrayList freeFrames() {
-        return free;
+        return frames.free();
     }
 
     private boolean write(long key, long newValue, int op) {
@@ -322,20 +294,18 @@ public final class DexSession implements IndexSession {
         int partition = engine.enter(key, recovering);
         opPartition = partition;
         try {
-            if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.logs.get(partition))) {
-                // A batch that moves to another partition (or whose partition was released meanwhile) commits
-                // what it has so far: records of one commit go to one log. No lock is held here.
-                writePending(false);
-            }
+            // A batch that moves to another partition (or whose partition was released meanwhile) commits what it
+            // has so far: records of one commit go to one log. No lock is held here.
+            log.commitIfElsewhere(partition);
             beginOp(op, key, newValue);
             while (true) {
                 int d = descend(key, LeafOps.mayAdd(op));
                 if (d == OFFLOADED) {
-                    if (LeafOps.changes(op, offloadFound)) {
+                    if (LeafOps.changes(op, offloader.found())) {
                         // The memory node applied it; the markers on its path still order it with other writes.
                         logged(key, newValue, op);
                     }
-                    return committed(LeafOps.result(op, offloadFound));
+                    return committed(LeafOps.result(op, offloader.found()));
                 }
                 if (d != RESTART) {
                     int result = writeLeaf(d, key, newValue, op);
@@ -346,7 +316,7 @@ public final class DexSession implements IndexSession {
                 restart();
             }
         } finally {
-            releaseMarkers();
+            markers.releaseAll();
             engine.exit(partition);
         }
     }
@@ -394,7 +364,7 @@ public final class DexSession implements IndexSession {
             remote.writeUnlocked(address, leaf);
             logged(key, newValue, op);
         }
-        releaseMarkers();
+        markers.releaseAll();
         return result;
     }
 
@@ -402,36 +372,19 @@ public final class DexSession implements IndexSession {
 
     /**
      * Records a write that has just taken effect, while the lock that orders it with other writes of the
-     * same key is still held: it takes its LSN now, and its record waits in this session until
-     * {@link #commit}. Nothing when the partition is not logged or this is a replay.
+     * same key is still held ({@link GroupCommit#record}). Nothing when this is a replay.
      */
     private void logged(long key, long newValue, int op) {
-        if (recovering) {
-            return;
+        if (!recovering) {
+            log.record(opPartition, key, newValue, op);
         }
-        RedoLog log = engine.logs.get(opPartition);
-        if (log == null) {
-            return;
-        }
-        // write() committed records of another partition or an older log before it took any lock.
-        if ((pendingCount + 1) * RedoLogDescriptor.RECORD_LENGTH > pending.capacity()) {
-            UnsafeBuffer larger = new UnsafeBuffer(new byte[pending.capacity() * 2]);
-            larger.putBytes(0, pending, 0, pendingCount * RedoLogDescriptor.RECORD_LENGTH);
-            pending = larger;
-        }
-        long lsn = log.assign();
-        int record = op == LeafOps.DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
-        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, record, key, op == LeafOps.DELETE ? 0 : newValue, crc);
-        pendingCount++;
-        pendingLog = log;
-        pendingPartition = opPartition;
     }
 
     private boolean committed(boolean result) {
-        if (!batching) {
-            releaseMarkers();
+        if (!log.batching()) {
+            markers.releaseAll();
             // Still inside the operation (counted in its partition): a release waits for this commit.
-            writePending(true);
+            log.writePending(true);
         }
         return result;
     }
@@ -442,124 +395,25 @@ public final class DexSession implements IndexSession {
      */
     @Override
     public void beginBatch() {
-        batching = true;
+        log.beginBatch();
     }
 
     /**
      * Ends a batch (or the current write outside one): returns once the records of this session's writes
-     * are in their partition's redo log, so they survive a crash of this compute node. A full log is
-     * checkpointed first; a log more than half full is checkpointed afterwards, which bounds a takeover's
-     * replay.
+     * are in their partition's redo log, so they survive a crash of this compute node ({@link GroupCommit#commit}).
      *
      * @throws IllegalStateException when the records could not be written: the writes are not durable
      */
     @Override
     public void commit() {
-        batching = false;
-        RedoLog reads = readLog;
-        long upTo = readUpTo;
-        readLog = null;
-        writePending(false);
-        if (reads != null) {
-            // The batch's reads may have returned writes of other batches: answer them only once those are
-            // durable too, so no answered value can vanish with a crash.
-            reads.awaitDurable(upTo);
-        }
+        log.commit();
     }
 
-    /**
-     * Notes that a read of this batch ran on {@code partition}: it may have seen any write that took an LSN
-     * before it finished (a write takes its LSN before it releases the lock readers validate against).
-     */
+    /** Notes, inside a batch, that a read of it ran on {@code partition} ({@link GroupCommit#noteRead}). */
     private void noteRead(int partition) {
-        if (recovering) {
-            return;
+        if (log.batching() && !recovering) {
+            log.noteRead(partition);
         }
-        RedoLog log = engine.logs.get(partition);
-        if (log == null) {
-            return;
-        }
-        if (readLog != null && readLog != log) {
-            readLog.awaitDurable(readUpTo); // a batch reading two partitions: the first one's wait now
-        }
-        readLog = log;
-        readUpTo = log.nextLsn() - 1;
-    }
-
-    /**
-     * Makes this session's pending records durable (see {@link #commit}); the batch, if any, goes on.
-     *
-     * @param entered the caller is inside an operation on the records' partition (so it cannot be released
-     *                or abandoned meanwhile, and must not wait for that)
-     */
-    private void writePending(boolean entered) {
-        if (pendingCount == 0) {
-            return;
-        }
-        RedoLog log = pendingLog;
-        int p = pendingPartition;
-        int count = pendingCount;
-        pendingCount = 0;
-        pendingLog = null;
-        if (entered) {
-            if (engine.logs.get(p) != log) {
-                throw notDurable(p);
-            }
-            appendAndWait(log, p, count);
-            return;
-        }
-        if (engine.tryEnter(p)) {
-            try {
-                if (engine.logs.get(p) != log) {
-                    throw notDurable(p); // given up, and held again under a newer log
-                }
-                appendAndWait(log, p, count);
-            } finally {
-                engine.exit(p);
-            }
-            return;
-        }
-        // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
-        // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
-        long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
-        while (engine.logs.get(p) == log) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
-                        + " the writes are not known to be durable");
-            }
-            Thread.onSpinWait();
-        }
-        if (log.abandoned()) {
-            throw notDurable(p);
-        }
-    }
-
-    private static IllegalStateException notDurable(int p) {
-        return new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
-                + " they are not durable");
-    }
-
-    /** Appends the pending records (runs of consecutive LSNs) and waits until they are durable. */
-    private void appendAndWait(RedoLog log, int p, int count) {
-        long last = lsnOf(count - 1);
-        while (!log.hasRoom(last)) {
-            engine.checkpoint(p);
-        }
-        int run = 0;
-        for (int i = 1; i <= count; i++) {
-            if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
-                log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
-                run = i;
-            }
-        }
-        log.awaitDurable(last);
-        if (log.length() > log.capacity() / 2) {
-            engine.checkpoint(p);
-        }
-    }
-
-    private long lsnOf(int record) {
-        return pending.getLong(record * RedoLogDescriptor.RECORD_LENGTH + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
     }
 
     // ==== traversal =======================================================================================
@@ -669,35 +523,36 @@ public final class DexSession implements IndexSession {
             return RESOLVE_RESTART;
         }
         miss();
-        if (!sharedGuess && offloadEligible(d, level)
-                && (offloadPolicy == OffloadSettings.Policy.ALWAYS || costModel.shouldOffload(level, random))) {
-            return offload(address, d, level);
+        if (!sharedGuess && opCode != OP_SCAN && d > 0 && frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
+                && offloader.wants(level)) {
+            return offloader.run(address, frameAt[d - 1], versionAt[d - 1], level, opCode, opKey, opValue, opPartition)
+                    ? OFFLOADED : RESOLVE_RESTART;
         }
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return RESOLVE_RESTART;
         }
-        holdMarker(address);
+        markers.hold(address);
         NodeView image = scratchAt[d];
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {
-                releaseMarker(address);
+                markers.release(address);
                 return RESOLVE_RESTART;
             }
-        } else if (offloadPolicy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random)) {
+        } else if (offloader.samplesRead()) {
             long start = System.nanoTime();
             remote.readOnce(address, image);
-            costModel.recordRead(System.nanoTime() - start);
+            offloader.recordRead(System.nanoTime() - start);
         } else {
             remote.readOnce(address, image);
         }
         if (image.address() != address) {
-            releaseMarker(address);
+            markers.release(address);
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
         boolean clipped = d > 0 && clipToSlot(image, d - 1);
         if (clipped && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
             // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
-            releaseMarker(address);
+            markers.release(address);
             return RESOLVE_RESTART;
         }
         boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
@@ -706,7 +561,7 @@ public final class DexSession implements IndexSession {
         boolean admit = engine.config.cachesInner() && image.covers(descendKey)
                 && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
         if (admit) {
-            int f = allocFrame();
+            int f = frames.allocate();
             if (f != NO_FRAME) {
                 admit(f, address, image, shared, d, clipped && !shared);
                 return RESOLVE_RESTART;
@@ -716,134 +571,9 @@ public final class DexSession implements IndexSession {
         viewAt[d] = image;
         sharedAt[d] = shared;
         if (!image.isLeaf()) {
-            releaseMarker(address);
+            markers.release(address);
         }
         return RESOLVE_SET;
-    }
-
-    // ==== offloading (paper §6) ===========================================================================
-
-    /**
-     * An offload is possible at a miss on an owned inner node at level 1..M (its whole subtree is on one
-     * memory server) under a cached parent, for a point operation that has not fallen back already.
-     */
-    private boolean offloadEligible(int d, int level) {
-        return offloadChannel != null && opCode != OP_SCAN && !offloadBlocked && d > 0 && frameAt[d - 1] != NO_FRAME
-                && level >= 1 && level <= engine.subtreeLevel;
-    }
-
-    /**
-     * Runs the rest of the operation on the memory server of {@code address}. A write goes in two phases.
-     * The probe reports the path from the missed node to the leaf; this thread then takes the IO marker of
-     * every node on it, which fails (and falls back to the caching path) if any of them is cached or in use
-     * here. With all markers held no thread of this compute node can read or write those nodes, and no
-     * other compute node writes owned nodes, so the execute phase, which re-checks every node's version,
-     * runs the operation on the current nodes and leaves no cached copy stale. A lookup goes in one
-     * message, validated afterwards: the same markers, and no change by this compute node to a node of the
-     * path while the message was out ({@link RemoteChanges}), show that what the memory side read was the
-     * latest image of every node on the path. The parent stays pinned meanwhile so it is not cooled.
-     */
-    private int offload(long address, int d, int level) {
-        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
-            return RESOLVE_RESTART;
-        }
-        holdMarker(address);
-        int parent = frameAt[d - 1];
-        arena.pin(parent);
-        try {
-            if (!arena.validate(parent, versionAt[d - 1])) {
-                return RESOLVE_RESTART;
-            }
-            boolean costed = offloadPolicy == OffloadSettings.Policy.COST_MODEL;
-            boolean timed = costed && costModel.sample(random);
-            // A failed offload is charged even when not sampled: a timeout must steer the model at once.
-            long start = costed ? System.nanoTime() : 0;
-            boolean lookup = opCode == LeafOps.LOOKUP;
-            // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
-            RedoLog log = engine.logs.get(opPartition);
-            offload.owner(opPartition, log == null ? 0 : log.epoch());
-            long sentAt = 0;
-            if (lookup) {
-                sentAt = engine.remoteChanges.now();
-                offload.read(opKey, address);
-            } else {
-                offload.probe(opCode, opKey, opValue, address);
-            }
-            if (!send() || !holdPathMarkers(address)) {
-                return fallBack(start, level, timed);
-            }
-            if (lookup) {
-                for (int i = 0; i < offload.pathLength(); i++) {
-                    if (engine.remoteChanges.changedSince(offload.pathNode(i), sentAt)) {
-                        return fallBack(start, level, timed);
-                    }
-                }
-            } else {
-                // Not a RemoteChanges change: a read on another memory-side thread that overlaps this execute
-                // sees the node marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
-                offload.execute();
-                if (!send()) {
-                    return fallBack(start, level, timed);
-                }
-            }
-            if (timed) {
-                costModel.recordOffload(System.nanoTime() - start);
-            }
-            offloadFound = offload.found();
-            offloadValue = offload.value();
-            count(CacheStats.OFFLOADS);
-            return OFFLOADED;
-        } finally {
-            arena.unpin(parent);
-        }
-    }
-
-    /**
-     * Takes the IO marker of every node below {@code start} on the path the memory side reported; false
-     * (fall back) if one is cached or in use here, or if the path is not one a walk from {@code start} on
-     * its server could have taken.
-     */
-    private boolean holdPathMarkers(long start) {
-        int length = offload.pathLength();
-        if (length < 1 || offload.pathNode(0) != start) {
-            return false;
-        }
-        int server = GlobalAddress.serverId(start);
-        for (int i = 1; i < length; i++) {
-            long node = offload.pathNode(i);
-            if (GlobalAddress.isSwizzled(node) || GlobalAddress.serverId(node) != server
-                    || mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
-                return false;
-            }
-            holdMarker(node);
-        }
-        return true;
-    }
-
-    /** Sends the offload request, waits for the answer, counts the two-sided message. */
-    private boolean send() {
-        offloadChannel.submit(offload);
-        offload.await();
-        engine.memory.counters().recordTwoSided(offload.wireBytes());
-        return offload.status() == OffloadRequest.OK;
-    }
-
-    /**
-     * {@link #fallBack()} after messages were sent: the cost model is charged what the attempt cost, always
-     * when the channel gave up on it (a timeout, a lost connection, a full queue), else when sampled.
-     */
-    private int fallBack(long start, int level, boolean timed) {
-        if (offloadPolicy == OffloadSettings.Policy.COST_MODEL && (timed || offload.status() == OffloadRequest.REJECTED)) {
-            costModel.recordFailedOffload(System.nanoTime() - start, level);
-        }
-        return fallBack();
-    }
-
-    /** The rest of this operation takes the caching path (a split is needed, a node is cached, ...). */
-    private int fallBack() {
-        offloadBlocked = true;
-        count(CacheStats.OFFLOAD_FALLBACKS);
-        return RESOLVE_RESTART;
     }
 
     /** A node found in the mapping table but not through a swizzled pointer. */
@@ -883,7 +613,7 @@ public final class DexSession implements IndexSession {
 
     /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
     private void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
-        lockFreeFrame(f);
+        frames.lockFree(f);
         arena.wrap(frameViewAt[d], f).copyFrom(image);
         arena.address(f, address);
         arena.clearFlags(f);
@@ -893,7 +623,7 @@ public final class DexSession implements IndexSession {
             arena.parent(f, NO_FRAME);
             arena.pin(f);
             mapping.replace(address, MappingTable.IO, f);
-            forgetMarker(address);
+            markers.forget(address);
             arena.unlock(f);
             count(CacheStats.ADMISSIONS);
             installRoot(f, address);
@@ -903,8 +633,8 @@ public final class DexSession implements IndexSession {
         if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
             arena.reset(f);
             arena.unlock(f);
-            free.addInt(f);
-            releaseMarker(address);
+            frames.giveBack(f);
+            markers.release(address);
             return;
         }
         arena.parent(f, pf);
@@ -912,7 +642,7 @@ public final class DexSession implements IndexSession {
             viewAt[d - 1].child(childIndexAt[d - 1], GlobalAddress.swizzle(f));
         }
         mapping.replace(address, MappingTable.IO, f);
-        forgetMarker(address);
+        markers.forget(address);
         if (repaired) {
             // An owned node clipped to its slot: the narrowed image goes back to remote memory like any change.
             writer.markDirty(f);
@@ -1263,13 +993,13 @@ public final class DexSession implements IndexSession {
         }
         NodeView view = viewAt[d];
         long address = view.address();
-        if (holdsMarker(address)) {
+        if (markers.holds(address)) {
             return true;
         }
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return false;
         }
-        holdMarker(address);
+        markers.hold(address);
         boolean read;
         if (sharedAt[d]) {
             read = remote.readValidated(address, fresh);
@@ -1278,7 +1008,7 @@ public final class DexSession implements IndexSession {
             read = true;
         }
         if (!read || fresh.version() != view.version()) {
-            releaseMarker(address);
+            markers.release(address);
             return false;
         }
         return true;
@@ -1289,209 +1019,7 @@ public final class DexSession implements IndexSession {
         if (f != NO_FRAME) {
             arena.unlock(f);
         } else {
-            releaseMarker(viewAt[d].address());
-        }
-    }
-
-    // ==== frames: allocation, cooling, eviction ===========================================================
-
-    /** A free frame for this thread, cooling and evicting as needed; NO_FRAME when none can be had. */
-    private int allocFrame() {
-        if (arena.frames() == 0) {
-            return NO_FRAME;
-        }
-        if (!free.isEmpty()) {
-            return free.removeAt(free.size() - 1);
-        }
-        int f = engine.takeFreeFrame();
-        if (f != NO_FRAME) {
-            return f;
-        }
-        for (int attempt = 0; attempt < 8; attempt++) {
-            if (cooling.size() < engine.coolingTarget) {
-                coolSample();
-                coolSample();
-            }
-            if (!free.isEmpty()) {
-                return free.removeAt(free.size() - 1);
-            }
-            f = evictFromCooling();
-            if (f != NO_FRAME) {
-                return f;
-            }
-        }
-        return NO_FRAME;
-    }
-
-    /** Samples a random frame and cools the end of its cached path (path-aware delegation). */
-    private void coolSample() {
-        int f = random.nextInt(arena.frames());
-        for (int hop = 0; hop < H; hop++) {
-            long v = arena.readLock(f);
-            if (v < 0 || arena.state(f) != HOT || arena.pins(f) > 0) {
-                return;
-            }
-            NodeView view = arena.wrap(sampleView, f);
-            int child = view.isLeaf() ? NO_FRAME : anySwizzledChild(view);
-            if (!arena.validate(f, v)) {
-                return;
-            }
-            if (child == NO_FRAME) {
-                tryCool(f, v);
-                return;
-            }
-            f = child;
-        }
-    }
-
-    private int anySwizzledChild(NodeView inner) {
-        int n = Math.min(inner.count(), inner.capacity()) + 1;
-        int start = random.nextInt(n);
-        for (int i = 0; i < n; i++) {
-            long pointer = inner.child((start + i) % n);
-            if (GlobalAddress.isSwizzled(pointer)) {
-                return (int) GlobalAddress.unswizzle(pointer);
-            }
-        }
-        return NO_FRAME;
-    }
-
-    /** Unswizzles frame {@code f} from its parent, writes it back if dirty, and puts it in the cooling map. */
-    private void tryCool(int f, long v) {
-        long address = arena.address(f);
-        int parent = arena.parent(f);
-        if (!arena.validate(f, v)) {
-            return;
-        }
-        int bucket = cooling.bucketOf(address);
-        synchronized (cooling.monitor(bucket)) {
-            if (cooling.isFull(bucket)) {
-                int head = cooling.head(bucket);
-                if (!evictFrame(head)) {
-                    return;
-                }
-                cooling.removeHead(bucket);
-                free.addInt(head);
-            }
-            if (parent != NO_FRAME && !arena.tryLock(parent)) {
-                return;
-            }
-            if (!arena.tryUpgrade(f, v)) {
-                if (parent != NO_FRAME) {
-                    arena.unlock(parent);
-                }
-                return;
-            }
-            if (arena.pins(f) > 0) {
-                // Pinned since it was sampled (the parent of an offload in flight): not a candidate.
-                arena.unlock(f);
-                if (parent != NO_FRAME) {
-                    arena.unlock(parent);
-                }
-                return;
-            }
-            int slot = parent == NO_FRAME ? -1 : writer.findSwizzled(parent, f);
-            if (parent == NO_FRAME || slot >= 0) {
-                if (arena.flag(f, DIRTY)) {
-                    writer.writeBack(f);
-                }
-                if (slot >= 0) {
-                    writer.unswizzle(parent, slot, address);
-                }
-                arena.state(f, COOLING);
-                arena.parent(f, NO_FRAME);
-                cooling.append(bucket, f);
-                count(CacheStats.COOLINGS);
-            }
-            arena.unlock(f);
-            if (parent != NO_FRAME) {
-                arena.unlock(parent);
-            }
-        }
-    }
-
-    /** Evicts the cooling frame {@code f}; the caller holds its bucket's monitor. */
-    private boolean evictFrame(int f) {
-        if (!arena.tryLock(f)) {
-            return false;
-        }
-        if (arena.state(f) != COOLING || arena.pins(f) > 0) {
-            arena.unlock(f);
-            return false;
-        }
-        if (arena.flag(f, DIRTY)) {
-            writer.writeBack(f);
-        }
-        mapping.remove(arena.address(f), f);
-        arena.reset(f);
-        arena.unlock(f);
-        count(CacheStats.EVICTIONS);
-        return true;
-    }
-
-    private int evictFromCooling() {
-        int buckets = cooling.buckets();
-        int start = random.nextInt(buckets);
-        for (int i = 0; i < Math.min(8, buckets); i++) {
-            int bucket = (start + i) % buckets;
-            synchronized (cooling.monitor(bucket)) {
-                if (cooling.count(bucket) > 0) {
-                    int head = cooling.head(bucket);
-                    if (evictFrame(head)) {
-                        cooling.removeHead(bucket);
-                        return head;
-                    }
-                }
-            }
-        }
-        return NO_FRAME;
-    }
-
-    /** Locks a free frame this thread owns; only coolers may hold it, briefly. */
-    private void lockFreeFrame(int f) {
-        while (!arena.tryLock(f)) {
-            Thread.onSpinWait();
-        }
-    }
-
-    // ==== IO markers ======================================================================================
-
-    private void holdMarker(long address) {
-        markers[markerCount++] = address;
-    }
-
-    private boolean holdsMarker(long address) {
-        for (int i = 0; i < markerCount; i++) {
-            if (markers[i] == address) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /** Stops tracking a marker that was replaced by a frame in the mapping table. */
-    private void forgetMarker(long address) {
-        for (int i = 0; i < markerCount; i++) {
-            if (markers[i] == address) {
-                markers[i] = markers[--markerCount];
-                return;
-            }
-        }
-    }
-
-    private void releaseMarker(long address) {
-        for (int i = 0; i < markerCount; i++) {
-            if (markers[i] == address) {
-                mapping.remove(address, MappingTable.IO);
-                markers[i] = markers[--markerCount];
-                return;
-            }
-        }
-    }
-
-    private void releaseMarkers() {
-        while (markerCount > 0) {
-            mapping.remove(markers[--markerCount], MappingTable.IO);
+            markers.release(viewAt[d].address());
         }
     }
 
@@ -1510,11 +1038,11 @@ public final class DexSession implements IndexSession {
         opCode = op;
         opKey = key;
         opValue = newValue;
-        offloadBlocked = false;
+        offloader.begin();
     }
 
     private void restart() {
-        releaseMarkers();
+        markers.releaseAll();
         count(CacheStats.RESTARTS);
         int n = budget.next();
         if (n > 2) {

@@ -1,0 +1,202 @@
+package dev.dex.core.cache;
+
+import java.util.zip.CRC32C;
+
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.log.RedoLog;
+import dev.dex.core.log.RedoLogDescriptor;
+import dev.dex.core.node.LeafOps;
+
+/**
+ * One session's writes on their way to their partitions' redo logs ({@code docs/durability.md}): each write takes
+ * its LSN while it still holds the lock that orders it, its record waits here, and a commit puts the records of a
+ * batch in the log with one fabric write (group commit) and returns once they are durable. A batch's reads wait
+ * too, for the writes they may have seen.
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread; the records buffer is that thread's. The logs
+ * are shared: RedoLog hands out LSNs and orders appends itself. A write's records are committed while its
+ * partition is entered, or, from a batch's commit, after tryEnter; a partition given up meanwhile is seen by its
+ * log having changed (release: the pages are written back, so the writes are durable; abandon: they are not, and
+ * the commit says so).
+ * </pre>
+ */
+final class GroupCommit {
+    private final DexEngine engine;
+    /** Inside a batch: records are kept until {@link #commit}; outside, every write commits its own. */
+    private boolean batching;
+    /** Records of this session not yet in the log, all of {@link #pendingLog}, ascending LSNs. */
+    private UnsafeBuffer pending = new UnsafeBuffer(new byte[64 * RedoLogDescriptor.RECORD_LENGTH]);
+    private int pendingCount;
+    private RedoLog pendingLog;
+    private int pendingPartition;
+    private final CRC32C crc = new CRC32C();
+    /** The log of the partition this batch read, and the last LSN its reads may have seen (see noteRead). */
+    private RedoLog readLog;
+    private long readUpTo;
+
+    GroupCommit(DexEngine engine) {
+        this.engine = engine;
+    }
+
+    /**
+     * Records a write that has just taken effect, while the lock that orders it with other writes of the
+     * same key is still held: it takes its LSN now, and its record waits in this session until
+     * {@link #commit}. Nothing when the partition is not logged.
+     */
+    void record(int partition, long key, long newValue, int op) {
+        RedoLog log = engine.logs.get(partition);
+        if (log == null) {
+            return;
+        }
+        // write() committed records of another partition or an older log before it took any lock.
+        if ((pendingCount + 1) * RedoLogDescriptor.RECORD_LENGTH > pending.capacity()) {
+            UnsafeBuffer larger = new UnsafeBuffer(new byte[pending.capacity() * 2]);
+            larger.putBytes(0, pending, 0, pendingCount * RedoLogDescriptor.RECORD_LENGTH);
+            pending = larger;
+        }
+        long lsn = log.assign();
+        int record = op == LeafOps.DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
+        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, record, key, op == LeafOps.DELETE ? 0 : newValue, crc);
+        pendingCount++;
+        pendingLog = log;
+        pendingPartition = partition;
+    }
+
+    /**
+     * Starts a batch: the writes that follow are acknowledged together by {@link #commit}, which puts their
+     * records in the partition's log with one fabric write (group commit). A batch writes one partition.
+     */
+    void beginBatch() {
+        batching = true;
+    }
+
+    /** Whether a batch is open: records wait for {@link #commit}. */
+    boolean batching() {
+        return batching;
+    }
+
+    /**
+     * Before a write on {@code partition}: a batch whose records belong to another partition, or to a log its
+     * partition has since given up, commits them first (records of one commit go to one log).
+     */
+    void commitIfElsewhere(int partition) {
+        if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.logs.get(partition))) {
+            writePending(false);
+        }
+    }
+
+    /**
+     * Ends a batch (or the current write outside one): returns once the records of this session's writes
+     * are in their partition's redo log, so they survive a crash of this compute node. A full log is
+     * checkpointed first; a log more than half full is checkpointed afterwards, which bounds a takeover's
+     * replay.
+     *
+     * @throws IllegalStateException when the records could not be written: the writes are not durable
+     */
+    void commit() {
+        batching = false;
+        RedoLog reads = readLog;
+        long upTo = readUpTo;
+        readLog = null;
+        writePending(false);
+        if (reads != null) {
+            // The batch's reads may have returned writes of other batches: answer them only once those are
+            // durable too, so no answered value can vanish with a crash.
+            reads.awaitDurable(upTo);
+        }
+    }
+
+    /**
+     * Notes that a read of this batch ran on {@code partition}: it may have seen any write that took an LSN
+     * before it finished (a write takes its LSN before it releases the lock readers validate against).
+     */
+    void noteRead(int partition) {
+        RedoLog log = engine.logs.get(partition);
+        if (log == null) {
+            return;
+        }
+        if (readLog != null && readLog != log) {
+            readLog.awaitDurable(readUpTo); // a batch reading two partitions: the first one's wait now
+        }
+        readLog = log;
+        readUpTo = log.nextLsn() - 1;
+    }
+
+    /**
+     * Makes this session's pending records durable (see {@link #commit}); the batch, if any, goes on.
+     *
+     * @param entered the caller is inside an operation on the records' partition (so it cannot be released
+     *                or abandoned meanwhile, and must not wait for that)
+     */
+    void writePending(boolean entered) {
+        if (pendingCount == 0) {
+            return;
+        }
+        RedoLog log = pendingLog;
+        int p = pendingPartition;
+        int count = pendingCount;
+        pendingCount = 0;
+        pendingLog = null;
+        if (entered) {
+            if (engine.logs.get(p) != log) {
+                throw notDurable(p);
+            }
+            appendAndWait(log, p, count);
+            return;
+        }
+        if (engine.tryEnter(p)) {
+            try {
+                if (engine.logs.get(p) != log) {
+                    throw notDurable(p); // given up, and held again under a newer log
+                }
+                appendAndWait(log, p, count);
+            } finally {
+                engine.exit(p);
+            }
+            return;
+        }
+        // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
+        // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
+        long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
+        while (engine.logs.get(p) == log) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
+                        + " the writes are not known to be durable");
+            }
+            Thread.onSpinWait();
+        }
+        if (log.abandoned()) {
+            throw notDurable(p);
+        }
+    }
+
+    private static IllegalStateException notDurable(int p) {
+        return new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
+                + " they are not durable");
+    }
+
+    /** Appends the pending records (runs of consecutive LSNs) and waits until they are durable. */
+    private void appendAndWait(RedoLog log, int p, int count) {
+        long last = lsnOf(count - 1);
+        while (!log.hasRoom(last)) {
+            engine.checkpoint(p);
+        }
+        int run = 0;
+        for (int i = 1; i <= count; i++) {
+            if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
+                log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
+                run = i;
+            }
+        }
+        log.awaitDurable(last);
+        if (log.length() > log.capacity() / 2) {
+            engine.checkpoint(p);
+        }
+    }
+
+    private long lsnOf(int record) {
+        return pending.getLong(record * RedoLogDescriptor.RECORD_LENGTH + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
+    }
+}

@@ -1,0 +1,67 @@
+package dev.dex.core.cache;
+
+/**
+ * The IO markers one session holds (the paper's I/O flags): an address whose entry in the mapping table is
+ * {@link MappingTable#IO} because this thread is reading, offloading or using that node uncached. While a marker
+ * is held no other thread of the compute node can read, write or admit the node; the session releases every
+ * marker it still holds when its operation ends or restarts.
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread. A marker is taken by the session itself
+ * (MappingTable.putIfAbsent of IO, which fails when another thread holds one or the node is cached) and then
+ * recorded here with {@link #hold}; {@link #release} and {@link #releaseAll} remove the table's entry only if it
+ * is still this IO marker; {@link #forget} stops tracking a marker the session replaced by a frame.
+ * </pre>
+ */
+final class Markers {
+    private final MappingTable mapping;
+    private final long[] addresses;
+    private int count;
+
+    Markers(MappingTable mapping, int capacity) {
+        this.mapping = mapping;
+        this.addresses = new long[capacity];
+    }
+
+    /** Records a marker this session has just put into the mapping table. */
+    void hold(long address) {
+        addresses[count++] = address;
+    }
+
+    boolean holds(long address) {
+        for (int i = 0; i < count; i++) {
+            if (addresses[i] == address) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Stops tracking a marker that was replaced by a frame in the mapping table. */
+    void forget(long address) {
+        for (int i = 0; i < count; i++) {
+            if (addresses[i] == address) {
+                addresses[i] = addresses[--count];
+                return;
+            }
+        }
+    }
+
+    /** Releases one marker: removes its entry from the mapping table. */
+    void release(long address) {
+        for (int i = 0; i < count; i++) {
+            if (addresses[i] == address) {
+                mapping.remove(address, MappingTable.IO);
+                addresses[i] = addresses[--count];
+                return;
+            }
+        }
+    }
+
+    /** Releases every marker this session holds. */
+    void releaseAll() {
+        while (count > 0) {
+            mapping.remove(addresses[--count], MappingTable.IO);
+        }
+    }
+}

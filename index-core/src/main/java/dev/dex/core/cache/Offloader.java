@@ -1,0 +1,213 @@
+package dev.dex.core.cache;
+
+import java.util.SplittableRandom;
+import java.util.function.IntConsumer;
+
+import dev.dex.core.log.RedoLog;
+import dev.dex.core.node.LeafOps;
+import dev.dex.core.offload.CostModel;
+import dev.dex.core.offload.OffloadChannel;
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.core.offload.OffloadSettings;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * One session's offloading of cache misses to the memory side (paper §6, {@code docs/offloading.md}): which
+ * misses may go, whether the cost model wants them to, and the protocol that runs one (a lookup in one message,
+ * validated afterwards; a write as a probe and an execute, with the IO markers of the whole path held between).
+ * It owns the session's cost model and its reusable {@link OffloadRequest}.
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread; the request is handed to the channel's
+ * memory-side thread and back through OffloadRequest's volatile completion. What it shares with other threads
+ * it takes by their rules: IO markers through the mapping table (held in the session's {@link Markers}), the
+ * missed node's parent frame pinned (so no cooler takes it) and validated at its version, and the engine's
+ * RemoteChanges clock for the after-the-fact check of a lookup.
+ * </pre>
+ */
+final class Offloader {
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final MappingTable mapping;
+    private final Markers markers;
+    private final SplittableRandom random;
+    /** Counts offloads and fallbacks in the session's statistics. */
+    private final IntConsumer counts;
+    /** Null when the engine does not offload. */
+    private final OffloadChannel channel;
+    private final OffloadSettings.Policy policy;
+    private final CostModel costModel;
+    private final OffloadRequest offload = new OffloadRequest();
+    /** Set when an offload of the current operation fell back: the rest of it takes the caching path. */
+    private boolean blocked;
+    private boolean found;
+    private long value;
+
+    Offloader(DexEngine engine, Markers markers, SplittableRandom random, IntConsumer counts) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.mapping = engine.mapping;
+        this.markers = markers;
+        this.random = random;
+        this.counts = counts;
+        this.channel = engine.offloadChannel;
+        this.policy = engine.config.offload().policy();
+        this.costModel = new CostModel(engine.config.offload());
+    }
+
+    /** Starts a new operation: an offload that falls back blocks offloading only for the rest of its operation. */
+    void begin() {
+        blocked = false;
+    }
+
+    /**
+     * Whether a miss at {@code level} may be offloaded: an owned inner node at level 1..M (its whole subtree is on
+     * one memory server), for a point operation that has not fallen back already. The caller checks the rest:
+     * a point operation, a cached parent, a node that is not shared.
+     */
+    boolean eligible(int level) {
+        return channel != null && !blocked && level >= 1 && level <= engine.subtreeLevel;
+    }
+
+    /** Whether to offload this eligible miss: always, or when the cost model says it is cheaper. */
+    boolean wants(int level) {
+        return policy == OffloadSettings.Policy.ALWAYS || costModel.shouldOffload(level, random);
+    }
+
+    /** Whether to time the remote read of this miss for the cost model. */
+    boolean samplesRead() {
+        return policy == OffloadSettings.Policy.COST_MODEL && costModel.sample(random);
+    }
+
+    /** A remote read the cost model sampled took {@code nanos}. */
+    void recordRead(long nanos) {
+        costModel.recordRead(nanos);
+    }
+
+    /** The outcome of the last offloaded operation: whether its key was found (see {@code LeafOps#result}). */
+    boolean found() {
+        return found;
+    }
+
+    /** The value the last offloaded lookup (or write) found. */
+    long value() {
+        return value;
+    }
+
+    /**
+     * Runs the rest of the operation on the memory server of {@code address}. A write goes in two phases.
+     * The probe reports the path from the missed node to the leaf; this thread then takes the IO marker of
+     * every node on it, which fails (and falls back to the caching path) if any of them is cached or in use
+     * here. With all markers held no thread of this compute node can read or write those nodes, and no
+     * other compute node writes owned nodes, so the execute phase, which re-checks every node's version,
+     * runs the operation on the current nodes and leaves no cached copy stale. A lookup goes in one
+     * message, validated afterwards: the same markers, and no change by this compute node to a node of the
+     * path while the message was out ({@link RemoteChanges}), show that what the memory side read was the
+     * latest image of every node on the path. The parent stays pinned meanwhile so it is not cooled.
+     *
+     * @param parent        the missed node's parent's frame, read at {@code parentVersion}
+     * @return true when the operation was completed by offloading ({@link #found}, {@link #value}); false when
+     *         the caller restarts it (the node is in use, the parent changed, or the offload fell back)
+     */
+    boolean run(long address, int parent, long parentVersion, int level, int op, long key, long newValue, int partition) {
+        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
+            return false;
+        }
+        markers.hold(address);
+        arena.pin(parent);
+        try {
+            if (!arena.validate(parent, parentVersion)) {
+                return false;
+            }
+            boolean costed = policy == OffloadSettings.Policy.COST_MODEL;
+            boolean timed = costed && costModel.sample(random);
+            // A failed offload is charged even when not sampled: a timeout must steer the model at once.
+            long start = costed ? System.nanoTime() : 0;
+            boolean lookup = op == LeafOps.LOOKUP;
+            // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
+            RedoLog log = engine.logs.get(partition);
+            offload.owner(partition, log == null ? 0 : log.epoch());
+            long sentAt = 0;
+            if (lookup) {
+                sentAt = engine.remoteChanges.now();
+                offload.read(key, address);
+            } else {
+                offload.probe(op, key, newValue, address);
+            }
+            if (!send() || !holdPathMarkers(address)) {
+                return fallBack(start, level, timed);
+            }
+            if (lookup) {
+                for (int i = 0; i < offload.pathLength(); i++) {
+                    if (engine.remoteChanges.changedSince(offload.pathNode(i), sentAt)) {
+                        return fallBack(start, level, timed);
+                    }
+                }
+            } else {
+                // Not a RemoteChanges change: a read on another memory-side thread that overlaps this execute
+                // sees the node marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
+                offload.execute();
+                if (!send()) {
+                    return fallBack(start, level, timed);
+                }
+            }
+            if (timed) {
+                costModel.recordOffload(System.nanoTime() - start);
+            }
+            found = offload.found();
+            value = offload.value();
+            counts.accept(CacheStats.OFFLOADS);
+            return true;
+        } finally {
+            arena.unpin(parent);
+        }
+    }
+
+    /**
+     * Takes the IO marker of every node below {@code start} on the path the memory side reported; false
+     * (fall back) if one is cached or in use here, or if the path is not one a walk from {@code start} on
+     * its server could have taken.
+     */
+    private boolean holdPathMarkers(long start) {
+        int length = offload.pathLength();
+        if (length < 1 || offload.pathNode(0) != start) {
+            return false;
+        }
+        int server = GlobalAddress.serverId(start);
+        for (int i = 1; i < length; i++) {
+            long node = offload.pathNode(i);
+            if (GlobalAddress.isSwizzled(node) || GlobalAddress.serverId(node) != server
+                    || mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+                return false;
+            }
+            markers.hold(node);
+        }
+        return true;
+    }
+
+    /** Sends the offload request, waits for the answer, counts the two-sided message. */
+    private boolean send() {
+        channel.submit(offload);
+        offload.await();
+        engine.memory.counters().recordTwoSided(offload.wireBytes());
+        return offload.status() == OffloadRequest.OK;
+    }
+
+    /**
+     * {@link #fallBack()} after messages were sent: the cost model is charged what the attempt cost, always
+     * when the channel gave up on it (a timeout, a lost connection, a full queue), else when sampled.
+     */
+    private boolean fallBack(long start, int level, boolean timed) {
+        if (policy == OffloadSettings.Policy.COST_MODEL && (timed || offload.status() == OffloadRequest.REJECTED)) {
+            costModel.recordFailedOffload(System.nanoTime() - start, level);
+        }
+        return fallBack();
+    }
+
+    /** The rest of this operation takes the caching path (a split is needed, a node is cached, ...). */
+    private boolean fallBack() {
+        blocked = true;
+        counts.accept(CacheStats.OFFLOAD_FALLBACKS);
+        return false;
+    }
+}
