@@ -1,23 +1,19 @@
 package dev.dex.core.cache;
 
 import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
-import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
 import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
 import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
 import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
 import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
 import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
-import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
 
-import org.agrona.BufferUtil;
 import org.agrona.collections.IntArrayList;
-import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.node.LeafNodeDescriptor;
@@ -31,16 +27,20 @@ import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 
 /**
- * One thread's operations on a {@link DexEngine}: optimistic lock coupling over cached frames (paper
- * Algorithm 1), cache misses resolved by a remote read and lazy admission, eager splits, refresh of stale
- * shared nodes; the thread-local free frames with cooling and eviction are its {@link FrameSupply}.
+ * One thread's operations on a {@link DexEngine}: the point operations and scans, optimistic lock coupling
+ * over cached frames (paper Algorithm 1), and cache misses resolved by a remote read and lazy admission. Its
+ * collaborators, each one session's own: the path and its latches ({@link SessionPath}), the IO markers
+ * ({@link Markers}), free frames with cooling and eviction ({@link FrameSupply}), splits and the refresh of stale
+ * shared nodes ({@link StructureChanges}), offloading ({@link Offloader}) and group commit ({@link GroupCommit}).
  *
  * <p>The path of the current operation is kept per depth: either a frame with the version read from its
  * lock ({@code frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
  * taken from a frame's image is validated against its version before it has an effect; any failed
  * validation, lost try-lock or IO marker restarts the operation from the root.
  *
- * <p>Not thread-safe: one session per thread. Allocation-free on the hot path.
+ * <p>Concurrency: not thread-safe: one session per thread, and so are its collaborators. What it shares with
+ * other sessions it takes by the frames' optimistic version locks, the mapping table's IO markers and the
+ * engine's partition counts (see DexEngine). Allocation-free on the hot path.
  */
 public final class DexSession implements IndexSession {
     private static final int RESTART = -1;
@@ -63,17 +63,17 @@ public final class DexSession implements IndexSession {
     private final FrameWriter writer;
     private final double leafAdmission;
 
-    private final int[] frameAt = new int[H];
-    private final long[] versionAt = new long[H];
-    private final boolean[] sharedAt = new boolean[H];
-    private final int[] childIndexAt = new int[H];
-    private final NodeView[] viewAt = new NodeView[H];
-    private final NodeView[] frameViewAt = new NodeView[H];
-    private final NodeView[] scratchAt = new NodeView[H];
-    private final NodeView fresh;
-    private final NodeView splitCopy;
-    private final NodeView right;
-    private final NodeView newRoot;
+    /** The current operation's path and the latches on its nodes; the arrays below are its, by another name. */
+    private final SessionPath path;
+    private final int[] frameAt;
+    private final long[] versionAt;
+    private final boolean[] sharedAt;
+    private final int[] childIndexAt;
+    private final NodeView[] viewAt;
+    private final NodeView[] frameViewAt;
+    private final NodeView[] scratchAt;
+    /** Splits, root splits and the refresh of stale shared nodes on the current path. */
+    private final StructureChanges changes;
     private final NodeView parentView = new NodeView();
 
     /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
@@ -116,15 +116,15 @@ public final class DexSession implements IndexSession {
         this.markers = new Markers(engine.mapping, H + 4);
         this.offloader = new Offloader(engine, markers, random, this::count);
         this.log = new GroupCommit(engine);
-        UnsafeBuffer scratch = new UnsafeBuffer(BufferUtil.allocateDirectAligned((H + 4) * NODE_LENGTH, 64));
-        for (int d = 0; d < H; d++) {
-            scratchAt[d] = new NodeView().wrap(scratch, d * NODE_LENGTH);
-            frameViewAt[d] = new NodeView();
-        }
-        fresh = new NodeView().wrap(scratch, H * NODE_LENGTH);
-        splitCopy = new NodeView().wrap(scratch, (H + 1) * NODE_LENGTH);
-        right = new NodeView().wrap(scratch, (H + 2) * NODE_LENGTH);
-        newRoot = new NodeView().wrap(scratch, (H + 3) * NODE_LENGTH);
+        this.path = new SessionPath(engine, markers, remote);
+        this.frameAt = path.frameAt;
+        this.versionAt = path.versionAt;
+        this.sharedAt = path.sharedAt;
+        this.childIndexAt = path.childIndexAt;
+        this.viewAt = path.viewAt;
+        this.frameViewAt = path.frameViewAt;
+        this.scratchAt = path.scratchAt;
+        this.changes = new StructureChanges(engine, path, remote, writer, this::count);
     }
 
     // ==== operations ======================================================================================
@@ -439,11 +439,11 @@ public final class DexSession implements IndexSession {
                 return RESTART;
             }
             if (!covers) {
-                fenceMismatch(d);
+                changes.fenceMismatch(d);
                 return RESTART;
             }
             if (full) {
-                split(d);
+                changes.split(d);
                 return RESTART;
             }
             if (leaf) {
@@ -762,265 +762,6 @@ public final class DexSession implements IndexSession {
         NodeView parent = viewAt[pd];
         int index = childIndexAt[pd];
         return index >= parent.count() ? parent.highFence() : parent.key(index);
-    }
-
-    // ==== stale shared nodes ==============================================================================
-
-    /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
-    private void fenceMismatch(int d) {
-        if (d == 0) {
-            long seen = engine.rootAddress.get();
-            engine.rootMoved(seen, remote.readRoot());
-            return;
-        }
-        int pd = d - 1;
-        int pf = frameAt[pd];
-        if (pf == NO_FRAME) {
-            return;
-        }
-        if (arena.tryUpgrade(pf, versionAt[pd])) {
-            try {
-                if (arena.flag(pf, SHARED)) {
-                    refreshLocked(pd);
-                } else {
-                    throw new IllegalStateException("an owned cached node routed a key to a node that does not cover it: "
-                            + viewAt[pd] + " -> " + viewAt[d]);
-                }
-            } finally {
-                arena.unlock(pf);
-            }
-        }
-    }
-
-    /**
-     * Re-reads a cached shared node whose write lock this thread holds, keeping the swizzled pointers of
-     * children it still has and orphaning the frames of children that moved elsewhere.
-     */
-    private void refreshLocked(int d) {
-        int f = frameAt[d];
-        NodeView view = viewAt[d];
-        long address = arena.address(f);
-        if (arena.flag(f, DIRTY)) {
-            throw new IllegalStateException("a shared cached node is dirty: " + view);
-        }
-        if (!remote.readValidated(address, fresh)) {
-            return;
-        }
-        if (!fresh.isLeaf()) {
-            for (int j = 0, n = Math.min(view.count(), view.capacity()); j <= n; j++) {
-                long pointer = view.child(j);
-                if (!GlobalAddress.isSwizzled(pointer)) {
-                    continue;
-                }
-                int child = (int) GlobalAddress.unswizzle(pointer);
-                long childAddress = arena.address(child);
-                int slot = slotOf(fresh, childAddress);
-                if (slot >= 0) {
-                    fresh.child(slot, pointer);
-                } else {
-                    arena.parent(child, NO_FRAME);
-                }
-            }
-        }
-        view.copyFrom(fresh);
-        arena.flag(f, SHARED, engine.treatAsShared(view.lowFence(), view.highFence()));
-        count(CacheStats.REFRESHES);
-    }
-
-    private static int slotOf(NodeView inner, long childAddress) {
-        for (int i = 0, n = inner.count(); i <= n; i++) {
-            if (inner.child(i) == childAddress) {
-                return i;
-            }
-        }
-        return -1;
-    }
-
-    // ==== splits ==========================================================================================
-
-    /** Splits the full node at depth {@code d} (eager split); the caller restarts afterwards. */
-    private void split(int d) {
-        if (d == 0) {
-            splitRoot();
-            return;
-        }
-        int pd = d - 1;
-        if (!lockNode(pd)) {
-            return;
-        }
-        if (!lockNode(d)) {
-            unlockNode(pd);
-            return;
-        }
-        NodeView parent = viewAt[pd];
-        NodeView node = viewAt[d];
-        long parentAddress = parent.address();
-        long address = node.address();
-        boolean parentRemote = false;
-        boolean nodeRemote = false;
-        try {
-            if (parent.isFull()) {
-                return;
-            }
-            if (sharedAt[pd]) {
-                int outcome = remote.lock(parentAddress, parent.version());
-                if (outcome != RemoteNodes.LOCKED) {
-                    if (outcome == RemoteNodes.STALE && frameAt[pd] != NO_FRAME) {
-                        refreshLocked(pd);
-                    }
-                    return;
-                }
-                parentRemote = true;
-            }
-            if (sharedAt[d]) {
-                int outcome = remote.lock(address, node.version());
-                if (outcome != RemoteNodes.LOCKED) {
-                    if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
-                        refreshLocked(d);
-                    }
-                    return;
-                }
-                nodeRemote = true;
-            }
-            long rightAddress = engine.allocator.allocateFor(node.level(), address);
-            long separator = node.splitInto(right, rightAddress);
-            writer.orphanChildren(right);
-            narrowed(d);
-            parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
-            // Remote memory sees the split in an order that is a valid tree after every step: the new right
-            // node, then the parent that points to it (always written through, so no owned inner node is
-            // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
-            // than its parent's slot; every reader clips it to the slot (resolve), so a crash in between
-            // leaves nothing a new owner cannot follow (docs/durability.md).
-            remote.writeUnlocked(rightAddress, right);
-            finishWrite(pd, parentRemote, true);
-            finishWrite(d, nodeRemote, sharedAt[pd] || sharedAt[d]);
-        } finally {
-            if (nodeRemote) {
-                remote.unlock(address);
-            }
-            if (parentRemote) {
-                remote.unlock(parentAddress);
-            }
-            unlockNode(d);
-            unlockNode(pd);
-        }
-    }
-
-    /**
-     * A split narrowed the node at depth {@code d}: a shared node may now lie inside one partition. Its
-     * last write while shared is a write-through, so remote memory holds the narrowed fences before the
-     * node starts being written back lazily as an owned node.
-     */
-    private void narrowed(int d) {
-        if (frameAt[d] != NO_FRAME) {
-            NodeView node = viewAt[d];
-            arena.flag(frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
-        }
-    }
-
-    /** After a split changed the node at depth {@code d}: keep it dirty in the cache, or write it through. */
-    private void finishWrite(int d, boolean remotelyLocked, boolean writeThrough) {
-        NodeView view = viewAt[d];
-        int f = frameAt[d];
-        if (f != NO_FRAME && !writeThrough) {
-            writer.markDirty(f);
-            return;
-        }
-        view.version(view.version() + 1);
-        writer.write(view.address(), view, remotelyLocked ? remote.tag() : 0);
-        writer.markClean(f);
-    }
-
-    private void splitRoot() {
-        NodeView node = viewAt[0];
-        long address = node.address();
-        long seen = engine.rootAddress.get();
-        long current = remote.readRoot();
-        if (current != address) {
-            engine.rootMoved(seen, current);
-            return;
-        }
-        if (!lockNode(0)) {
-            return;
-        }
-        boolean locked = false;
-        try {
-            int outcome = remote.lock(address, node.version());
-            if (outcome != RemoteNodes.LOCKED) {
-                if (outcome == RemoteNodes.STALE && frameAt[0] != NO_FRAME) {
-                    refreshLocked(0);
-                }
-                return;
-            }
-            locked = true;
-            int level = node.level();
-            long rightAddress = engine.allocator.allocateFor(level, address);
-            long rootAddress = engine.allocator.allocateFor(level + 1, address);
-            splitCopy.copyFrom(node);
-            long separator = splitCopy.splitInto(right, rightAddress);
-            writer.write(rightAddress, right, 0);
-            newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
-            newRoot.child(0, address);
-            newRoot.appendChild(separator, rightAddress);
-            remote.writeUnlocked(rootAddress, newRoot);
-            long found = remote.swingRoot(address, rootAddress);
-            if (found != address) {
-                engine.rootMoved(address, found);
-                return;
-            }
-            writer.orphanChildren(right);
-            node.copyFrom(splitCopy);
-            narrowed(0);
-            finishWrite(0, true, true);
-            engine.rootMoved(address, rootAddress);
-        } finally {
-            if (locked) {
-                remote.unlock(address);
-            }
-            unlockNode(0);
-        }
-    }
-
-    /**
-     * Exclusive local access to the node at depth {@code d}: its frame's write lock, or its IO marker
-     * with a fresh re-read that must match the image the decision was taken on.
-     */
-    private boolean lockNode(int d) {
-        int f = frameAt[d];
-        if (f != NO_FRAME) {
-            return arena.tryUpgrade(f, versionAt[d]);
-        }
-        NodeView view = viewAt[d];
-        long address = view.address();
-        if (markers.holds(address)) {
-            return true;
-        }
-        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
-            return false;
-        }
-        markers.hold(address);
-        boolean read;
-        if (sharedAt[d]) {
-            read = remote.readValidated(address, fresh);
-        } else {
-            remote.readOnce(address, fresh);
-            read = true;
-        }
-        if (!read || fresh.version() != view.version()) {
-            markers.release(address);
-            return false;
-        }
-        return true;
-    }
-
-    private void unlockNode(int d) {
-        int f = frameAt[d];
-        if (f != NO_FRAME) {
-            arena.unlock(f);
-        } else {
-            markers.release(viewAt[d].address());
-        }
     }
 
     // ==== bookkeeping =====================================================================================

@@ -1,0 +1,280 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.DIRTY;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
+import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
+import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
+
+import java.util.function.IntConsumer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.RemoteNodes;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * Changes of the tree's structure that one session makes on its current path (paper §5, §7): eager splits of
+ * full nodes and of the root, in an order that leaves remote memory a valid tree after every write
+ * ({@code docs/durability.md}), and the refresh of a cached shared node found stale (a fence mismatch, or a remote
+ * lock that saw another version).
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread, working on its {@link SessionPath}. A split
+ * takes the latches of the parent and then of the node ({@link SessionPath#lockNode}, try-locks only), and for
+ * each that is shared its remote lock after the local one, checking the cached version against remote memory (a
+ * mismatch refreshes the stale node and abandons the split); it releases the remote locks before the local ones.
+ * A root split also holds the old root's locks while it swings the root pointer by compare-and-swap. A refresh
+ * runs with the refreshed frame's write lock held; it orphans the frames of children that moved away (see
+ * FrameArena's note on the parent link). The caller restarts its operation after any of these.
+ * </pre>
+ */
+final class StructureChanges {
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final SessionPath path;
+    private final int[] frameAt;
+    private final long[] versionAt;
+    private final boolean[] sharedAt;
+    private final int[] childIndexAt;
+    private final NodeView[] viewAt;
+    private final NodeView fresh;
+    private final NodeView splitCopy;
+    private final NodeView right;
+    private final NodeView newRoot;
+    private final RemoteNodes remote;
+    private final FrameWriter writer;
+    /** Counts refreshes in the session's statistics. */
+    private final IntConsumer counts;
+
+    StructureChanges(DexEngine engine, SessionPath path, RemoteNodes remote, FrameWriter writer, IntConsumer counts) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.path = path;
+        this.frameAt = path.frameAt;
+        this.versionAt = path.versionAt;
+        this.sharedAt = path.sharedAt;
+        this.childIndexAt = path.childIndexAt;
+        this.viewAt = path.viewAt;
+        this.fresh = path.fresh;
+        this.splitCopy = path.splitCopy;
+        this.right = path.right;
+        this.newRoot = path.newRoot;
+        this.remote = remote;
+        this.writer = writer;
+        this.counts = counts;
+    }
+
+    /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
+    void fenceMismatch(int d) {
+        if (d == 0) {
+            long seen = engine.rootAddress.get();
+            engine.rootMoved(seen, remote.readRoot());
+            return;
+        }
+        int pd = d - 1;
+        int pf = frameAt[pd];
+        if (pf == NO_FRAME) {
+            return;
+        }
+        if (arena.tryUpgrade(pf, versionAt[pd])) {
+            try {
+                if (arena.flag(pf, SHARED)) {
+                    refreshLocked(pd);
+                } else {
+                    throw new IllegalStateException("an owned cached node routed a key to a node that does not cover it: "
+                            + viewAt[pd] + " -> " + viewAt[d]);
+                }
+            } finally {
+                arena.unlock(pf);
+            }
+        }
+    }
+
+    /**
+     * Re-reads a cached shared node whose write lock this thread holds, keeping the swizzled pointers of
+     * children it still has and orphaning the frames of children that moved elsewhere.
+     */
+    void refreshLocked(int d) {
+        int f = frameAt[d];
+        NodeView view = viewAt[d];
+        long address = arena.address(f);
+        if (arena.flag(f, DIRTY)) {
+            throw new IllegalStateException("a shared cached node is dirty: " + view);
+        }
+        if (!remote.readValidated(address, fresh)) {
+            return;
+        }
+        if (!fresh.isLeaf()) {
+            for (int j = 0, n = Math.min(view.count(), view.capacity()); j <= n; j++) {
+                long pointer = view.child(j);
+                if (!GlobalAddress.isSwizzled(pointer)) {
+                    continue;
+                }
+                int child = (int) GlobalAddress.unswizzle(pointer);
+                long childAddress = arena.address(child);
+                int slot = slotOf(fresh, childAddress);
+                if (slot >= 0) {
+                    fresh.child(slot, pointer);
+                } else {
+                    arena.parent(child, NO_FRAME);
+                }
+            }
+        }
+        view.copyFrom(fresh);
+        arena.flag(f, SHARED, engine.treatAsShared(view.lowFence(), view.highFence()));
+        counts.accept(CacheStats.REFRESHES);
+    }
+
+    private static int slotOf(NodeView inner, long childAddress) {
+        for (int i = 0, n = inner.count(); i <= n; i++) {
+            if (inner.child(i) == childAddress) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    /** Splits the full node at depth {@code d} (eager split); the caller restarts afterwards. */
+    void split(int d) {
+        if (d == 0) {
+            splitRoot();
+            return;
+        }
+        int pd = d - 1;
+        if (!path.lockNode(pd)) {
+            return;
+        }
+        if (!path.lockNode(d)) {
+            path.unlockNode(pd);
+            return;
+        }
+        NodeView parent = viewAt[pd];
+        NodeView node = viewAt[d];
+        long parentAddress = parent.address();
+        long address = node.address();
+        boolean parentRemote = false;
+        boolean nodeRemote = false;
+        try {
+            if (parent.isFull()) {
+                return;
+            }
+            if (sharedAt[pd]) {
+                int outcome = remote.lock(parentAddress, parent.version());
+                if (outcome != RemoteNodes.LOCKED) {
+                    if (outcome == RemoteNodes.STALE && frameAt[pd] != NO_FRAME) {
+                        refreshLocked(pd);
+                    }
+                    return;
+                }
+                parentRemote = true;
+            }
+            if (sharedAt[d]) {
+                int outcome = remote.lock(address, node.version());
+                if (outcome != RemoteNodes.LOCKED) {
+                    if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
+                        refreshLocked(d);
+                    }
+                    return;
+                }
+                nodeRemote = true;
+            }
+            long rightAddress = engine.allocator.allocateFor(node.level(), address);
+            long separator = node.splitInto(right, rightAddress);
+            writer.orphanChildren(right);
+            narrowed(d);
+            parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
+            // Remote memory sees the split in an order that is a valid tree after every step: the new right
+            // node, then the parent that points to it (always written through, so no owned inner node is
+            // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
+            // than its parent's slot; every reader clips it to the slot (resolve), so a crash in between
+            // leaves nothing a new owner cannot follow (docs/durability.md).
+            remote.writeUnlocked(rightAddress, right);
+            finishWrite(pd, parentRemote, true);
+            finishWrite(d, nodeRemote, sharedAt[pd] || sharedAt[d]);
+        } finally {
+            if (nodeRemote) {
+                remote.unlock(address);
+            }
+            if (parentRemote) {
+                remote.unlock(parentAddress);
+            }
+            path.unlockNode(d);
+            path.unlockNode(pd);
+        }
+    }
+
+    /**
+     * A split narrowed the node at depth {@code d}: a shared node may now lie inside one partition. Its
+     * last write while shared is a write-through, so remote memory holds the narrowed fences before the
+     * node starts being written back lazily as an owned node.
+     */
+    private void narrowed(int d) {
+        if (frameAt[d] != NO_FRAME) {
+            NodeView node = viewAt[d];
+            arena.flag(frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
+        }
+    }
+
+    /** After a split changed the node at depth {@code d}: keep it dirty in the cache, or write it through. */
+    private void finishWrite(int d, boolean remotelyLocked, boolean writeThrough) {
+        NodeView view = viewAt[d];
+        int f = frameAt[d];
+        if (f != NO_FRAME && !writeThrough) {
+            writer.markDirty(f);
+            return;
+        }
+        view.version(view.version() + 1);
+        writer.write(view.address(), view, remotelyLocked ? remote.tag() : 0);
+        writer.markClean(f);
+    }
+
+    private void splitRoot() {
+        NodeView node = viewAt[0];
+        long address = node.address();
+        long seen = engine.rootAddress.get();
+        long current = remote.readRoot();
+        if (current != address) {
+            engine.rootMoved(seen, current);
+            return;
+        }
+        if (!path.lockNode(0)) {
+            return;
+        }
+        boolean locked = false;
+        try {
+            int outcome = remote.lock(address, node.version());
+            if (outcome != RemoteNodes.LOCKED) {
+                if (outcome == RemoteNodes.STALE && frameAt[0] != NO_FRAME) {
+                    refreshLocked(0);
+                }
+                return;
+            }
+            locked = true;
+            int level = node.level();
+            long rightAddress = engine.allocator.allocateFor(level, address);
+            long rootAddress = engine.allocator.allocateFor(level + 1, address);
+            splitCopy.copyFrom(node);
+            long separator = splitCopy.splitInto(right, rightAddress);
+            writer.write(rightAddress, right, 0);
+            newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
+            newRoot.child(0, address);
+            newRoot.appendChild(separator, rightAddress);
+            remote.writeUnlocked(rootAddress, newRoot);
+            long found = remote.swingRoot(address, rootAddress);
+            if (found != address) {
+                engine.rootMoved(address, found);
+                return;
+            }
+            writer.orphanChildren(right);
+            node.copyFrom(splitCopy);
+            narrowed(0);
+            finishWrite(0, true, true);
+            engine.rootMoved(address, rootAddress);
+        } finally {
+            if (locked) {
+                remote.unlock(address);
+            }
+            path.unlockNode(0);
+        }
+    }
+}
