@@ -1,7 +1,5 @@
 package dev.dex.core.cache;
 
-import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
-import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
 import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
 import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
@@ -28,10 +26,11 @@ import dev.dex.rdma.RemoteMemory;
 
 /**
  * One thread's operations on a {@link DexEngine}: the point operations and scans, optimistic lock coupling
- * over cached frames (paper Algorithm 1), and cache misses resolved by a remote read and lazy admission. Its
- * collaborators, each one session's own: the path and its latches ({@link SessionPath}), the IO markers
- * ({@link Markers}), free frames with cooling and eviction ({@link FrameSupply}), splits and the refresh of stale
- * shared nodes ({@link StructureChanges}), offloading ({@link Offloader}) and group commit ({@link GroupCommit}).
+ * over cached frames (paper Algorithm 1), and the decision how a cache miss is resolved. Its collaborators, each
+ * one session's own: the path and its latches ({@link SessionPath}), the IO markers ({@link Markers}), misses
+ * read and admitted ({@link Admission}), free frames with cooling and eviction ({@link FrameSupply}), splits and
+ * the refresh of stale shared nodes ({@link StructureChanges}), offloading ({@link Offloader}) and group commit
+ * ({@link GroupCommit}).
  *
  * <p>The path of the current operation is kept per depth: either a frame with the version read from its
  * lock ({@code frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
@@ -57,11 +56,9 @@ public final class DexSession implements IndexSession {
     private final DexEngine engine;
     private final FrameArena arena;
     private final MappingTable mapping;
-    private final CoolingMap cooling;
     private final PartitionTable partitions;
     private final RemoteNodes remote;
     private final FrameWriter writer;
-    private final double leafAdmission;
 
     /** The current operation's path and the latches on its nodes; the arrays below are its, by another name. */
     private final SessionPath path;
@@ -70,11 +67,10 @@ public final class DexSession implements IndexSession {
     private final boolean[] sharedAt;
     private final int[] childIndexAt;
     private final NodeView[] viewAt;
-    private final NodeView[] frameViewAt;
-    private final NodeView[] scratchAt;
     /** Splits, root splits and the refresh of stale shared nodes on the current path. */
     private final StructureChanges changes;
-    private final NodeView parentView = new NodeView();
+    /** What a miss or a frame found in the mapping table puts into the cache, and how it is linked in. */
+    private final Admission admission;
 
     /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
     private final Markers markers;
@@ -106,11 +102,9 @@ public final class DexSession implements IndexSession {
         this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
-        this.cooling = engine.cooling;
         this.partitions = engine.partitions;
         this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
         this.writer = new FrameWriter(engine);
-        this.leafAdmission = engine.config.leafAdmission();
         this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, H + 4);
@@ -122,9 +116,8 @@ public final class DexSession implements IndexSession {
         this.sharedAt = path.sharedAt;
         this.childIndexAt = path.childIndexAt;
         this.viewAt = path.viewAt;
-        this.frameViewAt = path.frameViewAt;
-        this.scratchAt = path.scratchAt;
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
+        this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, this::count);
     }
 
     // ==== operations ======================================================================================
@@ -461,7 +454,7 @@ public final class DexSession implements IndexSession {
                 if (cv < 0 || !arena.validate(f, versionAt[d])) {
                     return RESTART;
                 }
-                setFrame(d + 1, cf, cv);
+                path.setFrame(d + 1, cf, cv);
                 hit();
             } else {
                 int resolved = resolve(child, d + 1);
@@ -494,7 +487,7 @@ public final class DexSession implements IndexSession {
                 }
                 return false;
             }
-            setFrame(0, rf, v);
+            path.setFrame(0, rf, v);
             hit();
             return true;
         }
@@ -515,9 +508,9 @@ public final class DexSession implements IndexSession {
             return RESOLVE_RESTART;
         }
         if (mapped >= 0) {
-            return useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
+            return admission.useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
         }
-        boolean sharedGuess = d == 0 ? partitions.count() > 1 : childRangeShared(d - 1);
+        boolean sharedGuess = d == 0 ? partitions.count() > 1 : path.childRangeShared(d - 1);
         int level = d == 0 ? -1 : viewAt[d - 1].level() - 1;
         if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
             return RESOLVE_RESTART;
@@ -528,240 +521,7 @@ public final class DexSession implements IndexSession {
             return offloader.run(address, frameAt[d - 1], versionAt[d - 1], level, opCode, opKey, opValue, opPartition)
                     ? OFFLOADED : RESOLVE_RESTART;
         }
-        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
-            return RESOLVE_RESTART;
-        }
-        markers.hold(address);
-        NodeView image = scratchAt[d];
-        if (sharedGuess) {
-            if (!remote.readValidated(address, image)) {
-                markers.release(address);
-                return RESOLVE_RESTART;
-            }
-        } else if (offloader.samplesRead()) {
-            long start = System.nanoTime();
-            remote.readOnce(address, image);
-            offloader.recordRead(System.nanoTime() - start);
-        } else {
-            remote.readOnce(address, image);
-        }
-        if (image.address() != address) {
-            markers.release(address);
-            throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
-        }
-        boolean clipped = d > 0 && clipToSlot(image, d - 1);
-        if (clipped && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
-            // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
-            markers.release(address);
-            return RESOLVE_RESTART;
-        }
-        boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
-        // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
-        // in a partition this engine does not hold, and must not be cached as if it were current.
-        boolean admit = engine.config.cachesInner() && image.covers(descendKey)
-                && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
-        if (admit) {
-            int f = frames.allocate();
-            if (f != NO_FRAME) {
-                admit(f, address, image, shared, d, clipped && !shared);
-                return RESOLVE_RESTART;
-            }
-        }
-        frameAt[d] = NO_FRAME;
-        viewAt[d] = image;
-        sharedAt[d] = shared;
-        if (!image.isLeaf()) {
-            markers.release(address);
-        }
-        return RESOLVE_SET;
-    }
-
-    /** A node found in the mapping table but not through a swizzled pointer. */
-    private boolean useMapped(int f, long address, int d) {
-        long v = arena.readLock(f);
-        if (v < 0) {
-            return false;
-        }
-        int state = arena.state(f);
-        int parent = arena.parent(f);
-        boolean same = arena.address(f) == address && state != FREE;
-        if (!arena.validate(f, v) || !same) {
-            return false;
-        }
-        hit();
-        if (d == 0) {
-            adoptRoot(f, v, address);
-            return false;
-        }
-        if (frameAt[d - 1] != NO_FRAME && (state == COOLING || parent == NO_FRAME)) {
-            swizzleExisting(d, f, v);
-            return false;
-        }
-        if (state == COOLING) {
-            // No cached parent to swizzle it into: take it out of the cooling map as an orphan, so that a
-            // cooling frame never gains swizzled children.
-            if (arena.tryUpgrade(f, v)) {
-                reheat(f);
-                arena.parent(f, NO_FRAME);
-                arena.unlock(f);
-            }
-            return false;
-        }
-        setFrame(d, f, v);
-        return true;
-    }
-
-    /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
-    private void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
-        frames.lockFree(f);
-        arena.wrap(frameViewAt[d], f).copyFrom(image);
-        arena.address(f, address);
-        arena.clearFlags(f);
-        arena.flag(f, SHARED, shared);
-        arena.state(f, HOT);
-        if (d == 0) {
-            arena.parent(f, NO_FRAME);
-            arena.pin(f);
-            mapping.replace(address, MappingTable.IO, f);
-            markers.forget(address);
-            arena.unlock(f);
-            count(CacheStats.ADMISSIONS);
-            installRoot(f, address);
-            return;
-        }
-        int pf = frameAt[d - 1];
-        if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
-            arena.reset(f);
-            arena.unlock(f);
-            frames.giveBack(f);
-            markers.release(address);
-            return;
-        }
-        arena.parent(f, pf);
-        if (pf != NO_FRAME) {
-            viewAt[d - 1].child(childIndexAt[d - 1], GlobalAddress.swizzle(f));
-        }
-        mapping.replace(address, MappingTable.IO, f);
-        markers.forget(address);
-        if (repaired) {
-            // An owned node clipped to its slot: the narrowed image goes back to remote memory like any change.
-            writer.markDirty(f);
-        }
-        arena.unlock(f);
-        if (pf != NO_FRAME) {
-            arena.unlock(pf);
-        }
-        count(CacheStats.ADMISSIONS);
-    }
-
-    /** Makes a frame found in the mapping table the cached root. */
-    private void adoptRoot(int f, long v, long address) {
-        if (!arena.tryUpgrade(f, v)) {
-            return;
-        }
-        reheat(f);
-        arena.pin(f);
-        arena.unlock(f);
-        installRoot(f, address);
-    }
-
-    /**
-     * Makes pinned frame {@code f} (caching {@code address}) the engine's root frame, unless another
-     * frame got there first or the root moved meanwhile; in both cases the pin is dropped again.
-     */
-    private void installRoot(int f, long address) {
-        if (engine.rootFrame.compareAndSet(NO_FRAME, f)) {
-            if (engine.rootAddress.get() != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
-                arena.unpin(f);
-            }
-        } else {
-            arena.unpin(f);
-        }
-    }
-
-    /** Swizzles a cooling or orphaned frame into the parent at depth {@code d - 1} (second chance). */
-    private void swizzleExisting(int d, int f, long v) {
-        int pd = d - 1;
-        int pf = frameAt[pd];
-        if (!lockHotParent(pf, versionAt[pd])) {
-            return;
-        }
-        if (!arena.tryUpgrade(f, v)) {
-            arena.unlock(pf);
-            return;
-        }
-        reheat(f);
-        arena.parent(f, pf);
-        viewAt[pd].child(childIndexAt[pd], GlobalAddress.swizzle(f));
-        arena.unlock(f);
-        arena.unlock(pf);
-    }
-
-    /** Locks a parent frame at {@code version} if it is HOT: nothing is swizzled into a cooling frame. */
-    private boolean lockHotParent(int parent, long version) {
-        if (!arena.tryUpgrade(parent, version)) {
-            return false;
-        }
-        if (arena.state(parent) != HOT) {
-            arena.unlock(parent);
-            return false;
-        }
-        return true;
-    }
-
-    /** Takes a locked frame out of the cooling map, if it is there. */
-    private void reheat(int f) {
-        if (arena.state(f) == COOLING) {
-            int bucket = cooling.bucketOf(arena.address(f));
-            synchronized (cooling.monitor(bucket)) {
-                cooling.remove(bucket, f);
-            }
-            arena.state(f, HOT);
-        }
-    }
-
-    private void setFrame(int d, int f, long v) {
-        frameAt[d] = f;
-        versionAt[d] = v;
-        viewAt[d] = arena.wrap(frameViewAt[d], f);
-        sharedAt[d] = arena.flag(f, SHARED);
-    }
-
-    /**
-     * Clips a node read from remote memory to the slot of its parent's image at depth {@code pd} when it
-     * starts where the slot starts but reaches beyond it: the parent already points to the right half of a
-     * split whose narrowed left half was not written yet (see {@link #split}). Entries above the slot are
-     * the right node's, possibly stale here, and are dropped.
-     *
-     * @return whether the image was clipped
-     */
-    private boolean clipToSlot(NodeView image, int pd) {
-        long low = slotLow(pd);
-        long high = slotHigh(pd);
-        if (image.lowFence() != low || image.highFence() <= high || high <= low) {
-            return false;
-        }
-        image.clipAbove(high);
-        count(CacheStats.REPAIRS);
-        return true;
-    }
-
-    /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
-    private boolean childRangeShared(int pd) {
-        return engine.treatAsShared(slotLow(pd), slotHigh(pd));
-    }
-
-    /** Exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
-    private long slotLow(int pd) {
-        int index = childIndexAt[pd];
-        return index == 0 ? viewAt[pd].lowFence() : viewAt[pd].key(index - 1);
-    }
-
-    /** Inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
-    private long slotHigh(int pd) {
-        NodeView parent = viewAt[pd];
-        int index = childIndexAt[pd];
-        return index >= parent.count() ? parent.highFence() : parent.key(index);
+        return admission.miss(address, d, sharedGuess, descendKey) ? RESOLVE_SET : RESOLVE_RESTART;
     }
 
     // ==== bookkeeping =====================================================================================

@@ -1,6 +1,7 @@
 package dev.dex.core.cache;
 
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
 import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 
 import org.agrona.BufferUtil;
@@ -42,12 +43,14 @@ final class SessionPath {
     final NodeView right;
     final NodeView newRoot;
 
+    private final DexEngine engine;
     private final FrameArena arena;
     private final MappingTable mapping;
     private final Markers markers;
     private final RemoteNodes remote;
 
     SessionPath(DexEngine engine, Markers markers, RemoteNodes remote) {
+        this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
         this.markers = markers;
@@ -102,5 +105,31 @@ final class SessionPath {
         } else {
             markers.release(viewAt[d].address());
         }
+    }
+
+    /** Sets depth {@code d} to frame {@code f}, read at version {@code v}. */
+    void setFrame(int d, int f, long v) {
+        frameAt[d] = f;
+        versionAt[d] = v;
+        viewAt[d] = arena.wrap(frameViewAt[d], f);
+        sharedAt[d] = arena.flag(f, SHARED);
+    }
+
+    /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
+    boolean childRangeShared(int pd) {
+        return engine.treatAsShared(slotLow(pd), slotHigh(pd));
+    }
+
+    /** Exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
+    long slotLow(int pd) {
+        int index = childIndexAt[pd];
+        return index == 0 ? viewAt[pd].lowFence() : viewAt[pd].key(index - 1);
+    }
+
+    /** Inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
+    long slotHigh(int pd) {
+        NodeView parent = viewAt[pd];
+        int index = childIndexAt[pd];
+        return index >= parent.count() ? parent.highFence() : parent.key(index);
     }
 }

@@ -1,0 +1,301 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.COOLING;
+import static dev.dex.core.cache.FrameHeaderDescriptor.FREE;
+import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
+
+import java.util.SplittableRandom;
+import java.util.function.IntConsumer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.RemoteNodes;
+import dev.dex.rdma.GlobalAddress;
+
+/**
+ * What one session puts into the cache and how it links it in (paper §5.1): a node read on a miss is installed
+ * in a free frame and swizzled into its cached parent (path-aware: only under a HOT parent, so a cooling frame
+ * never gains children); a frame found in the mapping table but not through a swizzled pointer (cooling, or
+ * orphaned) is swizzled back (second chance) or becomes the cached root. Whether a miss is admitted at all (lazy
+ * leaf admission) is decided here too ({@link #miss}).
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread, on its {@link SessionPath}. A new frame is
+ * installed under its own write lock and then its parent's, taken by try-lock at the version the descent read
+ * (a failure gives the frame back and restarts); the mapping table's IO marker is replaced by the frame only
+ * once the frame is complete, so a reader never finds a half-filled frame. A frame is taken out of the cooling
+ * map under its bucket's monitor with its write lock held. The engine's root frame is installed by
+ * compare-and-swap and pinned while it is the root.
+ * </pre>
+ */
+final class Admission {
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final MappingTable mapping;
+    private final CoolingMap cooling;
+    private final SessionPath path;
+    private final int[] frameAt;
+    private final long[] versionAt;
+    private final int[] childIndexAt;
+    private final NodeView[] viewAt;
+    private final NodeView[] frameViewAt;
+    private final Markers markers;
+    private final FrameSupply frames;
+    private final FrameWriter writer;
+    private final RemoteNodes remote;
+    /** Times the remote reads the cost model samples. */
+    private final Offloader offloader;
+    private final SplittableRandom random;
+    private final double leafAdmission;
+    private final boolean[] sharedAt;
+    private final NodeView[] scratchAt;
+    /** Counts hits, admissions and repairs in the session's statistics. */
+    private final IntConsumer counts;
+
+    Admission(DexEngine engine, SessionPath path, Markers markers, FrameSupply frames, FrameWriter writer, RemoteNodes remote,
+              Offloader offloader, SplittableRandom random, IntConsumer counts) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.mapping = engine.mapping;
+        this.cooling = engine.cooling;
+        this.path = path;
+        this.frameAt = path.frameAt;
+        this.versionAt = path.versionAt;
+        this.childIndexAt = path.childIndexAt;
+        this.viewAt = path.viewAt;
+        this.frameViewAt = path.frameViewAt;
+        this.markers = markers;
+        this.frames = frames;
+        this.writer = writer;
+        this.remote = remote;
+        this.offloader = offloader;
+        this.random = random;
+        this.leafAdmission = engine.config.leafAdmission();
+        this.sharedAt = path.sharedAt;
+        this.scratchAt = path.scratchAt;
+        this.counts = counts;
+    }
+
+    /** A node found in the mapping table but not through a swizzled pointer. */
+    boolean useMapped(int f, long address, int d) {
+        long v = arena.readLock(f);
+        if (v < 0) {
+            return false;
+        }
+        int state = arena.state(f);
+        int parent = arena.parent(f);
+        boolean same = arena.address(f) == address && state != FREE;
+        if (!arena.validate(f, v) || !same) {
+            return false;
+        }
+        counts.accept(CacheStats.HITS);
+        if (d == 0) {
+            adoptRoot(f, v, address);
+            return false;
+        }
+        if (frameAt[d - 1] != NO_FRAME && (state == COOLING || parent == NO_FRAME)) {
+            swizzleExisting(d, f, v);
+            return false;
+        }
+        if (state == COOLING) {
+            // No cached parent to swizzle it into: take it out of the cooling map as an orphan, so that a
+            // cooling frame never gains swizzled children.
+            if (arena.tryUpgrade(f, v)) {
+                reheat(f);
+                arena.parent(f, NO_FRAME);
+                arena.unlock(f);
+            }
+            return false;
+        }
+        path.setFrame(d, f, v);
+        return true;
+    }
+
+    /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
+    void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
+        frames.lockFree(f);
+        arena.wrap(frameViewAt[d], f).copyFrom(image);
+        arena.address(f, address);
+        arena.clearFlags(f);
+        arena.flag(f, SHARED, shared);
+        arena.state(f, HOT);
+        if (d == 0) {
+            arena.parent(f, NO_FRAME);
+            arena.pin(f);
+            mapping.replace(address, MappingTable.IO, f);
+            markers.forget(address);
+            arena.unlock(f);
+            counts.accept(CacheStats.ADMISSIONS);
+            installRoot(f, address);
+            return;
+        }
+        int pf = frameAt[d - 1];
+        if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
+            arena.reset(f);
+            arena.unlock(f);
+            frames.giveBack(f);
+            markers.release(address);
+            return;
+        }
+        arena.parent(f, pf);
+        if (pf != NO_FRAME) {
+            viewAt[d - 1].child(childIndexAt[d - 1], GlobalAddress.swizzle(f));
+        }
+        mapping.replace(address, MappingTable.IO, f);
+        markers.forget(address);
+        if (repaired) {
+            // An owned node clipped to its slot: the narrowed image goes back to remote memory like any change.
+            writer.markDirty(f);
+        }
+        arena.unlock(f);
+        if (pf != NO_FRAME) {
+            arena.unlock(pf);
+        }
+        counts.accept(CacheStats.ADMISSIONS);
+    }
+
+    /** Makes a frame found in the mapping table the cached root. */
+    private void adoptRoot(int f, long v, long address) {
+        if (!arena.tryUpgrade(f, v)) {
+            return;
+        }
+        reheat(f);
+        arena.pin(f);
+        arena.unlock(f);
+        installRoot(f, address);
+    }
+
+    /**
+     * Makes pinned frame {@code f} (caching {@code address}) the engine's root frame, unless another
+     * frame got there first or the root moved meanwhile; in both cases the pin is dropped again.
+     */
+    private void installRoot(int f, long address) {
+        if (engine.rootFrame.compareAndSet(NO_FRAME, f)) {
+            if (engine.rootAddress.get() != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
+                arena.unpin(f);
+            }
+        } else {
+            arena.unpin(f);
+        }
+    }
+
+    /** Swizzles a cooling or orphaned frame into the parent at depth {@code d - 1} (second chance). */
+    private void swizzleExisting(int d, int f, long v) {
+        int pd = d - 1;
+        int pf = frameAt[pd];
+        if (!lockHotParent(pf, versionAt[pd])) {
+            return;
+        }
+        if (!arena.tryUpgrade(f, v)) {
+            arena.unlock(pf);
+            return;
+        }
+        reheat(f);
+        arena.parent(f, pf);
+        viewAt[pd].child(childIndexAt[pd], GlobalAddress.swizzle(f));
+        arena.unlock(f);
+        arena.unlock(pf);
+    }
+
+    /** Locks a parent frame at {@code version} if it is HOT: nothing is swizzled into a cooling frame. */
+    private boolean lockHotParent(int parent, long version) {
+        if (!arena.tryUpgrade(parent, version)) {
+            return false;
+        }
+        if (arena.state(parent) != HOT) {
+            arena.unlock(parent);
+            return false;
+        }
+        return true;
+    }
+
+    /** Takes a locked frame out of the cooling map, if it is there. */
+    private void reheat(int f) {
+        if (arena.state(f) == COOLING) {
+            int bucket = cooling.bucketOf(arena.address(f));
+            synchronized (cooling.monitor(bucket)) {
+                cooling.remove(bucket, f);
+            }
+            arena.state(f, HOT);
+        }
+    }
+
+    /**
+     * A miss at depth {@code d} that is not offloaded: reads the node under its IO marker (the three-read
+     * validated read if it may be shared), clips an image wider than its parent's slot, and either admits it
+     * (inner nodes always, owned leaves with probability P_A, only a node on the search key's own path) or leaves
+     * the uncached image on the path.
+     *
+     * @return true when depth {@code d} is set; false to restart (a marker in use, a failed validated read, a
+     *         parent that changed, or a node just admitted)
+     */
+    boolean miss(long address, int d, boolean sharedGuess, long searchKey) {
+        if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
+            return false;
+        }
+        markers.hold(address);
+        NodeView image = scratchAt[d];
+        if (sharedGuess) {
+            if (!remote.readValidated(address, image)) {
+                markers.release(address);
+                return false;
+            }
+        } else if (offloader.samplesRead()) {
+            long start = System.nanoTime();
+            remote.readOnce(address, image);
+            offloader.recordRead(System.nanoTime() - start);
+        } else {
+            remote.readOnce(address, image);
+        }
+        if (image.address() != address) {
+            markers.release(address);
+            throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
+        }
+        boolean clipped = d > 0 && clipToSlot(image, d - 1);
+        if (clipped && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+            // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
+            markers.release(address);
+            return false;
+        }
+        boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
+        // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
+        // in a partition this engine does not hold, and must not be cached as if it were current.
+        boolean admit = engine.config.cachesInner() && image.covers(searchKey)
+                && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
+        if (admit) {
+            int f = frames.allocate();
+            if (f != NO_FRAME) {
+                admit(f, address, image, shared, d, clipped && !shared);
+                return false;
+            }
+        }
+        frameAt[d] = NO_FRAME;
+        viewAt[d] = image;
+        sharedAt[d] = shared;
+        if (!image.isLeaf()) {
+            markers.release(address);
+        }
+        return true;
+    }
+
+
+    /**
+     * Clips a node read from remote memory to the slot of its parent's image at depth {@code pd} when it
+     * starts where the slot starts but reaches beyond it: the parent already points to the right half of a
+     * split whose narrowed left half was not written yet (see {@code StructureChanges#split}). Entries above the slot are
+     * the right node's, possibly stale here, and are dropped.
+     *
+     * @return whether the image was clipped
+     */
+    private boolean clipToSlot(NodeView image, int pd) {
+        long low = path.slotLow(pd);
+        long high = path.slotHigh(pd);
+        if (image.lowFence() != low || image.highFence() <= high || high <= low) {
+            return false;
+        }
+        image.clipAbove(high);
+        counts.accept(CacheStats.REPAIRS);
+        return true;
+    }
+}
