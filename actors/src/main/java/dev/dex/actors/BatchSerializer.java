@@ -64,7 +64,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final String RESULTS_BUNDLE = "S";
     /** Most batches one bundle, or answers one answer bundle, may carry. */
     static final int MAX_BUNDLE = 1024;
-    /** 2 added the guard against late attempts: client, seq and epoch (docs/cluster.md). */
+    /**
+     * 2 added the guard against late attempts (client, seq and epoch); 3 numbers operation kinds as LeafOps does
+     * (docs/cluster.md).
+     */
     static final byte VERSION = 3;
     static final int FOUND = 1;
     static final int ENTRIES = 2;

@@ -22,8 +22,9 @@ import dev.dex.rdma.GlobalAddress;
  *
  * <pre>
  * Concurrency: owned by one {@link DexSession}, so by one thread, on its {@link SessionPath}. A new frame is
- * installed under its own write lock and then its parent's, taken by try-lock at the version the descent read
- * (a failure gives the frame back and restarts); the mapping table's IO marker is replaced by the frame only
+ * installed under its own write lock (a free frame of this session: only a cooler may hold it, briefly, so it
+ * spins for it) and then its parent's, taken by try-lock at the version the descent read (a failure gives the
+ * frame back and restarts); the mapping table's IO marker is replaced by the frame only
  * once the frame is complete, so a reader never finds a half-filled frame. A frame is taken out of the cooling
  * map under its bucket's monitor with its write lock held. The engine's root frame is installed by
  * compare-and-swap and pinned while it is the root.

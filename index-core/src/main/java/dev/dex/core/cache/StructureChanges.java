@@ -21,8 +21,8 @@ import dev.dex.rdma.GlobalAddress;
  * <pre>
  * Concurrency: owned by one {@link DexSession}, so by one thread, working on its {@link SessionPath}. A split
  * takes the latches of the parent and then of the node ({@link SessionPath#lockNode}, try-locks only), and for
- * each that is shared its remote lock after the local one, checking the cached version against remote memory (a
- * mismatch refreshes the stale node and abandons the split); it releases the remote locks before the local ones.
+ * each that is shared its remote lock after the local one, checking the version against remote memory (a
+ * mismatch abandons the split, and refreshes the stale node if it is cached); it releases the remote locks before the local ones.
  * A root split also holds the old root's locks while it swings the root pointer by compare-and-swap. A refresh
  * runs with the refreshed frame's write lock held; it orphans the frames of children that moved away (see
  * FrameArena's note on the parent link). The caller restarts its operation after any of these.

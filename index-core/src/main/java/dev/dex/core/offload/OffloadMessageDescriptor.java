@@ -24,7 +24,8 @@ import dev.dex.core.tree.TreeConfig;
  *  +--------+-------+-------------+-----+-------+-----------------------------------
  * </pre>
  * A probe's or a read's request carries no path; an execute's carries the probe's. An answer carries the path
- * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in 312 bytes.
+ * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in
+ * {@link #MAX_LENGTH} bytes (296 with 16 levels).
  * The partition and the owner epoch say whose the request is; the memory server checks them (OwnershipTable).
  */
 final class OffloadMessageDescriptor {

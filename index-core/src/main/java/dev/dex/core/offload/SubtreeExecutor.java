@@ -128,6 +128,15 @@ public final class SubtreeExecutor {
             request.value = node.value(pos);
         }
         if (execute && LeafOps.changes(request.op, present)) {
+            // Again just before the write: a new owner may have registered while this request walked. (An owner
+            // that registers between this check and the write is not waited for: docs/durability.md.)
+            refusal = OwnershipTable.refusal(region, serverId, request.partition, request.epoch, request.key);
+            if (refusal != null) {
+                request.status = OffloadRequest.STALE;
+                request.found = false;
+                request.value = 0;
+                return;
+            }
             LeafOps.apply(node, pos, request.op, request.key, request.newValue);
             node.version(node.version() + 1);
             write(GlobalAddress.offset(address));

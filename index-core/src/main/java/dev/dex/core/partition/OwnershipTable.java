@@ -18,7 +18,13 @@ import dev.dex.rdma.RemoteMemory;
  * every memory server, root area word at offset 56 (its region's byte 64 + 56 = 120; unused by the superblock
  * on server 0): the address of this server's ownership table, 0 until a compute node first acquires a partition
  *
- * ownership table (whole chunks on that server): one 32-byte entry per partition, partition p at 32 x p
+ * ownership table (whole chunks on that server): a 64-byte header, then one 32-byte entry per partition,
+ * partition p at 64 + 32 x p
+ *   0                   8          64
+ *   +-------------------+----------+-----------------
+ *   | tree incarnation  | unused   | entries ...
+ *   +-------------------+----------+-----------------
+ *   entry:
  *   0               8                 16                24        32
  *   +---------------+-----------------+-----------------+---------+
  *   | owner epoch   | low (exclusive) | high (inclusive)| state   |
@@ -26,6 +32,10 @@ import dev.dex.rdma.RemoteMemory;
  * </pre>
  *
  * <ul>
+ *   <li><b>tree incarnation</b>: memory server 0's region incarnation when the table was made. The tree lives on
+ *       server 0 (its superblock, the redo logs' directory): a server 0 formatted anew is a new tree whose logs
+ *       count epochs from 1 again, so a server that kept its region replaces a table of another incarnation with
+ *       a fresh one rather than hold the new tree's owners to the old tree's epochs.</li>
  *   <li><b>state</b> is {@link #REGISTERED} once an owner wrote the partition's bounds (0 before).</li>
  *   <li><b>low, high</b>: the partition's key range, {@code (low, high]}, from the partition table the owner read.
  *       Only a rewrite of the table could change them, and a compute node refuses to acquire once the table
@@ -52,6 +62,9 @@ public final class OwnershipTable {
     /** Region offset of that word on every server. */
     public static final long TABLE_POINTER_OFFSET = RegionHeaderDescriptor.ROOT_AREA_OFFSET + TABLE_POINTER_ROOT_OFFSET;
 
+    /** Table header: the tree incarnation it belongs to. */
+    public static final int INCARNATION_OFFSET = 0;
+    public static final int HEADER_LENGTH = 64;
     public static final int ENTRY_LENGTH = 32;
     public static final int EPOCH_OFFSET = 0;
     public static final int LOW_OFFSET = 8;
@@ -61,7 +74,7 @@ public final class OwnershipTable {
     public static final long REGISTERED = 1;
     /** Entries in a table: one per partition the superblock can hold. */
     public static final int ENTRIES = PartitionTable.MAX_PARTITIONS;
-    public static final int TABLE_LENGTH = ENTRIES * ENTRY_LENGTH;
+    public static final int TABLE_LENGTH = HEADER_LENGTH + ENTRIES * ENTRY_LENGTH;
 
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
@@ -70,8 +83,9 @@ public final class OwnershipTable {
 
     /**
      * Records on every memory server that {@code partition}, keys {@code (low, high]}, is now owned at
-     * {@code epoch}: creates a server's table where it has none yet, writes the bounds, then raises the entry's
-     * epoch. Called by a new owner before it serves (or offloads) anything of the partition.
+     * {@code epoch}: creates a server's table where it has none yet (or one of another tree incarnation), writes the
+     * bounds, then raises the entry's epoch. Called by a new owner before it serves (or offloads) anything of the
+     * partition. Epoch 0 (no redo log: no epochs) sets the entry's epoch to 0, whatever it held.
      *
      * @throws IllegalStateException when a server's entry already holds a later epoch: another compute node
      *                               acquired the partition after this one
@@ -80,13 +94,19 @@ public final class OwnershipTable {
         if (partition < 0 || partition >= ENTRIES) {
             throw new IllegalArgumentException("partition " + partition + " is outside [0, " + ENTRIES + ")");
         }
+        long incarnation = readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET));
         UnsafeBuffer words = new UnsafeBuffer(new byte[3 * Long.BYTES]);
         for (int server : memory.memoryServerIds()) {
-            long entry = table(memory, server) + (long) partition * ENTRY_LENGTH;
+            long entry = table(memory, server, incarnation) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
             words.putLong(0, low, ORDER);
             words.putLong(Long.BYTES, high, ORDER);
             words.putLong(2 * Long.BYTES, REGISTERED, ORDER);
             memory.write(entry + LOW_OFFSET, words, 0, 3 * Long.BYTES);
+            if (epoch == 0) {
+                words.putLong(0, 0, ORDER);
+                memory.write(entry + EPOCH_OFFSET, words, 0, Long.BYTES);
+                continue;
+            }
             long seen = readLong(memory, entry + EPOCH_OFFSET);
             while (seen < epoch) {
                 long witnessed = memory.compareAndSwap(entry + EPOCH_OFFSET, seen, epoch);
@@ -103,18 +123,26 @@ public final class OwnershipTable {
         }
     }
 
-    /** A server's table, created (whole chunks on it) by whoever needs it first. */
-    private static long table(RemoteMemory memory, int server) {
+    /**
+     * A server's table of tree incarnation {@code incarnation}, created (whole chunks on it) by whoever needs it
+     * first; a table of another incarnation (server 0 was formatted anew, this server kept its region) is replaced.
+     */
+    private static long table(RemoteMemory memory, int server, long incarnation) {
         long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
-        long table = readLong(memory, pointer);
-        if (table != 0) {
-            return table;
+        while (true) {
+            long table = readLong(memory, pointer);
+            if (table != 0 && readLong(memory, table + INCARNATION_OFFSET) == incarnation) {
+                return table;
+            }
+            long chunk = memory.chunkAllocator().chunkLength(server);
+            int chunks = (int) ((TABLE_LENGTH + chunk - 1) / chunk);
+            long created = memory.chunkAllocator().allocateChunks(server, chunks);
+            UnsafeBuffer header = new UnsafeBuffer(new byte[Long.BYTES]);
+            header.putLong(0, incarnation, ORDER);
+            memory.write(created + INCARNATION_OFFSET, header, 0, Long.BYTES);
+            // Losing this race costs the chunks just taken (once per server and tree); the winner's table is used.
+            memory.compareAndSwap(pointer, table, created);
         }
-        long chunk = memory.chunkAllocator().chunkLength(server);
-        int chunks = (int) ((TABLE_LENGTH + chunk - 1) / chunk);
-        long created = memory.chunkAllocator().allocateChunks(server, chunks);
-        long found = memory.compareAndSwap(pointer, 0, created);
-        return found == 0 ? created : found; // a chunk lost to a race is a few KiB, once per server
     }
 
     private static long readLong(RemoteMemory memory, long address) {
@@ -135,7 +163,7 @@ public final class OwnershipTable {
         if (table == 0) {
             return "no partition was acquired on memory server " + serverId + " yet";
         }
-        long entry = GlobalAddress.offset(table) + (long) partition * ENTRY_LENGTH;
+        long entry = GlobalAddress.offset(table) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
         if (GlobalAddress.serverId(table) != serverId || (entry & (Long.BYTES - 1)) != 0 || !region.contains(entry, ENTRY_LENGTH)) {
             return "memory server " + serverId + "'s ownership table address " + GlobalAddress.toString(table) + " is corrupt";
         }
