@@ -159,21 +159,13 @@ final class StructureChanges {
                 return;
             }
             if (sharedAt[pd]) {
-                int outcome = remote.lock(parentAddress, parent.version());
-                if (outcome != RemoteNodes.LOCKED) {
-                    if (outcome == RemoteNodes.STALE && frameAt[pd] != NO_FRAME) {
-                        refreshLocked(pd);
-                    }
+                if (!remoteLock(pd)) {
                     return;
                 }
                 parentRemote = true;
             }
             if (sharedAt[d]) {
-                int outcome = remote.lock(address, node.version());
-                if (outcome != RemoteNodes.LOCKED) {
-                    if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
-                        refreshLocked(d);
-                    }
+                if (!remoteLock(d)) {
                     return;
                 }
                 nodeRemote = true;
@@ -215,6 +207,23 @@ final class StructureChanges {
         }
     }
 
+    /**
+     * Takes the remote lock of the node at depth {@code d}, whose local latch this thread holds, at the version the
+     * path read. False when it cannot: held by another compute node, or the remote node has another version, in
+     * which case a cached image is stale and is refreshed (paper §7); the caller abandons its change.
+     */
+    private boolean remoteLock(int d) {
+        NodeView node = viewAt[d];
+        int outcome = remote.lock(node.address(), node.version());
+        if (outcome == RemoteNodes.LOCKED) {
+            return true;
+        }
+        if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
+            refreshLocked(d);
+        }
+        return false;
+    }
+
     /** After a split changed the node at depth {@code d}: keep it dirty in the cache, or write it through. */
     private void finishWrite(int d, boolean remotelyLocked, boolean writeThrough) {
         NodeView view = viewAt[d];
@@ -242,11 +251,7 @@ final class StructureChanges {
         }
         boolean locked = false;
         try {
-            int outcome = remote.lock(address, node.version());
-            if (outcome != RemoteNodes.LOCKED) {
-                if (outcome == RemoteNodes.STALE && frameAt[0] != NO_FRAME) {
-                    refreshLocked(0);
-                }
+            if (!remoteLock(0)) {
                 return;
             }
             locked = true;
