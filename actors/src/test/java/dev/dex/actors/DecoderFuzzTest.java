@@ -58,7 +58,7 @@ class DecoderFuzzTest {
             Superblock.writePartitions(memory, PARTITIONS);
             ROOT = Superblock.read(memory).root();
             for (int p = 0; p < PARTITIONS.count(); p++) {
-                OwnershipTable.register(memory, p, 0, PARTITIONS.lowerExclusive(p), PARTITIONS.upperInclusive(p));
+                OwnershipTable.register(memory, PARTITIONS.count(), p, 0, PARTITIONS.lowerExclusive(p), PARTITIONS.upperInclusive(p));
             }
         }
         Fabric scratch = Fabrics.open(new Fabrics.Spec("local", FABRIC + "-scratch", null, 0));

@@ -306,7 +306,8 @@ public final class DexEngine implements PartitionedEngine {
      * also where this engine never offloads: it supersedes an earlier owner's offloads all the same.
      */
     private void registerOwnership(int partition, long epoch) {
-        OwnershipTable.register(memory, partition, epoch, partitions.lowerExclusive(partition), partitions.upperInclusive(partition));
+        OwnershipTable.register(memory, partitions.count(), partition, epoch, partitions.lowerExclusive(partition),
+                partitions.upperInclusive(partition));
     }
 
     /**

@@ -18,12 +18,12 @@ import dev.dex.rdma.RemoteMemory;
  * every memory server, root area word at offset 56 (its region's byte 64 + 56 = 120; unused by the superblock
  * on server 0): the address of this server's ownership table, 0 until a compute node first acquires a partition
  *
- * ownership table (whole chunks on that server): a 64-byte header, then one 32-byte entry per partition,
- * partition p at 64 + 32 x p
- *   0                   8          64
- *   +-------------------+----------+-----------------
- *   | tree incarnation  | unused   | entries ...
- *   +-------------------+----------+-----------------
+ * ownership table (whole chunks on that server): a 64-byte header, then one 32-byte entry per partition of the
+ * tree, partition p at 64 + 32 x p
+ *   0                   8                16         64
+ *   +-------------------+----------------+----------+-----------------
+ *   | tree incarnation  | entries        | unused   | entries ...
+ *   +-------------------+----------------+----------+-----------------
  *   entry:
  *   0               8                 16                24        32
  *   +---------------+-----------------+-----------------+---------+
@@ -64,6 +64,8 @@ public final class OwnershipTable {
 
     /** Table header: the tree incarnation it belongs to. */
     public static final int INCARNATION_OFFSET = 0;
+    /** Table header: how many entries follow (the tree's partitions when the table was made). */
+    public static final int ENTRIES_OFFSET = 8;
     public static final int HEADER_LENGTH = 64;
     public static final int ENTRY_LENGTH = 32;
     public static final int EPOCH_OFFSET = 0;
@@ -72,9 +74,8 @@ public final class OwnershipTable {
     public static final int STATE_OFFSET = 24;
     /** {@code state}: an owner wrote the entry's bounds. */
     public static final long REGISTERED = 1;
-    /** Entries in a table: one per partition the superblock can hold. */
+    /** Most entries a table holds: one per partition the superblock can hold. */
     public static final int ENTRIES = PartitionTable.MAX_PARTITIONS;
-    public static final int TABLE_LENGTH = HEADER_LENGTH + ENTRIES * ENTRY_LENGTH;
 
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
@@ -90,14 +91,15 @@ public final class OwnershipTable {
      * @throws IllegalStateException when a server's entry already holds a later epoch: another compute node
      *                               acquired the partition after this one
      */
-    public static void register(RemoteMemory memory, int partition, long epoch, long low, long high) {
-        if (partition < 0 || partition >= ENTRIES) {
-            throw new IllegalArgumentException("partition " + partition + " is outside [0, " + ENTRIES + ")");
+    public static void register(RemoteMemory memory, int partitions, int partition, long epoch, long low, long high) {
+        if (partitions < 1 || partitions > ENTRIES || partition < 0 || partition >= partitions) {
+            throw new IllegalArgumentException("partition " + partition + " of " + partitions + " is outside [0, "
+                    + Math.min(partitions, ENTRIES) + ")");
         }
         long incarnation = readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET));
         UnsafeBuffer words = new UnsafeBuffer(new byte[3 * Long.BYTES]);
         for (int server : memory.memoryServerIds()) {
-            long entry = table(memory, server, incarnation) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
+            long entry = table(memory, server, incarnation, partitions) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
             words.putLong(0, low, ORDER);
             words.putLong(Long.BYTES, high, ORDER);
             words.putLong(2 * Long.BYTES, REGISTERED, ORDER);
@@ -124,22 +126,28 @@ public final class OwnershipTable {
     }
 
     /**
-     * A server's table of tree incarnation {@code incarnation}, created (whole chunks on it) by whoever needs it
-     * first; a table of another incarnation (server 0 was formatted anew, this server kept its region) is replaced.
+     * A server's table of tree incarnation {@code incarnation} with room for {@code partitions} entries, created
+     * (whole chunks on it, sized for the tree's partitions) by whoever needs it first; a table of another
+     * incarnation (server 0 was formatted anew, this server kept its region), or a smaller one, is replaced.
      */
-    private static long table(RemoteMemory memory, int server, long incarnation) {
+    private static long table(RemoteMemory memory, int server, long incarnation, int partitions) {
         long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
+        UnsafeBuffer header = new UnsafeBuffer(new byte[2 * Long.BYTES]);
         while (true) {
             long table = readLong(memory, pointer);
-            if (table != 0 && readLong(memory, table + INCARNATION_OFFSET) == incarnation) {
-                return table;
+            if (table != 0) {
+                memory.read(table + INCARNATION_OFFSET, header, 0, 2 * Long.BYTES);
+                if (header.getLong(0, ORDER) == incarnation && header.getLong(Long.BYTES, ORDER) >= partitions) {
+                    return table;
+                }
             }
+            long length = HEADER_LENGTH + (long) partitions * ENTRY_LENGTH;
             long chunk = memory.chunkAllocator().chunkLength(server);
-            int chunks = (int) ((TABLE_LENGTH + chunk - 1) / chunk);
+            int chunks = (int) ((length + chunk - 1) / chunk);
             long created = memory.chunkAllocator().allocateChunks(server, chunks);
-            UnsafeBuffer header = new UnsafeBuffer(new byte[Long.BYTES]);
             header.putLong(0, incarnation, ORDER);
-            memory.write(created + INCARNATION_OFFSET, header, 0, Long.BYTES);
+            header.putLong(Long.BYTES, partitions, ORDER);
+            memory.write(created + INCARNATION_OFFSET, header, 0, 2 * Long.BYTES);
             // Losing this race costs the chunks just taken (once per server and tree); the winner's table is used.
             memory.compareAndSwap(pointer, table, created);
         }
@@ -163,9 +171,16 @@ public final class OwnershipTable {
         if (table == 0) {
             return "no partition was acquired on memory server " + serverId + " yet";
         }
-        long entry = GlobalAddress.offset(table) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
-        if (GlobalAddress.serverId(table) != serverId || (entry & (Long.BYTES - 1)) != 0 || !region.contains(entry, ENTRY_LENGTH)) {
+        long start = GlobalAddress.offset(table);
+        if (GlobalAddress.serverId(table) != serverId || (start & (Long.BYTES - 1)) != 0 || !region.contains(start, HEADER_LENGTH)) {
             return "memory server " + serverId + "'s ownership table address " + GlobalAddress.toString(table) + " is corrupt";
+        }
+        if (partition >= region.getLongVolatile(start + ENTRIES_OFFSET)) {
+            return "partition " + partition + " does not exist";
+        }
+        long entry = start + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
+        if (!region.contains(entry, ENTRY_LENGTH)) {
+            return "memory server " + serverId + "'s ownership table at " + GlobalAddress.toString(table) + " is corrupt";
         }
         if (region.getLongVolatile(entry + STATE_OFFSET) != REGISTERED) {
             return "partition " + partition + " has no owner";

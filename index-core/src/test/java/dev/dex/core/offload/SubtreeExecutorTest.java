@@ -41,7 +41,7 @@ class SubtreeExecutorTest {
         }
         BulkLoader.formatAndLoad(memory, new TreeConfig(1, fill), SortedEntries.of(keys, keys), n -> { });
         // One partition over every key, owned at epoch 0: what a request of a new OffloadRequest names.
-        OwnershipTable.register(memory, 0, 0, Long.MIN_VALUE, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, Long.MAX_VALUE);
     }
 
     @AfterEach
@@ -348,9 +348,9 @@ class SubtreeExecutorTest {
     void onlyThePartitionsCurrentOwnerMayOffloadIntoIt() {
         load(20_000, 0.8);
         // Two partitions: keys up to 20,000, owned at epoch 0, and above it, owned at 3 and then taken over at 4.
-        OwnershipTable.register(memory, 0, 0, Long.MIN_VALUE, 20_000);
-        OwnershipTable.register(memory, 1, 3, 20_000, Long.MAX_VALUE);
-        OwnershipTable.register(memory, 1, 4, 20_000, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, 20_000);
+        OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 4, 1, 4, 20_000, Long.MAX_VALUE);
         NodeView root = node(Superblock.read(memory).root());
         long key = 30_000;
         long levelOne = root.child(root.childIndex(key));
@@ -389,7 +389,7 @@ class SubtreeExecutorTest {
         assertEquals(-1L, tree.get(key));
 
         IllegalStateException superseded = assertThrows(IllegalStateException.class,
-                () -> OwnershipTable.register(memory, 1, 3, 20_000, Long.MAX_VALUE));
+                () -> OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE));
         assertTrue(superseded.getMessage().contains("acquired at epoch 4"), superseded.getMessage());
     }
 
