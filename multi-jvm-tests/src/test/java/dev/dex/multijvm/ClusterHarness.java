@@ -525,6 +525,16 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                 && map.values().stream().allMatch(held -> held.size() >= PARTITIONS / nodes - 1);
     }
 
+    /**
+     * {@code nodes} compute nodes, every partition held by exactly one, and no node holding more than one partition
+     * more than another: sharding's least-shard strategy moves nothing more, so no handoff is under way.
+     */
+    static Predicate<Map<String, List<Integer>>> settledOver(int nodes) {
+        return map -> map.size() == nodes && eachPartitionHeldOnce(map)
+                && map.values().stream().mapToInt(List::size).max().orElse(0)
+                        - map.values().stream().mapToInt(List::size).min().orElse(0) <= 1;
+    }
+
     /** Every partition held by exactly one of the nodes in {@code map}. */
     static boolean eachPartitionHeldOnce(Map<String, List<Integer>> map) {
         boolean[] held = new boolean[PARTITIONS];
