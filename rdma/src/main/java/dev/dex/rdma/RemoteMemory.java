@@ -21,6 +21,13 @@ public interface RemoteMemory extends AutoCloseable {
     /** Copies {@code length} bytes at {@code address} into {@code dst[dstOffset..]}. */
     void read(long address, MutableDirectBuffer dst, int dstOffset, int length);
 
+    /** Reads the 8-byte word at {@code address}, little-endian as every fabric layout: one {@link #read}. */
+    default long readLong(long address) {
+        org.agrona.concurrent.UnsafeBuffer word = new org.agrona.concurrent.UnsafeBuffer(new byte[Long.BYTES]);
+        read(address, word, 0, Long.BYTES);
+        return word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+    }
+
     /** Copies {@code length} bytes of {@code src[srcOffset..]} to {@code address}. */
     void write(long address, DirectBuffer src, int srcOffset, int length);
 

@@ -115,7 +115,7 @@ public final class RedoLog {
     public static RedoLog open(RemoteMemory memory, int partition, int partitions, long owner, long logBytes,
                                long awaitNanos) {
         long slot = directory(memory, partitions) + (long) partition * Long.BYTES;
-        long log = readLong(memory, slot);
+        long log = memory.readLong(slot);
         if (log == 0) {
             long created = create(memory, partition, logBytes);
             long found = memory.compareAndSwap(slot, 0, created);
@@ -139,7 +139,7 @@ public final class RedoLog {
             previous = 0; // a fabric without identities: nothing to record, nothing to fence
         } else {
             while (true) {
-                long seen = readLong(memory, log + OWNER_CLIENT_OFFSET);
+                long seen = memory.readLong(log + OWNER_CLIENT_OFFSET);
                 if (seen == self || memory.compareAndSwap(log + OWNER_CLIENT_OFFSET, seen, self) == seen) {
                     previous = seen == self ? 0 : seen;
                     break;
@@ -160,7 +160,7 @@ public final class RedoLog {
         }
         long epoch;
         while (true) {
-            long seen = readLong(memory, log + EPOCH_OFFSET);
+            long seen = memory.readLong(log + EPOCH_OFFSET);
             if (memory.compareAndSwap(log + EPOCH_OFFSET, seen, seen + 1) == seen) {
                 epoch = seen + 1;
                 break;
@@ -178,7 +178,7 @@ public final class RedoLog {
 
     /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */
     private static long directory(RemoteMemory memory, int partitions) {
-        long directory = readLong(memory, DIRECTORY_POINTER_ADDRESS);
+        long directory = memory.readLong(DIRECTORY_POINTER_ADDRESS);
         if (directory != 0) {
             return directory;
         }
@@ -211,12 +211,6 @@ public final class RedoLog {
         header.putLong(CHECKPOINT_OFFSET, 1, ORDER);
         memory.write(log, header, 0, HEADER_LENGTH);
         return log;
-    }
-
-    private static long readLong(RemoteMemory memory, long address) {
-        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Long.BYTES]);
-        memory.read(address, buffer, 0, Long.BYTES);
-        return buffer.getLong(0, ORDER);
     }
 
     public int partition() {

@@ -55,9 +55,8 @@ public final class SubtreeExecutor {
      * partition, is refused before anything else is read ({@link OwnershipTable#refusal}).
      */
     public void run(OffloadRequest request) {
-        refusal = OwnershipTable.refusal(region, serverId, request.partition, request.epoch, request.key);
-        if (refusal != null) {
-            request.status = OffloadRequest.STALE;
+        refusal = null;
+        if (notOwner(request)) {
             return;
         }
         long address = request.start;
@@ -130,9 +129,7 @@ public final class SubtreeExecutor {
         if (execute && LeafOps.changes(request.op, present)) {
             // Again just before the write: a new owner may have registered while this request walked. (An owner
             // that registers between this check and the write is not waited for: docs/durability.md.)
-            refusal = OwnershipTable.refusal(region, serverId, request.partition, request.epoch, request.key);
-            if (refusal != null) {
-                request.status = OffloadRequest.STALE;
+            if (notOwner(request)) {
                 request.found = false;
                 request.value = 0;
                 return;
@@ -141,6 +138,20 @@ public final class SubtreeExecutor {
             node.version(node.version() + 1);
             write(GlobalAddress.offset(address));
         }
+    }
+
+    /**
+     * Whether {@code request}'s sender is not the current owner of the partition it names, at the epoch it names,
+     * or its key lies outside that partition ({@link OwnershipTable#refusal}); then the request is answered
+     * {@link OffloadRequest#STALE} and {@link #refusal()} says why.
+     */
+    private boolean notOwner(OffloadRequest request) {
+        refusal = OwnershipTable.refusal(region, serverId, request.partition, request.epoch, request.key);
+        if (refusal == null) {
+            return false;
+        }
+        request.status = OffloadRequest.STALE;
+        return true;
     }
 
     /**

@@ -96,7 +96,7 @@ public final class OwnershipTable {
             throw new IllegalArgumentException("partition " + partition + " of " + partitions + " is outside [0, "
                     + Math.min(partitions, ENTRIES) + ")");
         }
-        long incarnation = readLong(memory, GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET));
+        long incarnation = memory.readLong(GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET));
         UnsafeBuffer words = new UnsafeBuffer(new byte[3 * Long.BYTES]);
         for (int server : memory.memoryServerIds()) {
             long entry = table(memory, server, incarnation, partitions) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
@@ -109,7 +109,7 @@ public final class OwnershipTable {
                 memory.write(entry + EPOCH_OFFSET, words, 0, Long.BYTES);
                 continue;
             }
-            long seen = readLong(memory, entry + EPOCH_OFFSET);
+            long seen = memory.readLong(entry + EPOCH_OFFSET);
             while (seen < epoch) {
                 long witnessed = memory.compareAndSwap(entry + EPOCH_OFFSET, seen, epoch);
                 if (witnessed == seen) {
@@ -134,7 +134,7 @@ public final class OwnershipTable {
         long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
         UnsafeBuffer header = new UnsafeBuffer(new byte[2 * Long.BYTES]);
         while (true) {
-            long table = readLong(memory, pointer);
+            long table = memory.readLong(pointer);
             if (table != 0) {
                 memory.read(table + INCARNATION_OFFSET, header, 0, 2 * Long.BYTES);
                 if (header.getLong(0, ORDER) == incarnation && header.getLong(Long.BYTES, ORDER) >= partitions) {
@@ -151,12 +151,6 @@ public final class OwnershipTable {
             // Losing this race costs the chunks just taken (once per server and tree); the winner's table is used.
             memory.compareAndSwap(pointer, table, created);
         }
-    }
-
-    private static long readLong(RemoteMemory memory, long address) {
-        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Long.BYTES]);
-        memory.read(address, buffer, 0, Long.BYTES);
-        return buffer.getLong(0, ORDER);
     }
 
     /**

@@ -116,9 +116,7 @@ public final class Superblock {
 
     /** The partition table's version: odd while it is rewritten, even otherwise. */
     public static long partitionTableVersion(RemoteMemory memory) {
-        UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
-        memory.read(SuperblockDescriptor.TABLE_VERSION_ADDRESS, word, 0, Long.BYTES);
-        return word.getLong(0, ORDER);
+        return memory.readLong(SuperblockDescriptor.TABLE_VERSION_ADDRESS);
     }
 
     /** The stored partition table; fails clearly when none was stored. */
