@@ -111,19 +111,22 @@ public final class ComputeNode {
      * @param redoLog         whether writes are logged before they are acknowledged, and the log length
      * @param checkpointInterval how often the partitions held write their dirty pages back and move their logs'
      *                        checkpoints (bounds how much a takeover replays and how long a page stays dirty)
+     * @param rebalanceProbeTimeout how long a compute node may take to answer before sharding moves a partition away
+     *                        from it ({@link ProbedRebalance})
      */
     public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
-                           Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval) {
+                           Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
+                           Duration rebalanceProbeTimeout) {
         /** With the default handshake settings and the redo log on. */
         public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
 
-        /** With the redo log on and checkpoints every 5 s. */
+        /** With the redo log on, checkpoints every 5 s and 1 s for a rebalance probe. */
         public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
-                    Duration.ofSeconds(5));
+                    Duration.ofSeconds(5), Duration.ofSeconds(1));
         }
     }
 
@@ -284,6 +287,7 @@ public final class ComputeNode {
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
                         .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
                         .withStopMessage(Partition.Handoff.INSTANCE)
+                        .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout()))
                         .withRole("compute"));
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
         context.spawn(PartitionRouter.create(region), "partition-router");

@@ -63,9 +63,8 @@ class CrashIT {
         WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, empty ? 80 : 50, 64, empty));
         mix.start(13);
         mix.awaitMore(5_000, Duration.ofSeconds(60));
-        // Settled, not only balanced: a kill while sharding hands a partition off leaves that partition without an
-        // owner until the coordinator's handoff-timeout (60 s), a gap this scenario does not measure (see
-        // docs/durability.md, "A crash during a handoff").
+        // Settled, not only balanced: this scenario measures the crash alone; a crash among sharding's moves is
+        // CrashDuringRebalanceIT's (docs/durability.md, "A crash during a handoff").
         Map<String, List<Integer>> before = cluster.awaitPartitions("before the crash", ClusterHarness.settledOver(2),
                 Duration.ofSeconds(60));
         Set<Integer> crashed = new TreeSet<>(before.get(crashing.name()));
