@@ -17,8 +17,9 @@ import dev.dex.rdma.GlobalAddress;
  * What one session puts into the cache and how it links it in (paper §5.1): a node read on a miss is installed
  * in a free frame and swizzled into its cached parent (path-aware: only under a HOT parent, so a cooling frame
  * never gains children); a frame found in the mapping table but not through a swizzled pointer (cooling, or
- * orphaned) is swizzled back (second chance) or becomes the cached root. Whether a miss is admitted at all (lazy
- * leaf admission) is decided here too ({@link #miss}).
+ * orphaned) is swizzled back (second chance) or becomes the cached root. What a miss turns into is decided here
+ * too ({@link #resolve}): an offload when the {@link Offloader} may and wants to run it, else a read that is
+ * admitted or not (lazy leaf admission, {@link #miss}).
  *
  * <pre>
  * Concurrency: owned by one {@link DexSession}, so by one thread, on its {@link SessionPath}. A new frame is
@@ -76,6 +77,79 @@ final class Admission {
         this.sharedAt = path.sharedAt;
         this.scratchAt = path.scratchAt;
         this.counts = counts;
+    }
+
+    /** {@link #resolve} outcomes: restart the operation, depth d is set, or the operation was offloaded. */
+    static final int RESOLVE_RESTART = 0;
+    static final int RESOLVE_SET = 1;
+    static final int OFFLOADED = -2;
+    /** The operation code of a scan for {@link #resolve}: never offloaded. */
+    static final int NO_OFFLOAD = -1;
+
+    /**
+     * Resolves an unswizzled pointer at depth {@code d}: a frame found in the mapping table (reheated or swizzled
+     * when it can be, {@link #useMapped}); else a miss, which the offloader runs on the memory side when it may
+     * and wants to (an owned inner node at level 1..M below a cached parent, for a point operation), or which is
+     * read under the node's IO marker and admitted or used uncached ({@link #miss}).
+     *
+     * @param op        the operation's LeafOps code, or NO_OFFLOAD for a scan
+     * @param searchKey the key the descent searches for
+     * @return RESOLVE_SET, RESOLVE_RESTART or OFFLOADED
+     */
+    int resolve(long address, int d, int op, long key, long value, int partition, long searchKey) {
+        long mapped = mapping.get(address);
+        if (mapped == MappingTable.IO) {
+            return RESOLVE_RESTART;
+        }
+        if (mapped >= 0) {
+            return useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
+        }
+        boolean sharedGuess = d == 0 ? engine.partitions.count() > 1 : path.childRangeShared(d - 1);
+        int level = d == 0 ? -1 : viewAt[d - 1].level() - 1;
+        if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+            return RESOLVE_RESTART;
+        }
+        counts.accept(CacheStats.MISSES);
+        if (!sharedGuess && op != NO_OFFLOAD && d > 0 && frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
+                && offloader.wants(level)) {
+            return offloader.run(address, frameAt[d - 1], versionAt[d - 1], level, op, key, value, partition)
+                    ? OFFLOADED : RESOLVE_RESTART;
+        }
+        return miss(address, d, sharedGuess, searchKey) ? RESOLVE_SET : RESOLVE_RESTART;
+    }
+
+    /** {@link #enterCachedRoot} outcomes. */
+    static final int ROOT_RESTART = 0;
+    static final int ROOT_SET = 1;
+    static final int ROOT_NOT_CACHED = 2;
+
+    /**
+     * Sets depth 0 of the path to the engine's cached root frame, if there is one: ROOT_SET; ROOT_NOT_CACHED when
+     * there is none (the caller resolves the root's address); ROOT_RESTART when the frame is being changed or
+     * no longer holds the current root (then it stops being the cached root, and is unpinned).
+     */
+    int enterCachedRoot() {
+        int rf = engine.rootFrame.get();
+        if (rf == NO_FRAME) {
+            return ROOT_NOT_CACHED;
+        }
+        long root = engine.rootAddress.get();
+        long v = arena.readLock(rf);
+        if (v < 0) {
+            return ROOT_RESTART;
+        }
+        boolean current = arena.address(rf) == root && arena.state(rf) == HOT;
+        if (!arena.validate(rf, v)) {
+            return ROOT_RESTART;
+        }
+        if (!current) {
+            if (engine.rootFrame.compareAndSet(rf, NO_FRAME)) {
+                arena.unpin(rf);
+            }
+            return ROOT_RESTART;
+        }
+        path.setFrame(0, rf, v);
+        return ROOT_SET;
     }
 
     /** A node found in the mapping table but not through a swizzled pointer. */

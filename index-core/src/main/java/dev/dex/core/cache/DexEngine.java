@@ -227,7 +227,7 @@ public final class DexEngine implements PartitionedEngine {
     void closed(DexSession session) {
         if (sessions.remove(session)) {
             for (int i = 0; i < CacheStats.COUNTERS; i++) {
-                closedCounters.addAndGet(i, session.counter(i));
+                closedCounters.addAndGet(i, session.counters().get(i));
             }
             session.returnFreeFrames();
         }
@@ -582,7 +582,7 @@ public final class DexEngine implements PartitionedEngine {
         }
         for (DexSession s : sessions) {
             for (int i = 0; i < sums.length; i++) {
-                sums[i] += s.counter(i);
+                sums[i] += s.counters().get(i);
             }
         }
         return CacheStats.of(sums);
@@ -594,7 +594,7 @@ public final class DexEngine implements PartitionedEngine {
         for (int i = 0; i < CacheStats.COUNTERS; i++) {
             closedCounters.set(i, 0);
         }
-        sessions.forEach(DexSession::resetStats);
+        sessions.forEach(s -> s.counters().reset());
     }
 
     /** Cached frames in each state, and dirty frames: {free, hot, cooling, dirty}. */

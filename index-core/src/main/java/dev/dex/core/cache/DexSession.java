@@ -1,20 +1,15 @@
 package dev.dex.core.cache;
 
-import static dev.dex.core.cache.FrameHeaderDescriptor.HOT;
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
-import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
 import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
 import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
 import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
 
 import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.engine.IndexSession;
-import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
@@ -22,18 +17,17 @@ import dev.dex.core.tree.RemoteNodes;
 import dev.dex.core.tree.RestartBudget;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.rdma.GlobalAddress;
-import dev.dex.rdma.RemoteMemory;
 
 /**
- * One thread's operations on a {@link DexEngine}: the point operations and scans, optimistic lock coupling
- * over cached frames (paper Algorithm 1), and the decision how a cache miss is resolved. Its collaborators, each
- * one session's own: the path and its latches ({@link SessionPath}), the IO markers ({@link Markers}), misses
- * read and admitted ({@link Admission}), free frames with cooling and eviction ({@link FrameSupply}), splits and
- * the refresh of stale shared nodes ({@link StructureChanges}), offloading ({@link Offloader}) and group commit
- * ({@link GroupCommit}).
+ * One thread's operations on a {@link DexEngine}: the point operations and scans, and the descent, optimistic
+ * lock coupling over cached frames (paper Algorithm 1). Its collaborators, each one session's own: the path and
+ * its latches ({@link SessionPath}), the IO markers ({@link Markers}), misses resolved, read and admitted
+ * ({@link Admission}), free frames with cooling and eviction ({@link FrameSupply}), splits and the refresh of
+ * stale shared nodes ({@link StructureChanges}), the write at the leaf ({@link LeafWrites}), offloading
+ * ({@link Offloader}), group commit ({@link GroupCommit}) and statistics ({@link SessionCounters}).
  *
  * <p>The path of the current operation is kept per depth: either a frame with the version read from its
- * lock ({@code frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
+ * lock ({@code path.frameAt[d] >= 0}), or an uncached image in this session's scratch buffer. Every decision
  * taken from a frame's image is validated against its version before it has an effect; any failed
  * validation, lost try-lock or IO marker restarts the operation from the root.
  *
@@ -44,46 +38,33 @@ import dev.dex.rdma.RemoteMemory;
 public final class DexSession implements IndexSession {
     private static final int RESTART = -1;
     /** {@link #descend} outcome: the operation was completed by offloading; see {@link Offloader#found}. */
-    private static final int OFFLOADED = -2;
-    /** {@link #resolve} outcomes. */
-    private static final int RESOLVE_RESTART = 0;
-    private static final int RESOLVE_SET = 1;
-    private static final int OP_SCAN = -1;
+    private static final int OFFLOADED = Admission.OFFLOADED;
     private static final int H = TreeConfig.MAX_HEIGHT;
-    /** Counter slots, published with opaque stores: this session writes them, others only sum them. */
-    private static final VarHandle COUNTERS = MethodHandles.arrayElementVarHandle(long[].class);
 
     private final DexEngine engine;
     private final FrameArena arena;
-    private final MappingTable mapping;
     private final PartitionTable partitions;
-    private final RemoteNodes remote;
-    private final FrameWriter writer;
 
-    /** The current operation's path and the latches on its nodes; the arrays below are its, by another name. */
+    /** The current operation's path and the latches on its nodes. */
     private final SessionPath path;
-    private final int[] frameAt;
-    private final long[] versionAt;
-    private final boolean[] sharedAt;
-    private final int[] childIndexAt;
-    private final NodeView[] viewAt;
     /** Splits, root splits and the refresh of stale shared nodes on the current path. */
     private final StructureChanges changes;
     /** What a miss or a frame found in the mapping table puts into the cache, and how it is linked in. */
     private final Admission admission;
+    /** The write at the end of the path, and its record for the redo log. */
+    private final LeafWrites leafWrites;
 
     /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
     private final Markers markers;
     /** This thread's free frames, and the cooling and eviction that refill them. */
     private final FrameSupply frames;
-    private final SplittableRandom random;
 
     private long value;
-    private final long[] counters = new long[CacheStats.COUNTERS];
+    private final SessionCounters counters = new SessionCounters();
 
     /** Offloading of misses to the memory side (paper §6), with its cost model. */
     private final Offloader offloader;
-    /** The operation in progress, for offloading: a LeafOps code, or OP_SCAN. */
+    /** The operation in progress, for offloading: a LeafOps code, or Admission.NO_OFFLOAD. */
     private int opCode;
     private long opKey;
     private long opValue;
@@ -101,23 +82,18 @@ public final class DexSession implements IndexSession {
     DexSession(DexEngine engine, long tag) {
         this.engine = engine;
         this.arena = engine.arena;
-        this.mapping = engine.mapping;
         this.partitions = engine.partitions;
-        this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
-        this.writer = new FrameWriter(engine);
-        this.random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
+        RemoteNodes remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
+        FrameWriter writer = new FrameWriter(engine);
+        SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, H + 4);
         this.offloader = new Offloader(engine, markers, random, this::count);
         this.log = new GroupCommit(engine);
         this.path = new SessionPath(engine, markers, remote);
-        this.frameAt = path.frameAt;
-        this.versionAt = path.versionAt;
-        this.sharedAt = path.sharedAt;
-        this.childIndexAt = path.childIndexAt;
-        this.viewAt = path.viewAt;
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
         this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, this::count);
+        this.leafWrites = new LeafWrites(engine, path, markers, remote, writer, log);
     }
 
     // ==== operations ======================================================================================
@@ -138,10 +114,10 @@ public final class DexSession implements IndexSession {
                     return offloader.found();
                 }
                 if (d != RESTART) {
-                    NodeView leaf = viewAt[d];
+                    NodeView leaf = path.viewAt[d];
                     int pos = leaf.search(key);
                     long found = pos >= 0 ? leaf.value(pos) : 0;
-                    if (frameAt[d] == NO_FRAME || arena.validate(frameAt[d], versionAt[d])) {
+                    if (path.frameAt[d] == NO_FRAME || arena.validate(path.frameAt[d], path.versionAt[d])) {
                         if (pos >= 0) {
                             value = found;
                         }
@@ -192,7 +168,7 @@ public final class DexSession implements IndexSession {
         int first = partition;
         int n = 0;
         try {
-            beginOp(OP_SCAN, key, 0);
+            beginOp(Admission.NO_OFFLOAD, key, 0);
             while (n < count) {
                 int p = partitions.partitionOf(key);
                 if (p != partition) {
@@ -208,22 +184,10 @@ public final class DexSession implements IndexSession {
                     restart();
                     continue;
                 }
-                NodeView leaf = viewAt[d];
+                NodeView leaf = path.viewAt[d];
                 long stop = Math.min(leaf.highFence(), partitions.upperInclusive(partition));
-                int pos = leaf.search(key);
-                if (pos < 0) {
-                    pos = -pos - 1;
-                }
-                int m = n;
-                for (int c = Math.min(leaf.count(), LeafNodeDescriptor.CAPACITY); pos < c && m < count; pos++, m++) {
-                    long k = leaf.key(pos);
-                    if (k > stop) {
-                        break;
-                    }
-                    keys[m] = k;
-                    values[m] = leaf.value(pos);
-                }
-                if (frameAt[d] != NO_FRAME && !arena.validate(frameAt[d], versionAt[d])) {
+                int m = LeafOps.copyRange(leaf, key, stop, keys, values, n, count);
+                if (path.frameAt[d] != NO_FRAME && !arena.validate(path.frameAt[d], path.versionAt[d])) {
                     restart();
                     continue;
                 }
@@ -255,22 +219,16 @@ public final class DexSession implements IndexSession {
 
     /** Operations restarted so far. */
     public long restarts() {
-        return counter(CacheStats.RESTARTS);
+        return counters.get(CacheStats.RESTARTS);
     }
 
-    long counter(int slot) {
-        return (long) COUNTERS.getOpaque(counters, slot);
+    /** This session's statistics, which the engine sums and resets. */
+    SessionCounters counters() {
+        return counters;
     }
 
-    void resetStats() {
-        // Racy by design: a reset while the session runs may lose a few counts of the current instant.
-        for (int i = 0; i < counters.length; i++) {
-            COUNTERS.setOpaque(counters, i, 0L);
-        }
-    }
-
-    void count(int slot) {
-        COUNTERS.setOpaque(counters, slot, counters[slot] + 1);
+    private void count(int slot) {
+        counters.count(slot);
     }
 
     /** Gives this session's free frames back to the engine (on close). */
@@ -296,13 +254,13 @@ public final class DexSession implements IndexSession {
                 if (d == OFFLOADED) {
                     if (LeafOps.changes(op, offloader.found())) {
                         // The memory node applied it; the markers on its path still order it with other writes.
-                        logged(key, newValue, op);
+                        leafWrites.record(partition, key, newValue, op, !recovering);
                     }
                     return committed(LeafOps.result(op, offloader.found()));
                 }
                 if (d != RESTART) {
-                    int result = writeLeaf(d, key, newValue, op);
-                    if (result != RESTART) {
+                    int result = leafWrites.apply(d, key, newValue, op, partition, !recovering);
+                    if (result != LeafWrites.RESTART) {
                         return committed(result == 1);
                     }
                 }
@@ -314,64 +272,7 @@ public final class DexSession implements IndexSession {
         }
     }
 
-    /** Applies a write to the leaf at depth {@code d}: 1 = true, 0 = false, or RESTART. */
-    private int writeLeaf(int d, long key, long newValue, int op) {
-        NodeView leaf = viewAt[d];
-        int f = frameAt[d];
-        int pos = leaf.search(key);
-        boolean present = pos >= 0;
-        if (!LeafOps.changes(op, present)) {
-            return f == NO_FRAME || arena.validate(f, versionAt[d]) ? 0 : RESTART;
-        }
-        if (!present && leaf.isFull()) {
-            return RESTART;
-        }
-        int result = LeafOps.result(op, present) ? 1 : 0;
-        if (f != NO_FRAME) {
-            if (!arena.tryUpgrade(f, versionAt[d])) {
-                return RESTART;
-            }
-            if (arena.flag(f, SHARED)) {
-                arena.unlock(f);
-                throw new IllegalStateException("a shared leaf is cached: " + leaf);
-            }
-            LeafOps.apply(leaf, pos, op, key, newValue);
-            writer.markDirty(f);
-            logged(key, newValue, op);
-            arena.unlock(f);
-            return result;
-        }
-        long address = leaf.address();
-        if (sharedAt[d]) {
-            long version = leaf.version();
-            if (remote.lock(address, version) != RemoteNodes.LOCKED) {
-                return RESTART;
-            }
-            LeafOps.apply(leaf, pos, op, key, newValue);
-            remote.writeLocked(address, leaf, version + 1);
-            logged(key, newValue, op);
-            remote.unlock(address);
-        } else {
-            LeafOps.apply(leaf, pos, op, key, newValue);
-            leaf.version(leaf.version() + 1);
-            remote.writeUnlocked(address, leaf);
-            logged(key, newValue, op);
-        }
-        markers.releaseAll();
-        return result;
-    }
-
     // ==== redo log =========================================================================================
-
-    /**
-     * Records a write that has just taken effect, while the lock that orders it with other writes of the
-     * same key is still held ({@link GroupCommit#record}). Nothing when this is a replay.
-     */
-    private void logged(long key, long newValue, int op) {
-        if (!recovering) {
-            log.record(opPartition, key, newValue, op);
-        }
-    }
 
     private boolean committed(boolean result) {
         if (!log.batching()) {
@@ -382,21 +283,13 @@ public final class DexSession implements IndexSession {
         return result;
     }
 
-    /**
-     * Starts a batch: the writes that follow are acknowledged together by {@link #commit}, which puts their
-     * records in the partition's log with one fabric write (group commit). A batch writes one partition.
-     */
+    /** A batch's writes are acknowledged together by {@link #commit}: one fabric write to the partition's log. */
     @Override
     public void beginBatch() {
         log.beginBatch();
     }
 
-    /**
-     * Ends a batch (or the current write outside one): returns once the records of this session's writes
-     * are in their partition's redo log, so they survive a crash of this compute node ({@link GroupCommit#commit}).
-     *
-     * @throws IllegalStateException when the records could not be written: the writes are not durable
-     */
+    /** Returns once this session's writes are in their partition's redo log ({@link GroupCommit#commit}). */
     @Override
     public void commit() {
         log.commit();
@@ -423,12 +316,12 @@ public final class DexSession implements IndexSession {
             return RESTART;
         }
         for (int d = 0; d < H - 1; d++) {
-            NodeView node = viewAt[d];
-            int f = frameAt[d];
+            NodeView node = path.viewAt[d];
+            int f = path.frameAt[d];
             boolean covers = node.covers(key);
             boolean leaf = node.isLeaf();
             boolean full = splitFull && node.isFull() && (!leaf || node.search(key) < 0);
-            if (f != NO_FRAME && !arena.validate(f, versionAt[d])) {
+            if (f != NO_FRAME && !arena.validate(f, path.versionAt[d])) {
                 return RESTART;
             }
             if (!covers) {
@@ -444,21 +337,21 @@ public final class DexSession implements IndexSession {
             }
             int index = node.childIndex(key);
             long child = node.child(index);
-            if (f != NO_FRAME && !arena.validate(f, versionAt[d])) {
+            if (f != NO_FRAME && !arena.validate(f, path.versionAt[d])) {
                 return RESTART;
             }
-            childIndexAt[d] = index;
+            path.childIndexAt[d] = index;
             if (GlobalAddress.isSwizzled(child)) {
                 int cf = (int) GlobalAddress.unswizzle(child);
                 long cv = arena.readLock(cf);
-                if (cv < 0 || !arena.validate(f, versionAt[d])) {
+                if (cv < 0 || !arena.validate(f, path.versionAt[d])) {
                     return RESTART;
                 }
                 path.setFrame(d + 1, cf, cv);
-                hit();
+                count(CacheStats.HITS);
             } else {
                 int resolved = resolve(child, d + 1);
-                if (resolved == RESOLVE_RESTART) {
+                if (resolved == Admission.RESOLVE_RESTART) {
                     return RESTART;
                 }
                 if (resolved == OFFLOADED) {
@@ -470,69 +363,23 @@ public final class DexSession implements IndexSession {
     }
 
     private boolean enterRoot() {
-        int rf = engine.rootFrame.get();
-        long root = engine.rootAddress.get();
-        if (rf != NO_FRAME) {
-            long v = arena.readLock(rf);
-            if (v < 0) {
-                return false;
-            }
-            boolean current = arena.address(rf) == root && arena.state(rf) == HOT;
-            if (!arena.validate(rf, v)) {
-                return false;
-            }
-            if (!current) {
-                if (engine.rootFrame.compareAndSet(rf, NO_FRAME)) {
-                    arena.unpin(rf);
-                }
-                return false;
-            }
-            path.setFrame(0, rf, v);
-            hit();
+        int entered = admission.enterCachedRoot();
+        if (entered == Admission.ROOT_NOT_CACHED) {
+            return resolve(engine.rootAddress.get(), 0) == Admission.RESOLVE_SET;
+        }
+        if (entered == Admission.ROOT_SET) {
+            count(CacheStats.HITS);
             return true;
         }
-        return resolve(root, 0) == RESOLVE_SET;
+        return false;
     }
 
-    /**
-     * Resolves an unswizzled pointer at depth {@code d}: a frame found in the mapping table (reheated or
-     * swizzled when it can be), or a remote read under the node's IO marker followed by admission or by
-     * use of the uncached image.
-     *
-     * @return RESOLVE_SET when depth {@code d} is set, RESOLVE_RESTART to restart, or OFFLOADED when
-     *         the rest of the operation was offloaded
-     */
+    /** {@link Admission#resolve} for the operation in progress. */
     private int resolve(long address, int d) {
-        long mapped = mapping.get(address);
-        if (mapped == MappingTable.IO) {
-            return RESOLVE_RESTART;
-        }
-        if (mapped >= 0) {
-            return admission.useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
-        }
-        boolean sharedGuess = d == 0 ? partitions.count() > 1 : path.childRangeShared(d - 1);
-        int level = d == 0 ? -1 : viewAt[d - 1].level() - 1;
-        if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
-            return RESOLVE_RESTART;
-        }
-        miss();
-        if (!sharedGuess && opCode != OP_SCAN && d > 0 && frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
-                && offloader.wants(level)) {
-            return offloader.run(address, frameAt[d - 1], versionAt[d - 1], level, opCode, opKey, opValue, opPartition)
-                    ? OFFLOADED : RESOLVE_RESTART;
-        }
-        return admission.miss(address, d, sharedGuess, descendKey) ? RESOLVE_SET : RESOLVE_RESTART;
+        return admission.resolve(address, d, opCode, opKey, opValue, opPartition, descendKey);
     }
 
     // ==== bookkeeping =====================================================================================
-
-    private void hit() {
-        count(CacheStats.HITS);
-    }
-
-    private void miss() {
-        count(CacheStats.MISSES);
-    }
 
     private void beginOp(int op, long key, long newValue) {
         budget.reset();
@@ -545,18 +392,6 @@ public final class DexSession implements IndexSession {
     private void restart() {
         markers.releaseAll();
         count(CacheStats.RESTARTS);
-        int n = budget.next();
-        if (n > 2) {
-            for (int i = 1 << Math.min(n, 8); i > 0; i--) {
-                Thread.onSpinWait();
-            }
-            if (n > 16) {
-                Thread.yield();
-            }
-        }
-    }
-
-    RemoteMemory memory() {
-        return engine.memory;
+        budget.backOff();
     }
 }

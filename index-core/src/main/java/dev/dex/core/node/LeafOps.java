@@ -67,6 +67,31 @@ public final class LeafOps {
         }
     }
 
+    /**
+     * Copies a scan's entries out of a leaf: from its first key at or above {@code from}, the entries with keys
+     * at most {@code stop}, into {@code keys} and {@code values} from index {@code n} until index {@code count}.
+     * An image read without a lock may be torn: at most the leaf's capacity of entries is read, and the caller
+     * validates the image before it uses what was copied.
+     *
+     * @return the index after the last entry copied
+     */
+    public static int copyRange(NodeView leaf, long from, long stop, long[] keys, long[] values, int n, int count) {
+        int pos = leaf.search(from);
+        if (pos < 0) {
+            pos = -pos - 1;
+        }
+        int m = n;
+        for (int c = Math.min(leaf.count(), LeafNodeDescriptor.CAPACITY); pos < c && m < count; pos++, m++) {
+            long k = leaf.key(pos);
+            if (k > stop) {
+                break;
+            }
+            keys[m] = k;
+            values[m] = leaf.value(pos);
+        }
+        return m;
+    }
+
     /** The operation's name, for messages. */
     public static String name(int op) {
         return switch (op) {

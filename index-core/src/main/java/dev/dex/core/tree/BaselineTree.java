@@ -233,15 +233,8 @@ public final class BaselineTree implements IndexEngine {
                     continue;
                 }
                 NodeView leaf = path[depth];
-                int pos = leaf.search(key);
-                if (pos < 0) {
-                    pos = -pos - 1;
-                }
-                for (int c = leaf.count(); pos < c && n < count; pos++, n++) {
-                    keys[n] = leaf.key(pos);
-                    values[n] = leaf.value(pos);
-                }
                 long high = leaf.highFence();
+                n = LeafOps.copyRange(leaf, key, high, keys, values, n, count);
                 if (high == POS_INFINITY) {
                     break;
                 }

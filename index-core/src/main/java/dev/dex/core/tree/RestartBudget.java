@@ -44,4 +44,21 @@ public final class RestartBudget {
         }
         return n;
     }
+
+    /**
+     * Counts one restart ({@link #next}) and waits before the retry: not at all for the first two, then a spin that
+     * doubles with each restart up to 256 iterations, and a yield of the thread from the 17th on, so that a
+     * latch holder on the same core gets to run.
+     */
+    public void backOff() {
+        int n = next();
+        if (n > 2) {
+            for (int i = 1 << Math.min(n, 8); i > 0; i--) {
+                Thread.onSpinWait();
+            }
+            if (n > 16) {
+                Thread.yield();
+            }
+        }
+    }
 }

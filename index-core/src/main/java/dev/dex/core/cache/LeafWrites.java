@@ -1,0 +1,104 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.cache.FrameHeaderDescriptor.SHARED;
+
+import dev.dex.core.node.LeafOps;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.RemoteNodes;
+
+/**
+ * One session's writes at the leaf its descent found (paper Algorithm 1, the write at the end of the path): in a
+ * cached leaf under the frame's write lock, marked dirty for lazy write-back; in an uncached shared leaf under the
+ * remote lock, written through; in an uncached owned leaf written through as its owner. Every write that takes
+ * effect is recorded for the partition's redo log ({@link GroupCommit#record}) while the lock that orders it with
+ * other writes of the key is still held.
+ *
+ * <pre>
+ * Concurrency: owned by one {@link DexSession}, so by one thread, on its {@link SessionPath}. A cached leaf is
+ * changed only after a try-upgrade at the version the descent read (a failure restarts the operation); an
+ * uncached shared leaf only under its remote lock at the version read; an uncached owned leaf only with its IO
+ * marker held (taken by the descent), which keeps this compute node's other threads away from it.
+ * </pre>
+ */
+final class LeafWrites {
+    /** {@link #apply} outcome: the operation restarts from the root. */
+    static final int RESTART = -1;
+
+    private final FrameArena arena;
+    private final SessionPath path;
+    private final Markers markers;
+    private final RemoteNodes remote;
+    private final FrameWriter writer;
+    private final GroupCommit log;
+
+    LeafWrites(DexEngine engine, SessionPath path, Markers markers, RemoteNodes remote, FrameWriter writer, GroupCommit log) {
+        this.arena = engine.arena;
+        this.path = path;
+        this.markers = markers;
+        this.remote = remote;
+        this.writer = writer;
+        this.log = log;
+    }
+
+    /**
+     * Applies write {@code op} (a {@link LeafOps} code) to the leaf at depth {@code d}.
+     *
+     * @param partition the partition whose log records it
+     * @param logged    false while a log is replayed: nothing is recorded
+     * @return 1 (the operation's result is true), 0 (false), or {@link #RESTART}; a full leaf that must take the
+     *         key restarts (the descent splits it)
+     */
+    int apply(int d, long key, long newValue, int op, int partition, boolean logged) {
+        NodeView leaf = path.viewAt[d];
+        int f = path.frameAt[d];
+        int pos = leaf.search(key);
+        boolean present = pos >= 0;
+        if (!LeafOps.changes(op, present)) {
+            return f == NO_FRAME || arena.validate(f, path.versionAt[d]) ? 0 : RESTART;
+        }
+        if (!present && leaf.isFull()) {
+            return RESTART;
+        }
+        int result = LeafOps.result(op, present) ? 1 : 0;
+        if (f != NO_FRAME) {
+            if (!arena.tryUpgrade(f, path.versionAt[d])) {
+                return RESTART;
+            }
+            if (arena.flag(f, SHARED)) {
+                arena.unlock(f);
+                throw new IllegalStateException("a shared leaf is cached: " + leaf);
+            }
+            LeafOps.apply(leaf, pos, op, key, newValue);
+            writer.markDirty(f);
+            record(partition, key, newValue, op, logged);
+            arena.unlock(f);
+            return result;
+        }
+        long address = leaf.address();
+        if (path.sharedAt[d]) {
+            long version = leaf.version();
+            if (remote.lock(address, version) != RemoteNodes.LOCKED) {
+                return RESTART;
+            }
+            LeafOps.apply(leaf, pos, op, key, newValue);
+            remote.writeLocked(address, leaf, version + 1);
+            record(partition, key, newValue, op, logged);
+            remote.unlock(address);
+        } else {
+            LeafOps.apply(leaf, pos, op, key, newValue);
+            leaf.version(leaf.version() + 1);
+            remote.writeUnlocked(address, leaf);
+            record(partition, key, newValue, op, logged);
+        }
+        markers.releaseAll();
+        return result;
+    }
+
+    /** Records a write that has just taken effect, unless this is a replay ({@code logged} false). */
+    void record(int partition, long key, long newValue, int op, boolean logged) {
+        if (logged) {
+            log.record(partition, key, newValue, op);
+        }
+    }
+}
