@@ -74,8 +74,10 @@ final class Demo implements Callable<Integer> {
             description = "Each compute node's cache (default: ${DEFAULT-VALUE}).")
     String cacheSize;
 
-    @Option(names = "--partitions", paramLabel = "P", defaultValue = "64", description = "Logical partitions (default: ${DEFAULT-VALUE}).")
-    int partitions;
+    @Option(names = "--partitions", paramLabel = "P", description = "Logical partitions (default: dex.tree.partitions, 64).")
+    Integer partitionsOption;
+    /** --partitions, or the setting. */
+    private int partitions;
 
     @Option(names = "--compute-nodes", paramLabel = "C", defaultValue = "2",
             description = "Compute nodes before the scale-out (default: ${DEFAULT-VALUE}).")
@@ -140,6 +142,7 @@ final class Demo implements Callable<Integer> {
         if (!baseline.equals("on") && !baseline.equals("off")) {
             throw new IllegalArgumentException("--baseline must be on or off: " + baseline);
         }
+        partitions = partitionsOption != null ? partitionsOption : defaults.getInt("dex.tree.partitions");
         if (partitions < 3 || partitions > PartitionTable.MAX_PARTITIONS) {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         }
