@@ -9,9 +9,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 import org.apache.pekko.actor.ActorIdentity;
+import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.ActorRef;
+import org.apache.pekko.actor.ActorSelection;
 import org.apache.pekko.actor.ActorSystem;
 import org.apache.pekko.actor.Identify;
+import org.apache.pekko.actor.RootActorPath;
+import org.apache.pekko.cluster.Cluster;
+import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.sharding.ShardCoordinator;
 import org.apache.pekko.event.Logging;
 import org.apache.pekko.event.LoggingAdapter;
@@ -39,11 +44,11 @@ import com.typesafe.config.Config;
  * back). Pekko's own strategy does not rebalance while a member is unreachable, but a crashed node counts as
  * reachable until the failure detector's verdict, and rounds run every 2 s while a join settles (each moves at
  * most {@code rebalance-absolute-limit} partitions, so a large cluster needs many). So when the delegate proposes
- * shards to move, this strategy first sends {@link Identify} to every region and proposes nothing this round
+ * shards to move, this strategy first sends {@link Identify} to every region, and to every cluster member's system
+ * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round
  * unless all of them answer within the probe timeout; by the next round a dead node is unreachable (and Pekko's
- * strategy waits) or removed. What remains is a region that dies between its answer and the worker's first
- * message, milliseconds apart, and client proxies, which take part in a handoff but are not regions and cannot
- * be probed here (docs/durability.md, "A crash during a handoff").
+ * strategy waits) or removed. What remains is a node that dies between its answer and the worker's first message,
+ * milliseconds apart (docs/durability.md, "A crash during a handoff").
  *
  * <p>Allocation of a new shard is the delegate's, unchanged.
  *
@@ -56,9 +61,10 @@ import com.typesafe.config.Config;
 public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
     private final Duration probeTimeout;
     private ShardCoordinator.ShardAllocationStrategy delegate;
+    private ActorSystem system;
     private LoggingAdapter log;
 
-    /** @param probeTimeout how long a source region may take to answer before its shards wait for the next round */
+    /** @param probeTimeout how long a region or member may take to answer before the round moves nothing */
     public ProbedRebalance(Duration probeTimeout) {
         if (probeTimeout.isNegative() || probeTimeout.isZero()) {
             throw new IllegalArgumentException("the rebalance probe timeout must be positive: " + probeTimeout);
@@ -77,6 +83,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             startable.start();
         }
         log = Logging.getLogger(system, ProbedRebalance.class);
+        this.system = system;
     }
 
     @Override
@@ -100,30 +107,48 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         if (proposed.isEmpty()) {
             return CompletableFuture.completedFuture(Set.of());
         }
-        List<ActorRef> regions = new ArrayList<>(allocations.keySet());
+        // The regions, which must hand off or acknowledge; and every member's system guardian, since sharding proxies
+        // (clients) acknowledge too and are no regions: a member that does not answer at all may have crashed.
+        List<String> names = new ArrayList<>();
         List<CompletableFuture<Boolean>> answers = new ArrayList<>();
-        for (ActorRef region : regions) {
-            answers.add(probe(region).handle((alive, failure) -> failure == null && alive).toCompletableFuture());
+        for (ActorRef region : allocations.keySet()) {
+            names.add("the shard region of " + region.path().address());
+            answers.add(probe(region, true));
+        }
+        for (Member member : Cluster.get(system).state().getMembers()) {
+            names.add(member.address().toString());
+            answers.add(answers(member.address()));
         }
         return CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new)).thenApply(done -> {
             List<String> silent = new ArrayList<>();
-            for (int i = 0; i < regions.size(); i++) {
+            for (int i = 0; i < names.size(); i++) {
                 if (!answers.get(i).join()) {
-                    silent.add(regions.get(i).path().address().toString());
+                    silent.add(names.get(i));
                 }
             }
             if (silent.isEmpty()) {
                 return proposed;
             }
-            log.info("rebalance of partitions {} postponed: the shard regions of {} did not answer within {} ms (crashed?)",
+            log.info("rebalance of partitions {} postponed: {} did not answer within {} ms (crashed?)",
                     new java.util.TreeSet<>(proposed), silent, probeTimeout.toMillis());
             return Set.<String>of();
         });
     }
 
-    /** Whether {@code region} answers an Identify within the probe timeout (a stopped actor answers empty). */
-    private CompletionStage<Boolean> probe(ActorRef region) {
-        return Patterns.ask(region, new Identify("dex-rebalance-probe"), probeTimeout)
-                .thenApply(answer -> answer instanceof ActorIdentity identity && identity.getActorRef().isPresent());
+    /** Whether the node at {@code address} answers at all: its system guardian, within the probe timeout. */
+    CompletableFuture<Boolean> answers(Address address) {
+        return probe(system.actorSelection(new RootActorPath(address, "/").child("system")), false);
+    }
+
+    /**
+     * Whether {@code target} answers an Identify within the probe timeout; with {@code mustExist}, an answer that
+     * it does not exist (a stopped actor's) counts as silence.
+     */
+    private CompletableFuture<Boolean> probe(Object target, boolean mustExist) {
+        Identify identify = new Identify("dex-rebalance-probe");
+        CompletionStage<Object> answer = target instanceof ActorRef ref ? Patterns.ask(ref, identify, probeTimeout)
+                : Patterns.ask((ActorSelection) target, identify, probeTimeout);
+        return answer.thenApply(a -> a instanceof ActorIdentity identity && (!mustExist || identity.getActorRef().isPresent()))
+                .exceptionally(failure -> false).toCompletableFuture();
     }
 }

@@ -150,6 +150,19 @@ class ProbedRebalanceTest {
     }
 
     @Test
+    void aNodeThatIsNotThereDoesNotAnswerWhileThisOneDoes() throws Exception {
+        ProbedRebalance strategy = started(Duration.ofMillis(500));
+        org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        assertTrue(strategy.answers(self).get(5, TimeUnit.SECONDS), "this node answers");
+        int closed;
+        try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = socket.getLocalPort();
+        }
+        org.apache.pekko.actor.Address nobody = new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", closed);
+        assertFalse(strategy.answers(nobody).get(5, TimeUnit.SECONDS), "no node listens at " + nobody);
+    }
+
+    @Test
     void aProbeTimeoutMustBePositive() {
         assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ZERO));
     }
