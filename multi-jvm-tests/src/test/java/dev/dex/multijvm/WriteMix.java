@@ -218,6 +218,25 @@ final class WriteMix implements AutoCloseable {
                 failureCount.get(), violationCount.get(), staleReads.get());
     }
 
+    /**
+     * After {@link #stop}: asserts that no operation failed even after the client's retries, that no read returned
+     * a value its key never held or an older one than acknowledged, and that every one of the {@code keys} keys
+     * holds its last acknowledged value (read back, {@link #verify}).
+     *
+     * @return the verification, for the caller's log
+     */
+    Verification assertNothingLost(long keys) throws InterruptedException {
+        org.junit.jupiter.api.Assertions.assertEquals(0, failureCount(),
+                "operations that failed even after the client's retries: " + failures());
+        org.junit.jupiter.api.Assertions.assertEquals(0, violationCount(),
+                "reads that returned a value the key never held or an older one than acknowledged: " + violations());
+        Verification verification = verify(key -> false);
+        org.junit.jupiter.api.Assertions.assertEquals(0, verification.failed(), "verification reads failed: " + verification);
+        org.junit.jupiter.api.Assertions.assertEquals(keys, verification.exact(),
+                "every key holds its last acknowledged value: " + verification);
+        return verification;
+    }
+
     /** What every key holds after the mix, read back through the client. */
     record Verification(long exact, long lost, long wrong, long failed, List<String> examples) {
     }
