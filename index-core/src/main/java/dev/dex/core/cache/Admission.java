@@ -37,11 +37,6 @@ final class Admission {
     private final MappingTable mapping;
     private final CoolingMap cooling;
     private final SessionPath path;
-    private final int[] frameAt;
-    private final long[] versionAt;
-    private final int[] childIndexAt;
-    private final NodeView[] viewAt;
-    private final NodeView[] frameViewAt;
     private final Markers markers;
     private final FrameSupply frames;
     private final FrameWriter writer;
@@ -50,8 +45,6 @@ final class Admission {
     private final Offloader offloader;
     private final SplittableRandom random;
     private final double leafAdmission;
-    private final boolean[] sharedAt;
-    private final NodeView[] scratchAt;
     /** Counts hits, admissions and repairs in the session's statistics. */
     private final IntConsumer counts;
 
@@ -62,11 +55,6 @@ final class Admission {
         this.mapping = engine.mapping;
         this.cooling = engine.cooling;
         this.path = path;
-        this.frameAt = path.frameAt;
-        this.versionAt = path.versionAt;
-        this.childIndexAt = path.childIndexAt;
-        this.viewAt = path.viewAt;
-        this.frameViewAt = path.frameViewAt;
         this.markers = markers;
         this.frames = frames;
         this.writer = writer;
@@ -74,8 +62,6 @@ final class Admission {
         this.offloader = offloader;
         this.random = random;
         this.leafAdmission = engine.config.leafAdmission();
-        this.sharedAt = path.sharedAt;
-        this.scratchAt = path.scratchAt;
         this.counts = counts;
     }
 
@@ -105,14 +91,14 @@ final class Admission {
             return useMapped((int) mapped, address, d) ? RESOLVE_SET : RESOLVE_RESTART;
         }
         boolean sharedGuess = d == 0 ? engine.partitions.count() > 1 : path.childRangeShared(d - 1);
-        int level = d == 0 ? -1 : viewAt[d - 1].level() - 1;
-        if (d > 0 && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+        int level = d == 0 ? -1 : path.viewAt[d - 1].level() - 1;
+        if (d > 0 && path.frameAt[d - 1] != NO_FRAME && !arena.validate(path.frameAt[d - 1], path.versionAt[d - 1])) {
             return RESOLVE_RESTART;
         }
         counts.accept(CacheStats.MISSES);
-        if (!sharedGuess && op != NO_OFFLOAD && d > 0 && frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
+        if (!sharedGuess && op != NO_OFFLOAD && d > 0 && path.frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
                 && offloader.wants(level)) {
-            return offloader.run(address, frameAt[d - 1], versionAt[d - 1], level, op, key, value, partition)
+            return offloader.run(address, path.frameAt[d - 1], path.versionAt[d - 1], level, op, key, value, partition)
                     ? OFFLOADED : RESOLVE_RESTART;
         }
         return miss(address, d, sharedGuess, searchKey) ? RESOLVE_SET : RESOLVE_RESTART;
@@ -169,7 +155,7 @@ final class Admission {
             adoptRoot(f, v, address);
             return false;
         }
-        if (frameAt[d - 1] != NO_FRAME && (state == COOLING || parent == NO_FRAME)) {
+        if (path.frameAt[d - 1] != NO_FRAME && (state == COOLING || parent == NO_FRAME)) {
             swizzleExisting(d, f, v);
             return false;
         }
@@ -190,7 +176,7 @@ final class Admission {
     /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
     void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
         frames.lockFree(f);
-        arena.wrap(frameViewAt[d], f).copyFrom(image);
+        arena.wrap(path.frameViewAt[d], f).copyFrom(image);
         arena.address(f, address);
         arena.clearFlags(f);
         arena.flag(f, SHARED, shared);
@@ -205,8 +191,8 @@ final class Admission {
             installRoot(f, address);
             return;
         }
-        int pf = frameAt[d - 1];
-        if (pf != NO_FRAME && !lockHotParent(pf, versionAt[d - 1])) {
+        int pf = path.frameAt[d - 1];
+        if (pf != NO_FRAME && !lockHotParent(pf, path.versionAt[d - 1])) {
             arena.reset(f);
             arena.unlock(f);
             frames.giveBack(f);
@@ -215,7 +201,7 @@ final class Admission {
         }
         arena.parent(f, pf);
         if (pf != NO_FRAME) {
-            viewAt[d - 1].child(childIndexAt[d - 1], GlobalAddress.swizzle(f));
+            path.viewAt[d - 1].child(path.childIndexAt[d - 1], GlobalAddress.swizzle(f));
         }
         mapping.replace(address, MappingTable.IO, f);
         markers.forget(address);
@@ -258,8 +244,8 @@ final class Admission {
     /** Swizzles a cooling or orphaned frame into the parent at depth {@code d - 1} (second chance). */
     private void swizzleExisting(int d, int f, long v) {
         int pd = d - 1;
-        int pf = frameAt[pd];
-        if (!lockHotParent(pf, versionAt[pd])) {
+        int pf = path.frameAt[pd];
+        if (!lockHotParent(pf, path.versionAt[pd])) {
             return;
         }
         if (!arena.tryUpgrade(f, v)) {
@@ -268,7 +254,7 @@ final class Admission {
         }
         reheat(f);
         arena.parent(f, pf);
-        viewAt[pd].child(childIndexAt[pd], GlobalAddress.swizzle(f));
+        path.viewAt[pd].child(path.childIndexAt[pd], GlobalAddress.swizzle(f));
         arena.unlock(f);
         arena.unlock(pf);
     }
@@ -310,7 +296,7 @@ final class Admission {
             return false;
         }
         markers.hold(address);
-        NodeView image = scratchAt[d];
+        NodeView image = path.scratchAt[d];
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {
                 markers.release(address);
@@ -328,7 +314,7 @@ final class Admission {
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
         boolean clipped = d > 0 && clipToSlot(image, d - 1);
-        if (clipped && frameAt[d - 1] != NO_FRAME && !arena.validate(frameAt[d - 1], versionAt[d - 1])) {
+        if (clipped && path.frameAt[d - 1] != NO_FRAME && !arena.validate(path.frameAt[d - 1], path.versionAt[d - 1])) {
             // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
             markers.release(address);
             return false;
@@ -345,9 +331,9 @@ final class Admission {
                 return false;
             }
         }
-        frameAt[d] = NO_FRAME;
-        viewAt[d] = image;
-        sharedAt[d] = shared;
+        path.frameAt[d] = NO_FRAME;
+        path.viewAt[d] = image;
+        path.sharedAt[d] = shared;
         if (!image.isLeaf()) {
             markers.release(address);
         }

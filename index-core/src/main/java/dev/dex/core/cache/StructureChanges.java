@@ -32,11 +32,6 @@ final class StructureChanges {
     private final DexEngine engine;
     private final FrameArena arena;
     private final SessionPath path;
-    private final int[] frameAt;
-    private final long[] versionAt;
-    private final boolean[] sharedAt;
-    private final int[] childIndexAt;
-    private final NodeView[] viewAt;
     private final NodeView fresh;
     private final NodeView splitCopy;
     private final NodeView right;
@@ -50,11 +45,6 @@ final class StructureChanges {
         this.engine = engine;
         this.arena = engine.arena;
         this.path = path;
-        this.frameAt = path.frameAt;
-        this.versionAt = path.versionAt;
-        this.sharedAt = path.sharedAt;
-        this.childIndexAt = path.childIndexAt;
-        this.viewAt = path.viewAt;
         this.fresh = path.fresh;
         this.splitCopy = path.splitCopy;
         this.right = path.right;
@@ -72,17 +62,17 @@ final class StructureChanges {
             return;
         }
         int pd = d - 1;
-        int pf = frameAt[pd];
+        int pf = path.frameAt[pd];
         if (pf == NO_FRAME) {
             return;
         }
-        if (arena.tryUpgrade(pf, versionAt[pd])) {
+        if (arena.tryUpgrade(pf, path.versionAt[pd])) {
             try {
                 if (arena.flag(pf, SHARED)) {
                     refreshLocked(pd);
                 } else {
                     throw new IllegalStateException("an owned cached node routed a key to a node that does not cover it: "
-                            + viewAt[pd] + " -> " + viewAt[d]);
+                            + path.viewAt[pd] + " -> " + path.viewAt[d]);
                 }
             } finally {
                 arena.unlock(pf);
@@ -95,8 +85,8 @@ final class StructureChanges {
      * children it still has and orphaning the frames of children that moved elsewhere.
      */
     void refreshLocked(int d) {
-        int f = frameAt[d];
-        NodeView view = viewAt[d];
+        int f = path.frameAt[d];
+        NodeView view = path.viewAt[d];
         long address = arena.address(f);
         if (arena.flag(f, DIRTY)) {
             throw new IllegalStateException("a shared cached node is dirty: " + view);
@@ -148,8 +138,8 @@ final class StructureChanges {
             path.unlockNode(pd);
             return;
         }
-        NodeView parent = viewAt[pd];
-        NodeView node = viewAt[d];
+        NodeView parent = path.viewAt[pd];
+        NodeView node = path.viewAt[d];
         long parentAddress = parent.address();
         long address = node.address();
         boolean parentRemote = false;
@@ -158,13 +148,13 @@ final class StructureChanges {
             if (parent.isFull()) {
                 return;
             }
-            if (sharedAt[pd]) {
+            if (path.sharedAt[pd]) {
                 if (!remoteLock(pd)) {
                     return;
                 }
                 parentRemote = true;
             }
-            if (sharedAt[d]) {
+            if (path.sharedAt[d]) {
                 if (!remoteLock(d)) {
                     return;
                 }
@@ -174,7 +164,7 @@ final class StructureChanges {
             long separator = node.splitInto(right, rightAddress);
             writer.orphanChildren(right);
             narrowed(d);
-            parent.insertSeparator(childIndexAt[pd], separator, rightAddress);
+            parent.insertSeparator(path.childIndexAt[pd], separator, rightAddress);
             // Remote memory sees the split in an order that is a valid tree after every step: the new right
             // node, then the parent that points to it (always written through, so no owned inner node is
             // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
@@ -182,7 +172,7 @@ final class StructureChanges {
             // leaves nothing a new owner cannot follow (docs/durability.md).
             remote.writeUnlocked(rightAddress, right);
             finishWrite(pd, parentRemote, true);
-            finishWrite(d, nodeRemote, sharedAt[pd] || sharedAt[d]);
+            finishWrite(d, nodeRemote, path.sharedAt[pd] || path.sharedAt[d]);
         } finally {
             if (nodeRemote) {
                 remote.unlock(address);
@@ -201,9 +191,9 @@ final class StructureChanges {
      * node starts being written back lazily as an owned node.
      */
     private void narrowed(int d) {
-        if (frameAt[d] != NO_FRAME) {
-            NodeView node = viewAt[d];
-            arena.flag(frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
+        if (path.frameAt[d] != NO_FRAME) {
+            NodeView node = path.viewAt[d];
+            arena.flag(path.frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
         }
     }
 
@@ -213,12 +203,12 @@ final class StructureChanges {
      * which case a cached image is stale and is refreshed (paper §7); the caller abandons its change.
      */
     private boolean remoteLock(int d) {
-        NodeView node = viewAt[d];
+        NodeView node = path.viewAt[d];
         int outcome = remote.lock(node.address(), node.version());
         if (outcome == RemoteNodes.LOCKED) {
             return true;
         }
-        if (outcome == RemoteNodes.STALE && frameAt[d] != NO_FRAME) {
+        if (outcome == RemoteNodes.STALE && path.frameAt[d] != NO_FRAME) {
             refreshLocked(d);
         }
         return false;
@@ -226,8 +216,8 @@ final class StructureChanges {
 
     /** After a split changed the node at depth {@code d}: keep it dirty in the cache, or write it through. */
     private void finishWrite(int d, boolean remotelyLocked, boolean writeThrough) {
-        NodeView view = viewAt[d];
-        int f = frameAt[d];
+        NodeView view = path.viewAt[d];
+        int f = path.frameAt[d];
         if (f != NO_FRAME && !writeThrough) {
             writer.markDirty(f);
             return;
@@ -238,7 +228,7 @@ final class StructureChanges {
     }
 
     private void splitRoot() {
-        NodeView node = viewAt[0];
+        NodeView node = path.viewAt[0];
         long address = node.address();
         long seen = engine.rootAddress.get();
         long current = remote.readRoot();
