@@ -122,11 +122,11 @@ public final class ComputeNode {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
 
-        /** With the redo log on, checkpoints every 5 s and 1 s for a rebalance probe. */
+        /** With the redo log on, checkpoints every 5 s and 500 ms for a rebalance probe. */
         public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
-                    Duration.ofSeconds(5), Duration.ofSeconds(1));
+                    Duration.ofSeconds(5), Duration.ofMillis(500));
         }
     }
 

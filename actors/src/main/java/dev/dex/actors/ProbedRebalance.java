@@ -7,6 +7,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.pekko.actor.ActorIdentity;
 import org.apache.pekko.actor.Address;
@@ -30,8 +32,8 @@ import scala.jdk.javaapi.FutureConverters;
 import com.typesafe.config.Config;
 
 /**
- * Pekko's least-shard allocation, except that a rebalance round starts only when every compute node's shard region
- * answers a probe: a rebalance never waits on a node that died and is not yet known to be dead.
+ * Pekko's least-shard allocation, except that a rebalance round starts only when every shard region and every
+ * cluster member answers a probe: a rebalance does not wait on a node that died and is not yet known to be dead.
  *
  * <p>Why. A rebalance (a {@code RebalanceWorker} of the coordinator) asks every region to acknowledge the start
  * of the handoff, then asks the shard's region to hand it off and waits for the shard to stop; meanwhile the
@@ -46,23 +48,37 @@ import com.typesafe.config.Config;
  * most {@code rebalance-absolute-limit} partitions, so a large cluster needs many). So when the delegate proposes
  * shards to move, this strategy first sends {@link Identify} to every region, and to every cluster member's system
  * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round
- * unless all of them answer within the probe timeout; by the next round a dead node is unreachable (and Pekko's
- * strategy waits) or removed. What remains is a node that dies between its answer and the worker's first message,
- * milliseconds apart (docs/durability.md, "A crash during a handoff").
+ * unless all of them answer within the probe timeout; the next round asks again, until the dead node is unreachable
+ * (then Pekko's strategy waits) or removed. One round's probes are out at a time: a tick meanwhile proposes
+ * nothing. What remains is a node that dies after its answer and before the worker's first message, up to the
+ * probe timeout later (docs/durability.md, "A crash during a handoff"). A member that is alive but keeps missing
+ * the timeout holds rebalancing back; every {@value #WARN_AFTER}th round in a row is logged as a warning. The
+ * member probe relies on {@code /system} answering Identify, which Artery's untrusted mode would forbid.
+ *
+ * <p>Built on Pekko's {@code ActorSystemDependentAllocationStrategy} and least-shard strategy, internal API of Pekko
+ * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
+ * {@code rebalance-absolute-limit} must be positive.
  *
  * <p>Allocation of a new shard is the delegate's, unchanged.
  *
  * <pre>
- * Concurrency: the coordinator calls it from its own actor, one call at a time; the probes' answers complete on
- * the ask pattern's threads and only build the returned set. The delegate is Pekko's, started here with the
- * system.
+ * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
+ * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
+ * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
+ * the fields start() sets are volatile (the coordinator may restart on this node and start it again).
  * </pre>
  */
 public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
+    /** Rounds postponed in a row after which each further one is a warning (and every this many, after). */
+    static final int WARN_AFTER = 5;
     private final Duration probeTimeout;
-    private ShardCoordinator.ShardAllocationStrategy delegate;
-    private ActorSystem system;
-    private LoggingAdapter log;
+    /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
+    private final AtomicBoolean probing = new AtomicBoolean();
+    private final AtomicInteger postponedInARow = new AtomicInteger();
+    // Set by start(), before the coordinator's first call, and again if the coordinator restarts on this node.
+    private volatile ShardCoordinator.ShardAllocationStrategy delegate;
+    private volatile ActorSystem system;
+    private volatile LoggingAdapter log;
 
     /** @param probeTimeout how long a region or member may take to answer before the round moves nothing */
     public ProbedRebalance(Duration probeTimeout) {
@@ -75,6 +91,10 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     @Override
     public void start(ActorSystem system) {
         Config least = system.settings().config().getConfig("pekko.cluster.sharding.least-shard-allocation-strategy");
+        if (least.getInt("rebalance-absolute-limit") <= 0) {
+            throw new IllegalArgumentException("pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit"
+                    + " must be positive for dev.dex.actors.ProbedRebalance: " + least.getInt("rebalance-absolute-limit"));
+        }
         delegate = ShardCoordinator.leastShardAllocationStrategy(least.getInt("rebalance-absolute-limit"),
                 least.getDouble("rebalance-relative-limit"));
         if (delegate instanceof ShardCoordinator.ActorSystemDependentAllocationStrategy dependent) {
@@ -102,9 +122,9 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
     }
 
-    /** The proposed shards if every region answered the probe in time, else none. */
+    /** The proposed shards if every region and member answered the probe in time, else none. */
     private CompletionStage<Set<String>> confirm(Map<ActorRef, IndexedSeq<String>> allocations, Set<String> proposed) {
-        if (proposed.isEmpty()) {
+        if (proposed.isEmpty() || !probing.compareAndSet(false, true)) {
             return CompletableFuture.completedFuture(Set.of());
         }
         // The regions, which must hand off or acknowledge; and every member's system guardian, since sharding proxies
@@ -120,6 +140,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             answers.add(answers(member.address()));
         }
         return CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new)).thenApply(done -> {
+            probing.set(false);
             List<String> silent = new ArrayList<>();
             for (int i = 0; i < names.size(); i++) {
                 if (!answers.get(i).join()) {
@@ -127,10 +148,17 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
                 }
             }
             if (silent.isEmpty()) {
+                postponedInARow.set(0);
                 return proposed;
             }
-            log.info("rebalance of partitions {} postponed: {} did not answer within {} ms (crashed?)",
-                    new java.util.TreeSet<>(proposed), silent, probeTimeout.toMillis());
+            int rounds = postponedInARow.incrementAndGet();
+            if (rounds % WARN_AFTER == 0) {
+                log.warning("rebalancing postponed {} rounds in a row: {} did not answer within {} ms; partitions stay where"
+                        + " they are until it answers or leaves the cluster", rounds, silent, probeTimeout.toMillis());
+            } else {
+                log.info("rebalance of partitions {} postponed: {} did not answer within {} ms (crashed?)",
+                        new java.util.TreeSet<>(proposed), silent, probeTimeout.toMillis());
+            }
             return Set.<String>of();
         });
     }

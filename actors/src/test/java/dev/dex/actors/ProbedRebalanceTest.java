@@ -82,13 +82,28 @@ class ProbedRebalanceTest {
     }
 
     private Set<String> rebalance(ProbedRebalance strategy, Map<ActorRef, List<String>> allocations) throws Exception {
+        return new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(startRebalance(strategy, allocations)).toCompletableFuture().get(10, TimeUnit.SECONDS)));
+    }
+
+    private static scala.concurrent.Future<scala.collection.immutable.Set<String>> startRebalance(ProbedRebalance strategy,
+                                                                                           Map<ActorRef, List<String>> allocations) {
         Map<ActorRef, IndexedSeq<String>> converted = new LinkedHashMap<>();
         allocations.forEach((region, shards) -> converted.put(region, CollectionConverters.asScala(shards).toIndexedSeq()));
         scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current =
                 scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(converted));
-        var proposed = strategy.rebalance(current, scala.collection.immutable.Set$.MODULE$.<String>empty());
-        return new HashSet<>(CollectionConverters.asJava(
-                FutureConverters.asJava(proposed).toCompletableFuture().get(10, TimeUnit.SECONDS)));
+        return strategy.rebalance(current, scala.collection.immutable.Set$.MODULE$.<String>empty());
+    }
+
+    /** A shard region on a node that is not there (a closed loopback port): it never answers, as a crashed one. */
+    private ActorRef silentRegion() throws Exception {
+        int closed;
+        try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = socket.getLocalPort();
+        }
+        org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        return ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().resolveActorRef(
+                self.protocol() + "://" + self.system() + "@127.0.0.1:" + closed + "/system/sharding/dex-partition");
     }
 
     private ProbedRebalance started(Duration timeout) {
@@ -138,7 +153,30 @@ class ProbedRebalanceTest {
     }
 
     @Test
-    void aSilentRegionThatGivesNothingUpStillPostponesTheRound() throws Exception {
+    void aRegionThatNeverAnswersPostponesTheRoundAndNoSecondRoundStartsMeanwhile() throws Exception {
+        ActorRef live = region("live-beside-silent");
+        ActorRef silent = silentRegion();
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(live, shards(0, 10));
+        allocations.put(silent, shards(10, 20));
+        allocations.put(region("joined-beside-silent"), List.of());
+        ProbedRebalance strategy = started(Duration.ofMillis(700));
+
+        var first = startRebalance(strategy, allocations);
+        var second = startRebalance(strategy, allocations);
+        assertEquals(Set.of(), new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(second).toCompletableFuture().get(10, TimeUnit.SECONDS))),
+                "a tick while a round's probes are out proposes nothing");
+        assertFalse(first.isCompleted(), "the second round did not wait for the first one's probes");
+        assertEquals(Set.of(), new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(first).toCompletableFuture().get(10, TimeUnit.SECONDS))), "the silent region postpones it");
+        // With the probes in, rounds start again: without the silent region, the live region's surplus moves.
+        allocations.remove(silent);
+        assertFalse(rebalance(strategy, allocations).isEmpty(), "a round after the postponed one moves shards");
+    }
+
+    @Test
+    void aStoppedRegionThatGivesNothingUpStillPostponesTheRound() throws Exception {
         ActorRef loaded = region("loaded");
         ActorRef dead = deadRegion("dead-empty");
         Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();

@@ -85,12 +85,23 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 handshake(dex), redoLog(dex), positive(dex, "compute.checkpoint-interval"),
-                positive(dex, "compute.rebalance-probe-timeout"));
+                probeTimeout(config));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
+    }
+
+    /** dex.compute.rebalance-probe-timeout, positive and under half of sharding's rebalance interval. */
+    private static Duration probeTimeout(Config config) {
+        Duration timeout = positive(config.getConfig("dex"), "compute.rebalance-probe-timeout");
+        Duration interval = config.getDuration("pekko.cluster.sharding.rebalance-interval");
+        if (timeout.multipliedBy(2).compareTo(interval) >= 0) {
+            throw new IllegalArgumentException("dex.compute.rebalance-probe-timeout (" + timeout.toMillis() + " ms) must be under"
+                    + " half of pekko.cluster.sharding.rebalance-interval (" + interval.toMillis() + " ms)");
+        }
+        return timeout;
     }
 
     private static Duration positive(Config dex, String key) {

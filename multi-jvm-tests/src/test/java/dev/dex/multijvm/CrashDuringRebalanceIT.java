@@ -1,6 +1,7 @@
 package dev.dex.multijvm;
 
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.List;
@@ -48,7 +49,7 @@ class CrashDuringRebalanceIT {
         RemoteMemory memory = cluster.awaitFormatted(0);
         cluster.bulkLoad(memory, KEYS);
         // compute-0 first, so it is the oldest and hosts the shard coordinator; compute-1 is the one killed.
-        cluster.startComputeNode("compute-0");
+        NodeProcess coordinator = cluster.startComputeNode("compute-0");
         DexClientApi client = cluster.startClient();
         cluster.awaitComputeNodes(1);
         NodeProcess crashing = cluster.startComputeNode("compute-1");
@@ -94,6 +95,8 @@ class CrashDuringRebalanceIT {
             }
         }
         cluster.log(String.format("and again %.1f s after the kill, rounds later", (System.nanoTime() - killed) / 1e9));
+        // And that is because rounds were held back, not because none was due: the coordinator (on compute-0) said so.
+        assertTrue(coordinator.logText().contains("postponed"), "compute-0 logged no postponed rebalance round");
 
         for (int partition : crashed) {
             long key = 0;
