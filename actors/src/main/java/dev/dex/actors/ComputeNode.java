@@ -111,8 +111,8 @@ public final class ComputeNode {
      * @param redoLog         whether writes are logged before they are acknowledged, and the log length
      * @param checkpointInterval how often the partitions held write their dirty pages back and move their logs'
      *                        checkpoints (bounds how much a takeover replays and how long a page stays dirty)
-     * @param rebalanceProbeTimeout how long a compute node may take to answer before sharding moves a partition away
-     *                        from it ({@link ProbedRebalance})
+     * @param rebalanceProbeTimeout how long every shard region and member may take to answer a probe before a round of
+     *                        sharding's rebalance moves nothing ({@link ProbedRebalance})
      */
     public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,

@@ -13,7 +13,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.ActorIdentity;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.ActorRef;
-import org.apache.pekko.actor.ActorSelection;
 import org.apache.pekko.actor.ActorSystem;
 import org.apache.pekko.actor.Identify;
 import org.apache.pekko.actor.RootActorPath;
@@ -133,7 +132,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         List<CompletableFuture<Boolean>> answers = new ArrayList<>();
         for (ActorRef region : allocations.keySet()) {
             names.add("the shard region of " + region.path().address());
-            answers.add(probe(region, true));
+            answers.add(exists(region));
         }
         for (Member member : Cluster.get(system).state().getMembers()) {
             names.add(member.address().toString());
@@ -165,17 +164,17 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
 
     /** Whether the node at {@code address} answers at all: its system guardian, within the probe timeout. */
     CompletableFuture<Boolean> answers(Address address) {
-        return probe(system.actorSelection(new RootActorPath(address, "/").child("system")), false);
+        return answered(Patterns.ask(system.actorSelection(new RootActorPath(address, "/").child("system")),
+                new Identify("dex-rebalance-probe"), probeTimeout), false);
     }
 
-    /**
-     * Whether {@code target} answers an Identify within the probe timeout; with {@code mustExist}, an answer that
-     * it does not exist (a stopped actor's) counts as silence.
-     */
-    private CompletableFuture<Boolean> probe(Object target, boolean mustExist) {
-        Identify identify = new Identify("dex-rebalance-probe");
-        CompletionStage<Object> answer = target instanceof ActorRef ref ? Patterns.ask(ref, identify, probeTimeout)
-                : Patterns.ask((ActorSelection) target, identify, probeTimeout);
+    /** Whether {@code region} answers within the probe timeout that it exists (a stopped actor's answer is empty). */
+    private CompletableFuture<Boolean> exists(ActorRef region) {
+        return answered(Patterns.ask(region, new Identify("dex-rebalance-probe"), probeTimeout), true);
+    }
+
+    /** Whether an Identify was answered (with {@code mustExist}: by an actor that exists); a timeout is silence. */
+    private static CompletableFuture<Boolean> answered(CompletionStage<Object> answer, boolean mustExist) {
         return answer.thenApply(a -> a instanceof ActorIdentity identity && (!mustExist || identity.getActorRef().isPresent()))
                 .exceptionally(failure -> false).toCompletableFuture();
     }

@@ -95,15 +95,20 @@ class ProbedRebalanceTest {
         return strategy.rebalance(current, scala.collection.immutable.Set$.MODULE$.<String>empty());
     }
 
-    /** A shard region on a node that is not there (a closed loopback port): it never answers, as a crashed one. */
-    private ActorRef silentRegion() throws Exception {
+    /** The address of a node that is not there: this system's name at a closed loopback port. */
+    private org.apache.pekko.actor.Address nobody() throws Exception {
         int closed;
         try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             closed = socket.getLocalPort();
         }
         org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        return new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", closed);
+    }
+
+    /** A shard region on a node that is not there: it never answers, as a crashed one. */
+    private ActorRef silentRegion() throws Exception {
         return ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().resolveActorRef(
-                self.protocol() + "://" + self.system() + "@127.0.0.1:" + closed + "/system/sharding/dex-partition");
+                nobody() + "/system/sharding/dex-partition");
     }
 
     private ProbedRebalance started(Duration timeout) {
@@ -192,11 +197,7 @@ class ProbedRebalanceTest {
         ProbedRebalance strategy = started(Duration.ofMillis(500));
         org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
         assertTrue(strategy.answers(self).get(5, TimeUnit.SECONDS), "this node answers");
-        int closed;
-        try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            closed = socket.getLocalPort();
-        }
-        org.apache.pekko.actor.Address nobody = new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", closed);
+        org.apache.pekko.actor.Address nobody = nobody();
         assertFalse(strategy.answers(nobody).get(5, TimeUnit.SECONDS), "no node listens at " + nobody);
     }
 
