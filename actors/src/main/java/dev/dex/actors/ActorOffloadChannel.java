@@ -71,18 +71,11 @@ final class ActorOffloadChannel implements OffloadChannel {
         }
         long id = ids.incrementAndGet();
         pending.put(id, request);
-        int length = request.phase() == OffloadRequest.EXECUTE ? request.pathLength() : 0;
-        long[] path = new long[length];
-        long[] versions = new long[length];
-        for (int i = 0; i < length; i++) {
-            path[i] = request.pathNode(i);
-            versions[i] = request.pathVersion(i);
-        }
         // The memory node starts it only within half the timeout, so it never runs after this side gave up
         // (clocks of the hosts within half the timeout of each other; docs/durability.md).
         long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
         server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), request.key(),
-                request.newValue(), request.start(), path, versions, length, deadline, replyTo));
+                request.newValue(), request.start(), deadline, replyTo));
         scheduler.scheduleOnce(timeout, () -> {
             OffloadRequest late = pending.remove(id);
             if (late != null) {

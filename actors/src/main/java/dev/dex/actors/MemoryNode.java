@@ -88,7 +88,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     /**
-     * One phase of an offloaded operation (see {@link OffloadRequest}).
+     * An offloaded operation, a lookup or a write in one message (see {@link OffloadRequest}).
      *
      * @param partition the partition the sender holds and the operation is in
      * @param epoch    the sender's owner epoch of that partition: the memory node runs the offload only for the
@@ -96,8 +96,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param deadline wall-clock milliseconds after which the memory node must not start it (the compute
      *                 side stops waiting later than that); 0 for none
      */
-    public record Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long[] path,
-                          long[] versions, int pathLength, long deadline, ActorRef<OffloadResult> replyTo)
+    public record Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long deadline,
+                          ActorRef<OffloadResult> replyTo)
             implements Command, CborSerializable {
     }
 
@@ -355,7 +355,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         OffloadRequest request;
         try {
             request = OffloadRequest.received(offload.phase(), offload.op(), offload.partition(), offload.epoch(), offload.key(),
-                    offload.value(), offload.start(), offload.path(), offload.versions(), offload.pathLength());
+                    offload.value(), offload.start());
         } catch (IllegalArgumentException bad) {
             getContext().getLog().debug("offload {} from {} refused: {}", offload.id(), offload.replyTo().path().address(), bad.getMessage());
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.STALE));

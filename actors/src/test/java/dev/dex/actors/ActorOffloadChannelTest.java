@@ -2,6 +2,7 @@ package dev.dex.actors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.Map;
@@ -49,18 +50,17 @@ class ActorOffloadChannelTest {
         long start = GlobalAddress.of(2, 4096);
         OffloadRequest request = new OffloadRequest();
         request.owner(3, 7);
-        request.probe(LeafOps.PUT, 42, 43, start);
+        request.write(LeafOps.PUT, 42, 43, start);
         long before = System.currentTimeMillis();
         channel.submit(request);
         MemoryNode.Offload sent = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
         assertEquals(3, sent.partition());
         assertEquals(7, sent.epoch());
-        assertEquals(OffloadRequest.PROBE, sent.phase());
+        assertEquals(OffloadRequest.WRITE, sent.phase());
         assertEquals(LeafOps.PUT, sent.op());
         assertEquals(42, sent.key());
         assertEquals(43, sent.value());
         assertEquals(start, sent.start());
-        assertEquals(0, sent.pathLength(), "a probe carries no path");
         long deadline = sent.deadline() - before;
         assertFalse(deadline < 14_000 || deadline > 16_000, "it may start within half the 30 s timeout: " + deadline + " ms");
 
@@ -72,16 +72,17 @@ class ActorOffloadChannelTest {
         assertEquals(start + 1024, request.pathNode(1));
         assertEquals(6, request.pathVersion(1));
 
-        request.execute();
+        assertTrue(request.found());
+        assertEquals(99, request.value());
+
+        request.read(42, start);
         channel.submit(request);
-        MemoryNode.Offload execute = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
-        assertEquals(3, execute.partition(), "the execute names the same owner");
-        assertEquals(7, execute.epoch());
-        assertEquals(2, execute.pathLength());
-        assertEquals(start + 1024, execute.path()[1]);
-        assertEquals(6, execute.versions()[1]);
-        ActorRef<MemoryNode.OffloadResult> replies = execute.replyTo();
-        replies.tell(new MemoryNode.OffloadResult(execute.id(), OffloadRequest.STALE, false, 0, new long[0], new long[0], 0));
+        MemoryNode.Offload read = server.expectMessageClass(MemoryNode.Offload.class, WAIT);
+        assertEquals(3, read.partition(), "every request names the owner");
+        assertEquals(7, read.epoch());
+        assertEquals(OffloadRequest.READ, read.phase());
+        ActorRef<MemoryNode.OffloadResult> replies = read.replyTo();
+        replies.tell(new MemoryNode.OffloadResult(read.id(), OffloadRequest.STALE, false, 0, new long[0], new long[0], 0));
         request.await();
         assertEquals(OffloadRequest.STALE, request.status(), "a refusal reaches the engine thread");
     }

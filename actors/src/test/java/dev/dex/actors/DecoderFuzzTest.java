@@ -105,10 +105,10 @@ class DecoderFuzzTest {
     // ==== offload requests ===================================================================================
 
     /**
-     * An offload as a memory node gets it (any phase, op, key, start and path), validated and, for the phases that
-     * only read (READ, PROBE), run on a valid tree: a refusal ({@link IllegalArgumentException}) or a failed run
-     * (a {@link RuntimeException}, which the memory node answers STALE) is fine; an error or a hang is not. EXECUTE
-     * writes, so it is only validated here.
+     * An offload as a memory node gets it (any phase, op, key and start), validated and, for a READ (which only
+     * reads), run on a valid tree: a refusal ({@link IllegalArgumentException}) or a failed run (a
+     * {@link RuntimeException}, which the memory node answers STALE) is fine; an error or a hang is not. A WRITE
+     * changes the tree the next inputs run on, so it is only validated here.
      */
     static void offload(FuzzedDataProvider data) {
         int phase = data.consumeInt(-1, 3);
@@ -119,23 +119,13 @@ class DecoderFuzzTest {
         long epoch = data.consumeBoolean() ? 0 : data.consumeLong();
         long value = data.consumeLong();
         long start = data.consumeBoolean() ? ROOT : data.consumeLong();
-        int pathLength = data.consumeInt(-2, 40);
-        long[] path = data.consumeBoolean() ? null : new long[data.consumeInt(0, 40)];
-        long[] versions = data.consumeBoolean() ? null : new long[data.consumeInt(0, 40)];
-        for (long[] array : new long[][] {path, versions}) {
-            if (array != null) {
-                for (int i = 0; i < array.length; i++) {
-                    array[i] = data.consumeLong();
-                }
-            }
-        }
         OffloadRequest request;
         try {
-            request = OffloadRequest.received(phase, op, partition, epoch, key, value, start, path, versions, pathLength);
+            request = OffloadRequest.received(phase, op, partition, epoch, key, value, start);
         } catch (IllegalArgumentException refused) {
             return;
         }
-        if (phase == OffloadRequest.EXECUTE) {
+        if (phase == OffloadRequest.WRITE) {
             return;
         }
         try {

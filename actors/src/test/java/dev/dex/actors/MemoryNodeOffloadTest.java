@@ -78,29 +78,28 @@ class MemoryNodeOffloadTest {
         registerOwner(0, 2); // a new owner took partition 0 over at epoch 2
 
         // The refusal's log line is rate-limited across tests (one a second), so only SubtreeExecutorTest checks its text.
-        node.tell(new MemoryNode.Offload(1, OffloadRequest.PROBE, LeafOps.PUT, 0, 0, 7, 70, root, new long[0], new long[0], 0,
+        node.tell(new MemoryNode.Offload(1, OffloadRequest.WRITE, LeafOps.PUT, 0, 0, 7, 70, root,
                 future, replies.getRef()));
         assertEquals(OffloadRequest.STALE, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(),
-                "the superseded owner's probe");
-        node.tell(new MemoryNode.Offload(2, OffloadRequest.READ, LeafOps.LOOKUP, 1, 0, 7, 0, root, new long[0], new long[0], 0,
+                "the superseded owner's write");
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.READ, LeafOps.LOOKUP, 1, 0, 7, 0, root,
                 future, replies.getRef()));
         assertEquals(OffloadRequest.STALE, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(),
                 "a key of partition 0 named as partition 1's (which has no owner)");
         registerOwner(1, 1);
-        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, LeafOps.LOOKUP, 1, 1, 7, 0, root, new long[0], new long[0], 0,
+        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, LeafOps.LOOKUP, 1, 1, 7, 0, root,
                 future, replies.getRef()));
         assertEquals(OffloadRequest.STALE, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(),
                 "partition 1's owner asking for a key of partition 0");
 
-        node.tell(new MemoryNode.Offload(4, OffloadRequest.PROBE, LeafOps.PUT, 0, 2, 7, 70, root, new long[0], new long[0], 0,
+        node.tell(new MemoryNode.Offload(4, OffloadRequest.READ, LeafOps.LOOKUP, 0, 2, 7, 0, root,
                 future, replies.getRef()));
-        MemoryNode.OffloadResult probe = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
-        assertEquals(OffloadRequest.OK, probe.status(), "the current owner's probe");
-        node.tell(new MemoryNode.Offload(5, OffloadRequest.EXECUTE, LeafOps.PUT, 0, 0, 7, 70, root, probe.path(), probe.versions(),
-                probe.pathLength(), future, replies.getRef()));
+        assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(),
+                "the current owner's lookup");
+        node.tell(new MemoryNode.Offload(5, OffloadRequest.WRITE, LeafOps.INSERT, 0, 0, 7, 70, root, future, replies.getRef()));
         assertEquals(OffloadRequest.STALE, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(),
-                "the superseded owner's execute of the same path");
-        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, LeafOps.LOOKUP, 0, 2, 7, 0, root, new long[0], new long[0], 0,
+                "the superseded owner's insert");
+        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, LeafOps.LOOKUP, 0, 2, 7, 0, root,
                 future, replies.getRef()));
         MemoryNode.OffloadResult read = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
         assertEquals(OffloadRequest.OK, read.status());
@@ -120,27 +119,22 @@ class MemoryNodeOffloadTest {
         TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
         long future = System.currentTimeMillis() + 60_000;
 
-        node.tell(new MemoryNode.Offload(1, OffloadRequest.PROBE, LeafOps.PUT, 0, 0, 7, 70, root, new long[0], new long[0], 0, future,
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.WRITE, LeafOps.PUT, 0, 0, 7, 70, root, System.currentTimeMillis() - 1,
                 replies.getRef()));
-        MemoryNode.OffloadResult probe = replies.expectMessageClass(MemoryNode.OffloadResult.class, Duration.ofSeconds(10));
-        assertEquals(OffloadRequest.OK, probe.status(), "the probe ran");
-
-        node.tell(new MemoryNode.Offload(2, OffloadRequest.EXECUTE, LeafOps.PUT, 0, 0, 7, 70, root, probe.path(), probe.versions(),
-                probe.pathLength(), System.currentTimeMillis() - 1, replies.getRef()));
         MemoryNode.OffloadResult late = replies.expectMessageClass(MemoryNode.OffloadResult.class, Duration.ofSeconds(10));
-        assertEquals(OffloadRequest.REJECTED, late.status(), "an execute past its deadline is refused");
+        assertEquals(OffloadRequest.REJECTED, late.status(), "a write past its deadline is refused");
         assertFalse(read(node, replies, root, 7).found(), "and did not put the key");
 
-        node.tell(new MemoryNode.Offload(3, OffloadRequest.EXECUTE, LeafOps.PUT, 0, 0, 7, 70, root, probe.path(), probe.versions(),
-                probe.pathLength(), future, replies.getRef()));
+        node.tell(new MemoryNode.Offload(3, OffloadRequest.WRITE, LeafOps.PUT, 0, 0, 7, 70, root, future, replies.getRef()));
         assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, Duration.ofSeconds(10)).status());
         MemoryNode.OffloadResult found = read(node, replies, root, 7);
-        assertTrue(found.found(), "an execute within its deadline put the key");
+        assertTrue(found.found(), "a write within its deadline put the key");
         assertEquals(70, found.value());
     }
 
     /**
-     * Malformed messages (a missing reply address, an offload without its path) are dropped or refused, and the node
+     * Malformed messages (a missing reply address, a write of a lookup, a phase of an older build's two-message write)
+     * are dropped or refused, and the node
      * goes on serving with its data. Before, each of them threw in the actor, which stopped and gave its region up
      * under the compute nodes using it: one bad message took the index's memory away.
      */
@@ -151,25 +145,20 @@ class MemoryNodeOffloadTest {
         TestProbe<MemoryNode.Description> described = kit.createTestProbe();
         TestProbe<MemoryNode.OffloadResult> replies = kit.createTestProbe();
         long future = System.currentTimeMillis() + 60_000;
-        node.tell(new MemoryNode.Offload(1, OffloadRequest.PROBE, LeafOps.PUT, 0, 0, 7, 70, root, new long[0], new long[0], 0, future,
-                replies.getRef()));
-        MemoryNode.OffloadResult probe = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
-        node.tell(new MemoryNode.Offload(2, OffloadRequest.EXECUTE, LeafOps.PUT, 0, 0, 7, 70, root, probe.path(), probe.versions(),
-                probe.pathLength(), future, replies.getRef()));
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.WRITE, LeafOps.PUT, 0, 0, 7, 70, root, future, replies.getRef()));
         assertEquals(OffloadRequest.OK, replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT).status(), "key 7 is put");
 
         // Each of these stopped the actor before.
         node.tell(new MemoryNode.Describe(null));
         node.tell(new MemoryNode.AllocateChunk(null));
-        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, root, null, null, 0, 0, null));
-        node.tell(new MemoryNode.Offload(4, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, root, null, new long[0], 0, 0,
+        node.tell(new MemoryNode.Offload(3, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, root, 0, null));
+        node.tell(new MemoryNode.Offload(4, OffloadRequest.WRITE, LeafOps.LOOKUP, 0, 0, 7, 0, root, 0,
                 replies.getRef()));
-        node.tell(new MemoryNode.Offload(5, OffloadRequest.EXECUTE, LeafOps.PUT, 0, 0, 7, 1, root, new long[3], null, 2, future,
-                replies.getRef()));
+        node.tell(new MemoryNode.Offload(5, 1, LeafOps.PUT, 0, 0, 7, 1, root, future, replies.getRef()));
         for (long id : new long[] {4, 5}) {
             MemoryNode.OffloadResult refused = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
             assertEquals(id, refused.id());
-            assertEquals(OffloadRequest.STALE, refused.status(), "offload " + id + " without its path is refused");
+            assertEquals(OffloadRequest.STALE, refused.status(), "malformed offload " + id + " is refused");
         }
 
         // Still serving, with its data: it describes itself, grants chunks, and reads key 7 back.
@@ -179,7 +168,7 @@ class MemoryNodeOffloadTest {
         node.tell(new MemoryNode.AllocateChunk(chunks.getRef()));
         MemoryNode.ChunkGranted chunk = chunks.expectMessageClass(MemoryNode.ChunkGranted.class, WAIT);
         assertTrue(chunk.error() == null && chunk.address() != 0, chunk.toString());
-        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, root, new long[0], new long[0], 0, 0,
+        node.tell(new MemoryNode.Offload(6, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, root, 0,
                 replies.getRef()));
         MemoryNode.OffloadResult found = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
         assertEquals(OffloadRequest.OK, found.status());
@@ -200,12 +189,11 @@ class MemoryNodeOffloadTest {
         long outside = dev.dex.rdma.GlobalAddress.of(0, 16L << 20);
         MemoryNode.OffloadResult refused = org.apache.pekko.actor.testkit.typed.javadsl.LoggingTestKit
                 .warn("lies outside memory server 0's region of 16777216 bytes").expect(kit.system(), () -> {
-                    node.tell(new MemoryNode.Offload(1, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, outside, new long[0],
-                            new long[0], 0, 0, replies.getRef()));
+                    node.tell(new MemoryNode.Offload(1, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, 7, 0, outside, 0, replies.getRef()));
                     return replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
                 });
         assertEquals(OffloadRequest.STALE, refused.status());
-        node.tell(new MemoryNode.Offload(2, OffloadRequest.PROBE, LeafOps.PUT, 0, 0, 7, 70, root() + 3, new long[0], new long[0], 0, 0,
+        node.tell(new MemoryNode.Offload(2, OffloadRequest.WRITE, LeafOps.PUT, 0, 0, 7, 70, root() + 3, 0,
                 replies.getRef()));
         MemoryNode.OffloadResult misaligned = replies.expectMessageClass(MemoryNode.OffloadResult.class, WAIT);
         assertEquals(OffloadRequest.STALE, misaligned.status(), "a misaligned node address is refused too");
@@ -214,7 +202,7 @@ class MemoryNodeOffloadTest {
 
     private static MemoryNode.OffloadResult read(ActorRef<MemoryNode.Command> node, TestProbe<MemoryNode.OffloadResult> replies,
                                                  long root, long key) {
-        node.tell(new MemoryNode.Offload(9, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, key, 0, root, new long[0], new long[0], 0, 0,
+        node.tell(new MemoryNode.Offload(9, OffloadRequest.READ, LeafOps.LOOKUP, 0, 0, key, 0, root, 0,
                 replies.getRef()));
         MemoryNode.OffloadResult result = replies.expectMessageClass(MemoryNode.OffloadResult.class, Duration.ofSeconds(10));
         assertEquals(OffloadRequest.OK, result.status());

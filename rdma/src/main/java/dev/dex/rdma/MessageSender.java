@@ -16,4 +16,7 @@ public interface MessageSender {
      * @throws FabricException          when the transport fails
      */
     int send(int serverId, DirectBuffer message, int offset, int length, MutableDirectBuffer reply, int replyOffset);
+
+    /** How long {@link #send} waits for an answer before it gives up on it (and throws {@link FabricException}). */
+    java.time.Duration timeout();
 }

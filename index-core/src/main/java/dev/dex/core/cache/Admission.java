@@ -92,13 +92,15 @@ final class Admission {
         }
         boolean sharedGuess = d == 0 ? engine.partitions.count() > 1 : path.childRangeShared(d - 1);
         int level = d == 0 ? -1 : path.viewAt[d - 1].level() - 1;
+        long low = d == 0 ? 0 : path.slotLow(d - 1);
+        long high = d == 0 ? 0 : path.slotHigh(d - 1);
         if (d > 0 && path.frameAt[d - 1] != NO_FRAME && !arena.validate(path.frameAt[d - 1], path.versionAt[d - 1])) {
             return RESOLVE_RESTART;
         }
         counts.accept(CacheStats.MISSES);
         if (!sharedGuess && op != NO_OFFLOAD && d > 0 && path.frameAt[d - 1] != NO_FRAME && offloader.eligible(level)
                 && offloader.wants(level)) {
-            return offloader.run(address, path.frameAt[d - 1], path.versionAt[d - 1], level, op, key, value, partition)
+            return offloader.run(address, path.frameAt[d - 1], path.versionAt[d - 1], level, low, high, op, key, value, partition)
                     ? OFFLOADED : RESOLVE_RESTART;
         }
         return miss(address, d, sharedGuess, searchKey) ? RESOLVE_SET : RESOLVE_RESTART;
@@ -130,7 +132,7 @@ final class Admission {
         }
         if (!current) {
             if (engine.rootFrame.compareAndSet(rf, NO_FRAME)) {
-                arena.unpin(rf);
+                engine.unpinFormerRoot(rf);
             }
             return ROOT_RESTART;
         }
@@ -161,10 +163,14 @@ final class Admission {
         }
         if (state == COOLING) {
             // No cached parent to swizzle it into: take it out of the cooling map as an orphan, so that a
-            // cooling frame never gains swizzled children.
+            // cooling frame never gains swizzled children. An orphan is an escape; a write in flight above it
+            // may have made its image stale, so then it is not used.
             if (arena.tryUpgrade(f, v)) {
-                reheat(f);
-                arena.parent(f, NO_FRAME);
+                NodeView view = arena.wrap(path.frameViewAt[d], f);
+                if (engine.exclusion.enterFrame(f, view.lowFence(), view.highFence(), view.level())) {
+                    reheat(f);
+                    arena.parent(f, NO_FRAME);
+                }
                 arena.unlock(f);
             }
             return false;
@@ -193,6 +199,18 @@ final class Admission {
         }
         int pf = path.frameAt[d - 1];
         if (pf != NO_FRAME && !lockHotParent(pf, path.versionAt[d - 1])) {
+            arena.reset(f);
+            arena.unlock(f);
+            frames.giveBack(f);
+            markers.release(address);
+            return;
+        }
+        if ((pf == NO_FRAME || arena.flag(pf, SHARED))
+                && !engine.exclusion.enterFrame(f, image.lowFence(), image.highFence(), image.level())) {
+            // An escape (no cached parent, or a shared one that may be stale) below an offloaded write in flight.
+            if (pf != NO_FRAME) {
+                arena.unlock(pf);
+            }
             arena.reset(f);
             arena.unlock(f);
             frames.giveBack(f);
@@ -234,10 +252,10 @@ final class Admission {
     private void installRoot(int f, long address) {
         if (engine.rootFrame.compareAndSet(NO_FRAME, f)) {
             if (engine.rootAddress.get() != address && engine.rootFrame.compareAndSet(f, NO_FRAME)) {
-                arena.unpin(f);
+                engine.unpinFormerRoot(f);
             }
         } else {
-            arena.unpin(f);
+            engine.unpinFormerRoot(f);
         }
     }
 
@@ -251,6 +269,14 @@ final class Admission {
         if (!arena.tryUpgrade(f, v)) {
             arena.unlock(pf);
             return;
+        }
+        if (arena.flag(pf, SHARED)) {
+            NodeView view = arena.wrap(path.frameViewAt[d], f);
+            if (!engine.exclusion.enterFrame(f, view.lowFence(), view.highFence(), view.level())) {
+                arena.unlock(f);
+                arena.unlock(pf);
+                return;
+            }
         }
         reheat(f);
         arena.parent(f, pf);
@@ -296,6 +322,18 @@ final class Admission {
             return false;
         }
         markers.hold(address);
+        if (d > 0 && !sharedGuess && path.sharedAt[d - 1]) {
+            // An owned node reached through a shared image, which may be stale: an escape for the rest of this
+            // operation, entered before the read (OffloadExclusion). A child's low fence is its slot's low bound
+            // in every image of a parent that points to it.
+            OffloadExclusion.Range escape = engine.exclusion.enterDescent(path.slotLow(d - 1), path.slotHigh(d - 1),
+                    path.viewAt[d - 1].level() - 1);
+            if (escape == null) {
+                markers.release(address);
+                return false;
+            }
+            markers.hold(escape);
+        }
         NodeView image = path.scratchAt[d];
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {

@@ -3,11 +3,13 @@ package dev.dex.core.cache;
 /**
  * What a {@link DexEngine}'s sessions did: node accesses served from a frame (hits) or by a remote read
  * (misses), nodes admitted into frames, frames cooled and evicted, stale shared nodes refreshed,
- * operations restarted, operations completed by offloading, offloads that fell back to the cache, and nodes
- * read wider than their parent's slot and clipped to it (a split seen half-written, see docs/durability.md).
+ * operations restarted, operations completed by offloading, offloads that fell back to the cache, nodes
+ * read wider than their parent's slot and clipped to it (a split seen half-written, see docs/durability.md), and
+ * offloaded writes not sent because something below the missed node was cached or in use here (counted among the
+ * fallbacks too; docs/offloading.md).
  */
 public record CacheStats(long hits, long misses, long admissions, long coolings, long evictions, long refreshes,
-                         long restarts, long offloads, long offloadFallbacks, long repairs) {
+                         long restarts, long offloads, long offloadFallbacks, long repairs, long offloadsExcluded) {
     static final int HITS = 0;
     static final int MISSES = 1;
     static final int ADMISSIONS = 2;
@@ -18,11 +20,12 @@ public record CacheStats(long hits, long misses, long admissions, long coolings,
     static final int OFFLOADS = 7;
     static final int OFFLOAD_FALLBACKS = 8;
     static final int REPAIRS = 9;
-    static final int COUNTERS = 10;
+    static final int OFFLOADS_EXCLUDED = 10;
+    static final int COUNTERS = 11;
 
     static CacheStats of(long[] c) {
         return new CacheStats(c[HITS], c[MISSES], c[ADMISSIONS], c[COOLINGS], c[EVICTIONS], c[REFRESHES], c[RESTARTS],
-                c[OFFLOADS], c[OFFLOAD_FALLBACKS], c[REPAIRS]);
+                c[OFFLOADS], c[OFFLOAD_FALLBACKS], c[REPAIRS], c[OFFLOADS_EXCLUDED]);
     }
 
     /** hits / (hits + misses), or NaN before any node access. */

@@ -82,6 +82,8 @@ public final class DexEngine implements PartitionedEngine {
     final OffloadChannel offloadChannel;
     /** This engine's changes to remote memory, for one-message offloaded lookups; counted only when offloading. */
     final RemoteChanges remoteChanges = new RemoteChanges();
+    /** Escapes and offloaded writes in flight, for one-message offloaded writes; kept only when offloading. */
+    final OffloadExclusion exclusion;
 
     /** held[p] values: not held, held, being recovered by acquire (only its replay session enters). */
     static final int NOT_HELD = 0;
@@ -126,6 +128,7 @@ public final class DexEngine implements PartitionedEngine {
         this.instanceId = instanceId;
         this.arena = new FrameArena(config.cacheBytes());
         this.cooling = new CoolingMap(Math.max(1, arena.frames()), config.coolingRatio());
+        this.exclusion = new OffloadExclusion(arena.frames(), this.offloadChannel == null ? 0 : subtreeLevel);
         this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
         this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
@@ -558,8 +561,19 @@ public final class DexEngine implements PartitionedEngine {
         int old = rootFrame.get();
         // Whoever clears the root frame drops its pin: exactly once.
         if (old != NO_FRAME && rootFrame.compareAndSet(old, NO_FRAME)) {
-            arena.unpin(old);
+            unpinFormerRoot(old);
         }
+    }
+
+    /**
+     * Drops the pin of a frame that was (or was about to be) the cached root and no longer is. It stays cached with
+     * no parent until it is cooled, so it becomes an escape ({@link OffloadExclusion}) first: pinned, it is not
+     * cooled or evicted meanwhile, and its node's low fence and level do not change.
+     */
+    void unpinFormerRoot(int frame) {
+        NodeView view = arena.wrap(new NodeView(), frame);
+        exclusion.enterOrphan(frame, view.lowFence(), view.highFence(), view.level());
+        arena.unpin(frame);
     }
 
     // ---- statistics -------------------------------------------------------------------------------------

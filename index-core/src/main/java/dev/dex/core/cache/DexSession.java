@@ -87,7 +87,7 @@ public final class DexSession implements IndexSession {
         FrameWriter writer = new FrameWriter(engine);
         SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
-        this.markers = new Markers(engine.mapping, H + 4);
+        this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
         this.offloader = new Offloader(engine, markers, random, this::count);
         this.log = new GroupCommit(engine);
         this.path = new SessionPath(engine, markers, remote);

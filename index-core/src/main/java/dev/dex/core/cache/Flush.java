@@ -179,6 +179,7 @@ final class Flush {
                 arena.unpin(frame);
             }
             engine.mapping.remove(address, frame);
+            engine.exclusion.leaveFrame(frame);
             arena.reset(frame);
         } finally {
             arena.unlock(frame);

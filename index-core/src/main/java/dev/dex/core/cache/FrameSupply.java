@@ -201,6 +201,7 @@ final class FrameSupply {
             writer.writeBack(f);
         }
         mapping.remove(arena.address(f), f);
+        engine.exclusion.leaveFrame(f);
         arena.reset(f);
         arena.unlock(f);
         counts.accept(CacheStats.EVICTIONS);

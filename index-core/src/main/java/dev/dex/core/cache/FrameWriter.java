@@ -23,6 +23,7 @@ final class FrameWriter {
     private final NodeView out = new NodeView().wrap(
             new UnsafeBuffer(BufferUtil.allocateDirectAligned(NodeHeaderDescriptor.NODE_LENGTH, 64)), 0);
     private final NodeView frameView = new NodeView();
+    private final NodeView orphanView = new NodeView();
     private long pagesWritten;
 
     FrameWriter(DexEngine engine) {
@@ -73,7 +74,10 @@ final class FrameWriter {
         }
     }
 
-    /** Turns swizzled pointers of the locked {@code inner} into addresses; their frames lose their parent. */
+    /**
+     * Turns swizzled pointers of the locked {@code inner} into addresses; their frames lose their parent and become
+     * escapes ({@link OffloadExclusion}).
+     */
     void orphanChildren(NodeView inner) {
         if (inner.isLeaf()) {
             return;
@@ -84,8 +88,19 @@ final class FrameWriter {
                 int child = (int) GlobalAddress.unswizzle(pointer);
                 inner.child(i, arena.address(child));
                 arena.parent(child, NO_FRAME);
+                orphaned(child);
             }
         }
+    }
+
+    /**
+     * Frame {@code child} lost its cached parent, whose lock this thread holds: it is an escape from now on. Its low
+     * fence and level do not change while it caches the same node, and it cannot leave the cache meanwhile (it was
+     * swizzled under the locked parent until now).
+     */
+    void orphaned(int child) {
+        NodeView view = arena.wrap(orphanView, child);
+        engine.exclusion.enterOrphan(child, view.lowFence(), view.highFence(), view.level());
     }
 
     /** Index of the slot of {@code parent}'s image that holds a swizzled pointer to {@code child}, or -1. */

@@ -10,17 +10,29 @@ package dev.dex.core.cache;
  * Concurrency: owned by one {@link DexSession}, so by one thread. A marker is taken by the session itself
  * (MappingTable.putIfAbsent of IO, which fails when another thread holds one or the node is cached) and then
  * recorded here with {@link #hold}; {@link #release} and {@link #releaseAll} remove the table's entry only if it
- * is still this IO marker; {@link #forget} stops tracking a marker the session replaced by a frame.
+ * is still this IO marker; {@link #forget} stops tracking a marker the session replaced by a frame. The ranges
+ * the operation entered in the engine's {@link OffloadExclusion} (a write in flight, descents into owned nodes
+ * below shared ones) are held the same way and left with the markers.
  * </pre>
  */
 final class Markers {
     private final MappingTable mapping;
+    private final OffloadExclusion exclusion;
     private final long[] addresses;
     private int count;
+    private final java.util.ArrayList<OffloadExclusion.Range> ranges = new java.util.ArrayList<>(4);
 
-    Markers(MappingTable mapping, int capacity) {
+    Markers(MappingTable mapping, OffloadExclusion exclusion, int capacity) {
         this.mapping = mapping;
+        this.exclusion = exclusion;
         this.addresses = new long[capacity];
+    }
+
+    /** Records a range this operation entered in the engine's exclusion; left by {@link #releaseAll}. */
+    void hold(OffloadExclusion.Range range) {
+        if (range != OffloadExclusion.NOTHING) {
+            ranges.add(range);
+        }
     }
 
     /** Records a marker this session has just put into the mapping table. */
@@ -58,10 +70,13 @@ final class Markers {
         }
     }
 
-    /** Releases every marker this session holds. */
+    /** Releases every marker and every exclusion range this session holds. */
     void releaseAll() {
         while (count > 0) {
             mapping.remove(addresses[--count], MappingTable.IO);
+        }
+        for (int i = ranges.size() - 1; i >= 0; i--) {
+            exclusion.release(ranges.remove(i));
         }
     }
 }

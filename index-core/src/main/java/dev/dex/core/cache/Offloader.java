@@ -4,6 +4,7 @@ import java.util.SplittableRandom;
 import java.util.function.IntConsumer;
 
 import dev.dex.core.log.RedoLog;
+import dev.dex.core.node.NodeView;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.CostModel;
 import dev.dex.core.offload.OffloadChannel;
@@ -13,23 +14,27 @@ import dev.dex.rdma.GlobalAddress;
 
 /**
  * One session's offloading of cache misses to the memory side (paper §6, {@code docs/offloading.md}): which
- * misses may go, whether the cost model wants them to, and the protocol that runs one (a lookup in one message,
- * validated afterwards; a write as a probe and an execute, with the IO markers of the whole path held between).
- * It owns the session's cost model and its reusable {@link OffloadRequest}.
+ * misses may go, whether the cost model wants them to, and the protocol that runs one, in one message: a lookup
+ * validated afterwards, a write after the engine's {@link OffloadExclusion} showed that nothing below the missed
+ * node is cached here but through it. It owns the session's cost model and its reusable {@link OffloadRequest}.
  *
  * <pre>
  * Concurrency: owned by one {@link DexSession}, so by one thread; the request is handed to the channel's
  * memory-side thread and back through OffloadRequest's volatile completion. What it shares with other threads
  * it takes by their rules: IO markers through the mapping table (held in the session's {@link Markers}), the
- * missed node's parent frame pinned (so no cooler takes it) and validated at its version, and the engine's
- * RemoteChanges clock for the after-the-fact check of a lookup.
+ * missed node's parent frame pinned (so no cooler takes it) and validated at its version, the engine's
+ * RemoteChanges clock for the after-the-fact check of a lookup, a write's range entered in the exclusion (held
+ * with the markers until the operation ends), and a stale cooling copy dropped under its cooling bucket's monitor
+ * with its frame's lock tried, as an eviction does.
  * </pre>
  */
 final class Offloader {
     private final DexEngine engine;
     private final FrameArena arena;
     private final MappingTable mapping;
+    private final CoolingMap cooling;
     private final Markers markers;
+    private final NodeView view = new NodeView();
     private final SplittableRandom random;
     /** Counts offloads and fallbacks in the session's statistics. */
     private final IntConsumer counts;
@@ -47,6 +52,7 @@ final class Offloader {
         this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
+        this.cooling = engine.cooling;
         this.markers = markers;
         this.random = random;
         this.counts = counts;
@@ -95,21 +101,24 @@ final class Offloader {
     }
 
     /**
-     * Runs the rest of the operation on the memory server of {@code address}. A write goes in two phases.
-     * The probe reports the path from the missed node to the leaf; this thread then takes the IO marker of
-     * every node on it, which fails (and falls back to the caching path) if any of them is cached or in use
-     * here. With all markers held no thread of this compute node can read or write those nodes, and no
-     * other compute node writes owned nodes, so the execute phase, which re-checks every node's version,
-     * runs the operation on the current nodes and leaves no cached copy stale. A lookup goes in one
-     * message, validated afterwards: the same markers, and no change by this compute node to a node of the
-     * path while the message was out ({@link RemoteChanges}), show that what the memory side read was the
-     * latest image of every node on the path. The parent stays pinned meanwhile so it is not cooled.
+     * Runs the rest of the operation on the memory server of {@code address}, in one message. A lookup is
+     * validated afterwards: the IO markers of every node on the path the memory side reported, and no change by
+     * this compute node to any of them while the message was out ({@link RemoteChanges}), show that what the
+     * memory side read was the latest image of every node on the path. A write is checked before it is sent:
+     * its range, entered in the engine's {@link OffloadExclusion}, must hold no escape (a frame below the missed
+     * node that is cached here but not through it) and no other write; from then until the operation ends no
+     * escape can enter it, so nothing below the missed node is cached or read here but through the node, whose
+     * IO marker this thread holds. The memory side then runs the operation on the latest images; afterwards a
+     * cooling copy of the leaf it changed (clean, and unreachable meanwhile) is dropped. The parent stays pinned
+     * meanwhile so it is not cooled.
      *
      * @param parent        the missed node's parent's frame, read at {@code parentVersion}
+     * @param low           the missed node's range {@code (low, high]}, from its slot in the parent's image
      * @return true when the operation was completed by offloading ({@link #found}, {@link #value}); false when
      *         the caller restarts it (the node is in use, the parent changed, or the offload fell back)
      */
-    boolean run(long address, int parent, long parentVersion, int level, int op, long key, long newValue, int partition) {
+    boolean run(long address, int parent, long parentVersion, int level, long low, long high, int op, long key, long newValue,
+                int partition) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return false;
         }
@@ -127,29 +136,38 @@ final class Offloader {
             // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
             RedoLog log = engine.logs.get(partition);
             offload.owner(partition, log == null ? 0 : log.epoch());
-            long sentAt = 0;
             if (lookup) {
-                sentAt = engine.remoteChanges.now();
+                long sentAt = engine.remoteChanges.now();
                 offload.read(key, address);
-            } else {
-                offload.probe(op, key, newValue, address);
-            }
-            if (!send() || !holdPathMarkers(address)) {
-                return fallBack(start, level, timed);
-            }
-            if (lookup) {
+                if (!send() || !holdPathMarkers(address)) {
+                    return fallBack(start, level, timed);
+                }
                 for (int i = 0; i < offload.pathLength(); i++) {
                     if (engine.remoteChanges.changedSince(offload.pathNode(i), sentAt)) {
                         return fallBack(start, level, timed);
                     }
                 }
             } else {
-                // Not a RemoteChanges change: a read on another memory-side thread that overlaps this execute
-                // sees the node marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
-                offload.execute();
+                OffloadExclusion.Range range = engine.exclusion.beginWrite(low, high, level);
+                if (range == null) {
+                    counts.accept(CacheStats.OFFLOADS_EXCLUDED);
+                    return fallBack();
+                }
+                markers.hold(range);
+                // Not a RemoteChanges change: a read on another memory-side thread that overlaps this write sees the
+                // leaf marked (SubtreeExecutor's seqlock), and one that does not is linearizable.
+                offload.write(op, key, newValue, address);
                 if (!send()) {
+                    // Not run (a split needed, a node being written, not the owner), or, when the channel gave up on
+                    // it (REJECTED), perhaps run with its answer lost: the caching path then applies the operation to
+                    // the leaf as it finds it (docs/offloading.md, "A lost answer").
                     return fallBack(start, level, timed);
                 }
+                if (!validPath(address)) {
+                    throw new IllegalStateException("memory server " + GlobalAddress.serverId(address) + " ran an offloaded write but"
+                            + " reported a path that does not start at " + GlobalAddress.toString(address) + " on that server");
+                }
+                dropCoolingCopy(offload.pathNode(offload.pathLength() - 1));
             }
             if (timed) {
                 costModel.recordOffload(System.nanoTime() - start);
@@ -169,6 +187,21 @@ final class Offloader {
      * its server could have taken.
      */
     private boolean holdPathMarkers(long start) {
+        if (!validPath(start)) {
+            return false;
+        }
+        for (int i = 1; i < offload.pathLength(); i++) {
+            long node = offload.pathNode(i);
+            if (mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+                return false;
+            }
+            markers.hold(node);
+        }
+        return true;
+    }
+
+    /** Whether the reported path is one a walk from {@code start} on its server could have taken. */
+    private boolean validPath(long start) {
         int length = offload.pathLength();
         if (length < 1 || offload.pathNode(0) != start) {
             return false;
@@ -176,13 +209,53 @@ final class Offloader {
         int server = GlobalAddress.serverId(start);
         for (int i = 1; i < length; i++) {
             long node = offload.pathNode(i);
-            if (GlobalAddress.isSwizzled(node) || GlobalAddress.serverId(node) != server
-                    || mapping.putIfAbsent(node, MappingTable.IO) != MappingTable.ABSENT) {
+            if (GlobalAddress.isSwizzled(node) || GlobalAddress.serverId(node) != server) {
                 return false;
             }
-            markers.hold(node);
         }
         return true;
+    }
+
+    /**
+     * Drops the cooling copy of the leaf at {@code address}, if this compute node holds one: an offloaded write just
+     * changed the leaf in remote memory. A cooling frame is clean, so nothing is lost. The leaf cannot be cached
+     * otherwise (hot) here: the write's range held no escape, and none could enter it since.
+     */
+    private void dropCoolingCopy(long address) {
+        long mapped = mapping.get(address);
+        if (mapped >= 0) {
+            drop((int) mapped, address);
+        }
+    }
+
+    /** Takes cooling frame {@code f} of {@code address} out of the cache, as an eviction does, without a write-back. */
+    private void drop(int f, long address) {
+        int bucket = cooling.bucketOf(address);
+        while (true) {
+            synchronized (cooling.monitor(bucket)) {
+                if (arena.tryLock(f)) {
+                    try {
+                        if (arena.address(f) != address || mapping.get(address) != f) {
+                            return; // evicted meanwhile
+                        }
+                        if (arena.state(f) != FrameHeaderDescriptor.COOLING || arena.flag(f, FrameHeaderDescriptor.DIRTY)) {
+                            throw new IllegalStateException("an offloaded write changed a leaf cached here: "
+                                    + arena.wrap(view, f));
+                        }
+                        cooling.remove(bucket, f);
+                        mapping.remove(address, f);
+                        engine.exclusion.leaveFrame(f);
+                        arena.reset(f);
+                    } finally {
+                        arena.unlock(f);
+                    }
+                    engine.returnFrame(f);
+                    counts.accept(CacheStats.EVICTIONS);
+                    return;
+                }
+            }
+            Thread.onSpinWait();
+        }
     }
 
     /** Sends the offload request, waits for the answer, counts the two-sided message. */

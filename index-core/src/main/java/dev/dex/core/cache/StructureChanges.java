@@ -107,6 +107,7 @@ final class StructureChanges {
                     fresh.child(slot, pointer);
                 } else {
                     arena.parent(child, NO_FRAME);
+                    writer.orphaned(child);
                 }
             }
         }

@@ -11,7 +11,8 @@ import dev.dex.rdma.MessageSender;
  * Sends each phase of an offloaded operation as a two-sided message over the fabric ({@code tcp}) to the memory
  * server of its start node, whose {@link OffloadMessageHandler} runs it; the answer comes back on the same
  * connection. A message that cannot be delivered (the server has no handler, the connection broke) answers the
- * request {@link OffloadRequest#REJECTED}, so the engine falls back to its caching path.
+ * request {@link OffloadRequest#REJECTED}, so the engine falls back to its caching path. Each message carries a
+ * deadline of half the sender's timeout, after which the memory server does not start it.
  *
  * <p>Concurrency: {@link #submit} runs on the compute thread and completes the request before it returns; each
  * thread encodes into buffers of its own.
@@ -30,7 +31,9 @@ public final class MessageOffloadChannel implements OffloadChannel {
     @Override
     public void submit(OffloadRequest request) {
         UnsafeBuffer[] pair = buffers.get();
-        int length = OffloadMessageDescriptor.encodeRequest(request, pair[0]);
+        // Not started after half the sender's timeout, so never after this side gave up (OffloadMessageDescriptor).
+        long deadline = System.currentTimeMillis() + Math.max(1, sender.timeout().toMillis() / 2);
+        int length = OffloadMessageDescriptor.encodeRequest(request, deadline, pair[0]);
         try {
             int answer = sender.send(GlobalAddress.serverId(request.start()), pair[0], 0, length, pair[1], 0);
             OffloadMessageDescriptor.decodeAnswer(pair[1], answer, request);

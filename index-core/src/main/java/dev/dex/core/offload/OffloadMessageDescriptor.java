@@ -11,10 +11,10 @@ import dev.dex.core.tree.TreeConfig;
  *
  * <p>Request:
  * <pre>
- *   0       1    2             3     4           8       16          24        32            40
- *  +-------+----+-------------+-----+-----------+-------+-----------+---------+-------------+-----------------------------------
- *  | phase | op | path length | pad | partition |  key  | new value |  start  | owner epoch | path length x (address, version)
- *  +-------+----+-------------+-----+-----------+-------+-----------+---------+-------------+-----------------------------------
+ *   0       1    2     4           8       16          24        32            40         48
+ *  +-------+----+-----+-----------+-------+-----------+---------+-------------+----------+
+ *  | phase | op | pad | partition |  key  | new value |  start  | owner epoch | deadline |
+ *  +-------+----+-----+-----------+-------+-----------+---------+-------------+----------+
  * </pre>
  * Answer:
  * <pre>
@@ -23,10 +23,13 @@ import dev.dex.core.tree.TreeConfig;
  *  | status | found | path length | pad | value | path length x (address, version)
  *  +--------+-------+-------------+-----+-------+-----------------------------------
  * </pre>
- * A probe's or a read's request carries no path; an execute's carries the probe's. An answer carries the path
- * only for a successful probe or read. A path is at most {@link TreeConfig#MAX_HEIGHT} long, so both fit in
- * {@link #MAX_LENGTH} bytes (296 with 16 levels).
+ * An answer carries the path only for a request that ran ({@code OK}). A path is at most
+ * {@link TreeConfig#MAX_HEIGHT} long, so an answer fits in {@link #MAX_LENGTH} bytes (272 with 16 levels).
  * The partition and the owner epoch say whose the request is; the memory server checks them (OwnershipTable).
+ * The deadline (wall-clock milliseconds, 0 for none) is when the memory server must no longer start it: half the
+ * sender's timeout after sending, so a request never runs after its sender gave up on it and fell back (a write
+ * that ran late could undo later writes; the hosts' clocks must agree within half the timeout, as for the
+ * cluster's channel).
  */
 final class OffloadMessageDescriptor {
     static final int PHASE_OFFSET = 0;
@@ -37,7 +40,8 @@ final class OffloadMessageDescriptor {
     static final int NEW_VALUE_OFFSET = 16;
     static final int START_OFFSET = 24;
     static final int EPOCH_OFFSET = 32;
-    static final int REQUEST_PATH_OFFSET = 40;
+    static final int DEADLINE_OFFSET = 40;
+    static final int REQUEST_LENGTH = 48;
 
     static final int STATUS_OFFSET = 0;
     static final int FOUND_OFFSET = 1;
@@ -45,53 +49,44 @@ final class OffloadMessageDescriptor {
     static final int ANSWER_PATH_OFFSET = 16;
 
     static final int PATH_ENTRY_LENGTH = 16;
-    static final int MAX_LENGTH = REQUEST_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH;
+    static final int MAX_LENGTH = Math.max(REQUEST_LENGTH, ANSWER_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH);
 
     private OffloadMessageDescriptor() {
     }
 
-    /** Writes {@code request}'s current phase; returns the message length. */
-    static int encodeRequest(OffloadRequest request, MutableDirectBuffer out) {
-        int pathLength = request.phase() == OffloadRequest.EXECUTE ? request.pathLength() : 0;
+    /** Writes {@code request} with {@code deadline} (wall-clock milliseconds, 0 for none); returns the message length. */
+    static int encodeRequest(OffloadRequest request, long deadline, MutableDirectBuffer out) {
         out.putByte(PHASE_OFFSET, (byte) request.phase());
         out.putByte(OP_OFFSET, (byte) request.op());
-        out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);
+        out.putShort(OP_OFFSET + 1, (short) 0);
         out.putInt(PARTITION_OFFSET, request.partition());
         out.putLong(KEY_OFFSET, request.key());
         out.putLong(NEW_VALUE_OFFSET, request.newValue());
         out.putLong(START_OFFSET, request.start());
         out.putLong(EPOCH_OFFSET, request.epoch());
-        for (int i = 0; i < pathLength; i++) {
-            out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH, request.pathNode(i));
-            out.putLong(REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES, request.pathVersion(i));
-        }
-        return REQUEST_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH;
+        out.putLong(DEADLINE_OFFSET, deadline);
+        return REQUEST_LENGTH;
     }
 
     /** Rebuilds a request from a message; a malformed one throws {@link IllegalArgumentException} saying why. */
     static OffloadRequest decodeRequest(DirectBuffer message, int offset, int length) {
-        if (length < REQUEST_PATH_OFFSET) {
-            throw new IllegalArgumentException("an offload message of " + length + " bytes is shorter than its header");
-        }
-        int pathLength = message.getByte(offset + PATH_LENGTH_OFFSET) & 0xFF;
-        if (pathLength > TreeConfig.MAX_HEIGHT || length != REQUEST_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH) {
-            throw new IllegalArgumentException("an offload message of " + length + " bytes claims a path of " + pathLength + " nodes");
-        }
-        long[] path = new long[pathLength];
-        long[] versions = new long[pathLength];
-        for (int i = 0; i < pathLength; i++) {
-            path[i] = message.getLong(offset + REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH);
-            versions[i] = message.getLong(offset + REQUEST_PATH_OFFSET + i * PATH_ENTRY_LENGTH + Long.BYTES);
+        if (length != REQUEST_LENGTH) {
+            throw new IllegalArgumentException("an offload message of " + length + " bytes, where one has " + REQUEST_LENGTH);
         }
         return OffloadRequest.received(message.getByte(offset + PHASE_OFFSET), message.getByte(offset + OP_OFFSET),
-                message.getInt(offset + PARTITION_OFFSET), message.getLong(offset + EPOCH_OFFSET), message.getLong(offset + KEY_OFFSET), message.getLong(offset + NEW_VALUE_OFFSET),
-                message.getLong(offset + START_OFFSET), path, versions, pathLength);
+                message.getInt(offset + PARTITION_OFFSET), message.getLong(offset + EPOCH_OFFSET), message.getLong(offset + KEY_OFFSET),
+                message.getLong(offset + NEW_VALUE_OFFSET), message.getLong(offset + START_OFFSET));
+    }
+
+    /** The deadline of a request message that {@link #decodeRequest} accepted. */
+    static long deadline(DirectBuffer message, int offset) {
+        return message.getLong(offset + DEADLINE_OFFSET);
     }
 
     /** Writes the memory side's outcome of {@code request}; returns the answer's length. */
     static int encodeAnswer(OffloadRequest request, MutableDirectBuffer out) {
         int status = request.status();
-        int pathLength = status == OffloadRequest.OK && request.phase() != OffloadRequest.EXECUTE ? request.pathLength() : 0;
+        int pathLength = status == OffloadRequest.OK ? request.pathLength() : 0;
         out.putByte(STATUS_OFFSET, (byte) status);
         out.putByte(FOUND_OFFSET, (byte) (request.found() ? 1 : 0));
         out.putByte(PATH_LENGTH_OFFSET, (byte) pathLength);

@@ -9,10 +9,11 @@ import dev.dex.rdma.Region;
 /**
  * The memory side of offloading over a fabric that carries messages ({@code tcp}): decodes an offloaded
  * operation's phase ({@link OffloadMessageDescriptor}), runs it with a {@link SubtreeExecutor} on the server's
- * region, and answers. The transport's threads that deliver messages are the memory-side threads.
+ * region, and answers. The transport's threads that deliver messages are the memory-side threads. A request past
+ * its deadline is answered {@link OffloadRequest#STALE} without running: its sender has given up on it.
  *
- * <p>Concurrency: each delivering thread has an executor of its own (a thread-local); the compute side's IO
- * markers make the nodes of an execute phase exclusive, as for {@link LocalOffloadChannel}.
+ * <p>Concurrency: each delivering thread has an executor of its own (a thread-local); the compute side keeps a
+ * write's subtree to itself ({@code OffloadExclusion}), as for {@link LocalOffloadChannel}.
  */
 public final class OffloadMessageHandler implements MessageHandler {
     private final ThreadLocal<SubtreeExecutor> executors;
@@ -26,6 +27,11 @@ public final class OffloadMessageHandler implements MessageHandler {
     @Override
     public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
         OffloadRequest request = OffloadMessageDescriptor.decodeRequest(message, offset, length);
+        long deadline = OffloadMessageDescriptor.deadline(message, offset);
+        if (deadline != 0 && System.currentTimeMillis() > deadline) {
+            request.status = OffloadRequest.STALE;
+            return OffloadMessageDescriptor.encodeAnswer(request, reply);
+        }
         SubtreeExecutor executor = executors.get();
         try {
             executor.run(request);

@@ -6,11 +6,10 @@ import dev.dex.core.node.LeafOps;
 import dev.dex.core.tree.TreeConfig;
 
 /**
- * One offloaded operation (see {@code docs/offloading.md}). A write goes in two phases: a {@link #PROBE}
- * walks from the start node to the leaf and reports the path and each node's version; an {@link #EXECUTE}
- * walks the same path again, checks nothing on it changed, and runs the operation at the leaf. A lookup
- * goes in one: a {@link #READ} walks to the leaf and reports the path and the outcome, which the compute
- * side validates afterwards.
+ * One offloaded operation (see {@code docs/offloading.md}), in one message: a {@link #READ} (a lookup) walks from
+ * the start node to the leaf and reports the path and the outcome, which the compute side validates afterwards; a
+ * {@link #WRITE} walks the same way and runs the operation at the leaf, reporting the path and the outcome (the
+ * compute side excluded, before sending, every cached copy of a node below the start node).
  *
  * <p>Reused: each compute-side session owns one request and sends it again and again. Not thread-safe
  * except for the hand-over: the compute thread fills the input fields and submits; the memory-side
@@ -18,12 +17,10 @@ import dev.dex.core.tree.TreeConfig;
  * compute thread {@link #await()}s, a volatile read, and then reads them.
  */
 public final class OffloadRequest {
-    /** Phase: walk and report the path. */
-    public static final int PROBE = 0;
-    /** Phase: walk the reported path again and run the operation. */
-    public static final int EXECUTE = 1;
     /** Phase: walk, report the path and look the key up (a lookup in one message). */
     public static final int READ = 2;
+    /** Phase: walk, report the path and run the write at the leaf (a write in one message). */
+    public static final int WRITE = 3;
 
 
     /** Done; {@link #found} and {@link #value} hold the outcome. */
@@ -34,12 +31,12 @@ public final class OffloadRequest {
     public static final int FENCE_MISMATCH = 2;
     /** The path leaves the memory server of the start node. */
     public static final int CROSS_SERVER = 3;
-    /** A node on the path changed between probe and execute, or is remotely locked. */
+    /** A node on the path is being written (by another memory-side thread) or is remotely locked. */
     public static final int STALE = 4;
     /** The memory server's queue is full; nothing was done. */
     public static final int REJECTED = 5;
 
-    /** Request plus reply on the wire: header fields, and one address and version per path node. */
+    /** Request plus reply on the wire: header fields, and one address and version per path node of the reply. */
     public static final int FIXED_BYTES = 64;
 
     // ---- input
@@ -63,9 +60,18 @@ public final class OffloadRequest {
     private volatile boolean done;
     private volatile Thread waiter;
 
-    /** Sets up a probe of {@code op} on {@code key} from the node at {@code start}. */
-    public void probe(int op, long key, long newValue, long start) {
-        this.phase = PROBE;
+    /** Sets up write {@code op} (a LeafOps code that may change the leaf) on {@code key} from the node at {@code start}. */
+    public void write(int op, long key, long newValue, long start) {
+        set(WRITE, op, key, newValue, start);
+    }
+
+    /** Sets up a lookup of {@code key} in one message from the node at {@code start}. */
+    public void read(long key, long start) {
+        set(READ, LeafOps.LOOKUP, key, 0, start);
+    }
+
+    private void set(int phase, int op, long key, long newValue, long start) {
+        this.phase = phase;
         this.op = op;
         this.key = key;
         this.newValue = newValue;
@@ -74,26 +80,14 @@ public final class OffloadRequest {
         reset();
     }
 
-    /** Sets up a lookup of {@code key} in one message from the node at {@code start}. */
-    public void read(long key, long start) {
-        probe(LeafOps.LOOKUP, key, 0, start);
-        this.phase = READ;
-    }
-
     /**
      * Names the partition the operation is in and the sender's owner epoch of it: a memory server runs the
-     * request only for the partition's current owner ({@code OwnershipTable}). Set before {@link #probe} or
-     * {@link #read}; kept by {@link #execute}.
+     * request only for the partition's current owner ({@code OwnershipTable}). Set before {@link #write} or
+     * {@link #read}.
      */
     public void owner(int partition, long epoch) {
         this.partition = partition;
         this.epoch = epoch;
-    }
-
-    /** Turns a finished probe into the execute phase of the same operation. */
-    public void execute() {
-        this.phase = EXECUTE;
-        reset();
     }
 
     private void reset() {
@@ -104,7 +98,7 @@ public final class OffloadRequest {
         waiter = Thread.currentThread();
     }
 
-    /** Bytes of this request and its reply, for the verb counters (a path travels once per phase). */
+    /** Bytes of this request and its reply, for the verb counters (the path travels in the reply). */
     public int wireBytes() {
         return FIXED_BYTES + 2 * Long.BYTES * pathLength;
     }
@@ -158,27 +152,25 @@ public final class OffloadRequest {
         return newValue;
     }
 
-    /** Version of path node {@code i} as the probe saw it. */
+    /** Version of path node {@code i} as the memory side saw it. */
     public long pathVersion(int i) {
         return versions[i];
     }
 
     /**
      * A request rebuilt on a memory server from a message (the cluster's channel): the phase and the
-     * operation, the partition and owner epoch its sender names, plus, for an execute, the path and versions the
-     * probe reported. A read is a lookup.
+     * operation, the partition and owner epoch its sender names. A read is a lookup; a write is an operation
+     * that may change the leaf. Phases 0 and 1 (a probe and an execute, the two messages of a write before
+     * writes went in one) are refused by name.
      */
-    public static OffloadRequest received(int phase, int op, int partition, long epoch, long key, long newValue, long start,
-                                          long[] path, long[] versions, int pathLength) {
-        if (phase != PROBE && phase != EXECUTE && phase != READ || !LeafOps.isValid(op)
-                || phase == READ && op != LeafOps.LOOKUP) {
+    public static OffloadRequest received(int phase, int op, int partition, long epoch, long key, long newValue, long start) {
+        if (phase == 0 || phase == 1) {
+            throw new IllegalArgumentException("an offloaded write in two messages (phase " + phase + "), from a compute node"
+                    + " of an older build: writes now go in one (WRITE, phase " + WRITE + ")");
+        }
+        if (phase != READ && phase != WRITE || !LeafOps.isValid(op)
+                || phase == READ && op != LeafOps.LOOKUP || phase == WRITE && op == LeafOps.LOOKUP) {
             throw new IllegalArgumentException("bad offload request: phase " + phase + ", op " + op);
-        }
-        if (path == null || versions == null) {
-            throw new IllegalArgumentException("an offload request without its " + (path == null ? "path" : "versions"));
-        }
-        if (pathLength < 0 || pathLength > TreeConfig.MAX_HEIGHT || path.length < pathLength || versions.length < pathLength) {
-            throw new IllegalArgumentException("bad offload path of length " + pathLength);
         }
         OffloadRequest request = new OffloadRequest();
         request.phase = phase;
@@ -188,9 +180,6 @@ public final class OffloadRequest {
         request.key = key;
         request.newValue = newValue;
         request.start = start;
-        System.arraycopy(path, 0, request.path, 0, pathLength);
-        System.arraycopy(versions, 0, request.versions, 0, pathLength);
-        request.pathLength = pathLength;
         request.waiter = null;
         return request;
     }
@@ -203,7 +192,7 @@ public final class OffloadRequest {
         this.status = status;
         this.found = found;
         this.value = value;
-        if (phase != EXECUTE && status == OK) {
+        if (status == OK) {
             if (pathLength < 1 || pathLength > TreeConfig.MAX_HEIGHT) {
                 throw new IllegalArgumentException("bad offload path of length " + pathLength);
             }

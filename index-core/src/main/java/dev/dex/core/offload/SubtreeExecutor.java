@@ -22,12 +22,12 @@ import dev.dex.rdma.Region;
  * falls back to its caching path.
  *
  * <p>Not thread-safe: one executor per memory-side thread (it owns a node buffer). The compute side
- * guarantees exclusive access to every node of the path during the execute phase (it holds their IO
- * markers, and the nodes are owned, so no other compute node writes them). A probe or a read has no such
- * guarantee. Another memory-side thread may be running an execute on the same leaf: its write marks the
- * node's lock word and bumps its version, and a read that overlaps it answers {@link OffloadRequest#STALE}
+ * guarantees that while a write runs no other write runs below its start node and nothing below it is cached
+ * or written there (its {@code OffloadExclusion}), and the nodes are owned, so no other compute node writes them.
+ * A read has no such guarantee. Another memory-side thread may be running a write on the same leaf: its write
+ * marks the node's lock word and bumps its version, and a read that overlaps it answers {@link OffloadRequest#STALE}
  * (a seqlock). The compute node itself may be writing a node with a one-sided write; such a torn node may
- * send the walk anywhere: the walk is bounded by the tree's height, an address outside the region throws
+ * send the walk of a read anywhere: the walk is bounded by the tree's height, an address outside the region throws
  * (the channels answer {@link OffloadRequest#STALE}), and the compute side discards what such a walk
  * reported (it counts its own writes, see {@code RemoteChanges}).
  */
@@ -61,7 +61,6 @@ public final class SubtreeExecutor {
         }
         long address = request.start;
         int depth = 0;
-        boolean execute = request.phase == OffloadRequest.EXECUTE;
         while (true) {
             if (GlobalAddress.isSwizzled(address) || GlobalAddress.serverId(address) != serverId) {
                 request.status = OffloadRequest.CROSS_SERVER;
@@ -88,29 +87,18 @@ public final class SubtreeExecutor {
                 request.status = OffloadRequest.STALE;
                 return;
             }
-            if (execute) {
-                if (depth >= request.pathLength || request.path[depth] != address || request.versions[depth] != node.version()) {
-                    request.status = OffloadRequest.STALE;
-                    return;
-                }
-            } else {
-                if (depth >= request.path.length) {
-                    request.status = OffloadRequest.FENCE_MISMATCH;
-                    return;
-                }
-                request.path[depth] = address;
-                request.versions[depth] = node.version();
-                request.pathLength = depth + 1;
+            if (depth >= request.path.length) {
+                request.status = OffloadRequest.FENCE_MISMATCH;
+                return;
             }
+            request.path[depth] = address;
+            request.versions[depth] = node.version();
+            request.pathLength = depth + 1;
             if (node.isLeaf()) {
                 break;
             }
             address = node.child(node.childIndex(request.key));
             depth++;
-        }
-        if (execute && depth != request.pathLength - 1) {
-            request.status = OffloadRequest.STALE;
-            return;
         }
         int pos = node.search(request.key);
         boolean present = pos >= 0;
@@ -119,14 +107,11 @@ public final class SubtreeExecutor {
             return;
         }
         request.status = OffloadRequest.OK;
-        if (request.phase == OffloadRequest.PROBE) {
-            return;
-        }
         request.found = present;
         if (present) {
             request.value = node.value(pos);
         }
-        if (execute && LeafOps.changes(request.op, present)) {
+        if (request.phase == OffloadRequest.WRITE && LeafOps.changes(request.op, present)) {
             // Again just before the write: a new owner may have registered while this request walked. (An owner
             // that registers between this check and the write is not waited for: docs/durability.md.)
             if (notOwner(request)) {

@@ -206,6 +206,43 @@ public final class CacheValidator {
                 problem("frame " + f + " has " + arena.pins(f) + " pins, expected " + expectedPins);
             }
         }
+        validateExclusion(root);
+    }
+
+    /**
+     * What one-message offloaded writes rely on ({@link OffloadExclusion}): at rest no write is in flight and no
+     * descent's escape is left; only cached frames are escapes; and every hot frame below the offloading level that
+     * has no cached parent (but the root's) or a shared one is an escape.
+     */
+    private void validateExclusion(int root) {
+        OffloadExclusion exclusion = engine.exclusion;
+        if (exclusion.writes() != 0) {
+            problem(exclusion.writes() + " offloaded writes left in flight: " + exclusion);
+        }
+        int frameEscapes = 0;
+        NodeView view = new NodeView();
+        for (int f = 0; f < arena.frames(); f++) {
+            int state = arena.state(f);
+            if (exclusion.isEscape(f)) {
+                frameEscapes++;
+                if (state == FREE) {
+                    problem("free frame " + f + " is still an escape");
+                }
+            }
+            if (state != HOT || f == root) {
+                continue;
+            }
+            NodeView node = arena.wrap(view, f);
+            int parent = arena.parent(f);
+            boolean escapes = parent == NO_FRAME || arena.flag(parent, SHARED);
+            if (escapes && exclusion.matters(node.level()) && !exclusion.isEscape(f)) {
+                problem("hot frame " + f + " at level " + node.level() + " has " + (parent == NO_FRAME ? "no parent"
+                        : "shared parent " + parent) + " but is not an escape: " + node);
+            }
+        }
+        if (frameEscapes != exclusion.escapes()) {
+            problem((exclusion.escapes() - frameEscapes) + " escapes of descents left: " + exclusion);
+        }
     }
 
     private void problem(String text) {

@@ -61,12 +61,11 @@ class SubtreeExecutorTest {
     }
 
     private static int run(SubtreeExecutor executor, OffloadRequest request, int op, long key, long value, long start) {
-        request.probe(op, key, value, start);
-        executor.run(request);
-        if (request.status() != OffloadRequest.OK) {
-            return request.status();
+        if (op == LeafOps.LOOKUP) {
+            request.read(key, start);
+        } else {
+            request.write(op, key, value, start);
         }
-        request.execute();
         executor.run(request);
         return request.status();
     }
@@ -133,7 +132,7 @@ class SubtreeExecutorTest {
     }
 
     @Test
-    void aFullLeafNeedsASplitAndAChangedPathIsStale() {
+    void aFullLeafNeedsASplitAndChangesNothing() {
         load(5_000, 1.0);
         NodeView root = node(Superblock.read(memory).root());
         long levelOne = root.child(0);
@@ -142,16 +141,12 @@ class SubtreeExecutorTest {
         OffloadRequest r = new OffloadRequest();
         assertEquals(OffloadRequest.NEEDS_SPLIT, run(executor, r, LeafOps.INSERT, key - 1, 1, levelOne),
                 "a full leaf cannot take the key without a split");
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertFalse(tree.containsKey(key - 1), "a write that needs a split changes nothing");
         assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, key, 1, levelOne), "an update needs no room");
-
-        OffloadRequest first = new OffloadRequest();
-        first.probe(LeafOps.LOOKUP, key, 0, levelOne);
-        executor.run(first);
-        assertEquals(OffloadRequest.OK, first.status());
-        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.UPDATE, key, 2, levelOne));
-        first.execute();
-        executor.run(first);
-        assertEquals(OffloadRequest.STALE, first.status(), "the leaf changed between probe and execute");
+        assertEquals(OffloadRequest.OK, run(executor, r, LeafOps.LOOKUP, key, 0, levelOne));
+        assertEquals(1, r.value());
     }
 
     /** What a message-based channel does: the memory side rebuilds the request, the sender applies the answer. */
@@ -162,30 +157,21 @@ class SubtreeExecutorTest {
         long key = node(levelOne).key(3);
         SubtreeExecutor executor = executorFor(levelOne);
         OffloadRequest sender = new OffloadRequest();
-        sender.probe(LeafOps.UPDATE, key, 42, levelOne);
-        OffloadRequest probe = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
-                sender.start(), new long[0], new long[0], 0);
-        executor.run(probe);
-        long[] path = new long[probe.pathLength()];
-        long[] versions = new long[probe.pathLength()];
+        sender.write(LeafOps.UPDATE, key, 42, levelOne);
+        OffloadRequest received = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
+                sender.start());
+        executor.run(received);
+        long[] path = new long[received.pathLength()];
+        long[] versions = new long[received.pathLength()];
         for (int i = 0; i < path.length; i++) {
-            path[i] = probe.pathNode(i);
-            versions[i] = probe.pathVersion(i);
+            path[i] = received.pathNode(i);
+            versions[i] = received.pathVersion(i);
         }
-        sender.answer(probe.status(), probe.found(), probe.value(), path, versions, path.length);
+        sender.answer(received.status(), received.found(), received.value(), path, versions, path.length);
         sender.await();
         assertEquals(OffloadRequest.OK, sender.status());
-        assertEquals(2, sender.pathLength());
-
-        sender.execute();
-        long[] sentPath = {sender.pathNode(0), sender.pathNode(1)};
-        long[] sentVersions = {sender.pathVersion(0), sender.pathVersion(1)};
-        OffloadRequest execute = OffloadRequest.received(sender.phase(), sender.op(), 0, 0, sender.key(), sender.newValue(),
-                sender.start(), sentPath, sentVersions, 2);
-        executor.run(execute);
-        sender.answer(execute.status(), execute.found(), execute.value(), sentPath, sentVersions, 2);
-        sender.await();
-        assertEquals(OffloadRequest.OK, sender.status());
+        assertEquals(2, sender.pathLength(), "the answer carries the path: the compute side drops a cooling copy of its leaf");
+        assertEquals(levelOne, sender.pathNode(0));
         assertTrue(sender.found());
         assertEquals(key, sender.value(), "the value before the update");
         TreeMap<Long, Long> tree = new TreeMap<>();
@@ -202,9 +188,41 @@ class SubtreeExecutorTest {
         OffloadMessageHandler handler = new OffloadMessageHandler(server, regions[server].region());
         UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
         UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
-        int length = OffloadMessageDescriptor.encodeRequest(sender, message);
+        int length = OffloadMessageDescriptor.encodeRequest(sender, 0, message);
         OffloadMessageDescriptor.decodeAnswer(answer, handler.handle(message, 0, length, answer), sender);
         return length;
+    }
+
+    /**
+     * A message carries a deadline (half its sender's timeout): past it, the memory server answers STALE without
+     * running it, since the sender has given up and may be applying the write through its cache.
+     */
+    @Test
+    void aMessagePastItsDeadlineDoesNotRun() {
+        load(20_000, 0.8);
+        long levelOne = node(Superblock.read(memory).root()).child(2);
+        long key = node(levelOne).key(3);
+        int server = GlobalAddress.serverId(levelOne);
+        OffloadMessageHandler handler = new OffloadMessageHandler(server, regions[server].region());
+        UnsafeBuffer message = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[OffloadMessageDescriptor.MAX_LENGTH]);
+        OffloadRequest sender = new OffloadRequest();
+
+        sender.write(LeafOps.PUT, key, 4_321, levelOne);
+        int length = OffloadMessageDescriptor.encodeRequest(sender, System.currentTimeMillis() - 1, message);
+        OffloadMessageDescriptor.decodeAnswer(answer, handler.handle(message, 0, length, answer), sender);
+        assertEquals(OffloadRequest.STALE, sender.status(), "a write past its deadline is refused");
+        TreeMap<Long, Long> tree = new TreeMap<>();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(Long.valueOf(key), tree.get(key), "and did not run");
+
+        sender.write(LeafOps.PUT, key, 4_321, levelOne);
+        length = OffloadMessageDescriptor.encodeRequest(sender, System.currentTimeMillis() + 60_000, message);
+        OffloadMessageDescriptor.decodeAnswer(answer, handler.handle(message, 0, length, answer), sender);
+        assertEquals(OffloadRequest.OK, sender.status(), "within its deadline it runs");
+        tree.clear();
+        TreeValidator.validate(memory, tree::put);
+        assertEquals(4_321L, tree.get(key));
     }
 
     /** A lookup in one message: the read's request and answer through the fabric message layout, and the executor. */
@@ -221,7 +239,7 @@ class SubtreeExecutorTest {
         sender.read(key, levelOne);
         assertEquals(OffloadRequest.READ, sender.phase());
         assertEquals(LeafOps.LOOKUP, sender.op());
-        assertEquals(OffloadMessageDescriptor.REQUEST_PATH_OFFSET, throughMessages(sender), "a read carries no path");
+        assertEquals(OffloadMessageDescriptor.REQUEST_LENGTH, throughMessages(sender), "a request carries no path");
         sender.await();
         assertEquals(OffloadRequest.OK, sender.status());
         assertTrue(sender.found());
@@ -241,7 +259,12 @@ class SubtreeExecutorTest {
         assertEquals(20_000, tree.size());
 
         assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.READ, LeafOps.PUT,
-                0, 0, key, 1, levelOne, new long[0], new long[0], 0), "a read of anything but a lookup is refused");
+                0, 0, key, 1, levelOne), "a read of anything but a lookup is refused");
+        assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(OffloadRequest.WRITE, LeafOps.LOOKUP,
+                0, 0, key, 1, levelOne), "a write of a lookup is refused");
+        IllegalArgumentException old = assertThrows(IllegalArgumentException.class, () -> OffloadRequest.received(0, LeafOps.PUT,
+                0, 0, key, 1, levelOne), "a probe, the first of the two messages of an older build's write, is refused");
+        assertTrue(old.getMessage().contains("older build"), old.getMessage());
     }
 
     /**
@@ -323,15 +346,15 @@ class SubtreeExecutorTest {
         try (LocalOffloadChannel channel = new LocalOffloadChannel(List.of(regions), 2, 8, 0)) {
             OffloadRequest r = new OffloadRequest();
             for (int i = 0; i < 100; i++) {
-                r.probe(LeafOps.LOOKUP, key, 0, levelOne);
+                r.write(LeafOps.PUT, key, i, levelOne);
                 channel.submit(r);
                 r.await();
                 assertEquals(OffloadRequest.OK, r.status());
-                r.execute();
+                r.read(key, levelOne);
                 channel.submit(r);
                 r.await();
                 assertTrue(r.found());
-                assertEquals(key, r.value());
+                assertEquals(i, r.value());
             }
             assertEquals(200, channel.executed());
             assertEquals(0, channel.failures());

@@ -148,6 +148,12 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         return call.value;
     }
 
+    /** The verb timeout: a message waits for its answer as long as a verb does. */
+    @Override
+    public java.time.Duration timeout() {
+        return settings.verbTimeout();
+    }
+
     /**
      * Sends a two-sided message to the memory server's {@link MessageHandler} on the thread's connection, in
      * order with its verbs. Counted by the caller (the engine records each offload as a two-sided verb).

@@ -216,18 +216,19 @@ public abstract class ConcurrentDex {
             long[] counts = Arrays.stream(outcomes[e]).mapToLong(AtomicLong::get).toArray();
             long completed = counts[CountingOffloadChannel.Outcome.COMPLETED.ordinal()];
             long fallbacks = counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()]
-                    + counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()]
                     + counts[CountingOffloadChannel.Outcome.OTHER_FALLBACK.ordinal()];
-            // A read answered OK either completed the lookup or fell back when the compute side validated it.
+            // A read answered OK either completed the lookup or fell back when the compute side validated it; a write
+            // the exclusion refused was never sent.
             long reads = counts[CountingOffloadChannel.Outcome.READ_ANSWERED.ordinal()];
-            long readFallbacks = stats.offloadFallbacks() - fallbacks;
+            long readFallbacks = stats.offloadFallbacks() - fallbacks - stats.offloadsExcluded();
             if (readFallbacks < 0 || readFallbacks > reads || stats.offloads() != completed + reads - readFallbacks) {
                 throw new IllegalStateException("engine " + e + " counted " + stats.offloads() + " offloads and "
-                        + stats.offloadFallbacks() + " fallbacks, its operations' requests show " + completed
-                        + " completed, " + fallbacks + " fallbacks and " + reads + " answered reads");
+                        + stats.offloadFallbacks() + " fallbacks (" + stats.offloadsExcluded() + " writes excluded), its"
+                        + " operations' requests show " + completed + " completed, " + fallbacks + " fallbacks and " + reads
+                        + " answered reads");
             }
             statistics.recordOffloads(e, stats.offloads(), counts[CountingOffloadChannel.Outcome.NEEDS_SPLIT.ordinal()],
-                    counts[CountingOffloadChannel.Outcome.PATH_IN_USE.ordinal()] + readFallbacks, stats.offloadFallbacks());
+                    stats.offloadsExcluded() + readFallbacks, stats.offloadFallbacks());
         }
         statistics.recordOffloadsWhileOverlapping(offloadsWhileOverlapping.get());
     }

@@ -12,16 +12,15 @@ import dev.dex.core.offload.OffloadRequest;
  * checked runs really offloaded and really fell back. It forwards every request and remembers, per
  * compute thread, how many it sent and the last one.
  *
- * <p>An operation sends at most a probe and then an execute, or one read (a lookup): a fallback makes the rest
- * of the operation take the caching path, and a completed execute or read ends it. Each session reuses one
+ * <p>An operation sends at most one message, a write or a read (a lookup): a fallback makes the rest of the
+ * operation take the caching path, and a completed write or read ends it. A write the compute node's exclusion
+ * refused is not sent at all (the engine counts it, {@code CacheStats#offloadsExcluded}). Each session reuses one
  * request, and resets its answer before sending it again, so the answer to read is the last one, once the
  * operation has returned:
  *
  * <ul>
- *   <li>an execute answered OK: the operation was completed by offloading;</li>
- *   <li>a probe answered NEEDS_SPLIT: an insert or put met a full leaf;</li>
- *   <li>a probe answered OK, and no execute followed: the compute thread could not take the IO marker of
- *       a node on the probed path, which was cached or in use on its compute node;</li>
+ *   <li>a write answered OK: the operation was completed by offloading;</li>
+ *   <li>a write answered NEEDS_SPLIT: an insert or put met a full leaf;</li>
  *   <li>a read answered OK: either completed, or fell back because a node on the path was cached or in use,
  *       or because the compute node changed that memory server meanwhile; the engine's counters tell how
  *       many of these fell back;</li>
@@ -37,7 +36,7 @@ final class CountingOffloadChannel implements OffloadChannel {
 
     /** What one operation's offload came to. */
     enum Outcome {
-        NOT_OFFLOADED, COMPLETED, NEEDS_SPLIT, PATH_IN_USE, READ_ANSWERED, OTHER_FALLBACK
+        NOT_OFFLOADED, COMPLETED, NEEDS_SPLIT, READ_ANSWERED, OTHER_FALLBACK
     }
 
     private final OffloadChannel channel;
@@ -67,8 +66,8 @@ final class CountingOffloadChannel implements OffloadChannel {
         if (sent == 0) {
             return Outcome.NOT_OFFLOADED;
         }
-        if (sent > 2) {
-            throw new IllegalStateException("one operation sent " + sent + " offload requests; at most a probe and an execute, or one read");
+        if (sent > 1) {
+            throw new IllegalStateException("one operation sent " + sent + " offload requests; at most one write or one read");
         }
         OffloadRequest last = sender.last;
         if (last.phase() == OffloadRequest.READ) {
@@ -78,18 +77,12 @@ final class CountingOffloadChannel implements OffloadChannel {
             }
             return last.status() == OffloadRequest.OK ? Outcome.READ_ANSWERED : Outcome.OTHER_FALLBACK;
         }
-        if (last.op() == LeafOps.LOOKUP) {
-            throw new IllegalStateException("a lookup sent a " + (last.phase() == OffloadRequest.EXECUTE ? "execute" : "probe"));
-        }
-        if (last.phase() == OffloadRequest.EXECUTE) {
-            return last.status() == OffloadRequest.OK ? Outcome.COMPLETED : Outcome.OTHER_FALLBACK;
-        }
-        if (sent == 2) {
-            throw new IllegalStateException("one operation sent two probes");
+        if (last.phase() != OffloadRequest.WRITE || last.op() == LeafOps.LOOKUP) {
+            throw new IllegalStateException("an operation sent phase " + last.phase() + " of op " + last.op());
         }
         return switch (last.status()) {
+            case OffloadRequest.OK -> Outcome.COMPLETED;
             case OffloadRequest.NEEDS_SPLIT -> Outcome.NEEDS_SPLIT;
-            case OffloadRequest.OK -> Outcome.PATH_IN_USE;
             default -> Outcome.OTHER_FALLBACK;
         };
     }

@@ -17,19 +17,20 @@ import dev.dex.core.offload.OffloadSettings;
  * through one in-process channel per invocation, with one memory-side thread per memory server. Inserts
  * of absent keys meet full leaves, so their offloads fall back to the caching path, which splits the leaf
  * and, eagerly, its full level-1 parent; a split of a level-1 node leaves cached leaves under a sibling
- * that is not cached, and the shared level-1 node splits into two owned halves, so offloads also meet
- * cached nodes on their probed path and must fall back.
+ * that is not cached (orphans), and the shared level-1 node splits into two owned halves, so offloaded writes
+ * also meet cached nodes below the missed one (escapes) and must not be sent, and lookups meet cached nodes on
+ * the path they were answered for and must fall back.
  *
  * <p>Each invocation validates the caches, the tree and the values in remote memory
  * ({@link ConcurrentDex#validateEngines}), checks that the engines' offload counters agree with what the
  * channel answered, and closes its channel. Each test then asserts that operations were completed by
  * offloading while others ran, in a good share of the invocations, that offloads fell back because an
- * insert needed a split and because a path node was cached or in use, that nodes split, and that no
- * memory-side thread outlived its invocation.
+ * insert needed a split and because a node below the missed one was cached or in use, that nodes split, and
+ * that no memory-side thread outlived its invocation.
  *
- * <p>Both tests were checked to catch an offload that does not take the IO markers of the probed path:
- * an engine then read a key's old value from a cached leaf after an offloaded put had changed it in
- * remote memory.
+ * <p>Both tests were checked to catch a write sent although an escape lies below the missed node (the
+ * exclusion's check removed): the engine then found the leaf the write changed cached and hot, a broken
+ * invariant it throws on, where otherwise the cached leaf's write-back would undo the write.
  */
 class DexOffloadLinearizabilityTest {
     /** Many short iterations: each iteration runs one scenario, and what a run meets depends on its scenario. */

@@ -90,9 +90,9 @@ final class RunStatistics {
      *
      * @param completed  operations completed by offloading
      * @param needsSplit offloads that fell back because an insert or put met a full leaf
-     * @param pathInUse  offloads that fell back because a node on the probed path was cached or in use, or
-     *                   lookups whose one-message answer failed validation (the same, or a change to the
-     *                   memory server meanwhile)
+     * @param pathInUse  writes not sent because a node below the missed one was cached or in use (the
+     *                   exclusion refused them), or lookups whose answer failed validation (a node on the path
+     *                   cached or in use, or changed by this compute node meanwhile)
      * @param fallbacks  offloads that fell back, for any reason
      */
     void recordOffloads(int engine, long completed, long needsSplit, long pathInUse, long fallbacks) {

@@ -1,0 +1,190 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link OffloadExclusion}: which escapes a write at a level must not find in its range, and that a write and an escape
+ * that conflict are never entered at once, also under many threads.
+ */
+class OffloadExclusionTest {
+    /** Offloading level M = 2: writes start at level 1 or 2, escapes matter at levels 0 and 1. */
+    private final OffloadExclusion exclusion = new OffloadExclusion(16, 2);
+
+    @Test
+    void aWriteMeetsOnlyEscapesBelowItsNodeInItsRange() {
+        assertTrue(exclusion.enterFrame(3, 100, 150, 0), "a leaf (100, 150] under no cached parent");
+        assertNull(exclusion.beginWrite(99, 200, 1), "a level-1 write whose range holds the leaf's low fence");
+        assertNull(exclusion.beginWrite(100, 200, 1), "the leaf's low fence is the range's own");
+        List<OffloadExclusion.Range> writes = new ArrayList<>();
+        writes.add(exclusion.beginWrite(0, 100, 1));
+        assertNotNull(writes.get(0), "the range ends where the leaf starts: (0, 100] holds no key of it");
+        writes.add(exclusion.beginWrite(150, 300, 1));
+        assertNotNull(writes.get(1), "a range after the leaf");
+
+        assertTrue(exclusion.enterFrame(4, 300, 400, 1), "a level-1 node");
+        assertNull(exclusion.beginWrite(300, 500, 2), "a level-2 write above it");
+        writes.add(exclusion.beginWrite(300, 400, 1));
+        assertNotNull(writes.get(2), "the level-1 node itself is not below a write at level 1");
+        assertEquals(3, exclusion.writes());
+        writes.forEach(exclusion::endWrite);
+
+        exclusion.leaveFrame(3);
+        assertNotNull(exclusion.beginWrite(90, 160, 1), "the leaf was evicted");
+        assertEquals(1, exclusion.escapes());
+        assertEquals(1, exclusion.writes());
+    }
+
+    @Test
+    void writesWhoseRangesOverlapExcludeEachOther() {
+        OffloadExclusion.Range first = exclusion.beginWrite(100, 200, 1);
+        assertNotNull(first);
+        assertNull(exclusion.beginWrite(150, 250, 1));
+        assertNull(exclusion.beginWrite(0, 1000, 2), "a write above it");
+        assertNotNull(exclusion.beginWrite(200, 300, 1), "(200, 300] does not overlap (100, 200]");
+        exclusion.endWrite(first);
+        assertNotNull(exclusion.beginWrite(150, 199, 1));
+    }
+
+    @Test
+    void anEscapeBelowAWriteInFlightWaitsButAnOrphanIsEnteredAnyway() {
+        OffloadExclusion.Range write = exclusion.beginWrite(100, 200, 2);
+        assertNotNull(write);
+        assertFalse(exclusion.enterFrame(1, 120, 130, 0), "a leaf admitted below the write");
+        assertFalse(exclusion.isEscape(1));
+        assertNull(exclusion.enterDescent(100, 150, 1), "a descent into a level-1 node below it");
+        assertTrue(exclusion.enterFrame(2, 100, 200, 2), "a node at the write's own level matters not");
+        assertSame(OffloadExclusion.NOTHING, exclusion.enterDescent(100, 200, 2), "nor a descent into one");
+        assertTrue(exclusion.enterFrame(5, 200, 250, 0), "a leaf after the range");
+
+        exclusion.enterOrphan(6, 110, 120, 0);
+        assertTrue(exclusion.isEscape(6), "an orphan was reachable until now: it cannot lie below a write in flight");
+        exclusion.endWrite(write);
+        OffloadExclusion.Range descent = exclusion.enterDescent(100, 150, 1);
+        assertNotNull(descent);
+        assertNull(exclusion.beginWrite(100, 200, 2), "the descent's escape is below it now");
+        exclusion.release(descent);
+        exclusion.leaveFrame(6);
+        assertNotNull(exclusion.beginWrite(100, 200, 2));
+    }
+
+    @Test
+    void anEngineThatNeverOffloadsKeepsNothing() {
+        OffloadExclusion off = new OffloadExclusion(4, 0);
+        assertTrue(off.enterFrame(1, 0, 10, 0));
+        off.enterOrphan(2, 0, 10, 0);
+        assertSame(OffloadExclusion.NOTHING, off.enterDescent(0, 10, 0));
+        assertEquals(0, off.escapes());
+    }
+
+    /**
+     * Threads enter and leave writes and escapes over a small key space; each holder publishes what it holds in a
+     * model and checks, while it holds it, that nobody holds a conflicting one. With the exclusion correct, no two
+     * conflicting ranges are ever held at once; the test fails if one check sees another.
+     */
+    @Test
+    void conflictingRangesAreNeverHeldAtOnce() throws Exception {
+        OffloadExclusion shared = new OffloadExclusion(64, 3);
+        Map<Object, long[]> held = new ConcurrentHashMap<>();
+        AtomicReference<String> violation = new AtomicReference<>();
+        AtomicLong writes = new AtomicLong();
+        AtomicLong escapes = new AtomicLong();
+        int threads = 4;
+        CountDownLatch start = new CountDownLatch(1);
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int id = t;
+            Thread worker = new Thread(() -> {
+                SplittableRandom random = new SplittableRandom(id * 31L + 7);
+                try {
+                    start.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                for (int i = 0; i < 40_000 && violation.get() == null; i++) {
+                    // Nodes of a complete tree over keys 0..64 with fanout 4: level l spans 4^(l+1) keys.
+                    int level = random.nextInt(3);
+                    long span = 1L << (2 * (level + 1));
+                    long low = random.nextLong(64 / span) * span;
+                    boolean write = level > 0 && random.nextBoolean();
+                    Object token;
+                    OffloadExclusion.Range range = null;
+                    int frame = -1;
+                    if (write) {
+                        range = shared.beginWrite(low, low + span, level);
+                        token = range;
+                    } else if (random.nextBoolean()) {
+                        range = shared.enterDescent(low, low + span, level);
+                        token = range;
+                    } else {
+                        frame = id * 16 + random.nextInt(16);
+                        token = shared.enterFrame(frame, low, low + span, level) ? Integer.valueOf(frame) : null;
+                        if (token == null) {
+                            frame = -1;
+                        }
+                    }
+                    if (token == null) {
+                        continue;
+                    }
+                    (write ? writes : escapes).incrementAndGet();
+                    long[] mine = {low, low + span, level, write ? 1 : 0};
+                    held.put(token, mine);
+                    for (Map.Entry<Object, long[]> other : held.entrySet()) {
+                        if (other.getKey() != token && conflict(mine, other.getValue())) {
+                            violation.compareAndSet(null, java.util.Arrays.toString(mine) + " held with "
+                                    + java.util.Arrays.toString(other.getValue()));
+                        }
+                    }
+                    Thread.onSpinWait();
+                    held.remove(token);
+                    if (frame >= 0) {
+                        shared.leaveFrame(frame);
+                    } else {
+                        shared.release(range);
+                    }
+                }
+            }, "exclusion-" + t);
+            workers.add(worker);
+            worker.start();
+        }
+        start.countDown();
+        for (Thread worker : workers) {
+            worker.join(60_000);
+        }
+        assertNull(violation.get());
+        assertTrue(writes.get() > 10_000 && escapes.get() > 10_000, "both kinds were held: " + writes + " writes, "
+                + escapes + " escapes");
+        assertEquals(0, shared.writes(), "every write was ended");
+        assertEquals(0, shared.escapes(), "every escape was left");
+    }
+
+    /** Whether two held ranges {low, high, level, write} may not be held at once. */
+    private static boolean conflict(long[] a, long[] b) {
+        boolean aWrite = a[3] == 1;
+        boolean bWrite = b[3] == 1;
+        if (aWrite && bWrite) {
+            return a[0] < b[1] && b[0] < a[1];
+        }
+        if (aWrite != bWrite) {
+            long[] w = aWrite ? a : b;
+            long[] e = aWrite ? b : a;
+            return e[2] < w[2] && e[0] >= w[0] && e[0] < w[1];
+        }
+        return false;
+    }
+}
