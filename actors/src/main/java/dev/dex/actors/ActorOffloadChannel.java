@@ -49,8 +49,13 @@ final class ActorOffloadChannel implements OffloadChannel {
                 .onMessage(MemoryNode.OffloadResult.class, result -> {
                     OffloadRequest request = pending.remove(result.id());
                     if (request != null) {
-                        request.answer(result.status(), result.found(), result.value(), result.path(), result.versions(),
-                                result.pathLength());
+                        try {
+                            request.answer(result.status(), result.found(), result.value(), result.path(), result.versions(),
+                                    result.pathLength());
+                        } catch (RuntimeException malformed) {
+                            // A malformed answer (a bad path): the waiting engine thread falls back instead of waiting on.
+                            request.refuse();
+                        }
                     }
                     return Behaviors.same();
                 })
@@ -74,6 +79,7 @@ final class ActorOffloadChannel implements OffloadChannel {
         // The memory node starts it only within half the timeout, so it never runs after this side gave up
         // (clocks of the hosts within half the timeout of each other; docs/durability.md).
         long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
+        request.notAfter(deadline);
         server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), request.key(),
                 request.newValue(), request.start(), deadline, replyTo));
         scheduler.scheduleOnce(timeout, () -> {

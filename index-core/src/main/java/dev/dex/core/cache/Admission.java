@@ -103,7 +103,7 @@ final class Admission {
             return offloader.run(address, path.frameAt[d - 1], path.versionAt[d - 1], level, low, high, op, key, value, partition)
                     ? OFFLOADED : RESOLVE_RESTART;
         }
-        return miss(address, d, sharedGuess, searchKey) ? RESOLVE_SET : RESOLVE_RESTART;
+        return miss(address, d, sharedGuess, searchKey, low, high, level) ? RESOLVE_SET : RESOLVE_RESTART;
     }
 
     /** {@link #enterCachedRoot} outcomes. */
@@ -314,20 +314,22 @@ final class Admission {
      * (inner nodes always, owned leaves with probability P_A, only a node on the search key's own path) or leaves
      * the uncached image on the path.
      *
+     * @param low       the node's slot in its parent's image, {@code (low, high]}, and its level, as resolve read
+     *                  and validated them (unused at depth 0)
      * @return true when depth {@code d} is set; false to restart (a marker in use, a failed validated read, a
      *         parent that changed, or a node just admitted)
      */
-    boolean miss(long address, int d, boolean sharedGuess, long searchKey) {
+    boolean miss(long address, int d, boolean sharedGuess, long searchKey, long low, long high, int level) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return false;
         }
         markers.hold(address);
-        if (d > 0 && !sharedGuess && path.sharedAt[d - 1]) {
-            // An owned node reached through a shared image, which may be stale: an escape for the rest of this
-            // operation, entered before the read (OffloadExclusion). A child's low fence is its slot's low bound
-            // in every image of a parent that points to it.
-            OffloadExclusion.Range escape = engine.exclusion.enterDescent(path.slotLow(d - 1), path.slotHigh(d - 1),
-                    path.viewAt[d - 1].level() - 1);
+        if (d > 0 && path.sharedAt[d - 1]) {
+            // A node reached through a shared image, which may be stale (the node may even be owned now where the
+            // slot spans partitions): an escape for the rest of this operation, entered before the read
+            // (OffloadExclusion). A child's low fence is its slot's low bound in every image of a parent that points
+            // to it; the bounds were read from the parent before resolve validated it.
+            OffloadExclusion.Range escape = engine.exclusion.enterDescent(low, high, level);
             if (escape == null) {
                 markers.release(address);
                 return false;

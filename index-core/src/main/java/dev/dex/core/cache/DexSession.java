@@ -70,6 +70,20 @@ public final class DexSession implements IndexSession {
     private long opValue;
     /** The key the current descent searches for. */
     private long descendKey;
+    /**
+     * The key this session's operation is descending to, published (a volatile write) before the descent reads
+     * anything; {@link #NO_KEY} between operations. Read by other sessions' offloaded writes, which are not sent
+     * into a subtree this key lies in ({@link Offloader}).
+     */
+    private volatile long activeKey = NO_KEY;
+    /** {@link #activeKey} between operations; no key is this small. */
+    static final long NO_KEY = NEG_INFINITY;
+
+    /** Whether this session's operation is descending to a key in {@code (low, high]}. */
+    boolean activeIn(long low, long high) {
+        long key = activeKey;
+        return key != NO_KEY && key > low && key <= high;
+    }
     private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
     /** The partition of the lookup or write in progress. */
@@ -88,7 +102,7 @@ public final class DexSession implements IndexSession {
         SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
-        this.offloader = new Offloader(engine, markers, random, this::count);
+        this.offloader = new Offloader(engine, this, markers, random, this::count);
         this.log = new GroupCommit(engine);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
@@ -128,6 +142,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
+            activeKey = NO_KEY;
             noteRead(partition);
             engine.exit(partition);
         }
@@ -201,6 +216,7 @@ public final class DexSession implements IndexSession {
             return n;
         } finally {
             markers.releaseAll();
+            activeKey = NO_KEY;
             noteRead(first);
             if (partition >= 0) {
                 engine.exit(partition);
@@ -253,7 +269,8 @@ public final class DexSession implements IndexSession {
                 int d = descend(key, LeafOps.mayAdd(op));
                 if (d == OFFLOADED) {
                     if (LeafOps.changes(op, offloader.found())) {
-                        // The memory node applied it; the markers on its path still order it with other writes.
+                        // The memory node applied it; the write's exclusion range and the missed node's marker, held
+                        // until the operation ends, still order it with other writes of its keys.
                         leafWrites.record(partition, key, newValue, op, !recovering);
                     }
                     return committed(LeafOps.result(op, offloader.found()));
@@ -268,6 +285,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
+            activeKey = NO_KEY;
             engine.exit(partition);
         }
     }
@@ -312,6 +330,9 @@ public final class DexSession implements IndexSession {
      */
     private int descend(long key, boolean splitFull) {
         descendKey = key;
+        // Before anything of the descent is read: an offloaded write into a subtree this key lies in is not sent
+        // while this operation may hold images of that subtree (OffloadExclusion, Offloader).
+        activeKey = key;
         if (!enterRoot()) {
             return RESTART;
         }

@@ -16,9 +16,13 @@ import java.util.TreeMap;
  * parent (an orphan: its parent's split moved it to a sibling that is not cached, a refresh of a stale shared node
  * dropped it, or it was reheated or admitted below an uncached image) and a frame whose cached parent is shared
  * (another compute node may have split that parent, so the frame may now hang below a node that is owned here and
- * not cached). A descent that steps from a shared node into an owned node below it also enters an escape for the
- * rest of its operation, since the shared image it followed may be stale. Cooling frames are not escapes: they are
- * clean (written back when cooled), and the offloader drops the cooling copy of the leaf a write changed.
+ * not cached). A descent that steps from a shared node into a node below it also enters an escape for the rest of
+ * its operation, since the shared image it followed may be stale. A frame does not become an escape by cooling:
+ * cooling frames are clean (written back when cooled) and reachable only through a cached parent, and the offloader
+ * drops the cooling copy of the leaf a write changed (a frame that is an escape stays one until it is evicted).
+ * Operations that went below the missed node before the write entered (through it while it was cached, holding
+ * uncached images) are kept out another way: each session publishes the key it descends to, and the offloader does
+ * not send a write into a range that holds another operation's key ({@code DexSession#activeIn}).
  *
  * <p>Everything is kept by key range and level. A node below A lies at a lower level, and its low fence lies in
  * A's range (fences only narrow, and a node keeps its low fence when it splits), so an escape conflicts with a

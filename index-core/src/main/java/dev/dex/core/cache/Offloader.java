@@ -30,6 +30,8 @@ import dev.dex.rdma.GlobalAddress;
  */
 final class Offloader {
     private final DexEngine engine;
+    /** The session this offloader belongs to (its own operation's key is in every range it writes). */
+    private final DexSession session;
     private final FrameArena arena;
     private final MappingTable mapping;
     private final CoolingMap cooling;
@@ -48,8 +50,9 @@ final class Offloader {
     private boolean found;
     private long value;
 
-    Offloader(DexEngine engine, Markers markers, SplittableRandom random, IntConsumer counts) {
+    Offloader(DexEngine engine, DexSession session, Markers markers, SplittableRandom random, IntConsumer counts) {
         this.engine = engine;
+        this.session = session;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
         this.cooling = engine.cooling;
@@ -149,6 +152,10 @@ final class Offloader {
                 }
             } else {
                 OffloadExclusion.Range range = engine.exclusion.beginWrite(low, high, level);
+                if (range != null && anotherOperationIn(low, high)) {
+                    engine.exclusion.endWrite(range);
+                    range = null;
+                }
                 if (range == null) {
                     counts.accept(CacheStats.OFFLOADS_EXCLUDED);
                     return fallBack();
@@ -159,8 +166,12 @@ final class Offloader {
                 offload.write(op, key, newValue, address);
                 if (!send()) {
                     // Not run (a split needed, a node being written, not the owner), or, when the channel gave up on
-                    // it (REJECTED), perhaps run with its answer lost: the caching path then applies the operation to
-                    // the leaf as it finds it (docs/offloading.md, "A lost answer").
+                    // it (REJECTED), perhaps run with its answer lost, or still to run: the range and the marker stay
+                    // held until the memory node may no longer start it; the caching path then applies the operation
+                    // to the leaf as it finds it (docs/offloading.md, "A lost answer").
+                    if (offload.status() == OffloadRequest.REJECTED) {
+                        awaitDeadline(offload.notAfter());
+                    }
                     return fallBack(start, level, timed);
                 }
                 if (!validPath(address)) {
@@ -198,6 +209,37 @@ final class Offloader {
             markers.hold(node);
         }
         return true;
+    }
+
+    /**
+     * Whether another session's operation is descending to a key in {@code (low, high]}: it may hold images of nodes
+     * below the missed node that it read before this write was entered (uncached, or cached and evicted since), and
+     * it would write them back over the write. Read after the write entered its range: an operation that publishes
+     * its key later meets the missed node's IO marker or the range on its way down.
+     */
+    private boolean anotherOperationIn(long low, long high) {
+        for (DexSession other : engine.sessions) {
+            if (other != session && other.activeIn(low, high)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Waits until wall-clock {@code notAfter} (milliseconds) has passed, when the memory node no longer starts a
+     * request the channel gave up on; returns at once when there is none (0) or it has passed.
+     */
+    private static void awaitDeadline(long notAfter) {
+        long wait;
+        while (notAfter != 0 && (wait = notAfter + 1 - System.currentTimeMillis()) > 0) {
+            try {
+                Thread.sleep(wait);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
     }
 
     /** Whether the reported path is one a walk from {@code start} on its server could have taken. */

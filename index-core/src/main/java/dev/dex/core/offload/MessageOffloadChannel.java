@@ -33,6 +33,7 @@ public final class MessageOffloadChannel implements OffloadChannel {
         UnsafeBuffer[] pair = buffers.get();
         // Not started after half the sender's timeout, so never after this side gave up (OffloadMessageDescriptor).
         long deadline = System.currentTimeMillis() + Math.max(1, sender.timeout().toMillis() / 2);
+        request.notAfter(deadline);
         int length = OffloadMessageDescriptor.encodeRequest(request, deadline, pair[0]);
         try {
             int answer = sender.send(GlobalAddress.serverId(request.start()), pair[0], 0, length, pair[1], 0);

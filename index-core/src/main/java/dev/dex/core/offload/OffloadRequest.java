@@ -57,6 +57,9 @@ public final class OffloadRequest {
     boolean found;
     long value;
 
+    /** Wall-clock milliseconds after which the memory side does not start this request (0: no such time). */
+    long notAfter;
+
     private volatile boolean done;
     private volatile Thread waiter;
 
@@ -71,6 +74,7 @@ public final class OffloadRequest {
     }
 
     private void set(int phase, int op, long key, long newValue, long start) {
+        this.notAfter = 0;
         this.phase = phase;
         this.op = op;
         this.key = key;
@@ -146,6 +150,20 @@ public final class OffloadRequest {
     /** Address of path node {@code i}: 0 is the start node, {@code pathLength - 1} the leaf. */
     public long pathNode(int i) {
         return path[i];
+    }
+
+    /**
+     * Records the deadline a channel sent this request with: the memory side does not start it after
+     * {@code notAfter} (wall-clock milliseconds). A sender whose channel gave up on it earlier waits until then
+     * before it writes into the same leaves itself.
+     */
+    public void notAfter(long notAfter) {
+        this.notAfter = notAfter;
+    }
+
+    /** The deadline this request was sent with, or 0 (see {@link #notAfter(long)}). */
+    public long notAfter() {
+        return notAfter;
     }
 
     public long newValue() {

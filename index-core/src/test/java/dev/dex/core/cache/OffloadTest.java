@@ -348,6 +348,99 @@ class OffloadTest {
     }
 
     /**
+     * An operation that went below the missed node before the write was checked: thread A's put passed the level-1
+     * node while it was cached and holds the leaf's uncached image (leaf admission off); the level-1 node is then
+     * evicted, and thread B's put of another key of the same leaf misses it and would offload. A's published key lies
+     * in the node's range, so B's write is not sent; B takes the caching path and waits for A's leaf. Sent, B's
+     * write was undone by A's write of its older image of the leaf (checked: the key was lost).
+     */
+    @Test
+    void anOffloadedWriteIsNotSentWhileAnotherOperationIsBelowTheMissedNode() throws Exception {
+        try (DexFixture fixture = fixture(0.8);
+             LocalOffloadChannel channel = new LocalOffloadChannel(fixture.regions, 1, 64, 0)) {
+            long k1 = 2L * 480 + 3;
+            long k2 = k1 + 2;
+            java.util.concurrent.CountDownLatch reading = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch resume = new java.util.concurrent.CountDownLatch(1);
+            AtomicReference<Long> leafAddress = new AtomicReference<>();
+            AtomicReference<Thread> blocked = new AtomicReference<>();
+            dev.dex.rdma.RemoteMemory watched = new dev.dex.rdma.ForwardingRemoteMemory(fixture.fabric.connect(0, 1)) {
+                @Override
+                public void read(long address, org.agrona.MutableDirectBuffer dst, int dstOffset, int length) {
+                    super.read(address, dst, dstOffset, length);
+                    Long leaf = leafAddress.get();
+                    if (leaf != null && address == leaf && Thread.currentThread() == blocked.get()) {
+                        blocked.set(null);
+                        reading.countDown();
+                        try {
+                            resume.await();
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                }
+            };
+            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
+            DexEngine engine = DexEngine.open(watched, config("dex", 200).withLeafAdmission(0.0).withOffload(oneSample), channel);
+            for (int p = 0; p < fixture.table.count(); p++) {
+                engine.acquire(p);
+            }
+            DexSession a = engine.newSession();
+            DexSession b = engine.newSession();
+            assertTrue(a.lookup(k1 - 1), "A's first eligible miss takes the caching path: the level-1 node is cached");
+            assertTrue(b.lookup(2L * 9_000 + 2), "B's first eligible miss, elsewhere, takes the caching path too");
+            FrameArena arena = engine.arena;
+            dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), engine.rootFrame.get());
+            int slot = rootView.childIndex(k1);
+            int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
+            dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
+            leafAddress.set(levelOneView.child(levelOneView.childIndex(k1)));
+            assertEquals(levelOneView.childIndex(k1), levelOneView.childIndex(k2), "both keys go to one leaf");
+
+            AtomicReference<Throwable> failed = new AtomicReference<>();
+            Thread threadA = new Thread(() -> a.put(k1, 11), "A");
+            threadA.setUncaughtExceptionHandler((t, e) -> failed.set(e));
+            blocked.set(threadA);
+            threadA.start();
+            assertTrue(reading.await(10, TimeUnit.SECONDS), "A reads the leaf");
+            // A cooler evicts the level-1 node while A is below it.
+            long levelOneAddress = arena.address(levelOne);
+            assertTrue(arena.tryLock(levelOne));
+            rootView.child(slot, levelOneAddress);
+            engine.mapping.remove(levelOneAddress, levelOne);
+            engine.exclusion.leaveFrame(levelOne);
+            arena.state(levelOne, FrameHeaderDescriptor.FREE);
+            arena.address(levelOne, 0);
+            arena.clearFlags(levelOne);
+            arena.unlock(levelOne);
+
+            long excluded = engine.stats().offloadsExcluded();
+            long sent = channel.executed();
+            Thread threadB = new Thread(() -> b.put(k2, 22), "B");
+            threadB.setUncaughtExceptionHandler((t, e) -> failed.set(e));
+            threadB.start();
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (engine.stats().offloadsExcluded() == excluded && channel.executed() == sent && System.nanoTime() < until) {
+                Thread.sleep(1);
+            }
+            resume.countDown();
+            threadA.join(10_000);
+            threadB.join(10_000);
+            assertNull(failed.get());
+            assertEquals(excluded + 1, engine.stats().offloadsExcluded(), "B's write met A's key in the node's range");
+            assertEquals(sent, channel.executed(), "and was not sent");
+            assertTrue(a.lookup(k1));
+            assertEquals(11, a.value());
+            assertTrue(a.lookup(k2), "B's put survived A's write of the leaf");
+            assertEquals(22, a.value());
+            a.close();
+            b.close();
+            CacheValidator.validate(engine);
+            engine.close();
+        }
+    }
+
+    /**
      * Leaves the leaf of {@code key} (cached, clean) in the cooling map with no parent, and its owned level-1 parent
      * evicted, as cooling and eviction would; returns the leaf's address.
      */
