@@ -19,8 +19,9 @@ import picocli.CommandLine.UnmatchedArgumentException;
 /**
  * {@code dex bench}: bulk-loads a tree, runs one of the paper's workloads against an engine mode on the
  * local fabric, and reports throughput, latency percentiles, verbs per operation and operation outcomes
- * (stdout), optionally as JSON. Progress goes to stderr. Usable on its own ({@link BenchMain}) or as a
- * subcommand of a larger CLI; build it with {@link #commandLine()} to get its bad-input handling.
+ * (stdout), optionally as JSON. Progress goes to stderr. {@code bin/dex bench} runs it; build it with
+ * {@link #commandLine(int)} to get its bad-input handling, passing the cluster's {@code dex.tree.partitions} as the
+ * default of {@code --partitions}.
  *
  * <p>Exit codes: 0 done, 1 the run failed, 2 bad input (every option is checked before anything runs).
  */
@@ -100,9 +101,16 @@ public final class BenchCommand implements Callable<Integer> {
                     + " offload-only (default: ${DEFAULT-VALUE}).")
     private int memoryThreads;
 
-    @Option(names = "--partitions", paramLabel = "P", defaultValue = "" + PartitionTable.DEFAULT_PARTITIONS,
-            description = "Logical partitions of the key space, for the partitioned modes (default: ${DEFAULT-VALUE}).")
-    private int partitions;
+    @Option(names = "--partitions", paramLabel = "P",
+            description = "Logical partitions of the key space, for the partitioned modes (default: dex.tree.partitions, 64).")
+    private Integer partitions;
+
+    /** The partitions when --partitions is not given: the cluster's setting, which the caller reads (0: none). */
+    private final int defaultPartitions;
+
+    BenchCommand(int defaultPartitions) {
+        this.defaultPartitions = defaultPartitions;
+    }
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
             description = "local (regions in this JVM) or tcp (the memory nodes in this JVM serve their regions over loopback TCP;"
@@ -142,8 +150,9 @@ public final class BenchCommand implements Callable<Integer> {
     private BenchResult lastResult;
 
     /** A command line for this command with its bad-input handling (message, hint, exit code 2). */
-    public static CommandLine commandLine() {
-        return commandLine(new BenchCommand());
+    /** @param defaultPartitions the partitions when --partitions is not given ({@code dex.tree.partitions}) */
+    public static CommandLine commandLine(int defaultPartitions) {
+        return commandLine(new BenchCommand(defaultPartitions));
     }
 
     static CommandLine commandLine(BenchCommand command) {
@@ -194,7 +203,7 @@ public final class BenchCommand implements Callable<Integer> {
      * @throws IllegalArgumentException with the benchmark's message when it refuses the arguments or fails
      */
     public static double engineThroughput(String... args) {
-        BenchCommand command = new BenchCommand();
+        BenchCommand command = new BenchCommand(0);
         java.io.StringWriter errors = new java.io.StringWriter();
         CommandLine cli = commandLine(command).setOut(new PrintWriter(java.io.Writer.nullWriter())).setErr(new PrintWriter(errors));
         int exit = cli.execute(args);
@@ -237,6 +246,10 @@ public final class BenchCommand implements Callable<Integer> {
                 "--memory-nodes must be in [1, " + MAX_MEMORY_NODES + "]: " + memoryNodes);
         check(memoryThreads >= 1 && memoryThreads <= MAX_MEMORY_THREADS,
                 "--memory-threads must be in [1, " + MAX_MEMORY_THREADS + "]: " + memoryThreads);
+        if (partitions == null) {
+            check(defaultPartitions > 0, "--partitions must be given");
+            partitions = defaultPartitions;
+        }
         check(partitions >= 1 && partitions <= PartitionTable.MAX_PARTITIONS,
                 "--partitions must be in [1, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions

@@ -34,8 +34,11 @@ class BenchCommandRunTest {
     record Run(int exitCode, String out, String err, BenchResult result) {
     }
 
+    /** What the command line passes when --partitions is not given (dex.tree.partitions). */
+    private static final int DEFAULT_PARTITIONS = 64;
+
     private static Run bench(String... args) {
-        BenchCommand command = new BenchCommand();
+        BenchCommand command = new BenchCommand(DEFAULT_PARTITIONS);
         CommandLine cmd = BenchCommand.commandLine(command);
         StringWriter out = new StringWriter();
         StringWriter err = new StringWriter();

@@ -19,14 +19,29 @@ class BenchCommandValidationTest {
     record Run(int exitCode, String out, String err) {
     }
 
+    /** What bin/dex passes as --partitions' default: dex.tree.partitions. */
+    private static final int DEFAULT_PARTITIONS = 64;
+
     static Run run(String... args) {
+        return run(DEFAULT_PARTITIONS, args);
+    }
+
+    static Run run(int defaultPartitions, String... args) {
         StringWriter out = new StringWriter();
         StringWriter err = new StringWriter();
-        CommandLine cmd = BenchCommand.commandLine();
+        CommandLine cmd = BenchCommand.commandLine(defaultPartitions);
         cmd.setOut(new PrintWriter(out, true));
         cmd.setErr(new PrintWriter(err, true));
         int code = cmd.execute(args);
         return new Run(code, out.toString(), err.toString());
+    }
+
+    /** --partitions takes its default from the caller (bin/dex: dex.tree.partitions); without one it must be given. */
+    @org.junit.jupiter.api.Test
+    void partitionsWithoutADefaultMustBeGiven() {
+        Run run = run(0, "--keys", "1000");
+        org.junit.jupiter.api.Assertions.assertEquals(2, run.exitCode());
+        org.junit.jupiter.api.Assertions.assertTrue(run.err().contains("--partitions must be given"), run.err());
     }
 
     static Stream<Arguments> badInput() {

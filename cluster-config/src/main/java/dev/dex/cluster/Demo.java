@@ -70,8 +70,8 @@ final class Demo implements Callable<Integer> {
             description = "read-only (100%% get), read-intensive (95/5 get/put), write-intensive (50/50) (default: dex.demo.workload).")
     String workload;
 
-    @Option(names = "--cache-size", paramLabel = "SIZE", defaultValue = "64MiB",
-            description = "Each compute node's cache (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--cache-size", paramLabel = "SIZE",
+            description = "Each compute node's cache (default: dex.demo.cache-size, 64MiB).")
     String cacheSize;
 
     @Option(names = "--partitions", paramLabel = "P", description = "Logical partitions (default: dex.tree.partitions, 64).")
@@ -79,13 +79,15 @@ final class Demo implements Callable<Integer> {
     /** --partitions, or the setting. */
     private int partitions;
 
-    @Option(names = "--compute-nodes", paramLabel = "C", defaultValue = "2",
-            description = "Compute nodes before the scale-out (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--compute-nodes", paramLabel = "C",
+            description = "Compute nodes before the scale-out (default: dex.demo.compute-nodes, 2).")
+    Integer computeNodesOption;
+    /** --compute-nodes, or the setting. */
     int computeNodes;
 
-    @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "local",
+    @Option(names = "--fabric", paramLabel = "TRANSPORT",
             description = "How the compute nodes reach the memory node: local (in this JVM's memory), tcp (over loopback "
-                    + "TCP, as across hosts) or shm (/dev/shm) (default: ${DEFAULT-VALUE}).")
+                    + "TCP, as across hosts) or shm (/dev/shm) (default: dex.demo.fabric, local).")
     String fabric;
 
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the mix's result to FILE as one JSON object.")
@@ -100,9 +102,11 @@ final class Demo implements Callable<Integer> {
                     + " start (default: 0, closed loop: a new operation as soon as one completes).")
     Long rate;
 
-    @Option(names = "--warmup", paramLabel = "S", defaultValue = "2",
+    @Option(names = "--warmup", paramLabel = "S",
             description = "Seconds of the mix run first and not measured, so the JIT has compiled the hot paths"
-                    + " (default: ${DEFAULT-VALUE}).")
+                    + " (default: dex.demo.warmup, 2).")
+    Integer warmupOption;
+    /** --warmup, or the setting. */
     int warmup;
 
     @Option(names = "--baseline", paramLabel = "on|off", defaultValue = "on",
@@ -121,6 +125,14 @@ final class Demo implements Callable<Integer> {
         String fabricName = "demo-" + UUID.randomUUID();
         Config defaults = DexNodes.config(ConfigFactory.empty());
         long n = keys != null ? keys : defaults.getLong("dex.demo.keys");
+        computeNodes = computeNodesOption != null ? computeNodesOption : defaults.getInt("dex.demo.compute-nodes");
+        warmup = warmupOption != null ? warmupOption : defaults.getInt("dex.demo.warmup");
+        if (fabric == null) {
+            fabric = defaults.getString("dex.demo.fabric");
+        }
+        if (cacheSize == null) {
+            cacheSize = defaults.getString("dex.demo.cache-size");
+        }
         if (n < 1000 || n > 50_000_000) {
             throw new IllegalArgumentException("--keys must be in [1000, 50000000]: " + n);
         }

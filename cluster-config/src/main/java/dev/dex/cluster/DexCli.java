@@ -86,7 +86,9 @@ public final class DexCli implements Callable<Integer> {
                 // The fabric alone: verb latency and pipelined verbs per second.
                 return VerbBenchCommand.commandLine().execute(rest.toArray(String[]::new));
             }
-            return BenchCommand.commandLine().setCommandName("dex bench").execute(rest.toArray(String[]::new));
+            // Its --partitions defaults to the cluster's setting, written once in reference.conf.
+            int partitions = com.typesafe.config.ConfigFactory.load().getInt("dex.tree.partitions");
+            return BenchCommand.commandLine(partitions).setCommandName("dex bench").execute(rest.toArray(String[]::new));
         }
         CommandLine cli = new CommandLine(new DexCli());
         cli.setExecutionExceptionHandler(DexCli::handle);

@@ -17,18 +17,18 @@ final class NodeOptions {
             description = "A seed node to join (repeatable). Without one, the node starts a new cluster.")
     List<String> seeds = new ArrayList<>();
 
-    @Option(names = "--host", paramLabel = "HOST", defaultValue = "127.0.0.1",
-            description = "Address this node listens on (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--host", paramLabel = "HOST",
+            description = "Address this node listens on (default: dex.node.host, 127.0.0.1).")
     String host;
 
-    @Option(names = "--port", paramLabel = "PORT", defaultValue = "0",
-            description = "Port this node listens on; 0 picks a free one (default: ${DEFAULT-VALUE}).")
-    int port;
+    @Option(names = "--port", paramLabel = "PORT",
+            description = "Port this node listens on; 0 picks a free one (default: dex.node.port, 0).")
+    Integer port;
 
-    @Option(names = "--fabric", paramLabel = "TRANSPORT", defaultValue = "shm",
+    @Option(names = "--fabric", paramLabel = "TRANSPORT",
             description = "local (one JVM only), shm (processes of one host share regions in --shm-dir), tcp (memory nodes "
                     + "serve their regions over TCP at --host; any host) or disni (RDMA verbs; docs/rdma-disni.md) "
-                    + "(default: ${DEFAULT-VALUE}).")
+                    + "(default: dex.fabric.transport if --config or --set gives it, else dex.node.fabric, shm).")
     String fabric;
 
     @Option(names = "--shm-dir", paramLabel = "DIR",
@@ -46,11 +46,11 @@ final class NodeOptions {
     @Option(names = "--set", paramLabel = "KEY=VALUE", description = "One setting, e.g. --set dex.compute.cache-size=64MiB (repeatable).")
     List<String> settings = new ArrayList<>();
 
-    /** The overrides these options make, checked. */
+    /**
+     * The overrides these options make, checked. An option not given takes its setting: from --config or --set, else
+     * from reference.conf ({@code dex.node.*}), so every default is written in one place.
+     */
     Config overrides() {
-        if (port < 0 || port > 65535) {
-            throw new IllegalArgumentException("--port must be in [0, 65535]: " + port);
-        }
         Config config = ConfigFactory.empty();
         for (String setting : settings) {
             int eq = setting.indexOf('=');
@@ -64,6 +64,19 @@ final class NodeOptions {
                 throw new IllegalArgumentException("--config " + configFile + ": no such readable file");
             }
             config = config.withFallback(ConfigFactory.parseFile(configFile.toFile()));
+        }
+        Config settings = config.withFallback(ConfigFactory.defaultReference());
+        if (host == null) {
+            host = settings.getString("dex.node.host");
+        }
+        if (port == null) {
+            port = settings.getInt("dex.node.port");
+        }
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("--port must be in [0, 65535]: " + port);
+        }
+        if (fabric == null) {
+            fabric = config.hasPath("dex.fabric.transport") ? config.getString("dex.fabric.transport") : settings.getString("dex.node.fabric");
         }
         config = config.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric));
         for (String key : new String[] {"dex.fabric.tcp.host", "dex.fabric.disni.host"}) {

@@ -123,6 +123,44 @@ class DexSettingsTest {
     }
 
     /**
+     * Every default of a node's options is written once, in reference.conf (dex.node.*): an option not given takes
+     * the setting, which --set and --config change; a fabric chosen with --set dex.fabric.transport is kept (the
+     * option's own default used to override it), and an option still wins over every setting.
+     */
+    @Test
+    void aNodesOptionsDefaultToTheirSettings() {
+        NodeOptions plain = new NodeOptions();
+        new picocli.CommandLine(plain).parseArgs();
+        Config node = plain.nodeConfig(ConfigFactory.empty(), "compute");
+        Config reference = ConfigFactory.defaultReference();
+        assertEquals(reference.getString("dex.node.fabric"), node.getString("dex.fabric.transport"));
+        assertEquals("shm", node.getString("dex.fabric.transport"), "a node process does not default to the JVM-local fabric");
+        assertEquals(reference.getString("dex.node.host"), node.getString("pekko.remote.artery.canonical.hostname"));
+        assertEquals(reference.getInt("dex.node.port"), node.getInt("pekko.remote.artery.canonical.port"));
+
+        NodeOptions set = new NodeOptions();
+        new picocli.CommandLine(set).parseArgs("--set", "dex.fabric.transport=tcp", "--set", "dex.node.host=192.0.2.9",
+                "--set", "dex.node.port=25999");
+        Config changed = set.nodeConfig(ConfigFactory.empty(), "compute");
+        assertEquals("tcp", changed.getString("dex.fabric.transport"));
+        assertEquals("192.0.2.9", changed.getString("pekko.remote.artery.canonical.hostname"));
+        assertEquals(25999, changed.getInt("pekko.remote.artery.canonical.port"));
+
+        NodeOptions both = new NodeOptions();
+        new picocli.CommandLine(both).parseArgs("--fabric", "local", "--set", "dex.fabric.transport=tcp", "--port", "25998",
+                "--set", "dex.node.port=25999");
+        Config options = both.nodeConfig(ConfigFactory.empty(), "compute");
+        assertEquals("local", options.getString("dex.fabric.transport"), "the option wins");
+        assertEquals(25998, options.getInt("pekko.remote.artery.canonical.port"));
+
+        NodeOptions bad = new NodeOptions();
+        new picocli.CommandLine(bad).parseArgs("--set", "dex.node.port=70000");
+        IllegalArgumentException refused = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                bad::overrides);
+        assertTrue(refused.getMessage().contains("70000"), refused.getMessage());
+    }
+
+    /**
      * The demo's memory node holds the tree and one redo log per partition: with 200,000 keys, a region sized for
      * the tree alone (64 MiB) was filled by the 64 logs, and partitions could not be acquired (MemoryFullException).
      */

@@ -13,7 +13,6 @@ import dev.dex.core.node.NodeHeaderDescriptor;
  * <em>shared</em> otherwise. Immutable and thread-safe.
  */
 public final class PartitionTable {
-    public static final int DEFAULT_PARTITIONS = 64;
     /** Partitions the superblock can store in the smallest root area. */
     public static final int MAX_PARTITIONS = 256;
 
