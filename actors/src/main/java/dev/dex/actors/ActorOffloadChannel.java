@@ -49,6 +49,8 @@ final class ActorOffloadChannel implements OffloadChannel {
                 .onMessage(MemoryNode.OffloadResult.class, result -> {
                     OffloadRequest request = pending.remove(result.id());
                     if (request != null) {
+                        // The memory node answered: it ran the request or will not (a refusal, a full queue).
+                        request.mayRunUntil(0);
                         try {
                             request.answer(result.status(), result.found(), result.value(), result.path(), result.versions(),
                                     result.pathLength());
@@ -79,7 +81,7 @@ final class ActorOffloadChannel implements OffloadChannel {
         // The memory node starts it only within half the timeout, so it never runs after this side gave up
         // (clocks of the hosts within half the timeout of each other; docs/durability.md).
         long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
-        request.notAfter(deadline);
+        request.mayRunUntil(System.nanoTime() + timeout.toNanos());
         server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), request.key(),
                 request.newValue(), request.start(), deadline, replyTo));
         scheduler.scheduleOnce(timeout, () -> {

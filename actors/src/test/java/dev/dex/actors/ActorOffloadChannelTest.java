@@ -63,6 +63,9 @@ class ActorOffloadChannelTest {
         assertEquals(start, sent.start());
         long deadline = sent.deadline() - before;
         assertFalse(deadline < 14_000 || deadline > 16_000, "it may start within half the 30 s timeout: " + deadline + " ms");
+        long mayRun = request.mayRunUntil() - System.nanoTime();
+        assertTrue(mayRun > TimeUnit.SECONDS.toNanos(25) && mayRun <= TimeUnit.SECONDS.toNanos(30),
+                "until the answer, it may run for the whole timeout (the memory node's clock may lag): " + mayRun);
 
         sent.replyTo().tell(new MemoryNode.OffloadResult(sent.id(), OffloadRequest.OK, true, 99, new long[] {start, start + 1024},
                 new long[] {5, 6}, 2));
@@ -74,6 +77,7 @@ class ActorOffloadChannelTest {
 
         assertTrue(request.found());
         assertEquals(99, request.value());
+        assertEquals(0, request.mayRunUntil(), "answered, it will not run again");
 
         request.read(42, start);
         channel.submit(request);

@@ -170,7 +170,7 @@ final class Offloader {
                     // held until the memory node may no longer start it; the caching path then applies the operation
                     // to the leaf as it finds it (docs/offloading.md, "A lost answer").
                     if (offload.status() == OffloadRequest.REJECTED) {
-                        awaitDeadline(offload.notAfter());
+                        awaitRunOut(offload.mayRunUntil());
                     }
                     return fallBack(start, level, timed);
                 }
@@ -227,18 +227,25 @@ final class Offloader {
     }
 
     /**
-     * Waits until wall-clock {@code notAfter} (milliseconds) has passed, when the memory node no longer starts a
-     * request the channel gave up on; returns at once when there is none (0) or it has passed.
+     * Waits until {@code until} ({@link System#nanoTime}), when a request the channel gave up on can no longer run on
+     * the memory side ({@link OffloadRequest#mayRunUntil()}); returns at once for 0. An interrupt does not cut it short
+     * (the write would race the fallback); it is kept for the caller.
      */
-    private static void awaitDeadline(long notAfter) {
-        long wait;
-        while (notAfter != 0 && (wait = notAfter + 1 - System.currentTimeMillis()) > 0) {
+    private static void awaitRunOut(long until) {
+        if (until == 0) {
+            return;
+        }
+        boolean interrupted = false;
+        long left;
+        while ((left = until - System.nanoTime()) > 0) {
             try {
-                Thread.sleep(wait);
+                Thread.sleep(left / 1_000_000, (int) (left % 1_000_000));
             } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
+                interrupted = true;
             }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
         }
     }
 

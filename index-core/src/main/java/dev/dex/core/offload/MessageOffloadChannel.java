@@ -32,13 +32,27 @@ public final class MessageOffloadChannel implements OffloadChannel {
     public void submit(OffloadRequest request) {
         UnsafeBuffer[] pair = buffers.get();
         // Not started after half the sender's timeout, so never after this side gave up (OffloadMessageDescriptor).
-        long deadline = System.currentTimeMillis() + Math.max(1, sender.timeout().toMillis() / 2);
-        request.notAfter(deadline);
+        long timeout = sender.timeout().toNanos();
+        long deadline = System.currentTimeMillis() + Math.max(1, timeout / 2_000_000);
+        request.mayRunUntil(System.nanoTime() + timeout);
         int length = OffloadMessageDescriptor.encodeRequest(request, deadline, pair[0]);
+        int answer;
         try {
-            int answer = sender.send(GlobalAddress.serverId(request.start()), pair[0], 0, length, pair[1], 0);
+            answer = sender.send(GlobalAddress.serverId(request.start()), pair[0], 0, length, pair[1], 0);
+        } catch (IllegalArgumentException refused) {
+            // Refused before it reached a handler (no such server, no handler, too long): it does not run.
+            request.mayRunUntil(0);
+            request.refuse();
+            return;
+        } catch (FabricException lost) {
+            // No answer in time, or the connection broke: it may have run, or may still (mayRunUntil).
+            request.refuse();
+            return;
+        }
+        try {
             OffloadMessageDescriptor.decodeAnswer(pair[1], answer, request);
-        } catch (FabricException | IllegalArgumentException undeliveredOrMalformed) {
+            request.mayRunUntil(0);
+        } catch (IllegalArgumentException malformed) {
             request.refuse();
         }
     }

@@ -33,7 +33,10 @@ public final class OffloadRequest {
     public static final int CROSS_SERVER = 3;
     /** A node on the path is being written (by another memory-side thread) or is remotely locked. */
     public static final int STALE = 4;
-    /** The memory server's queue is full; nothing was done. */
+    /**
+     * The channel gave up on the request: not delivered (a full queue, an unreachable server, a refused message),
+     * or no answer in time or a lost connection, when it may have run or may still run ({@link #mayRunUntil()}).
+     */
     public static final int REJECTED = 5;
 
     /** Request plus reply on the wire: header fields, and one address and version per path node of the reply. */
@@ -57,8 +60,8 @@ public final class OffloadRequest {
     boolean found;
     long value;
 
-    /** Wall-clock milliseconds after which the memory side does not start this request (0: no such time). */
-    long notAfter;
+    /** System.nanoTime until which the memory side may still run this request after its channel gave up (0: it cannot). */
+    long mayRunUntil;
 
     private volatile boolean done;
     private volatile Thread waiter;
@@ -74,7 +77,7 @@ public final class OffloadRequest {
     }
 
     private void set(int phase, int op, long key, long newValue, long start) {
-        this.notAfter = 0;
+        this.mayRunUntil = 0;
         this.phase = phase;
         this.op = op;
         this.key = key;
@@ -153,17 +156,19 @@ public final class OffloadRequest {
     }
 
     /**
-     * Records the deadline a channel sent this request with: the memory side does not start it after
-     * {@code notAfter} (wall-clock milliseconds). A sender whose channel gave up on it earlier waits until then
-     * before it writes into the same leaves itself.
+     * Records until when ({@link System#nanoTime}) the memory side may still run this request should the channel give
+     * up on it ({@link #REJECTED}) without knowing whether it ran: its send time plus the sender's whole timeout (the
+     * memory node starts nothing after half the timeout by its own clock, which may lag by up to half). A channel
+     * that knows the request will not run (the server answered, or it was never sent) sets 0. A sender whose write
+     * was rejected waits until then before it writes into the same leaves itself.
      */
-    public void notAfter(long notAfter) {
-        this.notAfter = notAfter;
+    public void mayRunUntil(long nanoTime) {
+        this.mayRunUntil = nanoTime;
     }
 
-    /** The deadline this request was sent with, or 0 (see {@link #notAfter(long)}). */
-    public long notAfter() {
-        return notAfter;
+    /** See {@link #mayRunUntil(long)}; 0 when the request cannot run after its answer. */
+    public long mayRunUntil() {
+        return mayRunUntil;
     }
 
     public long newValue() {

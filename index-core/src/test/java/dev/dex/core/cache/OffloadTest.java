@@ -247,8 +247,9 @@ class OffloadTest {
 
     /**
      * The memory side runs an offloaded write, but its answer is lost (the channel gives up on it: a timeout or a
-     * broken connection). The operation falls back and applies the write through the cache; the write's range is
-     * given up with the fallback (else the caching path, and every later write into the range, would wait on it).
+     * broken connection), and the channel says it may still run for 300 ms. The writer keeps its range that long,
+     * then falls back and applies the write through the cache; the range is given up with the fallback (else the
+     * caching path, and every later write into the range, would wait on it).
      */
     @Test
     void aWriteWhoseAnswerIsLostFallsBackAndGivesItsRangeUp() {
@@ -260,6 +261,7 @@ class OffloadTest {
                     channel.submit(request);
                     request.await();
                     if (request.phase() == OffloadRequest.WRITE) {
+                        request.mayRunUntil(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(300));
                         request.refuse(); // ran, but the sender never hears of it
                     }
                 }
@@ -278,7 +280,10 @@ class OffloadTest {
             coolLeafAndEvictItsParent(engine, key);
             long fallbacks = engine.stats().offloadFallbacks();
 
+            long start = System.nanoTime();
             assertFalse(session.put(key, 5_151), "the key is there: put replaces it");
+            assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(300),
+                    "the writer waited until the request could no longer run");
             assertEquals(fallbacks + 1, engine.stats().offloadFallbacks(), "the lost answer made the write fall back");
             assertEquals(0, engine.exclusion.writes(), "the write's range was given up: " + engine.exclusion);
             assertTrue(session.lookup(key));
