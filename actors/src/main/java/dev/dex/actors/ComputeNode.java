@@ -330,6 +330,7 @@ public final class ComputeNode {
     }
 
     private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
+        DexMetrics.get(context.getSystem()).engine(engine);
         return Behaviors.receive(Command.class)
                 .onMessage(GetPartitionTable.class, get -> {
                     get.replyTo().tell(new PartitionTableReply(engine.partitions().upperBounds()));
@@ -384,6 +385,7 @@ public final class ComputeNode {
                 .onMessage(DescribeAgain.class, again -> Behaviors.same())
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
+                    DexMetrics.get(context.getSystem()).engineStopped(engine);
                     if (!workers.closeAndWait()) {
                         // A worker is still inside an operation: closing the connection would unmap memory it
                         // uses (shm). The process is going away; its mappings go with it.

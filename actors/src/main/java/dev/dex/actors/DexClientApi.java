@@ -63,15 +63,19 @@ public final class DexClientApi implements AutoCloseable {
             Thread thread = new Thread(task, "dex-client-api-" + THREADS.getAndIncrement());
             thread.setDaemon(true);
             return thread;
-        }), true);
+        }), true, DexMetrics.get(system));
     }
 
     /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down). */
     public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor) {
-        this(client, timeout, executor, false);
+        this(client, timeout, executor, false, null);
     }
 
-    private DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, boolean own) {
+    /** Where request latencies go ({@code dex_client_request_seconds}); null for an API built without its system. */
+    private final DexMetrics metrics;
+
+    private DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, boolean own, DexMetrics metrics) {
+        this.metrics = metrics;
         Objects.requireNonNull(executor, "executor");
         this.client = Objects.requireNonNull(client, "client");
         this.timeout = Objects.requireNonNull(timeout, "timeout");
@@ -108,6 +112,7 @@ public final class DexClientApi implements AutoCloseable {
     /** Up to {@code count} entries with keys {@code >= start}, ascending, across partitions. */
     public CompletionStage<List<Entry>> scan(long start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
+        timed(reply, Ops.SCAN);
         submissions.submit(new DexClient.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
         return reply.thenApply(answer -> {
             check(answer.error());
@@ -214,8 +219,18 @@ public final class DexClientApi implements AutoCloseable {
 
     private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {
         CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
+        timed(reply, kind);
         submissions.submit(new DexClient.Submitted(new Ops.Op(kind, key, value, 0), reply, null, deadline()), client);
         return reply;
+    }
+
+    /** Records the time from now to {@code reply}'s answer in the node's metrics, if there are any. */
+    private void timed(CompletableFuture<?> reply, int kind) {
+        if (metrics != null) {
+            long start = System.nanoTime();
+            String op = Ops.kindName(kind);
+            reply.whenComplete((answer, failure) -> metrics.request(op, System.nanoTime() - start));
+        }
     }
 
     /**

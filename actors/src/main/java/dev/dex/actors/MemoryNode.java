@@ -146,6 +146,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private final RemoteMemory own;
     private final ThreadPoolExecutor offloadPool;
     private final ThreadLocal<SubtreeExecutor> executors;
+    /** This node's metrics (offloads run, by outcome). */
+    private final DexMetrics metrics;
     private final Fabric fabric;
     /** Incarnations of compute nodes the cluster downed, each fenced once (read by the actor only). */
     private final Set<org.apache.pekko.cluster.UniqueAddress> fencedMembers = new HashSet<>();
@@ -177,6 +179,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     return thread;
                 });
         this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
+        this.metrics = DexMetrics.get(context.getSystem());
         if (fabric instanceof TcpFabric tcp) {
             // Compute nodes send offloads as messages on their fabric connections; the region server's event
             // loops run them.
@@ -372,9 +375,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** On a memory-side thread: runs the request on the region and replies. */
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(MemoryNode.class);
 
-    private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload) {
+    private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload, DexMetrics metrics) {
         if (offload.deadline() != 0 && System.currentTimeMillis() > offload.deadline()) {
             // The compute side stops waiting soon (or has): executed now, the operation could race its fallback.
+            metrics.memoryOffload("late");
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
             return;
         }
@@ -389,6 +393,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         } catch (RuntimeException e) {
             status = OffloadRequest.STALE;
         }
+        metrics.memoryOffload(status == OffloadRequest.OK ? "ok" : status == OffloadRequest.NEEDS_SPLIT ? "needs_split" : "refused");
         int length = status == OffloadRequest.OK ? request.pathLength() : 0;
         long[] path = new long[length];
         long[] versions = new long[length];
@@ -400,7 +405,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     private void run(OffloadRequest request, Offload offload) {
-        runOn(executors.get(), request, offload);
+        runOn(executors.get(), request, offload, metrics);
     }
 
     /** Keeps the region's data where the fabric can ({@code shm}), for the next start of this memory server. */

@@ -17,6 +17,11 @@ public final class Ops {
     public static final int DELETE = LeafOps.DELETE;
     public static final int SCAN = 5;
 
+    /** The name of operation code {@code kind}: get, insert, update, put, delete or scan. */
+    public static String kindName(int kind) {
+        return kind == SCAN ? "scan" : kind == GET ? "get" : LeafOps.name(kind);
+    }
+
     /** The most entries one scan message may ask for: 16 bytes each, well inside Artery's 256 KiB frame. */
     public static final int MAX_SCAN = 8192;
     /** The most operations one batch message may carry. */

@@ -184,6 +184,7 @@ public final class Partition {
                         return Behaviors.stopped();
                     }
                     DexEngine.AcquireReport report = acquired.report();
+                    DexMetrics.get(context.getSystem()).acquired();
                     epoch = report.epoch() != 0 ? report.epoch()
                             : java.util.concurrent.ThreadLocalRandom.current().nextLong() | Long.MIN_VALUE;
                     if (report.previousOwner() != 0) {
@@ -402,6 +403,7 @@ public final class Partition {
                         context.getLog().error("partition {} release failed", partition, released.failure());
                     } else {
                         PartitionedEngine.ReleaseReport report = released.report();
+                        DexMetrics.get(context.getSystem()).released();
                         context.getLog().info("partition {} handed off in {} ms: {} pages ({} bytes) written back, {} frames dropped",
                                 partition, (System.nanoTime() - start) / 1_000_000, report.pagesWritten(), report.bytesWritten(),
                                 report.framesDropped());

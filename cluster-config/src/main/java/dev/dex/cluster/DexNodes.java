@@ -140,6 +140,7 @@ public final class DexNodes {
     public static ActorSystem<DexClient.Command> client(Config config, DexSettings settings) {
         ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(settings.batchTimeout(), settings.clientWindow()), SYSTEM, config);
         joinSelfIfNoSeeds(system, config);
+        operatorEndpoint(system, config);
         return system;
     }
 
@@ -149,7 +150,18 @@ public final class DexNodes {
             return Behaviors.empty();
         }), SYSTEM, config);
         joinSelfIfNoSeeds(system, config);
+        operatorEndpoint(system, config);
         return system;
+    }
+
+    /** Starts the node's operator endpoint (OperatorEndpoint); a node that cannot serve it stops again. */
+    private static void operatorEndpoint(ActorSystem<?> system, Config config) {
+        try {
+            OperatorEndpoint.start(system, config);
+        } catch (RuntimeException e) {
+            system.terminate();
+            throw e;
+        }
     }
 
     private static void joinSelfIfNoSeeds(ActorSystem<?> system, Config config) {
