@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 
+import dev.dex.core.cache.DexConfig;
 import dev.dex.core.partition.PartitionTable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -83,6 +84,11 @@ public final class BenchCommand implements Callable<Integer> {
                     + " (default: " + DEFAULT_CACHE_RATIO + "). Not with --cache-mb.")
     private Double cacheRatio;
 
+    @Option(names = "--leaf-admission", paramLabel = "P_A",
+            description = "DEX modes: the probability that a leaf read on a miss is admitted into the cache, in [0, 1]"
+                    + " (default: the engine's, " + DexConfig.DEFAULT_LEAF_ADMISSION + ").")
+    private Double leafAdmission;
+
     @Option(names = "--cache-mb", paramLabel = "MIB", converter = CountConverter.class,
             description = "Cache per compute node in MiB. Not with --cache-ratio.")
     private Long cacheMb;
@@ -149,8 +155,11 @@ public final class BenchCommand implements Callable<Integer> {
 
     private BenchResult lastResult;
 
-    /** A command line for this command with its bad-input handling (message, hint, exit code 2). */
-    /** @param defaultPartitions the partitions when --partitions is not given ({@code dex.tree.partitions}) */
+    /**
+     * A command line for this command with its bad-input handling (message, hint, exit code 2).
+     *
+     * @param defaultPartitions the partitions when --partitions is not given ({@code dex.tree.partitions})
+     */
     public static CommandLine commandLine(int defaultPartitions) {
         return commandLine(new BenchCommand(defaultPartitions));
     }
@@ -231,6 +240,7 @@ public final class BenchCommand implements Callable<Integer> {
             check(theta == null, "--theta applies only to --dist zipf");
         }
         check(cacheRatio == null || cacheMb == null, "--cache-ratio and --cache-mb are mutually exclusive");
+        check(leafAdmission == null || leafAdmission >= 0 && leafAdmission <= 1, "--leaf-admission must be in [0, 1]: " + leafAdmission);
         double ratio = Double.NaN;
         long cacheBytes = -1;
         if (cacheMb != null) {
@@ -267,7 +277,8 @@ public final class BenchCommand implements Callable<Integer> {
         check(commitBatch >= 1 && commitBatch <= 1024, "--commit-batch must be in [1, 1024]: " + commitBatch);
         check(commitBatch == 1 || mode.partitioned(), "--commit-batch above 1 needs a DEX engine mode, not " + mode.cliName());
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
-                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch);
+                computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
+                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission);
     }
 
     private void check(boolean ok, String message) {

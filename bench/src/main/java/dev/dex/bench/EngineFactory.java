@@ -79,14 +79,15 @@ final class EngineFactory {
             case SKIPLIST -> skipList(config, keySpace, progress);
             case BASELINE -> onFabric(config, keySpace, progress, null);
             case PARTITIONED, SHERMAN, DEX, OFFLOAD_ONLY, NO_OFFLOAD ->
-                    onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode(), config.redoLog()));
+                    onFabric(config, keySpace, progress, partitionedEngineOpener(config.mode(), config.redoLog(),
+                            config.leafAdmission()));
         };
     }
 
-    /** What opens one compute node's engine in {@code mode}, a DEX engine mode. */
-    static PartitionedEngineOpener partitionedEngineOpener(Mode mode, boolean redoLog) {
+    /** What opens one compute node's engine in {@code mode}, a DEX engine mode, admitting leaves with P_A {@code leafAdmission}. */
+    static PartitionedEngineOpener partitionedEngineOpener(Mode mode, boolean redoLog, double leafAdmission) {
         return (memory, table, cacheBytes, channel) -> DexEngine.open(memory, switch (mode) {
-            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.engine(), cacheBytes);
+            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.engine(), cacheBytes).withLeafAdmission(leafAdmission);
             case SHERMAN -> DexConfig.sherman(cacheBytes);
             case PARTITIONED -> DexConfig.partitioned();
             default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);

@@ -65,6 +65,7 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--compute-nodes", "0"}, "--compute-nodes must be in [1"),
                 Arguments.of(new String[] {"--memory-nodes", "100"}, "--memory-nodes must be in [1"),
                 Arguments.of(new String[] {"--partitions", "0"}, "--partitions must be in [1"),
+                Arguments.of(new String[] {"--leaf-admission", "1.5"}, "--leaf-admission must be in [0, 1]"),
                 Arguments.of(new String[] {"--memory-threads", "0"}, "--memory-threads must be in [1"),
                 Arguments.of(new String[] {"--partitions", "5000"}, "--partitions must be in [1"),
                 Arguments.of(new String[] {"--mode", "dex", "--partitions", "2", "--compute-nodes", "4"},
@@ -96,7 +97,7 @@ class BenchCommandValidationTest {
         assertEquals(0, run.exitCode());
         for (String option : new String[] {"--workload", "--keys", "--ops", "--warmup", "--threads", "--cache-ratio",
                 "--cache-mb", "--mode", "--compute-nodes", "--memory-nodes", "--partitions", "--fabric", "--latency-ns",
-                "--seed", "--json", "--dist", "--theta", "--redo-log"}) {
+                "--seed", "--json", "--dist", "--theta", "--redo-log", "--leaf-admission"}) {
             assertTrue(run.out().contains(option), option);
         }
         for (Workload w : Workload.values()) {

@@ -68,6 +68,12 @@ public final class DexCli implements Callable<Integer> {
 
     /** Runs a command line and returns its exit code. */
     public static int run(String... args) {
+        if (args.length > 0 && args[0].equals("reproduce")) {
+            int partitions = com.typesafe.config.ConfigFactory.load().getInt("dex.tree.partitions");
+            CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions).setCommandName("dex reproduce");
+            cli.setExecutionExceptionHandler(DexCli::handle);
+            return cli.execute(Arrays.copyOfRange(args, 1, args.length));
+        }
         if (args.length > 0 && args[0].equals("bench")) {
             List<String> rest = new ArrayList<>(Arrays.asList(args).subList(1, args.length));
             if (rest.remove("--cluster")) {
@@ -112,6 +118,8 @@ public final class DexCli implements Callable<Integer> {
                 + " cluster through the client ('dex bench --cluster --help'); 'dex bench --verbs' measures the fabric's verbs"
                 + " alone ('dex bench --verbs --help'); 'dex bench --takeover' measures a partition's takeover against its"
                 + " redo log's length ('dex bench --takeover --help')");
+        System.out.println("  reproduce  the paper's experiments, scaled down, as CSVs, PNG plots and an index.md"
+                + " ('dex reproduce --help')");
         return 0;
     }
 

@@ -1,0 +1,70 @@
+package dev.dex.bench;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/** {@code dex reproduce}: the paper's experiments, scaled down, as CSVs, PNG plots and an index page ({@link Reproduction}). */
+@Command(name = "reproduce", sortOptions = false, usageHelpAutoWidth = true,
+        description = "Runs scaled-down versions of the paper's experiments with the benchmark and writes, per experiment,"
+                + " a CSV and a PNG plot, and an index.md that shows them with one line of reading each.",
+        exitCodeListHeading = "%nExit codes:%n",
+        exitCodeList = {"0:done", "1:a run failed", "2:bad input"})
+public final class ReproduceCommand implements Callable<Integer> {
+    @Spec
+    private CommandLine.Model.CommandSpec spec;
+
+    @Option(names = "--quick", description = "200k keys and 100k operations per run: within about 10 minutes on 2 cores"
+            + " (default: 2M keys and 1M operations, about an hour).")
+    private boolean quick;
+
+    @Option(names = "--out", paramLabel = "DIR", defaultValue = "reproduce",
+            description = "Where the CSVs, plots and index.md go (default: ${DEFAULT-VALUE}).")
+    private Path out;
+
+    @Option(names = "--only", paramLabel = "NAME", split = ",",
+            description = "Only these experiments: verbs, ablation, threads, cache, skew, leaf-admission, offload-threads.")
+    private List<String> only = List.of();
+
+    @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")
+    private boolean help;
+
+    private final int defaultPartitions;
+
+    private ReproduceCommand(int defaultPartitions) {
+        this.defaultPartitions = defaultPartitions;
+    }
+
+    /** @param defaultPartitions the bench's --partitions default ({@code dex.tree.partitions}) */
+    public static CommandLine commandLine(int defaultPartitions) {
+        return new CommandLine(new ReproduceCommand(defaultPartitions));
+    }
+
+    @Override
+    public Integer call() throws IOException {
+        PrintWriter err = spec.commandLine().getErr();
+        Set<String> names = new LinkedHashSet<>(only);
+        for (String name : names) {
+            if (!Reproduction.EXPERIMENTS.contains(name)) {
+                err.println("dex reproduce: no experiment '" + name + "'; there are " + String.join(", ", Reproduction.EXPERIMENTS));
+                err.flush();
+                return 2;
+            }
+        }
+        Reproduction.Scale scale = quick ? Reproduction.Scale.QUICK : Reproduction.Scale.FULL;
+        List<Path> written = new Reproduction(scale, defaultPartitions, err).run(out, names);
+        PrintWriter stdout = spec.commandLine().getOut();
+        stdout.printf("wrote %d files to %s; open %s%n", written.size(), out, out.resolve("index.md"));
+        stdout.flush();
+        return 0;
+    }
+}

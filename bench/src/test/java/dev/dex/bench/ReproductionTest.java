@@ -1,0 +1,76 @@
+package dev.dex.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.awt.image.BufferedImage;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+
+import javax.imageio.ImageIO;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code dex reproduce} on tiny data: two experiments (a bar chart and a line chart), their CSVs with one row per run
+ * and values a run really measured, PNGs that decode, an index that shows them, and progress for every run.
+ */
+class ReproductionTest {
+    private static final Reproduction.Scale TINY = new Reproduction.Scale("tiny", 20_000, 5_000, 2_000);
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void writesACsvAPlotAndAReadingPerExperiment() throws Exception {
+        StringWriter progress = new StringWriter();
+        List<Path> written = new Reproduction(TINY, 16, new PrintWriter(progress, true)).run(dir, Set.of("verbs", "skew"));
+        assertEquals(5, written.size(), "two CSVs, two PNGs and the index: " + written);
+
+        List<String> verbs = Files.readAllLines(dir.resolve("verbs.csv"));
+        assertEquals("series,x,throughput_ops_per_s,reads_per_op,writes_per_op,atomics_per_op,two_sided_per_op,hit_ratio,value",
+                verbs.get(0));
+        assertEquals(1 + 8, verbs.size(), "two workloads by four modes");
+        double dexReads = -1;
+        double baselineReads = -1;
+        for (String row : verbs.subList(1, verbs.size())) {
+            String[] f = row.split(",");
+            assertTrue(Double.parseDouble(f[2]) > 0, "a throughput: " + row);
+            assertEquals(Double.parseDouble(f[3]), Double.parseDouble(f[8]), 1e-9, "the plotted value is reads/op: " + row);
+            if (f[0].equals("read-only") && f[1].equals("dex")) {
+                dexReads = Double.parseDouble(f[3]);
+            }
+            if (f[0].equals("read-only") && f[1].equals("baseline")) {
+                baselineReads = Double.parseDouble(f[3]);
+            }
+        }
+        assertTrue(dexReads > 0 && dexReads < baselineReads, "the cache saves reads: dex " + dexReads + ", baseline " + baselineReads);
+        assertEquals(1 + 8, Files.readAllLines(dir.resolve("skew.csv")).size(), "two modes by four thetas");
+
+        for (String name : List.of("verbs", "skew")) {
+            BufferedImage image = ImageIO.read(dir.resolve(name + ".png").toFile());
+            assertNotNull(image, name + ".png decodes");
+            assertEquals(800, image.getWidth());
+            assertEquals(500, image.getHeight());
+        }
+        String index = Files.readString(dir.resolve("index.md"));
+        assertTrue(index.contains("![Remote reads per operation (Table 2)](verbs.png)") && index.contains("(skew.csv)"), index);
+        assertTrue(index.contains("DEX reads"), "a line of reading with the measured figures: " + index);
+        assertEquals(16, progress.toString().lines().filter(l -> l.startsWith("[")).count(), "a progress line per run: " + progress);
+        assertTrue(progress.toString().contains("[16/16] skew:"), progress.toString());
+    }
+
+    @Test
+    void anUnknownExperimentIsAClearError() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new Reproduction(TINY, 16, new PrintWriter(new StringWriter())).run(dir, Set.of("latency")));
+        assertTrue(e.getMessage().contains("no experiment 'latency'") && e.getMessage().contains("leaf-admission"), e.getMessage());
+    }
+}
