@@ -28,6 +28,8 @@ import dev.dex.actors.DexMetrics;
  * node's dispatcher, and a scrape only reads counters.
  */
 final class OperatorEndpoint {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OperatorEndpoint.class);
+
     private OperatorEndpoint() {
     }
 
@@ -54,7 +56,7 @@ final class OperatorEndpoint {
                     .toCompletableFuture().get(30, TimeUnit.SECONDS);
             system.getWhenTerminated().thenRun(() -> binding.unbind());
             InetSocketAddress bound = binding.localAddress();
-            system.log().info("operator endpoint (members, shards, /alive, /ready, /metrics) at http://{}:{}", host, bound.getPort());
+            LOG.info("operator endpoint (members, shards, /alive, /ready, /metrics) at http://{}:{}", host, bound.getPort());
             return bound;
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
             throw new IllegalStateException("the operator endpoint could not listen at " + host + ":" + port + ": "
