@@ -23,8 +23,8 @@ public final class ReproduceCommand implements Callable<Integer> {
     @Spec
     private CommandLine.Model.CommandSpec spec;
 
-    @Option(names = "--quick", description = "200k keys and 100k operations per run: within about 10 minutes on 2 cores"
-            + " (default: 2M keys and 1M operations, about an hour).")
+    @Option(names = "--quick", description = "1M keys and 500k operations per run: about 2 minutes on 2 cores"
+            + " (default: 2M keys and 1M operations per run).")
     private boolean quick;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "reproduce",
@@ -32,21 +32,27 @@ public final class ReproduceCommand implements Callable<Integer> {
     private Path out;
 
     @Option(names = "--only", paramLabel = "NAME", split = ",",
-            description = "Only these experiments: verbs, ablation, threads, cache, skew, leaf-admission, offload-threads.")
+            description = "Only these experiments: verbs, ablation, threads, cache, skew, leaf-admission, offload-threads,"
+                    + " timeline (a cluster in this JVM: throughput per 100 ms while a compute node joins and leaves).")
     private List<String> only = List.of();
 
     @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")
     private boolean help;
 
     private final int defaultPartitions;
+    private final Reproduction.Timeline timeline;
 
-    private ReproduceCommand(int defaultPartitions) {
+    private ReproduceCommand(int defaultPartitions, Reproduction.Timeline timeline) {
         this.defaultPartitions = defaultPartitions;
+        this.timeline = timeline;
     }
 
-    /** @param defaultPartitions the bench's --partitions default ({@code dex.tree.partitions}) */
-    public static CommandLine commandLine(int defaultPartitions) {
-        return new CommandLine(new ReproduceCommand(defaultPartitions));
+    /**
+     * @param defaultPartitions the bench's --partitions default ({@code dex.tree.partitions})
+     * @param timeline          runs the repartitioning timeline (a cluster), or null to leave it out
+     */
+    public static CommandLine commandLine(int defaultPartitions, Reproduction.Timeline timeline) {
+        return new CommandLine(new ReproduceCommand(defaultPartitions, timeline));
     }
 
     @Override
@@ -61,7 +67,7 @@ public final class ReproduceCommand implements Callable<Integer> {
             }
         }
         Reproduction.Scale scale = quick ? Reproduction.Scale.QUICK : Reproduction.Scale.FULL;
-        List<Path> written = new Reproduction(scale, defaultPartitions, err).run(out, names);
+        List<Path> written = new Reproduction(scale, defaultPartitions, err).withTimeline(timeline).run(out, names);
         PrintWriter stdout = spec.commandLine().getOut();
         stdout.printf("wrote %d files to %s; open %s%n", written.size(), out, out.resolve("index.md"));
         stdout.flush();

@@ -90,6 +90,16 @@ final class Demo implements Callable<Integer> {
                     + "TCP, as across hosts) or shm (/dev/shm) (default: dex.demo.fabric, local).")
     String fabric;
 
+    @Option(names = "--timeline", paramLabel = "FILE",
+            description = "After the join settles, the new compute node leaves again; write the throughput of every 100 ms"
+                    + " of the scale-out and the leave to FILE (CSV) and a plot beside it (.png), as bin/dex reproduce does.")
+    java.nio.file.Path timelineFile;
+    /** Operations completed in each 100 ms of the mix during the scale-out (and the leave), when --timeline is given. */
+    private java.util.concurrent.atomic.AtomicLongArray perTick;
+    /** One line of reading of the timeline, once it is written. */
+    String timelineReading;
+    static final long TICK_NANOS = 100_000_000L;
+
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the mix's result to FILE as one JSON object.")
     java.nio.file.Path json;
 
@@ -331,6 +341,9 @@ final class Demo implements Callable<Integer> {
                 SECONDS_BEFORE_JOIN);
         java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
         java.util.concurrent.atomic.AtomicLongArray perSecond = new java.util.concurrent.atomic.AtomicLongArray(SCALE_OUT_MAX_SECONDS);
+        if (timelineFile != null) {
+            perTick = new java.util.concurrent.atomic.AtomicLongArray((int) (SCALE_OUT_MAX_SECONDS * (1_000_000_000L / TICK_NANOS)));
+        }
         java.util.concurrent.FutureTask<Result> during = new java.util.concurrent.FutureTask<>(() -> mix(client, n, putPercent,
                 SCALE_OUT_MAX_SECONDS, settings.demoInFlight(), 0, written, stop, perSecond, "mix during scale-out (s)"));
         Thread mixer = new Thread(during, "demo-mix-during-scale-out");
@@ -345,6 +358,19 @@ final class Demo implements Callable<Integer> {
         List<ComputeNode.Status> settled = awaitRebalance(client, clientSystem, n, computeNodes + 1, Duration.ofSeconds(90));
         double settledAt = (System.nanoTime() - joinStart) / 1e9;
         Thread.sleep(1_500);
+        double leaveAt = 0;
+        double leftAt = 0;
+        if (timelineFile != null) {
+            out.println("the new compute node leaves again while the mix goes on...");
+            long leaveStart = System.nanoTime();
+            computeC.terminate();
+            computeC.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+            awaitRebalance(client, clientSystem, n, computeNodes, Duration.ofSeconds(90));
+            leaveAt = (leaveStart - mixStart) / 1e9;
+            leftAt = (System.nanoTime() - mixStart) / 1e9;
+            out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
+            Thread.sleep(1_500);
+        }
         int wholeSeconds = (int) ((System.nanoTime() - mixStart) / 1_000_000_000L);
         stop.set(true);
         Result duringScaleOut;
@@ -354,6 +380,10 @@ final class Demo implements Callable<Integer> {
             throw new IllegalStateException("the mix during the scale-out failed: " + e.getCause(), e.getCause());
         }
         out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n", settledAt);
+        if (timelineFile != null) {
+            writeTimeline((joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt,
+                    (System.nanoTime() - mixStart) / 1e9);
+        }
         reportScaleOut(perSecond, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, wholeSeconds);
         if (duringScaleOut.ops() == 0) {
             throw new IllegalStateException("no operation completed during the scale-out");
@@ -484,7 +514,7 @@ final class Demo implements Callable<Integer> {
                             failures.incrementAndGet();
                         }
                         writing.remove(key);
-                        done(recorder, t0, start, perSecond);
+                        done(recorder, t0, start, perSecond, perSecond == null ? null : perTick);
                         slots.release();
                     });
                 } else {
@@ -494,7 +524,7 @@ final class Demo implements Callable<Integer> {
                         } else {
                             failures.incrementAndGet();
                         }
-                        done(recorder, t0, start, perSecond);
+                        done(recorder, t0, start, perSecond, perSecond == null ? null : perTick);
                         slots.release();
                     });
                 }
@@ -512,7 +542,8 @@ final class Demo implements Callable<Integer> {
         return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
     }
 
-    private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond) {
+    private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond,
+                             java.util.concurrent.atomic.AtomicLongArray perTick) {
         long now = System.nanoTime();
         recorder.recordValue(now - t0);
         if (perSecond != null) {
@@ -521,6 +552,63 @@ final class Demo implements Callable<Integer> {
                 perSecond.incrementAndGet(second);
             }
         }
+        if (perTick != null) {
+            int tick = (int) ((now - start) / TICK_NANOS);
+            if (tick < perTick.length()) {
+                perTick.incrementAndGet(tick);
+            }
+        }
+    }
+
+    /**
+     * Writes the scale-out's and the leave's throughput per 100 ms ({@code timelineFile}, CSV: seconds since the mix
+     * started, operations per second in that 100 ms) and its plot, with the join, the settled map, the leave and the
+     * map back as vertical markers; sets {@link #timelineReading}.
+     */
+    private void writeTimeline(double joinAt, double settledAt, double leaveAt, double leftAt, double endAt) throws java.io.IOException {
+        int ticks = Math.min(perTick.length(), (int) (endAt * 1e9 / TICK_NANOS));
+        double perSecond = 1e9 / TICK_NANOS;
+        StringBuilder csv = new StringBuilder("t_seconds,ops_per_second\n");
+        double[] t = new double[ticks];
+        double[] rate = new double[ticks];
+        double usual = 0;
+        int before = 0;
+        double lowest = Double.MAX_VALUE;
+        for (int i = 0; i < ticks; i++) {
+            t[i] = (i + 0.5) * TICK_NANOS / 1e9;
+            rate[i] = perTick.get(i) * perSecond;
+            csv.append(String.format(java.util.Locale.ROOT, "%.1f,%.0f%n", t[i], rate[i]));
+            if (t[i] >= 1 && t[i] < joinAt) {
+                usual += rate[i];
+                before++;
+            } else if (t[i] >= joinAt) {
+                lowest = Math.min(lowest, rate[i]);
+            }
+        }
+        usual = before == 0 ? 0 : usual / before;
+        java.nio.file.Files.writeString(timelineFile, csv);
+        org.knowm.xchart.XYChart chart = new org.knowm.xchart.XYChartBuilder().width(800).height(500)
+                .title("Throughput while a compute node joins and leaves").xAxisTitle("time (s)").yAxisTitle("ops/s").build();
+        chart.getStyler().setMarkerSize(0);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideS);
+        chart.addSeries("ops/s per 100 ms", t, rate);
+        double top = java.util.Arrays.stream(rate).max().orElse(1);
+        String[] names = {"join", "partitions settled", "leave", "partitions back"};
+        double[] at = {joinAt, settledAt, leaveAt, leftAt};
+        for (int i = 0; i < names.length; i++) {
+            if (at[i] > 0) {
+                chart.addSeries(names[i], new double[] {at[i], at[i]}, new double[] {0, top});
+            }
+        }
+        String png = timelineFile.toString().replaceAll("\\.csv$", "") + ".png";
+        System.setProperty("java.awt.headless", "true");
+        org.knowm.xchart.BitmapEncoder.saveBitmap(chart, png, org.knowm.xchart.BitmapEncoder.BitmapFormat.PNG);
+        timelineReading = String.format(java.util.Locale.ROOT, "%d compute nodes, a third joins at %.1f s: the partitions"
+                + " settle %.1f s later; it leaves at %.1f s and the map is back %.1f s later. The usual rate before the join"
+                + " is %,.0f ops/s; the lowest 100 ms after it, %,.0f ops/s (%.0f%%).", computeNodes, joinAt, settledAt - joinAt,
+                leaveAt, leftAt - leaveAt, usual, lowest == Double.MAX_VALUE ? 0 : lowest,
+                usual == 0 ? 0 : 100 * (lowest == Double.MAX_VALUE ? 0 : lowest) / usual);
+        out.println("timeline: " + timelineFile + " and " + png);
     }
 
     private void report(Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, DexSettings settings, long n,

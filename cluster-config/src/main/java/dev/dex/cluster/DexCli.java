@@ -70,7 +70,7 @@ public final class DexCli implements Callable<Integer> {
     public static int run(String... args) {
         if (args.length > 0 && args[0].equals("reproduce")) {
             int partitions = com.typesafe.config.ConfigFactory.load().getInt("dex.tree.partitions");
-            CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions).setCommandName("dex reproduce");
+            CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions, DexCli::timeline).setCommandName("dex reproduce");
             cli.setExecutionExceptionHandler(DexCli::handle);
             return cli.execute(Arrays.copyOfRange(args, 1, args.length));
         }
@@ -99,6 +99,21 @@ public final class DexCli implements Callable<Integer> {
         CommandLine cli = new CommandLine(new DexCli());
         cli.setExecutionExceptionHandler(DexCli::handle);
         return cli.execute(args);
+    }
+
+    /**
+     * The repartitioning timeline of {@code dex reproduce}: the demo's cluster in this JVM (a quarter of the scale's keys,
+     * 2 compute nodes), a third joining and then leaving while the mix goes on, recorded per 100 ms; its index section.
+     */
+    static String timeline(java.nio.file.Path out, dev.dex.bench.Reproduction.Scale scale) throws Exception {
+        Demo demo = new Demo();
+        int exit = new CommandLine(demo).execute("--keys", Long.toString(Math.max(100_000, scale.keys() / 4)), "--seconds", "2",
+                "--warmup", "1", "--baseline", "off", "--timeline", out.resolve("timeline.csv").toString());
+        if (exit != 0 || demo.timelineReading == null) {
+            throw new IllegalStateException("the demo's cluster run failed (exit " + exit + ")");
+        }
+        return "## Repartitioning: throughput while a compute node joins and leaves\n\n![Repartitioning timeline](timeline.png)\n\n"
+                + demo.timelineReading + " Data: [timeline.csv](timeline.csv).";
     }
 
     /** Bad input (a bad option or setting) exits 2 with the reason; anything else exits 1. */
