@@ -150,17 +150,13 @@ public final class DexYcsbClient extends DB {
         return value;
     }
 
-    @Override
-    public Status read(String table, String key, Set<String> fields, Map<String, ByteIterator> result) {
+    /**
+     * Runs an operation of the client API: an input the index cannot take (a key without a number, a value too long)
+     * is {@link Status#BAD_REQUEST}, a failure of the cluster (a timeout, a node gone) {@link Status#ERROR}.
+     */
+    private static Status call(java.util.function.Supplier<Status> operation) {
         try {
-            OptionalLong value = client.blocking().get(indexKey(key));
-            if (value.isEmpty()) {
-                return Status.NOT_FOUND;
-            }
-            if (fields == null || fields.contains(field)) {
-                result.put(field, new ByteArrayByteIterator(decode(value.getAsLong())));
-            }
-            return Status.OK;
+            return operation.get();
         } catch (IllegalArgumentException e) {
             return Status.BAD_REQUEST;
         } catch (DexException e) {
@@ -169,9 +165,23 @@ public final class DexYcsbClient extends DB {
     }
 
     @Override
+    public Status read(String table, String key, Set<String> fields, Map<String, ByteIterator> result) {
+        return call(() -> {
+            OptionalLong value = client.blocking().get(indexKey(key));
+            if (value.isEmpty()) {
+                return Status.NOT_FOUND;
+            }
+            if (fields == null || fields.contains(field)) {
+                result.put(field, new ByteArrayByteIterator(decode(value.getAsLong())));
+            }
+            return Status.OK;
+        });
+    }
+
+    @Override
     public Status scan(String table, String startkey, int recordcount, Set<String> fields,
                        Vector<HashMap<String, ByteIterator>> result) {
-        try {
+        return call(() -> {
             for (DexClientApi.Entry entry : client.blocking().scan(indexKey(startkey), recordcount)) {
                 HashMap<String, ByteIterator> record = new HashMap<>();
                 if (fields == null || fields.contains(field)) {
@@ -180,11 +190,7 @@ public final class DexYcsbClient extends DB {
                 result.add(record);
             }
             return Status.OK;
-        } catch (IllegalArgumentException e) {
-            return Status.BAD_REQUEST;
-        } catch (DexException e) {
-            return Status.ERROR;
-        }
+        });
     }
 
     @Override
@@ -201,24 +207,14 @@ public final class DexYcsbClient extends DB {
         if (values.size() != 1 || !values.containsKey(field)) {
             return Status.BAD_REQUEST;
         }
-        try {
+        return call(() -> {
             client.blocking().put(indexKey(key), encode(values.get(field).toArray()));
             return Status.OK;
-        } catch (IllegalArgumentException e) {
-            return Status.BAD_REQUEST;
-        } catch (DexException e) {
-            return Status.ERROR;
-        }
+        });
     }
 
     @Override
     public Status delete(String table, String key) {
-        try {
-            return client.blocking().delete(indexKey(key)) ? Status.OK : Status.NOT_FOUND;
-        } catch (IllegalArgumentException e) {
-            return Status.BAD_REQUEST;
-        } catch (DexException e) {
-            return Status.ERROR;
-        }
+        return call(() -> client.blocking().delete(indexKey(key)) ? Status.OK : Status.NOT_FOUND);
     }
 }

@@ -394,13 +394,9 @@ class OffloadTest {
             DexSession b = engine.newSession();
             assertTrue(a.lookup(k1 - 1), "A's first eligible miss takes the caching path: the level-1 node is cached");
             assertTrue(b.lookup(2L * 9_000 + 2), "B's first eligible miss, elsewhere, takes the caching path too");
-            FrameArena arena = engine.arena;
-            dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), engine.rootFrame.get());
-            int slot = rootView.childIndex(k1);
-            int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
-            dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
-            leafAddress.set(levelOneView.child(levelOneView.childIndex(k1)));
-            assertEquals(levelOneView.childIndex(k1), levelOneView.childIndex(k2), "both keys go to one leaf");
+            CachedPath path = CachedPath.of(engine, k1);
+            leafAddress.set(path.levelOneView().child(path.leafSlot()));
+            assertEquals(path.leafSlot(), path.levelOneView().childIndex(k2), "both keys go to one leaf");
 
             AtomicReference<Throwable> failed = new AtomicReference<>();
             Thread threadA = new Thread(() -> a.put(k1, 11), "A");
@@ -408,16 +404,7 @@ class OffloadTest {
             blocked.set(threadA);
             threadA.start();
             assertTrue(reading.await(10, TimeUnit.SECONDS), "A reads the leaf");
-            // A cooler evicts the level-1 node while A is below it.
-            long levelOneAddress = arena.address(levelOne);
-            assertTrue(arena.tryLock(levelOne));
-            rootView.child(slot, levelOneAddress);
-            engine.mapping.remove(levelOneAddress, levelOne);
-            engine.exclusion.leaveFrame(levelOne);
-            arena.state(levelOne, FrameHeaderDescriptor.FREE);
-            arena.address(levelOne, 0);
-            arena.clearFlags(levelOne);
-            arena.unlock(levelOne);
+            path.evictLevelOne(); // as a cooler would, while A is below it
 
             long excluded = engine.stats().offloadsExcluded();
             long sent = channel.executed();
@@ -446,39 +433,64 @@ class OffloadTest {
     }
 
     /**
+     * The cached path of {@code key} below the pinned root: the root's image and the slot of the level-1 node, the
+     * level-1 frame and its image, the slot of the leaf and the leaf's frame (both cached, asserted).
+     */
+    private record CachedPath(DexEngine engine, dev.dex.core.node.NodeView root, int slot, int levelOne,
+                              dev.dex.core.node.NodeView levelOneView, int leafSlot, int leaf) {
+        static CachedPath of(DexEngine engine, long key) {
+            FrameArena arena = engine.arena;
+            dev.dex.core.node.NodeView root = arena.wrap(new dev.dex.core.node.NodeView(), engine.rootFrame.get());
+            int slot = root.childIndex(key);
+            assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(root.child(slot)), "the level-1 node is cached");
+            int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(root.child(slot));
+            dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
+            assertFalse(arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
+            int leafSlot = levelOneView.childIndex(key);
+            long pointer = levelOneView.child(leafSlot);
+            int leaf = dev.dex.rdma.GlobalAddress.isSwizzled(pointer) ? (int) dev.dex.rdma.GlobalAddress.unswizzle(pointer)
+                    : FrameHeaderDescriptor.NO_FRAME;
+            return new CachedPath(engine, root, slot, levelOne, levelOneView, leafSlot, leaf);
+        }
+
+        /** Unswizzles the leaf from the level-1 node: it is left with no parent. */
+        void detachLeaf() {
+            assertTrue(leaf != FrameHeaderDescriptor.NO_FRAME, "the leaf is cached");
+            levelOneView.child(leafSlot, engine.arena.address(leaf));
+            engine.arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
+        }
+
+        /** Evicts the level-1 node as an eviction does (it has no swizzled child left on the key's path). */
+        void evictLevelOne() {
+            FrameArena arena = engine.arena;
+            long address = arena.address(levelOne);
+            assertTrue(arena.tryLock(levelOne));
+            root.child(slot, address);
+            engine.mapping.remove(address, levelOne);
+            engine.exclusion.leaveFrame(levelOne);
+            arena.state(levelOne, FrameHeaderDescriptor.FREE);
+            arena.address(levelOne, 0);
+            arena.clearFlags(levelOne);
+            arena.unlock(levelOne);
+        }
+    }
+
+    /**
      * Leaves the leaf of {@code key} (cached, clean) in the cooling map with no parent, and its owned level-1 parent
      * evicted, as cooling and eviction would; returns the leaf's address.
      */
     private static long coolLeafAndEvictItsParent(DexEngine engine, long key) {
+        CachedPath path = CachedPath.of(engine, key);
         FrameArena arena = engine.arena;
-        int root = engine.rootFrame.get();
-        dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), root);
-        int slot = rootView.childIndex(key);
-        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(rootView.child(slot)), "the level-1 node is cached");
-        int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
-        dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
-        int leafSlot = levelOneView.childIndex(key);
-        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(levelOneView.child(leafSlot)), "the leaf is cached");
-        int leaf = (int) dev.dex.rdma.GlobalAddress.unswizzle(levelOneView.child(leafSlot));
-        assertFalse(arena.flag(leaf, FrameHeaderDescriptor.DIRTY), "the leaf was only read");
-        long leafAddress = arena.address(leaf);
-        long levelOneAddress = arena.address(levelOne);
-        assertFalse(arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
-        levelOneView.child(leafSlot, leafAddress);
-        arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
-        arena.state(leaf, FrameHeaderDescriptor.COOLING);
+        path.detachLeaf();
+        assertFalse(arena.flag(path.leaf(), FrameHeaderDescriptor.DIRTY), "the leaf was only read");
+        long leafAddress = arena.address(path.leaf());
+        arena.state(path.leaf(), FrameHeaderDescriptor.COOLING);
         int bucket = engine.cooling.bucketOf(leafAddress);
         synchronized (engine.cooling.monitor(bucket)) {
-            engine.cooling.append(bucket, leaf);
+            engine.cooling.append(bucket, path.leaf());
         }
-        rootView.child(slot, levelOneAddress);
-        assertTrue(arena.tryLock(levelOne));
-        engine.mapping.remove(levelOneAddress, levelOne);
-        engine.exclusion.leaveFrame(levelOne); // as an eviction does
-        arena.state(levelOne, FrameHeaderDescriptor.FREE);
-        arena.address(levelOne, 0);
-        arena.clearFlags(levelOne);
-        arena.unlock(levelOne);
+        path.evictLevelOne();
         return leafAddress;
     }
 
@@ -489,31 +501,12 @@ class OffloadTest {
      */
     private static int cacheDirtyLeafUnderEvictedParent(DexEngine engine, DexSession session, long key, long value) {
         assertTrue(!session.put(key, value), "the loaded key is replaced");
-        FrameArena arena = engine.arena;
-        int root = engine.rootFrame.get();
-        dev.dex.core.node.NodeView rootView = arena.wrap(new dev.dex.core.node.NodeView(), root);
-        int slot = rootView.childIndex(key);
-        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(rootView.child(slot)), "the level-1 node is cached");
-        int levelOne = (int) dev.dex.rdma.GlobalAddress.unswizzle(rootView.child(slot));
-        dev.dex.core.node.NodeView levelOneView = arena.wrap(new dev.dex.core.node.NodeView(), levelOne);
-        int leafSlot = levelOneView.childIndex(key);
-        assertTrue(dev.dex.rdma.GlobalAddress.isSwizzled(levelOneView.child(leafSlot)), "the leaf is cached");
-        int leaf = (int) dev.dex.rdma.GlobalAddress.unswizzle(levelOneView.child(leafSlot));
-        assertTrue(arena.flag(leaf, FrameHeaderDescriptor.DIRTY), "the leaf holds the only copy of the new value");
-        long levelOneAddress = arena.address(levelOne);
-        assertTrue(!arena.flag(levelOne, FrameHeaderDescriptor.SHARED), "the level-1 node is owned, so its miss is offloaded");
-        levelOneView.child(leafSlot, arena.address(leaf));
-        arena.parent(leaf, FrameHeaderDescriptor.NO_FRAME);
-        new FrameWriter(engine).orphaned(leaf); // as a split or a refresh that orphans a frame does
-        rootView.child(slot, levelOneAddress);
-        assertTrue(arena.tryLock(levelOne));
-        engine.mapping.remove(levelOneAddress, levelOne);
-        engine.exclusion.leaveFrame(levelOne); // as an eviction does
-        arena.state(levelOne, FrameHeaderDescriptor.FREE);
-        arena.address(levelOne, 0);
-        arena.clearFlags(levelOne);
-        arena.unlock(levelOne);
-        return leaf;
+        CachedPath path = CachedPath.of(engine, key);
+        assertTrue(engine.arena.flag(path.leaf(), FrameHeaderDescriptor.DIRTY), "the leaf holds the only copy of the new value");
+        path.detachLeaf();
+        new FrameWriter(engine).orphaned(path.leaf()); // as a split or a refresh that orphans a frame does
+        path.evictLevelOne();
+        return path.leaf();
     }
 
     /**
