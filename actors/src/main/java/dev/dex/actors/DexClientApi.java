@@ -112,9 +112,9 @@ public final class DexClientApi implements AutoCloseable {
     /** Up to {@code count} entries with keys {@code >= start}, ascending, across partitions. */
     public CompletionStage<List<Entry>> scan(long start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
-        timed(reply, Ops.SCAN);
+        CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
         submissions.submit(new DexClient.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
-        return reply.thenApply(answer -> {
+        return answered.thenApply(answer -> {
             check(answer.error());
             List<Entry> entries = new ArrayList<>(answer.keys().length);
             for (int i = 0; i < answer.keys().length; i++) {
@@ -219,18 +219,22 @@ public final class DexClientApi implements AutoCloseable {
 
     private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {
         CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
-        timed(reply, kind);
+        CompletableFuture<DexClient.Reply> answered = timed(reply, kind);
         submissions.submit(new DexClient.Submitted(new Ops.Op(kind, key, value, 0), reply, null, deadline()), client);
-        return reply;
+        return answered;
     }
 
-    /** Records the time from now to {@code reply}'s answer in the node's metrics, if there are any. */
-    private void timed(CompletableFuture<?> reply, int kind) {
-        if (metrics != null) {
-            long start = System.nanoTime();
-            String op = Ops.kindName(kind);
-            reply.whenComplete((answer, failure) -> metrics.request(op, System.nanoTime() - start));
+    /**
+     * {@code reply}, recording the time from now to its answer in the node's metrics if there are any; the caller
+     * chains on what this returns, so the time is recorded before any of the caller's stages run.
+     */
+    private <T> CompletableFuture<T> timed(CompletableFuture<T> reply, int kind) {
+        if (metrics == null) {
+            return reply;
         }
+        long start = System.nanoTime();
+        String op = Ops.kindName(kind);
+        return reply.whenComplete((answer, failure) -> metrics.request(op, System.nanoTime() - start));
     }
 
     /**

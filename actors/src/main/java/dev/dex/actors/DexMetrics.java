@@ -164,9 +164,4 @@ public final class DexMetrics implements Extension {
         }
         return out.toString(java.nio.charset.StandardCharsets.UTF_8);
     }
-
-    /** The content type of {@link #scrape()}. */
-    public static String contentType() {
-        return PrometheusTextFormatWriter.create().getContentType();
-    }
 }

@@ -352,6 +352,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         }
         if (downed.contains(offload.replyTo().path().address())) {
             getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
+            metrics.memoryOffload("rejected");
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
             return this;
         }
@@ -361,12 +362,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     offload.value(), offload.start());
         } catch (IllegalArgumentException bad) {
             getContext().getLog().debug("offload {} from {} refused: {}", offload.id(), offload.replyTo().path().address(), bad.getMessage());
+            metrics.memoryOffload("refused");
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.STALE));
             return this;
         }
         try {
             offloadPool.execute(() -> run(request, offload));
         } catch (RejectedExecutionException full) {
+            metrics.memoryOffload("rejected");
             offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
         }
         return this;

@@ -371,7 +371,8 @@ final class Demo implements Callable<Integer> {
             out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
             Thread.sleep(1_500);
         }
-        int wholeSeconds = (int) ((System.nanoTime() - mixStart) / 1_000_000_000L);
+        long stopAt = System.nanoTime();
+        int wholeSeconds = (int) ((stopAt - mixStart) / 1_000_000_000L);
         stop.set(true);
         Result duringScaleOut;
         try {
@@ -382,7 +383,7 @@ final class Demo implements Callable<Integer> {
         out.printf("rebalance settled %.2f s after the join (each partition's handoff: see the 'handed off' lines)%n", settledAt);
         if (timelineFile != null) {
             writeTimeline((joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt,
-                    (System.nanoTime() - mixStart) / 1e9);
+                    (stopAt - mixStart) / 1e9);
         }
         reportScaleOut(perSecond, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, wholeSeconds);
         if (duringScaleOut.ops() == 0) {
@@ -562,7 +563,8 @@ final class Demo implements Callable<Integer> {
 
     /**
      * Writes the scale-out's and the leave's throughput per 100 ms ({@code timelineFile}, CSV: seconds since the mix
-     * started, operations per second in that 100 ms) and its plot, with the join, the settled map, the leave and the
+     * started, operations per second in that 100 ms; only the 100 ms wholly before the mix was stopped at
+     * {@code endAt}) and its plot, with the join, the settled map, the leave and the
      * map back as vertical markers; sets {@link #timelineReading}.
      */
     private void writeTimeline(double joinAt, double settledAt, double leaveAt, double leftAt, double endAt) throws java.io.IOException {
@@ -603,7 +605,7 @@ final class Demo implements Callable<Integer> {
         String png = timelineFile.toString().replaceAll("\\.csv$", "") + ".png";
         System.setProperty("java.awt.headless", "true");
         org.knowm.xchart.BitmapEncoder.saveBitmap(chart, png, org.knowm.xchart.BitmapEncoder.BitmapFormat.PNG);
-        timelineReading = String.format(java.util.Locale.ROOT, "%d compute nodes, a third joins at %.1f s: the partitions"
+        timelineReading = String.format(java.util.Locale.ROOT, "%d compute node(s), one more joins at %.1f s: the partitions"
                 + " settle %.1f s later; it leaves at %.1f s and the map is back %.1f s later. The usual rate before the join"
                 + " is %,.0f ops/s; the lowest 100 ms after it, %,.0f ops/s (%.0f%%).", computeNodes, joinAt, settledAt - joinAt,
                 leaveAt, leftAt - leaveAt, usual, lowest == Double.MAX_VALUE ? 0 : lowest,
@@ -714,7 +716,15 @@ final class Demo implements Callable<Integer> {
                 long key = p == partitions - 1 ? n * KEY_SPACING : table.upperInclusive(p);
                 client.get(key).toCompletableFuture().get(60, TimeUnit.SECONDS);
             }
-            List<ComputeNode.Status> statuses = DexCli.computeStatuses(system);
+            List<ComputeNode.Status> statuses;
+            try {
+                statuses = DexCli.computeStatuses(system);
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                // A compute node that just left may still be listed and no longer answers: not settled yet.
+                previous = "";
+                Thread.sleep(250);
+                continue;
+            }
             int total = 0;
             int smallest = Integer.MAX_VALUE;
             for (ComputeNode.Status s : statuses) {

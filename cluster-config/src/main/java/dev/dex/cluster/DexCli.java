@@ -222,7 +222,7 @@ public final class DexCli implements Callable<Integer> {
                 throw new IllegalArgumentException("client needs --seed HOST:PORT of a running cluster");
             }
             long[] numbers = parse();
-            Config config = node.nodeConfig(ConfigFactory.empty(), "client");
+            Config config = DexNodes.withoutEndpoint(node.nodeConfig(ConfigFactory.empty(), "client"));
             DexSettings settings = DexSettings.from(config);
             ActorSystem<DexClient.Command> system = DexNodes.client(config, settings);
             try {
@@ -333,7 +333,7 @@ public final class DexCli implements Callable<Integer> {
             if (node.seeds.isEmpty()) {
                 throw new IllegalArgumentException("status needs --seed HOST:PORT of a running cluster");
             }
-            Config config = node.nodeConfig(ConfigFactory.empty(), "client");
+            Config config = DexNodes.withoutEndpoint(node.nodeConfig(ConfigFactory.empty(), "client"));
             ActorSystem<DexClient.Command> system = DexNodes.client(config, DexSettings.from(config));
             try {
                 awaitSelfUp(system, JOIN_TIMEOUT);

@@ -154,7 +154,7 @@ public final class DexNodes {
         return system;
     }
 
-    /** Starts the node's operator endpoint (OperatorEndpoint); a node that cannot serve it stops again. */
+    /** Starts the node's operator endpoint (OperatorEndpoint); a bad setting stops the node again. */
     private static void operatorEndpoint(ActorSystem<?> system, Config config) {
         try {
             OperatorEndpoint.start(system, config);
@@ -162,6 +162,11 @@ public final class DexNodes {
             system.terminate();
             throw e;
         }
+    }
+
+    /** {@code config} without the operator endpoint: for short-lived clients (dex client, status, YCSB's). */
+    public static Config withoutEndpoint(Config config) {
+        return ConfigFactory.parseString("dex.management.enabled = off").withFallback(config);
     }
 
     private static void joinSelfIfNoSeeds(ActorSystem<?> system, Config config) {

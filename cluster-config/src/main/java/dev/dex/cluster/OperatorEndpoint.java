@@ -20,9 +20,10 @@ import dev.dex.actors.DexMetrics;
 /**
  * A node's HTTP endpoint for operators ({@code docs/operations.md}): Pekko Management's routes (the cluster's members
  * and shard regions, {@code /alive} and {@code /ready}) and {@code /metrics} in the Prometheus text format
- * ({@link DexMetrics}), on one port, at the node's host ({@code dex.node.host}, the loopback address by default).
- * Off when {@code dex.management.enabled} is off; {@code dex.management.port} 0 takes a free port, which the node
- * logs.
+ * ({@link DexMetrics}), on one port at {@code dex.management.hostname} (the loopback address by default, whatever
+ * the cluster's host: the endpoint has no authentication). Off when {@code dex.management.enabled} is off;
+ * {@code dex.management.port} 0 takes a free port, which the node logs. A node whose endpoint cannot listen logs
+ * why and runs without it.
  *
  * <p>Concurrency: the binding is made once, on the caller's thread; requests are served by pekko-http on the
  * node's dispatcher, and a scrape only reads counters.
@@ -34,15 +35,16 @@ final class OperatorEndpoint {
     }
 
     /**
-     * Starts {@code system}'s endpoint as {@code config} says; returns where it listens, or null when it is off.
+     * Starts {@code system}'s endpoint as {@code config} says; returns where it listens, or null when it is off or
+     * could not listen (a port in use, an address not of this host: logged as a warning).
      *
-     * @throws IllegalStateException when the port cannot be bound (in use, not permitted) within 30 s
+     * @throws IllegalArgumentException for a port outside [0, 65535]
      */
     static InetSocketAddress start(ActorSystem<?> system, Config config) {
         if (!config.getBoolean("dex.management.enabled")) {
             return null;
         }
-        String host = config.getString("pekko.remote.artery.canonical.hostname");
+        String host = config.getString("dex.management.hostname");
         int port = config.getInt("dex.management.port");
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("dex.management.port must be in [0, 65535]: " + port);
@@ -54,16 +56,17 @@ final class OperatorEndpoint {
         try {
             ServerBinding binding = Http.get(system).newServerAt(host, port).bind(Directives.concat(scrape, management))
                     .toCompletableFuture().get(30, TimeUnit.SECONDS);
-            system.getWhenTerminated().thenRun(() -> binding.unbind());
+            binding.addToCoordinatedShutdown(java.time.Duration.ofSeconds(3), system);
             InetSocketAddress bound = binding.localAddress();
             LOG.info("operator endpoint (members, shards, /alive, /ready, /metrics) at http://{}:{}", host, bound.getPort());
             return bound;
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-            throw new IllegalStateException("the operator endpoint could not listen at " + host + ":" + port + ": "
-                    + (e.getCause() != null ? e.getCause() : e), e);
+            LOG.warn("the operator endpoint could not listen at {}:{} ({}); the node runs without it (dex.management.*)", host,
+                    port, e.getCause() != null ? e.getCause() : e);
+            return null;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while the operator endpoint started", e);
+            return null;
         }
     }
 }

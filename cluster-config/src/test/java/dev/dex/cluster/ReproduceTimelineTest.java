@@ -27,7 +27,7 @@ class ReproduceTimelineTest {
     @Test
     void theTimelineIsACsvAPlotAndAReading() throws Exception {
         String section = DexCli.timeline(dir, new Reproduction.Scale("tiny", 100_000, 10_000, 1_000));
-        assertTrue(section.contains("![Repartitioning timeline](timeline.png)") && section.contains("a third joins at"), section);
+        assertTrue(section.contains("![Repartitioning timeline](timeline.png)") && section.contains("one more joins at"), section);
 
         List<String> rows = Files.readAllLines(dir.resolve("timeline.csv"));
         assertEquals("t_seconds,ops_per_second", rows.get(0));

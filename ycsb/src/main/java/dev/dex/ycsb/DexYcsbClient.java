@@ -67,25 +67,67 @@ public final class DexYcsbClient extends DB {
         }
         field = p.getProperty("fieldnameprefix", "field") + "0";
         synchronized (LOCK) {
+            if (client != null) {
+                return; // init twice on one instance: it is one user
+            }
             if (api == null) {
-                String seed = p.getProperty("dex.seed");
-                if (seed == null || seed.isBlank()) {
-                    throw new DBException("dex.seed is not set: give the cluster's seed node, -p dex.seed=HOST:PORT");
-                }
-                Config extra = p.getProperty("dex.config") == null ? ConfigFactory.empty()
-                        : ConfigFactory.parseFile(new java.io.File(p.getProperty("dex.config")));
-                try {
-                    Config config = DexNodes.nodeConfig(DexNodes.config(extra), "client", p.getProperty("dex.host", "127.0.0.1"), 0,
-                            List.of(seed));
-                    system = DexNodes.client(config, DexSettings.from(config));
-                    Duration timeout = ConfigFactory.parseString("t = " + p.getProperty("dex.timeout", "30s")).getDuration("t");
-                    api = new DexClientApi(system, system, timeout);
-                } catch (RuntimeException e) {
-                    throw new DBException("could not start the client node: " + e.getMessage(), e);
-                }
+                start(p);
             }
             users++;
             client = api;
+        }
+    }
+
+    /**
+     * Starts the shared client node: every property is checked before anything starts, and a node that does not join
+     * the cluster within {@code dex.timeout} is stopped again. The caller holds {@link #LOCK}.
+     */
+    private static void start(Properties p) throws DBException {
+        String seed = p.getProperty("dex.seed");
+        if (seed == null || seed.isBlank()) {
+            throw new DBException("dex.seed is not set: give the cluster's seed node, -p dex.seed=HOST:PORT");
+        }
+        Config config;
+        Duration timeout;
+        try {
+            Config extra = ConfigFactory.empty();
+            if (p.getProperty("dex.config") != null) {
+                java.io.File file = new java.io.File(p.getProperty("dex.config"));
+                if (!file.canRead()) {
+                    throw new DBException("dex.config " + file + ": no such readable file");
+                }
+                extra = ConfigFactory.parseFile(file);
+            }
+            timeout = ConfigFactory.parseString("t = " + p.getProperty("dex.timeout", "30s")).getDuration("t");
+            if (timeout.isNegative() || timeout.isZero()) {
+                throw new DBException("dex.timeout must be positive: " + p.getProperty("dex.timeout"));
+            }
+            Config base = DexNodes.config(extra);
+            config = DexNodes.withoutEndpoint(DexNodes.nodeConfig(base, "client",
+                    p.getProperty("dex.host", base.getString("dex.node.host")), 0, List.of(seed)));
+            DexSettings.from(config);
+        } catch (RuntimeException e) {
+            throw new DBException("the DEX binding's settings: " + e.getMessage(), e);
+        }
+        ActorSystem<DexClient.Command> started = DexNodes.client(config, DexSettings.from(config));
+        try {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            while (org.apache.pekko.cluster.typed.Cluster.get(started).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
+                if (System.nanoTime() > deadline) {
+                    throw new DBException("the client node did not join the cluster at " + seed + " within " + timeout.toMillis()
+                            + " ms; is a node running there?");
+                }
+                Thread.sleep(50);
+            }
+            api = new DexClientApi(started, started, timeout);
+            system = started;
+        } catch (DBException | RuntimeException e) {
+            started.terminate();
+            throw e;
+        } catch (InterruptedException e) {
+            started.terminate();
+            Thread.currentThread().interrupt();
+            throw new DBException("interrupted while joining the cluster");
         }
     }
 

@@ -10,7 +10,10 @@ import java.io.FileInputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Vector;
 import java.util.Properties;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -30,9 +33,12 @@ import com.typesafe.config.ConfigFactory;
 
 import dev.dex.cluster.DexNodes;
 import dev.dex.cluster.DexSettings;
+import site.ycsb.ByteIterator;
 import site.ycsb.DB;
 import site.ycsb.DBException;
 import site.ycsb.DBWrapper;
+import site.ycsb.Status;
+import site.ycsb.StringByteIterator;
 import site.ycsb.measurements.Measurements;
 import site.ycsb.measurements.exporter.TextMeasurementsExporter;
 import site.ycsb.workloads.CoreWorkload;
@@ -151,6 +157,42 @@ class DexYcsbClientTest {
         assertNoErrors(e);
         assertTrue(count(e, "SCAN", "OK") > 800, e);
         assertTrue(count(e, "INSERT", "OK") > 2_000, "E inserts besides its load (YCSB counts A's load too): " + e);
+    }
+
+    /** What YCSB does not check itself: a scan's records and their order, a delete, and a value too long. */
+    @Test
+    void scansFollowTheKeysNumbersAndWhatDoesNotFitIsRefused() throws Exception {
+        Properties p = new Properties();
+        p.setProperty("fieldcount", "1");
+        p.setProperty("fieldlength", "7");
+        p.setProperty("dex.seed", seed);
+        DexYcsbClient binding = new DexYcsbClient();
+        binding.setProperties(p);
+        binding.init();
+        try {
+            for (String[] record : new String[][] {{"user900005", "five"}, {"user900007", "seven"}, {"user900009", "nine"}}) {
+                assertEquals(Status.OK, binding.insert("usertable", record[0],
+                        Map.of("field0", new StringByteIterator(record[1]))));
+            }
+            Vector<HashMap<String, ByteIterator>> scanned = new Vector<>();
+            assertEquals(Status.OK, binding.scan("usertable", "user900006", 2, null, scanned));
+            assertEquals(List.of("seven", "nine"), scanned.stream().map(r -> r.get("field0").toString()).toList());
+            Map<String, ByteIterator> read = new HashMap<>();
+            assertEquals(Status.OK, binding.read("usertable", "user900007", null, read));
+            assertEquals("seven", read.get("field0").toString());
+            assertEquals(Status.OK, binding.delete("usertable", "user900007"));
+            assertEquals(Status.NOT_FOUND, binding.read("usertable", "user900007", null, new HashMap<>()));
+            assertEquals(Status.NOT_FOUND, binding.delete("usertable", "user900007"));
+            assertEquals(Status.BAD_REQUEST, binding.update("usertable", "user900005",
+                    Map.of("field0", new StringByteIterator("eightbyt"))), "8 bytes do not fit");
+            assertEquals(Status.BAD_REQUEST, binding.read("usertable", "nonumber", null, new HashMap<>()));
+            read.clear();
+            assertEquals(Status.OK, binding.read("usertable", "user900005", null, read));
+            assertEquals("five", read.get("field0").toString(), "the refused update changed nothing");
+        } finally {
+            binding.cleanup();
+            binding.cleanup();
+        }
     }
 
     @Test
