@@ -42,6 +42,40 @@ class OffloadTest {
         return DexConfig.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
     }
 
+    /** A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads. */
+    private static final OffloadSettings ONE_SAMPLE = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
+    /** The key the hand-built hazards use: leaf 10, under the first level-1 node, which lies inside partition 0. */
+    private static final long HAZARD_KEY = 2L * 480 + 2;
+
+    /** An engine of {@link #ONE_SAMPLE} (leaves always admitted) and a session whose lookups cached {@code key}'s path. */
+    private record Warmed(DexEngine engine, DexSession session) {
+        static Warmed up(DexFixture fixture, long key) {
+            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(ONE_SAMPLE), 1).get(0);
+            DexSession session = engine.newSession();
+            for (int i = 0; i < 3; i++) {
+                session.lookup(key);
+            }
+            return new Warmed(engine, session);
+        }
+    }
+
+    /** {@code channel}, with {@code then} run on each request once it is answered, before its sender sees the answer. */
+    private static OffloadChannel afterAnswer(OffloadChannel channel, java.util.function.Consumer<OffloadRequest> then) {
+        return new OffloadChannel() {
+            @Override
+            public void submit(OffloadRequest request) {
+                channel.submit(request);
+                request.await();
+                then.accept(request);
+            }
+
+            @Override
+            public void close() {
+                channel.close();
+            }
+        };
+    }
+
     private static CacheStats total(List<DexEngine> engines) {
         long offloads = 0;
         long fallbacks = 0;
@@ -93,22 +127,18 @@ class OffloadTest {
     }
 
     /**
-     * The hazard the two-phase protocol exists for: a node below the missed one is still cached here
+     * A lookup's side of the hazard offloading must exclude: a node below the missed one is still cached here
      * (dirty), so remote memory is stale. Built by hand: a dirty leaf is orphaned and its level-1 parent
-     * evicted, as a split moving it away or a stale shared parent would leave it. The offload must see the
-     * cached node on the probed path, fall back, and the caching path must return the cached value.
+     * evicted, as a split moving it away or a stale shared parent would leave it. The offloaded lookup must find
+     * the cached node on the path it was answered for, fall back, and the caching path must return the cached value.
      */
     @Test
     void anOffloadWhosePathMeetsACachedNodeFallsBackToTheCache() {
         try (DexFixture fixture = fixture(0.8)) {
-            // A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads.
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
-            DexSession session = engine.newSession();
-            long key = 2L * 480 + 2; // leaf 10, under the first level-1 node, which lies inside partition 0
-            for (int i = 0; i < 3; i++) {
-                session.lookup(key);
-            }
+            long key = HAZARD_KEY;
+            Warmed warmed = Warmed.up(fixture, key);
+            DexEngine engine = warmed.engine();
+            DexSession session = warmed.session();
             cacheDirtyLeafUnderEvictedParent(engine, session, key, 123_456);
 
             long before = engine.stats().offloadFallbacks();
@@ -131,35 +161,21 @@ class OffloadTest {
     @Test
     void aLookupAnsweredWhileItsLeafWasWrittenBackFallsBack() {
         try (DexFixture fixture = fixture(0.8)) {
-            long key = 2L * 480 + 2;
+            long key = HAZARD_KEY;
             AtomicReference<Runnable> onAnswer = new AtomicReference<>();
             List<Long> answers = new ArrayList<>();
-            fixture.offloadWrapper = channel -> new OffloadChannel() {
-                @Override
-                public void submit(OffloadRequest request) {
-                    channel.submit(request);
-                    request.await();
-                    if (request.phase() == OffloadRequest.READ && request.key() == key) {
-                        answers.add(request.found() ? request.value() : null);
-                        Runnable action = onAnswer.getAndSet(null);
-                        if (action != null) {
-                            action.run();
-                        }
+            fixture.offloadWrapper = channel -> afterAnswer(channel, request -> {
+                if (request.phase() == OffloadRequest.READ && request.key() == key) {
+                    answers.add(request.found() ? request.value() : null);
+                    Runnable action = onAnswer.getAndSet(null);
+                    if (action != null) {
+                        action.run();
                     }
                 }
-
-                @Override
-                public void close() {
-                    channel.close();
-                }
-            };
-            // A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads.
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
-            DexSession session = engine.newSession();
-            for (int i = 0; i < 3; i++) {
-                session.lookup(key);
-            }
+            });
+            Warmed warmed = Warmed.up(fixture, key);
+            DexEngine engine = warmed.engine();
+            DexSession session = warmed.session();
             int leaf = cacheDirtyLeafUnderEvictedParent(engine, session, key, 123_456);
             long leafAddress = engine.arena.address(leaf);
             onAnswer.set(() -> {
@@ -193,13 +209,10 @@ class OffloadTest {
     @Test
     void anOffloadedWriteIsNotSentWhileANodeBelowTheMissedOneIsCachedThroughAnotherWay() {
         try (DexFixture fixture = fixture(0.8)) {
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
-            DexSession session = engine.newSession();
-            long key = 2L * 480 + 2;
-            for (int i = 0; i < 3; i++) {
-                session.lookup(key);
-            }
+            long key = HAZARD_KEY;
+            Warmed warmed = Warmed.up(fixture, key);
+            DexEngine engine = warmed.engine();
+            DexSession session = warmed.session();
             cacheDirtyLeafUnderEvictedParent(engine, session, key, 123_456);
             assertEquals(1, engine.exclusion.escapes(), "the orphan is an escape: " + engine.exclusion);
             long twoSided = engine.verbs().twoSided();
@@ -223,13 +236,10 @@ class OffloadTest {
     @Test
     void anOffloadedWriteDropsTheCoolingCopyOfTheLeafItChanged() {
         try (DexFixture fixture = fixture(0.8)) {
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
-            DexSession session = engine.newSession();
-            long key = 2L * 480 + 2;
-            for (int i = 0; i < 3; i++) {
-                session.lookup(key);
-            }
+            long key = HAZARD_KEY;
+            Warmed warmed = Warmed.up(fixture, key);
+            DexEngine engine = warmed.engine();
+            DexSession session = warmed.session();
             long leafAddress = coolLeafAndEvictItsParent(engine, key);
             long offloads = engine.stats().offloads();
 
@@ -254,29 +264,16 @@ class OffloadTest {
     @Test
     void aWriteWhoseAnswerIsLostFallsBackAndGivesItsRangeUp() {
         try (DexFixture fixture = fixture(0.8)) {
-            long key = 2L * 480 + 2;
-            fixture.offloadWrapper = channel -> new OffloadChannel() {
-                @Override
-                public void submit(OffloadRequest request) {
-                    channel.submit(request);
-                    request.await();
-                    if (request.phase() == OffloadRequest.WRITE) {
-                        request.mayRunUntil(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(300));
-                        request.refuse(); // ran, but the sender never hears of it
-                    }
+            long key = HAZARD_KEY;
+            fixture.offloadWrapper = channel -> afterAnswer(channel, request -> {
+                if (request.phase() == OffloadRequest.WRITE) {
+                    request.mayRunUntil(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(300));
+                    request.refuse(); // ran, but the sender never hears of it
                 }
-
-                @Override
-                public void close() {
-                    channel.close();
-                }
-            };
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = fixture.open(1, config("dex", 200).withLeafAdmission(1.0).withOffload(oneSample), 1).get(0);
-            DexSession session = engine.newSession();
-            for (int i = 0; i < 3; i++) {
-                session.lookup(key);
-            }
+            });
+            Warmed warmed = Warmed.up(fixture, key);
+            DexEngine engine = warmed.engine();
+            DexSession session = warmed.session();
             coolLeafAndEvictItsParent(engine, key);
             long fallbacks = engine.stats().offloadFallbacks();
 
@@ -363,7 +360,7 @@ class OffloadTest {
     void anOffloadedWriteIsNotSentWhileAnotherOperationIsBelowTheMissedNode() throws Exception {
         try (DexFixture fixture = fixture(0.8);
              LocalOffloadChannel channel = new LocalOffloadChannel(fixture.regions, 1, 64, 0)) {
-            long k1 = 2L * 480 + 3;
+            long k1 = HAZARD_KEY + 1;
             long k2 = k1 + 2;
             java.util.concurrent.CountDownLatch reading = new java.util.concurrent.CountDownLatch(1);
             java.util.concurrent.CountDownLatch resume = new java.util.concurrent.CountDownLatch(1);
@@ -385,8 +382,7 @@ class OffloadTest {
                     }
                 }
             };
-            OffloadSettings oneSample = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);
-            DexEngine engine = DexEngine.open(watched, config("dex", 200).withLeafAdmission(0.0).withOffload(oneSample), channel);
+                        DexEngine engine = DexEngine.open(watched, config("dex", 200).withLeafAdmission(0.0).withOffload(ONE_SAMPLE), channel);
             for (int p = 0; p < fixture.table.count(); p++) {
                 engine.acquire(p);
             }
