@@ -79,6 +79,16 @@ public final class DexSession implements IndexSession {
     /** {@link #activeKey} between operations; no key is this small. */
     static final long NO_KEY = NEG_INFINITY;
 
+    /** Only an engine that offloads reads the published keys: the others skip the volatile store. */
+    private final boolean publishesKeys;
+
+    /** Publishes the key this session's operation descends to, or {@link #NO_KEY} when it ends. */
+    private void publish(long key) {
+        if (publishesKeys) {
+            activeKey = key;
+        }
+    }
+
     /** Whether this session's operation is descending to a key in {@code (low, high]}. */
     boolean activeIn(long low, long high) {
         long key = activeKey;
@@ -103,6 +113,7 @@ public final class DexSession implements IndexSession {
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
         this.offloader = new Offloader(engine, this, markers, random, this::count);
+        this.publishesKeys = engine.offloadChannel != null;
         this.log = new GroupCommit(engine);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
@@ -142,7 +153,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
-            activeKey = NO_KEY;
+            publish(NO_KEY);
             noteRead(partition);
             engine.exit(partition);
         }
@@ -216,7 +227,7 @@ public final class DexSession implements IndexSession {
             return n;
         } finally {
             markers.releaseAll();
-            activeKey = NO_KEY;
+            publish(NO_KEY);
             noteRead(first);
             if (partition >= 0) {
                 engine.exit(partition);
@@ -285,7 +296,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
-            activeKey = NO_KEY;
+            publish(NO_KEY);
             engine.exit(partition);
         }
     }
@@ -332,7 +343,7 @@ public final class DexSession implements IndexSession {
         descendKey = key;
         // Before anything of the descent is read: an offloaded write into a subtree this key lies in is not sent
         // while this operation may hold images of that subtree (OffloadExclusion, Offloader).
-        activeKey = key;
+        publish(key);
         if (!enterRoot()) {
             return RESTART;
         }
