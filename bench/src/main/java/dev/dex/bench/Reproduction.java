@@ -187,10 +187,6 @@ public final class Reproduction {
         return command.lastResult();
     }
 
-    private static List<String> args(String... args) {
-        return List.of(args);
-    }
-
     private static double throughput(BenchResult r) {
         return r.throughputOpsPerSec();
     }
@@ -200,7 +196,7 @@ public final class Reproduction {
         List<Run> verbs = new ArrayList<>();
         for (String workload : List.of("read-only", "write-intensive")) {
             for (String mode : List.of("dex", "sherman", "partitioned", "baseline")) {
-                verbs.add(new Run(workload, mode, args("--mode", mode, "--workload", workload, "--compute-nodes", "4",
+                verbs.add(new Run(workload, mode, List.of("--mode", mode, "--workload", workload, "--compute-nodes", "4",
                         "--cache-ratio", "0.08", "--threads", "2")));
             }
         }
@@ -212,7 +208,7 @@ public final class Reproduction {
 
         List<Run> ablation = new ArrayList<>();
         for (String mode : List.of("baseline", "partitioned", "no-offload", "dex")) {
-            ablation.add(new Run("write-intensive", mode, args("--mode", mode, "--workload", "write-intensive",
+            ablation.add(new Run("write-intensive", mode, List.of("--mode", mode, "--workload", "write-intensive",
                     "--cache-ratio", "0.01", "--latency-ns", "2000", "--threads", "2")));
         }
         all.add(new Experiment("ablation", "Ablation: baseline, +partitioning, +cache, +offloading", "mode", "ops/s", false,
@@ -227,7 +223,7 @@ public final class Reproduction {
         List<Run> threads = new ArrayList<>();
         for (String mode : List.of("dex", "sherman")) {
             for (String t : List.of("1", "2", "4")) {
-                threads.add(new Run(mode, t, args("--mode", mode, "--workload", "read-intensive", "--threads", t,
+                threads.add(new Run(mode, t, List.of("--mode", mode, "--workload", "read-intensive", "--threads", t,
                         "--cache-ratio", "0.08", "--latency-ns", "2000")));
             }
         }
@@ -240,7 +236,7 @@ public final class Reproduction {
         List<Run> cache = new ArrayList<>();
         for (String mode : List.of("dex", "sherman")) {
             for (String ratio : List.of("0.01", "0.02", "0.04", "0.08", "0.16")) {
-                cache.add(new Run(mode, ratio, args("--mode", mode, "--workload", "read-intensive", "--cache-ratio", ratio,
+                cache.add(new Run(mode, ratio, List.of("--mode", mode, "--workload", "read-intensive", "--cache-ratio", ratio,
                         "--latency-ns", "2000", "--threads", "2")));
             }
         }
@@ -252,7 +248,7 @@ public final class Reproduction {
         List<Run> skew = new ArrayList<>();
         for (String mode : List.of("dex", "sherman")) {
             for (String theta : List.of("0.5", "0.7", "0.9", "0.99")) {
-                skew.add(new Run(mode, theta, args("--mode", mode, "--workload", "read-intensive", "--theta", theta,
+                skew.add(new Run(mode, theta, List.of("--mode", mode, "--workload", "read-intensive", "--theta", theta,
                         "--cache-ratio", "0.08", "--latency-ns", "2000", "--threads", "2")));
             }
         }
@@ -263,7 +259,7 @@ public final class Reproduction {
 
         List<Run> admission = new ArrayList<>();
         for (String pa : List.of("0", "0.05", "0.1", "0.3", "1")) {
-            admission.add(new Run("dex", pa, args("--mode", "dex", "--workload", "read-intensive", "--leaf-admission", pa,
+            admission.add(new Run("dex", pa, List.of("--mode", "dex", "--workload", "read-intensive", "--leaf-admission", pa,
                     "--cache-ratio", "0.08", "--latency-ns", "2000", "--threads", "2")));
         }
         all.add(new Experiment("leaf-admission", "Throughput against leaf admission probability P_A", "P_A", "ops/s", true,
@@ -274,7 +270,7 @@ public final class Reproduction {
         List<Run> offload = new ArrayList<>();
         for (String mode : List.of("dex", "offload-only", "no-offload")) {
             for (String t : List.of("1", "2")) {
-                offload.add(new Run(mode, t, args("--mode", mode, "--workload", "write-intensive", "--memory-threads", t,
+                offload.add(new Run(mode, t, List.of("--mode", mode, "--workload", "write-intensive", "--memory-threads", t,
                         "--cache-ratio", "0.01", "--latency-ns", "2000", "--threads", "2")));
             }
         }
