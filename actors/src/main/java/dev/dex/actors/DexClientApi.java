@@ -1,5 +1,6 @@
 package dev.dex.actors;
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -20,6 +21,8 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.pekko.actor.typed.ActorRef;
+
+import dev.dex.core.key.Keys;
 import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
@@ -28,6 +31,11 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * long, memory full, an overloaded partition, one that stayed unreachable until the timeout: an operation
  * unanswered at its timeout fails at its next retry, so within the timeout plus a batch timeout).
  * {@link #blocking()} gives the same calls blocking.
+ *
+ * <p>Keys are {@code long}s or byte strings ({@code byte[]}, or a {@code String} as its UTF-8 bytes) of at most
+ * {@link Keys#WIDTH} bytes, ordered as unsigned bytes; a long is the byte string {@link Keys#ofLong} (big-endian,
+ * sign bit flipped), so both kinds of key share one order and may be mixed. A byte-string key that is too long or
+ * empty fails the call's stage with {@link DexException}, nothing is sent.
  *
  * <p>Operations go to the client actor without an actor message each: they wait in a queue the actor drains,
  * one message per burst ({@link DexClient.Submissions}). Their futures are completed on this API's own executor
@@ -39,8 +47,17 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * executor it created (not one passed in); operations still in flight then complete on the client actor.
  */
 public final class DexClientApi implements AutoCloseable {
-    /** One entry of a scan. */
+    /** One entry of a scan; {@link #key()} is the engine's long key, {@link #keyBytes()} the same key as bytes. */
     public record Entry(long key, long value) {
+        /** The key as a byte string, without trailing zero bytes ({@link Keys#bytes}). */
+        public byte[] keyBytes() {
+            return Keys.bytes(key);
+        }
+
+        /** The key for people to read: its text when it is UTF-8 text, else {@code 0x} and hex ({@link Keys#format}). */
+        public String keyText() {
+            return Keys.format(keyBytes());
+        }
     }
 
     private static final AtomicInteger THREADS = new AtomicInteger();
@@ -107,6 +124,47 @@ public final class DexClientApi implements AutoCloseable {
             check(reply.error());
             return reply.found();
         });
+    }
+
+    public CompletionStage<OptionalLong> get(byte[] key) {
+        return withKey(key, this::get);
+    }
+
+    public CompletionStage<OptionalLong> get(String key) {
+        return get(key.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** Inserts or replaces; true if the key existed. */
+    public CompletionStage<Boolean> put(byte[] key, long value) {
+        return withKey(key, k -> put(k, value));
+    }
+
+    /** Inserts or replaces; true if the key existed. */
+    public CompletionStage<Boolean> put(String key, long value) {
+        return put(key.getBytes(StandardCharsets.UTF_8), value);
+    }
+
+    /** Removes; true if the key existed. */
+    public CompletionStage<Boolean> delete(byte[] key) {
+        return withKey(key, this::delete);
+    }
+
+    /** Removes; true if the key existed. */
+    public CompletionStage<Boolean> delete(String key) {
+        return delete(key.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** Up to {@code count} entries with keys {@code >= start} in byte order (the empty start is the first key). */
+    public CompletionStage<List<Entry>> scan(byte[] start, int count) {
+        if (isEmptyKey(Objects.requireNonNull(start, "start"))) {
+            return scan(Long.MIN_VALUE, count);
+        }
+        return withKey(start, k -> scan(k, count));
+    }
+
+    /** Up to {@code count} entries with keys {@code >= start} in byte order (the empty start is the first key). */
+    public CompletionStage<List<Entry>> scan(String start, int count) {
+        return scan(start.getBytes(StandardCharsets.UTF_8), count);
     }
 
     /** Up to {@code count} entries with keys {@code >= start}, ascending, across partitions. */
@@ -181,6 +239,42 @@ public final class DexClientApi implements AutoCloseable {
             return await(DexClientApi.this.scan(start, count));
         }
 
+        public OptionalLong get(String key) {
+            return await(DexClientApi.this.get(key));
+        }
+
+        public OptionalLong get(byte[] key) {
+            return await(DexClientApi.this.get(key));
+        }
+
+        /** Inserts or replaces; true if the key existed. */
+        public boolean put(String key, long value) {
+            return await(DexClientApi.this.put(key, value));
+        }
+
+        /** Inserts or replaces; true if the key existed. */
+        public boolean put(byte[] key, long value) {
+            return await(DexClientApi.this.put(key, value));
+        }
+
+        /** Removes; true if the key existed. */
+        public boolean delete(String key) {
+            return await(DexClientApi.this.delete(key));
+        }
+
+        /** Removes; true if the key existed. */
+        public boolean delete(byte[] key) {
+            return await(DexClientApi.this.delete(key));
+        }
+
+        public List<Entry> scan(String start, int count) {
+            return await(DexClientApi.this.scan(start, count));
+        }
+
+        public List<Entry> scan(byte[] start, int count) {
+            return await(DexClientApi.this.scan(start, count));
+        }
+
         public Map<Long, Long> getAll(Collection<Long> keys) {
             return await(DexClientApi.this.getAll(keys));
         }
@@ -215,6 +309,25 @@ public final class DexClientApi implements AutoCloseable {
         if (ownExecutor != null) {
             ownExecutor.shutdown();
         }
+    }
+
+    private static <T> CompletionStage<T> withKey(byte[] key, java.util.function.LongFunction<CompletionStage<T>> call) {
+        long engineKey;
+        try {
+            engineKey = Keys.engineKey(Objects.requireNonNull(key, "key"));
+        } catch (IllegalArgumentException e) {
+            return CompletableFuture.failedFuture(new DexException(e.getMessage()));
+        }
+        return call.apply(engineKey);
+    }
+
+    private static boolean isEmptyKey(byte[] key) {
+        for (byte b : key) {
+            if (b != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {

@@ -32,6 +32,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import dev.dex.core.key.Keys;
 import dev.dex.core.partition.PartitionTable;
 
 /**
@@ -149,6 +150,41 @@ class ClientRoutingTest {
         assertEquals(OptionalLong.of(5), await(client.get(key)));
         assertScan(Long.MIN_VALUE, 3);
         assertScan(key, 1);
+    }
+
+    @Test
+    void byteStringKeysAreOrderedAsUnsignedBytesAndShareTheIndexWithLongKeys() throws Exception {
+        DexClientApi.Blocking blocking = client.blocking();
+        List<String> texts = List.of("user:5", "user:42", "user:420", "user:4", "\u00e9t\u00e9", "user:");
+        for (int i = 0; i < texts.size(); i++) {
+            assertFalse(blocking.put(texts.get(i), i), texts.get(i) + " was absent");
+            model.put(Keys.engineKey(texts.get(i)), (long) i);
+        }
+        assertFalse(blocking.put(new byte[] {(byte) 0xff, 1}, 99), "0xff01 was absent");
+        model.put(Keys.engineKey(new byte[] {(byte) 0xff, 1}), 99L);
+        assertEquals(OptionalLong.of(1), blocking.get("user:42"));
+        assertEquals(OptionalLong.of(1), blocking.get("user:42\0".getBytes(java.nio.charset.StandardCharsets.UTF_8)),
+                "a trailing zero byte is padding");
+        assertEquals(OptionalLong.of(99), blocking.get(new byte[] {(byte) 0xff, 1}));
+        assertEquals(OptionalLong.empty(), blocking.get("user:6"));
+
+        List<String> scanned = new ArrayList<>();
+        for (DexClientApi.Entry entry : blocking.scan("user:", 5)) {
+            scanned.add(entry.keyText() + "=" + entry.value());
+        }
+        assertEquals(List.of("user:=5", "user:4=3", "user:42=1", "user:420=2", "user:5=0"), scanned, "unsigned byte order");
+        List<DexClientApi.Entry> fromLong = blocking.scan(Keys.engineKey("user:"), 5);
+        assertEquals(blocking.scan("user:", 5), fromLong, "a long key and its bytes are one key");
+        assertEquals("\u00e9t\u00e9", blocking.scan("\u00c0", 1).get(0).keyText(), "0xc3a9 sorts after every ASCII key");
+
+        assertTrue(blocking.delete("user:4"));
+        model.remove(Keys.engineKey("user:4"));
+        assertFalse(blocking.delete("user:4"));
+        DexException wide = assertThrows(DexException.class, () -> blocking.put("user:4200", 1));
+        assertEquals("key user:4200 is 9 bytes; this index's keys are at most 8 bytes", wide.getMessage());
+        assertThrows(DexException.class, () -> blocking.get(new byte[2]), "the empty key is reserved");
+        assertEquals(blocking.scan(Long.MIN_VALUE, 3), blocking.scan("", 3), "the empty start is the first key");
+        ClusterTest.verify(client, model);
     }
 
     @Test

@@ -29,6 +29,7 @@ import dev.dex.bench.BenchCommand;
 import dev.dex.bench.CountConverter;
 import dev.dex.bench.TakeoverBenchCommand;
 import dev.dex.bench.VerbBenchCommand;
+import dev.dex.core.key.Keys;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -213,6 +214,11 @@ public final class DexCli implements Callable<Integer> {
         @Parameters(index = "0", paramLabel = "OPERATION", description = "get, put, delete or scan")
         String operation;
 
+        @Option(names = "--keys", paramLabel = "KIND", defaultValue = "long",
+                description = "How KEY and START are read: long (a 64-bit integer) or bytes (text as its UTF-8 bytes, or 0x and hex"
+                        + " digits; at most 8 bytes, ordered as unsigned bytes). Default: ${DEFAULT-VALUE}.")
+        String keys;
+
         @Parameters(index = "1..*", paramLabel = "ARG", description = "KEY, KEY VALUE, KEY, or START COUNT")
         List<String> arguments = new ArrayList<>();
 
@@ -220,6 +226,9 @@ public final class DexCli implements Callable<Integer> {
         public Integer call() throws Exception {
             if (node.seeds.isEmpty()) {
                 throw new IllegalArgumentException("client needs --seed HOST:PORT of a running cluster");
+            }
+            if (!keys.equals("long") && !keys.equals("bytes")) {
+                throw new IllegalArgumentException("--keys must be long or bytes, not '" + keys + "'");
             }
             long[] numbers = parse();
             Config config = DexNodes.withoutEndpoint(node.nodeConfig(ConfigFactory.empty(), "client"));
@@ -241,7 +250,7 @@ public final class DexCli implements Callable<Integer> {
                     default -> {
                         for (DexClientApi.Entry entry : client.scan(numbers[0], (int) numbers[1]).toCompletableFuture()
                                 .get(timeout, TimeUnit.MILLISECONDS)) {
-                            System.out.println(entry.key() + "\t" + entry.value());
+                            System.out.println((keys.equals("bytes") ? entry.keyText() : Long.toString(entry.key())) + "\t" + entry.value());
                         }
                     }
                 }
@@ -272,6 +281,10 @@ public final class DexCli implements Callable<Integer> {
                     numbers[i] = scanCount(arguments.get(i));
                     continue;
                 }
+                if (i == 0 && keys.equals("bytes")) {
+                    numbers[i] = keyOf(arguments.get(i), operation.equals("scan"));
+                    continue;
+                }
                 try {
                     numbers[i] = Long.parseLong(arguments.get(i));
                 } catch (NumberFormatException e) {
@@ -279,6 +292,15 @@ public final class DexCli implements Callable<Integer> {
                 }
             }
             return numbers;
+        }
+
+        /** The engine key of a bytes KEY (text or 0x-hex); a scan may start at the empty key, the first of all. */
+        private static long keyOf(String text, boolean scanStart) {
+            byte[] key = Keys.parse(text);
+            if (scanStart && Keys.compare(key, new byte[0]) == 0) {
+                return Long.MIN_VALUE;
+            }
+            return Keys.engineKey(key);
         }
 
         /** A scan's COUNT: a count ({@code 100}, {@code 10k}) within what one scan call may return. */

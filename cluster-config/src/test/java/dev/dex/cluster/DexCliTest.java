@@ -13,10 +13,10 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 class DexCliTest {
 
-    private record Run(int exit, String out, String err) {
+    record Run(int exit, String out, String err) {
     }
 
-    private static Run run(String... args) {
+    static Run run(String... args) {
         PrintStream out = System.out;
         PrintStream err = System.err;
         ByteArrayOutputStream o = new ByteArrayOutputStream();
@@ -40,6 +40,11 @@ class DexCliTest {
             "client --seed 127.0.0.1:1 get x            | 'x' is not a 64-bit integer",
             "client --seed 127.0.0.1:1 scan 0 4294967297 | scan COUNT must be in [1, 131072]: 4294967297",
             "client --seed 127.0.0.1:1 scan 0 0          | scan COUNT must be in [1, 131072]: 0",
+            "client --seed 127.0.0.1:1 --keys bytes get user:4200 | key user:4200 is 9 bytes; this index's keys are at most 8 bytes",
+            "client --seed 127.0.0.1:1 --keys bytes put 0x 7 | the empty key (all zero bytes) is reserved",
+            "client --seed 127.0.0.1:1 --keys bytes put 0x123 7 | '0x123' is not a hex key",
+            "client --seed 127.0.0.1:1 --keys bytes delete 0x0000 | the empty key (all zero bytes) is reserved",
+            "client --seed 127.0.0.1:1 --keys text get a  | --keys must be long or bytes, not 'text'",
             "client --seed 127.0.0.1:1 scan 0 ten        | scan COUNT 'ten' is not a count",
             "demo --keys 10k --partitions 2              | --partitions must be in [3",
             "demo --keys lots                            | 'lots' is not a count",
