@@ -37,8 +37,6 @@ import dev.dex.rdma.GlobalAddress;
  */
 public final class DexSession implements IndexSession {
     private static final int RESTART = -1;
-    /** {@link #descend} outcome: the operation was completed by offloading; see {@link Offloader#found}. */
-    private static final int OFFLOADED = Admission.OFFLOADED;
     private static final int H = TreeConfig.MAX_HEIGHT;
 
     private final DexEngine engine;
@@ -70,30 +68,9 @@ public final class DexSession implements IndexSession {
     private long opValue;
     /** The key the current descent searches for. */
     private long descendKey;
-    /**
-     * The key this session's operation is descending to, published (a volatile write) before the descent reads
-     * anything; {@link #NO_KEY} between operations. Read by other sessions' offloaded writes, which are not sent
-     * into a subtree this key lies in ({@link Offloader}).
-     */
-    private volatile long activeKey = NO_KEY;
-    /** {@link #activeKey} between operations; no key is this small. */
-    static final long NO_KEY = NEG_INFINITY;
+    /** The key of this session's descent, for other sessions' offloaded writes. */
+    private final PublishedKey activeKey;
 
-    /** Only an engine that offloads reads the published keys: the others skip the volatile store. */
-    private final boolean publishesKeys;
-
-    /** Publishes the key this session's operation descends to, or {@link #NO_KEY} when it ends. */
-    private void publish(long key) {
-        if (publishesKeys) {
-            activeKey = key;
-        }
-    }
-
-    /** Whether this session's operation is descending to a key in {@code (low, high]}. */
-    boolean activeIn(long low, long high) {
-        long key = activeKey;
-        return key != NO_KEY && key > low && key <= high;
-    }
     private final RestartBudget budget = new RestartBudget("a lock is held and never released");
 
     /** The partition of the lookup or write in progress. */
@@ -113,8 +90,8 @@ public final class DexSession implements IndexSession {
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
         this.offloader = new Offloader(engine, this, markers, random, this::count);
-        this.publishesKeys = engine.offloadChannel != null;
-        this.log = new GroupCommit(engine);
+        this.activeKey = new PublishedKey(engine.offloadChannel != null);
+        this.log = new GroupCommit(engine, markers);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
         this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, this::count);
@@ -132,7 +109,7 @@ public final class DexSession implements IndexSession {
             beginOp(LeafOps.LOOKUP, key, 0);
             while (true) {
                 int d = descend(key, false);
-                if (d == OFFLOADED) {
+                if (d == Admission.OFFLOADED) {
                     if (offloader.found()) {
                         value = offloader.value();
                     }
@@ -153,8 +130,8 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
-            publish(NO_KEY);
-            noteRead(partition);
+            activeKey.publish(PublishedKey.NONE);
+            log.noteRead(partition);
             engine.exit(partition);
         }
     }
@@ -227,8 +204,8 @@ public final class DexSession implements IndexSession {
             return n;
         } finally {
             markers.releaseAll();
-            publish(NO_KEY);
-            noteRead(first);
+            activeKey.publish(PublishedKey.NONE);
+            log.noteRead(first);
             if (partition >= 0) {
                 engine.exit(partition);
             }
@@ -247,6 +224,11 @@ public final class DexSession implements IndexSession {
     /** Operations restarted so far. */
     public long restarts() {
         return counters.get(CacheStats.RESTARTS);
+    }
+
+    /** The key this session's operation descends to ({@link Offloader}). */
+    PublishedKey activeKey() {
+        return activeKey;
     }
 
     /** This session's statistics, which the engine sums and resets. */
@@ -278,39 +260,32 @@ public final class DexSession implements IndexSession {
             beginOp(op, key, newValue);
             while (true) {
                 int d = descend(key, LeafOps.mayAdd(op));
-                if (d == OFFLOADED) {
+                if (d == Admission.OFFLOADED) {
                     if (LeafOps.changes(op, offloader.found())) {
                         // The memory node applied it; the write's exclusion range and the missed node's marker, held
                         // until the operation ends, still order it with other writes of its keys.
                         leafWrites.record(partition, key, newValue, op, !recovering);
                     }
-                    return committed(LeafOps.result(op, offloader.found()));
+                    log.afterWrite();
+                    return LeafOps.result(op, offloader.found());
                 }
                 if (d != RESTART) {
                     int result = leafWrites.apply(d, key, newValue, op, partition, !recovering);
                     if (result != LeafWrites.RESTART) {
-                        return committed(result == 1);
+                        log.afterWrite();
+                        return result == 1;
                     }
                 }
                 restart();
             }
         } finally {
             markers.releaseAll();
-            publish(NO_KEY);
+            activeKey.publish(PublishedKey.NONE);
             engine.exit(partition);
         }
     }
 
     // ==== redo log =========================================================================================
-
-    private boolean committed(boolean result) {
-        if (!log.batching()) {
-            markers.releaseAll();
-            // Still inside the operation (counted in its partition): a release waits for this commit.
-            log.writePending(true);
-        }
-        return result;
-    }
 
     /** A batch's writes are acknowledged together by {@link #commit}: one fabric write to the partition's log. */
     @Override
@@ -322,13 +297,6 @@ public final class DexSession implements IndexSession {
     @Override
     public void commit() {
         log.commit();
-    }
-
-    /** Notes, inside a batch, that a read of it ran on {@code partition} ({@link GroupCommit#noteRead}). */
-    private void noteRead(int partition) {
-        if (log.batching() && !recovering) {
-            log.noteRead(partition);
-        }
     }
 
     // ==== traversal =======================================================================================
@@ -343,7 +311,7 @@ public final class DexSession implements IndexSession {
         descendKey = key;
         // Before anything of the descent is read: an offloaded write into a subtree this key lies in is not sent
         // while this operation may hold images of that subtree (OffloadExclusion, Offloader).
-        publish(key);
+        activeKey.publish(key);
         if (!enterRoot()) {
             return RESTART;
         }
@@ -386,8 +354,8 @@ public final class DexSession implements IndexSession {
                 if (resolved == Admission.RESOLVE_RESTART) {
                     return RESTART;
                 }
-                if (resolved == OFFLOADED) {
-                    return OFFLOADED;
+                if (resolved == Admission.OFFLOADED) {
+                    return Admission.OFFLOADED;
                 }
             }
         }

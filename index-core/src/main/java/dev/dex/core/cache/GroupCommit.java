@@ -24,6 +24,8 @@ import dev.dex.core.node.LeafOps;
  */
 final class GroupCommit {
     private final DexEngine engine;
+    /** The session's IO markers, released before a write outside a batch waits for its commit. */
+    private final Markers markers;
     /** Inside a batch: records are kept until {@link #commit}; outside, every write commits its own. */
     private boolean batching;
     /** Records of this session not yet in the log, all of {@link #pendingLog}, ascending LSNs. */
@@ -36,8 +38,20 @@ final class GroupCommit {
     private RedoLog readLog;
     private long readUpTo;
 
-    GroupCommit(DexEngine engine) {
+    GroupCommit(DexEngine engine, Markers markers) {
         this.engine = engine;
+        this.markers = markers;
+    }
+
+    /**
+     * After a write took effect: outside a batch, releases the operation's IO markers and makes the write durable
+     * now, still inside the operation (counted in its partition, so a release waits for this commit).
+     */
+    void afterWrite() {
+        if (!batching) {
+            markers.releaseAll();
+            writePending(true);
+        }
     }
 
     /**
@@ -109,12 +123,12 @@ final class GroupCommit {
     }
 
     /**
-     * Notes that a read of this batch ran on {@code partition}: it may have seen any write that took an LSN
+     * Notes that a read of this batch (nothing outside one) ran on {@code partition}: it may have seen any write that took an LSN
      * before it finished (a write takes its LSN before it releases the lock readers validate against).
      */
     void noteRead(int partition) {
         RedoLog log = engine.logs.get(partition);
-        if (log == null) {
+        if (!batching || log == null) {
             return;
         }
         if (readLog != null && readLog != log) {

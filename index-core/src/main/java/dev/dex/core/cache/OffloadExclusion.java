@@ -22,7 +22,7 @@ import java.util.TreeMap;
  * drops the cooling copy of the leaf a write changed (a frame that is an escape stays one until it is evicted).
  * Operations that went below the missed node before the write entered (through it while it was cached, holding
  * uncached images) are kept out another way: each session publishes the key it descends to, and the offloader does
- * not send a write into a range that holds another operation's key ({@code DexSession#activeIn}).
+ * not send a write into a range that holds another operation's key ({@code PublishedKey}).
  *
  * <p>Everything is kept by key range and level. A node below A lies at a lower level, and its low fence lies in
  * A's range (fences only narrow, and a node keeps its low fence when it splits), so an escape conflicts with a

@@ -219,7 +219,7 @@ final class Offloader {
      */
     private boolean anotherOperationIn(long low, long high) {
         for (DexSession other : engine.sessions) {
-            if (other != session && other.activeIn(low, high)) {
+            if (other != session && other.activeKey().in(low, high)) {
                 return true;
             }
         }
