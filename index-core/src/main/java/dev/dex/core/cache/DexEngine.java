@@ -163,6 +163,10 @@ public final class DexEngine implements PartitionedEngine {
      */
     public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel, RedoLogSettings redoLog) {
         Superblock.Contents superblock = Superblock.read(memory);
+        if (superblock.keyFormat().words() != 1) {
+            throw new IllegalStateException("this index has " + superblock.keyFormat() + "; the DEX engine serves 8-byte keys only so far"
+                    + " (the baseline tree serves every width)");
+        }
         Superblock.VersionedTable table = Superblock.readVersionedPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
         return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);

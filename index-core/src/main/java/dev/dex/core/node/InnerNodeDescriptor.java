@@ -4,7 +4,7 @@ import static dev.dex.core.node.NodeHeaderDescriptor.BACK_VERSION_OFFSET;
 import static dev.dex.core.node.NodeHeaderDescriptor.HEADER_LENGTH;
 
 /**
- * Payload of an inner node: {@code count} separator keys and {@code count + 1} child addresses.
+ * The 8-byte-key layout ({@link KeyFormat#EIGHT}; {@link KeyFormat} has every width's) of the payload of an inner node: {@code count} separator keys and {@code count + 1} child addresses.
  *
  * <pre>
  *   64                                536                                       1016           1024

@@ -4,7 +4,7 @@ import static dev.dex.core.node.NodeHeaderDescriptor.BACK_VERSION_OFFSET;
 import static dev.dex.core.node.NodeHeaderDescriptor.HEADER_LENGTH;
 
 /**
- * Payload of a leaf: sorted keys, then the values in the same order (little-endian longs).
+ * The 8-byte-key layout ({@link KeyFormat#EIGHT}; {@link KeyFormat} has every width's) of the payload of a leaf: sorted keys, then the values in the same order (little-endian longs).
  *
  * <pre>
  *   64                                536                              1008      1016           1024

@@ -67,6 +67,38 @@ public final class LeafOps {
         }
     }
 
+    /** {@link #apply(NodeView, int, int, long, long)} for a key of any width. */
+    public static void apply(NodeView leaf, int pos, int op, long[] key, long value) {
+        if (op == DELETE) {
+            leaf.removeEntry(pos);
+        } else if (pos >= 0) {
+            leaf.value(pos, value);
+        } else {
+            leaf.insertEntry(-pos - 1, key, value);
+        }
+    }
+
+    /**
+     * {@link #copyRange(NodeView, long, long, long[], long[], int, int)} for keys of any width: entry {@code i}'s key
+     * goes to {@code keys[i * words, (i + 1) * words)}.
+     */
+    public static int copyRange(NodeView leaf, long[] from, long[] stop, long[] keys, long[] values, int n, int count) {
+        int words = leaf.format().words();
+        int pos = leaf.search(from);
+        if (pos < 0) {
+            pos = -pos - 1;
+        }
+        int m = n;
+        for (int c = Math.min(leaf.count(), leaf.format().leafCapacity()); pos < c && m < count; pos++, m++) {
+            if (leaf.compareKey(stop, pos) < 0) {
+                break;
+            }
+            leaf.key(pos, keys, m * words);
+            values[m] = leaf.value(pos);
+        }
+        return m;
+    }
+
     /**
      * Copies a scan's entries out of a leaf: from its first key at or above {@code from}, the entries with keys
      * at most {@code stop}, into {@code keys} and {@code values} from index {@code n} until index {@code count}.
@@ -81,7 +113,7 @@ public final class LeafOps {
             pos = -pos - 1;
         }
         int m = n;
-        for (int c = Math.min(leaf.count(), LeafNodeDescriptor.CAPACITY); pos < c && m < count; pos++, m++) {
+        for (int c = Math.min(leaf.count(), leaf.format().leafCapacity()); pos < c && m < count; pos++, m++) {
             long k = leaf.key(pos);
             if (k > stop) {
                 break;

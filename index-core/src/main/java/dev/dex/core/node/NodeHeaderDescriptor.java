@@ -1,7 +1,8 @@
 package dev.dex.core.node;
 
 /**
- * The 64-byte header every 1 KiB tree node starts with, and the node-wide constants.
+ * The header every 1 KiB tree node starts with, and the node-wide constants: 64 bytes for 8-byte keys, as drawn
+ * below; the fences are as wide as the index's keys, so wider keys make it longer ({@link KeyFormat}).
  * All fields are little-endian; 8-byte fields are 8-byte aligned so that they can be read and
  * compared-and-swapped as single words.
  *
@@ -47,8 +48,13 @@ public final class NodeHeaderDescriptor {
     public static final int LEVEL_OFFSET = TYPE_OFFSET + 1;
     public static final int COUNT_OFFSET = LEVEL_OFFSET + 1;
     public static final int FLAGS_OFFSET = COUNT_OFFSET + Short.BYTES;
-    public static final int LOW_FENCE_OFFSET = FLAGS_OFFSET + Integer.BYTES;
+    /** Where the fences start: the low fence, then the high fence, each as wide as a key ({@link KeyFormat}). */
+    public static final int FENCES_OFFSET = FLAGS_OFFSET + Integer.BYTES;
+    /** The low fence of an index of 8-byte keys. */
+    public static final int LOW_FENCE_OFFSET = FENCES_OFFSET;
+    /** The high fence of an index of 8-byte keys. */
     public static final int HIGH_FENCE_OFFSET = LOW_FENCE_OFFSET + Long.BYTES;
+    /** The header of an index of 8-byte keys; wider keys have wider fences and a longer header. */
     public static final int HEADER_LENGTH = HIGH_FENCE_OFFSET + Long.BYTES;
 
     public static final int BACK_VERSION_OFFSET = NODE_LENGTH - Long.BYTES;
@@ -59,7 +65,10 @@ public final class NodeHeaderDescriptor {
     public static final byte TYPE_LEAF = 1;
     public static final byte TYPE_INNER = 2;
 
-    /** The fence value meaning minus infinity; no key may take it. */
+    /**
+     * The fence value meaning minus infinity; no key may take it. A wider key's fence is this in every word (all
+     * bytes zero); plus infinity is {@link #POS_INFINITY} in every word (all bytes 0xff).
+     */
     public static final long NEG_INFINITY = Long.MIN_VALUE;
     /** The fence value meaning plus infinity (it is also the largest key). */
     public static final long POS_INFINITY = Long.MAX_VALUE;
@@ -80,5 +89,18 @@ public final class NodeHeaderDescriptor {
             throw new IllegalArgumentException(RESERVED_KEY);
         }
         return key;
+    }
+
+    /**
+     * Checks a user key of any width: the reserved minus infinity (every word {@link #NEG_INFINITY}, all bytes zero)
+     * is refused.
+     *
+     * @throws IllegalArgumentException if {@code key} is the reserved key
+     */
+    public static void checkKey(KeyFormat format, long[] key) {
+        if (format.isNegInfinity(key, 0)) {
+            throw new IllegalArgumentException(format.words() == 1 ? RESERVED_KEY
+                    : "the empty key (all zero bytes) is reserved (it is the minus-infinity fence)");
+        }
     }
 }

@@ -19,7 +19,10 @@ import java.nio.ByteOrder;
 import org.agrona.MutableDirectBuffer;
 
 /**
- * Flyweight over one node image (1 KiB) in a buffer: reads and edits fields in place.
+ * Flyweight over one node image (1 KiB) in a buffer: reads and edits fields in place, in the layout of its
+ * {@link KeyFormat}. Keys are given and returned as word arrays ({@code long[]}, the key's words at
+ * {@code [0, words)}, see {@link KeyFormat}); for an index of 8-byte keys the {@code long} methods take and return
+ * the one word itself, and are the engine's fast path.
  *
  * <p>Not thread-safe: a view and the image it wraps belong to one thread (a local copy read from remote
  * memory, or a frame held under a lock). Searches assume a consistent image; callers validate versions
@@ -28,8 +31,28 @@ import org.agrona.MutableDirectBuffer;
 public final class NodeView {
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
+    private final KeyFormat format;
+    private final int words;
+    /** A key of this view's width for the {@code long} methods' own use. */
+    private final long[] scratch;
     private MutableDirectBuffer buffer;
     private int base;
+
+    /** A view of nodes of 8-byte keys. */
+    public NodeView() {
+        this(KeyFormat.EIGHT);
+    }
+
+    /** A view of nodes of keys in {@code format}. */
+    public NodeView(KeyFormat format) {
+        this.format = format;
+        this.words = format.words();
+        this.scratch = new long[words];
+    }
+
+    public KeyFormat format() {
+        return format;
+    }
 
     /** Points this view at the node image at {@code buffer[offset, offset + 1024)}. */
     public NodeView wrap(MutableDirectBuffer buffer, int offset) {
@@ -101,17 +124,58 @@ public final class NodeView {
         buffer.putShort(base + COUNT_OFFSET, (short) count, ORDER);
     }
 
+    /** The low fence of a node of 8-byte keys (word 0 of a wider key's). */
     public long lowFence() {
         return buffer.getLong(base + LOW_FENCE_OFFSET, ORDER);
     }
 
+    /** The high fence of a node of 8-byte keys (word 0 of a wider key's). */
     public long highFence() {
-        return buffer.getLong(base + HIGH_FENCE_OFFSET, ORDER);
+        return buffer.getLong(base + format.highFenceOffset(), ORDER);
     }
 
+    /** Sets the fences of a node of 8-byte keys; a wider key's fences are {@code low}, {@code high} in every word. */
     public void fences(long low, long high) {
-        buffer.putLong(base + LOW_FENCE_OFFSET, low, ORDER);
-        buffer.putLong(base + HIGH_FENCE_OFFSET, high, ORDER);
+        for (int w = 0; w < words; w++) {
+            buffer.putLong(base + LOW_FENCE_OFFSET + w * Long.BYTES, low, ORDER);
+            buffer.putLong(base + format.highFenceOffset() + w * Long.BYTES, high, ORDER);
+        }
+    }
+
+    /** Copies the low fence's words into {@code out}. */
+    public void lowFence(long[] out) {
+        copyWords(LOW_FENCE_OFFSET, out, 0);
+    }
+
+    /** Copies the high fence's words into {@code out}. */
+    public void highFence(long[] out) {
+        copyWords(format.highFenceOffset(), out, 0);
+    }
+
+    /** Sets both fences from their words. */
+    public void fences(long[] low, long[] high) {
+        putWords(LOW_FENCE_OFFSET, low);
+        putWords(format.highFenceOffset(), high);
+    }
+
+    /** Whether the high fence is plus infinity (every word {@code POS_INFINITY}). */
+    public boolean highFenceIsInfinite() {
+        for (int w = 0; w < words; w++) {
+            if (buffer.getLong(base + format.highFenceOffset() + w * Long.BYTES, ORDER) != NodeHeaderDescriptor.POS_INFINITY) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** {@code key} compared with the low fence: negative, zero or positive. */
+    public int compareLowFence(long[] key) {
+        return compareAt(LOW_FENCE_OFFSET, key, 0);
+    }
+
+    /** {@code key} compared with the high fence: negative, zero or positive. */
+    public int compareHighFence(long[] key) {
+        return compareAt(format.highFenceOffset(), key, 0);
     }
 
     /** True when {@code key} lies in this node's range {@code (low, high]}. */
@@ -119,30 +183,74 @@ public final class NodeView {
         return key > lowFence() && key <= highFence();
     }
 
+    /** True when {@code key} lies in this node's range {@code (low, high]}. */
+    public boolean covers(long[] key) {
+        return compareLowFence(key) > 0 && compareHighFence(key) <= 0;
+    }
+
+    /**
+     * {@code key[keyOffset, keyOffset + words)} compared with the key at {@code offset} of this node, as the index
+     * orders keys: word by word, each a signed long.
+     */
+    private int compareAt(int offset, long[] key, int keyOffset) {
+        for (int w = 0; w < words; w++) {
+            int c = Long.compare(key[keyOffset + w], buffer.getLong(base + offset + w * Long.BYTES, ORDER));
+            if (c != 0) {
+                return c;
+            }
+        }
+        return 0;
+    }
+
+    private void copyWords(int offset, long[] out, int outOffset) {
+        for (int w = 0; w < words; w++) {
+            out[outOffset + w] = buffer.getLong(base + offset + w * Long.BYTES, ORDER);
+        }
+    }
+
+    private void putWords(int offset, long[] key) {
+        for (int w = 0; w < words; w++) {
+            buffer.putLong(base + offset + w * Long.BYTES, key[w], ORDER);
+        }
+    }
+
     /**
      * The count, clamped to the capacity: an optimistic reader may see a torn image, and its searches must
      * stay inside the node until validation rejects what they found.
      */
     private int boundedCount() {
-        return Math.min(count(), LeafNodeDescriptor.CAPACITY);
+        return Math.min(count(), format.leafCapacity());
     }
 
     public int capacity() {
-        return isLeaf() ? LeafNodeDescriptor.CAPACITY : InnerNodeDescriptor.CAPACITY;
+        return isLeaf() ? format.leafCapacity() : format.innerCapacity();
     }
 
     public boolean isFull() {
         return count() >= capacity();
     }
 
-    /** Formats an empty node: zero lock word, version 1, no entries. */
+    /**
+     * Formats an empty node: zero lock word, version 1, no entries; fences {@code low}, {@code high} in every word
+     * (8-byte keys, or a wider key's infinities).
+     */
     public void init(long address, int level, long low, long high) {
+        clear(address, level);
+        fences(low, high);
+    }
+
+    /** Formats an empty node with the fences {@code (low, high]}. */
+    public void init(long address, int level, long[] low, long[] high) {
+        clear(address, level);
+        fences(low, high);
+    }
+
+    private void clear(long address, int level) {
         buffer.setMemory(base, NODE_LENGTH, (byte) 0);
         address(address);
         buffer.putByte(base + TYPE_OFFSET, level == 0 ? TYPE_LEAF : TYPE_INNER);
         buffer.putByte(base + LEVEL_OFFSET, (byte) level);
         buffer.putInt(base + FLAGS_OFFSET, 0, ORDER);
-        fences(low, high);
         version(1);
     }
 
@@ -152,16 +260,31 @@ public final class NodeView {
 
     // ---- keys (both kinds share the key array offset) ------------------------------------------------
 
+    /** Key {@code index} of a node of 8-byte keys (word 0 of a wider key). */
     public long key(int index) {
-        return buffer.getLong(base + LeafNodeDescriptor.KEYS_OFFSET + index * Long.BYTES, ORDER);
+        return buffer.getLong(base + format.leafKeyOffset(index), ORDER);
+    }
+
+    /** Copies key {@code index}'s words into {@code out} from {@code outOffset}. */
+    public void key(int index, long[] out, int outOffset) {
+        copyWords(format.leafKeyOffset(index), out, outOffset);
+    }
+
+    /** {@code key} compared with key {@code index} of this node. */
+    public int compareKey(long[] key, int index) {
+        return compareAt(format.leafKeyOffset(index), key, 0);
     }
 
     private void key(int index, long key) {
-        buffer.putLong(base + LeafNodeDescriptor.KEYS_OFFSET + index * Long.BYTES, key, ORDER);
+        buffer.putLong(base + format.leafKeyOffset(index), key, ORDER);
+    }
+
+    private void key(int index, long[] key) {
+        putWords(format.leafKeyOffset(index), key);
     }
 
     /**
-     * Binary search of the keys.
+     * Binary search of the keys (8-byte keys).
      *
      * @return the key's index, or {@code -(insertion point) - 1} when absent
      */
@@ -182,23 +305,59 @@ public final class NodeView {
         return -(lo + 1);
     }
 
+    /**
+     * Binary search of the keys.
+     *
+     * @return the key's index, or {@code -(insertion point) - 1} when absent
+     */
+    public int search(long[] key) {
+        if (words == 1) {
+            return search(key[0]);
+        }
+        int lo = 0;
+        int hi = boundedCount() - 1;
+        while (lo <= hi) {
+            int mid = (lo + hi) >>> 1;
+            int c = compareKey(key, mid);
+            if (c > 0) {
+                lo = mid + 1;
+            } else if (c < 0) {
+                hi = mid - 1;
+            } else {
+                return mid;
+            }
+        }
+        return -(lo + 1);
+    }
+
     // ---- leaf ----------------------------------------------------------------------------------------
 
     public long value(int index) {
-        return buffer.getLong(base + LeafNodeDescriptor.valueOffset(index), ORDER);
+        return buffer.getLong(base + format.leafValueOffset(index), ORDER);
     }
 
     public void value(int index, long value) {
-        buffer.putLong(base + LeafNodeDescriptor.valueOffset(index), value, ORDER);
+        buffer.putLong(base + format.leafValueOffset(index), value, ORDER);
+    }
+
+    /** Inserts at {@code index}, shifting later entries right; the leaf must not be full (8-byte keys). */
+    public void insertEntry(int index, long key, long value) {
+        openEntry(index);
+        key(index, key);
+        value(index, value);
     }
 
     /** Inserts at {@code index}, shifting later entries right; the leaf must not be full. */
-    public void insertEntry(int index, long key, long value) {
-        int n = count();
-        shift(LeafNodeDescriptor.keyOffset(index), n - index, Long.BYTES);
-        shift(LeafNodeDescriptor.valueOffset(index), n - index, Long.BYTES);
+    public void insertEntry(int index, long[] key, long value) {
+        openEntry(index);
         key(index, key);
         value(index, value);
+    }
+
+    private void openEntry(int index) {
+        int n = count();
+        move(format.leafKeyOffset(index), format.leafKeyOffset(index + 1), (n - index) * format.bytes());
+        move(format.leafValueOffset(index), format.leafValueOffset(index + 1), (n - index) * Long.BYTES);
         count(n + 1);
     }
 
@@ -206,15 +365,23 @@ public final class NodeView {
     public void removeEntry(int index) {
         int n = count();
         int tail = n - index - 1;
-        move(LeafNodeDescriptor.keyOffset(index + 1), LeafNodeDescriptor.keyOffset(index), tail);
-        move(LeafNodeDescriptor.valueOffset(index + 1), LeafNodeDescriptor.valueOffset(index), tail);
-        key(n - 1, 0);
+        move(format.leafKeyOffset(index + 1), format.leafKeyOffset(index), tail * format.bytes());
+        move(format.leafValueOffset(index + 1), format.leafValueOffset(index), tail * Long.BYTES);
+        buffer.setMemory(base + format.leafKeyOffset(n - 1), format.bytes(), (byte) 0);
         value(n - 1, 0);
         count(n - 1);
     }
 
-    /** Appends an entry with a key larger than every key here; used by bulk load. */
+    /** Appends an entry with a key larger than every key here; used by bulk load (8-byte keys). */
     public void appendEntry(long key, long value) {
+        int n = count();
+        key(n, key);
+        value(n, value);
+        count(n + 1);
+    }
+
+    /** Appends an entry with a key larger than every key here; used by bulk load. */
+    public void appendEntry(long[] key, long value) {
         int n = count();
         key(n, key);
         value(n, value);
@@ -224,11 +391,11 @@ public final class NodeView {
     // ---- inner ---------------------------------------------------------------------------------------
 
     public long child(int index) {
-        return buffer.getLong(base + InnerNodeDescriptor.childOffset(index), ORDER);
+        return buffer.getLong(base + format.innerChildOffset(index), ORDER);
     }
 
     public void child(int index, long address) {
-        buffer.putLong(base + InnerNodeDescriptor.childOffset(index), address, ORDER);
+        buffer.putLong(base + format.innerChildOffset(index), address, ORDER);
     }
 
     /** Index of the child whose range holds {@code key}: the number of separators below {@code key}. */
@@ -246,20 +413,52 @@ public final class NodeView {
         return lo;
     }
 
+    /** Index of the child whose range holds {@code key}: the number of separators below {@code key}. */
+    public int childIndex(long[] key) {
+        if (words == 1) {
+            return childIndex(key[0]);
+        }
+        int lo = 0;
+        int hi = boundedCount();
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (compareKey(key, mid) > 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    }
+
+    /**
+     * Records that child {@code childIndex} was split at {@code separator}: its upper part is now
+     * {@code rightChild}. The inner node must not be full (8-byte keys).
+     */
+    public void insertSeparator(int childIndex, long separator, long rightChild) {
+        openSeparator(childIndex);
+        key(childIndex, separator);
+        child(childIndex + 1, rightChild);
+    }
+
     /**
      * Records that child {@code childIndex} was split at {@code separator}: its upper part is now
      * {@code rightChild}. The inner node must not be full.
      */
-    public void insertSeparator(int childIndex, long separator, long rightChild) {
-        int n = count();
-        shift(InnerNodeDescriptor.keyOffset(childIndex), n - childIndex, Long.BYTES);
-        shift(InnerNodeDescriptor.childOffset(childIndex + 1), n - childIndex, Long.BYTES);
+    public void insertSeparator(int childIndex, long[] separator, long rightChild) {
+        openSeparator(childIndex);
         key(childIndex, separator);
         child(childIndex + 1, rightChild);
+    }
+
+    private void openSeparator(int childIndex) {
+        int n = count();
+        move(format.innerKeyOffset(childIndex), format.innerKeyOffset(childIndex + 1), (n - childIndex) * format.bytes());
+        move(format.innerChildOffset(childIndex + 1), format.innerChildOffset(childIndex + 2), (n - childIndex) * Long.BYTES);
         count(n + 1);
     }
 
-    /** Appends a child to the right of every existing one; {@code separator} bounds the previous child. */
+    /** Appends a child to the right of every existing one; {@code separator} bounds the previous child (8-byte keys). */
     public void appendChild(long separator, long child) {
         int n = count();
         key(n, separator);
@@ -267,85 +466,120 @@ public final class NodeView {
         count(n + 1);
     }
 
-    // ---- split ---------------------------------------------------------------------------------------
+    /** Appends a child to the right of every existing one; {@code separator} bounds the previous child. */
+    public void appendChild(long[] separator, long child) {
+        int n = count();
+        key(n, separator);
+        child(n + 1, child);
+        count(n + 1);
+    }
+
+    // ---- split ----------------------------------------------------------------------------------------
 
     /**
      * Moves the upper half of this full node into {@code right} (formatted here with {@code rightAddress})
-     * and narrows both fence ranges.
+     * and narrows both fence ranges (8-byte keys).
      *
      * @return the separator: the new high fence of this node and the low fence of {@code right}
      */
     public long splitInto(NodeView right, long rightAddress) {
+        splitMoving(right, rightAddress);
+        return right.lowFence();
+    }
+
+    /**
+     * Moves the upper half of this full node into {@code right} (formatted here with {@code rightAddress})
+     * and narrows both fence ranges; the separator, the new high fence of this node and the low fence of
+     * {@code right}, goes to {@code separator}.
+     */
+    public void splitInto(NodeView right, long rightAddress, long[] separator) {
+        splitMoving(right, rightAddress);
+        right.lowFence(separator);
+    }
+
+    private int splitMoving(NodeView right, long rightAddress) {
         int n = count();
-        long high = highFence();
-        right.init(rightAddress, level(), 0, 0);
-        long separator;
+        int w = format.bytes();
+        right.clear(rightAddress, level());
+        // The separator's bytes: copied before this node's payload is cleared.
+        int separatorOffset;
         if (isLeaf()) {
             int keep = n / 2;
             int moved = n - keep;
-            right.buffer.putBytes(right.base + LeafNodeDescriptor.KEYS_OFFSET, buffer, base + LeafNodeDescriptor.keyOffset(keep), moved * Long.BYTES);
-            right.buffer.putBytes(right.base + LeafNodeDescriptor.VALUES_OFFSET, buffer, base + LeafNodeDescriptor.valueOffset(keep), moved * Long.BYTES);
+            right.buffer.putBytes(right.base + format.leafKeyOffset(0), buffer, base + format.leafKeyOffset(keep), moved * w);
+            right.buffer.putBytes(right.base + format.leafValueOffset(0), buffer, base + format.leafValueOffset(keep), moved * Long.BYTES);
             right.count(moved);
-            separator = key(keep - 1);
-            buffer.setMemory(base + LeafNodeDescriptor.keyOffset(keep), moved * Long.BYTES, (byte) 0);
-            buffer.setMemory(base + LeafNodeDescriptor.valueOffset(keep), moved * Long.BYTES, (byte) 0);
+            separatorOffset = format.leafKeyOffset(keep - 1);
+            setFences(right, separatorOffset);
+            buffer.setMemory(base + format.leafKeyOffset(keep), moved * w, (byte) 0);
+            buffer.setMemory(base + format.leafValueOffset(keep), moved * Long.BYTES, (byte) 0);
             count(keep);
         } else {
             // Separators s[0..n), children c[0..n]. Left keeps s[0..mid) and c[0..mid], s[mid] moves up,
             // right takes s[mid+1..n) and c[mid+1..n].
             int mid = n / 2;
             int movedKeys = n - mid - 1;
-            separator = key(mid);
-            right.buffer.putBytes(right.base + InnerNodeDescriptor.KEYS_OFFSET, buffer, base + InnerNodeDescriptor.keyOffset(mid + 1), movedKeys * Long.BYTES);
-            right.buffer.putBytes(right.base + InnerNodeDescriptor.CHILDREN_OFFSET, buffer, base + InnerNodeDescriptor.childOffset(mid + 1), (movedKeys + 1) * Long.BYTES);
+            right.buffer.putBytes(right.base + format.innerKeyOffset(0), buffer, base + format.innerKeyOffset(mid + 1), movedKeys * w);
+            right.buffer.putBytes(right.base + format.innerChildOffset(0), buffer, base + format.innerChildOffset(mid + 1),
+                    (movedKeys + 1) * Long.BYTES);
             right.count(movedKeys);
-            buffer.setMemory(base + InnerNodeDescriptor.keyOffset(mid), (n - mid) * Long.BYTES, (byte) 0);
-            buffer.setMemory(base + InnerNodeDescriptor.childOffset(mid + 1), (n - mid) * Long.BYTES, (byte) 0);
+            separatorOffset = format.innerKeyOffset(mid);
+            setFences(right, separatorOffset);
+            buffer.setMemory(base + format.innerKeyOffset(mid), (n - mid) * w, (byte) 0);
+            buffer.setMemory(base + format.innerChildOffset(mid + 1), (n - mid) * Long.BYTES, (byte) 0);
             count(mid);
         }
-        right.fences(separator, high);
-        fences(lowFence(), separator);
-        return separator;
+        return separatorOffset;
+    }
+
+    /** After a split: right's fences (the key at {@code separatorOffset}, this high fence], this high fence the key. */
+    private void setFences(NodeView right, int separatorOffset) {
+        int w = format.bytes();
+        right.buffer.putBytes(right.base + LOW_FENCE_OFFSET, buffer, base + separatorOffset, w);
+        right.buffer.putBytes(right.base + format.highFenceOffset(), buffer, base + format.highFenceOffset(), w);
+        buffer.putBytes(base + format.highFenceOffset(), buffer, base + separatorOffset, w);
     }
 
     /**
      * Narrows this node's range to {@code (low, high]} with {@code high} below its high fence: drops the
      * entries (leaf) or separators and children (inner) above {@code high}. This is the left half of a
      * split whose parent and new right node reached remote memory before the narrowed left node did (a
-     * crash, or a reader racing the split); the dropped part lives in the right node.
+     * crash, or a reader racing the split); the dropped part lives in the right node (8-byte keys).
      */
     public void clipAbove(long high) {
+        java.util.Arrays.fill(scratch, high);
+        clipAbove(scratch);
+    }
+
+    /** {@link #clipAbove(long)} for a key of any width. */
+    public void clipAbove(long[] high) {
         int n = Math.min(count(), capacity());
+        int w = format.bytes();
         if (isLeaf()) {
             int keep = 0;
-            while (keep < n && key(keep) <= high) {
+            while (keep < n && compareKey(high, keep) >= 0) {
                 keep++;
             }
-            buffer.setMemory(base + LeafNodeDescriptor.keyOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
-            buffer.setMemory(base + LeafNodeDescriptor.valueOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
+            buffer.setMemory(base + format.leafKeyOffset(keep), (n - keep) * w, (byte) 0);
+            buffer.setMemory(base + format.leafValueOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
             count(keep);
         } else {
             // Child i covers (s[i-1], s[i]]: keep the separators below high; the last kept child covers high.
             int keep = 0;
-            while (keep < n && key(keep) < high) {
+            while (keep < n && compareKey(high, keep) > 0) {
                 keep++;
             }
-            buffer.setMemory(base + InnerNodeDescriptor.keyOffset(keep), (n - keep) * Long.BYTES, (byte) 0);
-            buffer.setMemory(base + InnerNodeDescriptor.childOffset(keep + 1), (n - keep) * Long.BYTES, (byte) 0);
+            buffer.setMemory(base + format.innerKeyOffset(keep), (n - keep) * w, (byte) 0);
+            buffer.setMemory(base + format.innerChildOffset(keep + 1), (n - keep) * Long.BYTES, (byte) 0);
             count(keep);
         }
-        fences(lowFence(), high);
+        putWords(format.highFenceOffset(), high);
     }
 
-    private void shift(int from, int elements, int width) {
-        if (elements > 0) {
-            move(from, from + width, elements);
-        }
-    }
-
-    private void move(int from, int to, int elements) {
-        if (elements > 0) {
-            buffer.putBytes(base + to, buffer, base + from, elements * Long.BYTES);
+    /** Moves {@code length} bytes of this node from {@code from} to {@code to} (the ranges may overlap). */
+    private void move(int from, int to, int length) {
+        if (length > 0) {
+            buffer.putBytes(base + to, buffer, base + from, length);
         }
     }
 

@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.GlobalAddress;
@@ -64,6 +65,7 @@ public final class BaselineTree implements IndexEngine {
 
     private final RemoteMemory memory;
     private final int subtreeLevel;
+    private final KeyFormat format;
     private final NodeAllocator allocator;
     private final long instanceId;
     private final AtomicInteger sessionIds = new AtomicInteger();
@@ -73,6 +75,7 @@ public final class BaselineTree implements IndexEngine {
     private BaselineTree(RemoteMemory memory, Superblock.Contents superblock, long instanceId) {
         this.memory = memory;
         this.subtreeLevel = superblock.subtreeLevel();
+        this.format = superblock.keyFormat();
         this.allocator = new NodeAllocator(memory, subtreeLevel);
         this.instanceId = instanceId;
         this.root = superblock.root();
@@ -86,6 +89,11 @@ public final class BaselineTree implements IndexEngine {
             throw new IllegalStateException("instance counter exhausted");
         }
         return new BaselineTree(memory, contents, instance);
+    }
+
+    /** The width of the tree's keys. */
+    public KeyFormat keyFormat() {
+        return format;
     }
 
     /** The subtree level M the tree was formatted with. */
@@ -139,11 +147,16 @@ public final class BaselineTree implements IndexEngine {
      */
     public final class Session implements IndexSession {
         private final long tag;
+        private final int words = format.words();
         private final NodeView[] path = new NodeView[TreeConfig.MAX_HEIGHT];
         private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
-        private final NodeView right = new NodeView();
-        private final NodeView newRoot = new NodeView();
+        private final NodeView right = new NodeView(format);
+        private final NodeView newRoot = new NodeView(format);
         private final RemoteNodes remote;
+        /** The key of a {@code long} operation (8-byte keys), a scan's next key, and a split's separator. */
+        private final long[] longKey = new long[words];
+        private final long[] scanKey = new long[words];
+        private final long[] separator = new long[words];
         private long value;
         private long restarts;
         private final RestartBudget budget = new RestartBudget(
@@ -154,16 +167,26 @@ public final class BaselineTree implements IndexEngine {
             this.remote = new RemoteNodes(memory, tag);
             UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeConfig.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
             for (int i = 0; i < TreeConfig.MAX_HEIGHT; i++) {
-                path[i] = new NodeView().wrap(nodes, i * NODE_LENGTH);
+                path[i] = new NodeView(format).wrap(nodes, i * NODE_LENGTH);
             }
             right.wrap(nodes, TreeConfig.MAX_HEIGHT * NODE_LENGTH);
             newRoot.wrap(nodes, (TreeConfig.MAX_HEIGHT + 1) * NODE_LENGTH);
         }
 
+        @Override
+        public int keyWords() {
+            return words;
+        }
+
         /** Looks {@code key} up; on {@code true} its value is {@link #value()}. */
         @Override
         public boolean lookup(long key) {
-            checkKey(key);
+            return lookup(longKey(key));
+        }
+
+        @Override
+        public boolean lookup(long[] key) {
+            checkKey(format, key);
             beginOp();
             while (true) {
                 int depth = descend(key, false);
@@ -188,24 +211,44 @@ public final class BaselineTree implements IndexEngine {
         /** Adds {@code key} if absent; returns false (and changes nothing) if present. */
         @Override
         public boolean insert(long key, long value) {
-            return write(key, value, LeafOps.INSERT);
+            return write(longKey(key), value, LeafOps.INSERT);
         }
 
         /** Replaces the value of {@code key} if present; returns false (and changes nothing) if absent. */
         @Override
         public boolean update(long key, long value) {
-            return write(key, value, LeafOps.UPDATE);
+            return write(longKey(key), value, LeafOps.UPDATE);
         }
 
         /** Inserts or replaces; returns true if {@code key} was absent. */
         @Override
         public boolean put(long key, long value) {
-            return write(key, value, LeafOps.PUT);
+            return write(longKey(key), value, LeafOps.PUT);
         }
 
         /** Removes {@code key}; returns false if it was absent. */
         @Override
         public boolean delete(long key) {
+            return write(longKey(key), 0, LeafOps.DELETE);
+        }
+
+        @Override
+        public boolean insert(long[] key, long value) {
+            return write(key, value, LeafOps.INSERT);
+        }
+
+        @Override
+        public boolean update(long[] key, long value) {
+            return write(key, value, LeafOps.UPDATE);
+        }
+
+        @Override
+        public boolean put(long[] key, long value) {
+            return write(key, value, LeafOps.PUT);
+        }
+
+        @Override
+        public boolean delete(long[] key) {
             return write(key, 0, LeafOps.DELETE);
         }
 
@@ -220,11 +263,21 @@ public final class BaselineTree implements IndexEngine {
          */
         @Override
         public int scan(long startKey, int count, long[] keys, long[] values) {
-            if (count < 0 || keys.length < count || values.length < count) {
+            IndexSession.requireOneWord(words);
+            return scan(longKey(Math.max(startKey, NEG_INFINITY + 1)), count, keys, values);
+        }
+
+        @Override
+        public int scan(long[] startKey, int count, long[] keys, long[] values) {
+            if (count < 0 || keys.length < count * words || values.length < count) {
                 throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");
             }
             beginOp();
-            long key = Math.max(startKey, NEG_INFINITY + 1);
+            long[] key = scanKey;
+            System.arraycopy(startKey, 0, key, 0, words);
+            if (format.isNegInfinity(key, 0)) {
+                IndexSession.successor(key, words);
+            }
             int n = 0;
             while (n < count) {
                 int depth = descend(key, false);
@@ -233,14 +286,22 @@ public final class BaselineTree implements IndexEngine {
                     continue;
                 }
                 NodeView leaf = path[depth];
-                long high = leaf.highFence();
-                n = LeafOps.copyRange(leaf, key, high, keys, values, n, count);
-                if (high == POS_INFINITY) {
+                leaf.highFence(separator);
+                n = LeafOps.copyRange(leaf, key, separator, keys, values, n, count);
+                if (leaf.highFenceIsInfinite()) {
                     break;
                 }
-                key = high + 1;
+                System.arraycopy(separator, 0, key, 0, words);
+                IndexSession.successor(key, words);
             }
             return n;
+        }
+
+        /** {@code key} as this session's one-word key; only for a tree of 8-byte keys. */
+        private long[] longKey(long key) {
+            IndexSession.requireOneWord(words);
+            longKey[0] = key;
+            return longKey;
         }
 
         /** Operations restarted by this session so far (validation failures, lost lock races, splits). */
@@ -259,8 +320,8 @@ public final class BaselineTree implements IndexEngine {
         }
 
         /** Runs the write {@code op} ({@link LeafOps}) of {@code key}; returns its {@link LeafOps#result}. */
-        private boolean write(long key, long newValue, int op) {
-            checkKey(key);
+        private boolean write(long[] key, long newValue, int op) {
+            checkKey(format, key);
             beginOp();
             while (true) {
                 int depth = descend(key, LeafOps.mayAdd(op));
@@ -291,7 +352,7 @@ public final class BaselineTree implements IndexEngine {
          *
          * @return the leaf's depth, or {@link #RESTART}
          */
-        private int descend(long key, boolean splitFull) {
+        private int descend(long[] key, boolean splitFull) {
             long address = root;
             int expectedLevel = -1;
             for (int depth = 0; depth < TreeConfig.MAX_HEIGHT; depth++) {
@@ -371,7 +432,7 @@ public final class BaselineTree implements IndexEngine {
                 unlock(parentAddress);
                 throw e;
             }
-            long separator = node.splitInto(right, rightAddress);
+            node.splitInto(right, rightAddress, separator);
             parent.insertSeparator(index, separator, rightAddress);
             memory.write(rightAddress, right.buffer(), right.offset(), NODE_LENGTH);
             writeLocked(address, node, version + 1);
@@ -399,7 +460,7 @@ public final class BaselineTree implements IndexEngine {
                 unlock(address);
                 throw e;
             }
-            long separator = node.splitInto(right, rightAddress);
+            node.splitInto(right, rightAddress, separator);
             newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
             newRoot.child(0, address);
             newRoot.appendChild(separator, rightAddress);

@@ -9,8 +9,7 @@ import java.util.function.LongConsumer;
 import org.agrona.collections.LongArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
-import dev.dex.core.node.InnerNodeDescriptor;
-import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.RemoteMemory;
 
@@ -35,15 +34,20 @@ public final class BulkLoader {
     private final int leafFill;
     private final int fanOut;
     private final UnsafeBuffer buffer = new UnsafeBuffer(new byte[NODE_LENGTH]);
-    private final NodeView node = new NodeView().wrap(buffer, 0);
+    private final KeyFormat format;
+    private final int words;
+    private final NodeView node;
 
-    private BulkLoader(RemoteMemory memory, int subtreeLevel, double fill) {
+    private BulkLoader(RemoteMemory memory, int subtreeLevel, KeyFormat format, double fill) {
         this.memory = memory;
         this.subtreeLevel = subtreeLevel;
+        this.format = format;
+        this.words = format.words();
+        this.node = new NodeView(format).wrap(buffer, 0);
         this.allocator = new NodeAllocator(memory, subtreeLevel);
         this.servers = allocator.servers();
-        this.leafFill = Math.max(1, (int) Math.floor(LeafNodeDescriptor.CAPACITY * fill));
-        this.fanOut = Math.max(2, (int) Math.floor(InnerNodeDescriptor.MAX_CHILDREN * fill));
+        this.leafFill = Math.max(1, (int) Math.floor(format.leafCapacity() * fill));
+        this.fanOut = Math.max(2, (int) Math.floor((format.innerCapacity() + 1) * fill));
     }
 
     /**
@@ -67,14 +71,14 @@ public final class BulkLoader {
         Superblock.Contents superblock = Superblock.read(memory);
         UnsafeBuffer rootImage = new UnsafeBuffer(new byte[NODE_LENGTH]);
         memory.read(superblock.root(), rootImage, 0, NODE_LENGTH);
-        NodeView oldRoot = new NodeView().wrap(rootImage, 0);
+        NodeView oldRoot = new NodeView(superblock.keyFormat()).wrap(rootImage, 0);
         if (!oldRoot.isLeaf() || oldRoot.count() != 0) {
             throw new IllegalStateException("bulk load needs an empty tree; this one has a root " + oldRoot);
         }
         if (!(fillFactor > 0 && fillFactor <= 1)) {
             throw new IllegalArgumentException("fill factor must be in (0, 1]: " + fillFactor);
         }
-        BulkLoader loader = new BulkLoader(memory, superblock.subtreeLevel(), fillFactor);
+        BulkLoader loader = new BulkLoader(memory, superblock.subtreeLevel(), superblock.keyFormat(), fillFactor);
         Result result = loader.build(entries, progress);
         if (result.entries() == 0) {
             return new Result(0, 1, 1, 0, superblock.root());
@@ -88,20 +92,25 @@ public final class BulkLoader {
 
     private Result build(SortedEntries entries, LongConsumer progress) {
         LongArrayList addresses = new LongArrayList();
+        // The high fences of the nodes of the level being built, words after words.
         LongArrayList highs = new LongArrayList();
         long count = 0;
-        long previousKey = NEG_INFINITY;
-        long low = NEG_INFINITY;
+        long[] key = new long[words];
+        long[] previousKey = infinity(NEG_INFINITY);
+        long[] low = infinity(NEG_INFINITY);
+        long[] high = new long[words];
         boolean pending = false;
         while (entries.next()) {
-            long key = entries.key();
-            if (key <= previousKey) {
-                throw new IllegalArgumentException(key == NEG_INFINITY
+            entries.key(key);
+            if (format.compare(key, 0, previousKey, 0) <= 0) {
+                throw new IllegalArgumentException(format.isNegInfinity(key, 0)
                         ? "entry " + count + ": key Long.MIN_VALUE is reserved"
-                        : "entry " + count + ": key " + key + " is not above the previous key " + previousKey);
+                        : "entry " + count + ": key " + text(key) + " is not above the previous key " + text(previousKey));
             }
             if (pending && node.count() == leafFill) {
-                low = flushLeaf(addresses, highs, low, node.key(leafFill - 1));
+                node.key(leafFill - 1, high, 0);
+                flushLeaf(addresses, highs, low, high);
+                System.arraycopy(high, 0, low, 0, words);
                 progress.accept(count);
                 pending = false;
             }
@@ -110,35 +119,39 @@ public final class BulkLoader {
                 pending = true;
             }
             node.appendEntry(key, entries.value());
-            previousKey = key;
+            System.arraycopy(key, 0, previousKey, 0, words);
             count++;
         }
         if (!pending) {
             return new Result(0, 1, 0, 0, 0);
         }
-        flushLeaf(addresses, highs, low, POS_INFINITY);
+        flushLeaf(addresses, highs, low, infinity(POS_INFINITY));
         progress.accept(count);
         long leaves = addresses.size();
         long inner = 0;
         int level = 0;
+        long[] separator = new long[words];
         while (addresses.size() > 1) {
             level++;
             LongArrayList parentAddresses = new LongArrayList();
             LongArrayList parentHighs = new LongArrayList();
-            long parentLow = NEG_INFINITY;
+            long[] parentLow = infinity(NEG_INFINITY);
             for (int first = 0; first < addresses.size(); first += fanOut) {
                 int last = Math.min(first + fanOut, addresses.size()) - 1;
                 long address = allocator.allocate(serverFor(level, parentAddresses.size()));
-                long high = highs.getLong(last);
+                highAt(highs, last, high);
                 node.init(address, level, parentLow, high);
                 node.child(0, addresses.getLong(first));
                 for (int c = first + 1; c <= last; c++) {
-                    node.appendChild(highs.getLong(c - 1), addresses.getLong(c));
+                    highAt(highs, c - 1, separator);
+                    node.appendChild(separator, addresses.getLong(c));
                 }
                 memory.write(address, buffer, 0, NODE_LENGTH);
                 parentAddresses.addLong(address);
-                parentHighs.addLong(high);
-                parentLow = high;
+                for (long word : high) {
+                    parentHighs.addLong(word);
+                }
+                System.arraycopy(high, 0, parentLow, 0, words);
                 inner++;
             }
             addresses = parentAddresses;
@@ -147,15 +160,33 @@ public final class BulkLoader {
         return new Result(count, level + 1, leaves, inner, addresses.getLong(0));
     }
 
-    /** Writes the buffered leaf with fences (low, high]; returns its high fence, the next leaf's low. */
-    private long flushLeaf(LongArrayList addresses, LongArrayList highs, long low, long high) {
+    /** Writes the buffered leaf with fences (low, high]. */
+    private void flushLeaf(LongArrayList addresses, LongArrayList highs, long[] low, long[] high) {
         long address = allocator.allocate(serverFor(0, addresses.size()));
         node.address(address);
         node.fences(low, high);
         memory.write(address, buffer, 0, NODE_LENGTH);
         addresses.addLong(address);
-        highs.addLong(high);
-        return high;
+        for (long word : high) {
+            highs.addLong(word);
+        }
+    }
+
+    private void highAt(LongArrayList highs, int index, long[] out) {
+        for (int w = 0; w < words; w++) {
+            out[w] = highs.getLong(index * words + w);
+        }
+    }
+
+    private long[] infinity(long word) {
+        long[] key = new long[words];
+        java.util.Arrays.fill(key, word);
+        return key;
+    }
+
+    /** A key in an error message: the long of an 8-byte key, else its bytes. */
+    private String text(long[] key) {
+        return words == 1 ? Long.toString(key[0]) : java.util.HexFormat.of().formatHex(format.toBytes(key, 0));
     }
 
     /** Server of node {@code index} at {@code level}, so that level-M subtrees stay on one server. */

@@ -2,13 +2,20 @@ package dev.dex.core.tree;
 
 /**
  * A source of entries in strictly ascending key order, read once (a cursor). Bulk load checks the order
- * and rejects a key out of order, a duplicate, or the reserved key {@code Long.MIN_VALUE}.
+ * and rejects a key out of order, a duplicate, or the reserved key {@code Long.MIN_VALUE} (minus infinity in
+ * every word). Entries of 8-byte keys give {@link #key()}; entries of wider keys override {@link #key(long[])}.
  */
 public interface SortedEntries {
     /** Advances to the next entry; false when there is none. */
     boolean next();
 
+    /** The current key, for an index of 8-byte keys. */
     long key();
+
+    /** Puts the current key's words ({@code KeyFormat}) into {@code words}; by default the one word {@link #key()}. */
+    default void key(long[] words) {
+        words[0] = key();
+    }
 
     long value();
 

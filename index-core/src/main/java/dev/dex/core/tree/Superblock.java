@@ -3,6 +3,7 @@ package dev.dex.core.tree;
 import static dev.dex.core.tree.SuperblockDescriptor.ADDRESS;
 import static dev.dex.core.tree.SuperblockDescriptor.FORMAT_VERSION;
 import static dev.dex.core.tree.SuperblockDescriptor.FORMAT_VERSION_OFFSET;
+import static dev.dex.core.tree.SuperblockDescriptor.KEY_BYTES_OFFSET;
 import static dev.dex.core.tree.SuperblockDescriptor.LENGTH;
 import static dev.dex.core.tree.SuperblockDescriptor.MAGIC;
 import static dev.dex.core.tree.SuperblockDescriptor.MAGIC_OFFSET;
@@ -14,6 +15,7 @@ import java.nio.ByteOrder;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.RemoteMemory;
@@ -23,7 +25,7 @@ public final class Superblock {
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
     /** What a tree instance learns from the superblock when it opens the tree. */
-    public record Contents(long root, int subtreeLevel) {
+    public record Contents(long root, int subtreeLevel, KeyFormat keyFormat) {
     }
 
     private Superblock() {
@@ -43,7 +45,7 @@ public final class Superblock {
         }
         NodeAllocator allocator = new NodeAllocator(memory, config.subtreeLevel());
         long root = allocator.allocate(memory.memoryServerIds()[0]);
-        NodeView node = new NodeView().wrap(buffer, 0);
+        NodeView node = new NodeView(config.keyFormat()).wrap(buffer, 0);
         node.init(root, 0, NodeHeaderDescriptor.NEG_INFINITY, NodeHeaderDescriptor.POS_INFINITY);
         memory.write(root, buffer, 0, NodeHeaderDescriptor.NODE_LENGTH);
 
@@ -51,6 +53,7 @@ public final class Superblock {
         buffer.putLong(ROOT_OFFSET, root, ORDER);
         buffer.putInt(SUBTREE_LEVEL_OFFSET, config.subtreeLevel(), ORDER);
         buffer.putInt(FORMAT_VERSION_OFFSET, FORMAT_VERSION, ORDER);
+        buffer.putInt(KEY_BYTES_OFFSET, config.keyFormat().bytes(), ORDER);
         memory.write(ADDRESS + ROOT_OFFSET, buffer, ROOT_OFFSET, LENGTH - ROOT_OFFSET);
         // The magic goes last: a reader that sees it sees a complete superblock.
         buffer.putLong(MAGIC_OFFSET, MAGIC, ORDER);
@@ -68,7 +71,14 @@ public final class Superblock {
         if (format != FORMAT_VERSION) {
             throw new IllegalStateException("tree format version " + format + " is not supported (expected " + FORMAT_VERSION + ")");
         }
-        return new Contents(buffer.getLong(ROOT_OFFSET, ORDER), buffer.getInt(SUBTREE_LEVEL_OFFSET, ORDER));
+        int keyBytes = buffer.getInt(KEY_BYTES_OFFSET, ORDER);
+        KeyFormat keys;
+        try {
+            keys = keyBytes == 0 ? KeyFormat.EIGHT : KeyFormat.of(keyBytes);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalStateException("the superblock's key width is damaged: " + e.getMessage());
+        }
+        return new Contents(buffer.getLong(ROOT_OFFSET, ORDER), buffer.getInt(SUBTREE_LEVEL_OFFSET, ORDER), keys);
     }
 
     /**

@@ -7,10 +7,10 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  * The tree's superblock, at the start of memory server 0's root area (little-endian 8-byte words).
  *
  * <pre>
- *   0               8               16                24              28              32           36       40              48              56          64
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+-----------+
- *   | magic         | root address  | instance count  | subtree level | format version| partitions | unused | log directory | table version | ownership |
- *   +---------------+---------------+-----------------+---------------+---------------+------------+--------+---------------+---------------+-----------+
+ *   0               8               16                24              28              32           36          40              48              56          64
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+-----------+---------------+---------------+-----------+
+ *   | magic         | root address  | instance count  | subtree level | format version| partitions | key bytes | log directory | table version | ownership |
+ *   +---------------+---------------+-----------------+---------------+---------------+------------+-----------+---------------+---------------+-----------+
  *   64
  *   +------------------------------------------------------+
  *   | partition upper bounds: (partitions - 1) longs       |
@@ -29,6 +29,8 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *   <li><b>table version</b>: a sequence lock over the partition table, moved by fetch-and-add: odd while
  *       {@link Superblock#writePartitions} rewrites the table, even (2 x tables written) otherwise. A compute
  *       node remembers the version of the table it read and refuses to acquire a partition once it changed.</li>
+ *   <li><b>key bytes</b>: the width of the index's keys ({@code KeyFormat}), fixed when the tree is formatted;
+ *       0 (a superblock written before widths existed) means 8.</li>
  *   <li><b>log directory</b>: address of the chunk that lists each partition's redo log, set by
  *       compare-and-swap by the first compute node that opens a log ({@code RedoLogDescriptor}).</li>
  *   <li><b>ownership</b>: address of this server's ownership table, which every memory server keeps at this
@@ -46,7 +48,8 @@ public final class SuperblockDescriptor {
     public static final int SUBTREE_LEVEL_OFFSET = INSTANCE_COUNT_OFFSET + Long.BYTES;
     public static final int FORMAT_VERSION_OFFSET = SUBTREE_LEVEL_OFFSET + Integer.BYTES;
     public static final int PARTITION_COUNT_OFFSET = FORMAT_VERSION_OFFSET + Integer.BYTES;
-    public static final int LENGTH = PARTITION_COUNT_OFFSET + Integer.BYTES;
+    public static final int KEY_BYTES_OFFSET = PARTITION_COUNT_OFFSET + Integer.BYTES;
+    public static final int LENGTH = KEY_BYTES_OFFSET + Integer.BYTES;
     public static final int LOG_DIRECTORY_OFFSET = 40;
     public static final int TABLE_VERSION_OFFSET = 48;
     public static final int PARTITION_BOUNDS_OFFSET = 64;

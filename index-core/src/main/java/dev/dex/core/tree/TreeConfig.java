@@ -1,19 +1,28 @@
 package dev.dex.core.tree;
 
+import dev.dex.core.node.KeyFormat;
+
 /**
  * Settings fixed when a tree is formatted.
  *
  * @param subtreeLevel   M: every subtree rooted at level M (0 = leaves) lies on one memory server, so
  *                       an operation offloaded below level M never leaves that server (default 3)
  * @param bulkFillFactor fraction of each node that bulk load fills, leaving room for inserts (default 0.8)
+ * @param keyFormat      the width of the index's keys (default 8 bytes), stored in the superblock
  */
-public record TreeConfig(int subtreeLevel, double bulkFillFactor) {
+public record TreeConfig(int subtreeLevel, double bulkFillFactor, KeyFormat keyFormat) {
     public static final int DEFAULT_SUBTREE_LEVEL = 3;
     public static final double DEFAULT_BULK_FILL_FACTOR = 0.8;
     /** Deepest tree a session can walk; with at least 30 children per inner node, far beyond any region. */
     public static final int MAX_HEIGHT = 16;
 
+    /** A tree of 8-byte keys. */
+    public TreeConfig(int subtreeLevel, double bulkFillFactor) {
+        this(subtreeLevel, bulkFillFactor, KeyFormat.EIGHT);
+    }
+
     public TreeConfig {
+        java.util.Objects.requireNonNull(keyFormat, "keyFormat");
         if (subtreeLevel < 0 || subtreeLevel >= MAX_HEIGHT) {
             throw new IllegalArgumentException("subtree level M must be in [0, " + (MAX_HEIGHT - 1) + "]: " + subtreeLevel);
         }
@@ -27,10 +36,15 @@ public record TreeConfig(int subtreeLevel, double bulkFillFactor) {
     }
 
     public TreeConfig withSubtreeLevel(int level) {
-        return new TreeConfig(level, bulkFillFactor);
+        return new TreeConfig(level, bulkFillFactor, keyFormat);
     }
 
     public TreeConfig withBulkFillFactor(double fill) {
-        return new TreeConfig(subtreeLevel, fill);
+        return new TreeConfig(subtreeLevel, fill, keyFormat);
+    }
+
+    /** The same settings for keys {@code bytes} wide ({@link KeyFormat#of}). */
+    public TreeConfig withKeyBytes(int bytes) {
+        return new TreeConfig(subtreeLevel, bulkFillFactor, KeyFormat.of(bytes));
     }
 }

@@ -62,7 +62,8 @@ class NodeLayoutTest {
         assertEquals(0, SuperblockDescriptor.ROOT_ADDRESS % 8);
         assertEquals(0, SuperblockDescriptor.INSTANCE_COUNT_ADDRESS % 8);
         assertEquals(32, SuperblockDescriptor.PARTITION_COUNT_OFFSET);
-        assertEquals(36, SuperblockDescriptor.LENGTH);
+        assertEquals(36, SuperblockDescriptor.KEY_BYTES_OFFSET);
+        assertEquals(40, SuperblockDescriptor.LENGTH);
         assertTrue(SuperblockDescriptor.PARTITION_BOUNDS_OFFSET >= SuperblockDescriptor.LENGTH);
         assertEquals(0, SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS % 8);
         assertTrue(SuperblockDescriptor.ADDRESS >= dev.dex.rdma.RegionHeaderDescriptor.HEADER_LENGTH);

@@ -16,34 +16,40 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
+import dev.dex.core.key.WideKeys;
 import dev.dex.rdma.RemoteMemory;
 
 /**
  * Seeded random operations against a {@link TreeMap} model, through two tree instances that share the
  * pool (so each instance sees the other's splits only through fence checks and its stale root pointer).
- * Sweeps memory servers, subtree level M, and empty versus bulk-loaded starts; ends with the validator
+ * Sweeps memory servers, subtree level M, key width (8 to 64 bytes, {@link WideKeys}) and empty versus bulk-loaded
+ * starts; ends with the validator
  * and a full comparison of the tree with the model.
  */
 class TreeModelTest {
 
     static Stream<Arguments> configurations() {
         return Stream.of(
-                // servers, M, bulk-loaded keys, key range, operations, seed
-                Arguments.of(1, 3, 0, 5_000, 30_000, 1L),
-                Arguments.of(3, 1, 0, 20_000, 30_000, 2L),
-                Arguments.of(2, 0, 4_000, 50_000, 30_000, 3L),
-                Arguments.of(3, 2, 20_000, 200_000, 20_000, 4L),
-                Arguments.of(4, 3, 0, 1_000_000_000_000L, 20_000, 5L));
+                // servers, M, bulk-loaded keys, key range, operations, seed, key bytes
+                Arguments.of(1, 3, 0, 5_000, 30_000, 1L, 8),
+                Arguments.of(3, 1, 0, 20_000, 30_000, 2L, 8),
+                Arguments.of(2, 0, 4_000, 50_000, 30_000, 3L, 8),
+                Arguments.of(3, 2, 20_000, 200_000, 20_000, 4L, 8),
+                Arguments.of(4, 3, 0, 1_000_000_000_000L, 20_000, 5L, 8),
+                Arguments.of(2, 1, 0, 20_000, 20_000, 6L, 16),
+                Arguments.of(3, 2, 4_000, 5_000_000_000_000L, 20_000, 7L, 32),
+                Arguments.of(2, 0, 2_000, 50_000, 20_000, 8L, 64));
     }
 
-    @ParameterizedTest(name = "servers={0} M={1} bulk={2} range={3} ops={4} seed={5}")
+    @ParameterizedTest(name = "servers={0} M={1} bulk={2} range={3} ops={4} seed={5} key bytes={6}")
     @MethodSource("configurations")
-    void randomOperationsMatchTheModel(int servers, int subtreeLevel, int bulk, long range, int operations, long seed) {
+    void randomOperationsMatchTheModel(int servers, int subtreeLevel, int bulk, long range, int operations, long seed, int keyBytes) {
         SplittableRandom random = new SplittableRandom(seed);
         TreeMap<Long, Long> model = new TreeMap<>();
+        WideKeys wide = new WideKeys(keyBytes);
         try (TestPools pools = new TestPools(servers, 64)) {
             RemoteMemory memory = pools.connect();
-            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel);
+            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
             if (bulk > 0) {
                 long[] keys = random.longs(bulk * 2L, -range, range).distinct().limit(bulk).sorted().toArray();
                 long[] values = new long[keys.length];
@@ -51,17 +57,17 @@ class TreeModelTest {
                     values[i] = keys[i] ^ 0x5555;
                     model.put(keys[i], values[i]);
                 }
-                BulkLoader.formatAndLoad(memory, config, SortedEntries.of(keys, values), n -> { });
+                BulkLoader.formatAndLoad(memory, config, entries(wide, keys, values), n -> { });
             } else {
                 Superblock.format(memory, config);
             }
-            BaselineTree.Session[] sessions = {
-                    BaselineTree.open(memory).newSession(),
-                    BaselineTree.open(pools.connect()).newSession()};
+            WideKeys.Session[] sessions = {
+                    wide.of(BaselineTree.open(memory).newSession()),
+                    wide.of(BaselineTree.open(pools.connect()).newSession())};
             long[] scanKeys = new long[512];
             long[] scanValues = new long[512];
             for (int op = 0; op < operations; op++) {
-                BaselineTree.Session s = sessions[random.nextInt(sessions.length)];
+                WideKeys.Session s = sessions[random.nextInt(sessions.length)];
                 long key = randomKey(random, range);
                 long value = random.nextLong();
                 String context = "op " + op + " key " + key;
@@ -92,11 +98,16 @@ class TreeModelTest {
                     }
                 }
             }
-            assertThrows(IllegalArgumentException.class, () -> sessions[0].insert(Long.MIN_VALUE, 1));
-            assertThrows(IllegalArgumentException.class, () -> sessions[0].lookup(Long.MIN_VALUE));
+            long[] reserved = new long[wide.words()];
+            java.util.Arrays.fill(reserved, Long.MIN_VALUE);
+            assertThrows(IllegalArgumentException.class, () -> sessions[0].session().insert(reserved, 1));
+            assertThrows(IllegalArgumentException.class, () -> sessions[0].session().lookup(reserved));
+            if (keyBytes > 8) {
+                assertThrows(IllegalArgumentException.class, () -> sessions[0].session().lookup(42L), "a long key on wide keys");
+            }
 
             List<long[]> stored = new ArrayList<>();
-            TreeValidator.Report report = TreeValidator.validate(memory, (k, v) -> stored.add(new long[] {k, v}));
+            TreeValidator.Report report = TreeValidator.validateWords(memory, (k, v) -> stored.add(new long[] {wide.fromWords(k, 0), v}));
             assertEquals(model.size(), report.entries());
             Iterator<Map.Entry<Long, Long>> expected = model.entrySet().iterator();
             for (long[] entry : stored) {
@@ -106,6 +117,32 @@ class TreeModelTest {
             }
             assertTrue(report.height() >= 2, "the run must grow the tree beyond one leaf: " + report.height());
         }
+    }
+
+    /** Sorted long keys as entries of keys of {@code wide}'s width. */
+    static SortedEntries entries(WideKeys wide, long[] keys, long[] values) {
+        SortedEntries longs = SortedEntries.of(keys, values);
+        return new SortedEntries() {
+            @Override
+            public boolean next() {
+                return longs.next();
+            }
+
+            @Override
+            public long key() {
+                return longs.key();
+            }
+
+            @Override
+            public void key(long[] words) {
+                wide.toWords(longs.key(), words, 0);
+            }
+
+            @Override
+            public long value() {
+                return longs.value();
+            }
+        };
     }
 
     /** Mostly uniform keys, with the extremes and a dense low range so leaves fill and split. */

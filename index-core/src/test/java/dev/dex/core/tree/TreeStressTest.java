@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.dex.core.key.WideKeys;
 import dev.dex.rdma.RemoteMemory;
 
 /**
@@ -23,24 +24,28 @@ import dev.dex.rdma.RemoteMemory;
  * keys {@code k} with {@code k % threads == t}: it alone writes them, so its private map is the model of
  * their last written values. Keys of all threads interleave, so every leaf is written by every thread and
  * splits run concurrently with reads, updates and deletes. Every value encodes its key, so any torn or
- * misdirected read is caught while the test runs; the end state must equal the union of the models.
+ * misdirected read is caught while the test runs; the end state must equal the union of the models. Runs at key
+ * widths of 8, 16 and 64 bytes ({@link WideKeys}).
  */
 class TreeStressTest {
     private static final long KEY_SPACE = 40_000;
 
-    @ParameterizedTest(name = "instances={0} threadsPerInstance={1} servers={2} M={3} bulk={4} latencyNs={5} ops={6}")
+    @ParameterizedTest(name = "instances={0} threadsPerInstance={1} servers={2} M={3} bulk={4} latencyNs={5} ops={6} key bytes={7}")
     @CsvSource({
-            "2, 2, 2, 1, 0,    0,    30000",
-            "3, 2, 3, 2, 8000, 0,    20000",
-            "4, 1, 1, 3, 2000, 0,    20000",
-            "2, 2, 2, 0, 0,    2000, 4000"})
+            "2, 2, 2, 1, 0,    0,    30000, 8",
+            "3, 2, 3, 2, 8000, 0,    20000, 8",
+            "4, 1, 1, 3, 2000, 0,    20000, 8",
+            "2, 2, 2, 0, 0,    2000, 4000,  8",
+            "2, 2, 2, 1, 2000, 0,    20000, 16",
+            "3, 1, 2, 0, 0,    0,    20000, 64"})
     void concurrentWritersAcrossInstancesKeepEveryLastWrite(int instances, int threadsPerInstance, int servers,
                                                             int subtreeLevel, int bulk, long latencyNs,
-                                                            int opsPerThread) throws Exception {
+                                                            int opsPerThread, int keyBytes) throws Exception {
         int threads = instances * threadsPerInstance;
+        WideKeys wide = new WideKeys(keyBytes);
         try (TestPools pools = new TestPools(servers, 64, latencyNs)) {
             RemoteMemory admin = pools.connect();
-            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel);
+            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
             List<Map<Long, Long>> models = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
                 models.add(new HashMap<>());
@@ -52,7 +57,7 @@ class TreeStressTest {
                 values[i] = encode(keys[i], 0);
                 models.get((int) Math.floorMod(keys[i], (long) threads)).put(keys[i], values[i]);
             }
-            BulkLoader.formatAndLoad(admin, config, SortedEntries.of(keys, values), n -> { });
+            BulkLoader.formatAndLoad(admin, config, TreeModelTest.entries(wide, keys, values), n -> { });
 
             BaselineTree[] trees = new BaselineTree[instances];
             for (int i = 0; i < instances; i++) {
@@ -68,7 +73,7 @@ class TreeStressTest {
                 Thread worker = new Thread(() -> {
                     try {
                         start.await();
-                        runWorker(tree.newSession(), id, threads, opsPerThread, model);
+                        runWorker(wide.of(tree.newSession()), id, threads, opsPerThread, model);
                     } catch (Throwable e) {
                         failure.compareAndSet(null, e);
                     }
@@ -86,14 +91,14 @@ class TreeStressTest {
             Map<Long, Long> expected = new HashMap<>();
             models.forEach(expected::putAll);
             Map<Long, Long> actual = new HashMap<>();
-            TreeValidator.Report report = TreeValidator.validate(admin, (k, v) -> actual.put(k, v));
+            TreeValidator.Report report = TreeValidator.validateWords(admin, (k, v) -> actual.put(wide.fromWords(k, 0), v));
             assertEquals(expected.size(), actual.size(), "entries in the tree");
             assertEquals(expected, actual, "the tree must hold every thread's last written value");
             assertTrue(report.height() >= 2);
         }
     }
 
-    private static void runWorker(BaselineTree.Session session, int id, int threads, int ops, Map<Long, Long> model) {
+    private static void runWorker(WideKeys.Session session, int id, int threads, int ops, Map<Long, Long> model) {
         SplittableRandom random = new SplittableRandom(id * 7919L + 17);
         long[] scanKeys = new long[64];
         long[] scanValues = new long[64];

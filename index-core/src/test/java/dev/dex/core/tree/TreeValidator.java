@@ -12,6 +12,7 @@ import java.util.TreeMap;
 
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
@@ -34,24 +35,34 @@ public final class TreeValidator {
                          long emptyLeaves) {
     }
 
-    /** Receives every entry of a valid tree in key order. */
+    /** Receives every entry of a valid tree of 8-byte keys in key order. */
     @FunctionalInterface
     public interface EntryVisitor {
         void accept(long key, long value);
     }
 
+    /** Receives every entry of a valid tree in key order: the key's words (a copy) and the value. */
+    @FunctionalInterface
+    public interface WordEntryVisitor {
+        void accept(long[] key, long value);
+    }
+
     private final RemoteMemory memory;
     private final int subtreeLevel;
+    private final KeyFormat format;
+    private final int words;
     private final List<String> problems = new ArrayList<>();
-    private final EntryVisitor visitor;
+    private final WordEntryVisitor visitor;
     private long[] nodesPerLevel;
     private final TreeMap<Integer, Long> nodesPerServer = new TreeMap<>();
     private long entries;
     private long emptyLeaves;
 
-    private TreeValidator(RemoteMemory memory, int subtreeLevel, EntryVisitor visitor) {
+    private TreeValidator(RemoteMemory memory, int subtreeLevel, KeyFormat format, WordEntryVisitor visitor) {
         this.memory = memory;
         this.subtreeLevel = subtreeLevel;
+        this.format = format;
+        this.words = format.words();
         this.visitor = visitor;
     }
 
@@ -60,14 +71,24 @@ public final class TreeValidator {
         return validate(memory, (k, v) -> { });
     }
 
-    /** Validates the tree and hands each entry to {@code visitor}, in key order. */
+    /** Validates a tree of 8-byte keys and hands each entry to {@code visitor}, in key order. */
     public static Report validate(RemoteMemory memory, EntryVisitor visitor) {
+        return validateWords(memory, (key, value) -> {
+            if (key.length != 1) {
+                throw new IllegalStateException("a tree of " + key.length * 8 + "-byte keys: validate it with validateWords");
+            }
+            visitor.accept(key[0], value);
+        });
+    }
+
+    /** Validates the tree (keys of any width) and hands each entry to {@code visitor}, in key order. */
+    public static Report validateWords(RemoteMemory memory, WordEntryVisitor visitor) {
         Superblock.Contents superblock = Superblock.read(memory);
-        TreeValidator validator = new TreeValidator(memory, superblock.subtreeLevel(), visitor);
+        TreeValidator validator = new TreeValidator(memory, superblock.subtreeLevel(), superblock.keyFormat(), visitor);
         NodeView root = validator.read(superblock.root());
         int height = root.level() + 1;
         validator.nodesPerLevel = new long[height];
-        validator.check(superblock.root(), root.level(), NEG_INFINITY, POS_INFINITY, -1);
+        validator.check(superblock.root(), root.level(), validator.infinity(NEG_INFINITY), validator.infinity(POS_INFINITY), -1);
         if (!validator.problems.isEmpty()) {
             throw new IllegalStateException("tree invariants violated (" + validator.problems.size() + " shown):\n  "
                     + String.join("\n  ", validator.problems));
@@ -78,10 +99,23 @@ public final class TreeValidator {
     private NodeView read(long address) {
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[NODE_LENGTH]);
         memory.read(address, buffer, 0, NODE_LENGTH);
-        return new NodeView().wrap(buffer, 0);
+        return new NodeView(format).wrap(buffer, 0);
     }
 
-    private void check(long address, int level, long low, long high, int requiredServer) {
+    private long[] infinity(long word) {
+        long[] key = new long[words];
+        java.util.Arrays.fill(key, word);
+        return key;
+    }
+
+    /** A key in a message: the long of an 8-byte key, else its bytes in hex. */
+    private String text(long[] key) {
+        return words == 1 ? Long.toString(key[0]) : "0x" + java.util.HexFormat.of().formatHex(format.toBytes(key, 0));
+    }
+
+    private void check(long address, int level, long[] lowKey, long[] highKey, int requiredServer) {
+        String low = text(lowKey);
+        String high = text(highKey);
         if (problems.size() >= MAX_PROBLEMS) {
             return;
         }
@@ -115,19 +149,26 @@ public final class TreeValidator {
             problem(where + " has type " + node.type() + " at level " + level);
             return;
         }
-        if (node.lowFence() != low || node.highFence() != high) {
-            problem(where + " has fences (" + node.lowFence() + ", " + node.highFence() + "], its parent gives (" + low + ", " + high + "]");
+        long[] fenceLow = new long[words];
+        long[] fenceHigh = new long[words];
+        node.lowFence(fenceLow);
+        node.highFence(fenceHigh);
+        if (!java.util.Arrays.equals(fenceLow, lowKey) || !java.util.Arrays.equals(fenceHigh, highKey)) {
+            problem(where + " has fences (" + text(fenceLow) + ", " + text(fenceHigh) + "], its parent gives (" + low + ", " + high + "]");
         }
         int count = node.count();
         if (count > node.capacity()) {
             problem(where + " holds " + count + " keys, capacity " + node.capacity());
             return;
         }
-        long previous = low;
+        long[] previous = lowKey.clone();
+        long[][] keys = new long[count][];
         for (int i = 0; i < count; i++) {
-            long key = node.key(i);
-            if (key <= previous || key > high) {
-                problem(where + " key[" + i + "] = " + key + " out of order or outside (" + low + ", " + high + "]");
+            long[] key = new long[words];
+            node.key(i, key, 0);
+            keys[i] = key;
+            if (format.compare(key, 0, previous, 0) <= 0 || format.compare(key, 0, highKey, 0) > 0) {
+                problem(where + " key[" + i + "] = " + text(key) + " out of order or outside (" + low + ", " + high + "]");
             }
             previous = key;
         }
@@ -138,14 +179,14 @@ public final class TreeValidator {
                 emptyLeaves++;
             }
             for (int i = 0; i < count; i++) {
-                visitor.accept(node.key(i), node.value(i));
+                visitor.accept(keys[i], node.value(i));
             }
             return;
         }
         int childServer = level <= subtreeLevel ? server : -1;
-        long childLow = low;
+        long[] childLow = lowKey;
         for (int i = 0; i <= count; i++) {
-            long childHigh = i < count ? node.key(i) : high;
+            long[] childHigh = i < count ? keys[i] : highKey;
             check(node.child(i), level - 1, childLow, childHigh, childServer);
             childLow = childHigh;
         }
