@@ -82,8 +82,9 @@ final class ActorOffloadChannel implements OffloadChannel {
         // (clocks of the hosts within half the timeout of each other; docs/durability.md).
         long deadline = System.currentTimeMillis() + timeout.toMillis() / 2;
         request.mayRunUntil(System.nanoTime() + timeout.toNanos());
-        server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), request.key(),
-                request.newValue(), request.start(), deadline, replyTo));
+        long[] key = request.key();
+        server.tell(new MemoryNode.Offload(id, request.phase(), request.op(), request.partition(), request.epoch(), key[0],
+                request.newValue(), request.start(), deadline, replyTo, java.util.Arrays.copyOfRange(key, 1, key.length)));
         scheduler.scheduleOnce(timeout, () -> {
             OffloadRequest late = pending.remove(id);
             if (late != null) {

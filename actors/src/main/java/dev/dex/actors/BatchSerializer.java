@@ -22,23 +22,27 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 3 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
+ *   u8 version = 4 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
- *   count x { i32 kind | i64 key | i64 value | i32 count }      kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan)
+ *   count x op
+ *   op: { i32 kind | u8 r (0..7) | i64 key | i64 value | i32 count | r x i64 }
+ *        kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan); key: the key's first word, then its r further words
+ *        (a key wider than 8 bytes, KeyFormat)
  * Results (manifest "R"):
- *   u8 version = 3 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 4 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
- *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | n x i64 key | n x i64 value | i64 next]
+ *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | u8 w (1..8) | n x w x i64 key words | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 3 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   u8 version = 4 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
  *   n x { i64 routingKey | i64 batch | i64 epoch | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 3 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 4 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * </pre>
- * A result without ENTRIES has no entries and {@code next = Long.MIN_VALUE}. Error texts share a budget of
+ * A result without ENTRIES has no entries, {@code next = Long.MIN_VALUE} and keys of one word (a scan's part of
+ * wider keys always has ENTRIES, so the client learns their width even when there are none). Error texts share a budget of
  * {@link #ERROR_BUDGET} per answer (each cut to its share, at least {@link #MIN_ERROR} characters, at most 4 KiB),
  * so that an answer of 1024 failed operations still fits Artery's 256 KiB frame. The reply address is the actor
  * reference's serialization format; its resolution is cached (a client answers to one stable reference).
@@ -66,9 +70,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int MAX_BUNDLE = 1024;
     /**
      * 2 added the guard against late attempts (client, seq and epoch); 3 numbers operation kinds as LeafOps does
-     * (docs/cluster.md).
+     * (docs/cluster.md); 4 carries keys wider than 8 bytes (an op's further words, a scan's words per key).
      */
-    static final byte VERSION = 3;
+    static final byte VERSION = 4;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
@@ -81,7 +85,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int MIN_ERROR = 48;
     /** Most operations or results one message may carry on the wire. */
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
-    private static final int OP_BYTES = 4 + 8 + 8 + 4;
+    /** An operation's fixed fields; a wider key adds 8 bytes per further word. */
+    static final int OP_BYTES = 4 + 1 + 8 + 8 + 4;
     /** A batch's header in a bundle: routing key, batch, epoch, count. */
     private static final int ROUTED_BYTES = 8 + 8 + 8 + 4;
 
@@ -167,15 +172,34 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private byte[] execute(Partition.Execute execute) {
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
-        ByteBuffer out = ByteBuffer.allocate(1 + 5 * 8 + 4 + replyTo.length + 4 + ops.size() * OP_BYTES);
+        ByteBuffer out = ByteBuffer.allocate(1 + 5 * 8 + 4 + replyTo.length + 4 + opBytes(ops));
         out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
                 .putLong(execute.epoch());
         putString(out, replyTo);
         out.putInt(ops.size());
         for (Ops.Op op : ops) {
-            out.putInt(op.kind()).putLong(op.key()).putLong(op.value()).putInt(op.count());
+            putOp(out, op);
         }
         return out.array();
+    }
+
+    /** The bytes {@code ops} take on the wire. */
+    static int opBytes(List<Ops.Op> ops) {
+        int bytes = ops.size() * OP_BYTES;
+        for (Ops.Op op : ops) {
+            bytes += op.rest().length * Long.BYTES;
+        }
+        return bytes;
+    }
+
+    private static void putOp(ByteBuffer out, Ops.Op op) {
+        if (op.rest().length > Ops.Op.MAX_REST) {
+            throw new IllegalArgumentException("a key of " + (1 + op.rest().length) + " words (at most " + (1 + Ops.Op.MAX_REST) + ")");
+        }
+        out.putInt(op.kind()).put((byte) op.rest().length).putLong(op.key()).putLong(op.value()).putInt(op.count());
+        for (long word : op.rest()) {
+            out.putLong(word);
+        }
     }
 
     private Partition.Execute readExecute(ByteBuffer in) throws NotSerializableException {
@@ -201,7 +225,23 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         int count = count(in, max, OP_BYTES, "operations");
         List<Ops.Op> ops = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
-            ops.add(new Ops.Op(in.getInt(), in.getLong(), in.getLong(), in.getInt()));
+            int kind = in.getInt();
+            int restWords = in.get();
+            if (restWords < 0 || restWords > Ops.Op.MAX_REST) {
+                throw new NotSerializableException("BatchSerializer: an operation's key of " + (1 + restWords) + " words (1 to "
+                        + (1 + Ops.Op.MAX_REST) + ")");
+            }
+            long key = in.getLong();
+            long value = in.getLong();
+            int scanCount = in.getInt();
+            if (in.remaining() < restWords * Long.BYTES) {
+                throw new BufferUnderflowException();
+            }
+            long[] rest = restWords == 0 ? Ops.Result.NONE : new long[restWords];
+            for (int w = 0; w < restWords; w++) {
+                rest[w] = in.getLong();
+            }
+            ops.add(new Ops.Op(kind, key, value, scanCount, rest));
         }
         return ops;
     }
@@ -217,7 +257,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         int size = 1 + 4 + replyTo.length + 8 + 4;
         int ops = 0;
         for (PartitionRouter.Routed routed : batches) {
-            size += ROUTED_BYTES + routed.ops().size() * OP_BYTES;
+            size += ROUTED_BYTES + opBytes(routed.ops());
             ops += routed.ops().size();
         }
         if (ops > WIRE_MAX_OPS) {
@@ -230,7 +270,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         for (PartitionRouter.Routed routed : batches) {
             out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putInt(routed.ops().size());
             for (Ops.Op op : routed.ops()) {
-                out.putInt(op.kind()).putLong(op.key()).putLong(op.value()).putInt(op.count());
+                putOp(out, op);
             }
         }
         return out.array();
@@ -355,7 +395,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             Ops.Result r = list.get(i);
             size += 1 + 1 + 8;
             if (hasEntries(r)) {
-                size += 4 + 16 * r.keys().length + 8;
+                size += 4 + 1 + 8 * r.keys().length + 8 * r.values().length + 8;
             }
             if (r.error() != null) {
                 errors[i] = utf8(r.error().length() > errorChars ? r.error().substring(0, errorChars) + "..." : r.error());
@@ -375,10 +415,12 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             int flags = (r.found() ? FOUND : 0) | (entries ? ENTRIES : 0) | (r.error() != null ? ERROR : 0);
             out.put((byte) r.status()).put((byte) flags).putLong(r.value());
             if (entries) {
-                if (r.keys().length != r.values().length) {
-                    throw new IllegalArgumentException("a scan result with " + r.keys().length + " keys and " + r.values().length + " values");
+                if (r.keyWords() < 1 || r.keyWords() > 1 + Ops.Op.MAX_REST || r.keys().length != r.values().length * r.keyWords()) {
+                    throw new IllegalArgumentException("a scan result with " + r.keys().length + " key words and " + r.values().length
+                            + " values, at " + r.keyWords() + " words per key");
                 }
-                out.putInt(r.keys().length);
+                out.putInt(r.values().length);
+                out.put((byte) r.keyWords());
                 for (long key : r.keys()) {
                     out.putLong(key);
                 }
@@ -395,7 +437,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     }
 
     private static boolean hasEntries(Ops.Result r) {
-        return r.keys().length > 0 || r.values().length > 0 || r.next() != Long.MIN_VALUE;
+        return r.keys().length > 0 || r.values().length > 0 || r.next() != Long.MIN_VALUE || r.keyWords() != 1;
     }
 
     private static Ops.Results readResults(ByteBuffer in) throws NotSerializableException {
@@ -415,11 +457,17 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             long[] keys = Ops.Result.NONE;
             long[] values = Ops.Result.NONE;
             long next = Long.MIN_VALUE;
+            int words = 1;
             if ((flags & ENTRIES) != 0) {
                 int n = count(in, Ops.MAX_SCAN, 16, "scan entries");
-                keys = new long[n];
+                words = in.get();
+                if (words < 1 || words > 1 + Ops.Op.MAX_REST || in.remaining() < (long) n * 8 * (words + 1)) {
+                    throw new NotSerializableException("BatchSerializer: result " + i + " has " + n + " scan entries of keys of "
+                            + words + " words, in " + in.remaining() + " bytes");
+                }
+                keys = new long[n * words];
                 values = new long[n];
-                for (int k = 0; k < n; k++) {
+                for (int k = 0; k < n * words; k++) {
                     keys[k] = in.getLong();
                 }
                 for (int k = 0; k < n; k++) {
@@ -428,7 +476,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
                 next = in.getLong();
             }
             String error = (flags & ERROR) != 0 ? readString(in, "error") : null;
-            results.add(new Ops.Result(status, (flags & FOUND) != 0, value, keys, values, next, error));
+            results.add(new Ops.Result(status, (flags & FOUND) != 0, value, keys, values, next, error, words));
         }
         return new Ops.Results(batch, results, host, epoch);
     }

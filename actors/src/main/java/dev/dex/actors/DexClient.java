@@ -74,7 +74,10 @@ public final class DexClient {
     static final int PIPELINED_BATCH = 64;
     /** Operations one drain takes from a Java API's queue before the actor handles other messages. */
     static final int MAX_DRAIN = 4096;
-    /** Most operations of one {@link PartitionRouter.Bundle}: with 24 bytes each, a bundle stays near 100 KiB. */
+    /**
+     * Most operations of one {@link PartitionRouter.Bundle} of 8-byte keys (25 bytes each on the wire: about 100 KiB); a bundle
+     * of wider keys holds as many bytes, so fewer operations.
+     */
     static final int BUNDLE_OPS = 4096;
     /** The route of a partition whose batches go through this client's sharding proxy. */
     private static final Object PROXY = "sharding proxy";
@@ -117,7 +120,12 @@ public final class DexClient {
     public record Reply(boolean found, long value, String error) implements CborSerializable {
     }
 
-    public record ScanReply(long[] keys, long[] values, String error) implements CborSerializable {
+    public record ScanReply(long[] keys, long[] values, String error, int keyWords) implements CborSerializable {
+        /** A reply of 8-byte keys. */
+        public ScanReply(long[] keys, long[] values, String error) {
+            this(keys, values, error, 1);
+        }
+
     }
 
     private record Table(ComputeNode.PartitionTableReply reply, Throwable failure)
@@ -264,13 +272,20 @@ public final class DexClient {
         final Consumer<ScanReply> replyTo;
         final int wanted;
         final long deadline;
+        /** Words per key; {@link #keys} holds each entry's words in turn. */
+        final int words;
         long[] keys = new long[0];
         long[] values = new long[0];
 
         ScanProgress(Consumer<ScanReply> replyTo, int wanted, long deadline) {
+            this(replyTo, wanted, deadline, 1);
+        }
+
+        ScanProgress(Consumer<ScanReply> replyTo, int wanted, long deadline, int words) {
             this.deadline = deadline;
             this.replyTo = replyTo;
             this.wanted = wanted;
+            this.words = words;
         }
     }
 
@@ -503,7 +518,12 @@ public final class DexClient {
         for (Submitted submitted; (submitted = submissions.queue.poll()) != null; ) {
             if (submitted.scanReply() != null) {
                 CompletableFuture<ScanReply> future = submitted.scanReply();
-                onScan(submitted.op().key(), submitted.op().count(), reply -> complete(submissions, future, reply), submitted.deadline());
+                Consumer<ScanReply> replyTo = reply -> complete(submissions, future, reply);
+                if (submitted.op().rest().length > 0) {
+                    onWideScan(submitted.op(), replyTo, submitted.deadline());
+                } else {
+                    onScan(submitted.op().key(), submitted.op().count(), replyTo, submitted.deadline());
+                }
             } else {
                 CompletableFuture<Reply> future = submitted.reply();
                 enqueue(new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline()));
@@ -549,8 +569,20 @@ public final class DexClient {
         return enqueue(new Pending(new Ops.Op(Ops.SCAN, start, 0, Math.min(count, Ops.MAX_SCAN)), null, progress, deadline));
     }
 
+    /** A scan of keys wider than 8 bytes ({@code op.rest()} the start's further words), from the Java API. */
+    private Behavior<Command> onWideScan(Ops.Op op, Consumer<ScanReply> replyTo, long deadline) {
+        int words = 1 + op.rest().length;
+        if (op.count() < 1 || op.count() > MAX_SCAN_CALL) {
+            replyTo.accept(new ScanReply(new long[0], new long[0], "scan count " + op.count() + " outside [1, " + MAX_SCAN_CALL + "]", words));
+            return Behaviors.same();
+        }
+        ScanProgress progress = new ScanProgress(replyTo, op.count(), deadline, words);
+        return enqueue(new Pending(new Ops.Op(Ops.SCAN, op.key(), 0, Math.min(op.count(), Ops.scanLimit(words)), op.rest()), null,
+                progress, deadline));
+    }
+
     private Behavior<Command> enqueue(Pending pending) {
-        if (pending.op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
+        if (pending.op.key() == NodeHeaderDescriptor.NEG_INFINITY && allMinimal(pending.op.rest())) {
             answer(pending, Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY));
             return Behaviors.same();
         }
@@ -586,7 +618,8 @@ public final class DexClient {
             int scanEntries = 0;
             while (!queue.isEmpty() && batch.size() < Ops.MAX_BATCH) {
                 Pending next = queue.peek();
-                int entries = next.op.kind() == Ops.SCAN ? next.op.count() : 0;
+                // Scan entries in units of an 8-byte key's entry (16 bytes): a wider key's entry is more.
+                int entries = next.op.kind() == Ops.SCAN ? next.op.count() * (next.op.rest().length + 2) / 2 : 0;
                 if (!batch.isEmpty() && scanEntries + entries > Ops.MAX_SCAN) {
                     break;
                 }
@@ -649,13 +682,15 @@ public final class DexClient {
             List<PartitionRouter.Routed> part = new ArrayList<>();
             int ops = 0;
             for (PartitionRouter.Routed routed : entry.getValue()) {
-                if (!part.isEmpty() && (ops + routed.ops().size() > BUNDLE_OPS || part.size() == BatchSerializer.MAX_BUNDLE)) {
+                // By the operations' bytes on the wire: a key wider than 8 bytes makes an operation longer.
+                int bytes = BatchSerializer.opBytes(routed.ops());
+                if (!part.isEmpty() && (ops + bytes > BUNDLE_OPS * BatchSerializer.OP_BYTES || part.size() == BatchSerializer.MAX_BUNDLE)) {
                     entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));
                     part = new ArrayList<>();
                     ops = 0;
                 }
                 part.add(routed);
-                ops += routed.ops().size();
+                ops += bytes;
             }
             entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));
         }
@@ -836,7 +871,11 @@ public final class DexClient {
         }
         ScanProgress progress = pending.scan;
         if (result.status() != Ops.OK) {
-            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, errorOf(result)));
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, errorOf(result), progress.words));
+            return;
+        }
+        if (progress.words > 1) {
+            answerWide(pending, progress, result);
             return;
         }
         int have = progress.keys.length;
@@ -852,6 +891,67 @@ public final class DexClient {
         } else {
             progress.replyTo.accept(new ScanReply(progress.keys, progress.values, null));
         }
+    }
+
+    /**
+     * A part of a scan of keys of {@code progress.words} words: its entries are added; the scan goes on after the last
+     * key when the part was as long as asked for, else at the next partition's start ({@code result.next()}, the
+     * first word of a key whose other words are minimal), until it has what was asked for or the keys run out.
+     */
+    private void answerWide(Pending pending, ScanProgress progress, Ops.Result result) {
+        int words = progress.words;
+        if (result.keyWords() != words) {
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, "a scan answer with keys of " + result.keyWords()
+                    + " words, not " + words, words));
+            return;
+        }
+        int have = progress.values.length;
+        int got = result.values().length;
+        int take = Math.min(got, progress.wanted - have);
+        progress.keys = Arrays.copyOf(progress.keys, (have + take) * words);
+        progress.values = Arrays.copyOf(progress.values, have + take);
+        System.arraycopy(result.keys(), 0, progress.keys, have * words, take * words);
+        System.arraycopy(result.values(), 0, progress.values, have, take);
+        int missing = progress.wanted - progress.values.length;
+        long[] next = null;
+        if (missing > 0 && got > 0 && got == pending.op.count()) {
+            next = Arrays.copyOfRange(result.keys(), (got - 1) * words, got * words);
+            if (!successor(next)) {
+                next = null;
+            }
+        } else if (missing > 0 && result.next() != Long.MIN_VALUE) {
+            next = new long[words];
+            Arrays.fill(next, Long.MIN_VALUE);
+            next[0] = result.next();
+        }
+        if (next != null) {
+            enqueue(new Pending(Ops.Op.of(Ops.SCAN, next, 0, Math.min(missing, Ops.scanLimit(words))), null, progress,
+                    progress.deadline));
+        } else {
+            progress.replyTo.accept(new ScanReply(progress.keys, progress.values, null, words));
+        }
+    }
+
+    /** Whether every word is minimal: with a first word that is too, the reserved empty key. */
+    private static boolean allMinimal(long[] words) {
+        for (long word : words) {
+            if (word != NodeHeaderDescriptor.NEG_INFINITY) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Turns {@code key} into the next key up; false when it is the largest. */
+    private static boolean successor(long[] key) {
+        for (int w = key.length - 1; w >= 0; w--) {
+            if (key[w] != Long.MAX_VALUE) {
+                key[w]++;
+                return true;
+            }
+            key[w] = Long.MIN_VALUE;
+        }
+        return false;
     }
 
     private void failFast(Command message, String why) {

@@ -3,6 +3,7 @@ package dev.dex.actors;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
@@ -23,6 +24,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.typed.ActorRef;
 
 import dev.dex.core.key.Keys;
+import dev.dex.core.node.KeyFormat;
 import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
@@ -33,9 +35,11 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * {@link #blocking()} gives the same calls blocking.
  *
  * <p>Keys are {@code long}s or byte strings ({@code byte[]}, or a {@code String} as its UTF-8 bytes) of at most
- * {@link Keys#WIDTH} bytes, ordered as unsigned bytes; a long is the byte string {@link Keys#ofLong} (big-endian,
- * sign bit flipped), so both kinds of key share one order and may be mixed. A byte-string key that is too long or
- * empty fails the call's stage with {@link DexException}, nothing is sent.
+ * the index's key width ({@code dex.tree.key-bytes}, 8 by default), ordered as unsigned bytes; a long is the
+ * byte string {@link Keys#ofLong} (big-endian, sign bit flipped), so both kinds of key share one order and may be
+ * mixed in an index of 8-byte keys (one of wider keys takes byte strings only). A byte-string key that is too long
+ * or empty fails the call's stage with {@link DexException}, nothing is sent; a width other than the cluster's is
+ * refused by the cluster.
  *
  * <p>Operations go to the client actor without an actor message each: they wait in a queue the actor drains,
  * one message per burst ({@link DexClient.Submissions}). Their futures are completed on this API's own executor
@@ -47,16 +51,39 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * executor it created (not one passed in); operations still in flight then complete on the client actor.
  */
 public final class DexClientApi implements AutoCloseable {
-    /** One entry of a scan; {@link #key()} is the engine's long key, {@link #keyBytes()} the same key as bytes. */
-    public record Entry(long key, long value) {
+    /**
+     * One entry of a scan; {@link #key()} is the engine's long key (of a key wider than 8 bytes, its first word),
+     * {@link #keyBytes()} the key as bytes.
+     */
+    public record Entry(long key, long value, byte[] wideKey) {
+        /** An entry of an 8-byte key. */
+        public Entry(long key, long value) {
+            this(key, value, null);
+        }
+
         /** The key as a byte string, without trailing zero bytes ({@link Keys#bytes}). */
         public byte[] keyBytes() {
-            return Keys.bytes(key);
+            return wideKey != null ? wideKey.clone() : Keys.bytes(key);
         }
 
         /** The key for people to read: its text when it is UTF-8 text, else {@code 0x} and hex ({@link Keys#format}). */
         public String keyText() {
             return Keys.format(keyBytes());
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Entry other && key == other.key && value == other.value && Arrays.equals(wideKey, other.wideKey);
+        }
+
+        @Override
+        public int hashCode() {
+            return Long.hashCode(key) * 31 + Long.hashCode(value) * 17 + Arrays.hashCode(wideKey);
+        }
+
+        @Override
+        public String toString() {
+            return "Entry[" + keyText() + "=" + value + "]";
         }
     }
 
@@ -80,19 +107,35 @@ public final class DexClientApi implements AutoCloseable {
             Thread thread = new Thread(task, "dex-client-api-" + THREADS.getAndIncrement());
             thread.setDaemon(true);
             return thread;
-        }), true, DexMetrics.get(system));
+        }), true, DexMetrics.get(system), keyBytes(system));
     }
 
-    /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down). */
+    /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down); 8-byte keys. */
     public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor) {
-        this(client, timeout, executor, false, null);
+        this(client, timeout, executor, 8);
     }
+
+    /** As above, for an index of keys {@code keyBytes} wide. */
+    public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, int keyBytes) {
+        this(client, timeout, executor, false, null, keyBytes);
+    }
+
+    /** The key width the system is configured with ({@code dex.tree.key-bytes}), 8 if it names none. */
+    private static int keyBytes(ActorSystem<?> system) {
+        com.typesafe.config.Config config = system.settings().config();
+        return config.hasPath("dex.tree.key-bytes") ? config.getInt("dex.tree.key-bytes") : 8;
+    }
+
+    /** The width of the index's keys this API converts byte-string keys to. */
+    private final KeyFormat keys;
 
     /** Where request latencies go ({@code dex_client_request_seconds}); null for an API built without its system. */
     private final DexMetrics metrics;
 
-    private DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, boolean own, DexMetrics metrics) {
+    private DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, boolean own, DexMetrics metrics,
+                         int keyBytes) {
         this.metrics = metrics;
+        this.keys = KeyFormat.of(keyBytes);
         Objects.requireNonNull(executor, "executor");
         this.client = Objects.requireNonNull(client, "client");
         this.timeout = Objects.requireNonNull(timeout, "timeout");
@@ -127,6 +170,12 @@ public final class DexClientApi implements AutoCloseable {
     }
 
     public CompletionStage<OptionalLong> get(byte[] key) {
+        if (keys.words() > 1) {
+            return withWords(key, words -> submit(Ops.Op.of(Ops.GET, words, 0, 0)).thenApply(reply -> {
+                check(reply.error());
+                return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
+            }));
+        }
         return withKey(key, this::get);
     }
 
@@ -136,6 +185,12 @@ public final class DexClientApi implements AutoCloseable {
 
     /** Inserts or replaces; true if the key existed. */
     public CompletionStage<Boolean> put(byte[] key, long value) {
+        if (keys.words() > 1) {
+            return withWords(key, words -> submit(Ops.Op.of(Ops.PUT, words, value, 0)).thenApply(reply -> {
+                check(reply.error());
+                return reply.found();
+            }));
+        }
         return withKey(key, k -> put(k, value));
     }
 
@@ -146,6 +201,12 @@ public final class DexClientApi implements AutoCloseable {
 
     /** Removes; true if the key existed. */
     public CompletionStage<Boolean> delete(byte[] key) {
+        if (keys.words() > 1) {
+            return withWords(key, words -> submit(Ops.Op.of(Ops.DELETE, words, 0, 0)).thenApply(reply -> {
+                check(reply.error());
+                return reply.found();
+            }));
+        }
         return withKey(key, this::delete);
     }
 
@@ -156,10 +217,35 @@ public final class DexClientApi implements AutoCloseable {
 
     /** Up to {@code count} entries with keys {@code >= start} in byte order (the empty start is the first key). */
     public CompletionStage<List<Entry>> scan(byte[] start, int count) {
+        if (keys.words() > 1) {
+            long[] first = new long[keys.words()];
+            if (isEmptyKey(Objects.requireNonNull(start, "start"))) {
+                // The smallest key there is: all zero bytes but the last, which is 1.
+                Arrays.fill(first, Long.MIN_VALUE);
+                first[first.length - 1]++;
+                return wideScan(first, count);
+            }
+            return withWords(start, words -> wideScan(words, count));
+        }
         if (isEmptyKey(Objects.requireNonNull(start, "start"))) {
             return scan(Long.MIN_VALUE, count);
         }
         return withKey(start, k -> scan(k, count));
+    }
+
+    private CompletionStage<List<Entry>> wideScan(long[] start, int count) {
+        CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
+        CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
+        submissions.submit(new DexClient.Submitted(Ops.Op.of(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        return answered.thenApply(answer -> {
+            check(answer.error());
+            int words = answer.keyWords();
+            List<Entry> entries = new ArrayList<>(answer.values().length);
+            for (int i = 0; i < answer.values().length; i++) {
+                entries.add(new Entry(answer.keys()[i * words], answer.values()[i], keys.toBytes(answer.keys(), i * words)));
+            }
+            return entries;
+        });
     }
 
     /** Up to {@code count} entries with keys {@code >= start} in byte order (the empty start is the first key). */
@@ -311,6 +397,17 @@ public final class DexClientApi implements AutoCloseable {
         }
     }
 
+    /** {@code call} with the words of {@code key} in this API's key width, or a stage failed with why the key is wrong. */
+    private <T> CompletionStage<T> withWords(byte[] key, java.util.function.Function<long[], CompletionStage<T>> call) {
+        long[] words = new long[keys.words()];
+        try {
+            keys.toWords(Objects.requireNonNull(key, "key"), words);
+        } catch (IllegalArgumentException e) {
+            return CompletableFuture.failedFuture(new DexException("key " + Keys.format(key) + ": " + e.getMessage()));
+        }
+        return call.apply(words);
+    }
+
     private static <T> CompletionStage<T> withKey(byte[] key, java.util.function.LongFunction<CompletionStage<T>> call) {
         long engineKey;
         try {
@@ -331,9 +428,13 @@ public final class DexClientApi implements AutoCloseable {
     }
 
     private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {
+        return submit(new Ops.Op(kind, key, value, 0));
+    }
+
+    private CompletableFuture<DexClient.Reply> submit(Ops.Op op) {
         CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
-        CompletableFuture<DexClient.Reply> answered = timed(reply, kind);
-        submissions.submit(new DexClient.Submitted(new Ops.Op(kind, key, value, 0), reply, null, deadline()), client);
+        CompletableFuture<DexClient.Reply> answered = timed(reply, op.kind());
+        submissions.submit(new DexClient.Submitted(op, reply, null, deadline()), client);
         return answered;
     }
 

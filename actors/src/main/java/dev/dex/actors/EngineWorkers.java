@@ -121,6 +121,14 @@ final class EngineWorkers implements AutoCloseable {
     }
 
     private Ops.Result run(DexSession session, int partition, Ops.Op op) {
+        int words = session.keyWords();
+        if (op.rest().length != words - 1) {
+            return Ops.Result.error(Ops.BAD_INPUT, "a key of " + 8 * (1 + op.rest().length) + " bytes; this index's keys are "
+                    + 8 * words + " bytes (dex.tree.key-bytes)");
+        }
+        if (words > 1) {
+            return runWide(session, partition, op, words);
+        }
         PartitionTable table = engine.partitions();
         if (op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
             return Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY);
@@ -128,8 +136,7 @@ final class EngineWorkers implements AutoCloseable {
         if (table.partitionOf(op.key()) != partition) {
             return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);
         }
-        try {
-            return switch (op.kind()) {
+        return guarded(() -> switch (op.kind()) {
                 case Ops.GET -> {
                     boolean found = session.lookup(op.key());
                     yield Ops.Result.of(found, found ? session.value() : 0);
@@ -140,7 +147,37 @@ final class EngineWorkers implements AutoCloseable {
                 case Ops.DELETE -> Ops.Result.of(session.delete(op.key()), 0);
                 case Ops.SCAN -> scan(session, partition, op);
                 default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
-            };
+            });
+    }
+
+    /** {@link #run} of a key of {@code words} words (an index of keys wider than 8 bytes). */
+    private Ops.Result runWide(DexSession session, int partition, Ops.Op op, int words) {
+        long[] key = op.words();
+        if (engine.keyFormat().isNegInfinity(key, 0)) {
+            return Ops.Result.error(Ops.BAD_INPUT, "the empty key (all zero bytes) is reserved");
+        }
+        if (engine.partitions().partitionOf(key) != partition) {
+            return Ops.Result.error(Ops.BAD_INPUT, "key 0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))
+                    + " is not in partition " + partition);
+        }
+        return guarded(() -> switch (op.kind()) {
+                case Ops.GET -> {
+                    boolean found = session.lookup(key);
+                    yield Ops.Result.of(found, found ? session.value() : 0);
+                }
+                case Ops.PUT -> Ops.Result.of(!session.put(key, op.value()), 0);
+                case Ops.INSERT -> Ops.Result.of(session.insert(key, op.value()), 0);
+                case Ops.UPDATE -> Ops.Result.of(session.update(key, op.value()), 0);
+                case Ops.DELETE -> Ops.Result.of(session.delete(key), 0);
+                case Ops.SCAN -> scanWide(session, partition, op, key, words);
+                default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
+            });
+    }
+
+    /** Runs one operation, answering what the engine throws: not held, memory full, or a failure (noted). */
+    private Ops.Result guarded(java.util.function.Supplier<Ops.Result> operation) {
+        try {
+            return operation.get();
         } catch (PartitionNotHeldException e) {
             return Ops.Result.error(Ops.NOT_HELD, e.getMessage());
         } catch (MemoryFullException e) {
@@ -173,6 +210,30 @@ final class EngineWorkers implements AutoCloseable {
         }
         return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition),
                 java.util.Arrays.copyOf(values, inPartition), next, null);
+    }
+
+    /**
+     * {@link #scan} of keys of {@code words} words: at most {@link Ops#scanLimit} entries, each key's words in turn;
+     * {@code next} is the first word of the next partition's start. A client that got as many entries as it asked
+     * for goes on after the last key itself ({@link Ops.Result}).
+     */
+    private Ops.Result scanWide(DexSession session, int partition, Ops.Op op, long[] start, int words) {
+        int limit = Ops.scanLimit(words);
+        if (op.count() < 1 || op.count() > limit) {
+            return Ops.Result.error(Ops.BAD_INPUT, "scan count " + op.count() + " outside [1, " + limit + "] for keys of "
+                    + 8 * words + " bytes");
+        }
+        long[] keys = new long[op.count() * words];
+        long[] values = new long[op.count()];
+        int n = session.scan(start, op.count(), keys, values);
+        long upper = engine.partitions().upperInclusive(partition);
+        int inPartition = 0;
+        while (inPartition < n && keys[inPartition * words] <= upper) {
+            inPartition++;
+        }
+        long next = upper == Long.MAX_VALUE ? Long.MIN_VALUE : upper + 1;
+        return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition * words),
+                java.util.Arrays.copyOf(values, inPartition), next, null, words);
     }
 
     @Override

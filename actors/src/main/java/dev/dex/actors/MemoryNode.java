@@ -97,8 +97,25 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      *                 side stops waiting later than that); 0 for none
      */
     public record Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long deadline,
-                          ActorRef<OffloadResult> replyTo)
+                          ActorRef<OffloadResult> replyTo, long[] keyRest)
             implements Command, CborSerializable {
+        public Offload {
+            keyRest = keyRest == null ? new long[0] : keyRest;
+        }
+
+        /** An offload of an 8-byte key. */
+        public Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long deadline,
+                       ActorRef<OffloadResult> replyTo) {
+            this(id, phase, op, partition, epoch, key, value, start, deadline, replyTo, new long[0]);
+        }
+
+        /** The key's words: {@code key}, then {@code keyRest} (a key wider than 8 bytes). */
+        long[] words() {
+            long[] words = new long[1 + keyRest.length];
+            words[0] = key;
+            System.arraycopy(keyRest, 0, words, 1, keyRest.length);
+            return words;
+        }
     }
 
     /** The Receptionist's memory nodes: each other one is asked which server it is. */
@@ -131,9 +148,16 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param subtreeLevel   M
      * @param format         start from a fresh region even where the fabric keeps one ({@code shm}), discarding
      *                       its data; otherwise a restarted memory node reattaches to its region
+     * @param keyBytes       the width of the keys of a tree server 0 formats (a reattached tree keeps its own)
      */
     public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
-                           PartitionTable partitions, int subtreeLevel, boolean format) {
+                           PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes) {
+        /** A tree of 8-byte keys. */
+        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                        PartitionTable partitions, int subtreeLevel, boolean format) {
+            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, format, 8);
+        }
+
         /** Reattaching to a region the fabric kept. */
         public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
                         PartitionTable partitions, int subtreeLevel) {
@@ -203,8 +227,12 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             try {
                 Superblock.Contents tree = Superblock.read(own);
                 PartitionTable stored = Superblock.readPartitions(own);
-                context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}) and its partition"
-                        + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), stored.count());
+                context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}, {}) and its partition"
+                        + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), tree.keyFormat(), stored.count());
+                if (tree.keyFormat().bytes() != settings.keyBytes()) {
+                    context.getLog().warn("the tree on memory node 0 has {}, not the {} bytes of dex.tree.key-bytes: the tree's"
+                            + " width holds, and clients must use it", tree.keyFormat(), settings.keyBytes());
+                }
                 return;
             } catch (IllegalStateException noTreeYet) {
                 context.getLog().info("memory node 0 reattached to a region without a complete tree ({}); formatting it",
@@ -212,7 +240,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             }
         }
         try {
-            Superblock.format(own, TreeConfig.defaults().withSubtreeLevel(settings.subtreeLevel()));
+            Superblock.format(own, TreeConfig.defaults().withSubtreeLevel(settings.subtreeLevel()).withKeyBytes(settings.keyBytes()));
         } catch (IllegalStateException treeWithoutTable) {
             // A tree whose table was never stored (a crash between the two): keep the tree, store the table.
         }
@@ -358,7 +386,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         }
         OffloadRequest request;
         try {
-            request = OffloadRequest.received(offload.phase(), offload.op(), offload.partition(), offload.epoch(), offload.key(),
+            request = OffloadRequest.received(offload.phase(), offload.op(), offload.partition(), offload.epoch(), offload.words(),
                     offload.value(), offload.start());
         } catch (IllegalArgumentException bad) {
             getContext().getLog().debug("offload {} from {} refused: {}", offload.id(), offload.replyTo().path().address(), bad.getMessage());

@@ -24,6 +24,14 @@ public final class Ops {
 
     /** The most entries one scan message may ask for: 16 bytes each, well inside Artery's 256 KiB frame. */
     public static final int MAX_SCAN = 8192;
+    /**
+     * The most entries one scan message may ask for with keys of {@code words} words: as many bytes as
+     * {@link #MAX_SCAN} entries of 8-byte keys.
+     */
+    public static int scanLimit(int words) {
+        return words == 1 ? MAX_SCAN : Math.max(1, MAX_SCAN * 2 / (words + 1));
+    }
+
     /** The most operations one batch message may carry. */
     public static final int MAX_BATCH = 1024;
 
@@ -49,8 +57,54 @@ public final class Ops {
     private Ops() {
     }
 
-    /** One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. */
-    public record Op(int kind, long key, long value, int count) implements CborSerializable {
+    /**
+     * One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. {@code key} is the key's first word
+     * (the whole key of an 8-byte index, and what partitions go by); {@code rest} holds a wider key's other words
+     * ({@code KeyFormat}), empty for an 8-byte key.
+     */
+    public record Op(int kind, long key, long value, int count, long[] rest) implements CborSerializable {
+        /** The most words after the first a key has (a 64-byte key). */
+        static final int MAX_REST = 7;
+
+        public Op {
+            rest = rest == null ? Result.NONE : rest;
+        }
+
+        /** An operation on an 8-byte key. */
+        public Op(int kind, long key, long value, int count) {
+            this(kind, key, value, count, Result.NONE);
+        }
+
+        /** An operation on the key with the words {@code words} (1 to 8). */
+        static Op of(int kind, long[] words, long value, int count) {
+            return new Op(kind, words[0], value, count, java.util.Arrays.copyOfRange(words, 1, words.length));
+        }
+
+        /** The key's words: the first, then the rest. */
+        long[] words() {
+            long[] words = new long[1 + rest.length];
+            words[0] = key;
+            System.arraycopy(rest, 0, words, 1, rest.length);
+            return words;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Op other && kind == other.kind && key == other.key && value == other.value
+                    && count == other.count && java.util.Arrays.equals(rest, other.rest);
+        }
+
+        @Override
+        public int hashCode() {
+            return java.util.Objects.hash(kind, key, value, count, java.util.Arrays.hashCode(rest));
+        }
+
+        @Override
+        public String toString() {
+            return "Op[kind=" + kind + ", key=" + key + (rest.length == 0 ? "" : " " + java.util.Arrays.toString(rest))
+                    + ", value=" + value + ", count=" + count + "]";
+        }
+
         /** Whether the operation may change the index (a kind it does not know counts as one). */
         boolean writes() {
             return kind != GET && kind != SCAN;
@@ -61,11 +115,18 @@ public final class Ops {
      * The result of one operation. GET: {@code found}/{@code value}. PUT: {@code found} = the key existed.
      * INSERT/UPDATE/DELETE: {@code found} = it changed something. SCAN: {@code keys}/{@code values}, and
      * {@code next}, the key to continue from (in this partition when the count was filled, else at the next
-     * partition's start), or {@link Long#MIN_VALUE} when the key space is exhausted.
+     * partition's start), or {@link Long#MIN_VALUE} when the key space is exhausted. With keys of more than one
+     * word ({@code keyWords}), {@code keys} holds each entry's words in turn, and {@code next} is the first word of
+     * the next partition's start (its other words minimal) or {@link Long#MIN_VALUE}; when the count was filled the
+     * client goes on after the last key itself.
      */
-    public record Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error)
+    public record Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error, int keyWords)
             implements CborSerializable {
         static final long[] NONE = new long[0];
+
+        public Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error) {
+            this(status, found, value, keys, values, next, error, 1);
+        }
 
         static Result of(boolean found, long value) {
             return new Result(OK, found, value, NONE, NONE, Long.MIN_VALUE, null);

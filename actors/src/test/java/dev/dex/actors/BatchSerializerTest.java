@@ -61,10 +61,12 @@ class BatchSerializerTest {
         BatchSerializer serializer = serializer();
         ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
         List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
-                new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE));
+                new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE),
+                new Ops.Op(Ops.PUT, Long.MIN_VALUE, 4, 0, new long[] {Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}));
         Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
-        assertEquals(1 + 5 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 24, bytes.length, "24 bytes per operation");
+        assertEquals(1 + 5 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
+                "25 bytes per operation, 8 more per further word of a wide key");
         Partition.Execute back = (Partition.Execute) serializer.fromBinary(bytes, serializer.manifest(execute));
         assertEquals(execute, back);
         assertSame(back.replyTo(), ((Partition.Execute) serializer.fromBinary(bytes, "E")).replyTo(), "the address resolves once");
@@ -84,7 +86,9 @@ class BatchSerializerTest {
                 new Ops.Result(Ops.OK, false, 0, new long[0], new long[0], Long.MIN_VALUE, null),
                 Ops.Result.error(Ops.NOT_HELD, "partition 3 is moving to another compute node"),
                 Ops.Result.error(Ops.OVERLOADED, "é ünïcode ✓"),
-                new Ops.Result(Ops.FAILED, false, 0, new long[] {1}, new long[] {2}, 3, "a part, then a failure"));
+                new Ops.Result(Ops.FAILED, false, 0, new long[] {1}, new long[] {2}, 3, "a part, then a failure"),
+                new Ops.Result(Ops.OK, true, 0, new long[] {1, 2, 3, 4, 5, 6}, new long[] {7, 8}, 9, null, 3),
+                new Ops.Result(Ops.OK, false, 0, new long[0], new long[0], Long.MIN_VALUE, null, 8));
         for (Ops.Results results : List.of(new Ops.Results(Long.MIN_VALUE, list, "pekko://dex@127.0.0.1:25520", Long.MIN_VALUE + 9),
                 new Ops.Results(3, List.of(), null, 4))) {
             Ops.Results back = (Ops.Results) serializer.fromBinary(serializer.toBinary(results), serializer.manifest(results));
@@ -103,6 +107,7 @@ class BatchSerializerTest {
                 assertArrayEquals(a.values(), b.values(), at);
                 assertEquals(a.next(), b.next(), at);
                 assertEquals(a.error(), b.error(), at);
+                assertEquals(a.keyWords(), b.keyWords(), at);
             }
         }
         assertEquals(1 + 8 + 8 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
@@ -162,7 +167,13 @@ class BatchSerializerTest {
         assertRefused(serializer, withInt(execute, countAt, -1), "E", "-1 operations");
         assertRefused(serializer, withInt(execute, countAt, BatchSerializer.WIRE_MAX_OPS + 1), "E",
                 (BatchSerializer.WIRE_MAX_OPS + 1) + " operations (at most " + BatchSerializer.WIRE_MAX_OPS + ")");
-        assertRefused(serializer, withInt(execute, countAt, 3), "E", "3 operations announced, 48 bytes left");
+        assertRefused(serializer, withInt(execute, countAt, 3), "E", "3 operations announced, 50 bytes left");
+        byte[] wideKey = execute.clone();
+        wideKey[countAt + 4 + 4] = 8;
+        assertRefused(serializer, wideKey, "E", "an operation's key of 9 words (1 to 8)");
+        byte[] cutKey = execute.clone();
+        cutKey[countAt + 4 + 25 + 4] = 7;
+        assertRefused(serializer, cutKey, "E", "");
         assertRefused(serializer, withInt(execute, replyAt, -1), "E", "without a reply address");
         assertRefused(serializer, withInt(execute, replyAt, -7), "E", "replyTo of -7 bytes");
         assertRefused(serializer, withInt(execute, replyAt, Integer.MAX_VALUE), "E", "replyTo of " + Integer.MAX_VALUE + " bytes");
@@ -209,7 +220,7 @@ class BatchSerializerTest {
 
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(bundle));
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(answers));
-        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 28 + 3 * 24, bundleBytes.length, "28 bytes per batch, 24 per operation");
+        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 28 + 3 * 25, bundleBytes.length, "28 bytes per batch, 25 per operation");
         assertEquals(bundle, serializer.fromBinary(bundleBytes, serializer.manifest(bundle)));
         assertEquals(answers, serializer.fromBinary(answerBytes, serializer.manifest(answers)));
         for (int cut = 0; cut < bundleBytes.length; cut++) {
@@ -245,7 +256,7 @@ class BatchSerializerTest {
                 new PartitionRouter.Routed(1, 2, half.subList(2, half.size()))), replies);
         byte[] bytes = serializer.toBinary(fits);
         assertEquals(fits, serializer.fromBinary(bytes, "B"));
-        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 28 + half.size() * 24 + 24;
+        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 28 + half.size() * 25 + 24;
         assertRefused(serializer, withInt(bytes, secondCountAt, half.size()), "B",
                 half.size() + " operations (at most " + (BatchSerializer.WIRE_MAX_OPS - half.size()) + ")");
     }

@@ -57,6 +57,12 @@ final class TestCluster implements AutoCloseable {
         return start("memory", MemoryNode.create(settings, fabric), "memory");
     }
 
+    /** A memory node that formats a tree of keys {@code keyBytes} wide, with {@code table} as its partitions. */
+    ActorSystem<Void> memoryNode(int keyBytes, PartitionTable table) {
+        MemoryNode.Settings settings = new MemoryNode.Settings(0, 64L << 20, 64 << 10, 1, 256, table, 3, false, keyBytes);
+        return start("memory", MemoryNode.create(settings, fabric), "memory");
+    }
+
     ActorSystem<Void> computeNode(long cacheBytes) {
         ComputeNode.Settings settings = new ComputeNode.Settings(1, DexConfig.dex(cacheBytes), 2, Duration.ofSeconds(2));
         return start("compute", ComputeNode.create(settings, fabric), "compute");
@@ -77,6 +83,16 @@ final class TestCluster implements AutoCloseable {
         systems.add(system);
         Cluster.get(system).manager().tell(Join.create(Cluster.get(first).selfMember().address()));
         return new DexClientApi(system, system, batchTimeout.multipliedBy(6));
+    }
+
+    /** A client whose API converts byte-string keys to {@code keyBytes}-byte keys. */
+    DexClientApi client(int keyBytes) {
+        ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(Duration.ofSeconds(5)), "dex",
+                ConfigFactory.parseString("dex.tree.key-bytes = " + keyBytes).withFallback(config("client")));
+        clientSystem = system;
+        systems.add(system);
+        Cluster.get(system).manager().tell(Join.create(Cluster.get(first).selfMember().address()));
+        return new DexClientApi(system, system, Duration.ofSeconds(30));
     }
 
     /** Waits until every system sees every member Up. */

@@ -62,7 +62,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "memory.offload-queue", dex.getInt("memory.offload-queue"), 1, 1 << 20),
                 table,
                 range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15),
-                dex.getBoolean("memory.format"));
+                dex.getBoolean("memory.format"), keyBytes(dex));
 
         EngineMode mode;
         try {
@@ -91,6 +91,16 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
+    }
+
+    /** dex.tree.key-bytes: 8 to 64, a multiple of 8. */
+    private static int keyBytes(Config dex) {
+        int bytes = dex.getInt("tree.key-bytes");
+        try {
+            return dev.dex.core.node.KeyFormat.of(bytes).bytes();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.tree.key-bytes: " + e.getMessage());
+        }
     }
 
     /** dex.compute.rebalance-probe-timeout, positive and under half of sharding's rebalance interval. */

@@ -1,6 +1,7 @@
 package dev.dex.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -35,13 +36,18 @@ class ClientCommandTest {
     }
 
     private static Config config(String role, String fabric, List<String> seeds) {
+        return config(role, fabric, seeds, 8);
+    }
+
+    private static Config config(String role, String fabric, List<String> seeds, int keyBytes) {
         Config overrides = ConfigFactory.parseString("""
                 dex.fabric.transport = local
                 dex.fabric.local-name = "%s"
                 dex.memory.region-size = 64MiB
                 dex.tree.partitions = 4
+                dex.tree.key-bytes = %d
                 dex.compute.cache-size = 8MiB
-                """.formatted(fabric));
+                """.formatted(fabric, keyBytes));
         return DexNodes.withoutEndpoint(DexNodes.nodeConfig(DexNodes.config(overrides), role, "127.0.0.1", 0, seeds));
     }
 
@@ -75,5 +81,31 @@ class ClientCommandTest {
         assertEquals("12\t3", client(seed, "scan", "1", "10"), "keys from 1 up as longs: 0x8000000000000001 and above");
         assertEquals("deleted", client(seed, "--keys", "bytes", "delete", "user:5"));
         assertEquals("user:42\t70", client(seed, "--keys", "bytes", "scan", "user:", "2").lines().findFirst().orElseThrow());
+    }
+
+    @Test
+    void stringKeysOfAClusterFormattedWithSixteenByteKeys() throws Exception {
+        String fabric = "client-command-wide-" + UUID.randomUUID();
+        Config memory = config("memory", fabric, List.of(), 16);
+        ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
+        systems.add(memorySystem);
+        String seed = DexNodes.hostPort(memorySystem);
+        Config compute = config("compute", fabric, List.of(seed), 16);
+        systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
+
+        assertEquals("inserted", client(seed, "--key-bytes", "16", "put", "user:1234567890", "7"));
+        assertEquals("inserted", client(seed, "--key-bytes", "16", "put", "user:1234567891", "8"));
+        assertEquals("inserted", client(seed, "--key-bytes", "16", "put", "user:42", "9"));
+        assertEquals("replaced", client(seed, "--key-bytes", "16", "put", "user:1234567890", "70"));
+        assertEquals("70", client(seed, "--key-bytes", "16", "get", "user:1234567890"));
+        assertEquals("(not found)", client(seed, "--key-bytes", "16", "get", "user:123456789"));
+        assertEquals(String.join("\n", "user:1234567890\t70", "user:1234567891\t8", "user:42\t9"),
+                client(seed, "--key-bytes", "16", "scan", "user:", "10"), "unsigned byte order, past the first 8 bytes");
+        assertEquals("deleted", client(seed, "--key-bytes", "16", "delete", "user:1234567891"));
+        assertEquals("user:42\t9", client(seed, "--key-bytes", "16", "scan", "user:1234567891", "5"));
+        DexCliTest.Run wrongWidth = DexCliTest.run("client", "--seed", seed, "--set", "dex.tree.partitions=4", "--key-bytes", "8",
+                "--keys", "bytes", "get", "user:42");
+        assertEquals(2, wrongWidth.exit(), wrongWidth.out());
+        assertTrue(wrongWidth.err().contains("this index's keys are 16 bytes"), wrongWidth.err());
     }
 }

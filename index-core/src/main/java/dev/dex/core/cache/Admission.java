@@ -63,7 +63,22 @@ final class Admission {
         this.random = random;
         this.leafAdmission = engine.config.leafAdmission();
         this.counts = counts;
+        int words = engine.keys.words();
+        this.slotLow = new long[words];
+        this.slotHigh = new long[words];
+        this.fenceLow = new long[words];
+        this.fenceHigh = new long[words];
+        this.clipLow = new long[words];
+        this.clipHigh = new long[words];
     }
+
+    /** A missed node's slot in its parent (resolve, then miss), a read image's fences, and a clip's slot. */
+    private final long[] slotLow;
+    private final long[] slotHigh;
+    private final long[] fenceLow;
+    private final long[] fenceHigh;
+    private final long[] clipLow;
+    private final long[] clipHigh;
 
     /** {@link #resolve} outcomes: restart the operation, depth d is set, or the operation was offloaded. */
     static final int RESOLVE_RESTART = 0;
@@ -82,7 +97,7 @@ final class Admission {
      * @param searchKey the key the descent searches for
      * @return RESOLVE_SET, RESOLVE_RESTART or OFFLOADED
      */
-    int resolve(long address, int d, int op, long key, long value, int partition, long searchKey) {
+    int resolve(long address, int d, int op, long[] key, long value, int partition, long[] searchKey) {
         long mapped = mapping.get(address);
         if (mapped == MappingTable.IO) {
             return RESOLVE_RESTART;
@@ -92,8 +107,12 @@ final class Admission {
         }
         boolean sharedGuess = d == 0 ? engine.partitions.count() > 1 : path.childRangeShared(d - 1);
         int level = d == 0 ? -1 : path.viewAt[d - 1].level() - 1;
-        long low = d == 0 ? 0 : path.slotLow(d - 1);
-        long high = d == 0 ? 0 : path.slotHigh(d - 1);
+        long[] low = slotLow;
+        long[] high = slotHigh;
+        if (d > 0) {
+            path.slotLow(d - 1, low);
+            path.slotHigh(d - 1, high);
+        }
         if (d > 0 && path.frameAt[d - 1] != NO_FRAME && !arena.validate(path.frameAt[d - 1], path.versionAt[d - 1])) {
             return RESOLVE_RESTART;
         }
@@ -167,7 +186,7 @@ final class Admission {
             // may have made its image stale, so then it is not used.
             if (arena.tryUpgrade(f, v)) {
                 NodeView view = arena.wrap(path.frameViewAt[d], f);
-                if (engine.exclusion.enterFrame(f, view.lowFence(), view.highFence(), view.level())) {
+                if (engine.exclusion.enterFrame(f, view)) {
                     reheat(f);
                     arena.parent(f, NO_FRAME);
                 }
@@ -206,7 +225,7 @@ final class Admission {
             return;
         }
         if ((pf == NO_FRAME || arena.flag(pf, SHARED))
-                && !engine.exclusion.enterFrame(f, image.lowFence(), image.highFence(), image.level())) {
+                && !engine.exclusion.enterFrame(f, image)) {
             // An escape (no cached parent, or a shared one that may be stale) below an offloaded write in flight.
             if (pf != NO_FRAME) {
                 arena.unlock(pf);
@@ -272,7 +291,7 @@ final class Admission {
         }
         if (arena.flag(pf, SHARED)) {
             NodeView view = arena.wrap(path.frameViewAt[d], f);
-            if (!engine.exclusion.enterFrame(f, view.lowFence(), view.highFence(), view.level())) {
+            if (!engine.exclusion.enterFrame(f, view)) {
                 arena.unlock(f);
                 arena.unlock(pf);
                 return;
@@ -319,7 +338,7 @@ final class Admission {
      * @return true when depth {@code d} is set; false to restart (a marker in use, a failed validated read, a
      *         parent that changed, or a node just admitted)
      */
-    boolean miss(long address, int d, boolean sharedGuess, long searchKey, long low, long high, int level) {
+    boolean miss(long address, int d, boolean sharedGuess, long[] searchKey, long[] low, long[] high, int level) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return false;
         }
@@ -359,7 +378,9 @@ final class Admission {
             markers.release(address);
             return false;
         }
-        boolean shared = engine.treatAsShared(image.lowFence(), image.highFence());
+        image.lowFence(fenceLow);
+        image.highFence(fenceHigh);
+        boolean shared = engine.treatAsShared(fenceLow, fenceHigh);
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
         boolean admit = engine.config.cachesInner() && image.covers(searchKey)
@@ -390,9 +411,11 @@ final class Admission {
      * @return whether the image was clipped
      */
     private boolean clipToSlot(NodeView image, int pd) {
-        long low = path.slotLow(pd);
-        long high = path.slotHigh(pd);
-        if (image.lowFence() != low || image.highFence() <= high || high <= low) {
+        long[] low = clipLow;
+        long[] high = clipHigh;
+        path.slotLow(pd, low);
+        path.slotHigh(pd, high);
+        if (image.compareLowFence(low) != 0 || image.compareHighFence(high) >= 0 || engine.keys.compare(high, 0, low, 0) <= 0) {
             return false;
         }
         image.clipAbove(high);

@@ -24,6 +24,7 @@ import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadSettings;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.partition.PartitionTable;
@@ -71,6 +72,8 @@ public final class DexEngine implements PartitionedEngine {
     final RemoteMemory memory;
     final DexConfig config;
     final PartitionTable partitions;
+    /** The width of the tree's keys (superblock). */
+    final KeyFormat keys;
     final int subtreeLevel;
     final FrameArena arena;
     final MappingTable mapping;
@@ -124,11 +127,12 @@ public final class DexEngine implements PartitionedEngine {
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();
+        this.keys = superblock.keyFormat();
         this.rootAddress.set(superblock.root());
         this.instanceId = instanceId;
         this.arena = new FrameArena(config.cacheBytes());
         this.cooling = new CoolingMap(Math.max(1, arena.frames()), config.coolingRatio());
-        this.exclusion = new OffloadExclusion(arena.frames(), this.offloadChannel == null ? 0 : subtreeLevel);
+        this.exclusion = new OffloadExclusion(arena.frames(), this.offloadChannel == null ? 0 : subtreeLevel, keys);
         this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
         this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
@@ -163,10 +167,6 @@ public final class DexEngine implements PartitionedEngine {
      */
     public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel, RedoLogSettings redoLog) {
         Superblock.Contents superblock = Superblock.read(memory);
-        if (superblock.keyFormat().words() != 1) {
-            throw new IllegalStateException("this index has " + superblock.keyFormat() + "; the DEX engine serves 8-byte keys only so far"
-                    + " (the baseline tree serves every width)");
-        }
         Superblock.VersionedTable table = Superblock.readVersionedPartitions(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
         return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
@@ -209,6 +209,11 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public PartitionTable partitions() {
         return partitions;
+    }
+
+    /** The width of the tree's keys, from the superblock. */
+    public KeyFormat keyFormat() {
+        return keys;
     }
 
     public DexConfig config() {
@@ -280,7 +285,7 @@ public final class DexEngine implements PartitionedEngine {
         }
         held.set(partition, RECOVERING);
         try {
-            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos());
+            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
             // Every memory server learns the new epoch before anything of the partition runs (the replay may
             // offload): from now on it refuses the offloads of every earlier owner.
             registerOwnership(partition, log.epoch());
@@ -314,7 +319,7 @@ public final class DexEngine implements PartitionedEngine {
      */
     private void registerOwnership(int partition, long epoch) {
         OwnershipTable.register(memory, partitions.count(), partition, epoch, partitions.lowerExclusive(partition),
-                partitions.upperInclusive(partition));
+                partitions.upperInclusive(partition), keys.bytes());
     }
 
     /**
@@ -381,8 +386,8 @@ public final class DexEngine implements PartitionedEngine {
      * in a partition this engine does not hold. Only nodes of held partitions are owned here: written
      * back lazily and trusted without checks, because only this engine writes them.
      */
-    boolean treatAsShared(long low, long high) {
-        int owner = partitions.ownerOf(low, high);
+    boolean treatAsShared(long[] low, long[] high) {
+        int owner = partitions.ownerOf(low, high, keys.words());
         return owner < 0 || held.get(owner) == NOT_HELD;
     }
 
@@ -393,12 +398,12 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
-    int enter(long key) {
+    int enter(long[] key) {
         return enter(key, false);
     }
 
     /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
-    int enter(long key, boolean recovery) {
+    int enter(long[] key, boolean recovery) {
         int p = partitions.partitionOf(key);
         if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
             throw new PartitionNotHeldException(p, key);
@@ -575,8 +580,8 @@ public final class DexEngine implements PartitionedEngine {
      * cooled or evicted meanwhile, and its node's low fence and level do not change.
      */
     void unpinFormerRoot(int frame) {
-        NodeView view = arena.wrap(new NodeView(), frame);
-        exclusion.enterOrphan(frame, view.lowFence(), view.highFence(), view.level());
+        NodeView view = arena.wrap(new NodeView(keys), frame);
+        exclusion.enterOrphan(frame, view);
         arena.unpin(frame);
     }
 

@@ -1,15 +1,14 @@
 package dev.dex.core.cache;
 
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
-import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
 import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
-import static dev.dex.core.node.NodeHeaderDescriptor.POS_INFINITY;
 
 import java.util.SplittableRandom;
 
 import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.engine.WordKeySession;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
@@ -35,7 +34,7 @@ import dev.dex.rdma.GlobalAddress;
  * other sessions it takes by the frames' optimistic version locks, the mapping table's IO markers and the
  * engine's partition counts (see DexEngine). Allocation-free on the hot path.
  */
-public final class DexSession implements IndexSession {
+public final class DexSession extends WordKeySession {
     private static final int RESTART = -1;
     private static final int H = TreeConfig.MAX_HEIGHT;
 
@@ -59,15 +58,18 @@ public final class DexSession implements IndexSession {
 
     private long value;
     private final SessionCounters counters = new SessionCounters();
+    /** The current operation's key, a scan's next key and where its part ends. */
+    private final long[] opKey;
+    private final long[] scanKey;
+    private final long[] scanStop;
 
     /** Offloading of misses to the memory side (paper §6), with its cost model. */
     private final Offloader offloader;
     /** The operation in progress, for offloading: a LeafOps code, or Admission.NO_OFFLOAD. */
     private int opCode;
-    private long opKey;
     private long opValue;
-    /** The key the current descent searches for. */
-    private long descendKey;
+    /** The key the current descent searches for: {@link #opKey}, or a scan's next key. */
+    private long[] descendKey;
     /** The key of this session's descent, for other sessions' offloaded writes. */
     private final PublishedKey activeKey;
 
@@ -81,16 +83,20 @@ public final class DexSession implements IndexSession {
     private final GroupCommit log;
 
     DexSession(DexEngine engine, long tag) {
+        super(engine.keys.words());
         this.engine = engine;
         this.arena = engine.arena;
         this.partitions = engine.partitions;
+        this.opKey = new long[words];
+        this.scanKey = new long[words];
+        this.scanStop = new long[words];
         RemoteNodes remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
         FrameWriter writer = new FrameWriter(engine);
         SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
         this.offloader = new Offloader(engine, this, markers, random, this::count);
-        this.activeKey = new PublishedKey(engine.offloadChannel != null);
+        this.activeKey = new PublishedKey(engine.offloadChannel != null, words);
         this.log = new GroupCommit(engine, markers);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);
@@ -101,12 +107,12 @@ public final class DexSession implements IndexSession {
     // ==== operations ======================================================================================
 
     @Override
-    public boolean lookup(long key) {
-        checkKey(key);
+    public boolean lookup(long[] userKey) {
+        long[] key = copyKey(userKey);
         int partition = engine.enter(key);
         opPartition = partition;
         try {
-            beginOp(LeafOps.LOOKUP, key, 0);
+            beginOp(LeafOps.LOOKUP, 0);
             while (true) {
                 int d = descend(key, false);
                 if (d == Admission.OFFLOADED) {
@@ -130,7 +136,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
-            activeKey.publish(PublishedKey.NONE);
+            activeKey.clear();
             log.noteRead(partition);
             engine.exit(partition);
         }
@@ -142,36 +148,14 @@ public final class DexSession implements IndexSession {
     }
 
     @Override
-    public boolean insert(long key, long value) {
-        return write(key, value, LeafOps.INSERT);
-    }
-
-    @Override
-    public boolean update(long key, long value) {
-        return write(key, value, LeafOps.UPDATE);
-    }
-
-    @Override
-    public boolean put(long key, long value) {
-        return write(key, value, LeafOps.PUT);
-    }
-
-    @Override
-    public boolean delete(long key) {
-        return write(key, 0, LeafOps.DELETE);
-    }
-
-    @Override
-    public int scan(long startKey, int count, long[] keys, long[] values) {
-        if (count < 0 || keys.length < count || values.length < count) {
-            throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");
-        }
-        long key = Math.max(startKey, NEG_INFINITY + 1);
+    public int scan(long[] startKey, int count, long[] keys, long[] values) {
+        long[] key = scanKey;
+        startScan(startKey, count, keys, values, key);
         int partition = engine.enter(key);
         int first = partition;
         int n = 0;
         try {
-            beginOp(Admission.NO_OFFLOAD, key, 0);
+            beginOp(Admission.NO_OFFLOAD, 0);
             while (n < count) {
                 int p = partitions.partitionOf(key);
                 if (p != partition) {
@@ -188,23 +172,28 @@ public final class DexSession implements IndexSession {
                     continue;
                 }
                 NodeView leaf = path.viewAt[d];
-                long stop = Math.min(leaf.highFence(), partitions.upperInclusive(partition));
-                int m = LeafOps.copyRange(leaf, key, stop, keys, values, n, count);
+                // The scan stops at the leaf's high fence or its partition's end, whichever comes first.
+                partitions.upperInclusive(partition, scanStop, words);
+                if (leaf.compareHighFence(scanStop) > 0) {
+                    leaf.highFence(scanStop);
+                }
+                int m = LeafOps.copyRange(leaf, key, scanStop, keys, values, n, count);
                 if (path.frameAt[d] != NO_FRAME && !arena.validate(path.frameAt[d], path.versionAt[d])) {
                     restart();
                     continue;
                 }
                 markers.releaseAll();
                 n = m;
-                if (stop == POS_INFINITY) {
+                if (engine.keys.isPosInfinity(scanStop, 0)) {
                     break;
                 }
-                key = stop + 1;
+                System.arraycopy(scanStop, 0, key, 0, words);
+                IndexSession.successor(key, words);
             }
             return n;
         } finally {
             markers.releaseAll();
-            activeKey.publish(PublishedKey.NONE);
+            activeKey.clear();
             log.noteRead(first);
             if (partition >= 0) {
                 engine.exit(partition);
@@ -249,15 +238,16 @@ public final class DexSession implements IndexSession {
         return frames.free();
     }
 
-    private boolean write(long key, long newValue, int op) {
-        checkKey(key);
+    @Override
+    protected boolean write(long[] userKey, long newValue, int op) {
+        long[] key = copyKey(userKey);
         int partition = engine.enter(key, recovering);
         opPartition = partition;
         try {
             // A batch that moves to another partition (or whose partition was released meanwhile) commits what it
             // has so far: records of one commit go to one log. No lock is held here.
             log.commitIfElsewhere(partition);
-            beginOp(op, key, newValue);
+            beginOp(op, newValue);
             while (true) {
                 int d = descend(key, LeafOps.mayAdd(op));
                 if (d == Admission.OFFLOADED) {
@@ -280,7 +270,7 @@ public final class DexSession implements IndexSession {
             }
         } finally {
             markers.releaseAll();
-            activeKey.publish(PublishedKey.NONE);
+            activeKey.clear();
             engine.exit(partition);
         }
     }
@@ -307,7 +297,7 @@ public final class DexSession implements IndexSession {
      *
      * @return the leaf's depth, or RESTART
      */
-    private int descend(long key, boolean splitFull) {
+    private int descend(long[] key, boolean splitFull) {
         descendKey = key;
         // Before anything of the descent is read: an offloaded write into a subtree this key lies in is not sent
         // while this operation may hold images of that subtree (OffloadExclusion, Offloader).
@@ -381,12 +371,22 @@ public final class DexSession implements IndexSession {
 
     // ==== bookkeeping =====================================================================================
 
-    private void beginOp(int op, long key, long newValue) {
+    private void beginOp(int op, long newValue) {
         budget.reset();
         opCode = op;
-        opKey = key;
         opValue = newValue;
         offloader.begin();
+    }
+
+    /** The user's key, checked, in this session's own array (callers may reuse theirs; sessions publish it). */
+    private long[] copyKey(long[] key) {
+        if (words == 1) {
+            opKey[0] = checkKey(key[0]);
+            return opKey;
+        }
+        checkKey(engine.keys, key);
+        System.arraycopy(key, 0, opKey, 0, words);
+        return opKey;
     }
 
     private void restart() {

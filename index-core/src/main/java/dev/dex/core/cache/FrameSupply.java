@@ -42,7 +42,7 @@ final class FrameSupply {
     private final SplittableRandom random;
     /** Counts coolings and evictions in the session's statistics. */
     private final IntConsumer counts;
-    private final NodeView sampleView = new NodeView();
+    private final NodeView sampleView;
     private final IntArrayList free = new IntArrayList();
 
     FrameSupply(DexEngine engine, FrameWriter writer, SplittableRandom random, IntConsumer counts) {
@@ -53,6 +53,7 @@ final class FrameSupply {
         this.writer = writer;
         this.random = random;
         this.counts = counts;
+        this.sampleView = new NodeView(engine.keys);
     }
 
     /** This session's free frames. */

@@ -20,16 +20,19 @@ final class FrameWriter {
     private final DexEngine engine;
     private final FrameArena arena;
     private final RemoteMemory memory;
-    private final NodeView out = new NodeView().wrap(
-            new UnsafeBuffer(BufferUtil.allocateDirectAligned(NodeHeaderDescriptor.NODE_LENGTH, 64)), 0);
-    private final NodeView frameView = new NodeView();
-    private final NodeView orphanView = new NodeView();
+    private final NodeView out;
+    private final NodeView frameView;
+    private final NodeView orphanView;
     private long pagesWritten;
 
     FrameWriter(DexEngine engine) {
         this.engine = engine;
         this.arena = engine.arena;
         this.memory = engine.memory;
+        this.out = new NodeView(engine.keys).wrap(
+                new UnsafeBuffer(BufferUtil.allocateDirectAligned(NodeHeaderDescriptor.NODE_LENGTH, 64)), 0);
+        this.frameView = new NodeView(engine.keys);
+        this.orphanView = new NodeView(engine.keys);
     }
 
     long pagesWritten() {
@@ -100,7 +103,7 @@ final class FrameWriter {
      */
     void orphaned(int child) {
         NodeView view = arena.wrap(orphanView, child);
-        engine.exclusion.enterOrphan(child, view.lowFence(), view.highFence(), view.level());
+        engine.exclusion.enterOrphan(child, view);
     }
 
     /** Index of the slot of {@code parent}'s image that holds a swizzled pointer to {@code child}, or -1. */

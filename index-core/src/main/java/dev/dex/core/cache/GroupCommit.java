@@ -29,7 +29,9 @@ final class GroupCommit {
     /** Inside a batch: records are kept until {@link #commit}; outside, every write commits its own. */
     private boolean batching;
     /** Records of this session not yet in the log, all of {@link #pendingLog}, ascending LSNs. */
-    private UnsafeBuffer pending = new UnsafeBuffer(new byte[64 * RedoLogDescriptor.RECORD_LENGTH]);
+    private UnsafeBuffer pending;
+    /** The length of one record: every log of the index has keys of its width. */
+    private final int recordLength;
     private int pendingCount;
     private RedoLog pendingLog;
     private int pendingPartition;
@@ -41,6 +43,8 @@ final class GroupCommit {
     GroupCommit(DexEngine engine, Markers markers) {
         this.engine = engine;
         this.markers = markers;
+        this.recordLength = RedoLogDescriptor.recordLength(engine.keys.bytes());
+        this.pending = new UnsafeBuffer(new byte[64 * recordLength]);
     }
 
     /**
@@ -59,20 +63,20 @@ final class GroupCommit {
      * same key is still held: it takes its LSN now, and its record waits in this session until
      * {@link #commit}. Nothing when the partition is not logged.
      */
-    void record(int partition, long key, long newValue, int op) {
+    void record(int partition, long[] key, long newValue, int op) {
         RedoLog log = engine.logs.get(partition);
         if (log == null) {
             return;
         }
         // write() committed records of another partition or an older log before it took any lock.
-        if ((pendingCount + 1) * RedoLogDescriptor.RECORD_LENGTH > pending.capacity()) {
+        if ((pendingCount + 1) * recordLength > pending.capacity()) {
             UnsafeBuffer larger = new UnsafeBuffer(new byte[pending.capacity() * 2]);
-            larger.putBytes(0, pending, 0, pendingCount * RedoLogDescriptor.RECORD_LENGTH);
+            larger.putBytes(0, pending, 0, pendingCount * recordLength);
             pending = larger;
         }
         long lsn = log.assign();
         int record = op == LeafOps.DELETE ? RedoLogDescriptor.DELETE : RedoLogDescriptor.PUT;
-        log.encode(pending, pendingCount * RedoLogDescriptor.RECORD_LENGTH, lsn, record, key, op == LeafOps.DELETE ? 0 : newValue, crc);
+        log.encode(pending, pendingCount * recordLength, lsn, record, key, op == LeafOps.DELETE ? 0 : newValue, crc);
         pendingCount++;
         pendingLog = log;
         pendingPartition = partition;
@@ -200,7 +204,7 @@ final class GroupCommit {
         int run = 0;
         for (int i = 1; i <= count; i++) {
             if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
-                log.append(lsnOf(run), pending, run * RedoLogDescriptor.RECORD_LENGTH, i - run);
+                log.append(lsnOf(run), pending, run * recordLength, i - run);
                 run = i;
             }
         }
@@ -211,6 +215,6 @@ final class GroupCommit {
     }
 
     private long lsnOf(int record) {
-        return pending.getLong(record * RedoLogDescriptor.RECORD_LENGTH + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
+        return pending.getLong(record * recordLength + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
     }
 }

@@ -49,7 +49,7 @@ final class LeafWrites {
      * @return 1 (the operation's result is true), 0 (false), or {@link #RESTART}; a full leaf that must take the
      *         key restarts (the descent splits it)
      */
-    int apply(int d, long key, long newValue, int op, int partition, boolean logged) {
+    int apply(int d, long[] key, long newValue, int op, int partition, boolean logged) {
         NodeView leaf = path.viewAt[d];
         int f = path.frameAt[d];
         int pos = leaf.search(key);
@@ -96,7 +96,7 @@ final class LeafWrites {
     }
 
     /** Records a write that has just taken effect, unless this is a replay ({@code logged} false). */
-    void record(int partition, long key, long newValue, int op, boolean logged) {
+    void record(int partition, long[] key, long newValue, int op, boolean logged) {
         if (logged) {
             log.record(partition, key, newValue, op);
         }

@@ -6,6 +6,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
+import dev.dex.core.node.KeyFormat;
+import dev.dex.core.node.NodeView;
+
 /**
  * What lets an offloaded write go in one message ({@code docs/offloading.md}): the compute node never sends a write
  * into a subtree it may hold a newer image of, and holds off caching anything in a subtree while a write into it is
@@ -41,13 +44,14 @@ import java.util.TreeMap;
 final class OffloadExclusion {
     /** One range at one level: a write in flight, or an escape of a frame ({@code frame >= 0}) or of a descent. */
     static final class Range {
-        final long low;
-        final long high;
+        /** The node's fences: its own copies of the words. */
+        final long[] low;
+        final long[] high;
         final int level;
         final int frame;
         final boolean write;
 
-        Range(long low, long high, int level, int frame, boolean write) {
+        Range(long[] low, long[] high, int level, int frame, boolean write) {
             this.low = low;
             this.high = high;
             this.level = level;
@@ -57,8 +61,10 @@ final class OffloadExclusion {
     }
 
     private final int subtreeLevel;
+    /** The width of the keys, which orders the fences. */
+    private final KeyFormat keys;
     /** Escapes by low fence. */
-    private final TreeMap<Long, List<Range>> escapes = new TreeMap<>();
+    private final TreeMap<long[], List<Range>> escapes;
     /** The escape of each frame that has one. */
     private final Range[] frames;
     private final List<Range> writes = new ArrayList<>();
@@ -68,9 +74,11 @@ final class OffloadExclusion {
      * @param subtreeLevel the offloading level M; 0 for an engine that never offloads, which keeps nothing and
      *                     whose calls return at once
      */
-    OffloadExclusion(int frames, int subtreeLevel) {
+    OffloadExclusion(int frames, int subtreeLevel, KeyFormat keys) {
         this.frames = new Range[Math.max(1, frames)];
         this.subtreeLevel = subtreeLevel;
+        this.keys = keys;
+        this.escapes = new TreeMap<>((a, b) -> keys.compare(a, 0, b, 0));
     }
 
     /** Whether a node at {@code level} can ever lie below a node an offloaded write starts at. */
@@ -82,7 +90,7 @@ final class OffloadExclusion {
      * Enters an offloaded write into the node {@code (low, high]} at {@code level}; null when it conflicts with an
      * escape below it or with another write in flight (then the caller falls back to its caching path).
      */
-    synchronized Range beginWrite(long low, long high, int level) {
+    synchronized Range beginWrite(long[] low, long[] high, int level) {
         for (Range w : writes) {
             if (overlap(w.low, w.high, low, high)) {
                 return null;
@@ -95,7 +103,7 @@ final class OffloadExclusion {
                 }
             }
         }
-        Range w = new Range(low, high, level, -1, true);
+        Range w = new Range(low.clone(), high.clone(), level, -1, true);
         writes.add(w);
         return w;
     }
@@ -108,18 +116,18 @@ final class OffloadExclusion {
      * Enters an escape for the node {@code (low, high]} at {@code level} for one operation (a descent stepped from
      * a shared node into it); null, entering nothing, when a write in flight covers it.
      */
-    Range enterDescent(long low, long high, int level) {
+    Range enterDescent(long[] low, long[] high, int level) {
         if (!matters(level)) {
             return NOTHING;
         }
         return enterDescentSync(low, high, level);
     }
 
-    private synchronized Range enterDescentSync(long low, long high, int level) {
+    private synchronized Range enterDescentSync(long[] low, long[] high, int level) {
         if (covered(low, level)) {
             return null;
         }
-        Range e = new Range(low, high, level, -1, false);
+        Range e = new Range(low.clone(), high.clone(), level, -1, false);
         add(e);
         return e;
     }
@@ -135,11 +143,27 @@ final class OffloadExclusion {
      * Makes frame {@code frame}, caching the node {@code (low, high]} at {@code level}, an escape; false, entering
      * nothing, when a write in flight covers it (the caller must not use the frame's image or make it reachable).
      */
-    boolean enterFrame(int frame, long low, long high, int level) {
-        return !matters(level) || enterFrameSync(frame, low, high, level);
+    boolean enterFrame(int frame, NodeView node) {
+        return !matters(node.level()) || enterFrameSync(frame, fences(node, true), fences(node, false), node.level());
     }
 
-    private synchronized boolean enterFrameSync(int frame, long low, long high, int level) {
+    /** {@link #enterFrame(int, NodeView)} of a node with fences {@code (low, high]} (copied) at {@code level}. */
+    boolean enterFrame(int frame, long[] low, long[] high, int level) {
+        return !matters(level) || enterFrameSync(frame, low.clone(), high.clone(), level);
+    }
+
+    /** A copy of {@code node}'s low or high fence. */
+    private long[] fences(NodeView node, boolean low) {
+        long[] fence = new long[keys.words()];
+        if (low) {
+            node.lowFence(fence);
+        } else {
+            node.highFence(fence);
+        }
+        return fence;
+    }
+
+    private synchronized boolean enterFrameSync(int frame, long[] low, long[] high, int level) {
         if (frames[frame] != null) {
             return true;
         }
@@ -156,13 +180,20 @@ final class OffloadExclusion {
      * Makes an orphan an escape whatever is in flight: a frame that loses its cached parent was reachable through
      * it until now, so no write in flight can lie above it (see the class comment).
      */
-    void enterOrphan(int frame, long low, long high, int level) {
-        if (matters(level)) {
-            enterOrphanSync(frame, low, high, level);
+    void enterOrphan(int frame, NodeView node) {
+        if (matters(node.level())) {
+            enterOrphanSync(frame, fences(node, true), fences(node, false), node.level());
         }
     }
 
-    private synchronized void enterOrphanSync(int frame, long low, long high, int level) {
+    /** {@link #enterOrphan(int, NodeView)} of a node with fences {@code (low, high]} (copied) at {@code level}. */
+    void enterOrphan(int frame, long[] low, long[] high, int level) {
+        if (matters(level)) {
+            enterOrphanSync(frame, low.clone(), high.clone(), level);
+        }
+    }
+
+    private synchronized void enterOrphanSync(int frame, long[] low, long[] high, int level) {
         if (frames[frame] == null) {
             Range e = new Range(low, high, level, frame, false);
             frames[frame] = e;
@@ -201,7 +232,7 @@ final class OffloadExclusion {
     }
 
     /** Entered for a descent at a level that cannot matter: nothing to leave. */
-    static final Range NOTHING = new Range(0, 0, 0, -1, false);
+    static final Range NOTHING = new Range(new long[1], new long[1], 0, -1, false);
 
     /** Ends a write or leaves a descent's escape, whichever {@code range} is. */
     void release(Range range) {
@@ -212,17 +243,21 @@ final class OffloadExclusion {
         }
     }
 
-    private boolean covered(long low, int level) {
+    private boolean covered(long[] low, int level) {
         for (Range w : writes) {
-            if (level < w.level && low >= w.low && low < w.high) {
+            if (level < w.level && compare(low, w.low) >= 0 && compare(low, w.high) < 0) {
                 return true;
             }
         }
         return false;
     }
 
-    private static boolean overlap(long low1, long high1, long low2, long high2) {
-        return low1 < high2 && low2 < high1;
+    private boolean overlap(long[] low1, long[] high1, long[] low2, long[] high2) {
+        return compare(low1, high2) < 0 && compare(low2, high1) < 0;
+    }
+
+    private int compare(long[] a, long[] b) {
+        return keys.compare(a, 0, b, 0);
     }
 
     private void add(Range e) {
@@ -251,9 +286,10 @@ final class OffloadExclusion {
     public synchronized String toString() {
         StringBuilder out = new StringBuilder("OffloadExclusion[").append(escapeCount).append(" escapes, ")
                 .append(writes.size()).append(" writes");
-        for (Map.Entry<Long, List<Range>> entry : escapes.entrySet()) {
+        for (Map.Entry<long[], List<Range>> entry : escapes.entrySet()) {
             for (Range e : entry.getValue()) {
-                out.append(", (").append(e.low).append(", ").append(e.high).append("]@").append(e.level);
+                out.append(", (").append(java.util.Arrays.toString(e.low)).append(", ").append(java.util.Arrays.toString(e.high))
+                        .append("]@").append(e.level);
             }
         }
         return out.append(']').toString();

@@ -36,7 +36,7 @@ final class Offloader {
     private final MappingTable mapping;
     private final CoolingMap cooling;
     private final Markers markers;
-    private final NodeView view = new NodeView();
+    private final NodeView view;
     private final SplittableRandom random;
     /** Counts offloads and fallbacks in the session's statistics. */
     private final IntConsumer counts;
@@ -59,6 +59,7 @@ final class Offloader {
         this.markers = markers;
         this.random = random;
         this.counts = counts;
+        this.view = new NodeView(engine.keys);
         this.channel = engine.offloadChannel;
         this.policy = engine.config.offload().policy();
         this.costModel = new CostModel(engine.config.offload());
@@ -120,7 +121,7 @@ final class Offloader {
      * @return true when the operation was completed by offloading ({@link #found}, {@link #value}); false when
      *         the caller restarts it (the node is in use, the parent changed, or the offload fell back)
      */
-    boolean run(long address, int parent, long parentVersion, int level, long low, long high, int op, long key, long newValue,
+    boolean run(long address, int parent, long parentVersion, int level, long[] low, long[] high, int op, long[] key, long newValue,
                 int partition) {
         if (mapping.putIfAbsent(address, MappingTable.IO) != MappingTable.ABSENT) {
             return false;
@@ -217,7 +218,7 @@ final class Offloader {
      * it would write them back over the write. Read after the write entered its range: an operation that publishes
      * its key later meets the missed node's IO marker or the range on its way down.
      */
-    private boolean anotherOperationIn(long low, long high) {
+    private boolean anotherOperationIn(long[] low, long[] high) {
         for (DexSession other : engine.sessions) {
             if (other != session && other.activeKey().in(low, high)) {
                 return true;

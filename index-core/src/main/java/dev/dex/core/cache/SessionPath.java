@@ -7,6 +7,7 @@ import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.core.tree.TreeConfig;
@@ -49,7 +50,14 @@ final class SessionPath {
     private final Markers markers;
     private final RemoteNodes remote;
 
+    /** A slot's bounds, for {@link #childRangeShared}. */
+    private final long[] low;
+    private final long[] high;
+
     SessionPath(DexEngine engine, Markers markers, RemoteNodes remote) {
+        KeyFormat keys = engine.keys;
+        this.low = new long[keys.words()];
+        this.high = new long[keys.words()];
         this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
@@ -57,13 +65,13 @@ final class SessionPath {
         this.remote = remote;
         UnsafeBuffer scratch = new UnsafeBuffer(BufferUtil.allocateDirectAligned((H + 4) * NODE_LENGTH, 64));
         for (int d = 0; d < H; d++) {
-            scratchAt[d] = new NodeView().wrap(scratch, d * NODE_LENGTH);
-            frameViewAt[d] = new NodeView();
+            scratchAt[d] = new NodeView(keys).wrap(scratch, d * NODE_LENGTH);
+            frameViewAt[d] = new NodeView(keys);
         }
-        fresh = new NodeView().wrap(scratch, H * NODE_LENGTH);
-        splitCopy = new NodeView().wrap(scratch, (H + 1) * NODE_LENGTH);
-        right = new NodeView().wrap(scratch, (H + 2) * NODE_LENGTH);
-        newRoot = new NodeView().wrap(scratch, (H + 3) * NODE_LENGTH);
+        fresh = new NodeView(keys).wrap(scratch, H * NODE_LENGTH);
+        splitCopy = new NodeView(keys).wrap(scratch, (H + 1) * NODE_LENGTH);
+        right = new NodeView(keys).wrap(scratch, (H + 2) * NODE_LENGTH);
+        newRoot = new NodeView(keys).wrap(scratch, (H + 3) * NODE_LENGTH);
     }
 
     /**
@@ -117,19 +125,29 @@ final class SessionPath {
 
     /** Whether the child at {@code childIndexAt[pd]} may span partitions, judged from its parent's image. */
     boolean childRangeShared(int pd) {
-        return engine.treatAsShared(slotLow(pd), slotHigh(pd));
+        slotLow(pd, low);
+        slotHigh(pd, high);
+        return engine.treatAsShared(low, high);
     }
 
-    /** Exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
-    long slotLow(int pd) {
+    /** The exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}, into {@code out}. */
+    void slotLow(int pd, long[] out) {
         int index = childIndexAt[pd];
-        return index == 0 ? viewAt[pd].lowFence() : viewAt[pd].key(index - 1);
+        if (index == 0) {
+            viewAt[pd].lowFence(out);
+        } else {
+            viewAt[pd].key(index - 1, out, 0);
+        }
     }
 
-    /** Inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}. */
-    long slotHigh(int pd) {
+    /** The inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}, into {@code out}. */
+    void slotHigh(int pd, long[] out) {
         NodeView parent = viewAt[pd];
         int index = childIndexAt[pd];
-        return index >= parent.count() ? parent.highFence() : parent.key(index);
+        if (index >= parent.count()) {
+            parent.highFence(out);
+        } else {
+            parent.key(index, out, 0);
+        }
     }
 }

@@ -40,6 +40,10 @@ final class StructureChanges {
     private final FrameWriter writer;
     /** Counts refreshes in the session's statistics. */
     private final IntConsumer counts;
+    /** A split's separator; a node's fences. */
+    private final long[] separator;
+    private final long[] low;
+    private final long[] high;
 
     StructureChanges(DexEngine engine, SessionPath path, RemoteNodes remote, FrameWriter writer, IntConsumer counts) {
         this.engine = engine;
@@ -52,6 +56,16 @@ final class StructureChanges {
         this.remote = remote;
         this.writer = writer;
         this.counts = counts;
+        this.separator = new long[engine.keys.words()];
+        this.low = new long[engine.keys.words()];
+        this.high = new long[engine.keys.words()];
+    }
+
+    /** Whether {@code node} is to be treated as shared ({@link DexEngine#treatAsShared}). */
+    private boolean shared(NodeView node) {
+        node.lowFence(low);
+        node.highFence(high);
+        return engine.treatAsShared(low, high);
     }
 
     /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
@@ -112,7 +126,7 @@ final class StructureChanges {
             }
         }
         view.copyFrom(fresh);
-        arena.flag(f, SHARED, engine.treatAsShared(view.lowFence(), view.highFence()));
+        arena.flag(f, SHARED, shared(view));
         counts.accept(CacheStats.REFRESHES);
     }
 
@@ -162,7 +176,7 @@ final class StructureChanges {
                 nodeRemote = true;
             }
             long rightAddress = engine.allocator.allocateFor(node.level(), address);
-            long separator = node.splitInto(right, rightAddress);
+            node.splitInto(right, rightAddress, separator);
             writer.orphanChildren(right);
             narrowed(d);
             parent.insertSeparator(path.childIndexAt[pd], separator, rightAddress);
@@ -194,7 +208,7 @@ final class StructureChanges {
     private void narrowed(int d) {
         if (path.frameAt[d] != NO_FRAME) {
             NodeView node = path.viewAt[d];
-            arena.flag(path.frameAt[d], SHARED, engine.treatAsShared(node.lowFence(), node.highFence()));
+            arena.flag(path.frameAt[d], SHARED, shared(node));
         }
     }
 
@@ -250,7 +264,7 @@ final class StructureChanges {
             long rightAddress = engine.allocator.allocateFor(level, address);
             long rootAddress = engine.allocator.allocateFor(level + 1, address);
             splitCopy.copyFrom(node);
-            long separator = splitCopy.splitInto(right, rightAddress);
+            splitCopy.splitInto(right, rightAddress, separator);
             writer.write(rightAddress, right, 0);
             newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
             newRoot.child(0, address);

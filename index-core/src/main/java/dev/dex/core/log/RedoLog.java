@@ -3,7 +3,6 @@ package dev.dex.core.log;
 import static dev.dex.core.log.RedoLogDescriptor.CAPACITY_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.CHECKPOINT_EPOCH_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.CHECKPOINT_OFFSET;
-import static dev.dex.core.log.RedoLogDescriptor.CHECKSUM_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.DIRECTORY_POINTER_ADDRESS;
 import static dev.dex.core.log.RedoLogDescriptor.EPOCH_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.HEADER_LENGTH;
@@ -11,13 +10,10 @@ import static dev.dex.core.log.RedoLogDescriptor.KEY_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.LSN_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.MAGIC;
 import static dev.dex.core.log.RedoLogDescriptor.MAGIC_OFFSET;
-import static dev.dex.core.log.RedoLogDescriptor.OP_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.OWNER_CLIENT_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.OWNER_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.PARTITION_OFFSET;
 import static dev.dex.core.log.RedoLogDescriptor.RECORD_EPOCH_OFFSET;
-import static dev.dex.core.log.RedoLogDescriptor.RECORD_LENGTH;
-import static dev.dex.core.log.RedoLogDescriptor.VALUE_OFFSET;
 
 import java.nio.ByteOrder;
 import java.util.TreeMap;
@@ -29,6 +25,7 @@ import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.KeyFormat;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 
@@ -56,13 +53,19 @@ public final class RedoLog {
     /** Records read per remote read during a replay. */
     private static final int REPLAY_READ_RECORDS = 1024;
 
-    /** What a replay does with a record. */
+    /** What a replay does with a record: {@code key} holds the key's words (reused for the next record). */
     @FunctionalInterface
     public interface Replayer {
-        void apply(int op, long key, long value);
+        void apply(int op, long[] key, long value);
     }
 
     private final RemoteMemory memory;
+    /** The width of the keys in the records, and the records' layout (RedoLogDescriptor). */
+    private final KeyFormat keys;
+    private final int recordLength;
+    private final int valueOffset;
+    private final int opOffset;
+    private final int checksumOffset;
     private final int partition;
     private final long address;
     private final int capacity;
@@ -87,8 +90,13 @@ public final class RedoLog {
     /** Whether that previous owner was fenced on every memory node (false where the fabric cannot fence). */
     private final boolean previousOwnerFenced;
 
-    private RedoLog(RemoteMemory memory, int partition, long address, int capacity, long epoch, long checkpoint,
+    private RedoLog(RemoteMemory memory, KeyFormat keys, int partition, long address, int capacity, long epoch, long checkpoint,
                     long checkpointEpoch, long awaitNanos, long previousOwner, boolean previousOwnerFenced) {
+        this.keys = keys;
+        this.recordLength = RedoLogDescriptor.recordLength(keys.bytes());
+        this.valueOffset = RedoLogDescriptor.valueOffset(keys.bytes());
+        this.opOffset = RedoLogDescriptor.opOffset(keys.bytes());
+        this.checksumOffset = RedoLogDescriptor.checksumOffset(keys.bytes());
         this.previousOwner = previousOwner;
         this.previousOwnerFenced = previousOwnerFenced;
         this.checkpointEpoch = checkpointEpoch;
@@ -114,10 +122,16 @@ public final class RedoLog {
      */
     public static RedoLog open(RemoteMemory memory, int partition, int partitions, long owner, long logBytes,
                                long awaitNanos) {
+        return open(memory, partition, partitions, owner, logBytes, awaitNanos, KeyFormat.EIGHT);
+    }
+
+    /** {@link #open(RemoteMemory, int, int, long, long, long)} for an index of keys in {@code keys}. */
+    public static RedoLog open(RemoteMemory memory, int partition, int partitions, long owner, long logBytes,
+                               long awaitNanos, KeyFormat keys) {
         long slot = directory(memory, partitions) + (long) partition * Long.BYTES;
         long log = memory.readLong(slot);
         if (log == 0) {
-            long created = create(memory, partition, logBytes);
+            long created = create(memory, partition, logBytes, RedoLogDescriptor.recordLength(keys.bytes()));
             long found = memory.compareAndSwap(slot, 0, created);
             log = found == 0 ? created : found;
         }
@@ -172,7 +186,7 @@ public final class RedoLog {
         // Checkpoint LSN and epoch in one read, as they are written together.
         UnsafeBuffer checkpointWords = new UnsafeBuffer(new byte[2 * Long.BYTES]);
         memory.read(log + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
-        return new RedoLog(memory, partition, log, capacity, epoch, checkpointWords.getLong(0, ORDER),
+        return new RedoLog(memory, keys, partition, log, capacity, epoch, checkpointWords.getLong(0, ORDER),
                 checkpointWords.getLong(CHECKPOINT_EPOCH_OFFSET - CHECKPOINT_OFFSET, ORDER), awaitNanos, previous, fenced);
     }
 
@@ -191,7 +205,7 @@ public final class RedoLog {
         return found == 0 ? created : found;
     }
 
-    private static long create(RemoteMemory memory, int partition, long logBytes) {
+    private static long create(RemoteMemory memory, int partition, long logBytes, int recordLength) {
         int[] servers = memory.memoryServerIds();
         int server = servers[partition % servers.length];
         long chunk = memory.chunkAllocator().chunkLength(server);
@@ -200,7 +214,7 @@ public final class RedoLog {
             throw new IllegalArgumentException("redo log of " + logBytes + " bytes is too long");
         }
         long log = memory.chunkAllocator().allocateChunks(server, (int) chunks);
-        long records = (chunks * chunk - HEADER_LENGTH) / RECORD_LENGTH;
+        long records = (chunks * chunk - HEADER_LENGTH) / recordLength;
         if (records < 2) {
             throw new IllegalArgumentException("a redo log of " + logBytes + " bytes holds fewer than two records");
         }
@@ -310,23 +324,26 @@ public final class RedoLog {
     public long replay(Replayer replayer) {
         long lsn = checkpoint;
         long lastEpoch = checkpointEpoch;
-        UnsafeBuffer records = new UnsafeBuffer(new byte[REPLAY_READ_RECORDS * RECORD_LENGTH]);
+        UnsafeBuffer records = new UnsafeBuffer(new byte[REPLAY_READ_RECORDS * recordLength]);
         CRC32C crc = new CRC32C();
+        long[] key = new long[keys.words()];
         scan:
         while (lsn - checkpoint < capacity) {
             int slot = (int) (lsn % capacity);
             int n = (int) Math.min(Math.min(REPLAY_READ_RECORDS, capacity - slot), capacity - (lsn - checkpoint));
-            memory.read(slotAddress(slot), records, 0, n * RECORD_LENGTH);
+            memory.read(slotAddress(slot), records, 0, n * recordLength);
             for (int i = 0; i < n; i++, lsn++) {
-                int at = i * RECORD_LENGTH;
+                int at = i * recordLength;
                 long recordEpoch = records.getLong(at + RECORD_EPOCH_OFFSET, ORDER);
-                if (records.getLong(at + LSN_OFFSET, ORDER) != lsn || checksum(crc, records, at) != records.getInt(at + CHECKSUM_OFFSET, ORDER)
+                if (records.getLong(at + LSN_OFFSET, ORDER) != lsn || checksum(crc, records, at) != records.getInt(at + checksumOffset, ORDER)
                         || recordEpoch < lastEpoch || recordEpoch >= epoch) {
                     break scan;
                 }
                 lastEpoch = recordEpoch;
-                replayer.apply(records.getInt(at + OP_OFFSET, ORDER), records.getLong(at + KEY_OFFSET, ORDER),
-                        records.getLong(at + VALUE_OFFSET, ORDER));
+                for (int w = 0; w < key.length; w++) {
+                    key[w] = records.getLong(at + KEY_OFFSET + w * Long.BYTES, ORDER);
+                }
+                replayer.apply(records.getInt(at + opOffset, ORDER), key, records.getLong(at + valueOffset, ORDER));
             }
         }
         long applied = lsn - checkpoint;
@@ -342,23 +359,35 @@ public final class RedoLog {
         return next.getAndIncrement();
     }
 
-    /** Encodes record {@code lsn} of this owner into {@code buffer} at {@code offset}. */
-    public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long key, long value, CRC32C crc) {
-        buffer.putLong(offset + LSN_OFFSET, lsn, ORDER);
-        buffer.putLong(offset + RECORD_EPOCH_OFFSET, epoch, ORDER);
-        buffer.putLong(offset + KEY_OFFSET, key, ORDER);
-        buffer.putLong(offset + VALUE_OFFSET, value, ORDER);
-        buffer.putInt(offset + OP_OFFSET, op, ORDER);
-        buffer.putInt(offset + CHECKSUM_OFFSET, checksum(crc, buffer, offset), ORDER);
+    /** The length of one record of this log ({@link RedoLogDescriptor#recordLength}). */
+    public int recordLength() {
+        return recordLength;
     }
 
-    private static int checksum(CRC32C crc, DirectBuffer buffer, int offset) {
+    /** Encodes record {@code lsn} of this owner into {@code buffer} at {@code offset} (8-byte keys). */
+    public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long key, long value, CRC32C crc) {
+        encode(buffer, offset, lsn, op, new long[] {key}, value, crc);
+    }
+
+    /** Encodes record {@code lsn} of this owner, of the key with the words {@code key}, into {@code buffer} at {@code offset}. */
+    public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long[] key, long value, CRC32C crc) {
+        buffer.putLong(offset + LSN_OFFSET, lsn, ORDER);
+        buffer.putLong(offset + RECORD_EPOCH_OFFSET, epoch, ORDER);
+        for (int w = 0; w < keys.words(); w++) {
+            buffer.putLong(offset + KEY_OFFSET + w * Long.BYTES, key[w], ORDER);
+        }
+        buffer.putLong(offset + valueOffset, value, ORDER);
+        buffer.putInt(offset + opOffset, op, ORDER);
+        buffer.putInt(offset + checksumOffset, checksum(crc, buffer, offset), ORDER);
+    }
+
+    private int checksum(CRC32C crc, DirectBuffer buffer, int offset) {
         crc.reset();
         byte[] array = buffer.byteArray();
         if (array != null) {
-            crc.update(array, buffer.wrapAdjustment() + offset, CHECKSUM_OFFSET);
+            crc.update(array, buffer.wrapAdjustment() + offset, checksumOffset);
         } else {
-            for (int i = 0; i < CHECKSUM_OFFSET; i++) {
+            for (int i = 0; i < checksumOffset; i++) {
                 crc.update(buffer.getByte(offset + i));
             }
         }
@@ -387,9 +416,9 @@ public final class RedoLog {
         int slot = (int) (firstLsn % capacity);
         int first = Math.min(count, capacity - slot);
         try {
-            memory.write(slotAddress(slot), records, offset, first * RECORD_LENGTH);
+            memory.write(slotAddress(slot), records, offset, first * recordLength);
             if (first < count) {
-                memory.write(slotAddress(0), records, offset + first * RECORD_LENGTH, (count - first) * RECORD_LENGTH);
+                memory.write(slotAddress(0), records, offset + first * recordLength, (count - first) * recordLength);
             }
         } catch (RuntimeException | Error e) {
             failure = e;
@@ -474,7 +503,7 @@ public final class RedoLog {
     }
 
     private long slotAddress(int slot) {
-        return address + HEADER_LENGTH + (long) slot * RECORD_LENGTH;
+        return address + HEADER_LENGTH + (long) slot * recordLength;
     }
 
     @Override

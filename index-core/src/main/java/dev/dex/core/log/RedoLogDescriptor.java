@@ -21,12 +21,14 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *   | magic    | partition  | capacity   | epoch    | owner    | checkpoint LSN | checkpoint epoch | owner client | unused | records ...
  *   +----------+------------+------------+----------+----------+----------------+------------------+--------------+--------+----------
  *
- * a record (40 bytes), the record of LSN l in slot l mod capacity:
- *   0          8          16         24         32       36         40
- *   +----------+----------+----------+----------+--------+----------+
- *   | LSN      | epoch    | key      | value    | op     | CRC32C   |
- *   +----------+----------+----------+----------+--------+----------+
+ * a record (32 + W bytes for keys of W bytes: 40 for 8-byte keys), the record of LSN l in slot l mod capacity:
+ *   0          8          16              16+W       24+W     28+W       32+W
+ *   +----------+----------+---------------+----------+--------+----------+
+ *   | LSN      | epoch    | key (W bytes) | value    | op     | CRC32C   |
+ *   +----------+----------+---------------+----------+--------+----------+
  * </pre>
+ * The offsets below are those of 8-byte keys; {@link #recordLength}, {@link #valueOffset}, {@link #opOffset} and
+ * {@link #checksumOffset} give every width's.
  *
  * <ul>
  *   <li><b>epoch</b> in the header is bumped by compare-and-swap by every owner that acquires the
@@ -75,5 +77,22 @@ public final class RedoLogDescriptor {
     public static final int DELETE = 2;
 
     private RedoLogDescriptor() {
+    }
+
+    /** The length of a record of keys {@code keyBytes} wide. */
+    public static int recordLength(int keyBytes) {
+        return 32 + keyBytes;
+    }
+
+    public static int valueOffset(int keyBytes) {
+        return KEY_OFFSET + keyBytes;
+    }
+
+    public static int opOffset(int keyBytes) {
+        return KEY_OFFSET + keyBytes + Long.BYTES;
+    }
+
+    public static int checksumOffset(int keyBytes) {
+        return opOffset(keyBytes) + Integer.BYTES;
     }
 }

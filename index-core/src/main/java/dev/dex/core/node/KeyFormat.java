@@ -189,6 +189,16 @@ public final class KeyFormat {
         return true;
     }
 
+    /** Whether the key at {@code key[offset, offset + words())} is plus infinity, the largest key (every word maximal). */
+    public boolean isPosInfinity(long[] key, int offset) {
+        for (int w = 0; w < words; w++) {
+            if (key[offset + w] != NodeHeaderDescriptor.POS_INFINITY) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     @Override
     public String toString() {
         return bytes + "-byte keys";

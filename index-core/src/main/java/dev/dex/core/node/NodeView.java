@@ -185,6 +185,9 @@ public final class NodeView {
 
     /** True when {@code key} lies in this node's range {@code (low, high]}. */
     public boolean covers(long[] key) {
+        if (words == 1) {
+            return covers(key[0]);
+        }
         return compareLowFence(key) > 0 && compareHighFence(key) <= 0;
     }
 
@@ -193,6 +196,9 @@ public final class NodeView {
      * orders keys: word by word, each a signed long.
      */
     private int compareAt(int offset, long[] key, int keyOffset) {
+        if (words == 1) {
+            return Long.compare(key[keyOffset], buffer.getLong(base + offset, ORDER));
+        }
         for (int w = 0; w < words; w++) {
             int c = Long.compare(key[keyOffset + w], buffer.getLong(base + offset + w * Long.BYTES, ORDER));
             if (c != 0) {
@@ -203,12 +209,20 @@ public final class NodeView {
     }
 
     private void copyWords(int offset, long[] out, int outOffset) {
+        if (words == 1) {
+            out[outOffset] = buffer.getLong(base + offset, ORDER);
+            return;
+        }
         for (int w = 0; w < words; w++) {
             out[outOffset + w] = buffer.getLong(base + offset + w * Long.BYTES, ORDER);
         }
     }
 
     private void putWords(int offset, long[] key) {
+        if (words == 1) {
+            buffer.putLong(base + offset, key[0], ORDER);
+            return;
+        }
         for (int w = 0; w < words; w++) {
             buffer.putLong(base + offset + w * Long.BYTES, key[w], ORDER);
         }

@@ -11,11 +11,14 @@ import dev.dex.core.tree.TreeConfig;
  *
  * <p>Request:
  * <pre>
- *   0       1    2     4           8       16          24        32            40         48
- *  +-------+----+-----+-----------+-------+-----------+---------+-------------+----------+
- *  | phase | op | pad | partition |  key  | new value |  start  | owner epoch | deadline |
- *  +-------+----+-----+-----------+-------+-----------+---------+-------------+----------+
+ *   0       1    2     4           8          16          24        32            40         48              40 + W
+ *  +-------+----+-----+-----------+----------+-----------+---------+-------------+----------+---------------+
+ *  | phase | op | pad | partition | key word | new value |  start  | owner epoch | deadline | key words 1.. |
+ *  |       |    |     |           |    0     |           |         |             |          | (W - 8 bytes) |
+ *  +-------+----+-----+-----------+----------+-----------+---------+-------------+----------+---------------+
  * </pre>
+ * A key of W bytes is W / 8 words ({@code KeyFormat}): the first at 8, the others after the deadline, so a request
+ * of an 8-byte key is 48 bytes as it always was, and one of a wider key {@code 40 + W}.
  * Answer:
  * <pre>
  *   0        1       2             3     8       16
@@ -42,6 +45,9 @@ final class OffloadMessageDescriptor {
     static final int EPOCH_OFFSET = 32;
     static final int DEADLINE_OFFSET = 40;
     static final int REQUEST_LENGTH = 48;
+    /** Where a wider key's further words start. */
+    static final int MORE_KEY_OFFSET = 48;
+    static final int MAX_REQUEST_LENGTH = 40 + dev.dex.core.node.KeyFormat.MAX_BYTES;
 
     static final int STATUS_OFFSET = 0;
     static final int FOUND_OFFSET = 1;
@@ -49,7 +55,7 @@ final class OffloadMessageDescriptor {
     static final int ANSWER_PATH_OFFSET = 16;
 
     static final int PATH_ENTRY_LENGTH = 16;
-    static final int MAX_LENGTH = Math.max(REQUEST_LENGTH, ANSWER_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH);
+    static final int MAX_LENGTH = Math.max(MAX_REQUEST_LENGTH, ANSWER_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH);
 
     private OffloadMessageDescriptor() {
     }
@@ -60,21 +66,31 @@ final class OffloadMessageDescriptor {
         out.putByte(OP_OFFSET, (byte) request.op());
         out.putShort(OP_OFFSET + 1, (short) 0);
         out.putInt(PARTITION_OFFSET, request.partition());
-        out.putLong(KEY_OFFSET, request.key());
+        long[] key = request.key();
+        out.putLong(KEY_OFFSET, key[0]);
         out.putLong(NEW_VALUE_OFFSET, request.newValue());
         out.putLong(START_OFFSET, request.start());
         out.putLong(EPOCH_OFFSET, request.epoch());
         out.putLong(DEADLINE_OFFSET, deadline);
-        return REQUEST_LENGTH;
+        for (int w = 1; w < key.length; w++) {
+            out.putLong(MORE_KEY_OFFSET + (w - 1) * Long.BYTES, key[w]);
+        }
+        return REQUEST_LENGTH + (key.length - 1) * Long.BYTES;
     }
 
     /** Rebuilds a request from a message; a malformed one throws {@link IllegalArgumentException} saying why. */
     static OffloadRequest decodeRequest(DirectBuffer message, int offset, int length) {
-        if (length != REQUEST_LENGTH) {
-            throw new IllegalArgumentException("an offload message of " + length + " bytes, where one has " + REQUEST_LENGTH);
+        if (length < REQUEST_LENGTH || length > MAX_REQUEST_LENGTH || (length - REQUEST_LENGTH) % Long.BYTES != 0) {
+            throw new IllegalArgumentException("an offload message of " + length + " bytes, where one has " + REQUEST_LENGTH
+                    + " plus 8 per key word after the first, up to " + MAX_REQUEST_LENGTH);
+        }
+        long[] key = new long[1 + (length - REQUEST_LENGTH) / Long.BYTES];
+        key[0] = message.getLong(offset + KEY_OFFSET);
+        for (int w = 1; w < key.length; w++) {
+            key[w] = message.getLong(offset + MORE_KEY_OFFSET + (w - 1) * Long.BYTES);
         }
         return OffloadRequest.received(message.getByte(offset + PHASE_OFFSET), message.getByte(offset + OP_OFFSET),
-                message.getInt(offset + PARTITION_OFFSET), message.getLong(offset + EPOCH_OFFSET), message.getLong(offset + KEY_OFFSET),
+                message.getInt(offset + PARTITION_OFFSET), message.getLong(offset + EPOCH_OFFSET), key,
                 message.getLong(offset + NEW_VALUE_OFFSET), message.getLong(offset + START_OFFSET));
     }
 

@@ -39,13 +39,17 @@ public final class OffloadRequest {
      */
     public static final int REJECTED = 5;
 
-    /** Request plus reply on the wire: header fields, and one address and version per path node of the reply. */
+    /**
+     * Request plus reply on the wire for an 8-byte key: header fields, and one address and version per path node of
+     * the reply; a wider key adds its further words.
+     */
     public static final int FIXED_BYTES = 64;
 
     // ---- input
     int phase;
     int op;
-    long key;
+    /** The key's words ({@code KeyFormat}); one word for an 8-byte key. */
+    long[] key = new long[1];
     long newValue;
     long start;
     final long[] path = new long[TreeConfig.MAX_HEIGHT];
@@ -67,20 +71,33 @@ public final class OffloadRequest {
     private volatile Thread waiter;
 
     /** Sets up write {@code op} (a LeafOps code that may change the leaf) on {@code key} from the node at {@code start}. */
-    public void write(int op, long key, long newValue, long start) {
+    public void write(int op, long[] key, long newValue, long start) {
         set(WRITE, op, key, newValue, start);
     }
 
-    /** Sets up a lookup of {@code key} in one message from the node at {@code start}. */
-    public void read(long key, long start) {
+    /** Sets up a lookup of {@code key} (its words) in one message from the node at {@code start}. */
+    public void read(long[] key, long start) {
         set(READ, LeafOps.LOOKUP, key, 0, start);
     }
 
-    private void set(int phase, int op, long key, long newValue, long start) {
+    /** {@link #write(int, long[], long, long)} of an 8-byte key. */
+    public void write(int op, long key, long newValue, long start) {
+        write(op, new long[] {key}, newValue, start);
+    }
+
+    /** {@link #read(long[], long)} of an 8-byte key. */
+    public void read(long key, long start) {
+        read(new long[] {key}, start);
+    }
+
+    private void set(int phase, int op, long[] key, long newValue, long start) {
         this.mayRunUntil = 0;
         this.phase = phase;
         this.op = op;
-        this.key = key;
+        if (this.key.length != key.length) {
+            this.key = new long[key.length];
+        }
+        System.arraycopy(key, 0, this.key, 0, key.length);
         this.newValue = newValue;
         this.start = start;
         this.pathLength = 0;
@@ -107,7 +124,7 @@ public final class OffloadRequest {
 
     /** Bytes of this request and its reply, for the verb counters (the path travels in the reply). */
     public int wireBytes() {
-        return FIXED_BYTES + 2 * Long.BYTES * pathLength;
+        return FIXED_BYTES + Long.BYTES * (key.length - 1) + 2 * Long.BYTES * pathLength;
     }
 
     public int phase() {
@@ -118,7 +135,8 @@ public final class OffloadRequest {
         return op;
     }
 
-    public long key() {
+    /** The key's words (the request's own array: not to be changed). */
+    public long[] key() {
         return key;
     }
 
@@ -187,6 +205,14 @@ public final class OffloadRequest {
      * writes went in one) are refused by name.
      */
     public static OffloadRequest received(int phase, int op, int partition, long epoch, long key, long newValue, long start) {
+        return received(phase, op, partition, epoch, new long[] {key}, newValue, start);
+    }
+
+    /** {@link #received(int, int, int, long, long, long, long)} of a key of any width: its words (1 to 8), kept. */
+    public static OffloadRequest received(int phase, int op, int partition, long epoch, long[] key, long newValue, long start) {
+        if (key == null || key.length < 1 || key.length > dev.dex.core.node.KeyFormat.MAX_BYTES / 8) {
+            throw new IllegalArgumentException("bad offload request: a key of " + (key == null ? 0 : key.length) + " words");
+        }
         if (phase == 0 || phase == 1) {
             throw new IllegalArgumentException("an offloaded write in two messages (phase " + phase + "), from a compute node"
                     + " of an older build: writes now go in one (WRITE, phase " + WRITE + ")");

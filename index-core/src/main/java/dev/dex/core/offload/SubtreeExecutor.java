@@ -9,6 +9,7 @@ import java.lang.invoke.VarHandle;
 import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.OwnershipTable;
@@ -42,7 +43,10 @@ public final class SubtreeExecutor {
     /** When a refusal was last logged, in nanos; shared by every executor, to log at most one a second. */
     private static final java.util.concurrent.atomic.AtomicLong LAST_WARNING = new java.util.concurrent.atomic.AtomicLong(
             System.nanoTime() - 2_000_000_000L);
-    private final NodeView node = new NodeView().wrap(new UnsafeBuffer(BufferUtil.allocateDirectAligned(NODE_LENGTH, 64)), 0);
+    /** The node buffer, and a view of it per key width: a request's key words say which ({@link OwnershipTable} checks them). */
+    private final UnsafeBuffer buffer = new UnsafeBuffer(BufferUtil.allocateDirectAligned(NODE_LENGTH, 64));
+    private final NodeView[] views = new NodeView[KeyFormat.MAX_BYTES / 8 + 1];
+    private NodeView node;
 
     public SubtreeExecutor(int serverId, Region region) {
         this.serverId = serverId;
@@ -59,6 +63,11 @@ public final class SubtreeExecutor {
         if (notOwner(request)) {
             return;
         }
+        int words = request.key.length;
+        if (views[words] == null) {
+            views[words] = new NodeView(KeyFormat.of(words * 8)).wrap(buffer, 0);
+        }
+        node = views[words];
         long address = request.start;
         int depth = 0;
         while (true) {

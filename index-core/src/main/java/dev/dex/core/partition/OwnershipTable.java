@@ -20,10 +20,10 @@ import dev.dex.rdma.RemoteMemory;
  *
  * ownership table (whole chunks on that server): a 64-byte header, then one 32-byte entry per partition of the
  * tree, partition p at 64 + 32 x p
- *   0                   8                16         64
- *   +-------------------+----------------+----------+-----------------
- *   | tree incarnation  | entries        | unused   | entries ...
- *   +-------------------+----------------+----------+-----------------
+ *   0                   8                16          24         64
+ *   +-------------------+----------------+-----------+----------+-----------------
+ *   | tree incarnation  | entries        | key bytes | unused   | entries ...
+ *   +-------------------+----------------+-----------+----------+-----------------
  *   entry:
  *   0               8                 16                24        32
  *   +---------------+-----------------+-----------------+---------+
@@ -36,6 +36,9 @@ import dev.dex.rdma.RemoteMemory;
  *       server 0 (its superblock, the redo logs' directory): a server 0 formatted anew is a new tree whose logs
  *       count epochs from 1 again, so a server that kept its region replaces a table of another incarnation with
  *       a fresh one rather than hold the new tree's owners to the old tree's epochs.</li>
+ *   <li><b>key bytes</b>: the width of the tree's keys (0 in tables made before widths existed: 8). A request's key
+ *       must have it: a node is never read or written in the layout of another width.</li>
+ *   <li><b>low, high</b> are bounds on a key's first word (its first 8 bytes), as the partition table keeps them.</li>
  *   <li><b>state</b> is {@link #REGISTERED} once an owner wrote the partition's bounds (0 before).</li>
  *   <li><b>low, high</b>: the partition's key range, {@code (low, high]}, from the partition table the owner read.
  *       Only a rewrite of the table could change them, and a compute node refuses to acquire once the table
@@ -66,6 +69,8 @@ public final class OwnershipTable {
     public static final int INCARNATION_OFFSET = 0;
     /** Table header: how many entries follow (the tree's partitions when the table was made). */
     public static final int ENTRIES_OFFSET = 8;
+    /** Table header: the width of the tree's keys in bytes (0: 8). */
+    public static final int KEY_BYTES_OFFSET = 16;
     public static final int HEADER_LENGTH = 64;
     public static final int ENTRY_LENGTH = 32;
     public static final int EPOCH_OFFSET = 0;
@@ -92,6 +97,11 @@ public final class OwnershipTable {
      *                               acquired the partition after this one
      */
     public static void register(RemoteMemory memory, int partitions, int partition, long epoch, long low, long high) {
+        register(memory, partitions, partition, epoch, low, high, 8);
+    }
+
+    /** {@link #register(RemoteMemory, int, int, long, long, long)} in a tree of keys {@code keyBytes} wide. */
+    public static void register(RemoteMemory memory, int partitions, int partition, long epoch, long low, long high, int keyBytes) {
         if (partitions < 1 || partitions > ENTRIES || partition < 0 || partition >= partitions) {
             throw new IllegalArgumentException("partition " + partition + " of " + partitions + " is outside [0, "
                     + Math.min(partitions, ENTRIES) + ")");
@@ -99,7 +109,7 @@ public final class OwnershipTable {
         long incarnation = memory.readLong(GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET));
         UnsafeBuffer words = new UnsafeBuffer(new byte[3 * Long.BYTES]);
         for (int server : memory.memoryServerIds()) {
-            long entry = table(memory, server, incarnation, partitions) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
+            long entry = table(memory, server, incarnation, partitions, keyBytes) + HEADER_LENGTH + (long) partition * ENTRY_LENGTH;
             words.putLong(0, low, ORDER);
             words.putLong(Long.BYTES, high, ORDER);
             words.putLong(2 * Long.BYTES, REGISTERED, ORDER);
@@ -130,14 +140,16 @@ public final class OwnershipTable {
      * (whole chunks on it, sized for the tree's partitions) by whoever needs it first; a table of another
      * incarnation (server 0 was formatted anew, this server kept its region), or a smaller one, is replaced.
      */
-    private static long table(RemoteMemory memory, int server, long incarnation, int partitions) {
+    private static long table(RemoteMemory memory, int server, long incarnation, int partitions, int keyBytes) {
         long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
-        UnsafeBuffer header = new UnsafeBuffer(new byte[2 * Long.BYTES]);
+        UnsafeBuffer header = new UnsafeBuffer(new byte[3 * Long.BYTES]);
         while (true) {
             long table = memory.readLong(pointer);
             if (table != 0) {
-                memory.read(table + INCARNATION_OFFSET, header, 0, 2 * Long.BYTES);
-                if (header.getLong(0, ORDER) == incarnation && header.getLong(Long.BYTES, ORDER) >= partitions) {
+                memory.read(table + INCARNATION_OFFSET, header, 0, 3 * Long.BYTES);
+                long width = header.getLong(2 * Long.BYTES, ORDER);
+                if (header.getLong(0, ORDER) == incarnation && header.getLong(Long.BYTES, ORDER) >= partitions
+                        && (width == 0 ? 8 : width) == keyBytes) {
                     return table;
                 }
             }
@@ -147,7 +159,8 @@ public final class OwnershipTable {
             long created = memory.chunkAllocator().allocateChunks(server, chunks);
             header.putLong(0, incarnation, ORDER);
             header.putLong(Long.BYTES, partitions, ORDER);
-            memory.write(created + INCARNATION_OFFSET, header, 0, 2 * Long.BYTES);
+            header.putLong(2 * Long.BYTES, keyBytes, ORDER);
+            memory.write(created + INCARNATION_OFFSET, header, 0, 3 * Long.BYTES);
             // Losing this race costs the chunks just taken (once per server and tree); the winner's table is used.
             memory.compareAndSwap(pointer, table, created);
         }
@@ -158,6 +171,11 @@ public final class OwnershipTable {
      * {@code partition} and {@code epoch}, or null when it may.
      */
     public static String refusal(Region region, int serverId, int partition, long epoch, long key) {
+        return refusal(region, serverId, partition, epoch, new long[] {key});
+    }
+
+    /** {@link #refusal(Region, int, int, long, long)} of a key of any width, its words {@code key}. */
+    public static String refusal(Region region, int serverId, int partition, long epoch, long[] key) {
         if (partition < 0 || partition >= ENTRIES) {
             return "partition " + partition + " does not exist";
         }
@@ -183,10 +201,15 @@ public final class OwnershipTable {
         if (current != epoch) {
             return "partition " + partition + " is owned at epoch " + current + ", not " + epoch;
         }
+        long width = region.getLongVolatile(start + KEY_BYTES_OFFSET);
+        if ((width == 0 ? 8 : width) != key.length * 8L) {
+            return "a key of " + key.length * 8 + " bytes; the tree's keys are " + (width == 0 ? 8 : width) + " bytes";
+        }
         long low = region.getLongVolatile(entry + LOW_OFFSET);
         long high = region.getLongVolatile(entry + HIGH_OFFSET);
-        if (key <= low || key > high) {
-            return "key " + key + " lies outside partition " + partition + " (" + low + ", " + high + "]";
+        if (!PartitionTable.contains(low, high, key)) {
+            return "key " + (key.length == 1 ? Long.toString(key[0]) : "0x" + Long.toHexString(key[0] ^ Long.MIN_VALUE) + "...")
+                    + " lies outside partition " + partition + " (" + low + ", " + high + "]";
         }
         return null;
     }

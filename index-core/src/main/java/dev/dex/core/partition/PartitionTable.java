@@ -87,6 +87,69 @@ public final class PartitionTable {
     }
 
     /**
+     * The partition that holds the key of any width at {@code key[0, words)}: partitions are bounds on the first word
+     * (a key's first 8 bytes), so partition {@code p} holds the keys from {@code (upper[p-1], MAX, ..., MAX)} exclusive
+     * to {@code (upper[p], MAX, ..., MAX)} inclusive.
+     */
+    public int partitionOf(long[] key) {
+        return partitionOf(key[0]);
+    }
+
+    /**
+     * Whether the key of any width {@code key} lies in the partition whose first-word bounds are {@code (low, high]}
+     * ({@link #lowerExclusive}, {@link #upperInclusive}): its first word lies in {@code (low, high]}, or, in the
+     * first partition ({@code low} minus infinity), it is that word and the key is not the reserved minus infinity.
+     */
+    public static boolean contains(long low, long high, long[] key) {
+        long first = key[0];
+        if (first > high || first < low) {
+            return false;
+        }
+        if (first > low) {
+            return true;
+        }
+        if (low != NodeHeaderDescriptor.NEG_INFINITY) {
+            return false;
+        }
+        for (int w = 1; w < key.length; w++) {
+            if (key[w] != NodeHeaderDescriptor.NEG_INFINITY) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The inclusive upper bound of partition {@code p} as a key of {@code words} words, into {@code out}. */
+    public void upperInclusive(int p, long[] out, int words) {
+        out[0] = upper[p];
+        for (int w = 1; w < words; w++) {
+            out[w] = NodeHeaderDescriptor.POS_INFINITY;
+        }
+    }
+
+    /**
+     * The partition a node with fences {@code (low, high]} of {@code words} words lies in, or -1 when it spans
+     * several (shared).
+     */
+    public int ownerOf(long[] low, long[] high, int words) {
+        int p = partitionOf(high[0]);
+        if (p == 0) {
+            return 0;
+        }
+        // low >= the partition's exclusive lower bound (upper[p-1], MAX, ..., MAX)?
+        long bound = upper[p - 1];
+        if (low[0] != bound) {
+            return low[0] > bound ? p : -1;
+        }
+        for (int w = 1; w < words; w++) {
+            if (low[w] != NodeHeaderDescriptor.POS_INFINITY) {
+                return -1;
+            }
+        }
+        return p;
+    }
+
+    /**
      * The partition a node with fences {@code (low, high]} lies in, or -1 when it spans several (shared).
      */
     public int ownerOf(long low, long high) {

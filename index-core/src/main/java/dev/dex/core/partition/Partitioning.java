@@ -5,6 +5,7 @@ import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
 import org.agrona.collections.LongArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.Superblock;
 import dev.dex.rdma.RemoteMemory;
@@ -18,7 +19,8 @@ public final class Partitioning {
      * {@code count} partitions whose boundaries are separators of the lowest inner level (the leaves'
      * fence keys), spaced so each partition gets about the same number of leaves. Every leaf then lies in
      * one partition: all leaves are owned (paper §4). Reads every inner node once; run it after bulk load,
-     * while nothing else writes.
+     * while nothing else writes. Partition bounds are on a key's first word (its first 8 bytes): with keys wider than
+     * 8 bytes, separators that share their first word give one bound, and a leaf that spans such a bound is shared.
      *
      * @throws IllegalArgumentException when the tree has fewer than {@code count} leaves
      */
@@ -26,9 +28,21 @@ public final class Partitioning {
         if (count < 1 || count > PartitionTable.MAX_PARTITIONS) {
             throw new IllegalArgumentException("partition count must be in [1, " + PartitionTable.MAX_PARTITIONS + "]: " + count);
         }
-        LongArrayList separators = new LongArrayList();
+        LongArrayList all = new LongArrayList();
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[NODE_LENGTH * 16]);
-        collect(memory, Superblock.read(memory).root(), buffer, 0, separators);
+        Superblock.Contents tree = Superblock.read(memory);
+        collect(memory, tree.root(), new NodeView(tree.keyFormat()), buffer, 0, all);
+        // First words of ascending separators ascend too; keep one of each.
+        LongArrayList separators = new LongArrayList();
+        for (int i = 0; i < all.size(); i++) {
+            long word = all.getLong(i);
+            if (word == NodeHeaderDescriptor.NEG_INFINITY || word == NodeHeaderDescriptor.POS_INFINITY) {
+                continue; // not a bound a table can hold (a wide key's first 8 bytes all zero, or all 0xff)
+            }
+            if (separators.isEmpty() || separators.getLong(separators.size() - 1) != word) {
+                separators.addLong(all.getLong(i));
+            }
+        }
         if (separators.size() + 1 < count) {
             throw new IllegalArgumentException("the tree has " + (separators.size() + 1) + " leaves, too few for "
                     + count + " partitions aligned to leaves; load more keys or use fewer partitions");
@@ -41,10 +55,11 @@ public final class Partitioning {
         return PartitionTable.ofUpperBounds(bounds);
     }
 
-    private static void collect(RemoteMemory memory, long address, UnsafeBuffer buffer, int depth, LongArrayList out) {
+    /** Adds the first words of the separators below {@code address}, in key order. */
+    private static void collect(RemoteMemory memory, long address, NodeView node, UnsafeBuffer buffer, int depth, LongArrayList out) {
         int offset = depth * NODE_LENGTH;
         memory.read(address, buffer, offset, NODE_LENGTH);
-        NodeView node = new NodeView().wrap(buffer, offset);
+        node.wrap(buffer, offset);
         if (node.isLeaf()) {
             return;
         }
@@ -64,7 +79,7 @@ public final class Partitioning {
             }
         }
         for (int i = 0; i <= count; i++) {
-            collect(memory, children[i], buffer, depth + 1, out);
+            collect(memory, children[i], node, buffer, depth + 1, out);
             if (i < count) {
                 out.addLong(separators[i]);
             }

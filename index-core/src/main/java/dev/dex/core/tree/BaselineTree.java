@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.engine.WordKeySession;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.node.NodeView;
@@ -145,24 +146,23 @@ public final class BaselineTree implements IndexEngine {
      * One thread's context: node buffers for the path from root to leaf, the lock tag, and the result of
      * the last lookup. Not thread-safe; allocation-free after construction.
      */
-    public final class Session implements IndexSession {
+    public final class Session extends WordKeySession {
         private final long tag;
-        private final int words = format.words();
         private final NodeView[] path = new NodeView[TreeConfig.MAX_HEIGHT];
         private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
         private final NodeView right = new NodeView(format);
         private final NodeView newRoot = new NodeView(format);
         private final RemoteNodes remote;
-        /** The key of a {@code long} operation (8-byte keys), a scan's next key, and a split's separator. */
-        private final long[] longKey = new long[words];
-        private final long[] scanKey = new long[words];
-        private final long[] separator = new long[words];
+        /** A scan's next key, and a split's separator. */
+        private final long[] scanKey = new long[format.words()];
+        private final long[] separator = new long[format.words()];
         private long value;
         private long restarts;
         private final RestartBudget budget = new RestartBudget(
                 "a remote lock is held and never released (a compute node may have died while holding it)");
 
         Session(long tag) {
+            super(format.words());
             this.tag = tag;
             this.remote = new RemoteNodes(memory, tag);
             UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeConfig.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
@@ -171,17 +171,6 @@ public final class BaselineTree implements IndexEngine {
             }
             right.wrap(nodes, TreeConfig.MAX_HEIGHT * NODE_LENGTH);
             newRoot.wrap(nodes, (TreeConfig.MAX_HEIGHT + 1) * NODE_LENGTH);
-        }
-
-        @Override
-        public int keyWords() {
-            return words;
-        }
-
-        /** Looks {@code key} up; on {@code true} its value is {@link #value()}. */
-        @Override
-        public boolean lookup(long key) {
-            return lookup(longKey(key));
         }
 
         @Override
@@ -208,76 +197,11 @@ public final class BaselineTree implements IndexEngine {
             return value;
         }
 
-        /** Adds {@code key} if absent; returns false (and changes nothing) if present. */
-        @Override
-        public boolean insert(long key, long value) {
-            return write(longKey(key), value, LeafOps.INSERT);
-        }
-
-        /** Replaces the value of {@code key} if present; returns false (and changes nothing) if absent. */
-        @Override
-        public boolean update(long key, long value) {
-            return write(longKey(key), value, LeafOps.UPDATE);
-        }
-
-        /** Inserts or replaces; returns true if {@code key} was absent. */
-        @Override
-        public boolean put(long key, long value) {
-            return write(longKey(key), value, LeafOps.PUT);
-        }
-
-        /** Removes {@code key}; returns false if it was absent. */
-        @Override
-        public boolean delete(long key) {
-            return write(longKey(key), 0, LeafOps.DELETE);
-        }
-
-        @Override
-        public boolean insert(long[] key, long value) {
-            return write(key, value, LeafOps.INSERT);
-        }
-
-        @Override
-        public boolean update(long[] key, long value) {
-            return write(key, value, LeafOps.UPDATE);
-        }
-
-        @Override
-        public boolean put(long[] key, long value) {
-            return write(key, value, LeafOps.PUT);
-        }
-
-        @Override
-        public boolean delete(long[] key) {
-            return write(key, 0, LeafOps.DELETE);
-        }
-
-        /**
-         * Copies up to {@code count} entries with keys {@code >= startKey}, in key order, into
-         * {@code keys} and {@code values}.
-         *
-         * <p>Each leaf is read atomically (one validated image); the scan as a whole is not a snapshot:
-         * a concurrent write to a leaf not yet reached is seen, one to a leaf already passed is not.
-         *
-         * @return the number of entries copied
-         */
-        @Override
-        public int scan(long startKey, int count, long[] keys, long[] values) {
-            IndexSession.requireOneWord(words);
-            return scan(longKey(Math.max(startKey, NEG_INFINITY + 1)), count, keys, values);
-        }
-
         @Override
         public int scan(long[] startKey, int count, long[] keys, long[] values) {
-            if (count < 0 || keys.length < count * words || values.length < count) {
-                throw new IllegalArgumentException("scan of " + count + " entries needs arrays of at least that length");
-            }
-            beginOp();
             long[] key = scanKey;
-            System.arraycopy(startKey, 0, key, 0, words);
-            if (format.isNegInfinity(key, 0)) {
-                IndexSession.successor(key, words);
-            }
+            startScan(startKey, count, keys, values, key);
+            beginOp();
             int n = 0;
             while (n < count) {
                 int depth = descend(key, false);
@@ -297,13 +221,6 @@ public final class BaselineTree implements IndexEngine {
             return n;
         }
 
-        /** {@code key} as this session's one-word key; only for a tree of 8-byte keys. */
-        private long[] longKey(long key) {
-            IndexSession.requireOneWord(words);
-            longKey[0] = key;
-            return longKey;
-        }
-
         /** Operations restarted by this session so far (validation failures, lost lock races, splits). */
         public long restarts() {
             return restarts;
@@ -320,7 +237,8 @@ public final class BaselineTree implements IndexEngine {
         }
 
         /** Runs the write {@code op} ({@link LeafOps}) of {@code key}; returns its {@link LeafOps#result}. */
-        private boolean write(long[] key, long newValue, int op) {
+        @Override
+        protected boolean write(long[] key, long newValue, int op) {
             checkKey(format, key);
             beginOp();
             while (true) {

@@ -11,6 +11,7 @@ import org.agrona.BufferUtil;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.RemoteMemory;
 
@@ -94,14 +95,19 @@ public final class RemoteNodes {
      * writing it: the node is still exactly what the parent says) or the node is the root.
      */
     private boolean rollForward(long address) {
-        NodeView node = new NodeView().wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
+        // The tree's key width (a rare path: one more read is nothing here).
+        KeyFormat keys = Superblock.read(memory).keyFormat();
+        NodeView node = new NodeView(keys).wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
         memory.read(address, node.buffer(), node.offset(), NODE_LENGTH);
         if (node.version() != node.backVersion()) {
             return true; // torn by a writer that died mid-write: readers refuse it, nothing here can rebuild it
         }
-        long key = node.lowFence() == NodeHeaderDescriptor.NEG_INFINITY ? NodeHeaderDescriptor.NEG_INFINITY + 1
-                : node.lowFence() + 1;
-        NodeView parent = new NodeView().wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
+        // The smallest key the node holds: the one after its low fence.
+        long[] key = new long[keys.words()];
+        node.lowFence(key);
+        dev.dex.core.engine.IndexSession.successor(key, keys.words());
+        long[] slotHigh = new long[keys.words()];
+        NodeView parent = new NodeView(keys).wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
         long current = readRoot();
         for (int depth = 0; depth < TreeConfig.MAX_HEIGHT && current != address; depth++) {
             if (!readForRollForward(current, parent)) {
@@ -116,8 +122,12 @@ public final class RemoteNodes {
                 if (child != address) {
                     return true;
                 }
-                long slotHigh = slot < parent.count() ? parent.key(slot) : parent.highFence();
-                if (node.highFence() > slotHigh) {
+                if (slot < parent.count()) {
+                    parent.key(slot, slotHigh, 0);
+                } else {
+                    parent.highFence(slotHigh);
+                }
+                if (node.compareHighFence(slotHigh) < 0) {
                     // Read again just before the write: a node the clip leaves inside one partition may meanwhile
                     // have been clipped, cached and written back by that partition's owner (a plain write, lock
                     // word 0); that image is newer and stays.

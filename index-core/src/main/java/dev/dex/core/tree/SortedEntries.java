@@ -43,4 +43,35 @@ public interface SortedEntries {
             }
         };
     }
+
+    /** Writes the words of the key of a long (a mapping of 8-byte keys into wider keys, in the same order). */
+    @FunctionalInterface
+    interface KeyWords {
+        void toWords(long key, long[] words);
+    }
+
+    /** {@code longs} with each key's words given by {@code words}: entries of wider keys in the longs' order. */
+    static SortedEntries withWords(SortedEntries longs, KeyWords words) {
+        return new SortedEntries() {
+            @Override
+            public boolean next() {
+                return longs.next();
+            }
+
+            @Override
+            public long key() {
+                return longs.key();
+            }
+
+            @Override
+            public void key(long[] out) {
+                words.toWords(longs.key(), out);
+            }
+
+            @Override
+            public long value() {
+                return longs.value();
+            }
+        };
+    }
 }

@@ -118,7 +118,7 @@ public final class CacheValidator {
 
         long dirty = 0;
         int[] swizzledIn = new int[frames];
-        NodeView view = new NodeView();
+        NodeView view = new NodeView(engine.keys);
         for (int f = 0; f < frames; f++) {
             if (arena.isLocked(f)) {
                 problem("frame " + f + " is left locked");
@@ -143,7 +143,11 @@ public final class CacheValidator {
             }
             // Owned here only if inside one partition that this engine holds (a node of another compute
             // node's partition is a read-only, possibly stale copy, treated as shared).
-            boolean shared = engine.treatAsShared(node.lowFence(), node.highFence());
+            long[] low = new long[engine.keys.words()];
+            long[] high = new long[engine.keys.words()];
+            node.lowFence(low);
+            node.highFence(high);
+            boolean shared = engine.treatAsShared(low, high);
             if (shared != arena.flag(f, SHARED)) {
                 problem("frame " + f + " SHARED flag " + arena.flag(f, SHARED) + " but fences and held partitions say "
                         + shared + ": " + node);
@@ -220,7 +224,7 @@ public final class CacheValidator {
             problem(exclusion.writes() + " offloaded writes left in flight: " + exclusion);
         }
         int frameEscapes = 0;
-        NodeView view = new NodeView();
+        NodeView view = new NodeView(engine.keys);
         for (int f = 0; f < arena.frames(); f++) {
             int state = arena.state(f);
             if (exclusion.isEscape(f)) {

@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
+import dev.dex.core.key.WideKeys;
 import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.offload.MessageOffloadChannel;
 import dev.dex.core.offload.OffloadChannel;
@@ -46,6 +47,8 @@ final class DexFixture implements AutoCloseable {
     dev.dex.core.log.RedoLogSettings redoLog = dev.dex.core.log.RedoLogSettings.OFF;
     final PartitionTable table;
     final int loaded;
+    /** The keys' width, and how the tests' long keys become keys of it. */
+    final WideKeys wide;
 
     /**
      * @param leafFences partition bounds from the leaves' fences (all leaves owned) or equal width
@@ -66,6 +69,13 @@ final class DexFixture implements AutoCloseable {
      */
     DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs, double fill,
                boolean overTcp) {
+        this(servers, subtreeLevel, loaded, partitions, leafFences, latencyNs, fill, overTcp, 8);
+    }
+
+    /** As above, with keys {@code keyBytes} wide ({@link WideKeys}: the tests' long keys keep their order). */
+    DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs, double fill,
+               boolean overTcp, int keyBytes) {
+        this.wide = new WideKeys(keyBytes);
         this.memorySide = overTcp ? new TcpFabric() : new LocalFabric(latencyNs);
         this.fabric = overTcp ? new TcpFabric(TcpSettings.DEFAULTS, latencyNs) : memorySide;
         for (int i = 0; i < servers; i++) {
@@ -81,9 +91,9 @@ final class DexFixture implements AutoCloseable {
             keys[i] = 2L * i + 2;
             values[i] = keys[i] + 1;
         }
-        BulkLoader.formatAndLoad(admin, new TreeConfig(subtreeLevel, fill), SortedEntries.of(keys, values), n -> { });
+        BulkLoader.formatAndLoad(admin, new TreeConfig(subtreeLevel, fill).withKeyBytes(keyBytes), wide.entries(keys, values), n -> { });
         this.table = leafFences ? Partitioning.fromLeafFences(admin, partitions)
-                : PartitionTable.equalWidth(partitions, 0, 2L * loaded + 2);
+                : PartitionTable.equalWidth(partitions, 0, wide.firstWord(2L * loaded + 2));
         Superblock.writePartitions(admin, table);
     }
 
@@ -147,8 +157,13 @@ final class DexFixture implements AutoCloseable {
             }
         }
         TreeMap<Long, Long> stored = new TreeMap<>();
-        TreeValidator.validate(admin, stored::put);
+        TreeValidator.validateWords(admin, (key, value) -> stored.put(wide.fromWords(key, 0), value));
         return stored;
+    }
+
+    /** The partition of the test key {@code n}. */
+    int partitionOf(long n) {
+        return table.partitionOf(wide.firstWord(n));
     }
 
     @Override

@@ -13,6 +13,8 @@ import java.util.TreeMap;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.dex.core.key.WideKeys;
+
 import dev.dex.core.engine.PartitionNotHeldException;
 
 /**
@@ -23,19 +25,26 @@ import dev.dex.core.engine.PartitionNotHeldException;
  */
 class DexModelTest {
 
-    @ParameterizedTest(name = "{0} engines={1} frames={2} P_A={3} servers={4} M={5} partitions={6} leafFences={7}")
+    @ParameterizedTest(name = "{0} engines={1} frames={2} P_A={3} servers={4} M={5} partitions={6} leafFences={7} key bytes={8}")
     @CsvSource({
-            "dex,         1, 40,  0.1, 1, 3, 8,  true",
-            "dex,         1, 24,  1.0, 2, 1, 16, false",
-            "dex,         2, 48,  0.5, 2, 2, 8,  false",
-            "dex,         3, 64,  0.3, 3, 1, 12, true",
-            "dex,         2, 400, 1.0, 1, 3, 4,  false",
-            "sherman,     2, 40,  0.0, 2, 1, 8,  false",
-            "partitioned, 2, 0,   0.0, 1, 3, 8,  false",
-            "partitioned, 1, 0,   0.0, 2, 0, 1,  true"})
+            "dex,         1, 40,  0.1, 1, 3, 8,  true,  8",
+            "dex,         1, 24,  1.0, 2, 1, 16, false, 8",
+            "dex,         2, 48,  0.5, 2, 2, 8,  false, 8",
+            "dex,         3, 64,  0.3, 3, 1, 12, true,  8",
+            "dex,         2, 400, 1.0, 1, 3, 4,  false, 8",
+            "sherman,     2, 40,  0.0, 2, 1, 8,  false, 8",
+            "partitioned, 2, 0,   0.0, 1, 3, 8,  false, 8",
+            "partitioned, 1, 0,   0.0, 2, 0, 1,  true,  8",
+            "dex,         2, 48,  0.5, 2, 2, 8,  false, 16",
+            "dex,         3, 64,  0.3, 3, 1, 12, true,  16",
+            "dex,         2, 96,  1.0, 2, 2, 6,  true,  64",
+            "dex,         1, 24,  0.2, 1, 3, 4,  false, 64",
+            "sherman,     2, 40,  0.0, 2, 1, 8,  false, 16",
+            "partitioned, 2, 0,   0.0, 1, 3, 8,  false, 64"})
     void randomOperationsMatchTheModel(String mode, int engines, int frames, double admission, int servers,
-                                       int subtreeLevel, int partitions, boolean leafFences) {
-        try (DexFixture fixture = new DexFixture(servers, subtreeLevel, 6_000, partitions, leafFences, 0)) {
+                                       int subtreeLevel, int partitions, boolean leafFences, int keyBytes) {
+        try (DexFixture fixture = new DexFixture(servers, subtreeLevel, 6_000, partitions, leafFences, 0,
+                dev.dex.core.tree.TreeConfig.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
             DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
                     DexConfig.DEFAULT_COOLING_RATIO, admission);
             List<DexEngine> list = fixture.open(engines, config);
@@ -53,15 +62,15 @@ class DexModelTest {
     static void randomOperations(DexFixture fixture, List<DexEngine> list, TreeMap<Long, Long> model, int operations,
                                  long seed) {
         int engines = list.size();
-        DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+        WideKeys.Session[] sessions = list.stream().map(e -> fixture.wide.of(e.newSession())).toArray(WideKeys.Session[]::new);
         SplittableRandom random = new SplittableRandom(seed);
         long range = 2L * fixture.loaded + 400;
         long[] scanKeys = new long[300];
         long[] scanValues = new long[300];
         for (int op = 0; op < operations; op++) {
             long key = random.nextInt(10) == 0 ? random.nextLong(-50, 0) : random.nextLong(1, range);
-            int p = fixture.table.partitionOf(key);
-            DexSession s = sessions[p % engines];
+            int p = fixture.partitionOf(key);
+            WideKeys.Session s = sessions[p % engines];
             long value = random.nextLong();
             String context = list.get(0).mode() + " op " + op + " key " + key;
             switch (random.nextInt(10)) {
@@ -84,7 +93,7 @@ class DexModelTest {
                     int i = 0;
                     while (i < count && expected.hasNext()) {
                         Map.Entry<Long, Long> e = expected.next();
-                        int ep = fixture.table.partitionOf(e.getKey());
+                        int ep = fixture.partitionOf(e.getKey());
                         if (ep != p && ep % engines != p % engines) {
                             break;
                         }
@@ -104,11 +113,11 @@ class DexModelTest {
             }
         }
         if (engines > 1) {
-            long foreign = fixture.table.upperInclusive(1);
+            long foreign = fixture.wide.largestWithFirstWord(fixture.table.upperInclusive(1));
             assertThrows(PartitionNotHeldException.class, () -> sessions[0].lookup(foreign));
         }
-        for (DexSession s : sessions) {
-            s.close();
+        for (WideKeys.Session s : sessions) {
+            s.session().close();
         }
     }
 }

@@ -17,6 +17,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.dex.core.key.WideKeys;
+
 /**
  * Threads on C engines over one pool, with caches of a few dozen frames so that cooling, eviction,
  * write-back, admission and splits of owned and shared nodes all run concurrently. Thread t alone writes
@@ -26,22 +28,27 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class DexStressTest {
 
-    @ParameterizedTest(name = "{0} engines={1} threads={2} frames={3} P_A={4} partitions={5} leafFences={6} latencyNs={7} ops={8} redoLog={9}")
+    @ParameterizedTest(name = "{0} engines={1} threads={2} frames={3} P_A={4} partitions={5} leafFences={6} latencyNs={7} ops={8} redoLog={9} key bytes={10}")
     @CsvSource({
-            "dex,         1, 2, 600, 1.0, 4,  true,  0,    60000, false",
-            "dex,         1, 4, 32,  0.5, 8,  true,  0,    15000, false",
-            "dex,         2, 4, 48,  0.3, 8,  false, 0,    15000, false",
-            "dex,         3, 3, 96,  1.0, 12, false, 0,    15000, false",
-            "dex,         2, 4, 40,  0.5, 8,  false, 1000, 3000,  false",
-            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    15000, false",
-            "partitioned, 2, 4, 0,   0.0, 8,  false, 0,    15000, false",
-            "dex,         2, 4, 48,  0.5, 4,  false, 0,    15000, true",
-            "dex,         1, 4, 600, 1.0, 2,  true,  0,    15000, true",
-            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    15000, true"})
+            "dex,         1, 2, 600, 1.0, 4,  true,  0,    60000, false, 8",
+            "dex,         1, 4, 32,  0.5, 8,  true,  0,    15000, false, 8",
+            "dex,         2, 4, 48,  0.3, 8,  false, 0,    15000, false, 8",
+            "dex,         3, 3, 96,  1.0, 12, false, 0,    15000, false, 8",
+            "dex,         2, 4, 40,  0.5, 8,  false, 1000, 3000,  false, 8",
+            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    15000, false, 8",
+            "partitioned, 2, 4, 0,   0.0, 8,  false, 0,    15000, false, 8",
+            "dex,         2, 4, 48,  0.5, 4,  false, 0,    15000, true,  8",
+            "dex,         1, 4, 600, 1.0, 2,  true,  0,    15000, true,  8",
+            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    15000, true,  8",
+            "dex,         2, 4, 48,  0.3, 8,  false, 0,    15000, false, 16",
+            "dex,         1, 4, 32,  0.5, 8,  true,  0,    15000, true,  16",
+            "dex,         2, 4, 64,  0.5, 6,  false, 0,    15000, false, 64",
+            "sherman,     2, 4, 32,  0.0, 8,  false, 0,    10000, true,  64"})
     void concurrentOperationsKeepEveryLastWrite(String mode, int engines, int threads, int frames, double admission,
                                                 int partitions, boolean leafFences, long latencyNs,
-                                                int opsPerThread, boolean redoLog) throws Exception {
-        try (DexFixture fixture = new DexFixture(2, 1, 4_000, partitions, leafFences, latencyNs)) {
+                                                int opsPerThread, boolean redoLog, int keyBytes) throws Exception {
+        try (DexFixture fixture = new DexFixture(2, 1, 4_000, partitions, leafFences, latencyNs,
+                dev.dex.core.tree.TreeConfig.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
             // A one-chunk log (64 KiB, 1,636 records): many threads share a partition's log, wrap it, and checkpoint.
             fixture.redoLog = redoLog ? dev.dex.core.log.RedoLogSettings.ON.withBytes(64 << 10) : dev.dex.core.log.RedoLogSettings.OFF;
             DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
@@ -53,17 +60,15 @@ class DexStressTest {
             }
             fixture.initialModel().forEach((k, v) -> models.get((int) (k % threads)).put(k, encode(k, 0)));
             // Rewrite the loaded values so every value in the tree encodes its key.
-            DexSession setup = list.get(0).newSession();
             for (int e = 0; e < engines; e++) {
-                DexSession s = list.get(e).newSession();
+                WideKeys.Session s = fixture.wide.of(list.get(e).newSession());
                 for (var entry : fixture.initialModel().entrySet()) {
-                    if (fixture.table.partitionOf(entry.getKey()) % engines == e) {
+                    if (fixture.partitionOf(entry.getKey()) % engines == e) {
                         s.update(entry.getKey(), encode(entry.getKey(), 0));
                     }
                 }
-                s.close();
+                s.session().close();
             }
-            setup.close();
 
             long range = 2L * fixture.loaded + 200;
             CountDownLatch start = new CountDownLatch(1);
@@ -72,15 +77,16 @@ class DexStressTest {
             for (int t = 0; t < threads; t++) {
                 int id = t;
                 Thread worker = new Thread(() -> {
-                    DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+                    WideKeys.Session[] sessions = list.stream().map(e -> fixture.wide.of(e.newSession()))
+                            .toArray(WideKeys.Session[]::new);
                     try {
                         start.await();
                         run(fixture, sessions, id, threads, opsPerThread, range, models.get(id));
                     } catch (Throwable e) {
                         failure.compareAndSet(null, e);
                     } finally {
-                        for (DexSession s : sessions) {
-                            s.close();
+                        for (WideKeys.Session s : sessions) {
+                            s.session().close();
                         }
                     }
                 }, "dex-stress-" + t);
@@ -125,7 +131,8 @@ class DexStressTest {
                 }
                 fixture.engines.add(heir);
                 TreeMap<Long, Long> recovered = new TreeMap<>();
-                try (DexSession s = heir.newSession()) {
+                try (DexSession session = heir.newSession()) {
+                    WideKeys.Session s = fixture.wide.of(session);
                     long[] keys = new long[expected.size() + 100];
                     long[] values = new long[keys.length];
                     int n = s.scan(Long.MIN_VALUE + 1, keys.length, keys, values);
@@ -139,7 +146,7 @@ class DexStressTest {
         }
     }
 
-    static void run(DexFixture fixture, DexSession[] sessions, int id, int threads, int ops, long range,
+    static void run(DexFixture fixture, WideKeys.Session[] sessions, int id, int threads, int ops, long range,
                             Map<Long, Long> model) {
         SplittableRandom random = new SplittableRandom(id * 7919L + 3);
         long[] scanKeys = new long[40];
@@ -148,8 +155,8 @@ class DexStressTest {
             // Half the operations hit a hot range of a few leaves, so threads collide on the same frames.
             long any = random.nextBoolean() ? random.nextLong(1, 240) : random.nextLong(1, range);
             long own = any - Math.floorMod(any, (long) threads) + id;
-            DexSession anySession = sessions[fixture.table.partitionOf(any) % sessions.length];
-            DexSession ownSession = sessions[fixture.table.partitionOf(own) % sessions.length];
+            WideKeys.Session anySession = sessions[fixture.partitionOf(any) % sessions.length];
+            WideKeys.Session ownSession = sessions[fixture.partitionOf(own) % sessions.length];
             switch (random.nextInt(10)) {
                 case 0, 1 -> {
                     if (anySession.lookup(any)) {

@@ -17,6 +17,11 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.KeyFormat;
 
 /**
  * {@link OffloadExclusion}: which escapes a write at a level must not find in its range, and that a write and an escape
@@ -24,71 +29,71 @@ import org.junit.jupiter.api.Test;
  */
 class OffloadExclusionTest {
     /** Offloading level M = 2: writes start at level 1 or 2, escapes matter at levels 0 and 1. */
-    private final OffloadExclusion exclusion = new OffloadExclusion(16, 2);
+    private final OffloadExclusion exclusion = new OffloadExclusion(16, 2, KeyFormat.EIGHT);
 
     @Test
     void aWriteMeetsOnlyEscapesBelowItsNodeInItsRange() {
-        assertTrue(exclusion.enterFrame(3, 100, 150, 0), "a leaf (100, 150] under no cached parent");
-        assertNull(exclusion.beginWrite(99, 200, 1), "a level-1 write whose range holds the leaf's low fence");
-        assertNull(exclusion.beginWrite(100, 200, 1), "the leaf's low fence is the range's own");
+        assertTrue(exclusion.enterFrame(3, k(100), k(150), 0), "a leaf (100, 150] under no cached parent");
+        assertNull(exclusion.beginWrite(k(99), k(200), 1), "a level-1 write whose range holds the leaf's low fence");
+        assertNull(exclusion.beginWrite(k(100), k(200), 1), "the leaf's low fence is the range's own");
         List<OffloadExclusion.Range> writes = new ArrayList<>();
-        writes.add(exclusion.beginWrite(0, 100, 1));
+        writes.add(exclusion.beginWrite(k(0), k(100), 1));
         assertNotNull(writes.get(0), "the range ends where the leaf starts: (0, 100] holds no key of it");
-        writes.add(exclusion.beginWrite(150, 300, 1));
+        writes.add(exclusion.beginWrite(k(150), k(300), 1));
         assertNotNull(writes.get(1), "a range after the leaf");
 
-        assertTrue(exclusion.enterFrame(4, 300, 400, 1), "a level-1 node");
-        assertNull(exclusion.beginWrite(300, 500, 2), "a level-2 write above it");
-        writes.add(exclusion.beginWrite(300, 400, 1));
+        assertTrue(exclusion.enterFrame(4, k(300), k(400), 1), "a level-1 node");
+        assertNull(exclusion.beginWrite(k(300), k(500), 2), "a level-2 write above it");
+        writes.add(exclusion.beginWrite(k(300), k(400), 1));
         assertNotNull(writes.get(2), "the level-1 node itself is not below a write at level 1");
         assertEquals(3, exclusion.writes());
         writes.forEach(exclusion::endWrite);
 
         exclusion.leaveFrame(3);
-        assertNotNull(exclusion.beginWrite(90, 160, 1), "the leaf was evicted");
+        assertNotNull(exclusion.beginWrite(k(90), k(160), 1), "the leaf was evicted");
         assertEquals(1, exclusion.escapes());
         assertEquals(1, exclusion.writes());
     }
 
     @Test
     void writesWhoseRangesOverlapExcludeEachOther() {
-        OffloadExclusion.Range first = exclusion.beginWrite(100, 200, 1);
+        OffloadExclusion.Range first = exclusion.beginWrite(k(100), k(200), 1);
         assertNotNull(first);
-        assertNull(exclusion.beginWrite(150, 250, 1));
-        assertNull(exclusion.beginWrite(0, 1000, 2), "a write above it");
-        assertNotNull(exclusion.beginWrite(200, 300, 1), "(200, 300] does not overlap (100, 200]");
+        assertNull(exclusion.beginWrite(k(150), k(250), 1));
+        assertNull(exclusion.beginWrite(k(0), k(1000), 2), "a write above it");
+        assertNotNull(exclusion.beginWrite(k(200), k(300), 1), "(200, 300] does not overlap (100, 200]");
         exclusion.endWrite(first);
-        assertNotNull(exclusion.beginWrite(150, 199, 1));
+        assertNotNull(exclusion.beginWrite(k(150), k(199), 1));
     }
 
     @Test
     void anEscapeBelowAWriteInFlightWaitsButAnOrphanIsEnteredAnyway() {
-        OffloadExclusion.Range write = exclusion.beginWrite(100, 200, 2);
+        OffloadExclusion.Range write = exclusion.beginWrite(k(100), k(200), 2);
         assertNotNull(write);
-        assertFalse(exclusion.enterFrame(1, 120, 130, 0), "a leaf admitted below the write");
+        assertFalse(exclusion.enterFrame(1, k(120), k(130), 0), "a leaf admitted below the write");
         assertFalse(exclusion.isEscape(1));
-        assertNull(exclusion.enterDescent(100, 150, 1), "a descent into a level-1 node below it");
-        assertTrue(exclusion.enterFrame(2, 100, 200, 2), "a node at the write's own level matters not");
-        assertSame(OffloadExclusion.NOTHING, exclusion.enterDescent(100, 200, 2), "nor a descent into one");
-        assertTrue(exclusion.enterFrame(5, 200, 250, 0), "a leaf after the range");
+        assertNull(exclusion.enterDescent(k(100), k(150), 1), "a descent into a level-1 node below it");
+        assertTrue(exclusion.enterFrame(2, k(100), k(200), 2), "a node at the write's own level matters not");
+        assertSame(OffloadExclusion.NOTHING, exclusion.enterDescent(k(100), k(200), 2), "nor a descent into one");
+        assertTrue(exclusion.enterFrame(5, k(200), k(250), 0), "a leaf after the range");
 
-        exclusion.enterOrphan(6, 110, 120, 0);
+        exclusion.enterOrphan(6, k(110), k(120), 0);
         assertTrue(exclusion.isEscape(6), "an orphan was reachable until now: it cannot lie below a write in flight");
         exclusion.endWrite(write);
-        OffloadExclusion.Range descent = exclusion.enterDescent(100, 150, 1);
+        OffloadExclusion.Range descent = exclusion.enterDescent(k(100), k(150), 1);
         assertNotNull(descent);
-        assertNull(exclusion.beginWrite(100, 200, 2), "the descent's escape is below it now");
+        assertNull(exclusion.beginWrite(k(100), k(200), 2), "the descent's escape is below it now");
         exclusion.release(descent);
         exclusion.leaveFrame(6);
-        assertNotNull(exclusion.beginWrite(100, 200, 2));
+        assertNotNull(exclusion.beginWrite(k(100), k(200), 2));
     }
 
     @Test
     void anEngineThatNeverOffloadsKeepsNothing() {
-        OffloadExclusion off = new OffloadExclusion(4, 0);
-        assertTrue(off.enterFrame(1, 0, 10, 0));
-        off.enterOrphan(2, 0, 10, 0);
-        assertSame(OffloadExclusion.NOTHING, off.enterDescent(0, 10, 0));
+        OffloadExclusion off = new OffloadExclusion(4, 0, KeyFormat.EIGHT);
+        assertTrue(off.enterFrame(1, k(0), k(10), 0));
+        off.enterOrphan(2, k(0), k(10), 0);
+        assertSame(OffloadExclusion.NOTHING, off.enterDescent(k(0), k(10), 0));
         assertEquals(0, off.escapes());
     }
 
@@ -97,9 +102,21 @@ class OffloadExclusionTest {
      * model and checks, while it holds it, that nobody holds a conflicting one. With the exclusion correct, no two
      * conflicting ranges are ever held at once; the test fails if one check sees another.
      */
-    @Test
-    void conflictingRangesAreNeverHeldAtOnce() throws Exception {
-        OffloadExclusion shared = new OffloadExclusion(64, 3);
+    /** The words of {@code n}'s key in an index of 8-byte keys, or of {@link #wide}'s width in the many-thread test. */
+    private WideKeys wide = new WideKeys(8);
+
+    private long[] k(long n) {
+        long[] key = new long[wide.words()];
+        wide.toWords(n, key, 0);
+        return key;
+    }
+
+    @ParameterizedTest(name = "{0}-byte keys")
+    @ValueSource(ints = {8, 16, 64})
+    void conflictingRangesAreNeverHeldAtOnce(int keyBytes) throws Exception {
+        wide = new WideKeys(keyBytes);
+        KeyFormat keys = KeyFormat.of(keyBytes);
+        OffloadExclusion shared = new OffloadExclusion(64, 3, keys);
         Map<Object, long[]> held = new ConcurrentHashMap<>();
         AtomicReference<String> violation = new AtomicReference<>();
         AtomicLong writes = new AtomicLong();
@@ -126,14 +143,14 @@ class OffloadExclusionTest {
                     OffloadExclusion.Range range = null;
                     int frame = -1;
                     if (write) {
-                        range = shared.beginWrite(low, low + span, level);
+                        range = shared.beginWrite(k(low), k(low + span), level);
                         token = range;
                     } else if (random.nextBoolean()) {
-                        range = shared.enterDescent(low, low + span, level);
+                        range = shared.enterDescent(k(low), k(low + span), level);
                         token = range;
                     } else {
                         frame = id * 16 + random.nextInt(16);
-                        token = shared.enterFrame(frame, low, low + span, level) ? Integer.valueOf(frame) : null;
+                        token = shared.enterFrame(frame, k(low), k(low + span), level) ? Integer.valueOf(frame) : null;
                         if (token == null) {
                             frame = -1;
                         }

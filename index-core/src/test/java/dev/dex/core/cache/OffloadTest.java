@@ -18,6 +18,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.dex.core.node.LeafOps;
+import dev.dex.core.key.WideKeys;
 import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadRequest;
@@ -35,7 +36,12 @@ class OffloadTest {
 
     /** {@code overTcp}: the memory servers serve over loopback TCP and offloads travel as fabric messages. */
     private static DexFixture fixture(double fill, boolean overTcp) {
-        return new DexFixture(2, 2, 20_000, 4, true, 0, fill, overTcp);
+        return fixture(fill, overTcp, 8);
+    }
+
+    /** As above, with keys {@code keyBytes} wide. */
+    private static DexFixture fixture(double fill, boolean overTcp, int keyBytes) {
+        return new DexFixture(2, 2, 20_000, 4, true, 0, fill, overTcp, keyBytes);
     }
 
     private static DexConfig config(String mode, int frames) {
@@ -86,14 +92,16 @@ class OffloadTest {
         return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks, 0, 0);
     }
 
-    @ParameterizedTest(name = "{0} engines={1} frames={2} cooling={3}")
+    @ParameterizedTest(name = "{0} engines={1} frames={2} cooling={3} key bytes={4}")
     @CsvSource({
-            "offload-only, 1, 6,  0.1",
-            "offload-only, 2, 8,  0.1",
-            "dex,          1, 6,  0.1",
-            "dex,          2, 8,  0.1"})
-    void randomOperationsThroughOffloadingMatchTheModel(String mode, int engines, int frames, double cooling) {
-        try (DexFixture fixture = fixture(0.8)) {
+            "offload-only, 1, 6,  0.1, 8",
+            "offload-only, 2, 8,  0.1, 8",
+            "dex,          1, 6,  0.1, 8",
+            "dex,          2, 8,  0.1, 8",
+            "offload-only, 2, 8,  0.1, 16",
+            "dex,          2, 8,  0.1, 64"})
+    void randomOperationsThroughOffloadingMatchTheModel(String mode, int engines, int frames, double cooling, int keyBytes) {
+        try (DexFixture fixture = fixture(0.8, false, keyBytes)) {
             Phases phases = new Phases();
             fixture.offloadWrapper = phases::wrap;
             List<DexEngine> list = fixture.open(engines, config(mode, frames).withCoolingRatio(cooling), 1);
@@ -108,12 +116,13 @@ class OffloadTest {
         }
     }
 
-    @ParameterizedTest(name = "over tcp: {0} engines={1} frames={2}")
+    @ParameterizedTest(name = "over tcp: {0} engines={1} frames={2} key bytes={3}")
     @CsvSource({
-            "offload-only, 1, 6",
-            "dex,          2, 8"})
-    void randomOperationsOffloadedAsTcpMessagesMatchTheModel(String mode, int engines, int frames) {
-        try (DexFixture fixture = fixture(0.8, true)) {
+            "offload-only, 1, 6, 8",
+            "dex,          2, 8, 8",
+            "dex,          2, 8, 32"})
+    void randomOperationsOffloadedAsTcpMessagesMatchTheModel(String mode, int engines, int frames, int keyBytes) {
+        try (DexFixture fixture = fixture(0.8, true, keyBytes)) {
             Phases phases = new Phases();
             fixture.offloadWrapper = phases::wrap;
             List<DexEngine> list = fixture.open(engines, config(mode, frames), 1);
@@ -165,7 +174,7 @@ class OffloadTest {
             AtomicReference<Runnable> onAnswer = new AtomicReference<>();
             List<Long> answers = new ArrayList<>();
             fixture.offloadWrapper = channel -> afterAnswer(channel, request -> {
-                if (request.phase() == OffloadRequest.READ && request.key() == key) {
+                if (request.phase() == OffloadRequest.READ && request.key()[0] == key) {
                     answers.add(request.found() ? request.value() : null);
                     Runnable action = onAnswer.getAndSet(null);
                     if (action != null) {
@@ -323,7 +332,7 @@ class OffloadTest {
                 public void read(long address, org.agrona.MutableDirectBuffer dst, int dstOffset, int length) {
                     DexEngine engine = opened.get();
                     if (address == levelOne && engine != null && seen.get() == null) {
-                        OffloadExclusion.Range write = engine.exclusion.beginWrite(Long.MIN_VALUE, Long.MAX_VALUE, 2);
+                        OffloadExclusion.Range write = engine.exclusion.beginWrite(new long[] {Long.MIN_VALUE}, new long[] {Long.MAX_VALUE}, 2);
                         seen.set("escapes " + engine.exclusion.escapes() + ", a write over the node " + (write == null
                                 ? "refused" : "entered"));
                         if (write != null) {
@@ -662,10 +671,10 @@ class OffloadTest {
         }
     }
 
-    @ParameterizedTest(name = "over tcp: {0}")
-    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
-    void computeThreadsAndOffloadThreadsTogetherKeepEveryLastWrite(boolean overTcp) throws Exception {
-        try (DexFixture fixture = fixture(0.8, overTcp)) {
+    @ParameterizedTest(name = "over tcp: {0}, key bytes {1}")
+    @CsvSource({"false, 8", "true, 8", "false, 16", "true, 64"})
+    void computeThreadsAndOffloadThreadsTogetherKeepEveryLastWrite(boolean overTcp, int keyBytes) throws Exception {
+        try (DexFixture fixture = fixture(0.8, overTcp, keyBytes)) {
             List<DexEngine> list = fixture.open(2, config("offload-only", 24), 2);
             int threads = 4;
             List<Map<Long, Long>> models = new ArrayList<>();
@@ -673,29 +682,30 @@ class OffloadTest {
                 models.add(new HashMap<>());
             }
             for (int e = 0; e < list.size(); e++) {
-                DexSession s = list.get(e).newSession();
+                WideKeys.Session s = fixture.wide.of(list.get(e).newSession());
                 for (var entry : fixture.initialModel().entrySet()) {
                     long key = entry.getKey();
-                    if (fixture.table.partitionOf(key) % list.size() == e) {
+                    if (fixture.partitionOf(key) % list.size() == e) {
                         s.update(key, DexStressTest.encode(key, 0));
                         models.get((int) (key % threads)).put(key, DexStressTest.encode(key, 0));
                     }
                 }
-                s.close();
+                s.session().close();
             }
             AtomicReference<Throwable> failure = new AtomicReference<>();
             List<Thread> workers = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
                 int id = t;
                 Thread worker = new Thread(() -> {
-                    DexSession[] sessions = list.stream().map(DexEngine::newSession).toArray(DexSession[]::new);
+                    WideKeys.Session[] sessions = list.stream().map(e -> fixture.wide.of(e.newSession()))
+                            .toArray(WideKeys.Session[]::new);
                     try {
                         DexStressTest.run(fixture, sessions, id, threads, 8_000, 2L * fixture.loaded + 200, models.get(id));
                     } catch (Throwable e) {
                         failure.compareAndSet(null, e);
                     } finally {
-                        for (DexSession s : sessions) {
-                            s.close();
+                        for (WideKeys.Session s : sessions) {
+                            s.session().close();
                         }
                     }
                 }, "offload-stress-" + t);

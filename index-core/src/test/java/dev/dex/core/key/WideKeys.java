@@ -4,15 +4,17 @@ import dev.dex.core.engine.IndexSession;
 
 /**
  * Test keys of any width that keep the order of longs, so a test written against a {@code long} model runs
- * unchanged at every width: the long {@code n} becomes the words {@code [n >> 40, C, ..., C, n & (2^40 - 1)]} (one
- * word, {@code n} itself, for 8-byte keys). Keys whose top 24 bits agree share every word but the last, so most
- * comparisons read the whole key, the worst case of a memcmp.
+ * unchanged at every width: the long {@code n} becomes the words {@code [n >> 4, C, ..., C, n & 15]} (one
+ * word, {@code n} itself, for 8-byte keys). Sixteen consecutive keys share every word but the last, so many
+ * comparisons read the whole key, the worst case of a memcmp; the first word, which partitions go by, still spreads
+ * the keys over the partitions ({@link #firstWord}).
  *
  * <p>{@link Session} runs a session's word operations with long keys mapped this way.
  */
 public final class WideKeys {
     private static final long MIDDLE = 0x6b65_795f_6d69_6464L;
-    private static final long LOW_MASK = (1L << 40) - 1;
+    private static final int SHIFT = 4;
+    private static final long LOW_MASK = (1L << SHIFT) - 1;
 
     private final int words;
 
@@ -30,7 +32,7 @@ public final class WideKeys {
             out[offset] = n;
             return;
         }
-        out[offset] = n >> 40;
+        out[offset] = n >> SHIFT;
         for (int w = 1; w < words - 1; w++) {
             out[offset + w] = MIDDLE;
         }
@@ -47,7 +49,23 @@ public final class WideKeys {
                 throw new AssertionError("word " + w + " of a key is " + Long.toHexString(key[offset + w]) + ": not a test key");
             }
         }
-        return (key[offset] << 40) | key[offset + words - 1];
+        return (key[offset] << SHIFT) | key[offset + words - 1];
+    }
+
+    /** The first word of {@code n}'s key: what its partition is chosen by. */
+    public long firstWord(long n) {
+        return words == 1 ? n : n >> SHIFT;
+    }
+
+    /** The largest long whose key's first word is {@code word}. */
+    public long largestWithFirstWord(long word) {
+        return words == 1 ? word : (word << SHIFT) | LOW_MASK;
+    }
+
+    /** Sorted long keys and their values as entries of keys of this width, for bulk load. */
+    public dev.dex.core.tree.SortedEntries entries(long[] keys, long[] values) {
+        dev.dex.core.tree.SortedEntries longs = dev.dex.core.tree.SortedEntries.of(keys, values);
+        return dev.dex.core.tree.SortedEntries.withWords(longs, (n, out) -> toWords(n, out, 0));
     }
 
     /** A session's operations on the keys of longs. Not thread-safe, like the session. */

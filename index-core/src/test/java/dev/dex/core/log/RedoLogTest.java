@@ -49,7 +49,7 @@ class RedoLogTest {
 
     private static List<Entry> replay(RedoLog log) {
         List<Entry> entries = new ArrayList<>();
-        log.replay((op, key, value) -> entries.add(new Entry(op, key, value)));
+        log.replay((op, key, value) -> entries.add(new Entry(op, key[0], value)));
         return entries;
     }
 

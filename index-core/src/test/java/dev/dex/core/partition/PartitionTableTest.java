@@ -106,6 +106,33 @@ class PartitionTableTest {
     }
 
     @Test
+    void wideKeysGetBoundsFromTheFirstWordsOfTheirSeparators() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 8L << 20, 64 << 10);
+            RemoteMemory memory = fabric.connect(0);
+            // 16-byte keys: 1000 whose first 8 bytes are zero (first word Long.MIN_VALUE, no bound can be that), then 200
+            // in groups of 40 sharing a first word.
+            long[] keys = new long[1_200];
+            for (int i = 0; i < keys.length; i++) {
+                keys[i] = i;
+            }
+            SortedEntries entries = SortedEntries.withWords(SortedEntries.of(keys, keys), (n, words) -> {
+                words[0] = n < 1000 ? Long.MIN_VALUE : Long.MIN_VALUE + 1 + (n - 1000) / 40;
+                words[1] = n;
+            });
+            BulkLoader.formatAndLoad(memory, TreeConfig.defaults().withKeyBytes(16), entries, x -> { });
+            PartitionTable table = Partitioning.fromLeafFences(memory, 4);
+            assertEquals(4, table.count());
+            long previous = Long.MIN_VALUE;
+            for (long bound : table.upperBounds()) {
+                assertTrue(bound > previous && bound <= Long.MIN_VALUE + 5, "a first word of a separator: " + bound);
+                previous = bound;
+            }
+            assertEquals(0, table.partitionOf(new long[] {Long.MIN_VALUE, 5}), "keys whose first word is minimal: partition 0");
+        }
+    }
+
+    @Test
     void aTreeWithFewerLeavesThanPartitionsIsRejected() {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 4L << 20, 64 << 10);

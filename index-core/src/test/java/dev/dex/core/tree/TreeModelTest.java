@@ -57,7 +57,7 @@ class TreeModelTest {
                     values[i] = keys[i] ^ 0x5555;
                     model.put(keys[i], values[i]);
                 }
-                BulkLoader.formatAndLoad(memory, config, entries(wide, keys, values), n -> { });
+                BulkLoader.formatAndLoad(memory, config, wide.entries(keys, values), n -> { });
             } else {
                 Superblock.format(memory, config);
             }
@@ -117,32 +117,6 @@ class TreeModelTest {
             }
             assertTrue(report.height() >= 2, "the run must grow the tree beyond one leaf: " + report.height());
         }
-    }
-
-    /** Sorted long keys as entries of keys of {@code wide}'s width. */
-    static SortedEntries entries(WideKeys wide, long[] keys, long[] values) {
-        SortedEntries longs = SortedEntries.of(keys, values);
-        return new SortedEntries() {
-            @Override
-            public boolean next() {
-                return longs.next();
-            }
-
-            @Override
-            public long key() {
-                return longs.key();
-            }
-
-            @Override
-            public void key(long[] words) {
-                wide.toWords(longs.key(), words, 0);
-            }
-
-            @Override
-            public long value() {
-                return longs.value();
-            }
-        };
     }
 
     /** Mostly uniform keys, with the extremes and a dense low range so leaves fill and split. */

@@ -57,7 +57,7 @@ class TreeStressTest {
                 values[i] = encode(keys[i], 0);
                 models.get((int) Math.floorMod(keys[i], (long) threads)).put(keys[i], values[i]);
             }
-            BulkLoader.formatAndLoad(admin, config, TreeModelTest.entries(wide, keys, values), n -> { });
+            BulkLoader.formatAndLoad(admin, config, wide.entries(keys, values), n -> { });
 
             BaselineTree[] trees = new BaselineTree[instances];
             for (int i = 0; i < instances; i++) {

@@ -64,6 +64,8 @@ public abstract class ConcurrentDex {
     private static final double COOLING_RATIO = 0.1;
 
     private final PartitionedKeyLayout layout;
+    /** Each test key's tree key as words (read-only; sessions copy a key before they use it). */
+    private final long[][] words = new long[PartitionedKeyLayout.TEST_KEYS + 1][];
     private final RunStatistics statistics;
     private final RemoteMemory observer;
     private final LeafReloadCounter[] connections = new LeafReloadCounter[PartitionedKeyLayout.ENGINES];
@@ -91,6 +93,9 @@ public abstract class ConcurrentDex {
             throw new IllegalArgumentException(configs.length + " configurations for " + PartitionedKeyLayout.ENGINES + " engines");
         }
         this.layout = layout;
+        for (int k = 1; k <= PartitionedKeyLayout.TEST_KEYS; k++) {
+            words[k] = layout.words(k);
+        }
         this.statistics = statistics;
         LocalFabric fabric = new LocalFabric();
         int[] servers = new int[SERVERS];
@@ -156,30 +161,35 @@ public abstract class ConcurrentDex {
 
     @Operation
     public boolean insert(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(key, true, () -> session(key).insert(layout.key(key), value));
+        return run(key, true, () -> session(key).insert(words[key], value));
     }
 
     @Operation
     public boolean update(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(key, false, () -> session(key).update(layout.key(key), value));
+        return run(key, false, () -> session(key).update(words[key], value));
     }
 
     @Operation
     public boolean put(@Param(name = "key") int key, @Param(name = "value") int value) {
-        return run(key, true, () -> session(key).put(layout.key(key), value));
+        return run(key, true, () -> session(key).put(words[key], value));
     }
 
     @Operation
     public boolean delete(@Param(name = "key") int key) {
-        return run(key, false, () -> session(key).delete(layout.key(key)));
+        return run(key, false, () -> session(key).delete(words[key]));
     }
 
     @Operation
     public String scan(@Param(name = "key") int key) {
         return run(key, false, () -> {
-            long[] keys = new long[PartitionedKeyLayout.SCAN_LENGTH];
+            int w = layout.format().words();
+            long[] keyWords = new long[PartitionedKeyLayout.SCAN_LENGTH * w];
             long[] values = new long[PartitionedKeyLayout.SCAN_LENGTH];
-            int n = session(key).scan(layout.key(key), PartitionedKeyLayout.SCAN_LENGTH, keys, values);
+            int n = session(key).scan(words[key], PartitionedKeyLayout.SCAN_LENGTH, keyWords, values);
+            long[] keys = new long[n];
+            for (int i = 0; i < n; i++) {
+                keys[i] = firstWordOfLayoutKey(keyWords, i * w);
+            }
             return layout.describe(keys, values, n);
         });
     }
@@ -257,7 +267,8 @@ public abstract class ConcurrentDex {
         }
         Long[] stored = new Long[PartitionedKeyLayout.TEST_KEYS + 1];
         long[] background = new long[1];
-        TreeValidator.Report report = TreeValidator.validate(observer, (key, value) -> {
+        TreeValidator.Report report = TreeValidator.validateWords(observer, (keyWords, value) -> {
+            long key = firstWordOfLayoutKey(keyWords, 0);
             int testKey = layout.testKeyOf(key);
             if (testKey != 0) {
                 if ((value < 1 || value > PartitionedKeyLayout.MAX_TEST_VALUE) && value != PartitionedKeyLayout.initialValue(testKey)) {
@@ -283,7 +294,18 @@ public abstract class ConcurrentDex {
     }
 
     private Long lookupThrough(DexSession session, int key) {
-        return session.lookup(layout.key(key)) ? session.value() : null;
+        return session.lookup(words[key]) ? session.value() : null;
+    }
+
+    /** The layout's long key whose words are at {@code keyWords[offset..]}; words that are not a layout key's throw. */
+    private long firstWordOfLayoutKey(long[] keyWords, int offset) {
+        for (int w = 1; w < layout.format().words(); w++) {
+            if (keyWords[offset + w] != PartitionedKeyLayout.FILLER) {
+                throw new IllegalStateException("a key whose word " + w + " is " + Long.toHexString(keyWords[offset + w])
+                        + ": never written");
+            }
+        }
+        return keyWords[offset];
     }
 
     /** The calling thread's session on the engine holding test key {@code key}. */
@@ -333,7 +355,7 @@ public abstract class ConcurrentDex {
     /** Where the root is and its version. A read torn by a concurrent split only makes that split show. */
     private RootStamp rootStamp() {
         long root = Superblock.read(observer).root();
-        NodeView rootImage = new NodeView().wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
+        NodeView rootImage = new NodeView(layout.format()).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
         observer.read(root, rootImage.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
         return new RootStamp(root, rootImage.version());
     }

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.jetbrains.lincheck.datastructures.StressOptions;
 import org.junit.jupiter.api.Test;
 
+import dev.dex.core.node.KeyFormat;
+
 /**
  * Checks with Lincheck (stress mode) that lookups, inserts, updates, puts, deletes and short scans stay
  * linearizable when run through two DEX engines at once, each holding some of the partitions of one tree
@@ -38,6 +40,22 @@ class DexLinearizabilityTest {
     }
 
     @Test
+    void operationsStayLinearizableWithSixteenByteKeys() {
+        RunStatistics statistics = check(FullAdmission16.class, FullAdmission16.STATISTICS, Sequential16.class);
+        for (int e = 0; e < PartitionedKeyLayout.ENGINES; e++) {
+            assertTrue(statistics.dirtyFramesAtClose(e) > 0, "engine " + e + " never had dirty frames to write back: " + statistics);
+        }
+    }
+
+    @Test
+    void operationsStayLinearizableWithSixtyFourByteKeys() {
+        RunStatistics statistics = check(FullAdmission64.class, FullAdmission64.STATISTICS, Sequential64.class);
+        for (int e = 0; e < PartitionedKeyLayout.ENGINES; e++) {
+            assertTrue(statistics.dirtyFramesAtClose(e) > 0, "engine " + e + " never had dirty frames to write back: " + statistics);
+        }
+    }
+
+    @Test
     void operationsStayLinearizableThroughTwoDexEnginesAdmittingLeavesLazily() {
         RunStatistics statistics = check(LazyAdmission.class, LazyAdmission.STATISTICS);
         for (int e = 0; e < PartitionedKeyLayout.ENGINES; e++) {
@@ -64,6 +82,11 @@ class DexLinearizabilityTest {
     }
 
     private static RunStatistics check(Class<? extends ConcurrentDex> engines, RunStatistics statistics) {
+        return check(engines, statistics, SequentialDex.class);
+    }
+
+    private static RunStatistics check(Class<? extends ConcurrentDex> engines, RunStatistics statistics,
+                                       Class<? extends SequentialDex> specification) {
         statistics.reset();
         new StressOptions()
                 .iterations(ITERATIONS)
@@ -72,7 +95,7 @@ class DexLinearizabilityTest {
                 .actorsPerThread(3)
                 .actorsBefore(1)
                 .actorsAfter(2)
-                .sequentialSpecification(SequentialDex.class)
+                .sequentialSpecification(specification)
                 .check(engines);
         assertEquals((long) ITERATIONS * INVOCATIONS_PER_ITERATION, statistics.validations(),
                 "every invocation is validated once: " + statistics);
@@ -111,6 +134,39 @@ class DexLinearizabilityTest {
 
         public ShermanBesideDex() {
             super(PartitionedKeyLayout.THREE_PARTITIONS_OVER_A_FULL_ROOT, STATISTICS, sherman(TINY), dex(SMALL, 0.3));
+        }
+    }
+
+    static final PartitionedKeyLayout LAYOUT_16 = PartitionedKeyLayout.threePartitionsOverAFullRoot(KeyFormat.of(16));
+    static final PartitionedKeyLayout LAYOUT_64 = PartitionedKeyLayout.threePartitionsOverAFullRoot(KeyFormat.of(64));
+
+    /** Two DEX engines admitting every leaf, on 16-byte keys (39 leaf entries, 39 children per inner node). */
+    public static final class FullAdmission16 extends ConcurrentDex {
+        static final RunStatistics STATISTICS = new RunStatistics();
+
+        public FullAdmission16() {
+            super(LAYOUT_16, STATISTICS, dex(TINY, 1.0), dex(TINY, 1.0));
+        }
+    }
+
+    public static final class Sequential16 extends SequentialDex {
+        public Sequential16() {
+            super(LAYOUT_16);
+        }
+    }
+
+    /** Two DEX engines admitting every leaf, on 64-byte keys (11 leaf entries, 12 children per inner node). */
+    public static final class FullAdmission64 extends ConcurrentDex {
+        static final RunStatistics STATISTICS = new RunStatistics();
+
+        public FullAdmission64() {
+            super(LAYOUT_64, STATISTICS, dex(TINY, 1.0), dex(TINY, 1.0));
+        }
+    }
+
+    public static final class Sequential64 extends SequentialDex {
+        public Sequential64() {
+            super(LAYOUT_64);
         }
     }
 }

@@ -47,8 +47,13 @@ final class LeafReloadCounter extends ForwardingRemoteMemory {
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
         super.read(address, dst, dstOffset, length);
         if (length == NODE_LENGTH) {
-            NodeView node = new NodeView().wrap(dst, dstOffset);
-            int owner = partitions.ownerOf(node.lowFence(), node.highFence());
+            NodeView node = new NodeView(layout.format()).wrap(dst, dstOffset);
+            int words = layout.format().words();
+            long[] low = new long[words];
+            long[] high = new long[words];
+            node.lowFence(low);
+            node.highFence(high);
+            int owner = partitions.ownerOf(low, high, words);
             if (node.isLeaf() && owner >= 0 && layout.engineOfPartition(owner) == engine && !leavesRead.add(address)) {
                 reloads.increment();
             }

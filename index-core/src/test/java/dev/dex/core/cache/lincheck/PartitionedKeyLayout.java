@@ -12,7 +12,7 @@ import java.util.TreeSet;
 import java.util.function.Function;
 
 import dev.dex.core.node.InnerNodeDescriptor;
-import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.TreeConfig;
@@ -33,7 +33,7 @@ import dev.dex.core.tree.TreeConfig;
  * in one leaf and one partition: the only scans the engine promises to be atomic.
  *
  * <p>A full inner node keeps separators 0..28 when it splits and moves up the high fence of its child
- * {@link #INNER_SPLIT_CHILD}: a partition bound placed there makes both halves owned.
+ * {@code InnerNodeDescriptor.CAPACITY / 2}: a partition bound placed there makes both halves owned.
  *
  * <p>Background keys are multiples of {@link #KEY_SPACING} with value {@code -key}; no operation under
  * test touches them. Test keys 2, 4 and 6 are loaded with {@link #initialValue}.
@@ -44,13 +44,11 @@ final class PartitionedKeyLayout {
     /** Operations write values 1..MAX_TEST_VALUE; loaded test keys hold {@link #initialValue}, above it. */
     static final int MAX_TEST_VALUE = 5;
     static final int SCAN_LENGTH = 3;
+    /** Background keys before a group in an 8-byte layout; narrower leaves take fewer ({@link #backgroundBeforeGroup}). */
     static final int BACKGROUND_BEFORE_GROUP = 40;
     static final long KEY_SPACING = 10;
     static final int ENGINES = 2;
 
-    private static final int FAN_OUT = InnerNodeDescriptor.MAX_CHILDREN;
-    /** The child whose high fence a split of a full inner node moves up (the node keeps separators 0..28). */
-    private static final int INNER_SPLIT_CHILD = InnerNodeDescriptor.CAPACITY / 2;
     /** Declared before the layouts, whose constructor reads it. */
     private static final Set<Integer> INITIALLY_PRESENT = Set.of(2, 4, 6);
 
@@ -76,9 +74,20 @@ final class PartitionedKeyLayout {
      *       and leaves a lower half owned by engine 1.</li>
      * </ul>
      */
-    static final PartitionedKeyLayout THREE_PARTITIONS_OVER_A_FULL_ROOT = new PartitionedKeyLayout(0, FAN_OUT,
-            Map.of(10, new int[] {1, 2}, 40, new int[] {3, 4}, 50, new int[] {5, 6}), new int[] {0, 1, 0},
-            layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[INNER_SPLIT_CHILD], layout.keys[5]));
+    static final PartitionedKeyLayout THREE_PARTITIONS_OVER_A_FULL_ROOT = threePartitionsOverAFullRoot(KeyFormat.EIGHT);
+
+    /**
+     * {@link #THREE_PARTITIONS_OVER_A_FULL_ROOT} for keys in {@code format}: the same shape over its fan-out F (the
+     * group leaves at F/6, 2F/3 and 5F/6: 10, 40 and 50 when F is 60), keys of the format's width whose first word
+     * is the layout's long key ({@link #words}).
+     */
+    static PartitionedKeyLayout threePartitionsOverAFullRoot(KeyFormat format) {
+        int f = format.innerCapacity() + 1;
+        int split = format.innerCapacity() / 2;
+        return new PartitionedKeyLayout(format, 0, f,
+                Map.of(f / 6, new int[] {1, 2}, 2 * f / 3, new int[] {3, 4}, 5 * f / 6, new int[] {5, 6}), new int[] {0, 1, 0},
+                layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[split], layout.keys[5]));
+    }
 
     /**
      * A root over three full level-1 nodes A, B and S, each over {@link InnerNodeDescriptor#MAX_CHILDREN}
@@ -106,10 +115,27 @@ final class PartitionedKeyLayout {
      *       cached leaf 160 then lies under an owned level-1 node it has never cached.</li>
      * </ul>
      */
-    static final PartitionedKeyLayout FOUR_PARTITIONS_OVER_OWNED_SUBTREES = new PartitionedKeyLayout(1, 3 * FAN_OUT,
-            Map.of(40, new int[] {1, 2}, 100, new int[] {3, 4}, 130, new int[] {5}, 160, new int[] {6}), new int[] {0, 1, 0, 1},
-            layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[FAN_OUT - 1], layout.leafHighFences[2 * FAN_OUT - 1],
-                    layout.leafHighFences[2 * FAN_OUT + INNER_SPLIT_CHILD]));
+    static final PartitionedKeyLayout FOUR_PARTITIONS_OVER_OWNED_SUBTREES = fourPartitionsOverOwnedSubtrees(KeyFormat.EIGHT);
+
+    /**
+     * {@link #FOUR_PARTITIONS_OVER_OWNED_SUBTREES} for keys in {@code format}, its leaves placed as fractions of the
+     * fan-out F (40, 100, 130 and 160 when F is 60).
+     */
+    static PartitionedKeyLayout fourPartitionsOverOwnedSubtrees(KeyFormat format) {
+        int f = format.innerCapacity() + 1;
+        int split = format.innerCapacity() / 2;
+        return new PartitionedKeyLayout(format, 1, 3 * f,
+                Map.of(2 * f / 3, new int[] {1, 2}, f + 2 * f / 3, new int[] {3, 4}, 2 * f + f / 6, new int[] {5},
+                        2 * f + 2 * f / 3, new int[] {6}), new int[] {0, 1, 0, 1},
+                layout -> PartitionTable.ofUpperBounds(layout.leafHighFences[f - 1], layout.leafHighFences[2 * f - 1],
+                        layout.leafHighFences[2 * f + split]));
+    }
+
+    /** The width of the keys; a key's first word is the layout's long key, the others {@link #FILLER}. */
+    private final KeyFormat format;
+    private final int backgroundBeforeGroup;
+    /** The words after the first of every key: "-key-pad" as a key word. */
+    static final long FILLER = 0x2d6b_6579_2d70_6164L ^ Long.MIN_VALUE;
 
     private final TreeConfig treeConfig;
     private final long[] nodesPerLevel;
@@ -127,17 +153,20 @@ final class PartitionedKeyLayout {
      * @param groupsByLeaf  the test keys each group leaf holds, in key order
      * @param bounds        the partition table, from the leaves' high fences and the test keys
      */
-    private PartitionedKeyLayout(int subtreeLevel, int leaves, Map<Integer, int[]> groupsByLeaf, int[] engineOfPartition,
-                                 Function<PartitionedKeyLayout, PartitionTable> bounds) {
-        if (BACKGROUND_BEFORE_GROUP <= LeafNodeDescriptor.CAPACITY / 2
-                || BACKGROUND_BEFORE_GROUP + 1 + SCAN_LENGTH > LeafNodeDescriptor.CAPACITY) {
-            throw new IllegalStateException("leaf capacity " + LeafNodeDescriptor.CAPACITY + " does not fit this layout");
+    private PartitionedKeyLayout(KeyFormat format, int subtreeLevel, int leaves, Map<Integer, int[]> groupsByLeaf,
+                                 int[] engineOfPartition, Function<PartitionedKeyLayout, PartitionTable> bounds) {
+        int capacity = format.leafCapacity();
+        this.format = format;
+        this.backgroundBeforeGroup = Math.min(BACKGROUND_BEFORE_GROUP, capacity - 2 - SCAN_LENGTH);
+        if (backgroundBeforeGroup <= capacity / 2 || backgroundBeforeGroup + 1 + SCAN_LENGTH > capacity) {
+            throw new IllegalStateException("leaf capacity " + capacity + " does not fit this layout");
         }
-        this.treeConfig = new TreeConfig(subtreeLevel, 1.0);
+        int fanOut = format.innerCapacity() + 1;
+        this.treeConfig = new TreeConfig(subtreeLevel, 1.0).withKeyBytes(format.bytes());
         this.engineOfPartition = engineOfPartition;
         this.leafHighFences = new long[leaves];
         List<Long> perLevel = new ArrayList<>();
-        for (long n = leaves; ; n = (n + FAN_OUT - 1) / FAN_OUT) {
+        for (long n = leaves; ; n = (n + fanOut - 1) / fanOut) {
             perLevel.add(n);
             if (n == 1) {
                 break;
@@ -150,7 +179,7 @@ final class PartitionedKeyLayout {
             int inLeaf = 0;
             long last = 0;
             if (group != null) {
-                for (; inLeaf < BACKGROUND_BEFORE_GROUP; inLeaf++, next += KEY_SPACING) {
+                for (; inLeaf < backgroundBeforeGroup; inLeaf++, next += KEY_SPACING) {
                     addBackground(next);
                 }
                 long previousBackground = next - KEY_SPACING;
@@ -162,7 +191,7 @@ final class PartitionedKeyLayout {
                     }
                 }
             }
-            for (; inLeaf < LeafNodeDescriptor.CAPACITY; inLeaf++, next += KEY_SPACING) {
+            for (; inLeaf < capacity; inLeaf++, next += KEY_SPACING) {
                 last = next;
                 addBackground(next);
             }
@@ -274,7 +303,26 @@ final class PartitionedKeyLayout {
             k[i] = e.getKey();
             v[i++] = e.getValue();
         }
-        return SortedEntries.of(k, v);
+        SortedEntries longs = SortedEntries.of(k, v);
+        return SortedEntries.withWords(longs, this::words);
+    }
+
+    /** The width of the layout's keys. */
+    KeyFormat format() {
+        return format;
+    }
+
+    /** The words of the layout's long key {@code key}: it, then {@link #FILLER}. */
+    void words(long key, long[] out) {
+        out[0] = key;
+        java.util.Arrays.fill(out, 1, format.words(), FILLER);
+    }
+
+    /** The words of test key {@code testKey}'s tree key. */
+    long[] words(int testKey) {
+        long[] out = new long[format.words()];
+        words(key(testKey), out);
+        return out;
     }
 
     /** How a scan reports one entry: {@code k2=5} for a test key, {@code b1010} for an intact background entry. */
