@@ -146,6 +146,12 @@ public final class BenchCommand implements Callable<Integer> {
                     + " whole batch's. 1: every operation commits on its own (default: ${DEFAULT-VALUE}).")
     private int commitBatch;
 
+    @Option(names = "--key-bytes", paramLabel = "W", defaultValue = "8",
+            description = "Width of the index's keys in bytes: 8, 16, 24, ..., 64 (fewer fit a 1 KiB node as they widen:"
+                    + " the paper's key-size experiment). Key n is n followed by filler bytes, so order and partitions stay"
+                    + " those of 8-byte keys. Not for skiplist (default: ${DEFAULT-VALUE}).")
+    private int keyBytes;
+
     @Option(names = "--json", paramLabel = "FILE",
             description = "Also write the result to FILE as one JSON object.")
     private Path json;
@@ -276,9 +282,11 @@ public final class BenchCommand implements Callable<Integer> {
         check(redoLog.equals("off") || mode.partitioned(), "--redo-log on needs a DEX engine mode, not " + mode.cliName());
         check(commitBatch >= 1 && commitBatch <= 1024, "--commit-batch must be in [1, 1024]: " + commitBatch);
         check(commitBatch == 1 || mode.partitioned(), "--commit-batch above 1 needs a DEX engine mode, not " + mode.cliName());
+        check(keyBytes >= 8 && keyBytes <= 64 && keyBytes % 8 == 0, "--key-bytes must be 8, 16, 24, 32, 40, 48, 56 or 64: " + keyBytes);
+        check(keyBytes == 8 || mode.usesFabric(), "--key-bytes above 8 needs a mode on the fabric; skiplist keys are longs");
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission);
+                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes);
     }
 
     private void check(boolean ok, String message) {

@@ -13,11 +13,12 @@ import java.nio.file.Path;
  *                   loopback TCP to a compute side with its own event loops)
  * @param json       where to write the JSON result, or null
  * @param commitBatch operations of one partition per commit (group commit); 1: each operation commits alone
+ * @param keyBytes   the width of the index's keys (8 to 64, a multiple of 8)
  */
 record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
-                   boolean redoLog, int commitBatch, double leafAdmission) {
+                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes) {
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {

@@ -38,7 +38,7 @@ final class BenchRunner {
         Thread[] threads = new Thread[n];
         for (int t = 0; t < n; t++) {
             workers[t] = new Worker(t, config.workload(), keySpace, chooser, engines, seeds.split(), control,
-                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch());
+                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch(), config.keyBytes());
             threads[t] = new Thread(workers[t], "bench-worker-" + t);
             threads[t].setDaemon(true);
             threads[t].start();

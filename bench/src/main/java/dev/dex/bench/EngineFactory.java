@@ -15,8 +15,7 @@ import dev.dex.core.offload.MessageOffloadChannel;
 import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.engine.PartitionedEngine;
-import dev.dex.core.node.InnerNodeDescriptor;
-import dev.dex.core.node.LeafNodeDescriptor;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
@@ -108,7 +107,8 @@ final class EngineFactory {
 
     private static EngineCluster onFabric(BenchConfig config, KeySpace keySpace, Progress progress,
                                           PartitionedEngineOpener opener) {
-        long estimate = estimatedTreeBytes(config.keys());
+        KeyFormat keyFormat = KeyFormat.of(config.keyBytes());
+        long estimate = estimatedTreeBytes(config.keys(), keyFormat);
         int chunk = estimate >= LARGE_TREE_BYTES ? LARGE_CHUNK : SMALL_CHUNK;
         long region = regionLength(config, estimate, chunk);
         List<IndexEngine> engines = new ArrayList<>();
@@ -130,7 +130,8 @@ final class EngineFactory {
             BulkLoader.Result loaded;
             PartitionTable table = null;
             try (RemoteMemory loader = computeSide.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
-                loaded = BulkLoader.formatAndLoad(loader, TreeConfig.defaults(), keySpace.entries(), bar::stepTo);
+                loaded = BulkLoader.formatAndLoad(loader, TreeConfig.defaults().withKeyBytes(config.keyBytes()),
+                        new BenchKeys(config.keyBytes()).entries(keySpace.entries()), bar::stepTo);
                 if (opener != null) {
                     table = partitionTable(loader, config, keySpace);
                     Superblock.writePartitions(loader, table);
@@ -209,14 +210,19 @@ final class EngineFactory {
         for (int c = 0; c < config.computeNodes(); c++) {
             engines.add(new SkipListEngine(map));
         }
-        return new EngineCluster(engines, estimatedTreeBytes(config.keys()), List.of());
+        return new EngineCluster(engines, estimatedTreeBytes(config.keys(), KeyFormat.EIGHT), List.of());
     }
 
     /** Bytes of the tree {@link BulkLoader} builds from {@code keys} entries with the default fill factor. */
     static long estimatedTreeBytes(long keys) {
+        return estimatedTreeBytes(keys, KeyFormat.EIGHT);
+    }
+
+    /** As above, for keys in {@code format}. */
+    static long estimatedTreeBytes(long keys, KeyFormat format) {
         double fill = TreeConfig.DEFAULT_BULK_FILL_FACTOR;
-        long leafFill = Math.max(1, (long) Math.floor(LeafNodeDescriptor.CAPACITY * fill));
-        long fanOut = Math.max(2, (long) Math.floor(InnerNodeDescriptor.MAX_CHILDREN * fill));
+        long leafFill = Math.max(1, (long) Math.floor(format.leafCapacity() * fill));
+        long fanOut = Math.max(2, (long) Math.floor((format.innerCapacity() + 1) * fill));
         long level = Math.max(1, ceilDiv(keys, leafFill));
         long nodes = level;
         while (level > 1) {

@@ -12,7 +12,7 @@ import dev.dex.rdma.VerbSnapshot;
 
 /**
  * A {@link BenchResult} as one JSON object:
- * {@code {"workload","mode","fabric","dist","theta","keys","ops","threads","computeNodes","cacheRatio","cacheBytes",
+ * {@code {"workload","mode","fabric","dist","theta","keys","keyBytes","ops","threads","computeNodes","cacheRatio","cacheBytes",
  * "throughputOpsPerSec","perOp":{"reads","writes","atomics","twoSided","bytes"},"cacheHitRatio",
  * "latencyNs":{"p50","p99","p999"}}}. {@code cacheHitRatio} is null for engines without a cache; {@code theta}
  * is 0 for the uniform distribution (Zipf with theta 0); per-op values are verbs over measured operations.
@@ -32,6 +32,7 @@ final class ResultJson {
         root.put("dist", c.distribution().cliName());
         root.put("theta", c.distribution() == Distribution.ZIPF ? c.theta() : 0.0);
         root.put("keys", c.keys());
+        root.put("keyBytes", c.keyBytes());
         root.put("ops", c.ops());
         root.put("threads", c.threads());
         root.put("computeNodes", c.computeNodes());

@@ -19,7 +19,7 @@ final class Summary {
                 c.mode().usesFabric() ? c.memoryNodes() + " memory node" + plural(c.memoryNodes()) : "no memory nodes",
                 c.mode().partitioned() ? ", " + c.partitions() + " partitions" + (c.redoLog() ? ", redo log on" : "")
                         + (c.commitBatch() > 1 ? ", " + c.commitBatch() + " operations per commit" : "") : "");
-        line(out, "keys", "%,d (%s)", c.keys(), dist);
+        line(out, "keys", "%,d (%s)%s", c.keys(), dist, c.keyBytes() == 8 ? "" : ", " + c.keyBytes() + " bytes each");
         line(out, "ops", "%,d measured after %,d warm-up, %d thread%s, seed %d", c.ops(), c.warmup(), c.threads(),
                 plural(c.threads()), c.seed());
         if (c.mode().usesFabric()) {

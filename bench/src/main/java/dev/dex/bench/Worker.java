@@ -36,7 +36,9 @@ final class Worker implements Runnable {
     private int[][] gatheredOps;
     private long[][] gatheredKeys;
     private int[] gathered;
-    private final long[] scanKeys = new long[Workload.SCAN_LENGTH];
+    private final long[] scanKeys;
+    /** The keys at the index's width: key n's words. */
+    private final BenchKeys keys;
     private final long[] scanValues = new long[Workload.SCAN_LENGTH];
     private final Histogram latency = new Histogram(MAX_LATENCY_NANOS, 3);
     private final long[] outcomes = new long[Outcome.values().length];
@@ -45,7 +47,9 @@ final class Worker implements Runnable {
     private long endNanos;
 
     Worker(int id, Workload workload, KeySpace keySpace, KeyChooser chooser, EngineCluster engines,
-           SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch) {
+           SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch, int keyBytes) {
+        this.keys = new BenchKeys(keyBytes);
+        this.scanKeys = new long[Workload.SCAN_LENGTH * keys.words()];
         this.id = id;
         this.workload = workload;
         this.keySpace = keySpace;
@@ -150,11 +154,24 @@ final class Worker implements Runnable {
     }
 
     private Outcome execute(IndexSession session, Op op, long key) {
+        if (keys.words() > 1) {
+            return executeWide(session, op, keys.of(key), key);
+        }
         return switch (op) {
             case LOOKUP -> session.lookup(key) ? Outcome.FOUND : Outcome.NOT_FOUND;
             case UPDATE -> session.update(key, key + 1 + ++updates) ? Outcome.FOUND : Outcome.NOT_FOUND;
             case INSERT -> session.insert(key, key + 1) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
             case SCAN -> session.scan(key, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
+        };
+    }
+
+    /** {@link #execute} of a key wider than 8 bytes: its words {@code words}; values as for the long {@code key}. */
+    private Outcome executeWide(IndexSession session, Op op, long[] words, long key) {
+        return switch (op) {
+            case LOOKUP -> session.lookup(words) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case UPDATE -> session.update(words, key + 1 + ++updates) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case INSERT -> session.insert(words, key + 1) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
+            case SCAN -> session.scan(words, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
         };
     }
 

@@ -26,7 +26,7 @@ import picocli.CommandLine;
 /** Runs the whole command in-process on tiny configurations. */
 class BenchCommandRunTest {
     private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "fabric", "dist", "theta", "keys", "ops", "threads",
-            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs");
+            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs", "keyBytes");
 
     @TempDir
     Path dir;
@@ -134,6 +134,24 @@ class BenchCommandRunTest {
         assertTrue(perOp.get("reads").asDouble() < 3, "cached inner nodes: fewer reads than one validated node read: " + perOp);
         assertTrue(result.get("cacheHitRatio").asDouble() > 0.5, result.toString());
         assertEquals(20_000, run.result().outcome(Outcome.FOUND));
+    }
+
+    @Test
+    void widerKeysMakeATallerTreeAndEveryOperationStillFindsItsKey() throws IOException {
+        Path narrow = dir.resolve("narrow.json");
+        Path wide = dir.resolve("wide.json");
+        Run eight = bench(tiny("--mode", "baseline", "--workload", "write-intensive", "--json", narrow.toString()));
+        Run sixtyFour = bench(tiny("--mode", "baseline", "--workload", "write-intensive", "--key-bytes", "64", "--json", wide.toString()));
+        assertEquals(0, eight.exitCode(), eight.err());
+        assertEquals(0, sixtyFour.exitCode(), sixtyFour.err());
+        assertEquals(8, readJson(narrow).get("keyBytes").asInt());
+        assertEquals(64, readJson(wide).get("keyBytes").asInt());
+        assertTrue(sixtyFour.out().contains("20,000 (zipf, theta 0.99), 64 bytes each"), sixtyFour.out());
+        assertEquals(20_000, sixtyFour.result().outcome(Outcome.FOUND), "every bulk-loaded key of 64 bytes is found");
+        // 20,000 keys: 3 levels of 59-entry nodes, 5 of 11-entry ones; the baseline reads every level of every path.
+        double narrowReads = readJson(narrow).get("perOp").get("reads").asDouble();
+        double wideReads = readJson(wide).get("perOp").get("reads").asDouble();
+        assertTrue(wideReads > narrowReads + 3, "a taller tree: " + narrowReads + " vs " + wideReads + " reads per operation");
     }
 
     @Test
