@@ -56,8 +56,14 @@ class ClientCommandTest {
         all.addAll(List.of(args));
         DexCliTest.Run run = DexCliTest.run(all.toArray(String[]::new));
         assertEquals(0, run.exit(), String.join(" ", args) + ": " + run.err());
-        return run.out().strip();
+        // Standard output is the JVM's: the other nodes' log lines (a system of the previous test shutting down) may
+        // land in it too; the command's own lines are the rest.
+        return run.out().lines().filter(line -> !LOG_LINE.matcher(line).find()).collect(java.util.stream.Collectors.joining("\n")).strip();
     }
+
+    /** A line of Pekko's standard-output logger or of logback: {@code [WARN] [...} or {@code 11:58:58.549 WARN ...}. */
+    private static final java.util.regex.Pattern LOG_LINE = java.util.regex.Pattern.compile(
+            "^(\\[(ERROR|WARN|INFO|DEBUG)\\]|\\d\\d:\\d\\d:\\d\\d\\.\\d+ )");
 
     @Test
     void stringAndLongKeysFromTheCommandLine() throws Exception {
