@@ -25,6 +25,8 @@ import org.apache.pekko.cluster.typed.Subscribe;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
+import dev.dex.core.engine.IndexSession;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 
@@ -916,8 +918,10 @@ public final class DexClient {
         long[] next = null;
         if (missing > 0 && got > 0 && got == pending.op.count()) {
             next = Arrays.copyOfRange(result.keys(), (got - 1) * words, got * words);
-            if (!successor(next)) {
-                next = null;
+            if (KeyFormat.of(8 * words).isPosInfinity(next, 0)) {
+                next = null; // the largest key there is: nothing after it
+            } else {
+                IndexSession.successor(next, words);
             }
         } else if (missing > 0 && result.next() != Long.MIN_VALUE) {
             next = new long[words];
@@ -940,18 +944,6 @@ public final class DexClient {
             }
         }
         return true;
-    }
-
-    /** Turns {@code key} into the next key up; false when it is the largest. */
-    private static boolean successor(long[] key) {
-        for (int w = key.length - 1; w >= 0; w--) {
-            if (key[w] != Long.MAX_VALUE) {
-                key[w]++;
-                return true;
-            }
-            key[w] = Long.MIN_VALUE;
-        }
-        return false;
     }
 
     private void failFast(Command message, String why) {

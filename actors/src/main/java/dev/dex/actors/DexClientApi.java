@@ -219,7 +219,7 @@ public final class DexClientApi implements AutoCloseable {
     public CompletionStage<List<Entry>> scan(byte[] start, int count) {
         if (keys.words() > 1) {
             long[] first = new long[keys.words()];
-            if (isEmptyKey(Objects.requireNonNull(start, "start"))) {
+            if (Keys.isEmpty(Objects.requireNonNull(start, "start"))) {
                 // The smallest key there is: all zero bytes but the last, which is 1.
                 Arrays.fill(first, Long.MIN_VALUE);
                 first[first.length - 1]++;
@@ -227,7 +227,7 @@ public final class DexClientApi implements AutoCloseable {
             }
             return withWords(start, words -> wideScan(words, count));
         }
-        if (isEmptyKey(Objects.requireNonNull(start, "start"))) {
+        if (Keys.isEmpty(Objects.requireNonNull(start, "start"))) {
             return scan(Long.MIN_VALUE, count);
         }
         return withKey(start, k -> scan(k, count));
@@ -416,15 +416,6 @@ public final class DexClientApi implements AutoCloseable {
             return CompletableFuture.failedFuture(new DexException(e.getMessage()));
         }
         return call.apply(engineKey);
-    }
-
-    private static boolean isEmptyKey(byte[] key) {
-        for (byte b : key) {
-            if (b != 0) {
-                return false;
-            }
-        }
-        return true;
     }
 
     private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {

@@ -258,7 +258,7 @@ public final class DexCli implements Callable<Integer> {
             byte[] key = null;
             if (keys.equals("bytes") && width > 8) {
                 key = Keys.parse(arguments.get(0));
-                if (!(operation.equals("scan") && Keys.compare(key, new byte[0]) == 0)) {
+                if (!(operation.equals("scan") && Keys.isEmpty(key))) {
                     dev.dex.core.node.KeyFormat format = dev.dex.core.node.KeyFormat.of(width);
                     try {
                         format.toWords(key, new long[format.words()]);
@@ -335,7 +335,7 @@ public final class DexCli implements Callable<Integer> {
         /** The engine key of a bytes KEY (text or 0x-hex); a scan may start at the empty key, the first of all. */
         private static long keyOf(String text, boolean scanStart) {
             byte[] key = Keys.parse(text);
-            if (scanStart && Keys.compare(key, new byte[0]) == 0) {
+            if (scanStart && Keys.isEmpty(key)) {
                 return Long.MIN_VALUE;
             }
             return Keys.engineKey(key);

@@ -35,10 +35,6 @@ class ClientCommandTest {
         }
     }
 
-    private static Config config(String role, String fabric, List<String> seeds) {
-        return config(role, fabric, seeds, 8);
-    }
-
     private static Config config(String role, String fabric, List<String> seeds, int keyBytes) {
         Config overrides = ConfigFactory.parseString("""
                 dex.fabric.transport = local
@@ -49,6 +45,18 @@ class ClientCommandTest {
                 dex.compute.cache-size = 8MiB
                 """.formatted(fabric, keyBytes));
         return DexNodes.withoutEndpoint(DexNodes.nodeConfig(DexNodes.config(overrides), role, "127.0.0.1", 0, seeds));
+    }
+
+    /** A memory node formatting a tree of {@code keyBytes}-byte keys and a compute node, in this JVM; the seed. */
+    private String startCluster(int keyBytes) {
+        String fabric = "client-command-" + UUID.randomUUID();
+        Config memory = config("memory", fabric, List.of(), keyBytes);
+        ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
+        systems.add(memorySystem);
+        String seed = DexNodes.hostPort(memorySystem);
+        Config compute = config("compute", fabric, List.of(seed), keyBytes);
+        systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
+        return seed;
     }
 
     private String client(String seed, String... args) {
@@ -67,13 +75,7 @@ class ClientCommandTest {
 
     @Test
     void stringAndLongKeysFromTheCommandLine() throws Exception {
-        String fabric = "client-command-" + UUID.randomUUID();
-        Config memory = config("memory", fabric, List.of());
-        ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
-        systems.add(memorySystem);
-        String seed = DexNodes.hostPort(memorySystem);
-        Config compute = config("compute", fabric, List.of(seed));
-        systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
+        String seed = startCluster(8);
 
         assertEquals("inserted", client(seed, "--keys", "bytes", "put", "user:42", "7"));
         assertEquals("inserted", client(seed, "--keys", "bytes", "put", "user:5", "8"));
@@ -91,13 +93,7 @@ class ClientCommandTest {
 
     @Test
     void stringKeysOfAClusterFormattedWithSixteenByteKeys() throws Exception {
-        String fabric = "client-command-wide-" + UUID.randomUUID();
-        Config memory = config("memory", fabric, List.of(), 16);
-        ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
-        systems.add(memorySystem);
-        String seed = DexNodes.hostPort(memorySystem);
-        Config compute = config("compute", fabric, List.of(seed), 16);
-        systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
+        String seed = startCluster(16);
 
         assertEquals("inserted", client(seed, "--key-bytes", "16", "put", "user:1234567890", "7"));
         assertEquals("inserted", client(seed, "--key-bytes", "16", "put", "user:1234567891", "8"));

@@ -66,17 +66,13 @@ final class Admission {
         int words = engine.keys.words();
         this.slotLow = new long[words];
         this.slotHigh = new long[words];
-        this.fenceLow = new long[words];
-        this.fenceHigh = new long[words];
         this.clipLow = new long[words];
         this.clipHigh = new long[words];
     }
 
-    /** A missed node's slot in its parent (resolve, then miss), a read image's fences, and a clip's slot. */
+    /** A missed node's slot in its parent (resolve, then miss), and a clip's slot. */
     private final long[] slotLow;
     private final long[] slotHigh;
-    private final long[] fenceLow;
-    private final long[] fenceHigh;
     private final long[] clipLow;
     private final long[] clipHigh;
 
@@ -378,9 +374,7 @@ final class Admission {
             markers.release(address);
             return false;
         }
-        image.lowFence(fenceLow);
-        image.highFence(fenceHigh);
-        boolean shared = engine.treatAsShared(fenceLow, fenceHigh);
+        boolean shared = engine.treatAsShared(image);
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
         boolean admit = engine.config.cachesInner() && image.covers(searchKey)

@@ -386,8 +386,16 @@ public final class DexEngine implements PartitionedEngine {
      * in a partition this engine does not hold. Only nodes of held partitions are owned here: written
      * back lazily and trusted without checks, because only this engine writes them.
      */
+    boolean treatAsShared(NodeView node) {
+        return sharedOwner(partitions.ownerOf(node));
+    }
+
+    /** {@link #treatAsShared(NodeView)} of a range {@code (low, high]}, such as a child's slot in its parent. */
     boolean treatAsShared(long[] low, long[] high) {
-        int owner = partitions.ownerOf(low, high, keys.words());
+        return sharedOwner(partitions.ownerOf(low, high, keys.words()));
+    }
+
+    private boolean sharedOwner(int owner) {
         return owner < 0 || held.get(owner) == NOT_HELD;
     }
 

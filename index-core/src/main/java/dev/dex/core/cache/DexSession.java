@@ -96,7 +96,7 @@ public final class DexSession extends WordKeySession {
         this.frames = new FrameSupply(engine, writer, random, this::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
         this.offloader = new Offloader(engine, this, markers, random, this::count);
-        this.activeKey = new PublishedKey(engine.offloadChannel != null, words);
+        this.activeKey = new PublishedKey(engine.offloadChannel != null, engine.keys);
         this.log = new GroupCommit(engine, markers);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, this::count);

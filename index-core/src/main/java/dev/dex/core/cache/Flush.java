@@ -11,7 +11,6 @@ import java.util.Comparator;
 import java.util.List;
 
 import dev.dex.core.node.NodeView;
-import dev.dex.core.partition.PartitionTable;
 
 /**
  * Drops one partition's frames for a release (logical repartitioning): every cached node whose fence
@@ -27,9 +26,6 @@ final class Flush {
     private final FrameArena arena;
     private final FrameWriter writer;
     private final NodeView view;
-    /** A node's fences, for its owner. */
-    private final long[] low;
-    private final long[] high;
 
     /** Whether dropped dirty frames are written back (a release) or discarded (an abandon). */
     private final boolean writeBack;
@@ -42,8 +38,6 @@ final class Flush {
         this.engine = engine;
         this.arena = engine.arena;
         this.view = new NodeView(engine.keys);
-        this.low = new long[engine.keys.words()];
-        this.high = new long[engine.keys.words()];
         this.writer = new FrameWriter(engine);
         this.writeBack = writeBack;
     }
@@ -96,7 +90,7 @@ final class Flush {
                 int state = arena.state(f);
                 if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
                     NodeView node = arena.wrap(view, f);
-                    if (ownerOf(node) == partition) {
+                    if (engine.partitions.ownerOf(node) == partition) {
                         writer.writeBack(f);
                     }
                 }
@@ -115,7 +109,7 @@ final class Flush {
                 long v = waitUnlocked(f);
                 int state = arena.state(f);
                 NodeView node = arena.wrap(view, f);
-                int owner = ownerOf(node);
+                int owner = engine.partitions.ownerOf(node);
                 int level = node.level();
                 long address = arena.address(f);
                 if (!arena.validate(f, v)) {
@@ -204,12 +198,5 @@ final class Flush {
             Thread.onSpinWait();
         }
         return v;
-    }
-
-    /** The partition {@code node} lies in, or -1 when it spans several ({@link PartitionTable#ownerOf}). */
-    private int ownerOf(NodeView node) {
-        node.lowFence(low);
-        node.highFence(high);
-        return engine.partitions.ownerOf(low, high, low.length);
     }
 }

@@ -4,6 +4,8 @@ import static dev.dex.core.node.NodeHeaderDescriptor.NEG_INFINITY;
 
 import java.util.concurrent.atomic.AtomicLongArray;
 
+import dev.dex.core.node.KeyFormat;
+
 /**
  * The key one session's operation is descending to, published before the descent reads anything and withdrawn when
  * the operation ends. Other sessions' offloaded writes are not sent into a subtree such a key lies in: that operation
@@ -22,6 +24,7 @@ final class PublishedKey {
     static final long NONE = NEG_INFINITY;
 
     private final boolean enabled;
+    private final KeyFormat keys;
     private final int words;
     /** An 8-byte key. */
     private volatile long key = NONE;
@@ -29,9 +32,10 @@ final class PublishedKey {
     private final AtomicLongArray wide;
     private volatile long sequence;
 
-    PublishedKey(boolean enabled, int words) {
+    PublishedKey(boolean enabled, KeyFormat keys) {
         this.enabled = enabled;
-        this.words = words;
+        this.keys = keys;
+        this.words = keys.words();
         this.wide = new AtomicLongArray(words);
         for (int w = 0; w < words; w++) {
             wide.set(w, NONE);
@@ -89,16 +93,6 @@ final class PublishedKey {
         if (sequence != before) {
             return true;
         }
-        return !none && compare(k, low) > 0 && compare(k, high) <= 0;
-    }
-
-    private int compare(long[] a, long[] b) {
-        for (int w = 0; w < words; w++) {
-            int c = Long.compare(a[w], b[w]);
-            if (c != 0) {
-                return c;
-            }
-        }
-        return 0;
+        return !none && keys.compare(k, 0, low, 0) > 0 && keys.compare(k, 0, high, 0) <= 0;
     }
 }

@@ -40,10 +40,8 @@ final class StructureChanges {
     private final FrameWriter writer;
     /** Counts refreshes in the session's statistics. */
     private final IntConsumer counts;
-    /** A split's separator; a node's fences. */
+    /** A split's separator. */
     private final long[] separator;
-    private final long[] low;
-    private final long[] high;
 
     StructureChanges(DexEngine engine, SessionPath path, RemoteNodes remote, FrameWriter writer, IntConsumer counts) {
         this.engine = engine;
@@ -57,15 +55,6 @@ final class StructureChanges {
         this.writer = writer;
         this.counts = counts;
         this.separator = new long[engine.keys.words()];
-        this.low = new long[engine.keys.words()];
-        this.high = new long[engine.keys.words()];
-    }
-
-    /** Whether {@code node} is to be treated as shared ({@link DexEngine#treatAsShared}). */
-    private boolean shared(NodeView node) {
-        node.lowFence(low);
-        node.highFence(high);
-        return engine.treatAsShared(low, high);
     }
 
     /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
@@ -126,7 +115,7 @@ final class StructureChanges {
             }
         }
         view.copyFrom(fresh);
-        arena.flag(f, SHARED, shared(view));
+        arena.flag(f, SHARED, engine.treatAsShared(view));
         counts.accept(CacheStats.REFRESHES);
     }
 
@@ -208,7 +197,7 @@ final class StructureChanges {
     private void narrowed(int d) {
         if (path.frameAt[d] != NO_FRAME) {
             NodeView node = path.viewAt[d];
-            arena.flag(path.frameAt[d], SHARED, shared(node));
+            arena.flag(path.frameAt[d], SHARED, engine.treatAsShared(node));
         }
     }
 

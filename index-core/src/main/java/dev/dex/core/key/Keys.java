@@ -81,6 +81,11 @@ public final class Keys {
         return Arrays.compareUnsigned(a, 0, significant(a), b, 0, significant(b));
     }
 
+    /** Whether {@code key} is the empty key (no bytes, or only zero bytes): below every key, where a scan starts first. */
+    public static boolean isEmpty(byte[] key) {
+        return significant(key) == 0;
+    }
+
     /**
      * Reads a key typed by a person: {@code 0x} followed by hex digits is those bytes ({@code 0x} alone the empty
      * key), anything else its UTF-8 bytes (text that starts with {@code 0x} is written {@code \0x...}).

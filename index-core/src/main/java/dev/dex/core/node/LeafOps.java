@@ -53,21 +53,10 @@ public final class LeafOps {
     }
 
     /**
-     * Applies the write {@code op} of {@code key} (and {@code value}) to {@code leaf}, in which
+     * Applies the write {@code op} of {@code key} (its words) and {@code value} to {@code leaf}, in which
      * {@code leaf.search(key)} returned {@code pos}; only for an operation that {@link #changes} it, and an insert
      * only into a leaf that is not full.
      */
-    public static void apply(NodeView leaf, int pos, int op, long key, long value) {
-        if (op == DELETE) {
-            leaf.removeEntry(pos);
-        } else if (pos >= 0) {
-            leaf.value(pos, value);
-        } else {
-            leaf.insertEntry(-pos - 1, key, value);
-        }
-    }
-
-    /** {@link #apply(NodeView, int, int, long, long)} for a key of any width. */
     public static void apply(NodeView leaf, int pos, int op, long[] key, long value) {
         if (op == DELETE) {
             leaf.removeEntry(pos);
@@ -79,8 +68,12 @@ public final class LeafOps {
     }
 
     /**
-     * {@link #copyRange(NodeView, long, long, long[], long[], int, int)} for keys of any width: entry {@code i}'s key
-     * goes to {@code keys[i * words, (i + 1) * words)}.
+     * Copies a scan's entries out of a leaf: from its first key at or above {@code from}, the entries with keys
+     * at most {@code stop}, into {@code keys} (entry {@code i}'s words at {@code [i * words, (i + 1) * words)}) and
+     * {@code values} from entry {@code n} until entry {@code count}. An image read without a lock may be torn: at
+     * most the leaf's capacity of entries is read, and the caller validates the image before it uses what was copied.
+     *
+     * @return the index after the last entry copied
      */
     public static int copyRange(NodeView leaf, long[] from, long[] stop, long[] keys, long[] values, int n, int count) {
         int words = leaf.format().words();
@@ -94,31 +87,6 @@ public final class LeafOps {
                 break;
             }
             leaf.key(pos, keys, m * words);
-            values[m] = leaf.value(pos);
-        }
-        return m;
-    }
-
-    /**
-     * Copies a scan's entries out of a leaf: from its first key at or above {@code from}, the entries with keys
-     * at most {@code stop}, into {@code keys} and {@code values} from index {@code n} until index {@code count}.
-     * An image read without a lock may be torn: at most the leaf's capacity of entries is read, and the caller
-     * validates the image before it uses what was copied.
-     *
-     * @return the index after the last entry copied
-     */
-    public static int copyRange(NodeView leaf, long from, long stop, long[] keys, long[] values, int n, int count) {
-        int pos = leaf.search(from);
-        if (pos < 0) {
-            pos = -pos - 1;
-        }
-        int m = n;
-        for (int c = Math.min(leaf.count(), leaf.format().leafCapacity()); pos < c && m < count; pos++, m++) {
-            long k = leaf.key(pos);
-            if (k > stop) {
-                break;
-            }
-            keys[m] = k;
             values[m] = leaf.value(pos);
         }
         return m;

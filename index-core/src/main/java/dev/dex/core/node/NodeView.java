@@ -158,6 +158,16 @@ public final class NodeView {
         putWords(format.highFenceOffset(), high);
     }
 
+    /** Whether every word of the low fence after the first is maximal (true for a one-word key). */
+    public boolean lowFenceRestIsMaximal() {
+        for (int w = 1; w < words; w++) {
+            if (buffer.getLong(base + LOW_FENCE_OFFSET + w * Long.BYTES, ORDER) != NodeHeaderDescriptor.POS_INFINITY) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** Whether the high fence is plus infinity (every word {@code POS_INFINITY}). */
     public boolean highFenceIsInfinite() {
         for (int w = 0; w < words; w++) {

@@ -3,6 +3,7 @@ package dev.dex.core.partition;
 import java.util.Arrays;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.NodeView;
 
 /**
  * The logical partitions: {@code count} contiguous key ranges covering every key. Partition {@code p}
@@ -132,29 +133,37 @@ public final class PartitionTable {
      * several (shared).
      */
     public int ownerOf(long[] low, long[] high, int words) {
-        int p = partitionOf(high[0]);
+        boolean lowRestMaximal = true;
+        for (int w = 1; w < words; w++) {
+            lowRestMaximal &= low[w] == NodeHeaderDescriptor.POS_INFINITY;
+        }
+        return ownerOf(low[0], lowRestMaximal, high[0]);
+    }
+
+    /** The partition the node {@code node} lies in by its fences, or -1 when it spans several (shared). */
+    public int ownerOf(NodeView node) {
+        return ownerOf(node.lowFence(), node.lowFenceRestIsMaximal(), node.highFence());
+    }
+
+    /**
+     * The partition of a node whose low fence has the first word {@code low0} (and further words all maximal, or
+     * not) and whose high fence has the first word {@code high0}: the partition of its high fence if the low fence
+     * is at or above that partition's exclusive lower bound {@code (upper[p-1], MAX, ..., MAX)}, else -1.
+     */
+    private int ownerOf(long low0, boolean lowRestMaximal, long high0) {
+        int p = partitionOf(high0);
         if (p == 0) {
             return 0;
         }
-        // low >= the partition's exclusive lower bound (upper[p-1], MAX, ..., MAX)?
         long bound = upper[p - 1];
-        if (low[0] != bound) {
-            return low[0] > bound ? p : -1;
-        }
-        for (int w = 1; w < words; w++) {
-            if (low[w] != NodeHeaderDescriptor.POS_INFINITY) {
-                return -1;
-            }
-        }
-        return p;
+        return low0 > bound || low0 == bound && lowRestMaximal ? p : -1;
     }
 
     /**
      * The partition a node with fences {@code (low, high]} lies in, or -1 when it spans several (shared).
      */
     public int ownerOf(long low, long high) {
-        int p = partitionOf(high);
-        return low >= lowerExclusive(p) ? p : -1;
+        return ownerOf(low, true, high);
     }
 
     /** The inclusive upper bounds of all partitions but the last. */

@@ -143,11 +143,7 @@ public final class CacheValidator {
             }
             // Owned here only if inside one partition that this engine holds (a node of another compute
             // node's partition is a read-only, possibly stale copy, treated as shared).
-            long[] low = new long[engine.keys.words()];
-            long[] high = new long[engine.keys.words()];
-            node.lowFence(low);
-            node.highFence(high);
-            boolean shared = engine.treatAsShared(low, high);
+            boolean shared = engine.treatAsShared(node);
             if (shared != arena.flag(f, SHARED)) {
                 problem("frame " + f + " SHARED flag " + arena.flag(f, SHARED) + " but fences and held partitions say "
                         + shared + ": " + node);

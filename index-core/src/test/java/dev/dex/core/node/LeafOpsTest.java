@@ -44,7 +44,7 @@ class LeafOpsTest {
             };
             assertEquals(expected, LeafOps.result(op, present), LeafOps.name(op) + " of " + key + " at step " + i);
             if (LeafOps.changes(op, present)) {
-                LeafOps.apply(leaf, pos, op, key, value);
+                LeafOps.apply(leaf, pos, op, new long[] {key}, value);
             }
             assertEquals(model.size(), leaf.count(), "step " + i);
         }

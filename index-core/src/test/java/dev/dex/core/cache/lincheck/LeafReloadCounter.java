@@ -48,12 +48,7 @@ final class LeafReloadCounter extends ForwardingRemoteMemory {
         super.read(address, dst, dstOffset, length);
         if (length == NODE_LENGTH) {
             NodeView node = new NodeView(layout.format()).wrap(dst, dstOffset);
-            int words = layout.format().words();
-            long[] low = new long[words];
-            long[] high = new long[words];
-            node.lowFence(low);
-            node.highFence(high);
-            int owner = partitions.ownerOf(low, high, words);
+            int owner = partitions.ownerOf(node);
             if (node.isLeaf() && owner >= 0 && layout.engineOfPartition(owner) == engine && !leavesRead.add(address)) {
                 reloads.increment();
             }
