@@ -641,6 +641,20 @@ public final class DexEngine implements PartitionedEngine {
         return counts;
     }
 
+    /**
+     * Frames whose local lock is held right now. At rest (no operation, cooling or flush running) it is 0: a
+     * higher figure then means a path that left a frame locked, which would stall every later operation on it.
+     */
+    public int lockedFrames() {
+        int locked = 0;
+        for (int f = 0; f < arena.frames(); f++) {
+            if (arena.isLocked(f)) {
+                locked++;
+            }
+        }
+        return locked;
+    }
+
     static int maxHeight() {
         return TreeConfig.MAX_HEIGHT;
     }
