@@ -19,13 +19,16 @@ import dev.dex.rdma.RemoteMemory;
 
 /**
  * Checks every structural invariant of the tree in remote memory. Run it when no operation is in
- * flight (after a test); it reads with plain one-sided reads and takes no locks.
+ * flight (after a test, or at the end of a benchmark run); it reads with plain one-sided reads and takes no locks.
  *
  * <p>Invariants: each node's own address is where it lives; no lock word is set; front and back versions
  * agree; type matches level; counts are within capacity; keys are strictly ascending and inside the
  * node's fences {@code (low, high]}; every child's fences are exactly the range its parent gives it
  * (which makes the leaves contiguous from minus to plus infinity); all leaves are at level 0; the root
  * covers everything; every child of a node at level {@code <= M} is on that node's memory server.
+ *
+ * <p>{@link #lockedNodes} counts the nodes left locked on their own, also in a tree that breaks other invariants:
+ * after a run that saw failures, a lock nobody will release is the first thing to look for.
  */
 public final class TreeValidator {
     private static final int MAX_PROBLEMS = 20;
@@ -94,6 +97,45 @@ public final class TreeValidator {
                     + String.join("\n  ", validator.problems));
         }
         return new Report(height, validator.nodesPerLevel, validator.entries, validator.nodesPerServer, validator.emptyLeaves);
+    }
+
+    /**
+     * Nodes reachable from the root whose lock word is set: locks nobody holds once every compute node stopped. It
+     * goes down the child pointers of inner nodes only where they lead one level down to a node that names itself,
+     * so it ends on a damaged tree too, and counts each node once.
+     */
+    public static long lockedNodes(RemoteMemory memory) {
+        Superblock.Contents superblock = Superblock.read(memory);
+        TreeValidator walker = new TreeValidator(memory, superblock.subtreeLevel(), superblock.keyFormat(), (k, v) -> { });
+        java.util.Set<Long> seen = new java.util.HashSet<>();
+        java.util.ArrayDeque<long[]> pending = new java.util.ArrayDeque<>();
+        pending.add(new long[] {superblock.root(), -1});
+        long locked = 0;
+        while (!pending.isEmpty()) {
+            long[] next = pending.poll();
+            long address = next[0];
+            if (address == GlobalAddress.NULL || GlobalAddress.isSwizzled(address) || !seen.add(address)) {
+                continue;
+            }
+            NodeView node;
+            try {
+                node = walker.read(address);
+            } catch (IllegalArgumentException notInAnyRegion) {
+                continue;
+            }
+            if (node.address() != address || next[1] >= 0 && node.level() != next[1]) {
+                continue;
+            }
+            if (node.lockWord() != 0) {
+                locked++;
+            }
+            if (node.level() > 0 && node.type() == TYPE_INNER && node.count() <= node.capacity()) {
+                for (int i = 0; i <= node.count(); i++) {
+                    pending.add(new long[] {node.child(i), node.level() - 1});
+                }
+            }
+        }
+        return locked;
     }
 
     private NodeView read(long address) {
