@@ -88,16 +88,39 @@ public final class DexEngine implements PartitionedEngine {
     /** Escapes and offloaded writes in flight, for one-message offloaded writes; kept only when offloading. */
     final OffloadExclusion exclusion;
 
-    /** held[p] values: not held, held, being recovered by acquire (only its replay session enters). */
+    /**
+     * held[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
+     * but its cache could not be kept in step with remote memory ({@link #cacheFailed}); no operation enters it, and
+     * it is to be given up ({@link #abandon}) and acquired again.
+     */
     static final int NOT_HELD = 0;
     static final int HELD = 1;
     static final int RECOVERING = 2;
+    static final int FAILED = 3;
+
+    /** The engine's writing verbs that failed: for the decision to give a partition up, and for the node's health. */
+    final WriteFailures writeFailures;
+    /** Remote locks of this engine that a failed verb left held, released once the memory servers answer again. */
+    final dev.dex.core.tree.PendingUnlocks pendingUnlocks = new dev.dex.core.tree.PendingUnlocks();
+    /** poisoned[p] is 1 from {@link #cacheFailed} until p's frames are dropped: none of them is written back. */
+    private final AtomicIntegerArray poisoned;
+    private final AtomicInteger poisonedCount = new AtomicInteger();
+    /** Why each failed partition failed. */
+    private final AtomicReferenceArray<Throwable> failures;
+    /** {@link WriteFailures#count} when each partition was acquired. */
+    private final AtomicLongArray writeFailuresAtAcquire;
+    /** How long a release keeps trying to write a partition's pages back before it discards them. */
+    static final long RELEASE_RETRY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
 
     final RedoLogSettings redoLog;
     /** The redo log of each held partition, when logging. */
     final AtomicReferenceArray<RedoLog> logs;
 
     private final java.util.Set<Long> goneInstances = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Which member runs each engine instance (remote memory). */
+    private final InstanceRegistry registry;
+    /** The cluster's answer to "is the member with this unique id still in the cluster?", or null. */
+    private volatile java.util.function.LongPredicate memberAlive;
     /** A lock tag is the instance number above this many bits of session number. */
     static final int SESSION_BITS = 20;
 
@@ -123,7 +146,8 @@ public final class DexEngine implements PartitionedEngine {
         this.redoLog = redoLog;
         this.logs = new AtomicReferenceArray<>(partitions.count());
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
-        this.memory = this.offloadChannel == null ? memory : remoteChanges.track(memory);
+        this.writeFailures = new WriteFailures(memory);
+        this.memory = this.offloadChannel == null ? writeFailures : remoteChanges.track(writeFailures);
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();
@@ -138,6 +162,10 @@ public final class DexEngine implements PartitionedEngine {
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
         this.held = new AtomicIntegerArray(partitions.count());
         this.inFlight = new AtomicLongArray(partitions.count());
+        this.poisoned = new AtomicIntegerArray(partitions.count());
+        this.failures = new AtomicReferenceArray<>(partitions.count());
+        this.writeFailuresAtAcquire = new AtomicLongArray(partitions.count());
+        this.registry = new InstanceRegistry(this.memory);
     }
 
     /**
@@ -191,9 +219,45 @@ public final class DexEngine implements PartitionedEngine {
         }
     }
 
-    /** Whether a remote lock tag belongs to an instance declared gone. */
+    /**
+     * Records in remote memory that this engine instance runs on the cluster member with unique id {@code memberUid}
+     * ({@link InstanceRegistry}), so that every compute node, also one started after this one is gone, can tell from
+     * the cluster's membership whether a remote lock of this instance has a living holder. Call once after
+     * {@link #open}, before serving.
+     */
+    public void registerInstance(long memberUid) {
+        registry.register(instanceId, memberUid);
+    }
+
+    /**
+     * Tells the engine how to learn from the cluster whether a member is still in it ({@code memberAlive} of a
+     * member's unique id; it must answer false only for a member that left or was removed for good). From then on a
+     * remote lock whose holder's instance is registered to a member that is not alive is taken over when met, however
+     * long ago that holder died.
+     */
+    public void instanceLiveness(java.util.function.LongPredicate memberAlive) {
+        this.memberAlive = memberAlive;
+    }
+
+    /** Whether a remote lock tag belongs to an instance that is gone: declared so, or registered to a member that left. */
     boolean lockHolderGone(long tag) {
-        return tag > 0 && !goneInstances.isEmpty() && goneInstances.contains(tag >>> SESSION_BITS);
+        if (tag <= 0) {
+            return false;
+        }
+        long instance = tag >>> SESSION_BITS;
+        if (!goneInstances.isEmpty() && goneInstances.contains(instance)) {
+            return true;
+        }
+        java.util.function.LongPredicate alive = memberAlive;
+        if (alive == null || instance == instanceId) {
+            return false;
+        }
+        long member = registry.memberOf(instance);
+        if (member == 0 || alive.test(member)) {
+            return false;
+        }
+        goneInstances.add(instance); // a member that left never comes back under the same unique id
+        return true;
     }
 
     /** Whether writes are logged before they are acknowledged. */
@@ -277,6 +341,7 @@ public final class DexEngine implements PartitionedEngine {
                     + " and must be restarted to read the new table");
         }
         new Flush(this).dropPartition(partition);
+        writeFailuresAtAcquire.set(partition, writeFailures.count());
         if (!redoLog.enabled()) {
             // No epochs without the log: the memory servers check only that an offload's key is the partition's.
             registerOwnership(partition, 0);
@@ -284,8 +349,10 @@ public final class DexEngine implements PartitionedEngine {
             return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start, 0, false);
         }
         held.set(partition, RECOVERING);
+        RedoLog opened = null;
         try {
             RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
+            opened = log;
             // Every memory server learns the new epoch before anything of the partition runs (the replay may
             // offload): from now on it refuses the offloads of every earlier owner.
             registerOwnership(partition, log.epoch());
@@ -306,11 +373,34 @@ public final class DexEngine implements PartitionedEngine {
             return new AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start, log.previousOwner(),
                     log.previousOwnerFenced());
         } catch (RuntimeException | Error e) {
+            // Nothing of the takeover counts: what the replay cached is discarded (not written back: the log still
+            // holds it, and a write now could fail as well), and the partition is free for the next owner.
             logs.set(partition, null);
-            new Flush(this).dropPartition(partition);
-            held.set(partition, NOT_HELD);
+            try {
+                new Flush(this, false).dropPartition(partition);
+            } finally {
+                clearPoison(partition);
+                held.set(partition, NOT_HELD);
+            }
+            if (opened != null) {
+                giveUpUnlessWritesFailed(partition, opened);
+            }
             throw e;
         }
+    }
+
+    /**
+     * Clears {@code log}'s owner word, so the next owner does not fence this engine, unless a writing verb of this
+     * engine failed since it acquired {@code partition}: such a write may still land later (its answer was lost,
+     * not necessarily the write), so the next owner must fence this engine before it replays.
+     *
+     * @return whether the owner word was cleared
+     */
+    private boolean giveUpUnlessWritesFailed(int partition, RedoLog log) {
+        if (writeFailures.since(writeFailuresAtAcquire.get(partition))) {
+            return false;
+        }
+        return log.giveUp();
     }
 
     /**
@@ -354,6 +444,10 @@ public final class DexEngine implements PartitionedEngine {
             // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
             long lsn = log.nextLsn();
             long pages = new Flush(this).writeBackPartition(partition);
+            if (poisoned(partition)) {
+                // Some of its dirty pages were not written back: the log must keep every record.
+                throw new IllegalStateException("partition " + partition + " is being given up (its cache failed): no checkpoint");
+            }
             log.checkpointed(lsn);
             return pages;
         }
@@ -443,25 +537,116 @@ public final class DexEngine implements PartitionedEngine {
         inFlight.decrementAndGet(p);
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>A page that cannot be written back is tried again for {@link #RELEASE_RETRY_NANOS}. If that does not work
+     * (or the engine was fenced), every frame of the partition is dropped without writing, the partition is not held
+     * any more, and an {@link IllegalStateException} says so: with redo logging the writes are in the log, which the
+     * next owner replays after it fenced this engine (the owner word stays); without, they are lost.
+     */
     @Override
     public ReleaseReport release(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
+        if (held.get(partition) == FAILED) {
+            abandon(partition);
+            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+        }
         if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
         }
         awaitDrained(partition);
-        long[] work = new Flush(this).dropPartition(partition);
+        long[] work = writeBackAndDrop(partition);
         RedoLog log = logs.get(partition);
         if (log != null) {
-            // Every page is written back: the next owner's replay has nothing to do.
-            synchronized (log.checkpointLock()) {
-                log.checkpointed(log.nextLsn());
+            // Every page is written back: the next owner's replay has nothing to do. Should this write fail, the
+            // next owner replays records whose writes are in the pages already, which changes nothing.
+            try {
+                synchronized (log.checkpointLock()) {
+                    log.checkpointed(log.nextLsn());
+                }
+            } catch (dev.dex.rdma.FabricException notMoved) {
+                // see above
             }
-            log.giveUp();
+            giveUpUnlessWritesFailed(partition, log);
             logs.set(partition, null);
         }
         return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
+    }
+
+    /** A release's write-back and drop of every frame of {@code partition}, tried again while pages fail to be written. */
+    private long[] writeBackAndDrop(int partition) {
+        long deadline = System.nanoTime() + RELEASE_RETRY_NANOS;
+        Flush flush = new Flush(this);
+        while (true) {
+            try {
+                return flush.dropPartition(partition);
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (failed instanceof dev.dex.rdma.FencedException || System.nanoTime() - deadline > 0) {
+                    RedoLog log = logs.get(partition);
+                    if (log != null) {
+                        log.abandon();
+                    }
+                    Flush discard = new Flush(this, false);
+                    discard.dropPartition(partition);
+                    logs.set(partition, null);
+                    throw new IllegalStateException("partition " + partition + " was released, but its pages could not be"
+                            + " written back (" + failed.getMessage() + "); " + (log != null
+                            ? "its writes are in its redo log, which the next owner replays after it fenced this compute node"
+                            : discard.discardedDirty() + " dirty pages were discarded and their writes lost (no redo log)"),
+                            failed);
+                }
+                parkBriefly();
+            }
+        }
+    }
+
+    private static void parkBriefly() {
+        java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(10));
+    }
+
+    /**
+     * The cache of {@code partition} can no longer be trusted to match remote memory (a structure change whose
+     * writes failed left an owned node that remote memory may not have, see StructureChanges): no operation
+     * enters it any more, none of its frames is written back, and {@link #logFailed} tells its owner to give it up
+     * ({@link #abandon}, which drops its frames) and acquire it again (which replays its redo log). Nothing for a
+     * partition this engine does not hold, or -1 (a node that spans partitions).
+     */
+    void cacheFailed(int partition, Throwable cause) {
+        if (partition < 0) {
+            return;
+        }
+        if (poisoned.compareAndSet(partition, 0, 1)) {
+            poisonedCount.incrementAndGet();
+        }
+        failures.set(partition, cause);
+        if (!held.compareAndSet(partition, HELD, FAILED)) {
+            held.compareAndSet(partition, RECOVERING, FAILED);
+        }
+    }
+
+    private void clearPoison(int partition) {
+        if (poisoned.compareAndSet(partition, 1, 0)) {
+            poisonedCount.decrementAndGet();
+        }
+    }
+
+    /**
+     * Whether the dirty frame showing {@code node} may be written back: not when its partition's cache failed
+     * ({@link #cacheFailed}), whose frames are dropped unwritten. One volatile read while no partition failed.
+     */
+    boolean mayWriteBack(NodeView node) {
+        if (poisonedCount.get() == 0) {
+            return true;
+        }
+        int owner = partitions.ownerOf(node);
+        return owner < 0 || poisoned.get(owner) == 0;
+    }
+
+    /** Whether {@code partition}'s cache failed and its frames are not written back. */
+    boolean poisoned(int partition) {
+        return poisoned.get(partition) != 0;
     }
 
     /**
@@ -471,8 +656,22 @@ public final class DexEngine implements PartitionedEngine {
      */
     public boolean logFailed(int partition) {
         checkPartition(partition);
+        if (held.get(partition) == FAILED) {
+            return true;
+        }
         RedoLog log = logs.get(partition);
         return log != null && log.failed();
+    }
+
+    /** Why {@code partition} must be given up ({@link #logFailed}), or null. */
+    public Throwable failure(int partition) {
+        checkPartition(partition);
+        Throwable failure = failures.get(partition);
+        if (failure != null && held.get(partition) == FAILED) {
+            return failure;
+        }
+        RedoLog log = logs.get(partition);
+        return log == null ? null : log.failure();
     }
 
     /**
@@ -490,10 +689,11 @@ public final class DexEngine implements PartitionedEngine {
         while (held.get(partition) == RECOVERING) {
             Thread.yield(); // an acquire still replaying: let it finish, then give the partition up
         }
-        if (!redoLog.enabled()) {
+        boolean failed = held.get(partition) == FAILED;
+        if (!redoLog.enabled() && !failed) {
             return release(partition).framesDropped();
         }
-        if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
+        if (!held.compareAndSet(partition, HELD, NOT_HELD) && !held.compareAndSet(partition, FAILED, NOT_HELD)) {
             return 0;
         }
         RedoLog log = logs.get(partition);
@@ -502,11 +702,23 @@ public final class DexEngine implements PartitionedEngine {
             log.abandon();
         }
         awaitDrained(partition);
-        long[] work = new Flush(this, false).dropPartition(partition);
-        if (log != null) {
-            log.giveUp(); // nothing of p is written from here on: the next owner need not fence this engine
+        Flush discard = new Flush(this, false);
+        long[] work;
+        try {
+            work = discard.dropPartition(partition);
+        } finally {
+            clearPoison(partition);
+            logs.set(partition, null);
         }
-        logs.set(partition, null);
+        if (log != null) {
+            // Nothing of p is written from here on: the next owner need not fence this engine, unless a write failed.
+            giveUpUnlessWritesFailed(partition, log);
+        }
+        if (!redoLog.enabled() && discard.discardedDirty() > 0) {
+            throw new IllegalStateException("partition " + partition + " was given up because its cache could not be kept"
+                    + " in step with remote memory (" + failures.get(partition) + "); " + discard.discardedDirty()
+                    + " dirty pages were discarded and their writes lost (no redo log)");
+        }
         return work[1];
     }
 
@@ -639,6 +851,53 @@ public final class DexEngine implements PartitionedEngine {
             }
         }
         return counts;
+    }
+
+    /**
+     * Whether the engine's writes keep failing: System.nanoTime() of the first failed writing verb since the last one
+     * that succeeded, or 0 when the last one succeeded. A compute node compares it with its write-back timeout.
+     */
+    public long writesFailingSinceNanos() {
+        return writeFailures.failingSinceNanos();
+    }
+
+    /** The engine's last failed writing verb, or null. */
+    public Throwable lastWriteFailure() {
+        return writeFailures.last();
+    }
+
+    /** Remote locks of this engine that failed verbs left held and that are not released yet. */
+    public int pendingUnlocks() {
+        return pendingUnlocks.size();
+    }
+
+    /**
+     * Repairs what failed verbs left behind, as far as the memory servers answer now: releases the remote locks still
+     * pending, and writes back the dirty pages of every held partition (a checkpoint where the partition logs), which
+     * also tells whether writes work again. Called periodically by the compute node while something is pending or
+     * writes have been failing.
+     *
+     * @return remote locks still pending afterwards
+     * @throws dev.dex.rdma.FabricException when a write-back still fails
+     */
+    public int repair() {
+        try (DexSession session = newSession()) {
+            pendingUnlocks.retry(session.remote());
+        }
+        for (int p = 0; p < partitions.count(); p++) {
+            if (tryEnter(p)) {
+                try {
+                    if (logs.get(p) != null) {
+                        checkpoint(p);
+                    } else {
+                        new Flush(this).writeBackPartition(p);
+                    }
+                } finally {
+                    exit(p);
+                }
+            }
+        }
+        return pendingUnlocks.size();
     }
 
     /**

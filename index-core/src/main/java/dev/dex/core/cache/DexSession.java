@@ -51,6 +51,9 @@ public final class DexSession extends WordKeySession {
     /** The write at the end of the path, and its record for the redo log. */
     private final LeafWrites leafWrites;
 
+    /** This session's remote side: validated reads, remote locks. */
+    private final RemoteNodes remote;
+
     /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
     private final Markers markers;
     /** This thread's free frames, and the cooling and eviction that refill them. */
@@ -90,7 +93,7 @@ public final class DexSession extends WordKeySession {
         this.opKey = new long[words];
         this.scanKey = new long[words];
         this.scanStop = new long[words];
-        RemoteNodes remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone);
+        this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone, engine.pendingUnlocks);
         FrameWriter writer = new FrameWriter(engine);
         SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
         this.frames = new FrameSupply(engine, writer, random, this::count);
@@ -152,13 +155,14 @@ public final class DexSession extends WordKeySession {
         long[] key = scanKey;
         startScan(startKey, count, keys, values, key);
         int partition = engine.enter(key);
-        int first = partition;
         int n = 0;
         try {
             beginOp(Admission.NO_OFFLOAD, 0);
             while (n < count) {
                 int p = partitions.partitionOf(key);
                 if (p != partition) {
+                    // A batch's commit waits for the writes this part may have read, as for every partition it reads.
+                    log.noteRead(partition);
                     engine.exit(partition);
                     partition = -1;
                     if (!engine.tryEnter(p)) {
@@ -194,8 +198,8 @@ public final class DexSession extends WordKeySession {
         } finally {
             markers.releaseAll();
             activeKey.clear();
-            log.noteRead(first);
             if (partition >= 0) {
+                log.noteRead(partition);
                 engine.exit(partition);
             }
         }
@@ -213,6 +217,11 @@ public final class DexSession extends WordKeySession {
     /** Operations restarted so far. */
     public long restarts() {
         return counters.get(CacheStats.RESTARTS);
+    }
+
+    /** This session's remote side (its lock tag, the engine's pending unlocks). */
+    RemoteNodes remote() {
+        return remote;
     }
 
     /** The key this session's operation descends to ({@link Offloader}). */

@@ -20,6 +20,10 @@ import dev.dex.core.node.NodeView;
  *
  * <p>Runs after the partition's operations have drained; other threads may still try-lock these frames
  * (to cool them), so locks are taken with retries, parent before child, never waiting while holding one.
+ *
+ * <p>A write-back that fails throws out of the flush with every lock released; the frame stays cached and dirty, so
+ * a later flush (a release tries again, DexEngine.writeBackAndDrop) writes it. A flush that finds a frame locked
+ * waits for it: every lock holder releases on every path, also when its verb fails.
  */
 final class Flush {
     private final DexEngine engine;
@@ -29,6 +33,8 @@ final class Flush {
 
     /** Whether dropped dirty frames are written back (a release) or discarded (an abandon). */
     private final boolean writeBack;
+    /** Dirty frames dropped without being written back. */
+    private long discardedDirty;
 
     Flush(DexEngine engine) {
         this(engine, true);
@@ -50,6 +56,8 @@ final class Flush {
      * @return {pages written, frames dropped}
      */
     long[] dropPartition(int partition) {
+        // A partition whose cache failed is dropped unwritten, also by a release (DexEngine.cacheFailed).
+        boolean write = writeBack && !engine.poisoned(partition);
         long dropped = 0;
         while (true) {
             List<long[]> victims = collect(partition);
@@ -58,7 +66,7 @@ final class Flush {
             }
             victims.sort(Comparator.comparingLong(a -> a[0]));
             for (long[] victim : victims) {
-                if (drop((int) victim[1], victim[2])) {
+                if (drop((int) victim[1], victim[2], write)) {
                     dropped++;
                 }
             }
@@ -90,7 +98,7 @@ final class Flush {
                 int state = arena.state(f);
                 if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
                     NodeView node = arena.wrap(view, f);
-                    if (engine.partitions.ownerOf(node) == partition) {
+                    if (engine.partitions.ownerOf(node) == partition && engine.mayWriteBack(node)) {
                         writer.writeBack(f);
                     }
                 }
@@ -124,7 +132,12 @@ final class Flush {
         return victims;
     }
 
-    private boolean drop(int frame, long address) {
+    /** Dirty frames this flush dropped without writing them back. */
+    long discardedDirty() {
+        return discardedDirty;
+    }
+
+    private boolean drop(int frame, long address, boolean writeBack) {
         int parent;
         while (true) {
             parent = arena.parent(frame);
@@ -168,6 +181,7 @@ final class Flush {
                     writer.writeBack(frame);
                 } else {
                     writer.markClean(frame);
+                    discardedDirty++;
                 }
             }
             if (parent != NO_FRAME) {

@@ -12,6 +12,7 @@ import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
 
 /**
@@ -28,7 +29,9 @@ import dev.dex.rdma.GlobalAddress;
  * unpinned (the parent of an offload in flight is pinned); a cooling bucket is changed only under its monitor,
  * and a frame is evicted only under its bucket's monitor with its write lock held and while still COOLING and
  * unpinned. A dirty frame is written back before it leaves its parent or the mapping table, so no reader can
- * miss on a node whose remote image is older than the cache's.
+ * miss on a node whose remote image is older than the cache's. Every lock taken is released in a {@code finally}:
+ * a write-back that fails throws with the frame unchanged (still cached, dirty and reachable), and a later cooling
+ * or eviction tries it again.
  * </pre>
  */
 final class FrameSupply {
@@ -74,7 +77,10 @@ final class FrameSupply {
         free.clear();
     }
 
-    /** A free frame for this thread, cooling and evicting as needed; NO_FRAME when none can be had. */
+    /**
+     * A free frame for this thread, cooling and evicting as needed; NO_FRAME when none can be had, also when the
+     * write-back of a frame to cool or evict failed (the caller then works uncached).
+     */
     int allocate() {
         if (arena.frames() == 0) {
             return NO_FRAME;
@@ -87,14 +93,20 @@ final class FrameSupply {
             return f;
         }
         for (int attempt = 0; attempt < 8; attempt++) {
-            if (cooling.size() < engine.coolingTarget) {
-                coolSample();
-                coolSample();
+            try {
+                if (cooling.size() < engine.coolingTarget) {
+                    coolSample();
+                    coolSample();
+                }
+                if (!free.isEmpty()) {
+                    return free.removeAt(free.size() - 1);
+                }
+                f = evictFromCooling();
+            } catch (FabricException writeBackFailed) {
+                // That frame stays cached and dirty (written back later); this operation goes on without a frame
+                // rather than fail for a page it does not use. The engine's health sees the failed write.
+                return NO_FRAME;
             }
-            if (!free.isEmpty()) {
-                return free.removeAt(free.size() - 1);
-            }
-            f = evictFromCooling();
             if (f != NO_FRAME) {
                 return f;
             }
@@ -161,30 +173,33 @@ final class FrameSupply {
                 }
                 return;
             }
-            if (arena.pins(f) > 0) {
-                // Pinned since it was sampled (the parent of an offload in flight): not a candidate.
+            try {
+                if (arena.pins(f) > 0) {
+                    // Pinned since it was sampled (the parent of an offload in flight): not a candidate.
+                    return;
+                }
+                int slot = parent == NO_FRAME ? -1 : writer.findSwizzled(parent, f);
+                if (parent == NO_FRAME || slot >= 0) {
+                    if (arena.flag(f, DIRTY)) {
+                        if (!engine.mayWriteBack(arena.wrap(sampleView, f))) {
+                            return; // its partition's cache failed: dropped unwritten when the partition is given up
+                        }
+                        // Throws with the frame still HOT, dirty and swizzled: nothing changed, a later cooling retries.
+                        writer.writeBack(f);
+                    }
+                    if (slot >= 0) {
+                        writer.unswizzle(parent, slot, address);
+                    }
+                    arena.state(f, COOLING);
+                    arena.parent(f, NO_FRAME);
+                    cooling.append(bucket, f);
+                    counts.accept(CacheStats.COOLINGS);
+                }
+            } finally {
                 arena.unlock(f);
                 if (parent != NO_FRAME) {
                     arena.unlock(parent);
                 }
-                return;
-            }
-            int slot = parent == NO_FRAME ? -1 : writer.findSwizzled(parent, f);
-            if (parent == NO_FRAME || slot >= 0) {
-                if (arena.flag(f, DIRTY)) {
-                    writer.writeBack(f);
-                }
-                if (slot >= 0) {
-                    writer.unswizzle(parent, slot, address);
-                }
-                arena.state(f, COOLING);
-                arena.parent(f, NO_FRAME);
-                cooling.append(bucket, f);
-                counts.accept(CacheStats.COOLINGS);
-            }
-            arena.unlock(f);
-            if (parent != NO_FRAME) {
-                arena.unlock(parent);
             }
         }
     }
@@ -194,17 +209,23 @@ final class FrameSupply {
         if (!arena.tryLock(f)) {
             return false;
         }
-        if (arena.state(f) != COOLING || arena.pins(f) > 0) {
+        try {
+            if (arena.state(f) != COOLING || arena.pins(f) > 0) {
+                return false;
+            }
+            if (arena.flag(f, DIRTY)) {
+                if (!engine.mayWriteBack(arena.wrap(sampleView, f))) {
+                    return false;
+                }
+                // Throws with the frame still COOLING and dirty at the head of its bucket: a later eviction retries.
+                writer.writeBack(f);
+            }
+            mapping.remove(arena.address(f), f);
+            engine.exclusion.leaveFrame(f);
+            arena.reset(f);
+        } finally {
             arena.unlock(f);
-            return false;
         }
-        if (arena.flag(f, DIRTY)) {
-            writer.writeBack(f);
-        }
-        mapping.remove(arena.address(f), f);
-        engine.exclusion.leaveFrame(f);
-        arena.reset(f);
-        arena.unlock(f);
         counts.accept(CacheStats.EVICTIONS);
         return true;
     }

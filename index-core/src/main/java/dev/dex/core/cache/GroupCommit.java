@@ -155,10 +155,9 @@ final class GroupCommit {
         RedoLog log = pendingLog;
         int p = pendingPartition;
         int count = pendingCount;
-        pendingCount = 0;
-        pendingLog = null;
         if (entered) {
             if (engine.logs.get(p) != log) {
+                dropPending();
                 throw notDurable(p);
             }
             appendAndWait(log, p, count);
@@ -167,6 +166,7 @@ final class GroupCommit {
         if (engine.tryEnter(p)) {
             try {
                 if (engine.logs.get(p) != log) {
+                    dropPending();
                     throw notDurable(p); // given up, and held again under a newer log
                 }
                 appendAndWait(log, p, count);
@@ -175,6 +175,7 @@ final class GroupCommit {
             }
             return;
         }
+        dropPending();
         // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
         // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
         long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
@@ -190,27 +191,59 @@ final class GroupCommit {
         }
     }
 
+    /** Forgets the pending records: they are in the log, or their log is no more this partition's. */
+    private void dropPending() {
+        pendingCount = 0;
+        pendingLog = null;
+    }
+
     private static IllegalStateException notDurable(int p) {
         return new IllegalStateException("partition " + p + " was given up before these writes reached its log;"
                 + " they are not durable");
     }
 
-    /** Appends the pending records (runs of consecutive LSNs) and waits until they are durable. */
+    /**
+     * Appends the pending records (runs of consecutive LSNs) and waits until they are durable. Their LSNs are handed
+     * out, so nothing after them can become durable until they are in the log: a checkpoint or append that fails
+     * is tried again (the same records go to the same slots) until the log's wait limit, and then the log is failed
+     * ({@link RedoLog#fail}: every waiter fails at once, the partition is given up and acquired again). The records
+     * leave this session only once they are written or the log failed.
+     */
     private void appendAndWait(RedoLog log, int p, int count) {
         long last = lsnOf(count - 1);
-        while (!log.hasRoom(last)) {
-            engine.checkpoint(p);
-        }
-        int run = 0;
-        for (int i = 1; i <= count; i++) {
-            if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
-                log.append(lsnOf(run), pending, run * recordLength, i - run);
-                run = i;
+        long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
+        int written = 0;
+        while (true) {
+            try {
+                while (!log.hasRoom(last)) {
+                    engine.checkpoint(p);
+                }
+                for (int i = written + 1; i <= count; i++) {
+                    if (i == count || lsnOf(i) != lsnOf(i - 1) + 1) {
+                        log.append(lsnOf(written), pending, written * recordLength, i - written);
+                        written = i;
+                    }
+                }
+                break;
+            } catch (RuntimeException failed) {
+                boolean retry = failed instanceof dev.dex.rdma.FabricException && !(failed instanceof dev.dex.rdma.FencedException)
+                        && System.nanoTime() - deadline < 0 && !log.failed() && !log.abandoned() && !engine.poisoned(p);
+                if (!retry) {
+                    log.fail(failed);
+                    dropPending();
+                    throw failed;
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1));
             }
         }
+        dropPending();
         log.awaitDurable(last);
         if (log.length() > log.capacity() / 2) {
-            engine.checkpoint(p);
+            try {
+                engine.checkpoint(p);
+            } catch (dev.dex.rdma.FabricException notNow) {
+                // The records are durable; the checkpoint only bounds the next replay, and comes again with the next commit.
+            }
         }
     }
 

@@ -81,10 +81,14 @@ final class LeafWrites {
             if (remote.lock(address, version) != RemoteNodes.LOCKED) {
                 return RESTART;
             }
-            LeafOps.apply(leaf, pos, op, key, newValue);
-            remote.writeLocked(address, leaf, version + 1);
-            record(partition, key, newValue, op, logged);
-            remote.unlock(address);
+            try {
+                LeafOps.apply(leaf, pos, op, key, newValue);
+                remote.writeLocked(address, leaf, version + 1);
+                record(partition, key, newValue, op, logged);
+            } finally {
+                // Also when the write failed (it may or may not have taken effect; either image is a whole node).
+                remote.release(address);
+            }
         } else {
             LeafOps.apply(leaf, pos, op, key, newValue);
             leaf.version(leaf.version() + 1);

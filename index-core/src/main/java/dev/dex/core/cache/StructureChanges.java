@@ -42,6 +42,9 @@ final class StructureChanges {
     private final IntConsumer counts;
     /** A split's separator. */
     private final long[] separator;
+    /** The parent's and the node's images before a split, to undo it in the cache when its writes fail. */
+    private final NodeView parentBefore;
+    private final NodeView nodeBefore;
 
     StructureChanges(DexEngine engine, SessionPath path, RemoteNodes remote, FrameWriter writer, IntConsumer counts) {
         this.engine = engine;
@@ -55,6 +58,10 @@ final class StructureChanges {
         this.writer = writer;
         this.counts = counts;
         this.separator = new long[engine.keys.words()];
+        org.agrona.concurrent.UnsafeBuffer before = new org.agrona.concurrent.UnsafeBuffer(
+                org.agrona.BufferUtil.allocateDirectAligned(2 * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, 64));
+        this.parentBefore = new NodeView(engine.keys).wrap(before, 0);
+        this.nodeBefore = new NodeView(engine.keys).wrap(before, dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH);
     }
 
     /** The node at depth {@code d} does not cover the key: its parent's image (or the root pointer) is stale. */
@@ -138,17 +145,20 @@ final class StructureChanges {
         if (!path.lockNode(pd)) {
             return;
         }
-        if (!path.lockNode(d)) {
-            path.unlockNode(pd);
-            return;
-        }
+        boolean nodeLocked = false;
         NodeView parent = path.viewAt[pd];
         NodeView node = path.viewAt[d];
         long parentAddress = parent.address();
         long address = node.address();
         boolean parentRemote = false;
         boolean nodeRemote = false;
+        // Whether the remote locks must be repaired before they are released (a split whose writes failed).
+        boolean repair = false;
         try {
+            if (!path.lockNode(d)) {
+                return;
+            }
+            nodeLocked = true;
             if (parent.isFull()) {
                 return;
             }
@@ -165,8 +175,11 @@ final class StructureChanges {
                 nodeRemote = true;
             }
             long rightAddress = engine.allocator.allocateFor(node.level(), address);
+            // The images as they were, for a split whose writes fail: the cache must not keep a change that remote
+            // memory may not have.
+            parentBefore.copyFrom(parent);
+            nodeBefore.copyFrom(node);
             node.splitInto(right, rightAddress, separator);
-            writer.orphanChildren(right);
             narrowed(d);
             parent.insertSeparator(path.childIndexAt[pd], separator, rightAddress);
             // Remote memory sees the split in an order that is a valid tree after every step: the new right
@@ -174,20 +187,90 @@ final class StructureChanges {
             // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
             // than its parent's slot; every reader clips it to the slot (resolve), so a crash in between
             // leaves nothing a new owner cannot follow (docs/durability.md).
-            remote.writeUnlocked(rightAddress, right);
-            finishWrite(pd, parentRemote, true);
-            finishWrite(d, nodeRemote, path.sharedAt[pd] || path.sharedAt[d]);
+            try {
+                writeRetrying(rightAddress, right, 0);
+                finishWrite(pd, parentRemote, true);
+                finishWrite(d, nodeRemote, path.sharedAt[pd] || path.sharedAt[d]);
+            } catch (RuntimeException failed) {
+                undo(pd, parentBefore, failed);
+                undo(d, nodeBefore, failed);
+                repair = true;
+                throw failed;
+            }
+            // Only now do the cached children of the right half lose their parent: had a write failed, the node
+            // would have kept them.
+            writer.orphanChildren(right);
         } finally {
             if (nodeRemote) {
-                remote.unlock(address);
+                releaseRemote(address, repair);
             }
             if (parentRemote) {
-                remote.unlock(parentAddress);
+                releaseRemote(parentAddress, repair);
             }
-            path.unlockNode(d);
+            if (nodeLocked) {
+                path.unlockNode(d);
+            }
             path.unlockNode(pd);
         }
     }
+
+    /**
+     * A split's writes to remote memory failed: the cached image of depth {@code d} goes back to {@code before}. Remote
+     * memory is a valid tree whichever writes took effect (see split), but maybe not the one cached: a shared frame
+     * that is behind remote memory is refreshed when a version check finds it stale, as always; an owned frame is
+     * trusted without checks, so its partition can no longer be served from this cache and is given up and acquired
+     * again ({@link DexEngine#cacheFailed}), which drops its frames and replays its redo log.
+     */
+    private void undo(int d, NodeView before, RuntimeException cause) {
+        int f = path.frameAt[d];
+        if (f == NO_FRAME) {
+            return;
+        }
+        NodeView view = path.viewAt[d];
+        view.copyFrom(before);
+        boolean shared = engine.treatAsShared(view);
+        arena.flag(f, SHARED, shared);
+        if (!shared) {
+            writer.markDirty(f);
+            engine.cacheFailed(engine.partitions.ownerOf(view), cause);
+        } else {
+            writer.markClean(f);
+        }
+    }
+
+    /** Releases a remote lock of a split; after failed writes only once its node is repaired (PendingUnlocks). */
+    private void releaseRemote(long address, boolean repair) {
+        if (repair) {
+            remote.leavePending(address, true);
+            remote.pending().retryIfDue(remote);
+        } else {
+            remote.release(address);
+        }
+    }
+
+    /**
+     * Writes a node of a structure change, trying again when the verb fails: a lost answer or a broken connection is
+     * usually over at once, and the same bytes written twice are the same node (this session holds the locks that
+     * keep everyone else from writing it meanwhile). A fence is final and not retried.
+     */
+    private void writeRetrying(long address, NodeView view, long lockWord) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                writer.write(address, view, lockWord);
+                return;
+            } catch (dev.dex.rdma.FencedException fenced) {
+                throw fenced;
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (attempt >= WRITE_ATTEMPTS) {
+                    throw failed;
+                }
+                Thread.onSpinWait();
+            }
+        }
+    }
+
+    /** How often a write of a structure change is tried before the change is undone. */
+    static final int WRITE_ATTEMPTS = 3;
 
     /**
      * A split narrowed the node at depth {@code d}: a shared node may now lie inside one partition. Its
@@ -227,7 +310,7 @@ final class StructureChanges {
             return;
         }
         view.version(view.version() + 1);
-        writer.write(view.address(), view, remotelyLocked ? remote.tag() : 0);
+        writeRetrying(view.address(), view, remotelyLocked ? remote.tag() : 0);
         writer.markClean(f);
     }
 
@@ -244,6 +327,7 @@ final class StructureChanges {
             return;
         }
         boolean locked = false;
+        boolean repair = false;
         try {
             if (!remoteLock(0)) {
                 return;
@@ -254,24 +338,37 @@ final class StructureChanges {
             long rootAddress = engine.allocator.allocateFor(level + 1, address);
             splitCopy.copyFrom(node);
             splitCopy.splitInto(right, rightAddress, separator);
-            writer.write(rightAddress, right, 0);
-            newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
-            newRoot.child(0, address);
-            newRoot.appendChild(separator, rightAddress);
-            remote.writeUnlocked(rootAddress, newRoot);
-            long found = remote.swingRoot(address, rootAddress);
-            if (found != address) {
-                engine.rootMoved(address, found);
-                return;
+            nodeBefore.copyFrom(node);
+            boolean swung = false;
+            try {
+                writeRetrying(rightAddress, right, 0);
+                newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
+                newRoot.child(0, address);
+                newRoot.appendChild(separator, rightAddress);
+                writeRetrying(rootAddress, newRoot, 0);
+                long found = remote.swingRoot(address, rootAddress);
+                if (found != address) {
+                    engine.rootMoved(address, found);
+                    return;
+                }
+                swung = true;
+                node.copyFrom(splitCopy);
+                narrowed(0);
+                finishWrite(0, true, true);
+            } catch (RuntimeException failed) {
+                // The swing may have taken effect (its answer lost) and the narrowed node not: the lock is released
+                // only after a repair, which clips the node to its slot under whichever root remote memory has.
+                if (swung) {
+                    undo(0, nodeBefore, failed);
+                }
+                repair = true;
+                throw failed;
             }
             writer.orphanChildren(right);
-            node.copyFrom(splitCopy);
-            narrowed(0);
-            finishWrite(0, true, true);
             engine.rootMoved(address, rootAddress);
         } finally {
             if (locked) {
-                remote.unlock(address);
+                releaseRemote(address, repair);
             }
             path.unlockNode(0);
         }

@@ -43,7 +43,10 @@ import dev.dex.rdma.RemoteMemory;
  *   runs of consecutive LSNs, in any order; {@link #awaitDurable} waits until every record up to an LSN
  *   is in the log (the durable watermark, advanced under this object's monitor), so no acknowledged
  *   record ever lies behind a hole a replay would stop at. A slot is reused only once the record one lap
- *   earlier is durable and behind the checkpoint. The checkpoint only moves forward (monitor). The owner
+ *   earlier is written (or was skipped, being behind the checkpoint when its append came): a record whose LSN
+ *   was handed out but not yet written keeps its slot, however far the checkpoint moved. An append writes only
+ *   the records at or after the checkpoint, so never more than the ring holds and never past its end. The
+ *   checkpoint only moves forward (monitor). The owner
  *   serializes whole checkpoints (flush, then checkpointed) on checkpointLock(), a monitor of its own, so a
  *   checkpoint's page write-backs never hold up appends and waits on this object's monitor.
  * </pre>
@@ -160,44 +163,52 @@ public final class RedoLog {
                 }
             }
         }
-        boolean fenced;
         try {
-            fenced = previous != 0 && memory.fence(previous);
-        } catch (RuntimeException unreachable) {
-            // Not fenced: give the word back, so the next attempt fences that owner again.
-            try {
-                memory.compareAndSwap(log + OWNER_CLIENT_OFFSET, self, previous);
-            } catch (RuntimeException alsoUnreachable) {
-                unreachable.addSuppressed(alsoUnreachable);
+            boolean fenced = previous != 0 && memory.fence(previous);
+            long epoch;
+            while (true) {
+                long seen = memory.readLong(log + EPOCH_OFFSET);
+                if (memory.compareAndSwap(log + EPOCH_OFFSET, seen, seen + 1) == seen) {
+                    epoch = seen + 1;
+                    break;
+                }
             }
-            throw unreachable;
-        }
-        long epoch;
-        while (true) {
-            long seen = memory.readLong(log + EPOCH_OFFSET);
-            if (memory.compareAndSwap(log + EPOCH_OFFSET, seen, seen + 1) == seen) {
-                epoch = seen + 1;
-                break;
+            UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
+            ownerWord.putLong(0, owner, ORDER);
+            memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
+            // Checkpoint LSN and epoch in one read, as they are written together.
+            UnsafeBuffer checkpointWords = new UnsafeBuffer(new byte[2 * Long.BYTES]);
+            memory.read(log + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
+            return new RedoLog(memory, keys, partition, log, capacity, epoch, checkpointWords.getLong(0, ORDER),
+                    checkpointWords.getLong(CHECKPOINT_EPOCH_OFFSET - CHECKPOINT_OFFSET, ORDER), awaitNanos, previous, fenced);
+        } catch (RuntimeException failed) {
+            // Not opened: the owner word goes back to the previous owner (best effort), so the next attempt fences
+            // that one again and not this one. Nothing of the partition was written meanwhile (an epoch raised by a
+            // lost compare-and-swap is raised again by the next owner, and the owner word is only a diagnostic).
+            if (self != 0) {
+                try {
+                    memory.compareAndSwap(log + OWNER_CLIENT_OFFSET, self, previous);
+                } catch (RuntimeException alsoUnreachable) {
+                    failed.addSuppressed(alsoUnreachable);
+                }
             }
+            throw failed;
         }
-        UnsafeBuffer ownerWord = new UnsafeBuffer(new byte[Long.BYTES]);
-        ownerWord.putLong(0, owner, ORDER);
-        memory.write(log + OWNER_OFFSET, ownerWord, 0, Long.BYTES);
-        // Checkpoint LSN and epoch in one read, as they are written together.
-        UnsafeBuffer checkpointWords = new UnsafeBuffer(new byte[2 * Long.BYTES]);
-        memory.read(log + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
-        return new RedoLog(memory, keys, partition, log, capacity, epoch, checkpointWords.getLong(0, ORDER),
-                checkpointWords.getLong(CHECKPOINT_EPOCH_OFFSET - CHECKPOINT_OFFSET, ORDER), awaitNanos, previous, fenced);
     }
 
-    /** The log directory's address, created (one chunk on the first server) by whoever needs it first. */
-    private static long directory(RemoteMemory memory, int partitions) {
+    /**
+     * The log directory's address, created (one chunk on the first server) by whoever needs it first. Its word at
+     * {@link RedoLogDescriptor#INSTANCES_POINTER_OFFSET}, after the slots of the most partitions a tree can have,
+     * points to the engine instances' registry ({@code InstanceRegistry}).
+     */
+    public static long directory(RemoteMemory memory, int partitions) {
         long directory = memory.readLong(DIRECTORY_POINTER_ADDRESS);
         if (directory != 0) {
             return directory;
         }
         int server = memory.memoryServerIds()[0];
-        if (memory.chunkAllocator().chunkLength(server) < (long) partitions * Long.BYTES) {
+        if (memory.chunkAllocator().chunkLength(server) < RedoLogDescriptor.INSTANCES_POINTER_OFFSET + Long.BYTES
+                || memory.chunkAllocator().chunkLength(server) < (long) partitions * Long.BYTES) {
             throw new IllegalStateException("a chunk cannot hold the log directory of " + partitions + " partitions");
         }
         long created = memory.chunkAllocator().allocateChunk(server);
@@ -262,9 +273,28 @@ public final class RedoLog {
         }
     }
 
-    /** Whether an append failed: the log has a hole, and every later commit fails until a new owner opens it. */
+    /** Whether an append failed for good: the log has a hole, and every later commit fails until a new owner opens it. */
     public boolean failed() {
         return failure != null;
+    }
+
+    /** Why the log failed ({@link #fail}), or null. */
+    public Throwable failure() {
+        return failure;
+    }
+
+    /**
+     * Records that records handed out will never be written ({@code cause}): the log has a hole from then on, every
+     * waiter fails at once, and the partition must be given up and acquired again, whose replay stops at the hole.
+     * Called by the owner when an append kept failing.
+     */
+    public void fail(Throwable cause) {
+        if (failure == null) {
+            failure = cause;
+        }
+        synchronized (this) {
+            notifyAll();
+        }
     }
 
     /** Marks that this owner gave the partition up without writing its pages back. */
@@ -401,8 +431,12 @@ public final class RedoLog {
 
     /**
      * Writes {@code count} encoded records with consecutive LSNs from {@code firstLsn} (one fabric write, two
-     * where the ring wraps). The caller made sure the ring has room ({@link #hasRoom}). Waits first until the
-     * records one lap earlier in the same slots are durable, so a late write can never land over a newer one.
+     * where the ring wraps). The caller made sure the ring has room for the last ({@link #hasRoom}). Records behind
+     * the checkpoint are not written (their writes are in the pages already, and their slots may be another lap's
+     * by now), so at most a ring's worth is. Waits first until every record one lap earlier than these is written or
+     * skipped, so no write can land over a newer record, nor a newer one over a record not yet written. A failed
+     * write throws and may be tried again with the same records (the slots are still theirs); the owner calls
+     * {@link #fail} when it gives up.
      */
     public void append(long firstLsn, DirectBuffer records, int offset, int count) {
         long last = firstLsn + count - 1;
@@ -412,22 +446,62 @@ public final class RedoLog {
         if (!hasRoom(last)) {
             throw new IllegalStateException("redo log of partition " + partition + " has no room for LSN " + last);
         }
-        awaitDurable(last - capacity);
-        int slot = (int) (firstLsn % capacity);
-        int first = Math.min(count, capacity - slot);
-        try {
-            memory.write(slotAddress(slot), records, offset, first * recordLength);
-            if (first < count) {
-                memory.write(slotAddress(0), records, offset + first * recordLength, (count - first) * recordLength);
-            }
-        } catch (RuntimeException | Error e) {
-            failure = e;
-            synchronized (this) {
-                notifyAll();
-            }
-            throw e;
+        long skip = Math.max(0, Math.min(count, checkpoint - firstLsn));
+        long from = firstLsn + skip;
+        int n = (int) (count - skip);
+        if (n > capacity) {
+            throw new IllegalStateException("redo log of partition " + partition + ": " + n + " records after the checkpoint"
+                    + " do not fit its " + capacity + " slots");
         }
-        completed(firstLsn, last);
+        if (skip > 0) {
+            // The records behind the checkpoint are done: the wait below may be for one of them.
+            completed(firstLsn, from - 1);
+        }
+        if (n > 0) {
+            awaitWritten(last - capacity);
+            int slot = (int) (from % capacity);
+            int first = Math.min(n, capacity - slot);
+            int at = offset + (int) skip * recordLength;
+            memory.write(slotAddress(slot), records, at, first * recordLength);
+            if (first < n) {
+                memory.write(slotAddress(0), records, at + first * recordLength, (n - first) * recordLength);
+            }
+            completed(from, last);
+        }
+    }
+
+    /**
+     * Waits until every record up to {@code lsn} was written or skipped (the watermark itself, not the checkpoint):
+     * before a slot is reused.
+     */
+    private void awaitWritten(long lsn) {
+        if (durable >= lsn) {
+            return;
+        }
+        long deadline = System.nanoTime() + awaitNanos;
+        synchronized (this) {
+            while (durable < lsn) {
+                if (failure != null) {
+                    throw new IllegalStateException("redo log of partition " + partition + " lost an append", failure);
+                }
+                if (abandoned) {
+                    throw new IllegalStateException("partition " + partition + " was given up before record " + lsn
+                            + " reached its log");
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    throw new IllegalStateException("redo log of partition " + partition + ": the slot of record " + (lsn + capacity)
+                            + " still waits for record " + lsn + " after " + TimeUnit.NANOSECONDS.toMillis(awaitNanos)
+                            + " ms (written up to " + durable + ")");
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(this, Math.min(left, TimeUnit.MILLISECONDS.toNanos(10)));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("interrupted while waiting for the redo log", e);
+                }
+            }
+        }
     }
 
     private synchronized void completed(long first, long last) {

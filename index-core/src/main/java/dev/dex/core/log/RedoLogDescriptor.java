@@ -9,11 +9,12 @@ import dev.dex.core.tree.SuperblockDescriptor;
  * <pre>
  * superblock word at offset 40 (server 0): address of the log directory, 0 until the first log exists
  *
- * log directory (one chunk): one 8-byte word per partition, the address of its log or 0
- *   0          8          16                           8 * (partitions - 1)
- *   +----------+----------+-------- ... --------------+----------+
- *   | log p=0  | log p=1  |                           | log p=n-1|
- *   +----------+----------+-------- ... --------------+----------+
+ * log directory (one chunk): one 8-byte word per partition, the address of its log or 0; at 2048 (after the
+ * slots of the 256 partitions a tree can have) the address of the engine instances' registry or 0
+ *   0          8          16                           8 * (partitions - 1)            2048
+ *   +----------+----------+-------- ... --------------+----------+-------- ... -------+-------------+
+ *   | log p=0  | log p=1  |                           | log p=n-1|                   | instances   |
+ *   +----------+----------+-------- ... --------------+----------+-------- ... -------+-------------+
  *
  * a log (one or more adjacent chunks on memory server p mod servers):
  *   0          8            12           16         24         32               40                 48             56       64
@@ -52,6 +53,8 @@ public final class RedoLogDescriptor {
     public static final long MAGIC = 0x3130474F4C584544L;
 
     public static final long DIRECTORY_POINTER_ADDRESS = SuperblockDescriptor.ADDRESS + SuperblockDescriptor.LOG_DIRECTORY_OFFSET;
+    /** Offset in the log directory of the word that points to the engine instances' registry. */
+    public static final int INSTANCES_POINTER_OFFSET = dev.dex.core.partition.PartitionTable.MAX_PARTITIONS * Long.BYTES;
 
     public static final int MAGIC_OFFSET = 0;
     public static final int PARTITION_OFFSET = 8;

@@ -253,9 +253,12 @@ public final class BaselineTree implements IndexEngine {
                     long address = leaf.address();
                     long version = leaf.version();
                     if (lock(address, version)) {
-                        LeafOps.apply(leaf, pos, op, key, newValue);
-                        writeLocked(address, leaf, version + 1);
-                        unlock(address);
+                        try {
+                            LeafOps.apply(leaf, pos, op, key, newValue);
+                            writeLocked(address, leaf, version + 1);
+                        } finally {
+                            remote.release(address);
+                        }
                         return LeafOps.result(op, present);
                     }
                 }

@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
+import dev.dex.rdma.FabricException;
 import dev.dex.rdma.RemoteMemory;
 
 /**
@@ -20,6 +21,11 @@ import dev.dex.rdma.RemoteMemory;
  * read of a node nobody else writes, the remote lock (compare-and-swap of word 0 plus a version
  * re-check), the locked write-back, and the release. Shared by the baseline tree and the DEX engine's
  * shared nodes; see {@code docs/baseline-tree.md}. Not thread-safe: one per session.
+ *
+ * <p>When a verb fails ({@link FabricException}: it may or may not have taken effect), no remote lock this session
+ * may hold is forgotten: a compare-and-swap that failed while taking a lock, and a release that failed, leave the
+ * lock in the engine's {@link PendingUnlocks}, which releases it once the memory server answers again. Callers
+ * release a lock they took with {@link #release} in a {@code finally}, which never throws.
  */
 public final class RemoteNodes {
     /** {@link #lock} outcome: the lock is held and the version was as expected. */
@@ -36,6 +42,7 @@ public final class RemoteNodes {
     private final long tag;
     /** Tells whether a lock tag belongs to a compute node that is gone: its locks are taken over. */
     private final java.util.function.LongPredicate holderGone;
+    private final PendingUnlocks pending;
     private final UnsafeBuffer header = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
     private final UnsafeBuffer zero = new UnsafeBuffer(BufferUtil.allocateDirectAligned(64, 64));
 
@@ -43,19 +50,31 @@ public final class RemoteNodes {
         this(memory, tag, holder -> false);
     }
 
+    /** {@link #RemoteNodes(RemoteMemory, long, java.util.function.LongPredicate, PendingUnlocks)} with locks of its own. */
+    public RemoteNodes(RemoteMemory memory, long tag, java.util.function.LongPredicate holderGone) {
+        this(memory, tag, holderGone, new PendingUnlocks());
+    }
+
     /**
      * @param holderGone whether a lock tag names a holder that is gone for good (a compute node no longer in
      *                   the cluster): such a lock is taken over when met, and the split it may have left
      *                   half done rolled forward (every remote write a holder makes under its lock is a
      *                   whole node of a valid tree, so at most the narrowed node is missing)
+     * @param pending    the locks of this compute node that a failed verb left held (shared by its sessions)
      */
-    public RemoteNodes(RemoteMemory memory, long tag, java.util.function.LongPredicate holderGone) {
-        if (tag == 0) {
-            throw new IllegalArgumentException("a lock tag must be non-zero");
+    public RemoteNodes(RemoteMemory memory, long tag, java.util.function.LongPredicate holderGone, PendingUnlocks pending) {
+        if (tag <= 0) {
+            throw new IllegalArgumentException("a lock tag must be positive");
         }
         this.memory = memory;
         this.tag = tag;
         this.holderGone = holderGone;
+        this.pending = pending;
+    }
+
+    /** Locks of this compute node left held by failed verbs. */
+    public PendingUnlocks pending() {
+        return pending;
     }
 
     /**
@@ -67,7 +86,15 @@ public final class RemoteNodes {
         if (holder == 0 || holder == tag || !holderGone.test(holder)) {
             return;
         }
-        if (memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, tag) != holder) {
+        long found;
+        try {
+            found = memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, tag);
+        } catch (FabricException unknown) {
+            // It may have taken the lock: repair and release it once the server answers.
+            pending.add(address, tag, true);
+            throw unknown;
+        }
+        if (found != holder) {
             return;
         }
         boolean done = false;
@@ -75,13 +102,49 @@ public final class RemoteNodes {
             done = rollForward(address);
         } finally {
             if (done) {
-                unlock(address);
+                release(address);
             } else {
                 // Not known to be repaired (a parent that stayed busy, a failure): the dead holder's tag goes
                 // back, so whoever meets the lock next tries again rather than using a node that may be wide.
-                memory.compareAndSwap(address + LOCK_WORD_OFFSET, tag, holder);
+                try {
+                    memory.compareAndSwap(address + LOCK_WORD_OFFSET, tag, holder);
+                } catch (FabricException unreachable) {
+                    pending.add(address, tag, true);
+                }
             }
         }
+    }
+
+    /**
+     * Releases the lock of the node at {@code address} if it still holds {@code holder} (a lock of this compute
+     * node that a failed verb left held, {@link PendingUnlocks}); with {@code repair}, first rolls forward a split
+     * the holder may have left half done, as for a dead holder ({@link #rollForward}).
+     *
+     * @return true when the lock is released or no longer the holder's; false when the node could not be repaired
+     *         yet (it stays locked)
+     * @throws FabricException when the memory server does not answer (the lock stays pending)
+     */
+    boolean releaseFor(long address, long holder, boolean repair) {
+        if (repair) {
+            RemoteNodes as = holder == tag ? this : new RemoteNodes(memory, holder, holderGone, pending);
+            memory.read(address, as.header, 0, LOCK_AND_VERSION_LENGTH);
+            if (as.header.getLong(LOCK_WORD_OFFSET, ORDER) != holder) {
+                return true;
+            }
+            if (!as.rollForward(address)) {
+                return false;
+            }
+        }
+        memory.compareAndSwap(address + LOCK_WORD_OFFSET, holder, 0);
+        return true;
+    }
+
+    /**
+     * Leaves the lock of the node at {@code address} to {@link PendingUnlocks}, for a caller that cannot release it
+     * now; with {@code repair}, the node may be half written (see {@link #releaseFor}).
+     */
+    public void leavePending(long address, boolean repair) {
+        pending.add(address, tag, repair);
     }
 
     /**
@@ -190,6 +253,9 @@ public final class RemoteNodes {
             long version = header.getLong(VERSION_OFFSET, ORDER);
             long holder = header.getLong(LOCK_WORD_OFFSET, ORDER);
             if (holder != 0) {
+                if (!pending.isEmpty()) {
+                    pending.retryIfDue(this); // the holder may be this compute node, whose release failed
+                }
                 takeOverIfGone(address, holder);
             }
             if (holder == 0) {
@@ -227,14 +293,29 @@ public final class RemoteNodes {
 
     /** Takes the remote lock and checks the version is still {@code expectedVersion}. */
     public int lock(long address, long expectedVersion) {
-        long holder = memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag);
+        if (!pending.isEmpty()) {
+            pending.retryIfDue(this);
+        }
+        long holder;
+        try {
+            holder = memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag);
+        } catch (FabricException unknown) {
+            // The swap may have taken effect: the lock may be this session's now.
+            pending.add(address, tag, false);
+            throw unknown;
+        }
         if (holder != 0) {
             takeOverIfGone(address, holder);
             return BUSY;
         }
-        memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+        try {
+            memory.read(address, header, 0, LOCK_AND_VERSION_LENGTH);
+        } catch (FabricException e) {
+            release(address);
+            throw e;
+        }
         if (header.getLong(VERSION_OFFSET, ORDER) != expectedVersion) {
-            unlock(address);
+            release(address);
             return STALE;
         }
         return LOCKED;
@@ -253,9 +334,25 @@ public final class RemoteNodes {
         memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
     }
 
-    /** Releases the remote lock with an 8-byte write of 0. */
+    /** Releases the remote lock with an 8-byte write of 0; throws when the write fails (see {@link #release}). */
     public void unlock(long address) {
         memory.write(address + LOCK_WORD_OFFSET, zero, 0, Long.BYTES);
+    }
+
+    /**
+     * Releases the remote lock this session holds, as {@link #unlock}, but never throws: when the write fails, the
+     * lock is left to {@link PendingUnlocks}, which releases it once the server answers.
+     *
+     * @return whether it was released now
+     */
+    public boolean release(long address) {
+        try {
+            unlock(address);
+            return true;
+        } catch (FabricException failed) {
+            pending.add(address, tag, false);
+            return false;
+        }
     }
 
     /** The superblock's root pointer, read remotely. */

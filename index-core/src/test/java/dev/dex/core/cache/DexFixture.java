@@ -43,6 +43,8 @@ final class DexFixture implements AutoCloseable {
     /** Wraps the offload channel the engines get (a test's hook); set before {@link #open}. */
     java.util.function.UnaryOperator<OffloadChannel> offloadWrapper = java.util.function.UnaryOperator.identity();
     final List<DexEngine> engines = new ArrayList<>();
+    /** Wraps each engine's connection (a test's fault injector); set before {@link #open}. */
+    java.util.function.UnaryOperator<RemoteMemory> connectionWrapper = java.util.function.UnaryOperator.identity();
     /** The redo log settings engines open with; set before {@link #open}. */
     dev.dex.core.log.RedoLogSettings redoLog = dev.dex.core.log.RedoLogSettings.OFF;
     final PartitionTable table;
@@ -119,7 +121,7 @@ final class DexFixture implements AutoCloseable {
             offloads = offloadWrapper.apply(offloads);
         }
         for (int c = 0; c < count; c++) {
-            engines.add(DexEngine.open(fabric.connect(endpoints), config, offloads, redoLog));
+            engines.add(DexEngine.open(connectionWrapper.apply(fabric.connect(endpoints)), config, offloads, redoLog));
         }
         for (int p = 0; p < table.count(); p++) {
             engines.get(p % count).acquire(p);
@@ -132,7 +134,7 @@ final class DexFixture implements AutoCloseable {
      * channel {@link #open} made, for instance); closed with the others.
      */
     DexEngine openEngine(DexConfig config, OffloadChannel offloads) {
-        DexEngine engine = DexEngine.open(fabric.connect(endpoints), config, offloads, redoLog);
+        DexEngine engine = DexEngine.open(connectionWrapper.apply(fabric.connect(endpoints)), config, offloads, redoLog);
         engines.add(engine);
         return engine;
     }

@@ -15,6 +15,9 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FaultInjectingRemoteMemory;
+import dev.dex.rdma.FaultPlan;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -101,19 +104,48 @@ class RedoLogTest {
     }
 
     @Test
-    void theRingWrapsBehindTheCheckpointAndNeverOverAnUncheckpointedRecord() {
+    void theRingWrapsBehindTheCheckpointAndNeverOverAnUncheckpointedRecord() throws Exception {
         RedoLog log = open(1);
+        long sentinel = sentinelAfter(1);
         log.replay((op, key, value) -> { });
-        int written = 0;
+        // An LSN handed out now and appended only two laps later, after the checkpoint passed it.
+        long late = log.assign();
+        int written = 1;
         while (written < 3 * CAPACITY) {
             int run = Math.min(17, 3 * CAPACITY - written);
             long last = log.nextLsn() + run - 1;
             if (!log.hasRoom(last)) {
                 log.checkpointed(log.nextLsn() - 5); // the five newest stay needed
             }
-            appendRun(log, run);
+            if (last - late >= CAPACITY) {
+                // This run takes the late record's slot: it waits until that record was written (or skipped).
+                CompletableFuture<Long> reusing = CompletableFuture.supplyAsync(() -> appendRun(log, run));
+                Thread.sleep(20);
+                assertFalse(reusing.isDone(), "a slot whose record was handed out but not written is not reused");
+                appendAt(log, late); // behind the checkpoint now: skipped, its slot is the newer record's
+                reusing.get(5, TimeUnit.SECONDS);
+                late = Long.MAX_VALUE;
+            } else {
+                appendRun(log, run);
+            }
             written += run;
         }
+        assertEquals(Long.MAX_VALUE, late, "the late record was appended");
+        assertEquals(log.nextLsn() - 1, log.durableLsn(), "no hole left");
+        // One run longer than the ring: only what lies after the checkpoint is written, within the log.
+        int longRun = 3 * CAPACITY;
+        UnsafeBuffer records = new UnsafeBuffer(new byte[longRun * RedoLogDescriptor.RECORD_LENGTH]);
+        long first = -1;
+        for (int i = 0; i < longRun; i++) {
+            long lsn = log.assign();
+            first = i == 0 ? lsn : first;
+            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, lsn, lsn * 10, crc);
+        }
+        log.checkpointed(log.nextLsn() - CAPACITY / 2); // the newest half lap is not in the pages yet
+        log.append(first, records, 0, longRun);
+        assertEquals(log.nextLsn() - 1, log.durableLsn());
+        assertSentinel(sentinel);
+
         long next = log.nextLsn();
         assertFalse(log.hasRoom(log.checkpoint() + CAPACITY), "a full lap past the checkpoint has no room");
         UnsafeBuffer one = new UnsafeBuffer(new byte[RedoLogDescriptor.RECORD_LENGTH]);
@@ -125,6 +157,94 @@ class RedoLogTest {
         assertEquals(next - log.checkpoint(), entries.size(), "every record since the checkpoint, across the wrap");
         for (int i = 0; i < entries.size(); i++) {
             assertEquals(log.checkpoint() + i, entries.get(i).key());
+        }
+    }
+
+    @Test
+    void aRunOfThreeTimesTheRingAfterACheckpointWritesNothingPastTheLog() {
+        RedoLog log = open(8);
+        long sentinel = sentinelAfter(8);
+        log.replay((op, key, value) -> { });
+        int count = 3 * CAPACITY;
+        UnsafeBuffer records = new UnsafeBuffer(new byte[count * RedoLogDescriptor.RECORD_LENGTH]);
+        long first = log.nextLsn();
+        for (int i = 0; i < count; i++) {
+            long lsn = log.assign();
+            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, lsn, lsn, crc);
+        }
+        long last = first + count - 1;
+        // What a commit does when its records do not fit: a checkpoint to the next LSN (its pages are written back).
+        assertFalse(log.hasRoom(last));
+        log.checkpointed(log.nextLsn());
+        log.append(first, records, 0, count);
+        assertEquals(last, log.durableLsn());
+        assertSentinel(sentinel);
+        assertEquals(List.of(), replay(open(8)), "everything is behind the checkpoint");
+    }
+
+    @Test
+    void aLateAppendOfAnLsnTakenBeforeACheckpointNeverOverwritesANewerRecord() throws Exception {
+        RedoLog log = open(9);
+        log.replay((op, key, value) -> { });
+        long first = log.assign(); // L = 1, taken and not appended yet
+        assertEquals(1, first);
+        for (long lsn = 2; lsn <= CAPACITY; lsn++) {
+            assertEquals(lsn, log.assign());
+            appendAt(log, lsn);
+        }
+        log.checkpointed(CAPACITY + 1); // every page written back
+        long newer = log.assign(); // C + 1, the same slot as L
+        assertEquals(CAPACITY + 1, newer);
+        CompletableFuture<Void> appending = CompletableFuture.runAsync(() -> appendAt(log, newer));
+        Thread.sleep(50);
+        assertFalse(appending.isDone(), "record C + 1 waits until L, handed out before it in the same slot, is written");
+        appendAt(log, first);
+        appending.get(5, TimeUnit.SECONDS);
+        assertEquals(newer, log.durableLsn());
+        assertEquals(List.of(new Entry(RedoLogDescriptor.PUT, newer, newer)), replay(open(9)),
+                "the late append of L did not land over C + 1");
+    }
+
+    @Test
+    void anAppendThatFailedIsWrittenAgainAndTheWatermarkCatchesUp() {
+        FaultInjectingRemoteMemory faulty = new FaultInjectingRemoteMemory(memory, FaultPlan.none().withNthVerb(1)
+                .withKinds(FaultPlan.Kind.WRITE).withApplyFirst(0));
+        faulty.enabled(false);
+        RedoLog log = RedoLog.open(faulty, 10, 8, 42, CHUNK, WAIT);
+        log.replay((op, key, value) -> { });
+        long a = log.assign();
+        long b = log.assign();
+        UnsafeBuffer records = new UnsafeBuffer(new byte[2 * RedoLogDescriptor.RECORD_LENGTH]);
+        log.encode(records, 0, a, RedoLogDescriptor.PUT, a, 7, crc);
+        log.encode(records, RedoLogDescriptor.RECORD_LENGTH, b, RedoLogDescriptor.PUT, b, 8, crc);
+        faulty.enabled(true);
+        assertThrows(FabricException.class, () -> log.append(a, records, 0, 2));
+        assertEquals(1, faulty.injected());
+        assertFalse(log.failed(), "one failed write is not yet a hole: the owner may write the records again");
+        assertEquals(a - 1, log.durableLsn());
+        log.append(a, records, 0, 2);
+        assertEquals(b, log.durableLsn());
+        assertEquals(2, replay(open(10)).size());
+    }
+
+    /** Allocates the chunk after partition {@code p}'s log (a one-chunk log) and fills it with a pattern. */
+    private long sentinelAfter(int p) {
+        long log = directorySlot(p);
+        long sentinel = memory.chunkAllocator().allocateChunk(0);
+        assertEquals(log + CHUNK, sentinel, "the chunk after the log");
+        UnsafeBuffer pattern = new UnsafeBuffer(new byte[CHUNK]);
+        for (int i = 0; i < CHUNK; i++) {
+            pattern.putByte(i, (byte) (i * 31 + 7));
+        }
+        memory.write(sentinel, pattern, 0, CHUNK);
+        return sentinel;
+    }
+
+    private void assertSentinel(long sentinel) {
+        UnsafeBuffer now = new UnsafeBuffer(new byte[CHUNK]);
+        memory.read(sentinel, now, 0, CHUNK);
+        for (int i = 0; i < CHUNK; i++) {
+            assertEquals((byte) (i * 31 + 7), now.getByte(i), "byte " + i + " of the chunk after the log was overwritten");
         }
     }
 
