@@ -94,6 +94,15 @@ public final class ComputeNode {
     }
 
     /** A memory node fenced this compute node: nothing it sends is applied any more. */
+    /** The periodic look at the engine's health: repairs what failed verbs left, and leaves when writes keep failing. */
+    private enum HealthTick implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
+    /** A repair run on a worker ended; {@code failure} is null when it worked. */
+    private record Repaired(Throwable failure) implements Command, NoSerializationVerificationNeeded {
+    }
+
     private enum Fenced implements Command, NoSerializationVerificationNeeded {
         INSTANCE
     }
@@ -113,10 +122,20 @@ public final class ComputeNode {
      *                        checkpoints (bounds how much a takeover replays and how long a page stays dirty)
      * @param rebalanceProbeTimeout how long every shard region and member may take to answer a probe before a round of
      *                        sharding's rebalance moves nothing ({@link ProbedRebalance})
+     * @param writeBackTimeout how long the engine's writes may keep failing before the node reports itself not ready
+     *                        and leaves the cluster
      */
     public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
-                           Duration rebalanceProbeTimeout) {
+                           Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
+        /** With the default write-back timeout of 10 s. */
+        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+                        Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
+                        Duration rebalanceProbeTimeout) {
+            this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
+                    rebalanceProbeTimeout, Duration.ofSeconds(10));
+        }
+
         /** With the default handshake settings and the redo log on. */
         public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
@@ -280,6 +299,16 @@ public final class ComputeNode {
         if (actorChannel != null) {
             actorChannel.replyTo(context.spawn(actorChannel.replyBehavior(), "offload-replies"));
         }
+        // Any compute node can now tell whether a remote lock of this instance has a living holder: the instance's
+        // member is in the registry, and the cluster's membership says whether a member is still in the cluster.
+        Cluster cluster = Cluster.get(context.getSystem());
+        try {
+            engine.registerInstance(fabricClientId(cluster.selfMember().uniqueAddress()));
+        } catch (RuntimeException notNow) {
+            context.getLog().warn("engine instance {} could not be registered ({}); other nodes will not take its remote"
+                    + " locks over should it die without leaving", engine.instanceId(), notNow.toString());
+        }
+        engine.instanceLiveness(uid -> isMember(cluster, uid));
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute");
         ActorRef<Command> self = context.getSelf();
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
@@ -302,10 +331,55 @@ public final class ComputeNode {
         if (engine.logsWrites()) {
             timers.startTimerWithFixedDelay(Checkpoint.INSTANCE, Checkpoint.INSTANCE, settings.checkpointInterval());
         }
+        timers.startTimerWithFixedDelay(HealthTick.INSTANCE, HealthTick.INSTANCE, HEALTH_INTERVAL);
         context.getLog().info("compute node ready: {} memory nodes, {} partitions, engine {} (instance {}), redo log {}", ids.length,
                 engine.partitions().count(), settings.engine().mode(), engine.instanceId(), engine.logsWrites() ? "on" : "off");
         return ready(engine, workers, connection, channel);
     }
+
+    /** How often the engine's health is looked at. */
+    static final Duration HEALTH_INTERVAL = Duration.ofSeconds(1);
+
+    /**
+     * Whether the member with unique id {@code uid} (a fabric client id: {@link #fabricClientId}) is in the cluster
+     * this node sees: a member that was removed never comes back under the same unique id. Read on engine threads.
+     */
+    private static boolean isMember(Cluster cluster, long uid) {
+        for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
+            if (fabricClientId(member.uniqueAddress()) == uid) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The health tick: while writes fail or remote locks wait to be released, a worker retries ({@link DexEngine#repair});
+     * once writes have been failing for longer than the write-back timeout, the node reports itself not ready and
+     * leaves, so that its partitions move to nodes that can write (with the redo log, nothing acknowledged is lost:
+     * the next owner fences this node and replays).
+     */
+    private void onHealthTick(DexEngine engine, EngineWorkers workers) {
+        long since = engine.writesFailingSinceNanos();
+        if (since != 0 && System.nanoTime() - since > settings.writeBackTimeout().toNanos() && !leavingForHealth) {
+            leavingForHealth = true;
+            Throwable last = engine.lastWriteFailure();
+            String why = "writes to the memory nodes have failed for more than " + settings.writeBackTimeout().toMillis()
+                    + " ms (" + (last == null ? "unknown" : last.getMessage()) + ")";
+            NodeHealth.get(context.getSystem()).problem(why);
+            context.getLog().error("this compute node is not ready: {}; it leaves the cluster so its partitions move to nodes"
+                    + " that can write", why);
+            Cluster cluster = Cluster.get(context.getSystem());
+            cluster.manager().tell(org.apache.pekko.cluster.typed.Leave.create(cluster.selfMember().address()));
+        }
+        if ((since != 0 || engine.pendingUnlocks() > 0) && !repairRunning) {
+            repairRunning = true;
+            context.pipeToSelf(workers.submit(engine::repair), (left, failure) -> new Repaired(failure));
+        }
+    }
+
+    private boolean repairRunning;
+    private boolean leavingForHealth;
 
     private void onEngines(DexEngine engine, Engines engines) {
         Set<Long> now = new HashSet<>();
@@ -374,6 +448,17 @@ public final class ComputeNode {
                             + " it leaves the cluster (start it again to rejoin)");
                     Cluster cluster = Cluster.get(context.getSystem());
                     cluster.manager().tell(org.apache.pekko.cluster.typed.Leave.create(cluster.selfMember().address()));
+                    return Behaviors.same();
+                })
+                .onMessage(HealthTick.class, tick -> {
+                    onHealthTick(engine, workers);
+                    return Behaviors.same();
+                })
+                .onMessage(Repaired.class, repaired -> {
+                    repairRunning = false;
+                    if (repaired.failure() != null) {
+                        context.getLog().debug("a repair after failed writes did not succeed yet: {}", repaired.failure().toString());
+                    }
                     return Behaviors.same();
                 })
                 .onMessage(CheckpointDone.class, done -> {

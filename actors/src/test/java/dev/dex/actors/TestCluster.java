@@ -68,6 +68,11 @@ final class TestCluster implements AutoCloseable {
         return start("compute", ComputeNode.create(settings, fabric), "compute");
     }
 
+    /** A compute node with {@code settings}, reaching the memory node through {@code through} (a test's wrapper). */
+    ActorSystem<Void> computeNode(ComputeNode.Settings settings, Fabric through) {
+        return start("compute", ComputeNode.create(settings, through), "compute");
+    }
+
     /** The last client system {@link #client()} started: its guardian is the client actor. */
     ActorSystem<DexClient.Command> clientSystem;
 

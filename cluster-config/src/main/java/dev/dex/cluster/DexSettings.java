@@ -85,7 +85,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 handshake(dex), redoLog(dex), positive(dex, "compute.checkpoint-interval"),
-                probeTimeout(config));
+                probeTimeout(config), positive(dex, "compute.write-back-timeout"));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
