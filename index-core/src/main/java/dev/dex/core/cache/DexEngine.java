@@ -453,18 +453,27 @@ public final class DexEngine implements PartitionedEngine {
         }
     }
 
-    /** {@link #checkpoint} of every held partition whose log holds records; returns pages written. */
+    /**
+     * {@link #checkpoint} of every held partition whose log holds records; returns pages written. A partition whose
+     * checkpoint fails does not keep the others from theirs: the first failure is thrown at the end.
+     */
     public long checkpointAll() {
         long pages = 0;
+        RuntimeException first = null;
         for (int p = 0; p < partitions.count(); p++) {
             RedoLog log = logs.get(p);
             if (log != null && log.length() > 0 && tryEnter(p)) {
                 try {
                     pages += checkpoint(p);
+                } catch (RuntimeException failed) {
+                    first = first == null ? failed : first;
                 } finally {
                     exit(p);
                 }
             }
+        }
+        if (first != null) {
+            throw first;
         }
         return pages;
     }
@@ -722,11 +731,26 @@ public final class DexEngine implements PartitionedEngine {
         return work[1];
     }
 
-    /** Releases every partition held, which writes every dirty frame back. */
+    /**
+     * Releases every partition held, which writes every dirty frame back; a partition whose release fails does not
+     * keep the others from theirs (the first failure is thrown at the end, the others added to it).
+     */
     @Override
     public void close() {
+        RuntimeException first = null;
         for (int p = 0; p < partitions.count(); p++) {
-            release(p);
+            try {
+                release(p);
+            } catch (RuntimeException failed) {
+                if (first == null) {
+                    first = failed;
+                } else {
+                    first.addSuppressed(failed);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
         }
     }
 
@@ -881,9 +905,9 @@ public final class DexEngine implements PartitionedEngine {
      * @throws dev.dex.rdma.FabricException when a write-back still fails
      */
     public int repair() {
-        try (DexSession session = newSession()) {
-            pendingUnlocks.retry(session.remote());
-        }
+        // Session number 0 is no session's: the releases use each pending lock's own tag.
+        pendingUnlocks.retry(new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS, this::lockHolderGone,
+                pendingUnlocks));
         for (int p = 0; p < partitions.count(); p++) {
             if (tryEnter(p)) {
                 try {
