@@ -108,6 +108,9 @@ final class Worker implements Runnable {
                 if (control.stopped()) {
                     return;
                 }
+            } else if (model != null && control.stopped()) {
+                // With faults an operation may come back after a stall ended the run: leave at once, not a batch later.
+                return;
             }
             Op op = workload.op(random.nextInt(100));
             long index = chooser.nextIndex(random);
