@@ -4,10 +4,12 @@ import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.Callable;
 
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FaultPlan;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ITypeConverter;
@@ -24,13 +26,17 @@ import picocli.CommandLine.UnmatchedArgumentException;
  * {@link #commandLine(int)} to get its bad-input handling, passing the cluster's {@code dex.tree.partitions} as the
  * default of {@code --partitions}.
  *
- * <p>Exit codes: 0 done, 1 the run failed, 2 bad input (every option is checked before anything runs).
+ * <p>With {@code --inject-faults} the engines' verbs fail as a memory server that does not answer would, failed
+ * operations are counted and the run goes on, and {@link EndChecks} then checks that nothing was left locked or lost.
+ *
+ * <p>Exit codes: 0 done, 1 the run failed (or, with injected faults, a check failed), 2 bad input (every option is
+ * checked before anything runs).
  */
 @Command(name = "bench", sortOptions = false, usageHelpAutoWidth = true,
         description = "Bulk-loads a B+-tree on the local fabric, runs a YCSB-style workload against an engine, and"
                 + " prints throughput, latency, verbs per operation and operation outcomes (progress goes to stderr).",
         exitCodeListHeading = "%nExit codes:%n",
-        exitCodeList = {"0:done", "1:the run failed", "2:bad input"})
+        exitCodeList = {"0:done", "1:the run failed, or a check after injected faults failed", "2:bad input"})
 public final class BenchCommand implements Callable<Integer> {
     static final long MAX_OPS = 1L << 40;
     static final int MAX_THREADS = 1024;
@@ -152,6 +158,15 @@ public final class BenchCommand implements Callable<Integer> {
                     + " those of 8-byte keys. Not for skiplist (default: ${DEFAULT-VALUE}).")
     private int keyBytes;
 
+    @Option(names = "--inject-faults", paramLabel = "RATE[:KINDS]",
+            description = "Fail each of the engines' verbs with probability RATE, as a memory server that does not answer"
+                    + " within the verb timeout would (half of the failing writes and CASes take effect first); KINDS limits"
+                    + " it to some of read, write, cas, faa (default: all), e.g. 0.001:write,cas. Failed operations are"
+                    + " counted and the run goes on; at the end it checks that no frame or remote lock is left held, that"
+                    + " the tree is valid and that every acknowledged write reads back, and exits 1 if not."
+                    + " Not with skiplist or --commit-batch above 1.")
+    private String injectFaults;
+
     @Option(names = "--json", paramLabel = "FILE",
             description = "Also write the result to FILE as one JSON object.")
     private Path json;
@@ -193,12 +208,36 @@ public final class BenchCommand implements Callable<Integer> {
         Progress progress = Progress.detect(err);
         KeySpace keySpace = new KeySpace(config.keys());
         BenchResult result;
-        try (EngineCluster engines = EngineFactory.create(config, keySpace, progress)) {
-            RunStats stats = new BenchRunner(config, keySpace, engines, progress).run();
+        List<String> failedChecks = List.of();
+        EngineCluster engines = EngineFactory.create(config, keySpace, progress);
+        try {
+            BenchRunner runner = new BenchRunner(config, keySpace, engines, progress);
+            RunStats stats;
+            try {
+                stats = runner.run();
+            } catch (IllegalStateException e) {
+                if (config.faults() == null) {
+                    throw e;
+                }
+                err.println(spec.qualifiedName() + ": " + e.getMessage());
+                if (e.getCause() != null) {
+                    for (Throwable stuck : e.getCause().getSuppressed()) {
+                        stuck.printStackTrace(err);
+                    }
+                }
+                err.flush();
+                return 1;
+            }
             result = BenchResult.of(config, engines.treeBytes(), stats);
+            lastResult = result;
+            Summary.print(result, out);
+            if (config.faults() != null) {
+                Summary.printFaults(config.faults(), engines.injectors(), stats.failures(), engines.recovery(), out);
+                failedChecks = new EndChecks(config, keySpace, engines, runner.model(), result.cacheBytes(), out, err).runBounded();
+            }
+        } finally {
+            engines.close();
         }
-        lastResult = result;
-        Summary.print(result, out);
         if (config.json() != null) {
             try {
                 ResultJson.write(result, config.json());
@@ -207,6 +246,11 @@ public final class BenchCommand implements Callable<Integer> {
                 err.flush();
                 return 1;
             }
+        }
+        if (!failedChecks.isEmpty()) {
+            err.println(spec.qualifiedName() + ": checks failed: " + String.join("; ", failedChecks));
+            err.flush();
+            return 1;
         }
         return 0;
     }
@@ -284,9 +328,19 @@ public final class BenchCommand implements Callable<Integer> {
         check(commitBatch == 1 || mode.partitioned(), "--commit-batch above 1 needs a DEX engine mode, not " + mode.cliName());
         check(keyBytes >= 8 && keyBytes <= 64 && keyBytes % 8 == 0, "--key-bytes must be 8, 16, 24, 32, 40, 48, 56 or 64: " + keyBytes);
         check(keyBytes == 8 || mode.usesFabric(), "--key-bytes above 8 needs a mode on the fabric; skiplist keys are longs");
+        FaultPlan faults = null;
+        if (injectFaults != null) {
+            try {
+                faults = FaultPlan.parse(injectFaults);
+            } catch (IllegalArgumentException e) {
+                check(false, "--inject-faults: " + e.getMessage());
+            }
+            check(mode.usesFabric(), "--inject-faults needs a mode on the fabric; skiplist makes no verbs");
+            check(commitBatch == 1, "--inject-faults runs every operation on its own: not with --commit-batch above 1");
+        }
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes);
+                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults);
     }
 
     private void check(boolean ok, String message) {

@@ -2,6 +2,8 @@ package dev.dex.bench;
 
 import java.nio.file.Path;
 
+import dev.dex.rdma.FaultPlan;
+
 /**
  * A validated benchmark configuration (see {@link BenchCommand} for each setting's meaning).
  *
@@ -14,11 +16,12 @@ import java.nio.file.Path;
  * @param json       where to write the JSON result, or null
  * @param commitBatch operations of one partition per commit (group commit); 1: each operation commits alone
  * @param keyBytes   the width of the index's keys (8 to 64, a multiple of 8)
+ * @param faults     the faults injected into the engines' verbs, or null for none (then no end-of-run checks)
  */
 record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
-                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes) {
+                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {

@@ -1,32 +1,51 @@
 package dev.dex.bench;
 
 import java.util.SplittableRandom;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 
 import org.HdrHistogram.Histogram;
 
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.engine.IndexEngine;
 import me.tongfei.progressbar.ProgressBar;
 
 /**
  * Runs the warm-up and measured phases of a run on {@code threads} worker threads (see {@link RunControl}
  * for the phases), resetting the engines' stats in between, and merges what the workers recorded.
  * Operations are split evenly over the threads; each thread's random source is split from the seed.
+ *
+ * <p>With injected faults the injectors are switched on just before the workers start and off once they ended, and
+ * the workers record their writes in a {@link KeyModel} ({@link #model()}). Since a failure may leave an engine
+ * stuck, such a run also fails when no operation finished for {@link #STALL_NANOS}; the stuck threads are then left
+ * behind (they are daemons) and the engines left open.
  */
 final class BenchRunner {
     private static final long POLL_MILLIS = 200;
+    static final long STALL_NANOS = TimeUnit.SECONDS.toNanos(60);
+    /** How long a run that stalled waits for its workers to leave before it gives up on them. */
+    private static final long STALLED_JOIN_MILLIS = 2_000;
 
     private final BenchConfig config;
     private final KeySpace keySpace;
     private final EngineCluster engines;
     private final Progress progress;
+    private final KeyModel model;
+    private volatile boolean stalled;
 
     BenchRunner(BenchConfig config, KeySpace keySpace, EngineCluster engines, Progress progress) {
         this.config = config;
         this.keySpace = keySpace;
         this.engines = engines;
         this.progress = progress;
+        this.model = config.faults() == null ? null : new KeyModel(keySpace);
+    }
+
+    /** What the engines acknowledged, for the end-of-run checks; null without injected faults. */
+    KeyModel model() {
+        return model;
     }
 
     RunStats run() {
@@ -38,10 +57,13 @@ final class BenchRunner {
         Thread[] threads = new Thread[n];
         for (int t = 0; t < n; t++) {
             workers[t] = new Worker(t, config.workload(), keySpace, chooser, engines, seeds.split(), control,
-                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch(), config.keyBytes());
+                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch(), config.keyBytes(), model);
             threads[t] = new Thread(workers[t], "bench-worker-" + t);
             threads[t].setDaemon(true);
-            threads[t].start();
+        }
+        engines.injectFaults(true);
+        for (Thread thread : threads) {
+            thread.start();
         }
         boolean ok = awaitPhase(control, null, null)
                 && awaitPhase(control, config.warmup() > 0 ? "warm-up" : null, control.warmedUp);
@@ -49,15 +71,42 @@ final class BenchRunner {
             engines.resetStats();
             ok = awaitPhase(control, null, null) && awaitPhase(control, "run", control.measured);
         }
-        if (!ok) {
+        if (!ok && !stalled) {
             // Leave the phaser so the remaining workers pass every barrier and see the stop flag.
             control.phaser.arriveAndDeregister();
         }
-        joinAll(threads);
+        if (stalled) {
+            engines.leaveOpen();
+            joinAll(threads, STALLED_JOIN_MILLIS);
+            for (Thread thread : threads) {
+                if (thread.isAlive()) {
+                    // Where each stuck worker is, for whoever looks into the engine's failure path.
+                    IllegalStateException where = new IllegalStateException(thread.getName() + " is stuck here");
+                    where.setStackTrace(thread.getStackTrace());
+                    control.failure().addSuppressed(where);
+                }
+            }
+        } else {
+            joinAll(threads, 0);
+        }
+        engines.injectFaults(false);
         if (control.failure() != null) {
             throw new IllegalStateException("a benchmark thread failed: " + control.failure(), control.failure());
         }
         return merge(workers);
+    }
+
+    /** What the DEX engines' frame locks say while workers are stuck: a frame left locked stalls every later visitor. */
+    private String lockedFrames() {
+        int locked = 0;
+        boolean cached = false;
+        for (IndexEngine engine : engines.engines()) {
+            if (engine instanceof DexEngine dex) {
+                cached = true;
+                locked += dex.lockedFrames();
+            }
+        }
+        return cached ? " (" + locked + " frames locked)" : "";
     }
 
     /** Operations of thread {@code t} out of {@code total} split over {@code n} threads. */
@@ -69,6 +118,8 @@ final class BenchRunner {
     private boolean awaitPhase(RunControl control, String task, LongAdder done) {
         long total = task == null ? 0 : task.equals("run") ? config.ops() : config.warmup();
         boolean interrupted = false;
+        long lastDone = -1;
+        long lastChange = System.nanoTime();
         try (ProgressBar bar = task == null ? null : progress.start(task, total)) {
             int phase = control.phaser.arrive();
             while (true) {
@@ -77,7 +128,18 @@ final class BenchRunner {
                     break;
                 } catch (TimeoutException e) {
                     if (bar != null) {
-                        bar.stepTo(done.sum());
+                        long now = done.sum();
+                        bar.stepTo(now);
+                        if (now != lastDone) {
+                            lastDone = now;
+                            lastChange = System.nanoTime();
+                        } else if (model != null && System.nanoTime() - lastChange > STALL_NANOS) {
+                            stalled = true;
+                            control.fail(new IllegalStateException("no operation finished for "
+                                    + TimeUnit.NANOSECONDS.toSeconds(STALL_NANOS) + " s of the " + task
+                                    + ": a worker is stuck in the engine after a failure" + lockedFrames()));
+                            break;
+                        }
                     }
                 } catch (InterruptedException e) {
                     // Stop the workers, but wait for the phase to end: the main thread has arrived in it.
@@ -95,12 +157,13 @@ final class BenchRunner {
         return control.failure() == null;
     }
 
-    private static void joinAll(Thread[] threads) {
+    /** Joins every thread, each for at most {@code millis} (0: for as long as it takes). */
+    private static void joinAll(Thread[] threads, long millis) {
         boolean interrupted = false;
         for (Thread thread : threads) {
             while (true) {
                 try {
-                    thread.join();
+                    thread.join(millis);
                     break;
                 } catch (InterruptedException e) {
                     interrupted = true;
@@ -115,6 +178,7 @@ final class BenchRunner {
     private RunStats merge(Worker[] workers) {
         Histogram latency = new Histogram(Worker.MAX_LATENCY_NANOS, 3);
         long[] outcomes = new long[Outcome.values().length];
+        TreeMap<String, Long> failures = new TreeMap<>();
         long start = Long.MAX_VALUE;
         long end = Long.MIN_VALUE;
         for (Worker worker : workers) {
@@ -122,9 +186,10 @@ final class BenchRunner {
             for (int i = 0; i < outcomes.length; i++) {
                 outcomes[i] += worker.outcomes()[i];
             }
+            worker.failures().forEach((name, count) -> failures.merge(name, count, Long::sum));
             start = Math.min(start, worker.startNanos());
             end = Math.max(end, worker.endNanos());
         }
-        return new RunStats(Math.max(1, end - start), latency, outcomes, engines.verbs(), engines.cacheHitRatio());
+        return new RunStats(Math.max(1, end - start), latency, outcomes, engines.verbs(), engines.cacheHitRatio(), failures);
     }
 }

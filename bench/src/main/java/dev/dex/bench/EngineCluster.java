@@ -2,9 +2,12 @@ package dev.dex.bench;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
 import dev.dex.core.engine.IndexEngine;
 import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.rdma.FaultInjectingRemoteMemory;
+import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbSnapshot;
 
 /**
@@ -14,18 +17,40 @@ import dev.dex.rdma.VerbSnapshot;
  * <p>Routing: with partitioned engines a worker thread talks to every engine through a
  * {@link PartitionRouter}; otherwise any engine serves any key, and worker thread {@code t} uses engine
  * {@code t mod C}, which spreads the threads evenly over the compute nodes.
+ *
+ * <p>With injected faults each engine's connection is a {@link FaultInjectingRemoteMemory}; the end-of-run checks
+ * switch them off, {@link #closeEngines close the engines} and look at the memory through {@link #connect new
+ * connections}, before {@link #close} closes the rest. A run that got stuck inside an engine is {@link #leaveOpen
+ * left open}: closing would wait for the stuck thread, or free memory under it.
+ *
+ * <p>Concurrency: confined to the bench's main thread, except {@link #recovery()}, which the workers share (see
+ * {@link PartitionRecovery}), and the checks, which run on a thread of their own while the main thread waits.
  */
 final class EngineCluster implements AutoCloseable {
     private final List<? extends IndexEngine> engines;
     private final List<PartitionedEngine> partitioned;
     private final long treeBytes;
     private final List<AutoCloseable> resources;
+    private final List<FaultInjectingRemoteMemory> injectors;
+    private final Supplier<RemoteMemory> connector;
+    private final PartitionRecovery recovery;
+    private volatile boolean enginesClosed;
+    private volatile boolean leaveOpen;
 
     /**
      * @param treeBytes bytes of the bulk-loaded tree (what the cache ratio is a fraction of)
      * @param resources closed in this order after the engines
      */
     EngineCluster(List<? extends IndexEngine> engines, long treeBytes, List<AutoCloseable> resources) {
+        this(engines, treeBytes, resources, List.of(), null);
+    }
+
+    /**
+     * @param injectors the fault injectors the engines' connections go through (none without injected faults)
+     * @param connector a new connection to every memory node, for the checks; null without a fabric
+     */
+    EngineCluster(List<? extends IndexEngine> engines, long treeBytes, List<AutoCloseable> resources,
+                  List<FaultInjectingRemoteMemory> injectors, Supplier<RemoteMemory> connector) {
         if (engines.isEmpty()) {
             throw new IllegalArgumentException("a cluster needs at least one engine");
         }
@@ -42,6 +67,9 @@ final class EngineCluster implements AutoCloseable {
             throw new IllegalArgumentException("either every engine of a cluster is partitioned or none is");
         }
         this.partitioned = List.copyOf(p);
+        this.injectors = List.copyOf(injectors);
+        this.connector = connector;
+        this.recovery = partitioned.isEmpty() ? null : new PartitionRecovery(partitioned);
     }
 
     List<? extends IndexEngine> engines() {
@@ -89,11 +117,62 @@ final class EngineCluster implements AutoCloseable {
         }
     }
 
+    /** The partitioned engines (none in the other modes), partition p held by engine p mod their number. */
+    List<PartitionedEngine> partitioned() {
+        return partitioned;
+    }
+
+    /** Takes partitions up again after failures; null when the engines are not partitioned. */
+    PartitionRecovery recovery() {
+        return recovery;
+    }
+
+    /** The fault injectors of the engines' connections; empty without injected faults. */
+    List<FaultInjectingRemoteMemory> injectors() {
+        return injectors;
+    }
+
+    /** Turns fault injection on or off on every engine's connection. */
+    void injectFaults(boolean on) {
+        for (FaultInjectingRemoteMemory injector : injectors) {
+            injector.enabled(on);
+        }
+    }
+
+    /** A new connection to every memory node, with no faults; the caller closes it. */
+    RemoteMemory connect() {
+        if (connector == null) {
+            throw new IllegalStateException("this cluster has no fabric");
+        }
+        return connector.get();
+    }
+
+    /** Closes the engines (which writes every dirty page back) but not what they run on. */
+    void closeEngines() {
+        enginesClosed = true;
+        closeAll(new ArrayList<>(engines));
+    }
+
+    /** Makes {@link #close} do nothing: a thread is stuck inside an engine. */
+    void leaveOpen() {
+        leaveOpen = true;
+    }
+
     @Override
     public void close() {
-        RuntimeException failure = null;
-        List<AutoCloseable> all = new ArrayList<>(engines);
+        if (leaveOpen) {
+            return;
+        }
+        List<AutoCloseable> all = new ArrayList<>();
+        if (!enginesClosed) {
+            all.addAll(engines);
+        }
         all.addAll(resources);
+        closeAll(all);
+    }
+
+    private static void closeAll(List<AutoCloseable> all) {
+        RuntimeException failure = null;
         for (AutoCloseable c : all) {
             try {
                 c.close();

@@ -3,6 +3,7 @@ package dev.dex.bench;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 
@@ -26,6 +27,7 @@ import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.FaultInjectingRemoteMemory;
 import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -39,6 +41,10 @@ import me.tongfei.progressbar.ProgressBar;
  * one reaching them by their endpoints), the tree bulk-loaded through a connection of its own, then one engine
  * per compute node, each on its own {@code connect(...)} (so each counts its own verbs). For {@code skiplist}: one map, loaded with the same
  * entries, shared by one adapter per compute node.
+ *
+ * <p>With {@code --inject-faults} each engine's connection goes through a {@link FaultInjectingRemoteMemory}, switched
+ * off until the workers start; the bulk load, the initial acquires and the end-of-run checks have connections of
+ * their own, without faults.
  *
  * <p>Region sizing: bulk load keeps every level-M subtree (M = 3, about 5 million keys) on one memory node,
  * and the inserts of a run may all land in one subtree, so every memory node is sized for the whole run:
@@ -152,9 +158,19 @@ final class EngineFactory {
                 channel = new LocalOffloadChannel(exported, config.memoryThreads(),
                         LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, config.latencyNs());
             }
+            List<FaultInjectingRemoteMemory> injectors = new ArrayList<>();
+            // Each compute node draws its own faults, from a seed of its own derived from --seed.
+            SplittableRandom faultSeeds = new SplittableRandom(~config.seed());
             for (int c = 0; c < config.computeNodes(); c++) {
                 RemoteMemory memory = computeSide.connect(servers);
                 resources.add(memory);
+                if (config.faults() != null) {
+                    FaultInjectingRemoteMemory injector = new FaultInjectingRemoteMemory(memory,
+                            config.faults().withSeed(faultSeeds.nextLong()));
+                    injector.enabled(false);
+                    injectors.add(injector);
+                    memory = injector;
+                }
                 if (opener == null) {
                     engines.add(BaselineTree.open(memory));
                 } else {
@@ -173,7 +189,7 @@ final class EngineFactory {
                 resources.add(computeSide);
             }
             resources.add(memorySide);
-            return new EngineCluster(engines, treeBytes, resources);
+            return new EngineCluster(engines, treeBytes, resources, injectors, () -> computeSide.connect(servers));
         } catch (RuntimeException | Error e) {
             closeQuietly(engines, e);
             closeQuietly(resources, e);
@@ -181,6 +197,27 @@ final class EngineFactory {
             memorySide.close();
             throw e;
         }
+    }
+
+    /**
+     * A reader of the tree that took no part in the run, over {@code memory}: for the DEX modes a new engine (without
+     * offloading) that acquires every partition, which replays what their redo logs hold; else the baseline tree.
+     */
+    static IndexEngine openReader(BenchConfig config, RemoteMemory memory, long cacheBytes) {
+        if (!config.mode().partitioned()) {
+            return BaselineTree.open(memory);
+        }
+        PartitionedEngine reader = partitionedEngineOpener(Mode.NO_OFFLOAD, config.redoLog(), config.leafAdmission())
+                .open(memory, null, cacheBytes, null);
+        try {
+            for (int p = 0; p < reader.partitions().count(); p++) {
+                reader.acquire(p);
+            }
+        } catch (RuntimeException | Error e) {
+            reader.close();
+            throw e;
+        }
+        return reader;
     }
 
     private static ExportedRegion export(Fabric fabric, int id, long region, int chunk) {

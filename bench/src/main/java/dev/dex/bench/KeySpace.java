@@ -35,6 +35,12 @@ final class KeySpace {
         return (index + 1) << GAP_BITS;
     }
 
+    /** Whether bulk load put {@code key}. */
+    boolean isLoaded(long key) {
+        long index = (key >> GAP_BITS) - 1;
+        return (key & (GAP - 1)) == 0 && index >= 0 && index < keys;
+    }
+
     /** A key in the gap below {@code loadedKey(index)}: in {@code [index * GAP + 1, (index + 1) * GAP - 1]}. */
     long insertKey(long index, SplittableRandom random) {
         return (index << GAP_BITS) + 1 + random.nextLong(GAP - 1);

@@ -1,5 +1,7 @@
 package dev.dex.bench;
 
+import java.util.SortedMap;
+
 import org.HdrHistogram.Histogram;
 
 import dev.dex.rdma.VerbSnapshot;
@@ -12,6 +14,9 @@ import dev.dex.rdma.VerbSnapshot;
  * @param outcomes       counts indexed by {@link Outcome#ordinal()}
  * @param verbs          verbs of all engines, counted from the reset after warm-up
  * @param cacheHitRatio  over the engines with a cache, or NaN
+ * @param failures       operations that threw (warm-up included), by the simple name of the exception; empty
+ *                       unless faults were injected, since otherwise the first failure ends the run
  */
-record RunStats(long wallNanos, Histogram latency, long[] outcomes, VerbSnapshot verbs, double cacheHitRatio) {
+record RunStats(long wallNanos, Histogram latency, long[] outcomes, VerbSnapshot verbs, double cacheHitRatio,
+                SortedMap<String, Long> failures) {
 }

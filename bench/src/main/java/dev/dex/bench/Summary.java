@@ -1,8 +1,13 @@
 package dev.dex.bench;
 
 import java.io.PrintWriter;
+import java.util.List;
 import java.util.Locale;
+import java.util.SortedMap;
+import java.util.stream.Collectors;
 
+import dev.dex.rdma.FaultInjectingRemoteMemory;
+import dev.dex.rdma.FaultPlan;
 import dev.dex.rdma.VerbSnapshot;
 
 /** Prints a {@link BenchResult} for people: one labelled line per aspect. */
@@ -45,10 +50,41 @@ final class Summary {
                 : String.format(Locale.ROOT, "%.2f%%", 100 * r.cacheHitRatio()));
         StringBuilder outcomes = new StringBuilder();
         for (Outcome o : Outcome.values()) {
+            if (o == Outcome.FAILED && c.faults() == null) {
+                continue;
+            }
             outcomes.append(outcomes.length() == 0 ? "" : "  ").append(o.label()).append(' ')
                     .append(String.format(Locale.ROOT, "%,d", r.outcome(o)));
         }
         line(out, "outcomes", "%s", outcomes);
+        out.flush();
+    }
+
+    /**
+     * The faults of a run with {@code --inject-faults}: what the injectors of every engine's connection did, the
+     * operations that failed (warm-up included) by what they threw, and the partitions taken up again.
+     */
+    static void printFaults(FaultPlan plan, List<FaultInjectingRemoteMemory> injectors, SortedMap<String, Long> failures,
+                            PartitionRecovery recovery, PrintWriter out) {
+        StringBuilder kinds = new StringBuilder();
+        long injected = 0;
+        long applied = 0;
+        for (FaultPlan.Kind kind : plan.kinds()) {
+            long n = injectors.stream().mapToLong(i -> i.injected(kind)).sum();
+            injected += n;
+            kinds.append(kinds.length() == 0 ? "" : ", ").append(kind.cliName()).append(' ')
+                    .append(String.format(Locale.ROOT, "%,d", n));
+        }
+        for (FaultInjectingRemoteMemory injector : injectors) {
+            applied += injector.appliedBeforeFailing();
+        }
+        line(out, "faults", "%,d injected at rate %s (%s), %,d of them applied before failing", injected, plan, kinds, applied);
+        long failed = failures.values().stream().mapToLong(Long::longValue).sum();
+        String by = failures.entrySet().stream().map(e -> String.format(Locale.ROOT, "%s %,d", e.getKey(), e.getValue()))
+                .collect(Collectors.joining(", "));
+        line(out, "failures", "%,d operations%s%s", failed, by.isEmpty() ? "" : " (" + by + ")", recovery == null ? ""
+                : String.format(Locale.ROOT, "; %,d partitions given up and acquired again, %,d acquires failed",
+                        recovery.recovered(), recovery.failedAcquires()));
         out.flush();
     }
 

@@ -1,12 +1,14 @@
 package dev.dex.bench;
 
 import java.util.SplittableRandom;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 
 import org.HdrHistogram.Histogram;
 
 import dev.dex.core.engine.IndexSession;
+import dev.dex.core.engine.PartitionNotHeldException;
 
 /**
  * One benchmark thread: draws operations and keys, sends them through its own {@link Router}, and records
@@ -16,6 +18,10 @@ import dev.dex.core.engine.IndexSession;
  * <p>With a commit batch above 1, operations are gathered per partition and run {@code commitBatch} at a time
  * inside one batch of their partition's session ({@link IndexSession#beginBatch}, {@link IndexSession#commit}),
  * the way a loaded cluster runs a partition's batches; each operation's latency is then its batch's.
+ *
+ * <p>With injected faults (a {@link KeyModel}), an operation that throws is the outcome {@link Outcome#FAILED} and
+ * the thread goes on, after {@link PartitionRecovery taking its partition up again} if the failure left it
+ * unusable. Each write holds its key's stripe of the model until the model has recorded its result.
  */
 final class Worker implements Runnable {
     static final long MAX_LATENCY_NANOS = TimeUnit.MINUTES.toNanos(1);
@@ -32,6 +38,8 @@ final class Worker implements Runnable {
     private final long warmupOps;
     private final long measuredOps;
     private final int commitBatch;
+    /** What the engine acknowledged, with injected faults; null without. */
+    private final KeyModel model;
     /** Per partition, the operations (op ordinal, key) gathered for its next batch; null when each commits alone. */
     private int[][] gatheredOps;
     private long[][] gatheredKeys;
@@ -42,12 +50,15 @@ final class Worker implements Runnable {
     private final long[] scanValues = new long[Workload.SCAN_LENGTH];
     private final Histogram latency = new Histogram(MAX_LATENCY_NANOS, 3);
     private final long[] outcomes = new long[Outcome.values().length];
+    /** Failed operations (measured or not) by the simple name of what they threw. */
+    private final TreeMap<String, Long> failures = new TreeMap<>();
     private long updates;
     private long startNanos;
     private long endNanos;
 
     Worker(int id, Workload workload, KeySpace keySpace, KeyChooser chooser, EngineCluster engines,
-           SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch, int keyBytes) {
+           SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch, int keyBytes,
+           KeyModel model) {
         this.keys = new BenchKeys(keyBytes);
         this.scanKeys = new long[Workload.SCAN_LENGTH * keys.words()];
         this.id = id;
@@ -60,6 +71,7 @@ final class Worker implements Runnable {
         this.warmupOps = warmupOps;
         this.measuredOps = measuredOps;
         this.commitBatch = commitBatch;
+        this.model = model;
     }
 
     @Override
@@ -96,6 +108,9 @@ final class Worker implements Runnable {
                 if (control.stopped()) {
                     return;
                 }
+            } else if (model != null && control.stopped()) {
+                // With faults an operation may come back after a stall ended the run: leave at once, not a batch later.
+                return;
             }
             Op op = workload.op(random.nextInt(100));
             long index = chooser.nextIndex(random);
@@ -105,7 +120,8 @@ final class Worker implements Runnable {
                 continue;
             }
             long start = System.nanoTime();
-            Outcome outcome = execute(router.sessionFor(key), op, key);
+            Outcome outcome = model == null ? execute(router.sessionFor(key), op, key, valueFor(op, key))
+                    : executeGuarded(router, op, key);
             long nanos = System.nanoTime() - start;
             if (measure) {
                 latency.recordValue(Math.min(nanos, MAX_LATENCY_NANOS));
@@ -141,7 +157,8 @@ final class Worker implements Runnable {
         long start = System.nanoTime();
         session.beginBatch();
         for (int i = 0; i < n; i++) {
-            Outcome outcome = execute(session, OPS[gatheredOps[p][i]], gatheredKeys[p][i]);
+            Op op = OPS[gatheredOps[p][i]];
+            Outcome outcome = execute(session, op, gatheredKeys[p][i], valueFor(op, gatheredKeys[p][i]));
             if (measure) {
                 outcomes[outcome.ordinal()]++;
             }
@@ -153,26 +170,72 @@ final class Worker implements Runnable {
         }
     }
 
-    private Outcome execute(IndexSession session, Op op, long key) {
+    /** The value a write of {@code key} sends: an update's differs from every earlier one of this thread. */
+    private long valueFor(Op op, long key) {
+        return switch (op) {
+            case UPDATE -> key + 1 + ++updates;
+            case INSERT -> key + 1;
+            case LOOKUP, SCAN -> 0;
+        };
+    }
+
+    private Outcome execute(IndexSession session, Op op, long key, long value) {
         if (keys.words() > 1) {
-            return executeWide(session, op, keys.of(key), key);
+            return executeWide(session, op, keys.of(key), value);
         }
         return switch (op) {
             case LOOKUP -> session.lookup(key) ? Outcome.FOUND : Outcome.NOT_FOUND;
-            case UPDATE -> session.update(key, key + 1 + ++updates) ? Outcome.FOUND : Outcome.NOT_FOUND;
-            case INSERT -> session.insert(key, key + 1) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
+            case UPDATE -> session.update(key, value) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case INSERT -> session.insert(key, value) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
             case SCAN -> session.scan(key, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
         };
     }
 
-    /** {@link #execute} of a key wider than 8 bytes: its words {@code words}; values as for the long {@code key}. */
-    private Outcome executeWide(IndexSession session, Op op, long[] words, long key) {
+    /** {@link #execute} of a key wider than 8 bytes: its words {@code words}. */
+    private Outcome executeWide(IndexSession session, Op op, long[] words, long value) {
         return switch (op) {
             case LOOKUP -> session.lookup(words) ? Outcome.FOUND : Outcome.NOT_FOUND;
-            case UPDATE -> session.update(words, key + 1 + ++updates) ? Outcome.FOUND : Outcome.NOT_FOUND;
-            case INSERT -> session.insert(words, key + 1) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
+            case UPDATE -> session.update(words, value) ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case INSERT -> session.insert(words, value) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
             case SCAN -> session.scan(words, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
         };
+    }
+
+    /**
+     * {@link #execute} with injected faults: a write and the model's record of it under the key's stripe; anything
+     * the engine throws is a failed operation, after which the key's partition is taken up again if it needs it.
+     */
+    private Outcome executeGuarded(Router router, Op op, long key) {
+        long value = valueFor(op, key);
+        RuntimeException failure = null;
+        Outcome outcome = Outcome.FAILED;
+        if (op == Op.UPDATE || op == Op.INSERT) {
+            synchronized (model.stripe(key)) {
+                try {
+                    outcome = execute(router.sessionFor(key), op, key, value);
+                    model.acknowledged(op, key, outcome, value);
+                } catch (PartitionNotHeldException refused) {
+                    failure = refused; // refused before it started: the key is as it was
+                } catch (RuntimeException e) {
+                    failure = e;
+                    model.failed(key, value);
+                }
+            }
+        } else {
+            try {
+                outcome = execute(router.sessionFor(key), op, key, value);
+            } catch (RuntimeException e) {
+                failure = e;
+            }
+        }
+        if (failure != null) {
+            failures.merge(failure.getClass().getSimpleName(), 1L, Long::sum);
+            PartitionRecovery recovery = engines.recovery();
+            if (recovery != null) {
+                recovery.recoverIfNeeded(router.partitionOf(key));
+            }
+        }
+        return outcome;
     }
 
     /** Latencies of the measured operations; read after the thread ended. */
@@ -182,6 +245,11 @@ final class Worker implements Runnable {
 
     long[] outcomes() {
         return outcomes;
+    }
+
+    /** Failed operations by what they threw; read after the thread ended. */
+    TreeMap<String, Long> failures() {
+        return failures;
     }
 
     long startNanos() {

@@ -81,6 +81,15 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--commit-batch", "1025"}, "--commit-batch must be in [1, 1024]: 1025"),
                 Arguments.of(new String[] {"--mode", "skiplist", "--commit-batch", "8"}, "--commit-batch above 1 needs a DEX engine mode"),
                 Arguments.of(new String[] {"--json", "/nonexistent-dir/result.json"}, "directory /nonexistent-dir does not exist"),
+                Arguments.of(new String[] {"--inject-faults", "1.5"}, "--inject-faults: fault rate 1.5 in '1.5' is outside [0, 1]"),
+                Arguments.of(new String[] {"--inject-faults", "often"}, "--inject-faults: fault rate 'often' in 'often' is not a number"),
+                Arguments.of(new String[] {"--inject-faults", "0.01:write,swap"},
+                        "--inject-faults: unknown verb kind 'swap' in '0.01:write,swap': expected read, write, cas or faa"),
+                Arguments.of(new String[] {"--inject-faults", "0.01:"}, "--inject-faults: no verb kinds after ':'"),
+                Arguments.of(new String[] {"--inject-faults", ""}, "--inject-faults: empty fault plan"),
+                Arguments.of(new String[] {"--mode", "skiplist", "--inject-faults", "0.01"}, "--inject-faults needs a mode on the fabric"),
+                Arguments.of(new String[] {"--inject-faults", "0.01", "--commit-batch", "4"},
+                        "--inject-faults runs every operation on its own: not with --commit-batch above 1"),
                 Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));
     }
 
@@ -100,7 +109,7 @@ class BenchCommandValidationTest {
         assertEquals(0, run.exitCode());
         for (String option : new String[] {"--workload", "--keys", "--ops", "--warmup", "--threads", "--cache-ratio",
                 "--cache-mb", "--mode", "--compute-nodes", "--memory-nodes", "--partitions", "--fabric", "--latency-ns",
-                "--seed", "--json", "--dist", "--theta", "--redo-log", "--leaf-admission"}) {
+                "--seed", "--json", "--dist", "--theta", "--redo-log", "--leaf-admission", "--inject-faults"}) {
             assertTrue(run.out().contains(option), option);
         }
         for (Workload w : Workload.values()) {

@@ -23,6 +23,7 @@ import dev.dex.rdma.FaultPlan.Kind;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.testing.TestResources;
 
+/** Which verbs a {@link FaultInjectingRemoteMemory} fails, whether they took effect, and its switch, on two local regions. */
 class FaultInjectingRemoteMemoryTest {
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     /** Words the tests write, past the region header. */

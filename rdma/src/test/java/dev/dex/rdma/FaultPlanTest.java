@@ -12,6 +12,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.dex.rdma.FaultPlan.Kind;
 
+/** The operator's RATE[:KINDS], the builder's ranges and the filters of a {@link FaultPlan}. */
 class FaultPlanTest {
 
     @Test

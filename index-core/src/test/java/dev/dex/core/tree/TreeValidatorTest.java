@@ -12,6 +12,7 @@ import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.RemoteMemory;
 
+/** The validator's count of nodes left locked, on a sound tree and on a damaged one. */
 class TreeValidatorTest {
     private static final int ENTRIES = 20_000;
 
