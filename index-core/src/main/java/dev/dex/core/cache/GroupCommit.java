@@ -205,13 +205,15 @@ final class GroupCommit {
     /**
      * Appends the pending records (runs of consecutive LSNs) and waits until they are durable. Their LSNs are handed
      * out, so nothing after them can become durable until they are in the log: a checkpoint or append that fails
-     * is tried again (the same records go to the same slots) until the log's wait limit, and then the log is failed
+     * is tried again (the same records go to the same slots) for up to {@link #APPEND_RETRY_NANOS} (a lost answer or a
+     * broken connection is usually over at once; a memory node that stays away is for the partition's recovery, and
+     * a worker thread must not wait for it), and then the log is failed
      * ({@link RedoLog#fail}: every waiter fails at once, the partition is given up and acquired again). The records
      * leave this session only once they are written or the log failed.
      */
     private void appendAndWait(RedoLog log, int p, int count) {
         long last = lsnOf(count - 1);
-        long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
+        long deadline = System.nanoTime() + Math.min(engine.redoLog.awaitNanos(), APPEND_RETRY_NANOS);
         int written = 0;
         while (true) {
             try {
@@ -246,6 +248,9 @@ final class GroupCommit {
             }
         }
     }
+
+    /** How long a failed append or log-full checkpoint is tried again before the log is failed. */
+    static final long APPEND_RETRY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(1);
 
     private long lsnOf(int record) {
         return pending.getLong(record * recordLength + RedoLogDescriptor.LSN_OFFSET, java.nio.ByteOrder.LITTLE_ENDIAN);
