@@ -24,7 +24,8 @@ import dev.dex.rdma.shm.ShmFabric;
  * A memory node on {@code shm} that stops and starts again reattaches to its region: the tree, the partition
  * table and every chunk keep their contents (before, a restarted memory node 0 formatted a fresh tree over the
  * live one, and a stop deleted the region file). Only an explicit format starts over, and a second memory node
- * with the same server id on the host is refused while the first serves.
+ * with the same server id on the host is refused while the first serves, before it touches the region, even when
+ * started with a format.
  */
 class MemoryNodeRestartTest {
     @TempDir
@@ -82,15 +83,21 @@ class MemoryNodeRestartTest {
                 assertNotEquals(chunk, memory.chunkAllocator().allocateChunk(0), "and the allocator goes on where it was");
             }
 
-            // A second memory node with the same server id on this host is refused while the first serves.
+            // A second memory node with the same server id on this host is refused while the first serves, with a
+            // format too (which used to replace the region file before the refusal stopped it).
             // (A fabric object of its own, as another process would have.)
-            TestProbe<Object> watcher = kit.createTestProbe();
-            try (ShmFabric other = new ShmFabric(directory)) {
-                ActorRef<MemoryNode.Command> duplicate = kit.spawn(MemoryNode.create(settings(table, false), other));
-                watcher.expectTerminated(duplicate, Duration.ofSeconds(10));
-            }
-            try (RemoteMemory memory = fabric.connect(0)) {
-                assertEquals(root, Superblock.read(memory).root(), "the duplicate changed nothing");
+            for (boolean format : new boolean[] {false, true}) {
+                TestProbe<Object> watcher = kit.createTestProbe();
+                try (ShmFabric other = new ShmFabric(directory)) {
+                    ActorRef<MemoryNode.Command> duplicate = kit.spawn(MemoryNode.create(settings(table, format), other));
+                    watcher.expectTerminated(duplicate, Duration.ofSeconds(10));
+                }
+                try (RemoteMemory memory = fabric.connect(0)) {
+                    assertEquals(root, Superblock.read(memory).root(), "the duplicate (format " + format + ") changed nothing");
+                    org.agrona.concurrent.UnsafeBuffer read = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
+                    memory.read(chunk, read, 0, 8);
+                    assertEquals(0x5EED, read.getLong(0), "the marker survives the duplicate (format " + format + ")");
+                }
             }
             stop(second);
 
