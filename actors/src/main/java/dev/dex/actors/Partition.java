@@ -16,6 +16,8 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
 
 /**
  * One logical partition, the sharded entity (one shard per partition). It acquires the partition on the
@@ -300,8 +302,7 @@ public final class Partition {
     private Behavior<Command> onDone(Done done) {
         answer(done);
         if (workers.engine().logFailed(partition)) {
-            context.getLog().warn("partition {}: its redo log could not be written (the memory node was unreachable); every"
-                    + " later commit would fail, so the partition is given up and acquired again on its next batch", partition);
+            context.getLog().warn(logLost(partition, done.failure() != null ? done.failure() : workers.lastFailure(partition)));
             return givingUp();
         }
         Execute next = waiting.poll();
@@ -309,6 +310,31 @@ public final class Partition {
             run(next);
         }
         return Behaviors.same();
+    }
+
+    /**
+     * The warning for a redo log that lost an append, naming its cause as found in {@code failure} (what failed the
+     * batch; null if unknown): a fence, after which this node must leave; an unreachable memory node, after which
+     * the partition is acquired again; or anything else.
+     */
+    static String logLost(int partition, Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FencedException) {
+                return "partition " + partition + ": its redo log could not be written because a memory node fenced this compute"
+                        + " node (another compute node took the partition over, or the cluster downed this one): nothing it"
+                        + " writes is applied any more, so the partition is given up and this node must leave the cluster ("
+                        + t.getMessage() + ")";
+            }
+        }
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FabricException) {
+                return "partition " + partition + ": its redo log could not be written because the memory node was unreachable ("
+                        + t.getMessage() + "); every later commit would fail, so the partition is given up and acquired again"
+                        + " on its next batch";
+            }
+        }
+        return "partition " + partition + ": its redo log could not be written (" + (failure == null ? "cause unknown" : failure)
+                + "); every later commit would fail, so the partition is given up and acquired again on its next batch";
     }
 
     private void answer(Done done) {
