@@ -22,24 +22,24 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 4 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | string replyTo
+ *   u8 version = 5 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
  *   count x op
  *   op: { i32 kind | u8 r (0..7) | i64 key | i64 value | i32 count | r x i64 }
  *        kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan); key: the key's first word, then its r further words
  *        (a key wider than 8 bytes, KeyFormat)
  * Results (manifest "R"):
- *   u8 version = 4 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 5 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | u8 w (1..8) | n x w x i64 key words | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 4 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
- *   n x { i64 routingKey | i64 batch | i64 epoch | i32 count (0..WIRE_MAX_OPS) | count x op }
+ *   u8 version = 5 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   n x { i64 routingKey | i64 batch | i64 epoch | i64 follows | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 4 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 5 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * </pre>
  * A result without ENTRIES has no entries, {@code next = Long.MIN_VALUE} and keys of one word (a scan's part of
  * wider keys always has ENTRIES, so the client learns their width even when there are none). Error texts share a budget of
@@ -70,9 +70,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int MAX_BUNDLE = 1024;
     /**
      * 2 added the guard against late attempts (client, seq and epoch); 3 numbers operation kinds as LeafOps does
-     * (docs/cluster.md); 4 carries keys wider than 8 bytes (an op's further words, a scan's words per key).
+     * (docs/cluster.md); 4 carries keys wider than 8 bytes (an op's further words, a scan's words per key); 5 names the
+     * batch each one follows, so that a retry cannot overtake ({@link Partition.Execute#follows()}).
      */
-    static final byte VERSION = 4;
+    static final byte VERSION = 5;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
@@ -87,8 +88,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
     /** An operation's fixed fields; a wider key adds 8 bytes per further word. */
     static final int OP_BYTES = 4 + 1 + 8 + 8 + 4;
-    /** A batch's header in a bundle: routing key, batch, epoch, count. */
-    private static final int ROUTED_BYTES = 8 + 8 + 8 + 4;
+    /** A batch's header in a bundle: routing key, batch, epoch, follows, count. */
+    private static final int ROUTED_BYTES = 8 + 8 + 8 + 8 + 4;
 
     private final ActorRefResolver resolver;
     private final ConcurrentHashMap<String, ActorRef<?>> resolved = new ConcurrentHashMap<>();
@@ -172,9 +173,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private byte[] execute(Partition.Execute execute) {
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
-        ByteBuffer out = ByteBuffer.allocate(1 + 5 * 8 + 4 + replyTo.length + 4 + opBytes(ops));
+        ByteBuffer out = ByteBuffer.allocate(1 + 6 * 8 + 4 + replyTo.length + 4 + opBytes(ops));
         out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
-                .putLong(execute.epoch());
+                .putLong(execute.epoch()).putLong(execute.follows());
         putString(out, replyTo);
         out.putInt(ops.size());
         for (Ops.Op op : ops) {
@@ -209,13 +210,14 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         long client = in.getLong();
         long seq = in.getLong();
         long epoch = in.getLong();
+        long follows = in.getLong();
         String path = readString(in, "replyTo");
         if (path == null) {
             throw new NotSerializableException("BatchSerializer: an Execute without a reply address");
         }
         List<Ops.Op> ops = readOps(in, WIRE_MAX_OPS);
         try {
-            return new Partition.Execute(routingKey, batch, client, seq, epoch, ops, resolve(path));
+            return new Partition.Execute(routingKey, batch, client, seq, epoch, follows, ops, resolve(path));
         } catch (IllegalArgumentException e) {
             throw new NotSerializableException("BatchSerializer: " + e.getMessage());
         }
@@ -268,7 +270,8 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         putString(out, replyTo);
         out.putLong(bundle.client()).putInt(batches.size());
         for (PartitionRouter.Routed routed : batches) {
-            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putInt(routed.ops().size());
+            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putLong(routed.follows())
+                    .putInt(routed.ops().size());
             for (Ops.Op op : routed.ops()) {
                 putOp(out, op);
             }
@@ -293,9 +296,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             long routingKey = in.getLong();
             long batch = in.getLong();
             long epoch = in.getLong();
+            long follows = in.getLong();
             List<Ops.Op> ops = readOps(in, left);
             left -= ops.size();
-            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, ops));
+            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, follows, ops));
         }
         try {
             return new PartitionRouter.Bundle(batches, resolve(path), client);

@@ -38,28 +38,35 @@ import dev.dex.core.partition.PartitionTable;
  * operations wait, and a batch holds up to {@link Ops#MAX_BATCH} operations and {@link Ops#MAX_SCAN} scan
  * entries. Every
  * batch carries an id, and every partition answers to one stable reply adapter, which matches the answer to
- * its batch by that id (no temporary actor per batch). A partition runs a client's batches one after another
- * in the order they arrive, so operations are applied in the order this actor received them (a long scan's
- * later parts excepted: each goes when the previous part is answered, behind what arrived meanwhile). A scan
- * that spans partitions is split into one scan per partition, in key order, and the parts are concatenated.
+ * its batch by that id (no temporary actor per batch). A scan that spans partitions is split into one scan per
+ * partition, in key order, and the parts are concatenated.
  *
- * <p>Retries: an operation answered {@link Ops#NOT_HELD} (its partition is moving), or whose batch got no
- * answer within the ask timeout, is sent again after {@link #RETRY_DELAY}, up to {@link #MAX_ATTEMPTS}
- * times. {@link Ops#OVERLOADED} is retried the same way. A write re-sent after a timeout may apply twice if
- * its first attempt did arrive (harmless for puts and deletes; it may turn a first insert's {@code true} into
- * {@code false}), but never after a later batch of this client: every batch names this client (a random
- * id), its own id as the order, and the partition's owner epoch last learnt from an answer, and the partition
- * refuses a batch of writes sent for another epoch, or arriving after a later batch of the client was applied
- * ({@link Ops#STALE}, docs/cluster.md "Late attempts"). Refused operations go again at once, first in their
- * partition's queue, once the partition's batches in flight are answered. When the actor stops, every operation
- * it holds is answered with an error, and the Java APIs that used it fail their later operations at once.
+ * <p>Order: operations on one partition are applied in the order this actor received them, retries included (a
+ * long scan's later parts excepted: each goes when the previous part is answered, behind what arrived
+ * meanwhile). A partition runs a client's batches one after another in the order they arrive, and takes a batch
+ * only if it took the one this client sent just before it while that one was in flight
+ * ({@link Partition.Execute#follows()}; else {@link Ops#STALE}): a batch in flight behind one that was refused or
+ * lost cannot overtake it. And an operation to send again holds its partition ({@link Held}): nothing more goes
+ * to it until its batches in flight have landed, then the held operations go first, in their batches' order.
+ *
+ * <p>Retries: an operation answered {@link Ops#NOT_HELD} (its partition is moving) or {@link Ops#OVERLOADED}, or
+ * whose batch got no answer within the ask timeout, goes again after {@link #RETRY_DELAY}, one answered
+ * {@link Ops#STALE} at once; each up to {@link #MAX_ATTEMPTS} times. A batch unanswered while batches sent behind
+ * it are in flight is overdue: its answer, which comes before theirs, is still taken until they land. A write
+ * sent again may apply twice if its first attempt did arrive (harmless for puts and deletes; it may turn a first
+ * insert's {@code true} into {@code false}), but never after a later operation of this client: a late first
+ * attempt is refused too, since every batch names this client (a random id), its own id as the order, and the
+ * partition's owner epoch last learnt from an answer, and the partition refuses a batch of writes sent for
+ * another epoch, or arriving after a later batch of the client was taken (docs/cluster.md "Late attempts"). A
+ * batch shown taken by a later batch taken behind it, but never answered (its answer was lost), is not sent
+ * again: its operations fail with an error saying so. When the actor stops, every operation it holds is answered
+ * with an error, and the Java APIs that used it fail their later operations at once.
  *
  * <p>A crashed compute node: a batch sent to it is lost, and its answer would only be given up after the ask
  * timeout. Every answer names the node that gave it ({@link Ops.Results#host()}), so when that node is removed
- * from the cluster (it was downed), the batches in flight to its partitions are sent again
- * {@link #REMOVAL_RESEND_DELAY} later, in their original order, and nothing else goes to those partitions until
- * they are answered; sharding holds them until the partition starts on a survivor. A later answer to a first
- * attempt is ignored.
+ * from the cluster (it was downed), the partitions it served are held, and {@link #REMOVAL_RESEND_DELAY} later
+ * their batches in flight land and go again first, in their original order; sharding holds them until the
+ * partition starts on a survivor. A later answer to a first attempt is ignored.
  */
 public final class DexClient {
     /** The most entries one {@link Scan} may ask for; the client splits it into scans of {@link Ops#MAX_SCAN}. */
@@ -226,27 +233,39 @@ public final class DexClient {
         final int partition;
         final List<Pending> batch;
         final List<Ops.Op> ops;
-        /** Sent again after the removal of the node that served its partition. */
-        final boolean resent;
+        /** Its batch timeout passed while batches sent after it were in flight: its answer is taken until they land. */
+        boolean overdue;
+        /**
+         * A batch sent behind it while it was in flight was taken, which its partition does only after taking the
+         * batch it follows ({@link Partition.Execute#follows()}): so this one was taken too.
+         */
+        boolean followerTaken;
 
-        Flight(long id, int partition, List<Pending> batch, List<Ops.Op> ops, boolean resent) {
+        Flight(long id, int partition, List<Pending> batch, List<Ops.Op> ops) {
             this.id = id;
             this.partition = partition;
             this.batch = batch;
             this.ops = ops;
-            this.resent = resent;
-        }
-
-        /** The next attempt at the same batch, under a new id, after a removal. */
-        Flight again(long newId) {
-            for (Pending pending : batch) {
-                pending.attempts++;
-            }
-            return new Flight(newId, partition, batch, ops, true);
         }
     }
 
-    private record Resend(Pending pending) implements Command, NoSerializationVerificationNeeded {
+    /** A partition's batches in flight, in the order they were sent. */
+    private static final class Lane {
+        final ArrayDeque<Flight> flights = new ArrayDeque<>();
+        /** The id of the batch sent last, which the next one follows while any is in flight. */
+        long lastSent;
+    }
+
+    /** Operations of a partition that go again before anything else goes to it, and from when. */
+    private static final class Held {
+        /** By the id of the batch that carried them: they go again in that order. */
+        final java.util.TreeMap<Long, List<Pending>> batches = new java.util.TreeMap<>();
+        /** {@link System#nanoTime()} from which they may go (a pause after NOT_HELD, OVERLOADED, no answer, a removal). */
+        long from = System.nanoTime();
+    }
+
+    /** A partition whose held operations may go now, if its batches in flight have landed. */
+    private record ResumePartition(int partition) implements Command, NoSerializationVerificationNeeded {
     }
 
     /** One operation waiting for its partition; a scan in progress carries its accumulated entries. */
@@ -310,13 +329,8 @@ public final class DexClient {
     private final Map<Integer, ArrayDeque<Pending>> queues = new HashMap<>();
     /** Attempts in flight by batch id. */
     private final Map<Long, Flight> flights = new HashMap<>();
-    /** Attempts in flight per partition, at most {@link #window}. */
-    private final Map<Integer, Integer> inFlight = new HashMap<>();
-    /**
-     * Partitions whose batches go again after a removal: present from the removal until the new attempts are
-     * all answered (the value: how many are not), and nothing else is sent to them meanwhile.
-     */
-    private final Map<Integer, Integer> resending = new HashMap<>();
+    /** Attempts in flight per partition, at most {@link #window}, in the order they were sent. */
+    private final Map<Integer, Lane> lanes = new HashMap<>();
     private long nextBatch = 1;
     /** This client's name in its batches ({@link Partition.Execute#client()}): random, never 0. */
     private final long clientId = java.util.concurrent.ThreadLocalRandom.current().nextLong() | 1;
@@ -326,13 +340,11 @@ public final class DexClient {
      */
     private final Map<Integer, long[]> epochs = new HashMap<>();
     /**
-     * Partitions with batches answered {@link Ops#STALE}: the refused operations by batch id. Nothing more goes
-     * to such a partition until its batches in flight are all answered; then the refused operations go first,
-     * in their batches' order, under the epoch the answers named.
+     * Partitions with operations that go again (refused, or their batch got no answer), by partition. Nothing
+     * more goes to such a partition until its batches in flight have all landed and its pause is over; then the
+     * held operations go first, in their batches' order (under the epoch the latest answer named).
      */
-    private final Map<Integer, java.util.TreeMap<Long, List<Pending>>> stale = new HashMap<>();
-    /** Operations waiting for their retry timer ({@link Resend}). */
-    private final java.util.Set<Pending> retrying = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    private final Map<Integer, Held> held = new HashMap<>();
     /** The address of the compute node that last answered for each partition. */
     private final Map<Integer, String> servedBy = new HashMap<>();
     /** The Java APIs that have submitted to this actor: told when it stops. */
@@ -440,10 +452,9 @@ public final class DexClient {
             all.addAll(flight.batch);
         }
         flights.clear();
-        all.addAll(retrying); // their timers die with the actor
-        retrying.clear();
-        stale.values().forEach(refused -> refused.values().forEach(all::addAll));
-        stale.clear();
+        lanes.clear();
+        held.values().forEach(waiting -> waiting.batches.values().forEach(all::addAll)); // their timers die with the actor
+        held.clear();
         for (Pending pending : all) {
             answer(pending, Ops.Result.error(Ops.FAILED, STOPPED));
         }
@@ -497,9 +508,9 @@ public final class DexClient {
             return onScan(scan.start(), scan.count(), scan.replyTo()::tell, System.nanoTime() + FOREVER);
         } else if (message instanceof FlightTimedOut timedOut) {
             return onTimedOut(timedOut);
-        } else if (message instanceof Resend resend) {
-            retrying.remove(resend.pending());
-            return enqueue(resend.pending());
+        } else if (message instanceof ResumePartition resume) {
+            sendNext(resume.partition());
+            return Behaviors.same();
         } else if (message instanceof MemberRemoved removed) {
             return onMemberRemoved(removed);
         } else if (message instanceof ResendPartition resend) {
@@ -601,20 +612,26 @@ public final class DexClient {
      * scans made a reply Artery dropped, and the batch was sent again for minutes).
      */
     private void sendNext(int partition) {
-        if (resending.containsKey(partition)) {
-            return;
-        }
-        java.util.TreeMap<Long, List<Pending>> refused = stale.get(partition);
-        if (refused != null) {
-            if (inFlight.getOrDefault(partition, 0) > 0) {
+        Lane lane = lanes.computeIfAbsent(partition, p -> new Lane());
+        Held waiting = held.get(partition);
+        if (waiting != null) {
+            if (!lane.flights.isEmpty()) {
                 return;
             }
-            stale.remove(partition);
-            requeueFirst(partition, refused);
+            long pause = waiting.from - System.nanoTime();
+            if (pause > 0) {
+                ResumePartition resume = new ResumePartition(partition);
+                if (!timers.isTimerActive(resume)) {
+                    timers.startSingleTimer(resume, resume, Duration.ofNanos(pause));
+                }
+                return;
+            }
+            held.remove(partition);
+            requeueFirst(partition, waiting.batches);
         }
         ArrayDeque<Pending> queue = queues.get(partition);
-        while (queue != null && !queue.isEmpty() && inFlight.getOrDefault(partition, 0) < window
-                && (inFlight.getOrDefault(partition, 0) == 0 || queue.size() >= PIPELINED_BATCH)) {
+        while (queue != null && !queue.isEmpty() && lane.flights.size() < window
+                && (lane.flights.isEmpty() || queue.size() >= PIPELINED_BATCH)) {
             List<Pending> batch = new ArrayList<>();
             List<Ops.Op> ops = new ArrayList<>();
             int scanEntries = 0;
@@ -630,45 +647,51 @@ public final class DexClient {
                 batch.add(next);
                 ops.add(next.op);
             }
-            send(new Flight(nextBatch++, partition, batch, ops, false));
+            send(lane, new Flight(nextBatch++, partition, batch, ops));
         }
     }
 
-    private void send(Flight flight) {
-        Object route = routeOf(flight);
+    /**
+     * Sends a batch behind the partition's batches in flight, naming the one sent last as the batch it follows
+     * while any is in flight, so that the partition takes it only after that one ({@link Partition.Execute#follows()}).
+     */
+    private void send(Lane lane, Flight flight) {
+        Object route = routeOf(flight, lane);
+        long follows = lane.flights.isEmpty() ? 0 : lane.lastSent;
+        lane.flights.add(flight);
+        lane.lastSent = flight.id;
         flights.put(flight.id, flight);
-        inFlight.merge(flight.partition, 1, Integer::sum);
         long routingKey = flight.ops.get(0).key();
         long[] known = epochs.get(flight.partition);
         long epoch = known == null ? 0 : known[0];
         if (route == PROXY) {
-            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, flight.ops, replies));
+            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, follows, flight.ops, replies));
         } else {
             @SuppressWarnings("unchecked")
             ActorRef<PartitionRouter.Command> router = (ActorRef<PartitionRouter.Command>) route;
             bundling.computeIfAbsent(router, r -> new ArrayList<>())
-                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, flight.ops));
+                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, follows, flight.ops));
         }
         timers.startSingleTimer(flight, new FlightTimedOut(flight), askTimeout);
     }
 
     /**
      * Where the flight goes: to the router of the compute node that last answered for its partition, bundled
-     * with the batches of that node's other partitions; through the sharding proxy before that, for a batch
-     * sent again after a removal, and for scans (whose answers are large). A partition changes route only
-     * while none of its batches is in flight, so that its batches cannot overtake each other on two paths.
+     * with the batches of that node's other partitions; through the sharding proxy before that (so after the
+     * removal of that node too), and for scans (whose answers are large). A partition changes route only while
+     * none of its batches is in flight, so that its batches cannot overtake each other on two paths.
      */
-    private Object routeOf(Flight flight) {
+    private Object routeOf(Flight flight, Lane lane) {
         Object wanted = PROXY;
         String host = servedBy.get(flight.partition);
-        if (host != null && !flight.resent && flight.ops.stream().noneMatch(op -> op.kind() == Ops.SCAN)) {
+        if (host != null && flight.ops.stream().noneMatch(op -> op.kind() == Ops.SCAN)) {
             ActorRef<PartitionRouter.Command> router = routers.get(host);
             if (router != null) {
                 wanted = router;
             }
         }
         Object current = routes.get(flight.partition);
-        if (current != null && !current.equals(wanted) && inFlight.getOrDefault(flight.partition, 0) > 0) {
+        if (current != null && !current.equals(wanted) && !lane.flights.isEmpty()) {
             return current;
         }
         routes.put(flight.partition, wanted);
@@ -703,18 +726,14 @@ public final class DexClient {
     private void landed(Flight flight) {
         flights.remove(flight.id);
         timers.cancel(flight);
-        inFlight.merge(flight.partition, -1, Integer::sum);
-        if (flight.resent) {
-            resending.computeIfPresent(flight.partition, (p, left) -> left > 1 ? left - 1 : null);
-        }
+        lanes.get(flight.partition).flights.remove(flight);
     }
 
     /**
      * A removed node answers nothing more: the batches in flight to each partition it served go again shortly
-     * ({@link #REMOVAL_RESEND_DELAY}, new attempts), rather than after the ask timeout. Until then, and until
-     * the new attempts are answered, the partition sends nothing else: its batches may already be running on
-     * the node it moved to, and a batch sent meanwhile would run before the re-sent ones, which would then
-     * overwrite its writes.
+     * ({@link #REMOVAL_RESEND_DELAY}), rather than after the ask timeout. Until then the partition is held: its
+     * batches may already be running on the node it moved to, and a batch sent meanwhile would run before the
+     * re-sent ones.
      */
     private Behavior<Command> onMemberRemoved(MemberRemoved removed) {
         String address = removed.event().member().address().toString();
@@ -725,7 +744,7 @@ public final class DexClient {
             }
         }
         for (int partition : partitions) {
-            resending.putIfAbsent(partition, 0);
+            hold(partition, REMOVAL_RESEND_DELAY);
             timers.startSingleTimer("resend-" + partition, new ResendPartition(partition), REMOVAL_RESEND_DELAY);
         }
         servedBy.values().removeIf(address::equals);
@@ -734,53 +753,73 @@ public final class DexClient {
     }
 
     /**
-     * Every attempt of the partition still unanswered is replaced by a new one, all sent in the order of the
-     * batches they replace, so they run in that order wherever the partition now is (an answer to an old
-     * attempt is ignored).
+     * Every attempt of the partition still unanswered lands, and its operations go again first, in the order of
+     * their batches, wherever the partition now is (an answer to an old attempt is ignored). All land before any
+     * goes again: with none in flight, the partition leaves the removed node's router for the sharding proxy
+     * ({@link #routeOf}).
      */
     private Behavior<Command> onResendPartition(int partition) {
-        List<Flight> unanswered = new ArrayList<>();
-        for (Flight flight : flights.values()) {
-            if (flight.partition == partition) {
-                unanswered.add(flight);
-            }
-        }
-        unanswered.sort(java.util.Comparator.comparingLong(flight -> flight.id));
-        // All land before any goes again: with none in flight, the partition may leave the removed node's router
-        // for the sharding proxy (routeOf), and every new attempt takes that path.
-        for (Flight flight : unanswered) {
-            landed(flight);
-        }
-        for (Flight flight : unanswered) {
-            send(flight.again(nextBatch++));
-        }
-        if (unanswered.isEmpty()) {
-            resending.remove(partition);
-            sendNext(partition);
-        } else {
-            resending.put(partition, unanswered.size());
-        }
+        // The removal delay was the pause.
+        landUnanswered(partition, "its compute node was removed from the cluster", Duration.ZERO);
+        sendNext(partition);
         return Behaviors.same();
     }
 
-    /** No answer within the ask timeout: the batch's operations go again (after {@link #RETRY_DELAY}). */
+    /**
+     * No answer within the ask timeout: the partition is held, and the batch is overdue. Its answer is still taken
+     * while batches sent behind it are in flight (it comes before theirs, if at all); once none is, the overdue
+     * batches land ({@link #settle}).
+     */
     private Behavior<Command> onTimedOut(FlightTimedOut timedOut) {
         Flight flight = timedOut.flight();
         if (flights.get(flight.id) != flight) {
             return Behaviors.same();
         }
-        landed(flight);
-        for (Pending pending : flight.batch) {
-            retry(pending, "no answer from partition " + flight.partition + " within " + askTimeout.toMillis() + " ms");
-        }
+        flight.overdue = true;
+        hold(flight.partition, RETRY_DELAY);
+        settle(flight.partition);
         sendNext(flight.partition);
         return Behaviors.same();
+    }
+
+    /** Once every batch of the partition in flight is overdue, they land unanswered. */
+    private void settle(int partition) {
+        for (Flight flight : lanes.get(partition).flights) {
+            if (!flight.overdue) {
+                return;
+            }
+        }
+        landUnanswered(partition, "no answer from partition " + partition + " within " + askTimeout.toMillis() + " ms", RETRY_DELAY);
+    }
+
+    /**
+     * The partition's batches in flight land without their answers. A batch that a batch sent behind it shows was
+     * taken is answered with an error: sent again, it would apply after that later batch. The others go again,
+     * first, once {@code pause} is over; each may apply twice (if its first attempt did arrive), but before anything
+     * the client sent after it.
+     */
+    private void landUnanswered(int partition, String why, Duration pause) {
+        List<Flight> unanswered = new ArrayList<>(lanes.get(partition).flights);
+        for (Flight flight : unanswered) {
+            landed(flight);
+        }
+        for (Flight flight : unanswered) {
+            for (Pending pending : flight.batch) {
+                if (flight.followerTaken) {
+                    answer(pending, Ops.Result.error(Ops.FAILED, "partition " + partition + " took this operation's batch but its"
+                            + " answer was lost (" + why + "); it is not sent again, which could apply it after the client's later"
+                            + " operations"));
+                } else {
+                    again(partition, flight.id, pending, why, pause);
+                }
+            }
+        }
     }
 
     private Behavior<Command> onAnswered(Ops.Results results) {
         Flight flight = flights.get(results.batch());
         if (flight == null) {
-            return Behaviors.same(); // an attempt that timed out or was sent again since
+            return Behaviors.same(); // an attempt that landed unanswered since
         }
         landed(flight);
         if (results.host() != null) {
@@ -790,13 +829,17 @@ public final class DexClient {
         if (results.epoch() != 0 && (known == null || known[1] < flight.id)) {
             epochs.put(flight.partition, new long[] {results.epoch(), flight.id});
         }
+        // Taken: the partition ran it (a refused batch is answered with one retriable status for every operation).
+        boolean taken = false;
         if (results.results().size() != flight.batch.size()) {
             Ops.Result single = results.results().size() == 1 ? results.results().get(0) : null;
+            taken = single != null && !retriable(single);
             for (Pending pending : flight.batch) {
-                if (single != null && !retriable(single)) {
+                if (taken) {
                     answer(pending, single);
                 } else {
-                    retry(pending, "partition " + flight.partition + " answered a malformed batch");
+                    again(flight.partition, flight.id, pending, "partition " + flight.partition + " answered a malformed batch",
+                            RETRY_DELAY);
                 }
             }
         } else {
@@ -804,22 +847,33 @@ public final class DexClient {
                 Pending pending = flight.batch.get(i);
                 Ops.Result result = results.results().get(i);
                 if (result.status() == Ops.STALE) {
-                    if (!givenUp(pending, result.error())) {
-                        stale.computeIfAbsent(flight.partition, p -> new java.util.TreeMap<>())
-                                .computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
-                    }
+                    again(flight.partition, flight.id, pending, result.error(), Duration.ZERO);
                 } else if (retriable(result)) {
-                    retry(pending, result.error());
+                    again(flight.partition, flight.id, pending, result.error(), RETRY_DELAY);
                 } else {
                     answer(pending, result);
+                    taken = true;
                 }
             }
+        }
+        Lane lane = lanes.get(flight.partition);
+        Flight first = lane.flights.peekFirst();
+        if (taken && first != null && first.id < flight.id) {
+            for (Flight earlier : lane.flights) {
+                if (earlier.id > flight.id) {
+                    break;
+                }
+                earlier.followerTaken = true; // its answer, which would have come first, was lost
+            }
+        }
+        if (held.containsKey(flight.partition) && !lane.flights.isEmpty()) {
+            settle(flight.partition);
         }
         sendNext(flight.partition);
         return Behaviors.same();
     }
 
-    /** A partition that is moving or has too many batches waiting: the operation goes again after a pause. */
+    /** A partition that is moving, has too many batches waiting, or refused a stale batch: the operation goes again. */
     private static boolean retriable(Ops.Result result) {
         return result.status() == Ops.NOT_HELD || result.status() == Ops.OVERLOADED || result.status() == Ops.STALE;
     }
@@ -829,12 +883,25 @@ public final class DexClient {
         return result.error() != null ? result.error() : "the partition answered status " + result.status();
     }
 
-    private void retry(Pending pending, String why) {
+    /**
+     * Holds {@code pending}, carried by batch {@code batch}, to go again first when its partition resumes, no sooner
+     * than {@code pause} from now; unless it may not go again ({@link #givenUp}).
+     */
+    private void again(int partition, long batch, Pending pending, String why, Duration pause) {
         if (givenUp(pending, why)) {
             return;
         }
-        retrying.add(pending);
-        timers.startSingleTimer(pending, new Resend(pending), RETRY_DELAY);
+        hold(partition, pause).batches.computeIfAbsent(batch, id -> new ArrayList<>()).add(pending);
+    }
+
+    /** Holds the partition: nothing more goes to it until its batches in flight landed and {@code pause} is over. */
+    private Held hold(int partition, Duration pause) {
+        Held waiting = held.computeIfAbsent(partition, p -> new Held());
+        long from = System.nanoTime() + pause.toNanos();
+        if (from - waiting.from > 0) {
+            waiting.from = from;
+        }
+        return waiting;
     }
 
     /** Counts an attempt of {@code pending}; answers it with an error and returns true if it may not go again. */
@@ -852,8 +919,8 @@ public final class DexClient {
     }
 
     /**
-     * Operations answered {@link Ops#STALE} go again at once, ahead of what waits for their partition and in the
-     * order of the batches that carried them: nothing of them was applied, and what waits was sent after them.
+     * Held operations go again ahead of what waits for their partition and in the order of the batches that
+     * carried them: what waits was received after them.
      */
     private void requeueFirst(int partition, java.util.TreeMap<Long, List<Pending>> refused) {
         ArrayDeque<Pending> queue = queues.computeIfAbsent(partition, p -> new ArrayDeque<>());

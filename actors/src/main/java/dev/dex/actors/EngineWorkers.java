@@ -27,7 +27,9 @@ import dev.dex.rdma.MemoryFullException;
  * {@link #onFenced}: nothing this node sends is applied any more, and it must leave.
  *
  * <p>Concurrency: the executor's queue is the only hand-over; sessions are thread-confined (thread-local).
- * The fenced callback is a volatile reference, fired at most once (an atomic flag).
+ * The fenced callback is a volatile reference, fired at most once (an atomic flag). What last failed a batch of a
+ * partition is written by the worker that ran it, into a concurrent map, before the batch's future completes; the
+ * partition's entity reads it after that completion (its batches run one at a time).
  */
 final class EngineWorkers implements AutoCloseable {
     private volatile Runnable onFenced = () -> { };
@@ -36,6 +38,8 @@ final class EngineWorkers implements AutoCloseable {
     private final ExecutorService pool;
     private final ThreadLocal<DexSession> sessions;
     private final List<DexSession> allSessions = new ArrayList<>();
+    /** Per partition, what last failed an operation or the commit of one of its batches. */
+    private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
 
     EngineWorkers(DexEngine engine, int threads, String name) {
         this.engine = engine;
@@ -75,8 +79,22 @@ final class EngineWorkers implements AutoCloseable {
         }
     }
 
+    /**
+     * What last failed an operation or the commit of a batch of {@code partition} (the fabric's exception, say,
+     * when its redo log could not be written), or null when none has failed.
+     */
+    Throwable lastFailure(int partition) {
+        return failures.get(partition);
+    }
+
     PartitionTable partitions() {
         return engine.partitions();
+    }
+
+    /** Notes {@code failure} as what last failed a batch of {@code partition}, and fires the fenced callback if it was a fence. */
+    private void noteFailure(int partition, Throwable failure) {
+        failures.put(partition, failure);
+        noteFailure(failure);
     }
 
     /** Runs {@code ops} of {@code partition} on a worker. */
@@ -94,7 +112,7 @@ final class EngineWorkers implements AutoCloseable {
                     // Group commit: the batch's writes reach the partition's redo log in one fabric write.
                     session.commit();
                 } catch (RuntimeException e) {
-                    noteFailure(e);
+                    noteFailure(partition, e);
                     notDurable(ops, results, e);
                 }
             }
@@ -136,7 +154,7 @@ final class EngineWorkers implements AutoCloseable {
         if (table.partitionOf(op.key()) != partition) {
             return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);
         }
-        return guarded(() -> switch (op.kind()) {
+        return guarded(partition, () -> switch (op.kind()) {
                 case Ops.GET -> {
                     boolean found = session.lookup(op.key());
                     yield Ops.Result.of(found, found ? session.value() : 0);
@@ -160,7 +178,7 @@ final class EngineWorkers implements AutoCloseable {
             return Ops.Result.error(Ops.BAD_INPUT, "key 0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))
                     + " is not in partition " + partition);
         }
-        return guarded(() -> switch (op.kind()) {
+        return guarded(partition, () -> switch (op.kind()) {
                 case Ops.GET -> {
                     boolean found = session.lookup(key);
                     yield Ops.Result.of(found, found ? session.value() : 0);
@@ -174,8 +192,8 @@ final class EngineWorkers implements AutoCloseable {
             });
     }
 
-    /** Runs one operation, answering what the engine throws: not held, memory full, or a failure (noted). */
-    private Ops.Result guarded(java.util.function.Supplier<Ops.Result> operation) {
+    /** Runs one operation of {@code partition}, answering what the engine throws: not held, memory full, or a failure (noted). */
+    private Ops.Result guarded(int partition, java.util.function.Supplier<Ops.Result> operation) {
         try {
             return operation.get();
         } catch (PartitionNotHeldException e) {
@@ -183,7 +201,7 @@ final class EngineWorkers implements AutoCloseable {
         } catch (MemoryFullException e) {
             return Ops.Result.error(Ops.MEMORY_FULL, e.getMessage());
         } catch (RuntimeException e) {
-            noteFailure(e);
+            noteFailure(partition, e);
             return Ops.Result.error(Ops.FAILED, e.toString());
         }
     }

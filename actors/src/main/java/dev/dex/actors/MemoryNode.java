@@ -146,8 +146,9 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param offloadQueue   offloaded requests queued before more are rejected
      * @param partitions     the initial partition table server 0 stores (equal width over the key range)
      * @param subtreeLevel   M
-     * @param format         start from a fresh region even where the fabric keeps one ({@code shm}), discarding
-     *                       its data; otherwise a restarted memory node reattaches to its region
+     * @param format         start from a fresh region even where the fabric keeps one ({@code shm}, {@code tcp} with
+     *                       a region directory), discarding its data; otherwise a restarted memory node reattaches
+     *                       to its region. Either way a server id another memory node serves on the host is refused.
      * @param keyBytes       the width of the keys of a tree server 0 formats (a reattached tree keeps its own)
      */
     public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
@@ -187,7 +188,9 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         super(context);
         this.settings = settings;
         this.fabric = fabric;
-        this.region = settings.format() ? fabric.export(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
+        // A format takes the server id's lock like a reattach does, before it replaces the kept region: a second
+        // memory node of a served id is refused before it could format the region under the first.
+        this.region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
                 : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
         this.own = fabric.connect(settings.serverId());
         if (settings.serverId() == 0) {

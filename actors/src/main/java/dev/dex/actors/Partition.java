@@ -16,6 +16,8 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
 
 /**
  * One logical partition, the sharded entity (one shard per partition). It acquires the partition on the
@@ -41,9 +43,10 @@ public final class Partition {
      */
     static final int MAX_WAITING = 64;
     /**
-     * Clients whose latest applied batch of writes a partition remembers ({@link #floors}); the one heard from
-     * least recently is forgotten first. A forgotten client's late attempt is still refused once the partition
-     * has changed owner (its epoch), but not within the same owner.
+     * Clients whose latest taken batch a partition remembers ({@link #floors}); the one heard from least recently
+     * is forgotten first. A forgotten client's late attempt is still refused once the partition has changed owner
+     * (its epoch), but not within the same owner; its next batch that follows another is refused once, and goes
+     * again.
      */
     static final int MAX_CLIENTS = 4096;
 
@@ -58,19 +61,22 @@ public final class Partition {
 
     /**
      * A batch of operations on keys of one partition; {@code routingKey} is one of them; {@code batch} is the
-     * sender's id for it, returned in {@link Ops.Results#batch()}. {@code client}, {@code seq} and {@code epoch}
-     * guard against late attempts: {@code client} names the client (0: a sender that asks for no guard),
-     * {@code seq} orders its batches (higher is sent later), and {@code epoch} is the partition's owner epoch the
-     * client knew when it sent the batch ({@link Ops.Results#epoch()}; 0 if none). A batch with writes from a
-     * named client is applied only under that epoch, and only if no later batch of the client was applied
-     * before it; otherwise it is answered {@link Ops#STALE} (docs/cluster.md, "Late attempts"). On the wire in
-     * {@link BatchSerializer}'s binary layout.
+     * sender's id for it, returned in {@link Ops.Results#batch()}. {@code client}, {@code seq}, {@code epoch} and
+     * {@code follows} guard against late attempts and retries that would overtake: {@code client} names the
+     * client (0: a sender that asks for no guard), {@code seq} orders its batches (higher is sent later),
+     * {@code epoch} is the partition's owner epoch the client knew when it sent the batch
+     * ({@link Ops.Results#epoch()}; 0 if none), and {@code follows} is the seq of the client's batch this one was
+     * sent behind while that one was unanswered (0: every earlier batch of the client to the partition was
+     * answered). A batch with writes from a named client is applied only under that epoch, and only if no later
+     * batch of the client was taken before it; any batch of a named client is taken only if the batch it follows
+     * was taken; otherwise it is answered {@link Ops#STALE} (docs/cluster.md, "Late attempts" and "Order"). On
+     * the wire in {@link BatchSerializer}'s binary layout.
      */
-    public record Execute(long routingKey, long batch, long client, long seq, long epoch, List<Ops.Op> ops,
+    public record Execute(long routingKey, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
                           ActorRef<Ops.Results> replyTo) implements Command {
         /** A batch of a sender that asks for no guard against late attempts. */
         public Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
-            this(routingKey, batch, 0, batch, 0, ops, replyTo);
+            this(routingKey, batch, 0, batch, 0, 0, ops, replyTo);
         }
 
         public Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
@@ -146,7 +152,7 @@ public final class Partition {
      * the partition is acquired.
      */
     private long epoch;
-    /** Per client, the seq of its latest batch of writes applied under this epoch; least recently used first. */
+    /** Per client, the seq of its latest batch taken under this epoch; least recently used first. */
     private final java.util.LinkedHashMap<Long, Long> floors = new java.util.LinkedHashMap<>(64, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(java.util.Map.Entry<Long, Long> eldest) {
@@ -257,27 +263,37 @@ public final class Partition {
     }
 
     /**
-     * Why a batch must not be applied, or null. A late attempt (a batch its client gave up waiting for and sent
+     * Why a batch must not be taken, or null. A late attempt (a batch its client gave up waiting for and sent
      * again, which then arrives after all) must not apply after the client's later writes: so a named client's
      * batch of writes is applied only under the epoch it names, which the client learnt from an answer of this
      * owner (never from a later one, which did not exist yet), and only if no later batch of the client was
-     * applied before it. Batches of reads are always served: a late one changes nothing.
+     * taken before it. And a batch must not overtake the one it was sent behind: one that was refused (it will go
+     * again) or lost. So any batch of a named client that follows another is taken only if that one is the
+     * client's latest taken here. Otherwise batches of reads are served: a late one changes nothing.
      */
     private String stale(Execute execute) {
-        if (execute.client() == 0 || execute.ops().stream().noneMatch(Ops.Op::writes)) {
+        if (execute.client() == 0) {
             return null;
         }
-        if (execute.epoch() != epoch) {
-            return execute.epoch() == 0
-                    ? "the client did not know partition " + partition + "'s epoch yet; nothing was applied"
-                    : "sent for epoch " + execute.epoch() + " of partition " + partition + ", which is at epoch " + epoch
-                            + " now; nothing was applied";
-        }
         Long floor = floors.get(execute.client());
-        if (floor != null && execute.seq() <= floor) {
-            return "batch " + execute.seq() + " arrived after the client's batch " + floor + " was applied; nothing was applied";
+        if (execute.ops().stream().anyMatch(Ops.Op::writes)) {
+            if (execute.epoch() != epoch) {
+                return execute.epoch() == 0
+                        ? "the client did not know partition " + partition + "'s epoch yet; nothing was applied"
+                        : "sent for epoch " + execute.epoch() + " of partition " + partition + ", which is at epoch " + epoch
+                                + " now; nothing was applied";
+            }
+            if (floor != null && execute.seq() <= floor) {
+                return "batch " + execute.seq() + " arrived after the client's batch " + floor + " was applied; nothing was applied";
+            }
         }
-        floors.put(execute.client(), execute.seq());
+        if (execute.follows() != 0 && (floor == null || floor != execute.follows())) {
+            return "batch " + execute.seq() + " follows the client's batch " + execute.follows() + ", which partition " + partition
+                    + " has not taken (it was refused or lost; it goes again first); nothing was applied";
+        }
+        if (floor == null || execute.seq() > floor) {
+            floors.put(execute.client(), execute.seq());
+        }
         return null;
     }
 
@@ -300,8 +316,7 @@ public final class Partition {
     private Behavior<Command> onDone(Done done) {
         answer(done);
         if (workers.engine().logFailed(partition)) {
-            context.getLog().warn("partition {}: its redo log could not be written (the memory node was unreachable); every"
-                    + " later commit would fail, so the partition is given up and acquired again on its next batch", partition);
+            context.getLog().warn(logLost(partition, done.failure() != null ? done.failure() : workers.lastFailure(partition)));
             return givingUp();
         }
         Execute next = waiting.poll();
@@ -309,6 +324,31 @@ public final class Partition {
             run(next);
         }
         return Behaviors.same();
+    }
+
+    /**
+     * The warning for a redo log that lost an append, naming its cause as found in {@code failure} (what failed the
+     * batch; null if unknown): a fence, after which this node must leave; an unreachable memory node, after which
+     * the partition is acquired again; or anything else.
+     */
+    static String logLost(int partition, Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FencedException) {
+                return "partition " + partition + ": its redo log could not be written because a memory node fenced this compute"
+                        + " node (another compute node took the partition over, or the cluster downed this one): nothing it"
+                        + " writes is applied any more, so the partition is given up and this node must leave the cluster ("
+                        + t.getMessage() + ")";
+            }
+        }
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FabricException) {
+                return "partition " + partition + ": its redo log could not be written because the memory node was unreachable ("
+                        + t.getMessage() + "); every later commit would fail, so the partition is given up and acquired again"
+                        + " on its next batch";
+            }
+        }
+        return "partition " + partition + ": its redo log could not be written (" + (failure == null ? "cause unknown" : failure)
+                + "); every later commit would fail, so the partition is given up and acquired again on its next batch";
     }
 
     private void answer(Done done) {

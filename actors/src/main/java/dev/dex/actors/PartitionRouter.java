@@ -30,7 +30,7 @@ import org.apache.pekko.actor.typed.receptionist.ServiceKey;
  * partition moved to where sharding has it now, as it does any message; the client learns from
  * {@link Ops.Results#host()} where a partition answered and bundles its next batches for that node's router.
  * Each batch goes to the region under an id of this router's own (clients number their batches
- * independently), carrying the client's name, id and epoch as its guard against late attempts
+ * independently), carrying the client's name, id, epoch and the batch it follows as its guard against late attempts
  * ({@link Partition.Execute#client()}); its answer gets the client's id back and joins the client's next {@link Ops.ResultsBundle},
  * sent when this router has handled the messages that had reached it by then (a {@link Flush} it tells itself
  * after the first answer). An answer that never comes (a partition that moved and dropped the batch) is the
@@ -64,9 +64,9 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * One partition's batch inside a {@link Bundle}: what a {@link Partition.Execute} carries but the reply
      * address and the client; {@code batch} is also the batch's {@link Partition.Execute#seq()}.
      */
-    public record Routed(long routingKey, long batch, long epoch, List<Ops.Op> ops) {
+    public record Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops) {
         public Routed(long routingKey, long batch, List<Ops.Op> ops) {
-            this(routingKey, batch, 0, ops);
+            this(routingKey, batch, 0, 0, ops);
         }
     }
 
@@ -150,8 +150,8 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         for (Routed routed : bundle.batches()) {
             long id = nextId++;
             origins.put(id, new Origin(bundle.replyTo(), routed.batch(), now));
-            region.tell(new Partition.Execute(routed.routingKey(), id, bundle.client(), routed.batch(), routed.epoch(), routed.ops(),
-                    answers));
+            region.tell(new Partition.Execute(routed.routingKey(), id, bundle.client(), routed.batch(), routed.epoch(), routed.follows(),
+                    routed.ops(), answers));
             batches++;
         }
         return this;

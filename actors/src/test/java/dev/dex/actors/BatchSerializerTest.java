@@ -63,9 +63,9 @@ class BatchSerializerTest {
         List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
                 new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE),
                 new Ops.Op(Ops.PUT, Long.MIN_VALUE, 4, 0, new long[] {Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}));
-        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, ops, replies);
+        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, Long.MAX_VALUE - 1, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
-        assertEquals(1 + 5 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
+        assertEquals(1 + 6 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
                 "25 bytes per operation, 8 more per further word of a wide key");
         Partition.Execute back = (Partition.Execute) serializer.fromBinary(bytes, serializer.manifest(execute));
         assertEquals(execute, back);
@@ -162,7 +162,7 @@ class BatchSerializerTest {
         wrongVersion[0] = 9;
         assertRefused(serializer, wrongVersion, "E", "wire version 9");
 
-        int replyAt = 1 + 5 * 8;
+        int replyAt = 1 + 6 * 8;
         int countAt = replyAt + 4 + serializedPathLength(replies);
         assertRefused(serializer, withInt(execute, countAt, -1), "E", "-1 operations");
         assertRefused(serializer, withInt(execute, countAt, BatchSerializer.WIRE_MAX_OPS + 1), "E",
@@ -180,7 +180,7 @@ class BatchSerializerTest {
 
         byte[] path = "pekko://dex@10.0.0.1:25520/user/x#notanumber".getBytes(java.nio.charset.StandardCharsets.UTF_8);
         ByteBuffer badPath = ByteBuffer.allocate(replyAt + 4 + path.length + 4);
-        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putLong(3).putLong(2).putLong(1).putInt(path.length).put(path).putInt(0);
+        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putLong(3).putLong(2).putLong(1).putLong(0).putInt(path.length).put(path).putInt(0);
         assertRefused(serializer, badPath.array(), "E", "a reply address that does not resolve");
 
         int firstResult = 1 + 8 + 8 + 4 + 4 + 4;
@@ -208,9 +208,9 @@ class BatchSerializerTest {
         var serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
         ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
         PartitionRouter.Bundle bundle = new PartitionRouter.Bundle(List.of(
-                new PartitionRouter.Routed(-5, 7, 3, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
+                new PartitionRouter.Routed(-5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
                 new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of()),
-                new PartitionRouter.Routed(3, Long.MIN_VALUE, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies, -77);
+                new PartitionRouter.Routed(3, Long.MIN_VALUE, Long.MIN_VALUE, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies, -77);
         Ops.ResultsBundle answers = new Ops.ResultsBundle(List.of(
                 new Ops.Results(7, List.of(Ops.Result.of(true, 4), Ops.Result.of(false, 0)), "pekko://dex@127.0.0.1:1", 3),
                 new Ops.Results(8, List.of(Ops.Result.error(Ops.NOT_HELD, "moving")), null)));
@@ -220,7 +220,7 @@ class BatchSerializerTest {
 
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(bundle));
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(answers));
-        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 28 + 3 * 25, bundleBytes.length, "28 bytes per batch, 25 per operation");
+        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 36 + 3 * 25, bundleBytes.length, "36 bytes per batch, 25 per operation");
         assertEquals(bundle, serializer.fromBinary(bundleBytes, serializer.manifest(bundle)));
         assertEquals(answers, serializer.fromBinary(answerBytes, serializer.manifest(answers)));
         for (int cut = 0; cut < bundleBytes.length; cut++) {
@@ -234,7 +234,7 @@ class BatchSerializerTest {
         assertRefused(serializer, withInt(bundleBytes, batchesAt, BatchSerializer.MAX_BUNDLE + 1), "B",
                 (BatchSerializer.MAX_BUNDLE + 1) + " batches (at most " + BatchSerializer.MAX_BUNDLE + ")");
         assertRefused(serializer, withInt(bundleBytes, 1, -1), "B", "a Bundle without a reply address");
-        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 24, 100), "B", "100 operations announced");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 32, 100), "B", "100 operations announced");
         assertRefused(serializer, withInt(answerBytes, 1, 0), "S", "a ResultsBundle of no answers");
         assertRefused(serializer, withInt(answerBytes, 1 + 4, 1 << 20), "S", "answer 0 of 1048576 bytes");
         int firstLength = ByteBuffer.wrap(answerBytes).getInt(1 + 4);
@@ -256,7 +256,7 @@ class BatchSerializerTest {
                 new PartitionRouter.Routed(1, 2, half.subList(2, half.size()))), replies);
         byte[] bytes = serializer.toBinary(fits);
         assertEquals(fits, serializer.fromBinary(bytes, "B"));
-        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 28 + half.size() * 25 + 24;
+        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 36 + half.size() * 25 + 32;
         assertRefused(serializer, withInt(bytes, secondCountAt, half.size()), "B",
                 half.size() + " operations (at most " + (BatchSerializer.WIRE_MAX_OPS - half.size()) + ")");
     }

@@ -45,7 +45,7 @@ class DroppedBatchesTest {
         }
         assertTrue(subscribed, "the actor heard the dead letters within 10 s");
 
-        Partition.Execute dropped = new Partition.Execute(10, 7, 0xc, 7, 3, List.of(EntityProbes.put(10, 1), EntityProbes.get(10)),
+        Partition.Execute dropped = new Partition.Execute(10, 7, 0xc, 7, 3, 6, List.of(EntityProbes.put(10, 1), EntityProbes.get(10)),
                 client.getRef());
         publish(new DeadLetter(Dropped.apply(dropped, "Avoiding reordering of buffered messages at shard handoff", nobody), nobody,
                 nobody));

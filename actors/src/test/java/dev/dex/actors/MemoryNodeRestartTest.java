@@ -1,7 +1,7 @@
 package dev.dex.actors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
 import java.time.Duration;
@@ -17,6 +17,7 @@ import com.typesafe.config.ConfigFactory;
 
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
+import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.shm.ShmFabric;
 
@@ -24,7 +25,8 @@ import dev.dex.rdma.shm.ShmFabric;
  * A memory node on {@code shm} that stops and starts again reattaches to its region: the tree, the partition
  * table and every chunk keep their contents (before, a restarted memory node 0 formatted a fresh tree over the
  * live one, and a stop deleted the region file). Only an explicit format starts over, and a second memory node
- * with the same server id on the host is refused while the first serves.
+ * with the same server id on the host is refused while the first serves, before it touches the region, even when
+ * started with a format.
  */
 class MemoryNodeRestartTest {
     @TempDir
@@ -79,18 +81,26 @@ class MemoryNodeRestartTest {
                 org.agrona.concurrent.UnsafeBuffer read = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
                 memory.read(chunk, read, 0, 8);
                 assertEquals(0x5EED, read.getLong(0), "the data of an allocated chunk");
-                assertNotEquals(chunk, memory.chunkAllocator().allocateChunk(0), "and the allocator goes on where it was");
+                long next = memory.chunkAllocator().allocateChunk(0);
+                assertTrue(next > chunk, "the allocator goes on after the chunks it handed out before the restart: "
+                        + GlobalAddress.toString(next) + " after " + GlobalAddress.toString(chunk));
             }
 
-            // A second memory node with the same server id on this host is refused while the first serves.
+            // A second memory node with the same server id on this host is refused while the first serves, with a
+            // format too (which used to replace the region file before the refusal stopped it).
             // (A fabric object of its own, as another process would have.)
-            TestProbe<Object> watcher = kit.createTestProbe();
-            try (ShmFabric other = new ShmFabric(directory)) {
-                ActorRef<MemoryNode.Command> duplicate = kit.spawn(MemoryNode.create(settings(table, false), other));
-                watcher.expectTerminated(duplicate, Duration.ofSeconds(10));
-            }
-            try (RemoteMemory memory = fabric.connect(0)) {
-                assertEquals(root, Superblock.read(memory).root(), "the duplicate changed nothing");
+            for (boolean format : new boolean[] {false, true}) {
+                TestProbe<Object> watcher = kit.createTestProbe();
+                try (ShmFabric other = new ShmFabric(directory)) {
+                    ActorRef<MemoryNode.Command> duplicate = kit.spawn(MemoryNode.create(settings(table, format), other));
+                    watcher.expectTerminated(duplicate, Duration.ofSeconds(10));
+                }
+                try (RemoteMemory memory = fabric.connect(0)) {
+                    assertEquals(root, Superblock.read(memory).root(), "the duplicate (format " + format + ") changed nothing");
+                    org.agrona.concurrent.UnsafeBuffer read = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
+                    memory.read(chunk, read, 0, 8);
+                    assertEquals(0x5EED, read.getLong(0), "the marker survives the duplicate (format " + format + ")");
+                }
             }
             stop(second);
 

@@ -21,8 +21,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * A partition applies a named client's batch of writes only under the epoch the batch names, and only if no later
  * batch of that client was applied before it: a late attempt (a batch its client timed out and sent again) can no
- * longer overwrite what the client wrote after it. Batches of reads, and batches of senders that name no client,
- * are always served.
+ * longer overwrite what the client wrote after it. Nor may a batch overtake the one its client sent it behind: a
+ * batch that follows one the partition did not take (refused, or lost on its way) is refused, reads too, until the
+ * client sends them again in order. Otherwise batches of reads, and batches of senders that name no client, are
+ * always served.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
@@ -40,8 +42,12 @@ class PartitionLateAttemptTest {
     private final EntityProbes probes = new EntityProbes(testKit);
 
     private Ops.Results send(ActorRef<Partition.Command> entity, long client, long seq, long epoch, List<Ops.Op> ops) {
+        return send(entity, client, seq, 0, epoch, ops);
+    }
+
+    private Ops.Results send(ActorRef<Partition.Command> entity, long client, long seq, long follows, long epoch, List<Ops.Op> ops) {
         TestProbe<Ops.Results> probe = testKit.createTestProbe();
-        entity.tell(new Partition.Execute(ops.get(0).key(), seq, client, seq, epoch, ops, probe.getRef()));
+        entity.tell(new Partition.Execute(ops.get(0).key(), seq, client, seq, epoch, follows, ops, probe.getRef()));
         Ops.Results results = probe.receiveMessage(EntityProbes.REPLY);
         assertEquals(seq, results.batch());
         assertEquals(ops.size(), results.results().size());
@@ -87,6 +93,34 @@ class PartitionLateAttemptTest {
             assertAll(Ops.OK, send(entity, 0, 1, 0, List.of(put(key + 2, 9))), "an unguarded sender");
             assertEquals(7, probes.execute(entity, List.of(get(key))).get(0).value());
             assertEquals(9, probes.execute(entity, List.of(get(key + 2))).get(0).value());
+        }
+    }
+
+    @Test
+    void aBatchSentBehindOneThePartitionDidNotTakeIsRefusedSoThatItCannotOvertakeIt() {
+        try (LocalTree tree = LocalTree.bulkLoaded(LOADED, PARTITIONS, 2)) {
+            long key = LocalTree.loadedModel(LOADED).higherKey(tree.table.lowerExclusive(P) + 10);
+            ActorRef<Partition.Command> entity = testKit.spawn(Partition.create(P, tree.workers));
+            long epoch = send(entity, ALICE, 1, 0, List.of(get(key))).epoch();
+
+            // Batch 2 (a put) is lost on its way, or refused; batches 3 (a put) and 4 (a get) were sent behind it.
+            Ops.Results behind = send(entity, ALICE, 3, 2, epoch, List.of(put(key, 3)));
+            assertAll(Ops.STALE, behind, "a put sent behind a batch the partition did not take");
+            assertTrue(behind.results().get(0).error().contains("follows the client's batch 2"), behind.results().get(0).error());
+            assertAll(Ops.STALE, send(entity, ALICE, 4, 3, epoch, List.of(get(key))), "a get sent behind it, which would miss its put");
+            assertEquals(key + 1, probes.execute(entity, List.of(get(key))).get(0).value(), "nothing of them was applied");
+
+            // The client sends them again in their order, the first following nothing: taken in that order.
+            assertAll(Ops.OK, send(entity, ALICE, 5, 0, epoch, List.of(put(key, 2))), "the lost put again");
+            assertAll(Ops.OK, send(entity, ALICE, 6, 5, epoch, List.of(put(key, 3))), "the put behind it again");
+            Ops.Results read = send(entity, ALICE, 7, 6, epoch, List.of(get(key)));
+            assertAll(Ops.OK, read, "the get behind them again");
+            assertEquals(3, read.results().get(0).value(), "the put the client sent later stands");
+
+            // A batch that follows one taken earlier than the client's latest (the one between was lost) is refused too.
+            assertAll(Ops.STALE, send(entity, ALICE, 9, 6, epoch, List.of(put(key, 9))), "a batch behind a batch not the latest");
+            // Batches that follow another are a client's own chain: another client's batch naming none is taken.
+            assertAll(Ops.OK, send(entity, BOB, 8, 0, epoch, List.of(put(key, 8))), "another client");
         }
     }
 

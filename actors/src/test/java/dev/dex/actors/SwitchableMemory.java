@@ -8,6 +8,7 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeConfig;
+import dev.dex.rdma.FabricException;
 import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -38,7 +39,7 @@ final class SwitchableMemory extends ForwardingRemoteMemory {
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
         if (failWrites) {
-            throw new IllegalStateException("memory node unreachable");
+            throw new FabricException("memory node unreachable");
         }
         writes++;
         super.write(address, src, srcOffset, length);

@@ -42,6 +42,20 @@ public interface Fabric extends AutoCloseable {
     }
 
     /**
+     * Exports a new, zeroed region for memory server {@code serverId} in place of the one this fabric kept for it,
+     * discarding that one's data (a memory node started with a format). It takes the same exclusion as
+     * {@link #attach} before it touches the kept region: a format refused because another exporter serves that
+     * server id leaves that exporter's region as it was. Where regions live in the exporting process
+     * ({@code local}, {@code tcp} without a region directory), the same as {@link #export}.
+     *
+     * @throws IllegalArgumentException for bad lengths
+     * @throws IllegalStateException     when another exporter serves that server id already
+     */
+    default ExportedRegion reformat(int serverId, long regionLength, int chunkLength) {
+        return export(serverId, regionLength, chunkLength);
+    }
+
+    /**
      * Connects a client to the given memory servers' regions.
      *
      * @throws IllegalArgumentException when a server has no region on this fabric

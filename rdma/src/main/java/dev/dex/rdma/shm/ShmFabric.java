@@ -60,7 +60,9 @@ import dev.dex.rdma.RemoteMemory;
  * lock, held until the region is closed or detached, so a second process serving the same server id on this
  * host is refused) and maps the existing region file with its data, or exports a fresh one when there is none.
  * {@link ExportedRegion#detach()} unmaps and unlocks but keeps the file, so a memory node that stops and starts
- * again finds its data.
+ * again finds its data. {@link #reformat} is how a memory node started with a format begins: it takes the same
+ * lock first, and only then replaces the region file with a fresh one, so a second memory node of a served
+ * server id is refused before it can replace the file under the first.
  *
  * <p>Concurrency: export, {@link ExportedRegion#close()} and {@link #close()} synchronize on the fabric;
  * connect takes no lock, and verbs never do. Bulk copies are plain; 8-byte words are volatile loads and
@@ -162,6 +164,26 @@ public final class ShmFabric implements Fabric {
                 unmap(mappings);
                 throw e;
             }
+        } catch (RuntimeException e) {
+            lock.release();
+            throw e;
+        }
+    }
+
+    /**
+     * Takes {@code serverId}'s lock file, then writes a fresh region file in place of any kept one and maps it;
+     * holds the lock meanwhile, as {@link #attach} does. Refuses a server id another process serves, leaving its
+     * region file alone.
+     */
+    @Override
+    public synchronized ExportedRegion reformat(int serverId, long regionLength, int chunkLength) {
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        if (exported.containsKey(serverId)) {
+            throw new IllegalStateException("memory server " + serverId + " already exported on this shm fabric");
+        }
+        ServerLock lock = ServerLock.take(this, serverId);
+        try {
+            return create(serverId, regionLength, chunkLength, lock);
         } catch (RuntimeException e) {
             lock.release();
             throw e;

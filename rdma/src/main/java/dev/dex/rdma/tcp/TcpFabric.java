@@ -124,6 +124,24 @@ public final class TcpFabric implements Fabric {
         if (files == null) {
             return export(serverId, regionLength, chunkLength);
         }
+        return serveFile(serverId, regionLength, chunkLength, false);
+    }
+
+    /**
+     * With a region directory: takes the server id's lock file, replaces its region file with a fresh one and
+     * serves that, so the format is what the next {@link #attach} finds; a server id another memory node serves
+     * from the directory is refused before its file is touched. Without one, the same as {@link #export}.
+     */
+    @Override
+    public synchronized ExportedRegion reformat(int serverId, long regionLength, int chunkLength) {
+        if (files == null) {
+            return export(serverId, regionLength, chunkLength);
+        }
+        return serveFile(serverId, regionLength, chunkLength, true);
+    }
+
+    /** Serves the region file of {@code serverId} in the region directory, reattached or (when {@code fresh}) formatted. */
+    private ExportedRegion serveFile(int serverId, long regionLength, int chunkLength, boolean fresh) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
         if (closed) {
             throw new IllegalStateException("the tcp fabric is closed");
@@ -131,7 +149,8 @@ public final class TcpFabric implements Fabric {
         if (exported.containsKey(serverId)) {
             throw new IllegalStateException("memory server " + serverId + " already exported on this tcp fabric");
         }
-        ExportedRegion backing = files.attach(serverId, regionLength, chunkLength);
+        ExportedRegion backing = fresh ? files.reformat(serverId, regionLength, chunkLength)
+                : files.attach(serverId, regionLength, chunkLength);
         RegionServer server;
         try {
             server = RegionServer.start(serverId, backing.region(), chunkLength, settings, io);

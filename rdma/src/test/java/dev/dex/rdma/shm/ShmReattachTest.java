@@ -60,6 +60,27 @@ class ShmReattachTest {
     }
 
     @Test
+    void aFormatOfAServedServerIdIsRefusedBeforeItTouchesTheRegionFile() {
+        try (ShmFabric first = new ShmFabric(directory); ShmFabric second = new ShmFabric(directory)) {
+            ExportedRegion serving = first.attach(0, LENGTH, CHUNK);
+            serving.region().putLongVolatile(CHUNK, 0xDA7AL);
+
+            IllegalStateException refused = assertThrows(IllegalStateException.class, () -> second.reformat(0, LENGTH, CHUNK));
+            assertTrue(refused.getMessage().contains("served by another memory node"), refused.getMessage());
+            try (dev.dex.rdma.RemoteMemory client = second.connect(0)) {
+                assertEquals(0xDA7AL, client.readLong(dev.dex.rdma.GlobalAddress.of(0, CHUNK)),
+                        "a client mapping the file now still finds the served region's data");
+            }
+
+            serving.detach();
+            ExportedRegion formatted = second.reformat(0, LENGTH, CHUNK);
+            assertTrue(formatted.fresh());
+            assertEquals(0, formatted.region().getLongVolatile(CHUNK), "once the first let go, the format starts over");
+            assertThrows(IllegalStateException.class, () -> first.attach(0, LENGTH, CHUNK), "and holds the lock meanwhile");
+        }
+    }
+
+    @Test
     void aRegionOfOtherSizesIsRefusedNotReformatted() {
         try (ShmFabric fabric = new ShmFabric(directory)) {
             ExportedRegion region = fabric.attach(0, LENGTH, CHUNK);

@@ -68,4 +68,31 @@ class TcpRegionFileTest {
             memory.close();
         }
     }
+
+    @Test
+    void aFormatReplacesTheRegionFileUnderItsLockSoTheNextStartKeepsTheFormat() {
+        try (TcpFabric first = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+            ExportedRegion region = first.attach(0, LENGTH, CHUNK);
+            region.region().putLongVolatile(CHUNK, 4242);
+            try (TcpFabric other = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                assertThrows(IllegalStateException.class, () -> other.reformat(0, LENGTH, CHUNK),
+                        "a format of a server id another memory node serves from the directory is refused");
+            }
+            assertEquals(4242, region.region().getLongVolatile(CHUNK));
+            region.detach();
+        }
+        try (TcpFabric formatting = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+            ExportedRegion formatted = formatting.reformat(0, LENGTH, CHUNK);
+            assertTrue(formatted.fresh());
+            assertEquals(0, formatted.region().getLongVolatile(CHUNK), "the format discards the data");
+            formatted.region().putLongVolatile(CHUNK, 77);
+            formatted.detach();
+        }
+        try (TcpFabric restarted = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+            ExportedRegion again = restarted.attach(0, LENGTH, CHUNK);
+            assertFalse(again.fresh());
+            assertEquals(77, again.region().getLongVolatile(CHUNK), "the next start finds the formatted region, not the old one");
+            again.detach();
+        }
+    }
 }
