@@ -316,7 +316,13 @@ public final class Partition {
     private Behavior<Command> onDone(Done done) {
         answer(done);
         if (workers.engine().logFailed(partition)) {
-            context.getLog().warn(logLost(partition, done.failure() != null ? done.failure() : workers.lastFailure(partition)));
+            // The engine knows what failed the partition exactly; the batch's own failure otherwise.
+            Throwable cause = workers.engine().failure(partition);
+            if (cause == null) {
+                cause = done.failure() != null ? done.failure() : workers.lastFailure(partition);
+            }
+            context.getLog().warn(workers.engine().partitionFailed(partition) ? cacheLost(partition, cause)
+                    : logLost(partition, cause));
             return givingUp();
         }
         Execute next = waiting.poll();
@@ -324,6 +330,17 @@ public final class Partition {
             run(next);
         }
         return Behaviors.same();
+    }
+
+    /**
+     * The warning for a partition whose cache the engine could no longer keep in step with remote memory (a split whose
+     * writes failed left an owned node that remote memory may not have: {@code DexEngine.cacheFailed}).
+     */
+    static String cacheLost(int partition, Throwable failure) {
+        return "partition " + partition + ": a change of the tree's structure could not be written to the memory node ("
+                + (failure == null ? "cause unknown" : failure.getMessage()) + "), so its cached pages can no longer be"
+                + " trusted; the partition is given up without writing them and acquired again on its next batch, whose"
+                + " replay of the redo log restores every acknowledged write";
     }
 
     /**

@@ -120,4 +120,13 @@ class PartitionLogFailureTest {
             }
         }
     }
+
+    @Test
+    void aPartitionWhoseCacheFailedIsToldApartFromOneWhoseLogFailed() {
+        String cache = Partition.cacheLost(3, new dev.dex.rdma.FabricException("memory server 0 did not answer a WRITE"));
+        assertTrue(cache.contains("structure could not be written") && cache.contains("replay"), cache);
+        assertTrue(cache.contains("did not answer a WRITE"), cache);
+        String log = Partition.logLost(3, new dev.dex.rdma.FabricException("memory server 0 did not answer a WRITE"));
+        assertTrue(log.contains("redo log could not be written"), log);
+    }
 }

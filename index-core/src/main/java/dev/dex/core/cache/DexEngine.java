@@ -672,6 +672,15 @@ public final class DexEngine implements PartitionedEngine {
         return log != null && log.failed();
     }
 
+    /**
+     * Whether {@code partition} is held but failed: its cache could not be kept in step with remote memory
+     * ({@link #cacheFailed}); {@link #logFailed} says so too.
+     */
+    public boolean partitionFailed(int partition) {
+        checkPartition(partition);
+        return held.get(partition) == FAILED;
+    }
+
     /** Why {@code partition} must be given up ({@link #logFailed}), or null. */
     public Throwable failure(int partition) {
         checkPartition(partition);

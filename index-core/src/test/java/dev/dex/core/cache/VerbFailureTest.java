@@ -248,6 +248,61 @@ class VerbFailureTest {
     }
 
     @Test
+    void aSplitWhoseWritesFailIsUndoneAndItsPartitionIsReplayed() {
+        Pool pool = new Pool(false, 2, true);
+        FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withRate(1).withKinds(FaultPlan.Kind.WRITE)
+                .withApplyFirst(0.5));
+        DexEngine engine = pool.engine(faulty, 4096, RedoLogSettings.ON.withBytes(64 * CHUNK));
+        engine.acquire(0);
+        engine.acquire(1);
+        int p = pool.table.partitionOf(1001);
+        try (IndexSession acknowledged = engine.newSession()) {
+            for (long k = 1001; k < 1041; k += 2) {
+                acknowledged.put(k, -k); // new keys, each committed: in the log
+            }
+        }
+        IndexSession batch = engine.newSession();
+        batch.beginBatch(); // records wait in the session: the first remote write is the split's
+        faulty.enabled(true);
+        RuntimeException failed = null;
+        for (long k = 1041; k < 1401 && failed == null; k += 2) {
+            try {
+                batch.put(k, -k);
+            } catch (RuntimeException e) {
+                failed = e;
+            }
+        }
+        faulty.enabled(false);
+        assertTrue(failed instanceof FabricException, "a split's write failed: " + failed);
+        assertTrue(engine.partitionFailed(p), "the split of an owned node was undone in the cache: its partition failed");
+        assertTrue(engine.logFailed(p), "its owner is told to give it up");
+        assertTrue(engine.failure(p) instanceof FabricException);
+        assertEquals(0, engine.lockedFrames());
+        try (IndexSession other = engine.newSession()) {
+            assertThrows(dev.dex.core.engine.PartitionNotHeldException.class, () -> other.lookup(1001),
+                    "no operation enters a failed partition");
+        }
+        engine.abandon(p);
+        assertThrows(IllegalStateException.class, batch::commit, "the batch was not acknowledged, and is not durable");
+        batch.close();
+        engine.acquire(p); // replays the log
+        try (IndexSession session = engine.newSession()) {
+            for (long k = 1001; k < 1041; k += 2) {
+                assertTrue(session.lookup(k), "acknowledged key " + k);
+                assertEquals(-k, session.value());
+            }
+        }
+        engine.close();
+        Map<Long, Long> stored = pool.stored();
+        for (long k = 1001; k < 1041; k += 2) {
+            assertEquals(-k, stored.get(k), "key " + k + " in the remote tree");
+        }
+        for (long i = 0; i < LOADED; i++) {
+            assertEquals(2 * i + 3, stored.get(2 * i + 2), "loaded key " + (2 * i + 2));
+        }
+    }
+
+    @Test
     void aFailedLogFullCheckpointLeavesNoGap() {
         Pool pool = new Pool(false, 1, true);
         FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(1).withKinds(FaultPlan.Kind.WRITE)
