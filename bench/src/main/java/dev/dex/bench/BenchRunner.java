@@ -98,15 +98,8 @@ final class BenchRunner {
 
     /** What the DEX engines' frame locks say while workers are stuck: a frame left locked stalls every later visitor. */
     private String lockedFrames() {
-        int locked = 0;
-        boolean cached = false;
-        for (IndexEngine engine : engines.engines()) {
-            if (engine instanceof DexEngine dex) {
-                cached = true;
-                locked += dex.lockedFrames();
-            }
-        }
-        return cached ? " (" + locked + " frames locked)" : "";
+        int locked = EndChecks.lockedFrames(engines);
+        return locked >= 0 ? " (" + locked + " frames locked)" : "";
     }
 
     /** Operations of thread {@code t} out of {@code total} split over {@code n} threads. */

@@ -113,7 +113,8 @@ final class EndChecks implements Runnable {
         }
     }
 
-    private void checkFrames() {
+    /** Frame locks held in the run's DEX engines, or -1 when none of its engines has frames. */
+    static int lockedFrames(EngineCluster engines) {
         int locked = 0;
         boolean cached = false;
         for (IndexEngine engine : engines.engines()) {
@@ -122,7 +123,12 @@ final class EndChecks implements Runnable {
                 locked += dex.lockedFrames();
             }
         }
-        if (!cached) {
+        return cached ? locked : -1;
+    }
+
+    private void checkFrames() {
+        int locked = lockedFrames(engines);
+        if (locked < 0) {
             line("frames locked n/a (mode %s has no frames)", config.mode().cliName());
             return;
         }

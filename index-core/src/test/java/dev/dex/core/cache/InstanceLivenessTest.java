@@ -20,13 +20,9 @@ import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.RemoteNodes;
-import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
 import dev.dex.core.tree.TreeValidator;
-import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.testing.TestResources;
@@ -54,13 +50,7 @@ class InstanceLivenessTest {
     InstanceLivenessTest() {
         resources.closeAfter(fabric.export(0, 64L << 20, 4096));
         admin = resources.closeAfter(fabric.connect(0));
-        long[] keys = new long[(int) LOADED];
-        long[] values = new long[(int) LOADED];
-        for (int i = 0; i < LOADED; i++) {
-            keys[i] = 2L * i + 2;
-            values[i] = keys[i] + 1;
-        }
-        BulkLoader.formatAndLoad(admin, new TreeConfig(1, 0.7), SortedEntries.of(keys, values), n -> { });
+        SharedLeaves.loadEvenKeys(admin, (int) LOADED);
         // Equal-width bounds: the leaves that straddle a bound are shared, written under their remote lock.
         table = PartitionTable.equalWidth(8, 0, 2 * LOADED + 2);
         Superblock.writePartitions(admin, table);

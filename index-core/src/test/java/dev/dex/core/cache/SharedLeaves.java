@@ -11,9 +11,24 @@ import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.rdma.RemoteMemory;
 
-/** Finds, in a tree of 8-byte keys 2, 4, 6, ..., a leaf that spans a partition bound (shared: written under its lock). */
+/**
+ * A small tree of 8-byte keys 2, 4, ..., 2n (value key + 1, leaves 70% full, subtree level 1) and, in it, a leaf that
+ * spans a partition bound (shared: written under its remote lock).
+ */
 final class SharedLeaves {
     private SharedLeaves() {
+    }
+
+    /** Formats {@code memory} and bulk-loads keys 2, 4, ..., 2 x {@code count}, each with value key + 1. */
+    static void loadEvenKeys(RemoteMemory memory, int count) {
+        long[] keys = new long[count];
+        long[] values = new long[count];
+        for (int i = 0; i < count; i++) {
+            keys[i] = 2L * i + 2;
+            values[i] = keys[i] + 1;
+        }
+        dev.dex.core.tree.BulkLoader.formatAndLoad(memory, new dev.dex.core.tree.TreeConfig(1, 0.7),
+                dev.dex.core.tree.SortedEntries.of(keys, values), n -> { });
     }
 
     /** {key, leaf address}: an even key next to a bound, in a leaf whose fences span that bound. */

@@ -23,10 +23,7 @@ import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.BulkLoader;
-import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.FabricException;
@@ -66,13 +63,7 @@ class VerbFailureTest {
             ExportedRegion region = resources.closeAfter(fabric.export(0, 64L << 20, CHUNK));
             endpoints = Map.of(0, region.endpoint());
             admin = resources.closeAfter(fabric.connect(endpoints));
-            long[] keys = new long[(int) LOADED];
-            long[] values = new long[(int) LOADED];
-            for (int i = 0; i < LOADED; i++) {
-                keys[i] = 2L * i + 2;
-                values[i] = keys[i] + 1;
-            }
-            BulkLoader.formatAndLoad(admin, new TreeConfig(1, 0.7), SortedEntries.of(keys, values), n -> { });
+            SharedLeaves.loadEvenKeys(admin, (int) LOADED);
             table = leafBounds ? dev.dex.core.partition.Partitioning.fromLeafFences(admin, partitions)
                     : PartitionTable.equalWidth(partitions, 0, 2 * LOADED + 2);
             Superblock.writePartitions(admin, table);
@@ -137,6 +128,24 @@ class VerbFailureTest {
         }
     }
 
+    /** An engine without a cache (every leaf remote) holding all 8 equal-width partitions of {@code pool}. */
+    private static DexEngine uncachedHoldingAll(Pool pool, FaultInjectingRemoteMemory faulty) {
+        DexEngine engine = pool.engine(faulty, 0, RedoLogSettings.OFF);
+        for (int p = 0; p < pool.table.count(); p++) {
+            engine.acquire(p);
+        }
+        return engine;
+    }
+
+    /** The next put of {@code key} first releases the lock left pending, then takes it, and the key has its value. */
+    private static void nextWriteReleasesThePendingLock(Pool pool, DexEngine engine, IndexSession session, long key) {
+        session.put(key, 556);
+        assertEquals(0, engine.pendingUnlocks());
+        assertEquals(0, TreeValidator.lockedNodes(pool.admin), "no remote lock left held");
+        assertTrue(session.lookup(key));
+        assertEquals(556, session.value());
+    }
+
     @Test
     void writeBacksThatFailLeaveNoFrameLockedAndAreWrittenLater() {
         Pool pool = new Pool(false, 2, true);
@@ -178,10 +187,7 @@ class VerbFailureTest {
         Pool pool = new Pool(false, 8, false);
         FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(2).withKinds(FaultPlan.Kind.WRITE)
                 .withApplyFirst(0));
-        DexEngine engine = pool.engine(faulty, 0, RedoLogSettings.OFF); // no cache: every leaf is remote
-        for (int p = 0; p < 8; p++) {
-            engine.acquire(p);
-        }
+        DexEngine engine = uncachedHoldingAll(pool, faulty);
         long key = SharedLeaves.find(pool.admin, pool.table)[0]; // a loaded key in a leaf that straddles a bound
         try (IndexSession session = engine.newSession()) {
             faulty.enabled(true);
@@ -192,11 +198,7 @@ class VerbFailureTest {
             assertEquals(1, engine.pendingUnlocks(), "the lock waits to be released");
             assertEquals(1, TreeValidator.lockedNodes(pool.admin));
             faulty.enabled(false);
-            session.put(key, 556); // the next lock taken first releases what is pending (else it would stay busy)
-            assertEquals(0, engine.pendingUnlocks());
-            assertEquals(0, TreeValidator.lockedNodes(pool.admin), "no remote lock left held");
-            assertTrue(session.lookup(key));
-            assertEquals(556, session.value());
+            nextWriteReleasesThePendingLock(pool, engine, session, key); // else the lock would stay busy for good
         }
     }
 
@@ -205,10 +207,7 @@ class VerbFailureTest {
         Pool pool = new Pool(false, 8, false);
         FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(1).withKinds(FaultPlan.Kind.CAS)
                 .withApplyFirst(1));
-        DexEngine engine = pool.engine(faulty, 0, RedoLogSettings.OFF);
-        for (int p = 0; p < 8; p++) {
-            engine.acquire(p);
-        }
+        DexEngine engine = uncachedHoldingAll(pool, faulty);
         long key = SharedLeaves.find(pool.admin, pool.table)[0];
         try (IndexSession session = engine.newSession()) {
             faulty.enabled(true);
@@ -218,11 +217,7 @@ class VerbFailureTest {
             assertEquals(1, TreeValidator.lockedNodes(pool.admin), "the lock word holds this session's tag");
             assertEquals(1, engine.pendingUnlocks());
             faulty.enabled(false);
-            session.put(key, 556);
-            assertEquals(0, engine.pendingUnlocks());
-            assertEquals(0, TreeValidator.lockedNodes(pool.admin));
-            assertTrue(session.lookup(key));
-            assertEquals(556, session.value());
+            nextWriteReleasesThePendingLock(pool, engine, session, key);
         }
     }
 
@@ -231,10 +226,7 @@ class VerbFailureTest {
         Pool pool = new Pool(false, 8, false);
         FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(1).withKinds(FaultPlan.Kind.WRITE)
                 .withApplyFirst(0));
-        DexEngine engine = pool.engine(faulty, 0, RedoLogSettings.OFF);
-        for (int p = 0; p < 8; p++) {
-            engine.acquire(p);
-        }
+        DexEngine engine = uncachedHoldingAll(pool, faulty);
         long key = SharedLeaves.find(pool.admin, pool.table)[0];
         try (IndexSession session = engine.newSession()) {
             faulty.enabled(true);
