@@ -45,6 +45,8 @@ public final class FaultInjectingRemoteMemory extends ForwardingRemoteMemory {
     private final LongAdder appliedFirst = new LongAdder();
     private final SplittableRandom root;
     private final ThreadLocal<SplittableRandom> random;
+    /** The faults still to come in a row on each thread ({@link FaultPlan#burst}). */
+    private final ThreadLocal<int[]> bursts = ThreadLocal.withInitial(() -> new int[1]);
     private volatile boolean enabled = true;
 
     /** Wraps {@code delegate}; injects from the start ({@link #enabled(boolean)} turns that off). */
@@ -145,10 +147,20 @@ public final class FaultInjectingRemoteMemory extends ForwardingRemoteMemory {
             return PASS;
         }
         delay(plan.delayNanos());
-        boolean fail = plan.nthVerb() > 0 && matched.incrementAndGet() == plan.nthVerb();
+        int[] burst = bursts.get();
+        boolean fail = burst[0] > 0;
+        if (fail) {
+            burst[0]--;
+        } else if (plan.nthVerb() > 0 && matched.incrementAndGet() == plan.nthVerb()) {
+            fail = true;
+            burst[0] = plan.burst() - 1;
+        }
         double rate = plan.rate();
         if (!fail && rate > 0) {
             fail = rate >= 1 || random.get().nextDouble() < rate;
+            if (fail) {
+                burst[0] = plan.burst() - 1;
+            }
         }
         if (!fail) {
             return PASS;

@@ -44,7 +44,7 @@ public final class FaultPlan {
     public static final double DEFAULT_APPLY_FIRST = 0.5;
     private static final String FORMAT = "expected RATE[:KINDS], a rate in [0, 1] and a comma list of read, write, cas, faa,"
             + " e.g. 0.001:write,cas";
-    private static final FaultPlan NONE = new FaultPlan(0, 0, EnumSet.allOf(Kind.class), ANY_SERVER, 0, DEFAULT_APPLY_FIRST, 0);
+    private static final FaultPlan NONE = new FaultPlan(0, 0, EnumSet.allOf(Kind.class), ANY_SERVER, 0, DEFAULT_APPLY_FIRST, 0, 1);
 
     private final double rate;
     private final long nthVerb;
@@ -53,8 +53,11 @@ public final class FaultPlan {
     private final long delayNanos;
     private final double applyFirst;
     private final long seed;
+    private final int burst;
 
-    private FaultPlan(double rate, long nthVerb, Set<Kind> kinds, int serverId, long delayNanos, double applyFirst, long seed) {
+    private FaultPlan(double rate, long nthVerb, Set<Kind> kinds, int serverId, long delayNanos, double applyFirst, long seed,
+                      int burst) {
+        this.burst = burst;
         this.rate = rate;
         this.nthVerb = nthVerb;
         this.kinds = Collections.unmodifiableSet(EnumSet.copyOf(kinds));
@@ -117,7 +120,7 @@ public final class FaultPlan {
         if (!(rate >= 0 && rate <= 1)) {
             throw new IllegalArgumentException("fault rate " + rate + " outside [0, 1]");
         }
-        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed, burst);
     }
 
     /** The {@code n}-th matching verb (from 1, counted over every thread) fails, once; 0: none. */
@@ -125,7 +128,7 @@ public final class FaultPlan {
         if (n < 0) {
             throw new IllegalArgumentException("the failing verb is counted from 1 (0: none): " + n);
         }
-        return new FaultPlan(rate, n, kinds, serverId, delayNanos, applyFirst, seed);
+        return new FaultPlan(rate, n, kinds, serverId, delayNanos, applyFirst, seed, burst);
     }
 
     /** Only verbs of these kinds match. */
@@ -138,7 +141,7 @@ public final class FaultPlan {
         if (kinds.isEmpty()) {
             throw new IllegalArgumentException("a fault plan needs at least one verb kind");
         }
-        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed, burst);
     }
 
     /** Only verbs on memory server {@code serverId} match; {@link #ANY_SERVER} for every server. */
@@ -146,7 +149,7 @@ public final class FaultPlan {
         if (serverId != ANY_SERVER && (serverId < 0 || serverId > GlobalAddress.MAX_SERVER_ID)) {
             throw new IllegalArgumentException("memory server id " + serverId + " outside [0, " + GlobalAddress.MAX_SERVER_ID + "]");
         }
-        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed, burst);
     }
 
     /** Every matching verb waits {@code nanos} before it runs (or fails). */
@@ -154,7 +157,7 @@ public final class FaultPlan {
         if (nanos < 0) {
             throw new IllegalArgumentException("delay must be >= 0 ns: " + nanos);
         }
-        return new FaultPlan(rate, nthVerb, kinds, serverId, nanos, applyFirst, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, nanos, applyFirst, seed, burst);
     }
 
     /** The fraction, in [0, 1], of failing writes and compare-and-swaps that take effect before they fail. */
@@ -162,12 +165,28 @@ public final class FaultPlan {
         if (!(fraction >= 0 && fraction <= 1)) {
             throw new IllegalArgumentException("apply-first fraction " + fraction + " outside [0, 1]");
         }
-        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, fraction, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, fraction, seed, burst);
+    }
+
+    /**
+     * Each fault is the first of {@code n} in a row: the next {@code n - 1} matching verbs of the same thread fail too
+     * (an outage rather than a lost answer, so that code which tries a verb again still meets it); 1 by default.
+     */
+    public FaultPlan withBurst(int n) {
+        if (n < 1) {
+            throw new IllegalArgumentException("a burst is at least one fault: " + n);
+        }
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed, n);
+    }
+
+    /** How many faults in a row each fault starts, on its thread. */
+    public int burst() {
+        return burst;
     }
 
     /** The seed the random draws start from. */
     public FaultPlan withSeed(long seed) {
-        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed);
+        return new FaultPlan(rate, nthVerb, kinds, serverId, delayNanos, applyFirst, seed, burst);
     }
 
     public double rate() {

@@ -77,6 +77,23 @@ class FaultInjectingRemoteMemoryTest {
     }
 
     @Test
+    void aBurstFailsTheNextMatchingVerbsOfTheThreadToo() {
+        FaultInjectingRemoteMemory memory = inject(FaultPlan.none().withNthVerb(3).withKinds(Kind.WRITE).withApplyFirst(0)
+                .withBurst(3));
+        List<Integer> failed = new ArrayList<>();
+        for (int i = 1; i <= 10; i++) {
+            try {
+                writeLong(memory, word(0, i), 100 + i);
+            } catch (FabricException e) {
+                failed.add(i);
+            }
+        }
+        assertEquals(List.of(3, 4, 5), failed, "the 3rd write and the two after it");
+        assertEquals(3, memory.injected());
+        assertThrows(IllegalArgumentException.class, () -> FaultPlan.none().withBurst(0));
+    }
+
+    @Test
     void theNthVerbFailsExactlyOnceAcrossThreads() throws Exception {
         FaultInjectingRemoteMemory memory = inject(FaultPlan.none().withNthVerb(3_000).withKinds(Kind.FAA));
         int threads = 4;

@@ -340,6 +340,12 @@ public final class DexEngine implements PartitionedEngine {
                     + ") after this compute node read it; it refuses to serve partition " + partition
                     + " and must be restarted to read the new table");
         }
+        if (!repairSplits()) {
+            // A node may be wider than its slot in remote memory: whoever serves its keys from a stale parent would
+            // write them where no reader finds them.
+            throw new IllegalStateException("a split this compute node could not finish is not repaired yet; partition "
+                    + partition + " is not served until it is");
+        }
         new Flush(this).dropPartition(partition);
         writeFailuresAtAcquire.set(partition, writeFailures.count());
         if (!redoLog.enabled()) {
@@ -653,6 +659,39 @@ public final class DexEngine implements PartitionedEngine {
         return owner < 0 || poisoned.get(owner) == 0;
     }
 
+    /**
+     * Owned nodes whose split may be half done in remote memory (the parent written, the node not narrowed): each is
+     * repaired ({@link dev.dex.core.tree.RemoteNodes#repairSplit}) before any partition is acquired again, and by
+     * {@link #repair}.
+     */
+    private final java.util.Set<Long> splitsToRepair = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /** A split of the owned node at {@code address} failed after its parent's write: see {@link #splitsToRepair}. */
+    void splitLeftHalfDone(long address) {
+        splitsToRepair.add(address);
+    }
+
+    /**
+     * Repairs the half-done splits recorded, as far as the memory servers answer.
+     *
+     * @return whether none is left
+     */
+    private boolean repairSplits() {
+        if (splitsToRepair.isEmpty()) {
+            return true;
+        }
+        dev.dex.core.tree.RemoteNodes remote = new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS,
+                this::lockHolderGone, pendingUnlocks);
+        // This engine's own locks left pending first: a parent among them would keep the repairs from reading it.
+        pendingUnlocks.retry(remote);
+        for (Long address : splitsToRepair) {
+            if (remote.repairSplit(address)) {
+                splitsToRepair.remove(address);
+            }
+        }
+        return splitsToRepair.isEmpty();
+    }
+
     /** Whether {@code partition}'s cache failed and its frames are not written back. */
     boolean poisoned(int partition) {
         return poisoned.get(partition) != 0;
@@ -899,9 +938,9 @@ public final class DexEngine implements PartitionedEngine {
         return writeFailures.last();
     }
 
-    /** Remote locks of this engine that failed verbs left held and that are not released yet. */
+    /** Remote locks of this engine that failed verbs left held and that are not released yet, and splits to repair. */
     public int pendingUnlocks() {
-        return pendingUnlocks.size();
+        return pendingUnlocks.size() + splitsToRepair.size();
     }
 
     /**
@@ -914,6 +953,7 @@ public final class DexEngine implements PartitionedEngine {
      * @throws dev.dex.rdma.FabricException when a write-back still fails
      */
     public int repair() {
+        repairSplits();
         // Session number 0 is no session's: the releases use each pending lock's own tag.
         pendingUnlocks.retry(new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS, this::lockHolderGone,
                 pendingUnlocks));

@@ -175,6 +175,7 @@ final class StructureChanges {
                 nodeRemote = true;
             }
             long rightAddress = engine.allocator.allocateFor(node.level(), address);
+            int nodeOwner = engine.partitions.ownerOf(node);
             // The images as they were, for a split whose writes fail: the cache must not keep a change that remote
             // memory may not have.
             parentBefore.copyFrom(parent);
@@ -187,14 +188,26 @@ final class StructureChanges {
             // ever dirty), then the narrowed node itself. Until that last write the remote node is wider
             // than its parent's slot; every reader clips it to the slot (resolve), so a crash in between
             // leaves nothing a new owner cannot follow (docs/durability.md).
+            boolean rightWritten = false;
             try {
                 writeRetrying(rightAddress, right, 0);
+                rightWritten = true;
                 finishWrite(pd, parentRemote, true);
                 finishWrite(d, nodeRemote, path.sharedAt[pd] || path.sharedAt[d]);
             } catch (RuntimeException failed) {
-                undo(pd, parentBefore, failed);
-                undo(d, nodeBefore, failed);
-                repair = true;
+                // Until the parent's write, remote memory shows nothing of the split (the right node is an orphan): the
+                // cache goes back and the locks go. From the parent's write on, remote memory may show the split with
+                // the node still wide: the cache goes back all the same, and the node is repaired (clipped to its slot
+                // in the remote parent) before its lock is released, or, owned, before its partition serves again.
+                boolean visible = rightWritten;
+                undo(pd, parentBefore, visible ? failed : null);
+                undo(d, nodeBefore, visible ? failed : null);
+                if (visible && !nodeRemote) {
+                    // Owned (cached or not): nobody of its partition may use it before it is repaired.
+                    engine.cacheFailed(nodeOwner, failed);
+                    engine.splitLeftHalfDone(address);
+                }
+                repair = visible;
                 throw failed;
             }
             // Only now do the cached children of the right half lose their parent: had a write failed, the node
@@ -215,11 +228,13 @@ final class StructureChanges {
     }
 
     /**
-     * A split's writes to remote memory failed: the cached image of depth {@code d} goes back to {@code before}. Remote
-     * memory is a valid tree whichever writes took effect (see split), but maybe not the one cached: a shared frame
-     * that is behind remote memory is refreshed when a version check finds it stale, as always; an owned frame is
-     * trusted without checks, so its partition can no longer be served from this cache and is given up and acquired
-     * again ({@link DexEngine#cacheFailed}), which drops its frames and replays its redo log.
+     * A split's writes to remote memory failed: the cached image of depth {@code d} goes back to {@code before} (its dirty
+     * flag is as it was: a failed write-through never clears it). With {@code cause} null, remote memory shows nothing of
+     * the split (only the orphan right node was written, if anything), so the cache matches it again. With a cause, the
+     * parent's write may have taken effect: a shared frame that is behind remote memory is refreshed when a version check
+     * or a fence finds it stale, as always (its node is repaired, clipped to its slot, before anyone uses it); an owned
+     * frame is trusted without checks, so its partition can no longer be served from this cache and is given up and
+     * acquired again ({@link DexEngine#cacheFailed}), which drops its frames and replays its redo log.
      */
     private void undo(int d, NodeView before, RuntimeException cause) {
         int f = path.frameAt[d];
@@ -230,11 +245,8 @@ final class StructureChanges {
         view.copyFrom(before);
         boolean shared = engine.treatAsShared(view);
         arena.flag(f, SHARED, shared);
-        if (!shared) {
-            writer.markDirty(f);
+        if (!shared && cause != null) {
             engine.cacheFailed(engine.partitions.ownerOf(view), cause);
-        } else {
-            writer.markClean(f);
         }
     }
 
@@ -340,12 +352,14 @@ final class StructureChanges {
             splitCopy.splitInto(right, rightAddress, separator);
             nodeBefore.copyFrom(node);
             boolean swung = false;
+            boolean swinging = false;
             try {
                 writeRetrying(rightAddress, right, 0);
                 newRoot.init(rootAddress, level + 1, NEG_INFINITY, POS_INFINITY);
                 newRoot.child(0, address);
                 newRoot.appendChild(separator, rightAddress);
                 writeRetrying(rootAddress, newRoot, 0);
+                swinging = true;
                 long found = remote.swingRoot(address, rootAddress);
                 if (found != address) {
                     engine.rootMoved(address, found);
@@ -356,12 +370,13 @@ final class StructureChanges {
                 narrowed(0);
                 finishWrite(0, true, true);
             } catch (RuntimeException failed) {
-                // The swing may have taken effect (its answer lost) and the narrowed node not: the lock is released
-                // only after a repair, which clips the node to its slot under whichever root remote memory has.
+                // From the swing on (its answer may be lost) remote memory may have the new root and the node still
+                // wide: the lock is released only after a repair, which clips the node to its slot under whichever root
+                // remote memory has. Before it, nothing of the split is reachable.
                 if (swung) {
                     undo(0, nodeBefore, failed);
                 }
-                repair = true;
+                repair = swinging;
                 throw failed;
             }
             writer.orphanChildren(right);

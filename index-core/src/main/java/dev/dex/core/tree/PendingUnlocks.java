@@ -17,16 +17,22 @@ import dev.dex.rdma.FabricException;
  * parent, so no compute node whose cached parent predates the split writes the right half's keys into it.
  *
  * <pre>
- * Concurrency: one per engine, shared by its sessions. The entries live in a concurrent map (address to tag);
- * a retry removes an entry only with {@code remove(address, tag)} after its lock was released (or found not to
- * be held by that tag any more), so two sessions that retry one entry at once both only ever clear a lock word
- * that still holds the entry's tag (compare-and-swap), and whichever finishes first removes it. {@link #isEmpty}
- * is a volatile read of a counter, what the hot path pays when nothing is pending.
+ * Concurrency: one per engine, shared by its sessions. The entries live in a concurrent map keyed by (address,
+ * tag): two sessions of one engine may each have left a lock of the same node (one after the other), and each is
+ * released by its own tag; an entry that needs a repair stays one (a later plain entry of the same key does not
+ * weaken it). A retry removes an entry only with {@code remove(key, repair)} after its lock was released (or
+ * found not to be held by that tag any more), so two sessions that retry one entry at once both only ever clear a
+ * lock word that still holds the entry's tag (compare-and-swap), and whichever finishes first removes it.
+ * {@link #isEmpty} is a volatile read of a counter, what the hot path pays when nothing is pending.
  * </pre>
  */
 public final class PendingUnlocks {
-    /** Address of the node's lock word owner, to the tag that may hold it; negative tags need a repair first. */
-    private final ConcurrentHashMap<Long, Long> pending = new ConcurrentHashMap<>();
+    /** A node's lock that a tag may hold. */
+    private record Held(long address, long tag) {
+    }
+
+    /** Each lock left held, to whether its node needs a repair before it is released. */
+    private final ConcurrentHashMap<Held, Boolean> pending = new ConcurrentHashMap<>();
     private volatile int size;
     /** One thread retries at a time, and not more often than every {@link #RETRY_INTERVAL_NANOS}. */
     private final java.util.concurrent.atomic.AtomicBoolean retrying = new java.util.concurrent.atomic.AtomicBoolean();
@@ -46,7 +52,7 @@ public final class PendingUnlocks {
 
     /** Records that the lock of the node at {@code address} may still hold {@code tag}. */
     void add(long address, long tag, boolean repair) {
-        pending.put(address, repair ? -tag : tag);
+        pending.merge(new Held(address, tag), repair, Boolean::logicalOr);
         size = pending.size();
     }
 
@@ -76,16 +82,16 @@ public final class PendingUnlocks {
     public int retry(RemoteNodes remote) {
         int done = 0;
         for (var entry : pending.entrySet()) {
-            long address = entry.getKey();
-            long stored = entry.getValue();
+            Held held = entry.getKey();
+            boolean repair = entry.getValue();
             try {
-                if (!remote.releaseFor(address, Math.abs(stored), stored < 0)) {
+                if (!remote.releaseFor(held.address(), held.tag(), repair)) {
                     continue;
                 }
             } catch (FabricException stillUnreachable) {
                 break;
             }
-            if (pending.remove(address, stored)) {
+            if (pending.remove(held, repair)) {
                 done++;
             }
         }

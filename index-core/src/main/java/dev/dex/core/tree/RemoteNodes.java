@@ -140,6 +140,36 @@ public final class RemoteNodes {
     }
 
     /**
+     * Completes a split this compute node left half done on an owned node (its narrowed image not written: remote memory
+     * may show a parent that already points to the right half, with the node still wide): locks the node, clips it to
+     * its slot in its parent as remote memory holds it now ({@link #rollForward}), and unlocks it. An owned node has no
+     * other writer; the caller keeps its partition from being served meanwhile.
+     *
+     * @return true when the node is repaired (or needed nothing); false when it could not be yet (locked by someone,
+     *         or a parent on the way stayed busy)
+     * @throws FabricException when the memory server does not answer
+     */
+    public boolean repairSplit(long address) {
+        long holder;
+        try {
+            holder = memory.compareAndSwap(address + LOCK_WORD_OFFSET, 0, tag);
+        } catch (FabricException unknown) {
+            pending.add(address, tag, true);
+            throw unknown;
+        }
+        if (holder != 0 && holder != tag) {
+            return false;
+        }
+        boolean done;
+        try {
+            done = rollForward(address);
+        } finally {
+            release(address); // when it fails, the release is pending (PendingUnlocks)
+        }
+        return done;
+    }
+
+    /**
      * Leaves the lock of the node at {@code address} to {@link PendingUnlocks}, for a caller that cannot release it
      * now; with {@code repair}, the node may be half written (see {@link #releaseFor}).
      */

@@ -31,14 +31,20 @@ import dev.dex.rdma.FaultPlan;
  * key with two allowed values; a partition whose log or cache failed is given up and acquired again, as the cluster's
  * partition entity does. Afterwards: no frame and no remote lock left held, every cache valid, every acknowledged
  * write found through the engines, then again after one engine "crashed" and the other replayed its partitions, and
- * in the remote tree after both closed.
+ * in the remote tree after both closed. Faults come in bursts, so that some splits fail for good (undone in the cache,
+ * their partition failed, their node repaired) as in a short outage.
  */
-@Timeout(value = 180, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class FaultModelTest {
     private static final int LOADED = 6_000;
     private static final int THREADS = 4;
     private static final int OPS_PER_THREAD = 6_000;
     private static final int STRIPES = 256;
+    /**
+     * Faults come in bursts as long as a structure change's tries ({@link StructureChanges#WRITE_ATTEMPTS}), so that
+     * some splits fail for good and are undone, as in a short outage.
+     */
+    private static final int BURST = StructureChanges.WRITE_ATTEMPTS;
 
     /** Allowed values of each key the run touched: exact after an acknowledged write; absent is {@link #ABSENT}. */
     private static final long ABSENT = Long.MIN_VALUE;
@@ -52,7 +58,7 @@ class FaultModelTest {
             List<FaultInjectingRemoteMemory> faults = new ArrayList<>();
             fixture.connectionWrapper = connection -> {
                 FaultInjectingRemoteMemory faulty = new FaultInjectingRemoteMemory(connection,
-                        FaultPlan.none().withRate(rate).withSeed(faults.size() + 11));
+                        FaultPlan.none().withRate(rate).withBurst(BURST).withSeed(faults.size() + 11));
                 faulty.enabled(false);
                 faults.add(faulty);
                 return faulty;
@@ -213,6 +219,8 @@ class FaultModelTest {
                     if (attempt > 200) {
                         throw stillFailing;
                     }
+                    // The cluster's entity tries again with the next batch; a pause stands for that.
+                    java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
                 }
             }
         }

@@ -33,7 +33,7 @@ import dev.dex.rdma.testing.TestResources;
  * ({@link DexEngine#registerInstance}), and a fresh engine told which members are alive takes over the locks of the
  * others' instances, and only of those.
  */
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class InstanceLivenessTest {
     private static final long LOADED = 4_000;
     private static final long DEAD_MEMBER = 0xDEADL;

@@ -41,7 +41,7 @@ import dev.dex.rdma.testing.TestResources;
  * and asserts what follows: no frame or remote lock left held, no acknowledged write lost, no gap in a redo log, and a
  * partition that the next owner takes over cleanly.
  */
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
+@Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class VerbFailureTest {
     private static final int CHUNK = 4096;
     private static final long LOADED = 4_000;
@@ -242,8 +242,9 @@ class VerbFailureTest {
     @Test
     void aSplitWhoseWritesFailIsUndoneAndItsPartitionIsReplayed() {
         Pool pool = new Pool(false, 2, true);
-        FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withRate(1).withKinds(FaultPlan.Kind.WRITE)
-                .withApplyFirst(0.5));
+        // The split's first write (its right node) goes through; every try of the second (the parent) fails.
+        FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(2).withBurst(StructureChanges.WRITE_ATTEMPTS)
+                .withKinds(FaultPlan.Kind.WRITE).withApplyFirst(0.5));
         DexEngine engine = pool.engine(faulty, 4096, RedoLogSettings.ON.withBytes(64 * CHUNK));
         engine.acquire(0);
         engine.acquire(1);
@@ -274,10 +275,12 @@ class VerbFailureTest {
             assertThrows(dev.dex.core.engine.PartitionNotHeldException.class, () -> other.lookup(1001),
                     "no operation enters a failed partition");
         }
+        assertEquals(1, engine.pendingUnlocks(), "the node is to be repaired before its partition serves again");
         engine.abandon(p);
         assertThrows(IllegalStateException.class, batch::commit, "the batch was not acknowledged, and is not durable");
         batch.close();
-        engine.acquire(p); // replays the log
+        engine.acquire(p); // repairs the node, then replays the log
+        assertEquals(0, engine.pendingUnlocks());
         try (IndexSession session = engine.newSession()) {
             for (long k = 1001; k < 1041; k += 2) {
                 assertTrue(session.lookup(k), "acknowledged key " + k);
@@ -497,6 +500,60 @@ class VerbFailureTest {
     }
 
     @Test
+    void aReleaseWhoseWriteBackFailsOnceWritesItAgainAndSucceeds() {
+        Pool pool = new Pool(false, 2, true);
+        FaultInjectingRemoteMemory a = pool.connect(0, FaultPlan.none().withNthVerb(1).withBurst(2)
+                .withKinds(FaultPlan.Kind.WRITE).withApplyFirst(0));
+        DexEngine first = pool.engine(a, 1024, RedoLogSettings.ON.withBytes(16 * CHUNK));
+        first.acquire(0);
+        try (IndexSession session = first.newSession()) {
+            for (long k = 2; k < 400; k += 2) {
+                session.put(k, k * 7);
+            }
+        }
+        a.enabled(true);
+        DexEngine.ReleaseReport report = first.release(0); // the first two write-backs fail, the retries write them
+        a.enabled(false);
+        assertEquals(2, a.injected());
+        assertTrue(report.pagesWritten() > 0);
+        assertFalse(first.holds(0));
+        assertEquals(0, first.frameCounts()[3]);
+        first.close();
+        Map<Long, Long> stored = pool.stored();
+        for (long k = 2; k < 400; k += 2) {
+            assertEquals(k * 7, stored.get(k), "key " + k + " written back by the release");
+        }
+    }
+
+    @Test
+    void lookupsDoNotFailForAWriteBackOfAnotherPage() {
+        Pool pool = new Pool(false, 2, true);
+        FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withRate(1).withKinds(FaultPlan.Kind.WRITE)
+                .withApplyFirst(0));
+        DexEngine engine = pool.engine(faulty, 16, RedoLogSettings.OFF); // a tiny cache: every miss needs a frame
+        engine.acquire(0);
+        engine.acquire(1);
+        try (IndexSession session = engine.newSession()) {
+            for (long k = 2; k <= 2 * LOADED; k += 2) {
+                session.put(k, k); // dirty frames all over the cache
+            }
+            faulty.enabled(true); // no write goes through any more
+            for (long k = 2; k <= 2 * LOADED; k += 6) {
+                assertTrue(session.lookup(k), "a lookup needs no write of its own: it works uncached");
+                assertEquals(k, session.value());
+            }
+            faulty.enabled(false);
+        }
+        assertTrue(faulty.injected() > 0, "evictions met failing write-backs");
+        assertEquals(0, engine.lockedFrames());
+        engine.close();
+        Map<Long, Long> stored = pool.stored();
+        for (long k = 2; k <= 2 * LOADED; k += 2) {
+            assertEquals(k, stored.get(k), "key " + k);
+        }
+    }
+
+    @Test
     void aScanAcrossPartitionsWaitsForTheLogsOfEveryPartitionItRead() {
         Pool pool = new Pool(false, 4, true);
         RedoLogSettings log = new RedoLogSettings(true, 16 * CHUNK, TimeUnit.MILLISECONDS.toNanos(300));
@@ -504,27 +561,32 @@ class VerbFailureTest {
         for (int p = 0; p < 4; p++) {
             engine.acquire(p);
         }
-        long inSecond = pool.table.upperInclusive(0) + 2 - pool.table.upperInclusive(0) % 2;
-        assertEquals(1, pool.table.partitionOf(inSecond));
+        // The unlogged write lies in the middle one of the three partitions the scan reads (partitions 1, 2, 3).
+        long start = pool.table.upperInclusive(0) + 2 - pool.table.upperInclusive(0) % 2;
+        long inMiddle = pool.table.upperInclusive(1) + 2 - pool.table.upperInclusive(1) % 2;
+        assertEquals(2, pool.table.partitionOf(inMiddle));
         try (IndexSession writer = engine.newSession(); IndexSession reader = engine.newSession()) {
             writer.beginBatch();
-            writer.put(inSecond, 4242); // in the cache, its record not in the log yet
+            writer.put(inMiddle, 4242); // in the cache, its record not in the log yet
+            int span = (int) ((pool.table.upperInclusive(2) - start) / 2 + 4);
+            long[] keys = new long[span];
+            long[] values = new long[span];
             reader.beginBatch();
-            long[] keys = new long[64];
-            long[] values = new long[64];
-            int n = reader.scan(pool.table.upperInclusive(0) - 20, 64, keys, values);
-            boolean seen = false;
-            for (int i = 0; i < n; i++) {
-                seen |= keys[i] == inSecond && values[i] == 4242;
-            }
-            assertTrue(seen, "the scan read the write in partition 1");
-            IllegalStateException notDurable = assertThrows(IllegalStateException.class, reader::commit,
-                    "the scan's answer may not go out before the write it read is durable");
-            assertTrue(notDurable.getMessage().contains("partition 1"), notDurable.getMessage());
+            IllegalStateException notDurable = assertThrows(IllegalStateException.class, () -> {
+                reader.scan(start, span, keys, values);
+                reader.commit();
+            }, "the scan's answer may not go out before the write it read in partition 2 is durable");
+            assertTrue(notDurable.getMessage().contains("partition 2"), notDurable.getMessage());
             writer.commit();
             reader.beginBatch();
-            reader.scan(pool.table.upperInclusive(0) - 20, 64, keys, values);
+            int n = reader.scan(start, span, keys, values);
             reader.commit(); // durable now
+            assertTrue(pool.table.partitionOf(keys[n - 1]) == 3, "the scan ends in partition 3");
+            boolean seen = false;
+            for (int i = 0; i < n; i++) {
+                seen |= keys[i] == inMiddle && values[i] == 4242;
+            }
+            assertTrue(seen, "the scan reads the write in partition 2");
         }
     }
 
