@@ -162,6 +162,7 @@ final class StructureChanges {
             if (parent.isFull()) {
                 return;
             }
+            refuseInFailedPartition(node, parent);
             if (path.sharedAt[pd]) {
                 if (!remoteLock(pd)) {
                     return;
@@ -285,6 +286,25 @@ final class StructureChanges {
     static final int WRITE_ATTEMPTS = 3;
 
     /**
+     * Refuses a split of a node, or under a parent, that lies in a partition whose cache failed ({@link DexEngine#cacheFailed}):
+     * an operation that entered the partition before it failed still runs on the undone cache, whose images may be
+     * behind remote memory (a split there may already be in remote memory: splitting again would put its separator in
+     * the parent twice). Such an operation ends with {@code NOT_HELD}: nothing of it was applied, and its client sends it
+     * again once the partition is acquired again. The failed flag is set while the failing split still holds these
+     * latches, and cleared only after the partition's operations drained, so no split can slip between.
+     */
+    private void refuseInFailedPartition(NodeView node, NodeView parent) {
+        int owner = engine.partitions.ownerOf(node);
+        if (owner < 0) {
+            owner = engine.partitions.ownerOf(parent);
+        }
+        if (owner >= 0 && engine.poisoned(owner)) {
+            node.lowFence(separator);
+            throw new dev.dex.core.engine.PartitionNotHeldException(owner, separator);
+        }
+    }
+
+    /**
      * A split narrowed the node at depth {@code d}: a shared node may now lie inside one partition. Its
      * last write while shared is a write-through, so remote memory holds the narrowed fences before the
      * node starts being written back lazily as an owned node.
@@ -341,6 +361,7 @@ final class StructureChanges {
         boolean locked = false;
         boolean repair = false;
         try {
+            refuseInFailedPartition(node, node);
             if (!remoteLock(0)) {
                 return;
             }
