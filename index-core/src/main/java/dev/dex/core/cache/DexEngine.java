@@ -340,7 +340,7 @@ public final class DexEngine implements PartitionedEngine {
                     + ") after this compute node read it; it refuses to serve partition " + partition
                     + " and must be restarted to read the new table");
         }
-        if (!repairSplits()) {
+        if (!splitsToRepair.isEmpty() && !repairLeftovers()) {
             // A node may be wider than its slot in remote memory: whoever serves its keys from a stale parent would
             // write them where no reader finds them.
             throw new IllegalStateException("a split this compute node could not finish is not repaired yet; partition "
@@ -662,7 +662,7 @@ public final class DexEngine implements PartitionedEngine {
     /**
      * Owned nodes whose split may be half done in remote memory (the parent written, the node not narrowed): each is
      * repaired ({@link dev.dex.core.tree.RemoteNodes#repairSplit}) before any partition is acquired again, and by
-     * {@link #repair}.
+     * {@link #repair} ({@link #repairLeftovers}).
      */
     private final java.util.Set<Long> splitsToRepair = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -672,17 +672,15 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
-     * Repairs the half-done splits recorded, as far as the memory servers answer.
+     * Releases this engine's remote locks left pending, then repairs the half-done splits recorded, as far as the memory
+     * servers answer. The locks go first: a parent among them would keep the repairs from reading it.
      *
-     * @return whether none is left
+     * @return whether no split is left to repair
      */
-    private boolean repairSplits() {
-        if (splitsToRepair.isEmpty()) {
-            return true;
-        }
+    private boolean repairLeftovers() {
+        // Session number 0 is no session's: the releases use each pending lock's own tag.
         dev.dex.core.tree.RemoteNodes remote = new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS,
                 this::lockHolderGone, pendingUnlocks);
-        // This engine's own locks left pending first: a parent among them would keep the repairs from reading it.
         pendingUnlocks.retry(remote);
         for (Long address : splitsToRepair) {
             if (remote.repairSplit(address)) {
@@ -953,10 +951,7 @@ public final class DexEngine implements PartitionedEngine {
      * @throws dev.dex.rdma.FabricException when a write-back still fails
      */
     public int repair() {
-        repairSplits();
-        // Session number 0 is no session's: the releases use each pending lock's own tag.
-        pendingUnlocks.retry(new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS, this::lockHolderGone,
-                pendingUnlocks));
+        repairLeftovers();
         for (int p = 0; p < partitions.count(); p++) {
             if (tryEnter(p)) {
                 try {
