@@ -22,7 +22,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.typed.Cluster;
 
 import dev.dex.core.cache.CacheStats;
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.MessageOffloadChannel;
@@ -125,11 +125,11 @@ public final class ComputeNode {
      * @param writeBackTimeout how long the engine's writes may keep failing before the node reports itself not ready
      *                        and leaves the cluster
      */
-    public record Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+    public record Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
                            Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
         /** With the default write-back timeout of 10 s. */
-        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+        public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
                         Duration rebalanceProbeTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
@@ -137,12 +137,12 @@ public final class ComputeNode {
         }
 
         /** With the default handshake settings and the redo log on. */
-        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout) {
+        public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
 
         /** With the redo log on, checkpoints every 5 s and 500 ms for a rebalance probe. */
-        public Settings(int memoryNodes, DexConfig engine, int workerThreads, Duration offloadTimeout,
+        public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
                     Duration.ofSeconds(5), Duration.ofMillis(500));

@@ -23,7 +23,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.pekko.actor.typed.ActorRef;
 
-import dev.dex.core.key.Keys;
+import dev.dex.core.node.Keys;
 import dev.dex.core.node.KeyFormat;
 import org.apache.pekko.actor.typed.ActorSystem;
 

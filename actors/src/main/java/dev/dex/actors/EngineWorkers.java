@@ -12,7 +12,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.cache.DexSession;
 import dev.dex.core.engine.PartitionNotHeldException;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.FencedException;

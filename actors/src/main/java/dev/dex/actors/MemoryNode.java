@@ -31,7 +31,7 @@ import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.MemoryFullException;
@@ -229,7 +229,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         if (!region.fresh()) {
             try {
                 Superblock.Contents tree = Superblock.read(own);
-                PartitionTable stored = Superblock.readPartitions(own);
+                PartitionTable stored = PartitionTable.load(own);
                 context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}, {}) and its partition"
                         + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), tree.keyFormat(), stored.count());
                 if (tree.keyFormat().bytes() != settings.keyBytes()) {
@@ -243,11 +243,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             }
         }
         try {
-            Superblock.format(own, TreeConfig.defaults().withSubtreeLevel(settings.subtreeLevel()).withKeyBytes(settings.keyBytes()));
+            Superblock.format(own, TreeSettings.defaults().withSubtreeLevel(settings.subtreeLevel()).withKeyBytes(settings.keyBytes()));
         } catch (IllegalStateException treeWithoutTable) {
             // A tree whose table was never stored (a crash between the two): keep the tree, store the table.
         }
-        Superblock.writePartitions(own, settings.partitions());
+        PartitionTable.store(own, settings.partitions());
     }
 
     /**

@@ -14,7 +14,7 @@ import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 
 import dev.dex.core.cache.DexEngine;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.FencedException;

@@ -32,7 +32,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.core.key.Keys;
+import dev.dex.core.node.Keys;
 import dev.dex.core.partition.PartitionTable;
 
 /**

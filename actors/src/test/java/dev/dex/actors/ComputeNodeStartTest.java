@@ -21,10 +21,10 @@ import org.junit.jupiter.api.Test;
 
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
@@ -63,7 +63,7 @@ class ComputeNodeStartTest {
     }
 
     private ComputeNode.Settings settings() {
-        return new ComputeNode.Settings(1, DexConfig.dex(1 << 20), 1, Duration.ofSeconds(2), Duration.ofMillis(300),
+        return new ComputeNode.Settings(1, DexEngineSettings.dex(1 << 20), 1, Duration.ofSeconds(2), Duration.ofMillis(300),
                 new Backoff(Duration.ofMillis(50), Duration.ofMillis(400)));
     }
 
@@ -76,8 +76,8 @@ class ComputeNodeStartTest {
     }
 
     private static void format(RemoteMemory memory) {
-        Superblock.format(memory, new TreeConfig(1, 0.8));
-        Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 1_000));
+        Superblock.format(memory, new TreeSettings(1, 0.8));
+        PartitionTable.store(memory, PartitionTable.equalWidth(4, 0, 1_000));
     }
 
     @Test

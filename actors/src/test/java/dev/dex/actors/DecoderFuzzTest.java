@@ -18,7 +18,7 @@ import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.SuperblockDescriptor;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
@@ -54,11 +54,11 @@ class DecoderFuzzTest {
         Fabric fabric = Fabrics.open(new Fabrics.Spec("local", FABRIC, null, 0));
         TREE = fabric.export(0, 16L * CHUNK, CHUNK);
         try (RemoteMemory memory = fabric.connect(0)) {
-            Superblock.format(memory, TreeConfig.defaults().withSubtreeLevel(3));
-            Superblock.writePartitions(memory, PARTITIONS);
+            Superblock.format(memory, TreeSettings.defaults().withSubtreeLevel(3));
+            PartitionTable.store(memory, PARTITIONS);
             ROOT = Superblock.read(memory).root();
             for (int p = 0; p < PARTITIONS.count(); p++) {
-                OwnershipTable.register(memory, PARTITIONS.count(), p, 0, PARTITIONS.lowerExclusive(p), PARTITIONS.upperInclusive(p));
+                OwnershipTable.register(memory, PARTITIONS.count(), p, 0, PARTITIONS.lowerExclusive(p), PARTITIONS.upperInclusive(p), 8);
             }
         }
         Fabric scratch = Fabrics.open(new Fabrics.Spec("local", FABRIC + "-scratch", null, 0));
@@ -154,7 +154,7 @@ class DecoderFuzzTest {
             // a region without a valid tree
         }
         try {
-            Superblock.readPartitions(SCRATCH_MEMORY);
+            PartitionTable.load(SCRATCH_MEMORY);
         } catch (IllegalStateException | IllegalArgumentException refused) {
             // a region without a valid table
         }

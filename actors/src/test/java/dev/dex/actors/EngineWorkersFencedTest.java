@@ -10,12 +10,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.tcp.TcpFabric;
@@ -31,11 +31,11 @@ class EngineWorkersFencedTest {
             ExportedRegion region = fabric.export(0, 16L << 20, 64 << 10);
             Map<Integer, String> endpoints = Map.of(0, region.endpoint());
             try (RemoteMemory admin = fabric.connect(endpoints)) {
-                Superblock.format(admin, TreeConfig.defaults());
-                Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
+                Superblock.format(admin, TreeSettings.defaults());
+                PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
             }
             RemoteMemory memory = fabric.connect(endpoints, 0xFE7CEDL);
-            DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20), null, RedoLogSettings.ON);
+            DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 8L << 20), null, RedoLogSettings.ON);
             engine.acquire(0);
             AtomicInteger told = new AtomicInteger();
             try (EngineWorkers workers = new EngineWorkers(engine, 2, "fenced-test")) {

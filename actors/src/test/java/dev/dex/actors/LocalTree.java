@@ -3,14 +3,14 @@ package dev.dex.actors;
 import java.util.TreeMap;
 import java.util.UUID;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
@@ -42,7 +42,7 @@ final class LocalTree implements AutoCloseable {
         admin = fabric.connect(0);
         table = loader.load(admin);
         engineMemory = fabric.connect(0);
-        engine = DexEngine.open(engineMemory, DexConfig.withCache("no-offload", CACHE_BYTES).withLeafAdmission(1.0), null, log);
+        engine = DexEngine.open(engineMemory, DexEngineSettings.withCache("no-offload", CACHE_BYTES).withLeafAdmission(1.0), null, log);
         workers = new EngineWorkers(engine, workerThreads, fabricName);
     }
 
@@ -71,9 +71,9 @@ final class LocalTree implements AutoCloseable {
                 keys[i] = 2L * i + 2;
                 values[i] = keys[i] + 1;
             }
-            BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, values), loaded -> { });
+            BulkLoader.formatAndLoad(memory, TreeSettings.defaults(), SortedEntries.of(keys, values), loaded -> { });
             PartitionTable table = Partitioning.fromLeafFences(memory, partitions);
-            Superblock.writePartitions(memory, table);
+            PartitionTable.store(memory, table);
             return table;
         };
     }
@@ -81,9 +81,9 @@ final class LocalTree implements AutoCloseable {
     /** An empty tree with one partition in a region of {@code chunks} chunks of 4 KiB (chunk 0 is the header). */
     static LocalTree emptyInChunks(int chunks, int workerThreads) {
         return new LocalTree(chunks * 4096L, 4096, workerThreads, memory -> {
-            Superblock.format(memory, TreeConfig.defaults());
+            Superblock.format(memory, TreeSettings.defaults());
             PartitionTable table = PartitionTable.ofUpperBounds();
-            Superblock.writePartitions(memory, table);
+            PartitionTable.store(memory, table);
             return table;
         });
     }

@@ -60,7 +60,7 @@ class MemoryNodeOffloadTest {
 
     private void registerOwner(int partition, long epoch) {
         try (RemoteMemory memory = fabric.connect(0)) {
-            OwnershipTable.register(memory, PARTITIONS.count(), partition, epoch, PARTITIONS.lowerExclusive(partition), PARTITIONS.upperInclusive(partition));
+            OwnershipTable.register(memory, PARTITIONS.count(), partition, epoch, PARTITIONS.lowerExclusive(partition), PARTITIONS.upperInclusive(partition), 8);
         }
     }
 

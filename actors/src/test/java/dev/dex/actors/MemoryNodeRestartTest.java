@@ -77,7 +77,7 @@ class MemoryNodeRestartTest {
             ActorRef<MemoryNode.Command> second = start(fabric, settings(PartitionTable.equalWidth(2, 0, 10), false));
             try (RemoteMemory memory = fabric.connect(0)) {
                 assertEquals(root, Superblock.read(memory).root(), "the same tree");
-                assertEquals(8, Superblock.readPartitions(memory).count(), "the stored partition table, not the new settings'");
+                assertEquals(8, PartitionTable.load(memory).count(), "the stored partition table, not the new settings'");
                 org.agrona.concurrent.UnsafeBuffer read = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
                 memory.read(chunk, read, 0, 8);
                 assertEquals(0x5EED, read.getLong(0), "the data of an allocated chunk");

@@ -81,7 +81,7 @@ class PartitionHandoffTest {
             }
 
             dev.dex.core.cache.DexEngine heir = dev.dex.core.cache.DexEngine.open(tree.fabric.connect(0),
-                    dev.dex.core.cache.DexConfig.withCache("no-offload", 1 << 20), null, dev.dex.core.log.RedoLogSettings.ON);
+                    dev.dex.core.cache.DexEngineSettings.withCache("no-offload", 1 << 20), null, dev.dex.core.log.RedoLogSettings.ON);
             heir.acquire(P);
             try (dev.dex.core.cache.DexSession s = heir.newSession()) {
                 for (Ops.Op update : updates) {

@@ -16,12 +16,12 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -97,12 +97,12 @@ class PartitionLogFailureTest {
             ExportedRegion region = tcp.export(0, 16L << 20, 64 << 10);
             Map<Integer, String> endpoints = Map.of(0, region.endpoint());
             try (RemoteMemory admin = tcp.connect(endpoints)) {
-                Superblock.format(admin, TreeConfig.defaults());
-                Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
+                Superblock.format(admin, TreeSettings.defaults());
+                PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
             }
             long client = 0xFE7CEDL;
             try (RemoteMemory memory = tcp.connect(endpoints, client)) {
-                DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
+                DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null,
                         RedoLogSettings.ON);
                 try (EngineWorkers workers = new EngineWorkers(engine, 2, "log-fenced-test")) {
                     ActorRef<Partition.Command> entity = kit.spawn(Partition.create(0, workers));

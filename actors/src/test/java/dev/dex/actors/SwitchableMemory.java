@@ -2,12 +2,12 @@ package dev.dex.actors;
 
 import org.agrona.DirectBuffer;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
@@ -26,14 +26,14 @@ final class SwitchableMemory extends ForwardingRemoteMemory {
     static SwitchableMemory onFreshTree(LocalFabric fabric) {
         fabric.export(0, 16L << 20, 64 << 10);
         RemoteMemory admin = fabric.connect(0);
-        Superblock.format(admin, TreeConfig.defaults());
-        Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
+        Superblock.format(admin, TreeSettings.defaults());
+        PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000_000));
         return new SwitchableMemory(fabric.connect(0));
     }
 
     /** An engine over this connection with its redo log on: no offloading, an 8 MiB cache that admits every leaf. */
     DexEngine openLoggedEngine() {
-        return DexEngine.open(this, DexConfig.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null, RedoLogSettings.ON);
+        return DexEngine.open(this, DexEngineSettings.withCache("no-offload", 8L << 20).withLeafAdmission(1.0), null, RedoLogSettings.ON);
     }
 
     @Override

@@ -17,7 +17,7 @@ import org.apache.pekko.cluster.typed.Join;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.Fabric;
 
@@ -64,7 +64,7 @@ final class TestCluster implements AutoCloseable {
     }
 
     ActorSystem<Void> computeNode(long cacheBytes) {
-        ComputeNode.Settings settings = new ComputeNode.Settings(1, DexConfig.dex(cacheBytes), 2, Duration.ofSeconds(2));
+        ComputeNode.Settings settings = new ComputeNode.Settings(1, DexEngineSettings.dex(cacheBytes), 2, Duration.ofSeconds(2));
         return start("compute", ComputeNode.create(settings, fabric), "compute");
     }
 

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
@@ -86,7 +86,7 @@ class WriteFailureHealthTest {
     void aNodeThatCannotWriteReportsNotReadyLeavesAndLosesNothing() throws Exception {
         cluster.memoryNode();
         FaultyFabric faulty = new FaultyFabric(cluster.fabric);
-        ComputeNode.Settings settings = new ComputeNode.Settings(1, DexConfig.dex(1 << 20), 2, Duration.ofSeconds(2),
+        ComputeNode.Settings settings = new ComputeNode.Settings(1, DexEngineSettings.dex(1 << 20), 2, Duration.ofSeconds(2),
                 Duration.ofSeconds(5), Backoff.DEFAULTS, RedoLogSettings.ON, Duration.ofSeconds(5),
                 Duration.ofMillis(500), Duration.ofSeconds(1));
         ActorSystem<Void> sick = cluster.computeNode(settings, faulty);

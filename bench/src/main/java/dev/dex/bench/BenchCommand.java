@@ -7,7 +7,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.Callable;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.FaultPlan;
 import picocli.CommandLine;
@@ -92,7 +92,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--leaf-admission", paramLabel = "P_A",
             description = "DEX modes: the probability that a leaf read on a miss is admitted into the cache, in [0, 1]"
-                    + " (default: the engine's, " + DexConfig.DEFAULT_LEAF_ADMISSION + ").")
+                    + " (default: the engine's, " + DexEngineSettings.DEFAULT_LEAF_ADMISSION + ").")
     private Double leafAdmission;
 
     @Option(names = "--cache-mb", paramLabel = "MIB", converter = CountConverter.class,
@@ -340,7 +340,7 @@ public final class BenchCommand implements Callable<Integer> {
         }
         return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexConfig.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults);
+                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults);
     }
 
     private void check(boolean ok, String message) {

@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.function.Supplier;
 
 import dev.dex.core.engine.IndexEngine;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.rdma.FaultInjectingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbSnapshot;

@@ -7,7 +7,7 @@ import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.IndexEngine;
@@ -15,7 +15,7 @@ import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.offload.MessageOffloadChannel;
 import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadChannel;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
@@ -23,8 +23,7 @@ import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BaselineTree;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.FaultInjectingRemoteMemory;
@@ -92,9 +91,9 @@ final class EngineFactory {
     /** What opens one compute node's engine in {@code mode}, a DEX engine mode, admitting leaves with P_A {@code leafAdmission}. */
     static PartitionedEngineOpener partitionedEngineOpener(Mode mode, boolean redoLog, double leafAdmission) {
         return (memory, table, cacheBytes, channel) -> DexEngine.open(memory, switch (mode) {
-            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexConfig.withCache(mode.engine(), cacheBytes).withLeafAdmission(leafAdmission);
-            case SHERMAN -> DexConfig.sherman(cacheBytes);
-            case PARTITIONED -> DexConfig.partitioned();
+            case DEX, OFFLOAD_ONLY, NO_OFFLOAD -> DexEngineSettings.withCache(mode.engine(), cacheBytes).withLeafAdmission(leafAdmission);
+            case SHERMAN -> DexEngineSettings.sherman(cacheBytes);
+            case PARTITIONED -> DexEngineSettings.partitioned();
             default -> throw new IllegalArgumentException("not a DEX engine mode: " + mode);
         }, channel, redoLog ? RedoLogSettings.ON : RedoLogSettings.OFF);
     }
@@ -136,11 +135,11 @@ final class EngineFactory {
             BulkLoader.Result loaded;
             PartitionTable table = null;
             try (RemoteMemory loader = computeSide.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
-                loaded = BulkLoader.formatAndLoad(loader, TreeConfig.defaults().withKeyBytes(config.keyBytes()),
+                loaded = BulkLoader.formatAndLoad(loader, TreeSettings.defaults().withKeyBytes(config.keyBytes()),
                         new BenchKeys(config.keyBytes()).entries(keySpace.entries()), bar::stepTo);
                 if (opener != null) {
                     table = partitionTable(loader, config, keySpace);
-                    Superblock.writePartitions(loader, table);
+                    PartitionTable.store(loader, table);
                 }
             }
             long treeBytes = (loaded.leaves() + loaded.innerNodes()) * NodeHeaderDescriptor.NODE_LENGTH;
@@ -257,7 +256,7 @@ final class EngineFactory {
 
     /** As above, for keys in {@code format}. */
     static long estimatedTreeBytes(long keys, KeyFormat format) {
-        double fill = TreeConfig.DEFAULT_BULK_FILL_FACTOR;
+        double fill = TreeSettings.DEFAULT_BULK_FILL_FACTOR;
         long leafFill = Math.max(1, (long) Math.floor(format.leafCapacity() * fill));
         long fanOut = Math.max(2, (long) Math.floor((format.innerCapacity() + 1) * fill));
         long level = Math.max(1, ceilDiv(keys, leafFill));

@@ -5,7 +5,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 
 import dev.dex.core.cache.DexEngine;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 
 /**
  * Takes a partition up again after a failed operation left it unusable, as the cluster's Partition actor does: with

@@ -3,7 +3,7 @@ package dev.dex.bench;
 import java.util.List;
 
 import dev.dex.core.engine.IndexSession;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
 
 /**

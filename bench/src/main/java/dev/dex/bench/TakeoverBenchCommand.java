@@ -7,7 +7,7 @@ import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.cache.DexSession;
 import dev.dex.core.log.RedoLogDescriptor;
@@ -15,8 +15,7 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
@@ -106,10 +105,10 @@ public final class TakeoverBenchCommand implements Callable<Integer> {
                     k[i] = i + 1;
                     v[i] = i + 1;
                 }
-                BulkLoader.formatAndLoad(admin, TreeConfig.defaults(), SortedEntries.of(k, v), loaded -> { });
-                Superblock.writePartitions(admin, PartitionTable.ofUpperBounds());
+                BulkLoader.formatAndLoad(admin, TreeSettings.defaults(), SortedEntries.of(k, v), loaded -> { });
+                PartitionTable.store(admin, PartitionTable.ofUpperBounds());
             }
-            DexConfig config = DexConfig.withCache(dev.dex.core.cache.EngineMode.NO_OFFLOAD, 256L << 20);
+            DexEngineSettings config = DexEngineSettings.withCache(dev.dex.core.cache.EngineMode.NO_OFFLOAD, 256L << 20);
             RemoteMemory ownerMemory = client.connect(servers);
             DexEngine owner = DexEngine.open(ownerMemory, config, null, log);
             owner.acquire(0);

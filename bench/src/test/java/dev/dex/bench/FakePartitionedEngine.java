@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.LongAdder;
 
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.engine.PartitionNotHeldException;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.VerbSnapshot;
 

@@ -166,7 +166,7 @@ class PartitionRouterTest {
     private BenchConfig config(Workload workload, int threads, int engines, int commitBatch, long warmup) {
         return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, warmup,
                 threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false, commitBatch,
-                dev.dex.core.cache.DexConfig.DEFAULT_LEAF_ADMISSION, 8, null);
+                dev.dex.core.cache.DexEngineSettings.DEFAULT_LEAF_ADMISSION, 8, null);
     }
 
     @Test

@@ -34,7 +34,6 @@ import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
 import me.tongfei.progressbar.ProgressBar;
@@ -300,7 +299,7 @@ final class Demo implements Callable<Integer> {
                 });
             }
             table = Partitioning.fromLeafFences(loader, partitions);
-            Superblock.writePartitions(loader, table);
+            PartitionTable.store(loader, table);
         } finally {
             if (settings.fabric().perNode()) {
                 loaderFabric.close();
@@ -409,7 +408,7 @@ final class Demo implements Callable<Integer> {
             try {
                 RemoteMemory memory = fabric.connect(endpoints);
                 try {
-                    Superblock.readPartitions(memory);
+                    PartitionTable.load(memory);
                     return memory;
                 } catch (IllegalStateException notYet) {
                     memory.close();

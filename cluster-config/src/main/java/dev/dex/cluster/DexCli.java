@@ -29,7 +29,7 @@ import dev.dex.bench.BenchCommand;
 import dev.dex.bench.CountConverter;
 import dev.dex.bench.TakeoverBenchCommand;
 import dev.dex.bench.VerbBenchCommand;
-import dev.dex.core.key.Keys;
+import dev.dex.core.node.Keys;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;

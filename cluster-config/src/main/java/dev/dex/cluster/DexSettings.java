@@ -10,7 +10,7 @@ import dev.dex.actors.ComputeNode;
 import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadSettings;
@@ -73,9 +73,9 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         OffloadSettings offload = new OffloadSettings(mode.policy(), dex.getInt("compute.offload.window"),
                 dex.getDouble("compute.offload.sample-rate"), dex.getDouble("compute.offload.explore-rate"),
                 dex.getDouble("compute.offload.local-search-ns"), dex.getDouble("compute.offload.cache-coefficient"));
-        DexConfig engine;
+        DexEngineSettings engine;
         try {
-            engine = new DexConfig(mode, dex.getBytes("compute.cache-size"), dex.getDouble("compute.cooling-ratio"),
+            engine = new DexEngineSettings(mode, dex.getBytes("compute.cache-size"), dex.getDouble("compute.cooling-ratio"),
                     dex.getDouble("compute.leaf-admission"), offload);
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("dex.compute: " + e.getMessage(), e);

@@ -46,7 +46,6 @@ import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.shm.ShmFabric;
@@ -296,7 +295,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             try {
                 RemoteMemory memory = transport.equals("tcp") ? fabric.connect(tcpEndpoints(serverIds)) : fabric.connect(serverIds);
                 try {
-                    PartitionTable stored = Superblock.readPartitions(memory);
+                    PartitionTable stored = PartitionTable.load(memory);
                     if (table == null) {
                         table = stored; // the formatted table, until a bulk load replaces it
                     }
@@ -347,7 +346,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     BulkLoader.Result bulkLoad(RemoteMemory memory, long n, double fill) {
         BulkLoader.Result result = BulkLoader.load(memory, fill, loadedEntries(n), loaded -> { });
         table = Partitioning.fromLeafFences(memory, PARTITIONS);
-        Superblock.writePartitions(memory, table);
+        PartitionTable.store(memory, table);
         log("bulk-loaded " + result.entries() + " keys: height " + result.height() + ", " + result.leaves() + " leaves, "
                 + result.innerNodes() + " inner nodes; partitions " + table);
         return result;

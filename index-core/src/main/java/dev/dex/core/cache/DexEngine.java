@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.engine.PartitionNotHeldException;
-import dev.dex.core.engine.PartitionedEngine;
+import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.log.RedoLogSettings;
@@ -31,7 +31,7 @@ import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.NodeAllocator;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.SuperblockDescriptor;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbSnapshot;
@@ -70,7 +70,7 @@ import dev.dex.rdma.VerbSnapshot;
  */
 public final class DexEngine implements PartitionedEngine {
     final RemoteMemory memory;
-    final DexConfig config;
+    final DexEngineSettings config;
     final PartitionTable partitions;
     /** The width of the tree's keys (superblock). */
     final KeyFormat keys;
@@ -139,7 +139,7 @@ public final class DexEngine implements PartitionedEngine {
     final java.util.concurrent.atomic.AtomicLong rootAddress = new java.util.concurrent.atomic.AtomicLong();
     final AtomicInteger rootFrame = new AtomicInteger(NO_FRAME);
 
-    private DexEngine(RemoteMemory memory, DexConfig config, Superblock.VersionedTable table, Superblock.Contents superblock,
+    private DexEngine(RemoteMemory memory, DexEngineSettings config, PartitionTable.Versioned table, Superblock.Contents superblock,
                       long instanceId, OffloadChannel offloadChannel, RedoLogSettings redoLog) {
         PartitionTable partitions = table.table();
         this.tableVersion = table.version();
@@ -173,7 +173,7 @@ public final class DexEngine implements PartitionedEngine {
      *
      * @throws IllegalStateException when the pool holds no tree or no partition table
      */
-    public static DexEngine open(RemoteMemory memory, DexConfig config) {
+    public static DexEngine open(RemoteMemory memory, DexEngineSettings config) {
         return open(memory, config, null);
     }
 
@@ -183,7 +183,7 @@ public final class DexEngine implements PartitionedEngine {
      *
      * @param channel the memory servers' offload executors; null to never offload
      */
-    public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel) {
+    public static DexEngine open(RemoteMemory memory, DexEngineSettings config, OffloadChannel channel) {
         return open(memory, config, channel, RedoLogSettings.OFF);
     }
 
@@ -193,9 +193,9 @@ public final class DexEngine implements PartitionedEngine {
      * ({@code docs/durability.md}); with {@link RedoLogSettings#OFF}, writes since a page's last
      * write-back are lost when this compute node crashes.
      */
-    public static DexEngine open(RemoteMemory memory, DexConfig config, OffloadChannel channel, RedoLogSettings redoLog) {
+    public static DexEngine open(RemoteMemory memory, DexEngineSettings config, OffloadChannel channel, RedoLogSettings redoLog) {
         Superblock.Contents superblock = Superblock.read(memory);
-        Superblock.VersionedTable table = Superblock.readVersionedPartitions(memory);
+        PartitionTable.Versioned table = PartitionTable.loadVersioned(memory);
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
         return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
     }
@@ -280,7 +280,7 @@ public final class DexEngine implements PartitionedEngine {
         return keys;
     }
 
-    public DexConfig config() {
+    public DexEngineSettings config() {
         return config;
     }
 
@@ -332,7 +332,7 @@ public final class DexEngine implements PartitionedEngine {
         if (held.get(partition) == HELD) {
             return new AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
-        long version = Superblock.partitionTableVersion(memory);
+        long version = PartitionTable.storedVersion(memory);
         if (version != tableVersion) {
             // Another table may give this partition's keys to other partitions: serving it would let two
             // owners write the same keys.
@@ -980,10 +980,6 @@ public final class DexEngine implements PartitionedEngine {
             }
         }
         return locked;
-    }
-
-    static int maxHeight() {
-        return TreeConfig.MAX_HEIGHT;
     }
 
     static String describe(NodeView node, long address) {

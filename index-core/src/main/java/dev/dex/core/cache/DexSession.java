@@ -14,7 +14,7 @@ import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.core.tree.RestartBudget;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.GlobalAddress;
 
 /**
@@ -36,7 +36,7 @@ import dev.dex.rdma.GlobalAddress;
  */
 public final class DexSession extends WordKeySession {
     private static final int RESTART = -1;
-    private static final int H = TreeConfig.MAX_HEIGHT;
+    private static final int H = TreeSettings.MAX_HEIGHT;
 
     private final DexEngine engine;
     private final FrameArena arena;

@@ -7,7 +7,7 @@ import dev.dex.core.offload.OffloadSettings;
 
 /**
  * How a compute node's {@link DexEngine} caches and offloads: the one list of engine modes, read by
- * {@link DexConfig}, the cluster's settings ({@code dex.compute.mode}) and the benchmark ({@code --mode}).
+ * {@link DexEngineSettings}, the cluster's settings ({@code dex.compute.mode}) and the benchmark ({@code --mode}).
  *
  * <p>Immutable; thread-safe.
  */

@@ -11,7 +11,7 @@ import java.util.function.IntConsumer;
 import org.agrona.collections.IntArrayList;
 
 import dev.dex.core.node.NodeView;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
 
@@ -35,7 +35,7 @@ import dev.dex.rdma.GlobalAddress;
  * </pre>
  */
 final class FrameSupply {
-    private static final int H = TreeConfig.MAX_HEIGHT;
+    private static final int H = TreeSettings.MAX_HEIGHT;
 
     private final DexEngine engine;
     private final FrameArena arena;

@@ -10,7 +10,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.RemoteNodes;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 
 /**
  * One session's path from the root to the leaf of its current operation, and the latches on its nodes. Per depth
@@ -28,7 +28,7 @@ import dev.dex.core.tree.TreeConfig;
  * </pre>
  */
 final class SessionPath {
-    static final int H = TreeConfig.MAX_HEIGHT;
+    static final int H = TreeSettings.MAX_HEIGHT;
 
     final int[] frameAt = new int[H];
     final long[] versionAt = new long[H];

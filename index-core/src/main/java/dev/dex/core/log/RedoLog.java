@@ -394,11 +394,6 @@ public final class RedoLog {
         return recordLength;
     }
 
-    /** Encodes record {@code lsn} of this owner into {@code buffer} at {@code offset} (8-byte keys). */
-    public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long key, long value, CRC32C crc) {
-        encode(buffer, offset, lsn, op, new long[] {key}, value, crc);
-    }
-
     /** Encodes record {@code lsn} of this owner, of the key with the words {@code key}, into {@code buffer} at {@code offset}. */
     public void encode(MutableDirectBuffer buffer, int offset, long lsn, int op, long[] key, long value, CRC32C crc) {
         buffer.putLong(offset + LSN_OFFSET, lsn, ORDER);

@@ -29,7 +29,7 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *   +----------+----------+---------------+----------+--------+----------+
  * </pre>
  * The offsets below are those of 8-byte keys; {@link #recordLength}, {@link #valueOffset}, {@link #opOffset} and
- * {@link #checksumOffset} give every width's.
+ * {@link #checksumOffset} give every width's; {@link #RECORD_LENGTH} is the shortest record.
  *
  * <ul>
  *   <li><b>epoch</b> in the header is bumped by compare-and-swap by every owner that acquires the
@@ -44,8 +44,8 @@ import dev.dex.core.tree.SuperblockDescriptor;
  *       or abandon) or when its fabric has no identities. A new owner that finds another identity there
  *       fences it on every memory node before it replays the log: that owner did not give the partition
  *       up (it crashed, was downed or cut off) and must not write after the takeover.</li>
- *   <li><b>CRC32C</b> covers bytes 0..36 of the record; a record whose checksum or LSN does not match ends
- *       the replay (the torn or unwritten tail).</li>
+ *   <li><b>CRC32C</b> covers the record up to the checksum, bytes {@code [0, 28 + W)}; a record whose checksum
+ *       or LSN does not match ends the replay (the torn or unwritten tail).</li>
  * </ul>
  */
 public final class RedoLogDescriptor {
@@ -72,7 +72,6 @@ public final class RedoLogDescriptor {
     public static final int KEY_OFFSET = 16;
     public static final int VALUE_OFFSET = 24;
     public static final int OP_OFFSET = 32;
-    public static final int CHECKSUM_OFFSET = 36;
 
     /** Record op: the key now maps to the value (insert, update, put). */
     public static final int PUT = 1;

@@ -89,10 +89,6 @@ public final class KeyFormat {
         return words;
     }
 
-    public int lowFenceOffset() {
-        return FENCES_OFFSET;
-    }
-
     public int highFenceOffset() {
         return highFenceOffset;
     }
@@ -136,7 +132,8 @@ public final class KeyFormat {
      */
     public void toWords(byte[] key, long[] out) {
         if (key.length > bytes) {
-            throw new IllegalArgumentException("key of " + key.length + " bytes; this index's keys are at most " + bytes + " bytes");
+            throw new IllegalArgumentException("key " + Keys.format(key) + " is " + key.length + " bytes; this index's keys are at most "
+                    + bytes + " bytes");
         }
         boolean empty = true;
         for (int w = 0; w < words; w++) {

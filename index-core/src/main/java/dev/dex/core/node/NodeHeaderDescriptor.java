@@ -15,7 +15,7 @@ package dev.dex.core.node;
  *   +---------------+---+---+-------+---------------+---------------+---------------+
  *   | reserved (0)  |typ|lvl| count | flags         | low fence     | high fence    |
  *   +---------------+---+---+-------+---------------+---------------+---------------+
- *   64 ........................ payload (see LeafNodeDescriptor, InnerNodeDescriptor)
+ *   64 ........................ payload (laid out by KeyFormat for the index's key width)
  *   1016            1024
  *   +---------------+
  *   | back version  |

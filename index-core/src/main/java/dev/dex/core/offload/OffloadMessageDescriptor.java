@@ -3,7 +3,7 @@ package dev.dex.core.offload;
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
 
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 
 /**
  * An {@link OffloadRequest} phase as a two-sided fabric message, and its answer ({@link MessageOffloadChannel},
@@ -27,7 +27,7 @@ import dev.dex.core.tree.TreeConfig;
  *  +--------+-------+-------------+-----+-------+-----------------------------------
  * </pre>
  * An answer carries the path only for a request that ran ({@code OK}). A path is at most
- * {@link TreeConfig#MAX_HEIGHT} long, so an answer fits in {@link #MAX_LENGTH} bytes (272 with 16 levels).
+ * {@link TreeSettings#MAX_HEIGHT} long, so an answer fits in {@link #MAX_LENGTH} bytes (272 with 16 levels).
  * The partition and the owner epoch say whose the request is; the memory server checks them (OwnershipTable).
  * The deadline (wall-clock milliseconds, 0 for none) is when the memory server must no longer start it: half the
  * sender's timeout after sending, so a request never runs after its sender gave up on it and fell back (a write
@@ -55,7 +55,7 @@ final class OffloadMessageDescriptor {
     static final int ANSWER_PATH_OFFSET = 16;
 
     static final int PATH_ENTRY_LENGTH = 16;
-    static final int MAX_LENGTH = Math.max(MAX_REQUEST_LENGTH, ANSWER_PATH_OFFSET + TreeConfig.MAX_HEIGHT * PATH_ENTRY_LENGTH);
+    static final int MAX_LENGTH = Math.max(MAX_REQUEST_LENGTH, ANSWER_PATH_OFFSET + TreeSettings.MAX_HEIGHT * PATH_ENTRY_LENGTH);
 
     private OffloadMessageDescriptor() {
     }
@@ -120,7 +120,7 @@ final class OffloadMessageDescriptor {
             throw new IllegalArgumentException("an offload answer of " + length + " bytes is shorter than its header");
         }
         int pathLength = answer.getByte(PATH_LENGTH_OFFSET) & 0xFF;
-        if (pathLength > TreeConfig.MAX_HEIGHT || length != ANSWER_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH) {
+        if (pathLength > TreeSettings.MAX_HEIGHT || length != ANSWER_PATH_OFFSET + pathLength * PATH_ENTRY_LENGTH) {
             throw new IllegalArgumentException("an offload answer of " + length + " bytes claims a path of " + pathLength + " nodes");
         }
         long[] path = new long[pathLength];

@@ -3,7 +3,7 @@ package dev.dex.core.offload;
 import java.util.concurrent.locks.LockSupport;
 
 import dev.dex.core.node.LeafOps;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 
 /**
  * One offloaded operation (see {@code docs/offloading.md}), in one message: a {@link #READ} (a lookup) walks from
@@ -52,8 +52,8 @@ public final class OffloadRequest {
     long[] key = new long[1];
     long newValue;
     long start;
-    final long[] path = new long[TreeConfig.MAX_HEIGHT];
-    final long[] versions = new long[TreeConfig.MAX_HEIGHT];
+    final long[] path = new long[TreeSettings.MAX_HEIGHT];
+    final long[] versions = new long[TreeSettings.MAX_HEIGHT];
     int pathLength;
     /** The partition the sender holds and operates on, and its owner epoch there (checked by the memory side). */
     int partition;
@@ -242,7 +242,7 @@ public final class OffloadRequest {
         this.found = found;
         this.value = value;
         if (status == OK) {
-            if (pathLength < 1 || pathLength > TreeConfig.MAX_HEIGHT) {
+            if (pathLength < 1 || pathLength > TreeSettings.MAX_HEIGHT) {
                 throw new IllegalArgumentException("bad offload path of length " + pathLength);
             }
             System.arraycopy(path, 0, this.path, 0, pathLength);

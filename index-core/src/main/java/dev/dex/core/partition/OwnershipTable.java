@@ -91,16 +91,12 @@ public final class OwnershipTable {
      * Records on every memory server that {@code partition}, keys {@code (low, high]}, is now owned at
      * {@code epoch}: creates a server's table where it has none yet (or one of another tree incarnation), writes the
      * bounds, then raises the entry's epoch. Called by a new owner before it serves (or offloads) anything of the
-     * partition. Epoch 0 (no redo log: no epochs) sets the entry's epoch to 0, whatever it held.
+     * partition. Epoch 0 (no redo log: no epochs) sets the entry's epoch to 0, whatever it held. The bounds are the
+     * first words of keys {@code keyBytes} wide (the width the tables of a tree share).
      *
      * @throws IllegalStateException when a server's entry already holds a later epoch: another compute node
      *                               acquired the partition after this one
      */
-    public static void register(RemoteMemory memory, int partitions, int partition, long epoch, long low, long high) {
-        register(memory, partitions, partition, epoch, low, high, 8);
-    }
-
-    /** {@link #register(RemoteMemory, int, int, long, long, long)} in a tree of keys {@code keyBytes} wide. */
     public static void register(RemoteMemory memory, int partitions, int partition, long epoch, long low, long high, int keyBytes) {
         if (partitions < 1 || partitions > ENTRIES || partition < 0 || partition >= partitions) {
             throw new IllegalArgumentException("partition " + partition + " of " + partitions + " is outside [0, "

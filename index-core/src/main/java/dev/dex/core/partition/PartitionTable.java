@@ -1,9 +1,15 @@
 package dev.dex.core.partition;
 
+import java.nio.ByteOrder;
 import java.util.Arrays;
+
+import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.SuperblockDescriptor;
+import dev.dex.rdma.RemoteMemory;
 
 /**
  * The logical partitions: {@code count} contiguous key ranges covering every key. Partition {@code p}
@@ -16,6 +22,9 @@ import dev.dex.core.node.NodeView;
 public final class PartitionTable {
     /** Partitions the superblock can store in the smallest root area. */
     public static final int MAX_PARTITIONS = 256;
+
+    /** Byte order of the table in the superblock, as of every superblock field. */
+    private static final ByteOrder STORED_ORDER = ByteOrder.LITTLE_ENDIAN;
 
     private final long[] upper;
 
@@ -184,5 +193,73 @@ public final class PartitionTable {
     @Override
     public String toString() {
         return "PartitionTable" + Arrays.toString(upper);
+    }
+
+    /**
+     * Stores the partition table every compute node will read. Done once, by the node that formats or
+     * bulk-loads the tree, before compute nodes open it.
+     */
+    public static void store(RemoteMemory memory, PartitionTable table) {
+        Superblock.read(memory);
+        // Odd while the table is rewritten: a reader that sees an odd or a moved version reads again.
+        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
+        long[] bounds = table.upperBounds();
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, bounds.length * Long.BYTES)]);
+        for (int i = 0; i < bounds.length; i++) {
+            buffer.putLong(i * Long.BYTES, bounds[i], STORED_ORDER);
+        }
+        if (bounds.length > 0) {
+            memory.write(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, bounds.length * Long.BYTES);
+        }
+        UnsafeBuffer count = new UnsafeBuffer(new byte[Long.BYTES]);
+        count.putInt(0, table.count(), STORED_ORDER);
+        memory.write(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
+        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
+    }
+
+    /** A partition table and the version it was read at. */
+    public record Versioned(PartitionTable table, long version) {
+    }
+
+    /** The partition table and its version, read consistently (again while a rewrite is under way). */
+    public static Versioned loadVersioned(RemoteMemory memory) {
+        for (int attempt = 0; ; attempt++) {
+            long before = storedVersion(memory);
+            if ((before & 1) == 0) {
+                PartitionTable table = load(memory);
+                if (storedVersion(memory) == before) {
+                    return new Versioned(table, before);
+                }
+            }
+            if (attempt > 10_000) {
+                throw new IllegalStateException("the partition table is being rewritten and did not settle");
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    /** The partition table's version: odd while it is rewritten, even otherwise. */
+    public static long storedVersion(RemoteMemory memory) {
+        return memory.readLong(SuperblockDescriptor.TABLE_VERSION_ADDRESS);
+    }
+
+    /** The stored partition table; fails clearly when none was stored. */
+    public static PartitionTable load(RemoteMemory memory) {
+        Superblock.read(memory);
+        UnsafeBuffer count = new UnsafeBuffer(new byte[Integer.BYTES]);
+        memory.read(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
+        int n = count.getInt(0, STORED_ORDER);
+        if (n < 1 || n > MAX_PARTITIONS) {
+            throw new IllegalStateException("the tree has no partition table; store one with PartitionTable.store");
+        }
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, (n - 1) * Long.BYTES)]);
+        if (n > 1) {
+            memory.read(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, (n - 1) * Long.BYTES);
+        }
+        long[] bounds = new long[n - 1];
+        for (int i = 0; i < bounds.length; i++) {
+            bounds[i] = buffer.getLong(i * Long.BYTES, STORED_ORDER);
+        }
+        return ofUpperBounds(bounds);
     }
 }

@@ -148,8 +148,8 @@ public final class BaselineTree implements IndexEngine {
      */
     public final class Session extends WordKeySession {
         private final long tag;
-        private final NodeView[] path = new NodeView[TreeConfig.MAX_HEIGHT];
-        private final int[] childIndex = new int[TreeConfig.MAX_HEIGHT];
+        private final NodeView[] path = new NodeView[TreeSettings.MAX_HEIGHT];
+        private final int[] childIndex = new int[TreeSettings.MAX_HEIGHT];
         private final NodeView right = new NodeView(format);
         private final NodeView newRoot = new NodeView(format);
         private final RemoteNodes remote;
@@ -165,12 +165,12 @@ public final class BaselineTree implements IndexEngine {
             super(format.words());
             this.tag = tag;
             this.remote = new RemoteNodes(memory, tag);
-            UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeConfig.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
-            for (int i = 0; i < TreeConfig.MAX_HEIGHT; i++) {
+            UnsafeBuffer nodes = new UnsafeBuffer(BufferUtil.allocateDirectAligned((TreeSettings.MAX_HEIGHT + 2) * NODE_LENGTH, 64));
+            for (int i = 0; i < TreeSettings.MAX_HEIGHT; i++) {
                 path[i] = new NodeView(format).wrap(nodes, i * NODE_LENGTH);
             }
-            right.wrap(nodes, TreeConfig.MAX_HEIGHT * NODE_LENGTH);
-            newRoot.wrap(nodes, (TreeConfig.MAX_HEIGHT + 1) * NODE_LENGTH);
+            right.wrap(nodes, TreeSettings.MAX_HEIGHT * NODE_LENGTH);
+            newRoot.wrap(nodes, (TreeSettings.MAX_HEIGHT + 1) * NODE_LENGTH);
         }
 
         @Override
@@ -276,7 +276,7 @@ public final class BaselineTree implements IndexEngine {
         private int descend(long[] key, boolean splitFull) {
             long address = root;
             int expectedLevel = -1;
-            for (int depth = 0; depth < TreeConfig.MAX_HEIGHT; depth++) {
+            for (int depth = 0; depth < TreeSettings.MAX_HEIGHT; depth++) {
                 NodeView node = path[depth];
                 if (!readValidated(address, node)) {
                     return RESTART;
@@ -302,7 +302,7 @@ public final class BaselineTree implements IndexEngine {
                 address = node.child(index);
                 expectedLevel = node.level() - 1;
             }
-            throw new IllegalStateException("tree deeper than " + TreeConfig.MAX_HEIGHT + " levels");
+            throw new IllegalStateException("tree deeper than " + TreeSettings.MAX_HEIGHT + " levels");
         }
 
         private boolean readValidated(long address, NodeView node) {
@@ -411,7 +411,7 @@ public final class BaselineTree implements IndexEngine {
         private void restart() {
             restarts++;
             int n = budget.next();
-            Backoff.pause(Math.min(n, 16) + ThreadLocalRandom.current().nextInt(4));
+            SpinBackoff.pause(Math.min(n, 16) + ThreadLocalRandom.current().nextInt(4));
         }
     }
 }

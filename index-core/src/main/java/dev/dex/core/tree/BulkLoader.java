@@ -55,7 +55,7 @@ public final class BulkLoader {
      *
      * @param progress called with the number of entries loaded so far, once per leaf
      */
-    public static Result formatAndLoad(RemoteMemory memory, TreeConfig config, SortedEntries entries, LongConsumer progress) {
+    public static Result formatAndLoad(RemoteMemory memory, TreeSettings config, SortedEntries entries, LongConsumer progress) {
         Superblock.format(memory, config);
         return load(memory, config.bulkFillFactor(), entries, progress);
     }

@@ -202,7 +202,7 @@ public final class RemoteNodes {
         long[] slotHigh = new long[keys.words()];
         NodeView parent = new NodeView(keys).wrap(new UnsafeBuffer(new byte[NODE_LENGTH]), 0);
         long current = readRoot();
-        for (int depth = 0; depth < TreeConfig.MAX_HEIGHT && current != address; depth++) {
+        for (int depth = 0; depth < TreeSettings.MAX_HEIGHT && current != address; depth++) {
             if (!readForRollForward(current, parent)) {
                 return false;
             }
@@ -296,7 +296,7 @@ public final class RemoteNodes {
                     return true;
                 }
             }
-            Backoff.pause(attempt);
+            SpinBackoff.pause(attempt);
         }
         return false;
     }
@@ -317,7 +317,7 @@ public final class RemoteNodes {
                         + " stays torn (front version " + node.version() + ", back version " + node.backVersion()
                         + "): a writer died while writing it");
             }
-            Backoff.pause(attempt);
+            SpinBackoff.pause(attempt);
         }
     }
 

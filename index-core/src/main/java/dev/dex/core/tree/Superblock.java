@@ -17,7 +17,6 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
-import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.RemoteMemory;
 
 /** Formats and reads the {@link SuperblockDescriptor superblock}. */
@@ -37,7 +36,7 @@ public final class Superblock {
      *
      * @throws IllegalStateException when server 0 already holds a tree
      */
-    public static void format(RemoteMemory memory, TreeConfig config) {
+    public static void format(RemoteMemory memory, TreeSettings config) {
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]);
         memory.read(ADDRESS, buffer, 0, LENGTH);
         if (buffer.getLong(MAGIC_OFFSET, ORDER) == MAGIC) {
@@ -79,73 +78,5 @@ public final class Superblock {
             throw new IllegalStateException("the superblock's key width is damaged: " + e.getMessage());
         }
         return new Contents(buffer.getLong(ROOT_OFFSET, ORDER), buffer.getInt(SUBTREE_LEVEL_OFFSET, ORDER), keys);
-    }
-
-    /**
-     * Stores the partition table every compute node will read. Done once, by the node that formats or
-     * bulk-loads the tree, before compute nodes open it.
-     */
-    public static void writePartitions(RemoteMemory memory, PartitionTable table) {
-        read(memory);
-        // Odd while the table is rewritten: a reader that sees an odd or a moved version reads again.
-        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-        long[] bounds = table.upperBounds();
-        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, bounds.length * Long.BYTES)]);
-        for (int i = 0; i < bounds.length; i++) {
-            buffer.putLong(i * Long.BYTES, bounds[i], ORDER);
-        }
-        if (bounds.length > 0) {
-            memory.write(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, bounds.length * Long.BYTES);
-        }
-        UnsafeBuffer count = new UnsafeBuffer(new byte[Long.BYTES]);
-        count.putInt(0, table.count(), ORDER);
-        memory.write(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
-        memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-    }
-
-    /** A partition table and the version it was read at. */
-    public record VersionedTable(PartitionTable table, long version) {
-    }
-
-    /** The partition table and its version, read consistently (again while a rewrite is under way). */
-    public static VersionedTable readVersionedPartitions(RemoteMemory memory) {
-        for (int attempt = 0; ; attempt++) {
-            long before = partitionTableVersion(memory);
-            if ((before & 1) == 0) {
-                PartitionTable table = readPartitions(memory);
-                if (partitionTableVersion(memory) == before) {
-                    return new VersionedTable(table, before);
-                }
-            }
-            if (attempt > 10_000) {
-                throw new IllegalStateException("the partition table is being rewritten and did not settle");
-            }
-            Thread.onSpinWait();
-        }
-    }
-
-    /** The partition table's version: odd while it is rewritten, even otherwise. */
-    public static long partitionTableVersion(RemoteMemory memory) {
-        return memory.readLong(SuperblockDescriptor.TABLE_VERSION_ADDRESS);
-    }
-
-    /** The stored partition table; fails clearly when none was stored. */
-    public static PartitionTable readPartitions(RemoteMemory memory) {
-        read(memory);
-        UnsafeBuffer count = new UnsafeBuffer(new byte[Integer.BYTES]);
-        memory.read(SuperblockDescriptor.PARTITION_COUNT_ADDRESS, count, 0, Integer.BYTES);
-        int n = count.getInt(0, ORDER);
-        if (n < 1 || n > PartitionTable.MAX_PARTITIONS) {
-            throw new IllegalStateException("the tree has no partition table; store one with Superblock.writePartitions");
-        }
-        UnsafeBuffer buffer = new UnsafeBuffer(new byte[Math.max(8, (n - 1) * Long.BYTES)]);
-        if (n > 1) {
-            memory.read(SuperblockDescriptor.PARTITION_BOUNDS_ADDRESS, buffer, 0, (n - 1) * Long.BYTES);
-        }
-        long[] bounds = new long[n - 1];
-        for (int i = 0; i < bounds.length; i++) {
-            bounds[i] = buffer.getLong(i * Long.BYTES, ORDER);
-        }
-        return PartitionTable.ofUpperBounds(bounds);
     }
 }

@@ -27,7 +27,7 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *       64 by the inclusive upper bounds of all partitions but the last, so every compute node reads the
  *       same {@code PartitionTable}.</li>
  *   <li><b>table version</b>: a sequence lock over the partition table, moved by fetch-and-add: odd while
- *       {@link Superblock#writePartitions} rewrites the table, even (2 x tables written) otherwise. A compute
+ *       {@code PartitionTable.store} rewrites the table, even (2 x tables written) otherwise. A compute
  *       node remembers the version of the table it read and refuses to acquire a partition once it changed.</li>
  *   <li><b>key bytes</b>: the width of the index's keys ({@code KeyFormat}), fixed when the tree is formatted;
  *       0 (a superblock written before widths existed) means 8.</li>

@@ -19,7 +19,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -97,13 +97,13 @@ class CrashRecoveryTest {
             fabric.export(0, 64L << 20, CHUNK);
             fabric.export(1, 64L << 20, CHUNK);
             RemoteMemory admin = fabric.connect(0, 1);
-            Superblock.format(admin, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
-            Superblock.writePartitions(admin, table);
+            Superblock.format(admin, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable.store(admin, table);
         }
 
         DexEngine open(RemoteMemory memory, int frames, RedoLogSettings log, DexEngine... gone) {
-            DexEngine engine = DexEngine.open(memory, new DexConfig("no-offload", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
-                    DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, log);
+            DexEngine engine = DexEngine.open(memory, new DexEngineSettings("no-offload", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, log);
             for (DexEngine dead : gone) {
                 engine.instanceGone(dead.instanceId());
             }

@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.offload.MessageOffloadChannel;
 import dev.dex.core.offload.OffloadChannel;
@@ -14,8 +14,7 @@ import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
@@ -57,7 +56,7 @@ final class DexFixture implements AutoCloseable {
      *                   (leaves straddling a bound are shared)
      */
     DexFixture(int servers, int subtreeLevel, int loaded, int partitions, boolean leafFences, long latencyNs) {
-        this(servers, subtreeLevel, loaded, partitions, leafFences, latencyNs, TreeConfig.DEFAULT_BULK_FILL_FACTOR);
+        this(servers, subtreeLevel, loaded, partitions, leafFences, latencyNs, TreeSettings.DEFAULT_BULK_FILL_FACTOR);
     }
 
     /** As above, with bulk load filling nodes to {@code fill} (1.0: every leaf full, so inserts split). */
@@ -93,19 +92,19 @@ final class DexFixture implements AutoCloseable {
             keys[i] = 2L * i + 2;
             values[i] = keys[i] + 1;
         }
-        BulkLoader.formatAndLoad(admin, new TreeConfig(subtreeLevel, fill).withKeyBytes(keyBytes), wide.entries(keys, values), n -> { });
+        BulkLoader.formatAndLoad(admin, new TreeSettings(subtreeLevel, fill).withKeyBytes(keyBytes), wide.entries(keys, values), n -> { });
         this.table = leafFences ? Partitioning.fromLeafFences(admin, partitions)
                 : PartitionTable.equalWidth(partitions, 0, wide.firstWord(2L * loaded + 2));
-        Superblock.writePartitions(admin, table);
+        PartitionTable.store(admin, table);
     }
 
     /** Opens C engines, each on its own connection, holding partitions round robin. */
-    List<DexEngine> open(int count, DexConfig config) {
+    List<DexEngine> open(int count, DexEngineSettings config) {
         return open(count, config, 0);
     }
 
-    /** As {@link #open(int, DexConfig)}, offloading to {@code offloadThreads} threads per memory server (0: none). */
-    List<DexEngine> open(int count, DexConfig config, int offloadThreads) {
+    /** As {@link #open(int, DexEngineSettings)}, offloading to {@code offloadThreads} threads per memory server (0: none). */
+    List<DexEngine> open(int count, DexEngineSettings config, int offloadThreads) {
         OffloadChannel offloads = null;
         if (offloadThreads > 0 && memorySide instanceof TcpFabric tcp) {
             for (ExportedRegion region : regions) {
@@ -133,7 +132,7 @@ final class DexFixture implements AutoCloseable {
      * One more engine on a connection of its own, holding nothing yet, offloading through {@code offloads} (the
      * channel {@link #open} made, for instance); closed with the others.
      */
-    DexEngine openEngine(DexConfig config, OffloadChannel offloads) {
+    DexEngine openEngine(DexEngineSettings config, OffloadChannel offloads) {
         DexEngine engine = DexEngine.open(connectionWrapper.apply(fabric.connect(endpoints)), config, offloads, redoLog);
         engines.add(engine);
         return engine;

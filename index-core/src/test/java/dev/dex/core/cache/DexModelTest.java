@@ -13,7 +13,7 @@ import java.util.TreeMap;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 
 import dev.dex.core.engine.PartitionNotHeldException;
 
@@ -44,9 +44,9 @@ class DexModelTest {
     void randomOperationsMatchTheModel(String mode, int engines, int frames, double admission, int servers,
                                        int subtreeLevel, int partitions, boolean leafFences, int keyBytes) {
         try (DexFixture fixture = new DexFixture(servers, subtreeLevel, 6_000, partitions, leafFences, 0,
-                dev.dex.core.tree.TreeConfig.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
-            DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
-                    DexConfig.DEFAULT_COOLING_RATIO, admission);
+                dev.dex.core.tree.TreeSettings.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
+            DexEngineSettings config = new DexEngineSettings(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, admission);
             List<DexEngine> list = fixture.open(engines, config);
             TreeMap<Long, Long> model = fixture.initialModel();
             randomOperations(fixture, list, model, 25_000, frames * 31L + engines);

@@ -17,7 +17,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 
 /**
  * Threads on C engines over one pool, with caches of a few dozen frames so that cooling, eviction,
@@ -48,11 +48,11 @@ class DexStressTest {
                                                 int partitions, boolean leafFences, long latencyNs,
                                                 int opsPerThread, boolean redoLog, int keyBytes) throws Exception {
         try (DexFixture fixture = new DexFixture(2, 1, 4_000, partitions, leafFences, latencyNs,
-                dev.dex.core.tree.TreeConfig.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
+                dev.dex.core.tree.TreeSettings.DEFAULT_BULK_FILL_FACTOR, false, keyBytes)) {
             // A one-chunk log (64 KiB, 1,636 records): many threads share a partition's log, wrap it, and checkpoint.
             fixture.redoLog = redoLog ? dev.dex.core.log.RedoLogSettings.ON.withBytes(64 << 10) : dev.dex.core.log.RedoLogSettings.OFF;
-            DexConfig config = new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
-                    DexConfig.DEFAULT_COOLING_RATIO, admission);
+            DexEngineSettings config = new DexEngineSettings(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, admission);
             List<DexEngine> list = fixture.open(engines, config);
             List<Map<Long, Long>> models = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
@@ -123,7 +123,7 @@ class DexStressTest {
                 fixture.engines.clear();
                 DexEngine heir = DexEngine.open(fixture.fabric.connect(fixture.regions.stream()
                         .mapToInt(dev.dex.rdma.ExportedRegion::serverId).toArray()),
-                        new DexConfig("no-offload", 4096L * FrameHeaderDescriptor.FRAME_LENGTH, DexConfig.DEFAULT_COOLING_RATIO, 1.0),
+                        new DexEngineSettings("no-offload", 4096L * FrameHeaderDescriptor.FRAME_LENGTH, DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0),
                         null, fixture.redoLog);
                 list.forEach(gone -> heir.instanceGone(gone.instanceId()));
                 for (int p = 0; p < fixture.table.count(); p++) {

@@ -63,8 +63,8 @@ class FaultModelTest {
                 faults.add(faulty);
                 return faulty;
             };
-            DexConfig config = new DexConfig(mode, 96L * FrameHeaderDescriptor.FRAME_LENGTH,
-                    DexConfig.DEFAULT_COOLING_RATIO, 0.5,
+            DexEngineSettings config = new DexEngineSettings(mode, 96L * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, 0.5,
                     OffloadSettings.of(dev.dex.core.cache.EngineMode.of(mode).policy()));
             List<DexEngine> engines = fixture.open(2, config, offload ? 2 : 0);
 

@@ -21,7 +21,6 @@ import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.RemoteNodes;
-import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -53,13 +52,13 @@ class InstanceLivenessTest {
         SharedLeaves.loadEvenKeys(admin, (int) LOADED);
         // Equal-width bounds: the leaves that straddle a bound are shared, written under their remote lock.
         table = PartitionTable.equalWidth(8, 0, 2 * LOADED + 2);
-        Superblock.writePartitions(admin, table);
+        PartitionTable.store(admin, table);
         members.add(LIVE_MEMBER);
     }
 
     private DexEngine engine() {
-        return DexEngine.open(resources.closeAfter(fabric.connect(0)), new DexConfig("no-offload", 0,
-                DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
+        return DexEngine.open(resources.closeAfter(fabric.connect(0)), new DexEngineSettings("no-offload", 0,
+                DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
     }
 
     private long[] sharedLeaf() {

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 import dev.dex.core.node.KeyFormat;
 
 /**

@@ -37,7 +37,7 @@ class OffloadOwnershipTest {
     void aSupersededOwnersOffloadsAreRefusedAndTheNewOwnersRun() {
         try (DexFixture fixture = new DexFixture(2, 2, 20_000, 4, true, 0)) {
             fixture.redoLog = RedoLogSettings.ON;
-            DexConfig config = DexConfig.withCache("offload-only", 6L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
+            DexEngineSettings config = DexEngineSettings.withCache("offload-only", 6L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
             List<DexEngine> engines = fixture.open(1, config, 1);
             DexEngine old = engines.get(0);
             assertTrue(lookUpAll(fixture, old, 0) > 1000);

@@ -18,7 +18,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.dex.core.node.LeafOps;
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 import dev.dex.core.offload.LocalOffloadChannel;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadRequest;
@@ -44,8 +44,8 @@ class OffloadTest {
         return new DexFixture(2, 2, 20_000, 4, true, 0, fill, overTcp, keyBytes);
     }
 
-    private static DexConfig config(String mode, int frames) {
-        return DexConfig.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
+    private static DexEngineSettings config(String mode, int frames) {
+        return DexEngineSettings.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
     }
 
     /** A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads. */

@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
 
@@ -20,8 +20,8 @@ import dev.dex.rdma.local.LocalFabric;
  */
 class PartitionTableVersionTest {
     private static DexEngine open(RemoteMemory memory) {
-        return DexEngine.open(memory, new DexConfig("no-offload", 256L * FrameHeaderDescriptor.FRAME_LENGTH,
-                DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
+        return DexEngine.open(memory, new DexEngineSettings("no-offload", 256L * FrameHeaderDescriptor.FRAME_LENGTH,
+                DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
     }
 
     @Test
@@ -29,14 +29,14 @@ class PartitionTableVersionTest {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 16L << 20, 4096);
             RemoteMemory memory = fabric.connect(0);
-            Superblock.format(memory, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
-            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 4000));
-            assertEquals(2, Superblock.partitionTableVersion(memory), "even: one table written");
+            Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable.store(memory, PartitionTable.equalWidth(4, 0, 4000));
+            assertEquals(2, PartitionTable.storedVersion(memory), "even: one table written");
 
             DexEngine early = open(memory);
             early.acquire(0);
-            Superblock.writePartitions(memory, PartitionTable.equalWidth(2, 0, 4000));
-            assertEquals(4, Superblock.partitionTableVersion(memory));
+            PartitionTable.store(memory, PartitionTable.equalWidth(2, 0, 4000));
+            assertEquals(4, PartitionTable.storedVersion(memory));
 
             IllegalStateException refused = assertThrows(IllegalStateException.class, () -> early.acquire(1));
             assertTrue(refused.getMessage().contains("partition table was rewritten (version 2 -> 4)"), refused.getMessage());
@@ -56,14 +56,14 @@ class PartitionTableVersionTest {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 16L << 20, 4096);
             RemoteMemory memory = fabric.connect(0);
-            Superblock.format(memory, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
-            Superblock.writePartitions(memory, PartitionTable.equalWidth(4, 0, 4000));
+            Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable.store(memory, PartitionTable.equalWidth(4, 0, 4000));
             // A writer that stopped half-way (odd version): the table is not served until it completes.
             memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-            IllegalStateException unsettled = assertThrows(IllegalStateException.class, () -> Superblock.readVersionedPartitions(memory));
+            IllegalStateException unsettled = assertThrows(IllegalStateException.class, () -> PartitionTable.loadVersioned(memory));
             assertTrue(unsettled.getMessage().contains("did not settle"), unsettled.getMessage());
             memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-            assertEquals(4, Superblock.readVersionedPartitions(memory).version());
+            assertEquals(4, PartitionTable.loadVersioned(memory).version());
         }
     }
 }

@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ForwardingRemoteMemory;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -53,10 +53,10 @@ class ReadDurabilityTest {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 16L << 20, 64 << 10);
             RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, TreeConfig.defaults());
-            Superblock.writePartitions(admin, PartitionTable.equalWidth(1, 0, 1_000));
+            Superblock.format(admin, TreeSettings.defaults());
+            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000));
             HeldLog memory = new HeldLog(fabric.connect(0));
-            DexEngine engine = DexEngine.open(memory, DexConfig.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
+            DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
                     RedoLogSettings.ON);
             engine.acquire(0);
             DexSession writer = engine.newSession();

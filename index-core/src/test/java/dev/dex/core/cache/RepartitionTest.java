@@ -19,7 +19,6 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.node.InnerNodeDescriptor;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
@@ -28,7 +27,8 @@ import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.RemoteMemory;
 
 import dev.dex.core.engine.PartitionNotHeldException;
-import dev.dex.core.engine.PartitionedEngine.ReleaseReport;
+import dev.dex.core.partition.PartitionedEngine.ReleaseReport;
+import dev.dex.core.node.KeyFormat;
 
 /**
  * Logical repartitioning: partitions move between two engines (release on one, acquire on the other)
@@ -40,7 +40,7 @@ class RepartitionTest {
     @Test
     void releaseWritesBackDirtyPagesAndTheNewOwnerSeesThem() {
         try (DexFixture fixture = new DexFixture(1, 3, 4_000, 4, true, 0)) {
-            DexConfig config = DexConfig.dex(400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+            DexEngineSettings config = DexEngineSettings.dex(400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
             List<DexEngine> engines = fixture.open(2, config);
             DexEngine a = engines.get(0);
             DexEngine b = engines.get(1);
@@ -83,10 +83,10 @@ class RepartitionTest {
             NodeView root = read(admin, Superblock.read(admin).root());
             NodeView x = read(admin, root.child(2));
             assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
-            long bound = x.key(InnerNodeDescriptor.CAPACITY / 2);
+            long bound = x.key(KeyFormat.EIGHT.innerCapacity() / 2);
             PartitionTable table = PartitionTable.ofUpperBounds(bound);
-            Superblock.writePartitions(admin, table);
-            DexConfig config = DexConfig.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+            PartitionTable.store(admin, table);
+            DexEngineSettings config = DexEngineSettings.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
             DexEngine a = DexEngine.open(fixture.fabric.connect(0), config);
             DexEngine b = DexEngine.open(fixture.fabric.connect(0), config);
             a.acquire(0);
@@ -134,7 +134,7 @@ class RepartitionTest {
     @Test
     void partitionsMoveBackAndForthWhileOthersAreUnderLoad() throws Exception {
         try (DexFixture fixture = new DexFixture(2, 1, 6_000, 8, false, 0)) {
-            DexConfig config = DexConfig.dex(64L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.5);
+            DexEngineSettings config = DexEngineSettings.dex(64L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.5);
             List<DexEngine> engines = fixture.open(2, config);
             // Partitions 0 and 1 move; the rest stay where fixture.open put them (p % 2).
             int[] moving = {0, 1};

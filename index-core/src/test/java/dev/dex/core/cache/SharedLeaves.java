@@ -27,7 +27,7 @@ final class SharedLeaves {
             keys[i] = 2L * i + 2;
             values[i] = keys[i] + 1;
         }
-        dev.dex.core.tree.BulkLoader.formatAndLoad(memory, new dev.dex.core.tree.TreeConfig(1, 0.7),
+        dev.dex.core.tree.BulkLoader.formatAndLoad(memory, new dev.dex.core.tree.TreeSettings(1, 0.7),
                 dev.dex.core.tree.SortedEntries.of(keys, values), n -> { });
     }
 

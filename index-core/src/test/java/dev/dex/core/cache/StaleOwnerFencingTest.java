@@ -14,7 +14,7 @@ import dev.dex.core.engine.IndexSession;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.FencedException;
@@ -43,15 +43,15 @@ class StaleOwnerFencingTest {
         ExportedRegion one = resources.closeAfter(fabric.export(1, 32L << 20, CHUNK));
         endpoints = Map.of(0, zero.endpoint(), 1, one.endpoint());
         try (RemoteMemory admin = fabric.connect(endpoints)) {
-            Superblock.format(admin, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
-            Superblock.writePartitions(admin, PartitionTable.equalWidth(2, 0, RANGE));
+            Superblock.format(admin, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable.store(admin, PartitionTable.equalWidth(2, 0, RANGE));
         }
     }
 
     private DexEngine engine(long client) {
         RemoteMemory memory = resources.closeAfter(fabric.connect(endpoints, client));
-        return DexEngine.open(memory, new DexConfig("no-offload", 512L * FrameHeaderDescriptor.FRAME_LENGTH,
-                DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
+        return DexEngine.open(memory, new DexEngineSettings("no-offload", 512L * FrameHeaderDescriptor.FRAME_LENGTH,
+                DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON);
     }
 
     @Test

@@ -23,7 +23,6 @@ import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.FabricException;
@@ -66,7 +65,7 @@ class VerbFailureTest {
             SharedLeaves.loadEvenKeys(admin, (int) LOADED);
             table = leafBounds ? dev.dex.core.partition.Partitioning.fromLeafFences(admin, partitions)
                     : PartitionTable.equalWidth(partitions, 0, 2 * LOADED + 2);
-            Superblock.writePartitions(admin, table);
+            PartitionTable.store(admin, table);
         }
 
         /** A connection with identity {@code client} (tcp) wrapped in a fault injector that starts switched off. */
@@ -79,8 +78,8 @@ class VerbFailureTest {
         }
 
         DexEngine engine(RemoteMemory memory, int frames, RedoLogSettings log) {
-            return DexEngine.open(memory, new DexConfig("no-offload", frames * (long) FrameHeaderDescriptor.FRAME_LENGTH,
-                    DexConfig.DEFAULT_COOLING_RATIO, 1.0), null, log);
+            return DexEngine.open(memory, new DexEngineSettings("no-offload", frames * (long) FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, log);
         }
 
         /** Reads the remote tree after every engine was closed: its entries, checked by the validator. */

@@ -63,7 +63,7 @@ class RedoLogTest {
         for (int i = 0; i < count; i++) {
             long lsn = log.assign();
             first = i == 0 ? lsn : first;
-            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, lsn, lsn * 10, crc);
+            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, new long[] {lsn}, lsn * 10, crc);
         }
         log.append(first, records, 0, count);
         return first;
@@ -139,7 +139,7 @@ class RedoLogTest {
         for (int i = 0; i < longRun; i++) {
             long lsn = log.assign();
             first = i == 0 ? lsn : first;
-            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, lsn, lsn * 10, crc);
+            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, new long[] {lsn}, lsn * 10, crc);
         }
         log.checkpointed(log.nextLsn() - CAPACITY / 2); // the newest half lap is not in the pages yet
         log.append(first, records, 0, longRun);
@@ -150,7 +150,7 @@ class RedoLogTest {
         assertFalse(log.hasRoom(log.checkpoint() + CAPACITY), "a full lap past the checkpoint has no room");
         UnsafeBuffer one = new UnsafeBuffer(new byte[RedoLogDescriptor.RECORD_LENGTH]);
         long tooFar = log.checkpoint() + CAPACITY;
-        log.encode(one, 0, tooFar, RedoLogDescriptor.PUT, 1, 1, crc);
+        log.encode(one, 0, tooFar, RedoLogDescriptor.PUT, new long[] {1}, 1, crc);
         assertThrows(IllegalStateException.class, () -> log.append(tooFar, one, 0, 1));
 
         List<Entry> entries = replay(open(1));
@@ -170,7 +170,7 @@ class RedoLogTest {
         long first = log.nextLsn();
         for (int i = 0; i < count; i++) {
             long lsn = log.assign();
-            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, lsn, lsn, crc);
+            log.encode(records, i * RedoLogDescriptor.RECORD_LENGTH, lsn, RedoLogDescriptor.PUT, new long[] {lsn}, lsn, crc);
         }
         long last = first + count - 1;
         // What a commit does when its records do not fit: a checkpoint to the next LSN (its pages are written back).
@@ -215,8 +215,8 @@ class RedoLogTest {
         long a = log.assign();
         long b = log.assign();
         UnsafeBuffer records = new UnsafeBuffer(new byte[2 * RedoLogDescriptor.RECORD_LENGTH]);
-        log.encode(records, 0, a, RedoLogDescriptor.PUT, a, 7, crc);
-        log.encode(records, RedoLogDescriptor.RECORD_LENGTH, b, RedoLogDescriptor.PUT, b, 8, crc);
+        log.encode(records, 0, a, RedoLogDescriptor.PUT, new long[] {a}, 7, crc);
+        log.encode(records, RedoLogDescriptor.RECORD_LENGTH, b, RedoLogDescriptor.PUT, new long[] {b}, 8, crc);
         faulty.enabled(true);
         assertThrows(FabricException.class, () -> log.append(a, records, 0, 2));
         assertEquals(1, faulty.injected());
@@ -277,7 +277,7 @@ class RedoLogTest {
         appendRun(b, 2); // LSN 6..7, epoch 2
         // A, slow and not yet fenced, writes its LSN 8 late (epoch 1) after B's records.
         UnsafeBuffer late = new UnsafeBuffer(new byte[RedoLogDescriptor.RECORD_LENGTH]);
-        a.encode(late, 0, 8, RedoLogDescriptor.PUT, 99, 99, crc);
+        a.encode(late, 0, 8, RedoLogDescriptor.PUT, new long[] {99}, 99, crc);
         long slot8 = directorySlot(5) + RedoLogDescriptor.HEADER_LENGTH + 8L * RedoLogDescriptor.RECORD_LENGTH;
         memory.write(slot8, late, 0, RedoLogDescriptor.RECORD_LENGTH);
         List<Entry> entries = replay(open(5));
@@ -287,7 +287,7 @@ class RedoLogTest {
     /** Appends one PUT record with the given LSN (key = lsn) without taking it from the log's counter. */
     private void appendAt(RedoLog log, long lsn) {
         UnsafeBuffer one = new UnsafeBuffer(new byte[RedoLogDescriptor.RECORD_LENGTH]);
-        log.encode(one, 0, lsn, RedoLogDescriptor.PUT, lsn, lsn, crc);
+        log.encode(one, 0, lsn, RedoLogDescriptor.PUT, new long[] {lsn}, lsn, crc);
         log.append(lsn, one, 0, 1);
     }
 
@@ -330,8 +330,8 @@ class RedoLogTest {
         long early = log.assign();
         long late = log.assign();
         UnsafeBuffer records = new UnsafeBuffer(new byte[2 * RedoLogDescriptor.RECORD_LENGTH]);
-        log.encode(records, 0, early, RedoLogDescriptor.PUT, 1, 1, crc);
-        log.encode(records, RedoLogDescriptor.RECORD_LENGTH, late, RedoLogDescriptor.DELETE, 2, 0, crc);
+        log.encode(records, 0, early, RedoLogDescriptor.PUT, new long[] {1}, 1, crc);
+        log.encode(records, RedoLogDescriptor.RECORD_LENGTH, late, RedoLogDescriptor.DELETE, new long[] {2}, 0, crc);
         log.append(late, records, RedoLogDescriptor.RECORD_LENGTH, 1);
         assertEquals(early - 1, log.durableLsn(), "a hole before it");
         CompletableFuture<Void> waiting = CompletableFuture.runAsync(() -> log.awaitDurable(late));

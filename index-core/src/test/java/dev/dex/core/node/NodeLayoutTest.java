@@ -37,24 +37,25 @@ class NodeLayoutTest {
     }
 
     @Test
-    void leafPayloadFitsBetweenHeaderAndBackVersion() {
-        assertEquals(59, LeafNodeDescriptor.CAPACITY);
-        assertEquals(HEADER_LENGTH, LeafNodeDescriptor.KEYS_OFFSET);
-        assertEquals(LeafNodeDescriptor.KEYS_OFFSET + 59 * 8, LeafNodeDescriptor.VALUES_OFFSET);
-        assertEquals(1008, LeafNodeDescriptor.PAYLOAD_END);
-        assertTrue(LeafNodeDescriptor.PAYLOAD_END <= BACK_VERSION_OFFSET);
-        assertTrue((LeafNodeDescriptor.CAPACITY + 1) * 16 + HEADER_LENGTH > BACK_VERSION_OFFSET, "capacity is the largest that fits");
-        assertEquals(0, LeafNodeDescriptor.VALUES_OFFSET % 8);
+    void eightByteLeafPayloadFitsBetweenHeaderAndBackVersion() {
+        KeyFormat eight = KeyFormat.EIGHT;
+        assertEquals(59, eight.leafCapacity());
+        assertEquals(HEADER_LENGTH, eight.leafKeyOffset(0));
+        assertEquals(HEADER_LENGTH + 59 * 8, eight.leafValueOffset(0));
+        assertEquals(1008, eight.leafValueOffset(eight.leafCapacity()), "payload end");
+        assertTrue(eight.leafValueOffset(eight.leafCapacity()) <= BACK_VERSION_OFFSET);
+        assertTrue((eight.leafCapacity() + 1) * 16 + HEADER_LENGTH > BACK_VERSION_OFFSET, "capacity is the largest that fits");
+        assertEquals(0, eight.leafValueOffset(0) % 8);
     }
 
     @Test
-    void innerPayloadFitsBetweenHeaderAndBackVersion() {
-        assertEquals(59, InnerNodeDescriptor.CAPACITY);
-        assertEquals(60, InnerNodeDescriptor.MAX_CHILDREN);
-        assertEquals(HEADER_LENGTH, InnerNodeDescriptor.KEYS_OFFSET);
-        assertEquals(536, InnerNodeDescriptor.CHILDREN_OFFSET);
-        assertEquals(BACK_VERSION_OFFSET, InnerNodeDescriptor.PAYLOAD_END, "an inner node uses every byte");
-        assertEquals(0, InnerNodeDescriptor.CHILDREN_OFFSET % 8);
+    void eightByteInnerPayloadFitsBetweenHeaderAndBackVersion() {
+        KeyFormat eight = KeyFormat.EIGHT;
+        assertEquals(59, eight.innerCapacity());
+        assertEquals(HEADER_LENGTH, eight.innerKeyOffset(0));
+        assertEquals(536, eight.innerChildOffset(0));
+        assertEquals(BACK_VERSION_OFFSET, eight.innerChildOffset(eight.innerCapacity() + 1), "an inner node uses every byte");
+        assertEquals(0, eight.innerChildOffset(0) % 8);
     }
 
     @Test
@@ -75,7 +76,7 @@ class NodeLayoutTest {
 
     @Test
     void descriptorsAreConstantHolders() throws Exception {
-        for (Class<?> type : new Class<?>[] {NodeHeaderDescriptor.class, LeafNodeDescriptor.class, InnerNodeDescriptor.class}) {
+        for (Class<?> type : new Class<?>[] {NodeHeaderDescriptor.class, dev.dex.core.tree.SuperblockDescriptor.class}) {
             assertTrue(Modifier.isFinal(type.getModifiers()), type + " is final");
             for (Field f : type.getDeclaredFields()) {
                 assertTrue(Modifier.isStatic(f.getModifiers()) && Modifier.isFinal(f.getModifiers()), f + " is a constant");
@@ -115,7 +116,7 @@ class NodeLayoutTest {
                 model.put(key, key * 10);
             }
         }
-        assertEquals(LeafNodeDescriptor.CAPACITY, leaf.count());
+        assertEquals(KeyFormat.EIGHT.leafCapacity(), leaf.count());
         for (int i = 0; i < 20; i++) {
             long key = model.keySet().stream().skip(random.nextInt(model.size())).findFirst().orElseThrow();
             leaf.removeEntry(leaf.search(key));
@@ -136,7 +137,7 @@ class NodeLayoutTest {
         NodeView left = new NodeView().wrap(buffer, 0);
         NodeView right = new NodeView().wrap(buffer, NODE_LENGTH);
         left.init(1024, 0, 0, 1000);
-        for (int k = 1; k <= LeafNodeDescriptor.CAPACITY; k++) {
+        for (int k = 1; k <= KeyFormat.EIGHT.leafCapacity(); k++) {
             left.appendEntry(k * 10L, k);
         }
         long separator = left.splitInto(right, 2048);
@@ -161,7 +162,7 @@ class NodeLayoutTest {
         NodeView right = new NodeView().wrap(buffer, NODE_LENGTH);
         left.init(1024, 2, NEG_INFINITY, POS_INFINITY);
         left.child(0, 100_000);
-        for (int k = 1; k <= InnerNodeDescriptor.CAPACITY; k++) {
+        for (int k = 1; k <= KeyFormat.EIGHT.innerCapacity(); k++) {
             left.appendChild(k * 10L, 100_000 + k);
         }
         long separator = left.splitInto(right, 4096);

@@ -48,9 +48,9 @@ class WideKeyNodeTest {
             assertEquals(0, f.highFenceOffset() % 8);
         }
         KeyFormat eight = KeyFormat.EIGHT;
-        assertEquals(LeafNodeDescriptor.KEYS_OFFSET, eight.leafKeyOffset(0));
-        assertEquals(LeafNodeDescriptor.VALUES_OFFSET, eight.leafValueOffset(0));
-        assertEquals(InnerNodeDescriptor.CHILDREN_OFFSET, eight.innerChildOffset(0));
+        assertEquals(NodeHeaderDescriptor.HEADER_LENGTH, eight.leafKeyOffset(0), "the 8-byte layout of indexes formatted before widths");
+        assertEquals(NodeHeaderDescriptor.HEADER_LENGTH + 59 * 8, eight.leafValueOffset(0));
+        assertEquals(536, eight.innerChildOffset(0));
         assertEquals(NodeHeaderDescriptor.HIGH_FENCE_OFFSET, eight.highFenceOffset());
         for (int bad : new int[] {0, 7, 12, 72}) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> KeyFormat.of(bad));

@@ -19,7 +19,7 @@ import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.GlobalAddress;
@@ -39,9 +39,9 @@ class SubtreeExecutorTest {
         for (int i = 0; i < entries; i++) {
             keys[i] = 2L * i + 2;
         }
-        BulkLoader.formatAndLoad(memory, new TreeConfig(1, fill), SortedEntries.of(keys, keys), n -> { });
+        BulkLoader.formatAndLoad(memory, new TreeSettings(1, fill), SortedEntries.of(keys, keys), n -> { });
         // One partition over every key, owned at epoch 0: what a request of a new OffloadRequest names.
-        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, Long.MAX_VALUE, 8);
     }
 
     @AfterEach
@@ -371,9 +371,9 @@ class SubtreeExecutorTest {
     void onlyThePartitionsCurrentOwnerMayOffloadIntoIt() {
         load(20_000, 0.8);
         // Two partitions: keys up to 20,000, owned at epoch 0, and above it, owned at 3 and then taken over at 4.
-        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, 20_000);
-        OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE);
-        OwnershipTable.register(memory, 4, 1, 4, 20_000, Long.MAX_VALUE);
+        OwnershipTable.register(memory, 4, 0, 0, Long.MIN_VALUE, 20_000, 8);
+        OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE, 8);
+        OwnershipTable.register(memory, 4, 1, 4, 20_000, Long.MAX_VALUE, 8);
         NodeView root = node(Superblock.read(memory).root());
         long key = 30_000;
         long levelOne = root.child(root.childIndex(key));
@@ -412,7 +412,7 @@ class SubtreeExecutorTest {
         assertEquals(-1L, tree.get(key));
 
         IllegalStateException superseded = assertThrows(IllegalStateException.class,
-                () -> OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE));
+                () -> OwnershipTable.register(memory, 4, 1, 3, 20_000, Long.MAX_VALUE, 8));
         assertTrue(superseded.getMessage().contains("acquired at epoch 4"), superseded.getMessage());
     }
 
@@ -421,7 +421,7 @@ class SubtreeExecutorTest {
     void aServerWithoutOwnersRefusesEveryOffload() {
         regions = new ExportedRegion[] {fabric.export(0, 32L << 20, 64 << 10)};
         memory = fabric.connect(0);
-        BulkLoader.formatAndLoad(memory, new TreeConfig(1, 0.8), SortedEntries.of(new long[] {2, 4}, new long[] {2, 4}), n -> { });
+        BulkLoader.formatAndLoad(memory, new TreeSettings(1, 0.8), SortedEntries.of(new long[] {2, 4}, new long[] {2, 4}), n -> { });
         OffloadRequest r = new OffloadRequest();
         SubtreeExecutor executor = executorFor(Superblock.read(memory).root());
         r.read(2, Superblock.read(memory).root());

@@ -36,21 +36,21 @@ class OwnershipTableTest {
 
     @Test
     void epochsOnlyRiseOnEveryServer() {
-        OwnershipTable.register(memory, 8, 3, 5, 100, 200);
+        OwnershipTable.register(memory, 8, 3, 5, 100, 200, 8);
         assertNull(refusal(0, 3, 5, 150));
         assertNull(refusal(1, 3, 5, 200));
         assertEquals("key 201 lies outside partition 3 (100, 200]", refusal(1, 3, 5, 201));
-        IllegalStateException older = assertThrows(IllegalStateException.class, () -> OwnershipTable.register(memory, 8, 3, 4, 100, 200));
+        IllegalStateException older = assertThrows(IllegalStateException.class, () -> OwnershipTable.register(memory, 8, 3, 4, 100, 200, 8));
         assertEquals("partition 3 was acquired at epoch 5 after this compute node took epoch 4 (memory server 0)", older.getMessage());
-        OwnershipTable.register(memory, 8, 3, 6, 100, 200);
+        OwnershipTable.register(memory, 8, 3, 6, 100, 200, 8);
         assertEquals("partition 3 is owned at epoch 6, not 5", refusal(1, 3, 5, 150));
     }
 
     /** Compute nodes started without the redo log after a logged run: their epoch-0 acquires must not fail forever. */
     @Test
     void withoutTheRedoLogEpochZeroIsTakenWhateverWasThere() {
-        OwnershipTable.register(memory, 8, 3, 7, 100, 200);
-        OwnershipTable.register(memory, 8, 3, 0, 100, 200);
+        OwnershipTable.register(memory, 8, 3, 7, 100, 200, 8);
+        OwnershipTable.register(memory, 8, 3, 0, 100, 200, 8);
         assertNull(refusal(0, 3, 0, 150));
         assertNull(refusal(1, 3, 0, 150));
         assertEquals("partition 3 is owned at epoch 0, not 7", refusal(1, 3, 7, 150));
@@ -62,14 +62,14 @@ class OwnershipTableTest {
      */
     @Test
     void aTableOfAnotherTreeIsReplaced() {
-        OwnershipTable.register(memory, 8, 3, 9, 100, 200);
+        OwnershipTable.register(memory, 8, 3, 9, 100, 200, 8);
         long oldTable = regions[1].region().getLongVolatile(OwnershipTable.TABLE_POINTER_OFFSET);
         UnsafeBuffer word = new UnsafeBuffer(new byte[Long.BYTES]);
         word.putLong(0, 0x5EED_0001L);
         memory.write(GlobalAddress.of(0, RegionHeaderDescriptor.INCARNATION_OFFSET), word, 0, Long.BYTES); // server 0 anew
         memory.write(GlobalAddress.of(0, OwnershipTable.TABLE_POINTER_OFFSET), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
 
-        OwnershipTable.register(memory, 8, 3, 1, 100, 200);
+        OwnershipTable.register(memory, 8, 3, 1, 100, 200, 8);
         assertNull(refusal(1, 3, 1, 150), "the new tree's owner offloads on the server that kept its region");
         assertEquals("partition 3 is owned at epoch 1, not 9", refusal(1, 3, 9, 150));
         assertEquals(false, oldTable == regions[1].region().getLongVolatile(OwnershipTable.TABLE_POINTER_OFFSET),
@@ -83,7 +83,7 @@ class OwnershipTableTest {
      */
     @Test
     void aTableIsSizedForTheTreesPartitions() {
-        OwnershipTable.register(memory, 8, 7, 0, 100, 200);
+        OwnershipTable.register(memory, 8, 7, 0, 100, 200, 8);
         assertNull(refusal(0, 7, 0, 150));
         assertEquals("partition 8 does not exist", refusal(0, 8, 0, 150));
         long table = GlobalAddress.offset(regions[1].region().getLongVolatile(OwnershipTable.TABLE_POINTER_OFFSET));

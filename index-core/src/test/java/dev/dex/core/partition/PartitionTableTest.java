@@ -12,8 +12,7 @@ import org.junit.jupiter.api.Test;
 
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -79,14 +78,14 @@ class PartitionTableTest {
             for (int i = 0; i < n; i++) {
                 keys[i] = 3L * i + 1;
             }
-            BulkLoader.formatAndLoad(memory, TreeConfig.defaults().withSubtreeLevel(1), SortedEntries.of(keys, keys), x -> { });
-            IllegalStateException none = assertThrows(IllegalStateException.class, () -> Superblock.readPartitions(memory));
+            BulkLoader.formatAndLoad(memory, TreeSettings.defaults().withSubtreeLevel(1), SortedEntries.of(keys, keys), x -> { });
+            IllegalStateException none = assertThrows(IllegalStateException.class, () -> PartitionTable.load(memory));
             assertTrue(none.getMessage().contains("no partition table"), none.getMessage());
 
             PartitionTable table = Partitioning.fromLeafFences(memory, 16);
             assertEquals(16, table.count());
-            Superblock.writePartitions(memory, table);
-            assertEquals(table, Superblock.readPartitions(memory));
+            PartitionTable.store(memory, table);
+            assertEquals(table, PartitionTable.load(memory));
 
             List<long[]> leafRanges = new ArrayList<>();
             long[] previous = {Long.MIN_VALUE};
@@ -120,7 +119,7 @@ class PartitionTableTest {
                 words[0] = n < 1000 ? Long.MIN_VALUE : Long.MIN_VALUE + 1 + (n - 1000) / 40;
                 words[1] = n;
             });
-            BulkLoader.formatAndLoad(memory, TreeConfig.defaults().withKeyBytes(16), entries, x -> { });
+            BulkLoader.formatAndLoad(memory, TreeSettings.defaults().withKeyBytes(16), entries, x -> { });
             PartitionTable table = Partitioning.fromLeafFences(memory, 4);
             assertEquals(4, table.count());
             long previous = Long.MIN_VALUE;
@@ -141,7 +140,7 @@ class PartitionTableTest {
             for (int i = 0; i < keys.length; i++) {
                 keys[i] = i + 1;
             }
-            BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, keys), x -> { });
+            BulkLoader.formatAndLoad(memory, TreeSettings.defaults(), SortedEntries.of(keys, keys), x -> { });
             assertEquals(3, Partitioning.fromLeafFences(memory, 3).count(), "100 keys at 47 per leaf make 3 leaves");
             IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class,
                     () -> Partitioning.fromLeafFences(memory, 4));

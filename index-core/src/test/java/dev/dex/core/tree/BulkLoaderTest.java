@@ -12,9 +12,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-import dev.dex.core.node.InnerNodeDescriptor;
-import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.core.node.KeyFormat;
 
 class BulkLoaderTest {
 
@@ -36,11 +35,11 @@ class BulkLoaderTest {
             }
             List<Long> progress = new ArrayList<>();
             BulkLoader.Result result = BulkLoader.formatAndLoad(memory,
-                    new TreeConfig(subtreeLevel, fill), SortedEntries.of(keys, values), progress::add);
+                    new TreeSettings(subtreeLevel, fill), SortedEntries.of(keys, values), progress::add);
 
             assertEquals(entries, result.entries());
             assertEquals(entries, (long) progress.get(progress.size() - 1), "progress ends at the entry count");
-            int leafFill = Math.max(1, (int) Math.floor(LeafNodeDescriptor.CAPACITY * fill));
+            int leafFill = Math.max(1, (int) Math.floor(KeyFormat.EIGHT.leafCapacity() * fill));
             assertEquals((entries + leafFill - 1) / leafFill, result.leaves());
 
             long[] index = {0};
@@ -52,7 +51,7 @@ class BulkLoaderTest {
             assertEquals(entries, index[0]);
             assertEquals(result.height(), report.height());
             assertEquals(result.leaves(), report.nodesPerLevel()[0]);
-            int fanOut = Math.max(2, (int) Math.floor(InnerNodeDescriptor.MAX_CHILDREN * fill));
+            int fanOut = Math.max(2, (int) Math.floor((KeyFormat.EIGHT.innerCapacity() + 1) * fill));
             long levelMSubtrees = report.height() > subtreeLevel ? report.nodesPerLevel()[subtreeLevel] : 1;
             int expectedServers = (int) Math.min(servers, levelMSubtrees);
             assertEquals(expectedServers, report.nodesPerServer().size(),
@@ -72,7 +71,7 @@ class BulkLoaderTest {
     void emptyInputLeavesAnEmptyTree() {
         try (TestPools pools = new TestPools(1, 4)) {
             RemoteMemory memory = pools.connect();
-            BulkLoader.Result result = BulkLoader.formatAndLoad(memory, TreeConfig.defaults(),
+            BulkLoader.Result result = BulkLoader.formatAndLoad(memory, TreeSettings.defaults(),
                     SortedEntries.of(new long[0], new long[0]), n -> { });
             assertEquals(0, result.entries());
             assertEquals(0, TreeValidator.validate(memory).entries());
@@ -87,7 +86,7 @@ class BulkLoaderTest {
         for (int i = 0; i < bad.length; i++) {
             try (TestPools pools = new TestPools(1, 4)) {
                 RemoteMemory memory = pools.connect();
-                Superblock.format(memory, TreeConfig.defaults());
+                Superblock.format(memory, TreeSettings.defaults());
                 long[] keys = bad[i];
                 IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                         () -> BulkLoader.load(memory, 0.8, SortedEntries.of(keys, new long[keys.length]), n -> { }));
@@ -101,7 +100,7 @@ class BulkLoaderTest {
     void refusesToLoadIntoATreeThatHoldsData() {
         try (TestPools pools = new TestPools(1, 4)) {
             RemoteMemory memory = pools.connect();
-            Superblock.format(memory, TreeConfig.defaults());
+            Superblock.format(memory, TreeSettings.defaults());
             BaselineTree.open(memory).newSession().insert(5, 6);
             assertThrows(IllegalStateException.class,
                     () -> BulkLoader.load(memory, 0.8, SortedEntries.of(new long[] {1}, new long[] {1}), n -> { }));
@@ -114,9 +113,9 @@ class BulkLoaderTest {
             RemoteMemory memory = pools.connect();
             IllegalStateException missing = assertThrows(IllegalStateException.class, () -> BaselineTree.open(memory));
             assertTrue(missing.getMessage().contains("holds no tree"), missing.getMessage());
-            Superblock.format(memory, TreeConfig.defaults());
+            Superblock.format(memory, TreeSettings.defaults());
             IllegalStateException twice = assertThrows(IllegalStateException.class,
-                    () -> Superblock.format(memory, TreeConfig.defaults()));
+                    () -> Superblock.format(memory, TreeSettings.defaults()));
             assertTrue(twice.getMessage().contains("already holds a tree"), twice.getMessage());
         }
     }
@@ -125,7 +124,7 @@ class BulkLoaderTest {
     void treeGrowsUntilTheRegionIsFullThenReportsIt() {
         try (TestPools pools = new TestPools(1, 1)) {
             RemoteMemory memory = pools.connect();
-            Superblock.format(memory, TreeConfig.defaults());
+            Superblock.format(memory, TreeSettings.defaults());
             BaselineTree.Session session = BaselineTree.open(memory).newSession();
             dev.dex.rdma.MemoryFullException full = assertThrows(dev.dex.rdma.MemoryFullException.class, () -> {
                 for (long k = 1; ; k++) {

@@ -33,7 +33,7 @@ class LockTakeoverRollForwardTest {
     LockTakeoverRollForwardTest() {
         fabric.export(0, 16L << 20, 4096);
         memory = fabric.connect(0);
-        Superblock.format(memory, new TreeConfig(1, TreeConfig.DEFAULT_BULK_FILL_FACTOR));
+        Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
         allocator = new NodeAllocator(memory, 1);
     }
 

@@ -16,7 +16,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 import dev.dex.rdma.RemoteMemory;
 
 /**
@@ -49,7 +49,7 @@ class TreeModelTest {
         WideKeys wide = new WideKeys(keyBytes);
         try (TestPools pools = new TestPools(servers, 64)) {
             RemoteMemory memory = pools.connect();
-            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
+            TreeSettings config = TreeSettings.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
             if (bulk > 0) {
                 long[] keys = random.longs(bulk * 2L, -range, range).distinct().limit(bulk).sorted().toArray();
                 long[] values = new long[keys.length];

@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-import dev.dex.core.key.WideKeys;
+import dev.dex.core.node.WideKeys;
 import dev.dex.rdma.RemoteMemory;
 
 /**
@@ -45,7 +45,7 @@ class TreeStressTest {
         WideKeys wide = new WideKeys(keyBytes);
         try (TestPools pools = new TestPools(servers, 64, latencyNs)) {
             RemoteMemory admin = pools.connect();
-            TreeConfig config = TreeConfig.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
+            TreeSettings config = TreeSettings.defaults().withSubtreeLevel(subtreeLevel).withKeyBytes(keyBytes);
             List<Map<Long, Long>> models = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
                 models.add(new HashMap<>());

@@ -7,10 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
 
-import dev.dex.core.node.InnerNodeDescriptor;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.core.node.KeyFormat;
 
 /** The validator's count of nodes left locked, on a sound tree and on a damaged one. */
 class TreeValidatorTest {
@@ -23,7 +23,7 @@ class TreeValidatorTest {
             keys[i] = 10L * (i + 1);
             values[i] = keys[i] + 1;
         }
-        BulkLoader.formatAndLoad(memory, TreeConfig.defaults(), SortedEntries.of(keys, values), n -> { });
+        BulkLoader.formatAndLoad(memory, TreeSettings.defaults(), SortedEntries.of(keys, values), n -> { });
     }
 
     private static NodeView node(RemoteMemory memory, long address) {
@@ -62,7 +62,7 @@ class TreeValidatorTest {
             memory.compareAndSwap(leaf + NodeHeaderDescriptor.LOCK_WORD_OFFSET, 0, 5);
             // The second inner node's first child now points back at the root, one level too high: a cycle.
             long secondInner = node(memory, root).child(1);
-            int childSlot = InnerNodeDescriptor.childOffset(0);
+            int childSlot = KeyFormat.EIGHT.innerChildOffset(0);
             UnsafeBuffer pointer = new UnsafeBuffer(new byte[Long.BYTES]);
             pointer.putLong(0, root, java.nio.ByteOrder.LITTLE_ENDIAN);
             memory.write(secondInner + childSlot, pointer, 0, Long.BYTES);

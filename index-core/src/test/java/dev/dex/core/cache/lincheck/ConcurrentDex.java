@@ -18,7 +18,7 @@ import org.jetbrains.lincheck.datastructures.Validate;
 
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.CacheValidator;
-import dev.dex.core.cache.DexConfig;
+import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.cache.DexSession;
 import dev.dex.core.cache.FrameHeaderDescriptor;
@@ -31,6 +31,7 @@ import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
+import dev.dex.core.partition.PartitionTable;
 
 /**
  * Lincheck's view of two DEX engines: a fresh pool of two memory servers per invocation, bulk loaded with
@@ -80,7 +81,7 @@ public abstract class ConcurrentDex {
     private final AtomicLong offloadsWhileOverlapping = new AtomicLong();
 
     /** Engines that never offload. */
-    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, DexConfig... configs) {
+    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, DexEngineSettings... configs) {
         this(layout, statistics, 0, configs);
     }
 
@@ -88,7 +89,7 @@ public abstract class ConcurrentDex {
      * @param memoryThreads memory-side offload threads per memory server; 0 for engines without an offload
      *                      channel
      */
-    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, int memoryThreads, DexConfig... configs) {
+    ConcurrentDex(PartitionedKeyLayout layout, RunStatistics statistics, int memoryThreads, DexEngineSettings... configs) {
         if (configs.length != PartitionedKeyLayout.ENGINES) {
             throw new IllegalArgumentException(configs.length + " configurations for " + PartitionedKeyLayout.ENGINES + " engines");
         }
@@ -105,12 +106,12 @@ public abstract class ConcurrentDex {
             regions.add(fabric.export(i, regionLength(layout), CHUNK_LENGTH));
         }
         observer = fabric.connect(servers);
-        BulkLoader.Result loaded = BulkLoader.formatAndLoad(observer, layout.treeConfig(), layout.entries(), n -> { });
+        BulkLoader.Result loaded = BulkLoader.formatAndLoad(observer, layout.treeSettings(), layout.entries(), n -> { });
         if (loaded.height() != layout.height() || loaded.leaves() != layout.nodesPerLevel()[0]) {
             throw new IllegalStateException("bulk load built " + loaded + ", the layout expects "
                     + Arrays.toString(layout.nodesPerLevel()) + " nodes per level");
         }
-        Superblock.writePartitions(observer, layout.partitions());
+        PartitionTable.store(observer, layout.partitions());
         localChannel = memoryThreads == 0 ? null
                 : new LocalOffloadChannel(regions, memoryThreads, LocalOffloadChannel.DEFAULT_QUEUE_CAPACITY, 0);
         channel = localChannel == null ? null : new CountingOffloadChannel(localChannel);
@@ -137,21 +138,21 @@ public abstract class ConcurrentDex {
     }
 
     /** A cache of {@code frames} frames. */
-    static DexConfig dex(int frames, double leafAdmission) {
-        return new DexConfig("dex", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
+    static DexEngineSettings dex(int frames, double leafAdmission) {
+        return new DexEngineSettings("dex", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
     }
 
     /** The DEX cache of {@code frames} frames, offloading as {@code mode} says: {@code dex} or {@code offload-only}. */
-    static DexConfig withCache(String mode, int frames, double leafAdmission) {
-        return new DexConfig(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
+    static DexEngineSettings withCache(String mode, int frames, double leafAdmission) {
+        return new DexEngineSettings(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, leafAdmission);
     }
 
-    static DexConfig sherman(int frames) {
-        return new DexConfig("sherman", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, 0);
+    static DexEngineSettings sherman(int frames) {
+        return new DexEngineSettings("sherman", (long) frames * FrameHeaderDescriptor.FRAME_LENGTH, COOLING_RATIO, 0);
     }
 
-    static DexConfig partitioned() {
-        return new DexConfig("partitioned", 0, COOLING_RATIO, 0);
+    static DexEngineSettings partitioned() {
+        return new DexEngineSettings("partitioned", 0, COOLING_RATIO, 0);
     }
 
     @Operation

@@ -11,11 +11,10 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.Function;
 
-import dev.dex.core.node.InnerNodeDescriptor;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 
 /**
  * Where the six test keys, the static background keys and the partition bounds lie in a bulk-loaded tree
@@ -33,7 +32,7 @@ import dev.dex.core.tree.TreeConfig;
  * in one leaf and one partition: the only scans the engine promises to be atomic.
  *
  * <p>A full inner node keeps separators 0..28 when it splits and moves up the high fence of its child
- * {@code InnerNodeDescriptor.CAPACITY / 2}: a partition bound placed there makes both halves owned.
+ * {@code KeyFormat.EIGHT.innerCapacity() / 2}: a partition bound placed there makes both halves owned.
  *
  * <p>Background keys are multiples of {@link #KEY_SPACING} with value {@code -key}; no operation under
  * test touches them. Test keys 2, 4 and 6 are loaded with {@link #initialValue}.
@@ -53,7 +52,7 @@ final class PartitionedKeyLayout {
     private static final Set<Integer> INITIALLY_PRESENT = Set.of(2, 4, 6);
 
     /**
-     * One full inner root over {@link InnerNodeDescriptor#MAX_CHILDREN} full leaves, so the first insert or
+     * One full inner root over {@code KeyFormat.EIGHT.innerCapacity() + 1} full leaves, so the first insert or
      * put also splits the root. M = 0: leaves stay with the sibling they split from, inner nodes go round
      * robin over the memory servers.
      *
@@ -90,7 +89,7 @@ final class PartitionedKeyLayout {
     }
 
     /**
-     * A root over three full level-1 nodes A, B and S, each over {@link InnerNodeDescriptor#MAX_CHILDREN}
+     * A root over three full level-1 nodes A, B and S, each over {@code KeyFormat.EIGHT.innerCapacity() + 1}
      * full leaves, with M = 1: each level-1 subtree lies on one memory server, so a miss on an owned
      * level-1 node under the cached root may be offloaded. The root spans every partition (shared); it has
      * room for the separators the level-1 splits move up, so it never splits.
@@ -137,7 +136,7 @@ final class PartitionedKeyLayout {
     /** The words after the first of every key: "-key-pad" as a key word. */
     static final long FILLER = 0x2d6b_6579_2d70_6164L ^ Long.MIN_VALUE;
 
-    private final TreeConfig treeConfig;
+    private final TreeSettings treeSettings;
     private final long[] nodesPerLevel;
     /** The engine holding each partition. */
     private final int[] engineOfPartition;
@@ -162,7 +161,7 @@ final class PartitionedKeyLayout {
             throw new IllegalStateException("leaf capacity " + capacity + " does not fit this layout");
         }
         int fanOut = format.innerCapacity() + 1;
-        this.treeConfig = new TreeConfig(subtreeLevel, 1.0).withKeyBytes(format.bytes());
+        this.treeSettings = new TreeSettings(subtreeLevel, 1.0).withKeyBytes(format.bytes());
         this.engineOfPartition = engineOfPartition;
         this.leafHighFences = new long[leaves];
         List<Long> perLevel = new ArrayList<>();
@@ -223,8 +222,8 @@ final class PartitionedKeyLayout {
     }
 
     /** M and the fill factor of the bulk load. */
-    TreeConfig treeConfig() {
-        return treeConfig;
+    TreeSettings treeSettings() {
+        return treeSettings;
     }
 
     /** Nodes per level (0 = leaves) of the bulk-loaded tree. */

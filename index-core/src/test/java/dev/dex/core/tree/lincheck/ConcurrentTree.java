@@ -18,7 +18,7 @@ import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.BaselineTree;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.local.LocalFabric;
@@ -44,7 +44,7 @@ public abstract class ConcurrentTree {
     private static final long REGION_LENGTH = 256 << 10;
     private static final int CHUNK_LENGTH = 16 << 10;
     /** M = 0: leaves stay with the sibling they split from, inner nodes go round robin over both servers. */
-    private static final TreeConfig CONFIG = new TreeConfig(0, 1.0);
+    private static final TreeSettings CONFIG = new TreeSettings(0, 1.0);
 
     private final KeyLayout layout;
     private final RunStatistics statistics;

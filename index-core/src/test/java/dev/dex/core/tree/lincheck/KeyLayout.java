@@ -10,15 +10,14 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
-import dev.dex.core.node.InnerNodeDescriptor;
-import dev.dex.core.node.LeafNodeDescriptor;
 import dev.dex.core.tree.SortedEntries;
+import dev.dex.core.node.KeyFormat;
 
 /**
  * Where the six test keys and the static background keys lie in a bulk-loaded tree whose nodes are all
  * full (fill factor 1.0), so that the first insert of an absent test key splits nodes.
  *
- * <p>Every leaf holds exactly {@link LeafNodeDescriptor#CAPACITY} entries. A leaf with a group of test
+ * <p>Every leaf holds exactly {@code KeyFormat.EIGHT.leafCapacity()} entries. A leaf with a group of test
  * keys holds {@link #BACKGROUND_BEFORE_GROUP} background keys, then the group (consecutive keys, some
  * loaded, some absent), then background keys up to its capacity. Two consequences the checks rely on:
  * <ul>
@@ -51,7 +50,7 @@ final class KeyLayout {
      * split, so an instance whose cached root went stale meets both outcomes: a root that still covers
      * its key and one that does not.
      */
-    static final KeyLayout FULL_INNER_ROOT = new KeyLayout(InnerNodeDescriptor.MAX_CHILDREN,
+    static final KeyLayout FULL_INNER_ROOT = new KeyLayout((KeyFormat.EIGHT.innerCapacity() + 1),
             Map.of(10, new int[] {1, 2, 3}, 45, new int[] {4, 5, 6}), Set.of(2, 4, 6));
 
     /**
@@ -59,7 +58,7 @@ final class KeyLayout {
      * single leaf). The first insert or put splits the full inner node under the root, then the leaf;
      * the root never splits.
      */
-    static final KeyLayout FULL_INNER_BELOW_ROOT = new KeyLayout(InnerNodeDescriptor.MAX_CHILDREN + 1,
+    static final KeyLayout FULL_INNER_BELOW_ROOT = new KeyLayout((KeyFormat.EIGHT.innerCapacity() + 1) + 1,
             Map.of(10, new int[] {1, 2, 3}, 45, new int[] {4, 5, 6}), Set.of(2, 4, 6));
 
     private final long[] nodesPerLevel;
@@ -69,9 +68,9 @@ final class KeyLayout {
     private final Set<Integer> initiallyPresent;
 
     private KeyLayout(int leaves, Map<Integer, int[]> groupsByLeaf, Set<Integer> initiallyPresent) {
-        if (BACKGROUND_BEFORE_GROUP <= LeafNodeDescriptor.CAPACITY / 2
-                || BACKGROUND_BEFORE_GROUP + TEST_KEYS + SCAN_LENGTH > LeafNodeDescriptor.CAPACITY) {
-            throw new IllegalStateException("leaf capacity " + LeafNodeDescriptor.CAPACITY + " does not fit this layout");
+        if (BACKGROUND_BEFORE_GROUP <= KeyFormat.EIGHT.leafCapacity() / 2
+                || BACKGROUND_BEFORE_GROUP + TEST_KEYS + SCAN_LENGTH > KeyFormat.EIGHT.leafCapacity()) {
+            throw new IllegalStateException("leaf capacity " + KeyFormat.EIGHT.leafCapacity() + " does not fit this layout");
         }
         this.nodesPerLevel = nodesPerLevel(leaves);
         this.initiallyPresent = Set.copyOf(initiallyPresent);
@@ -92,7 +91,7 @@ final class KeyLayout {
                     }
                 }
             }
-            for (; inLeaf < LeafNodeDescriptor.CAPACITY; inLeaf++, next += KEY_SPACING) {
+            for (; inLeaf < KeyFormat.EIGHT.leafCapacity(); inLeaf++, next += KEY_SPACING) {
                 addBackground(next);
             }
         }
@@ -105,7 +104,7 @@ final class KeyLayout {
 
     private static long[] nodesPerLevel(long leaves) {
         List<Long> counts = new ArrayList<>();
-        for (long nodes = leaves; ; nodes = (nodes + InnerNodeDescriptor.MAX_CHILDREN - 1) / InnerNodeDescriptor.MAX_CHILDREN) {
+        for (long nodes = leaves; ; nodes = (nodes + (KeyFormat.EIGHT.innerCapacity() + 1) - 1) / (KeyFormat.EIGHT.innerCapacity() + 1)) {
             counts.add(nodes);
             if (nodes == 1) {
                 return counts.stream().mapToLong(Long::longValue).toArray();

@@ -2,7 +2,7 @@ package dev.dex.core.tree.lincheck;
 
 import java.util.concurrent.atomic.LongAdder;
 
-import dev.dex.core.tree.TreeConfig;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.core.tree.TreeValidator;
 
 /**
@@ -12,7 +12,7 @@ import dev.dex.core.tree.TreeValidator;
 final class RunStatistics {
     private final LongAdder validations = new LongAdder();
     private final LongAdder rootSplits = new LongAdder();
-    private final LongAdder[] grownLevels = new LongAdder[TreeConfig.MAX_HEIGHT];
+    private final LongAdder[] grownLevels = new LongAdder[TreeSettings.MAX_HEIGHT];
     private final LongAdder splitsWhileOverlapping = new LongAdder();
 
     RunStatistics() {

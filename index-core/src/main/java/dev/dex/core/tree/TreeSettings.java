@@ -10,18 +10,18 @@ import dev.dex.core.node.KeyFormat;
  * @param bulkFillFactor fraction of each node that bulk load fills, leaving room for inserts (default 0.8)
  * @param keyFormat      the width of the index's keys (default 8 bytes), stored in the superblock
  */
-public record TreeConfig(int subtreeLevel, double bulkFillFactor, KeyFormat keyFormat) {
+public record TreeSettings(int subtreeLevel, double bulkFillFactor, KeyFormat keyFormat) {
     public static final int DEFAULT_SUBTREE_LEVEL = 3;
     public static final double DEFAULT_BULK_FILL_FACTOR = 0.8;
     /** Deepest tree a session can walk; with at least 30 children per inner node, far beyond any region. */
     public static final int MAX_HEIGHT = 16;
 
     /** A tree of 8-byte keys. */
-    public TreeConfig(int subtreeLevel, double bulkFillFactor) {
+    public TreeSettings(int subtreeLevel, double bulkFillFactor) {
         this(subtreeLevel, bulkFillFactor, KeyFormat.EIGHT);
     }
 
-    public TreeConfig {
+    public TreeSettings {
         java.util.Objects.requireNonNull(keyFormat, "keyFormat");
         if (subtreeLevel < 0 || subtreeLevel >= MAX_HEIGHT) {
             throw new IllegalArgumentException("subtree level M must be in [0, " + (MAX_HEIGHT - 1) + "]: " + subtreeLevel);
@@ -31,20 +31,16 @@ public record TreeConfig(int subtreeLevel, double bulkFillFactor, KeyFormat keyF
         }
     }
 
-    public static TreeConfig defaults() {
-        return new TreeConfig(DEFAULT_SUBTREE_LEVEL, DEFAULT_BULK_FILL_FACTOR);
+    public static TreeSettings defaults() {
+        return new TreeSettings(DEFAULT_SUBTREE_LEVEL, DEFAULT_BULK_FILL_FACTOR);
     }
 
-    public TreeConfig withSubtreeLevel(int level) {
-        return new TreeConfig(level, bulkFillFactor, keyFormat);
-    }
-
-    public TreeConfig withBulkFillFactor(double fill) {
-        return new TreeConfig(subtreeLevel, fill, keyFormat);
+    public TreeSettings withSubtreeLevel(int level) {
+        return new TreeSettings(level, bulkFillFactor, keyFormat);
     }
 
     /** The same settings for keys {@code bytes} wide ({@link KeyFormat#of}). */
-    public TreeConfig withKeyBytes(int bytes) {
-        return new TreeConfig(subtreeLevel, bulkFillFactor, KeyFormat.of(bytes));
+    public TreeSettings withKeyBytes(int bytes) {
+        return new TreeSettings(subtreeLevel, bulkFillFactor, KeyFormat.of(bytes));
     }
 }

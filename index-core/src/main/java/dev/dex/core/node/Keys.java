@@ -1,4 +1,4 @@
-package dev.dex.core.key;
+package dev.dex.core.node;
 
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
@@ -7,44 +7,39 @@ import java.util.Arrays;
 import java.util.HexFormat;
 
 /**
- * Keys as byte strings: how {@code byte[]}, {@code String} and {@code long} keys become the index's keys and back.
+ * Keys as byte strings: how {@code byte[]}, {@code String} and {@code long} keys become the index's keys and back,
+ * and how people type and read them.
  *
- * <p>The index orders keys as unsigned bytes (memcmp order), padded with zero bytes to the key width, which is
- * {@link #WIDTH} (8) bytes. Inside the engine such a key is one {@code long}: its eight bytes read big-endian,
- * with the sign bit flipped, so that comparing the longs as signed numbers compares the bytes as unsigned ones.
- * A {@code long} key is the same long: {@link #ofLong} gives the bytes whose engine key is that long, so an index
- * may be used with longs, with byte strings, or both, and the two orders agree.
+ * <p>The index orders keys as unsigned bytes (memcmp order), padded with zero bytes to the key width the index
+ * was formatted with; {@link KeyFormat} turns a byte string into the engine's words for any width and is the
+ * one place that checks a key. The methods with a {@code long} engine key here are those of 8-byte keys, the
+ * width whose engine key is one word: its eight bytes read big-endian with the sign bit flipped, so that
+ * comparing the longs as signed numbers compares the bytes as unsigned ones. A {@code long} key is the same
+ * long: {@link #ofLong} gives the bytes whose engine key is that long, so an index may be used with longs, with
+ * byte strings, or both, and the two orders agree.
  *
  * <p>Two consequences of the padding: trailing zero bytes are not part of a key ({@code "ab"} and
  * {@code "ab\0"} are the same key; {@link #bytes} returns the key without them), and the empty key (all zero
- * bytes, the long {@link Long#MIN_VALUE}) is reserved, as it always was. A key longer than the width is refused
- * with {@link IllegalArgumentException}, never cut.
+ * bytes, the long {@link Long#MIN_VALUE}) is reserved. A key longer than the width is refused with
+ * {@link IllegalArgumentException}, never cut.
  *
  * <p>Stateless; thread-safe.
  */
 public final class Keys {
-    /** The width of the index's keys in bytes. */
-    public static final int WIDTH = Long.BYTES;
-
     private static final HexFormat HEX = HexFormat.of();
 
     private Keys() {
     }
 
-    /** The engine key of the byte string {@code key}: at most {@link #WIDTH} bytes, not all zero. */
+    /**
+     * The engine key of the byte string {@code key} in an index of 8-byte keys.
+     *
+     * @throws IllegalArgumentException as {@link KeyFormat#toWords} does: longer than 8 bytes, or empty
+     */
     public static long engineKey(byte[] key) {
-        if (key.length > WIDTH) {
-            throw new IllegalArgumentException("key " + format(key) + " is " + key.length + " bytes; this index's keys are at most "
-                    + WIDTH + " bytes");
-        }
-        long word = 0;
-        for (int i = 0; i < WIDTH; i++) {
-            word = (word << 8) | (i < key.length ? key[i] & 0xFF : 0);
-        }
-        if (word == 0) {
-            throw new IllegalArgumentException("the empty key (all zero bytes) is reserved");
-        }
-        return word ^ Long.MIN_VALUE;
+        long[] word = new long[1];
+        KeyFormat.EIGHT.toWords(key, word);
+        return word[0];
     }
 
     /** The engine key of the UTF-8 bytes of {@code key}. */
@@ -52,21 +47,12 @@ public final class Keys {
         return engineKey(key.getBytes(StandardCharsets.UTF_8));
     }
 
-    /** The byte string of an engine key, without trailing zero bytes. */
+    /** The byte string of an 8-byte key's engine key, without trailing zero bytes. */
     public static byte[] bytes(long engineKey) {
-        long word = engineKey ^ Long.MIN_VALUE;
-        int length = WIDTH - Long.numberOfTrailingZeros(word) / 8;
-        if (word == 0) {
-            length = 0;
-        }
-        byte[] key = new byte[length];
-        for (int i = 0; i < length; i++) {
-            key[i] = (byte) (word >>> (8 * (WIDTH - 1 - i)));
-        }
-        return key;
+        return KeyFormat.EIGHT.toBytes(new long[] {engineKey}, 0);
     }
 
-    /** The {@link #WIDTH} bytes whose engine key is {@code key}: big-endian, sign bit flipped. */
+    /** The eight bytes whose engine key is {@code key}: big-endian, sign bit flipped. */
     public static byte[] ofLong(long key) {
         byte[] bytes = new byte[Long.BYTES];
         long word = key ^ Long.MIN_VALUE;

@@ -1,4 +1,4 @@
-package dev.dex.core.key;
+package dev.dex.core.node;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -84,7 +84,7 @@ class KeysTest {
     }
 
     private static byte[] randomKey(SplittableRandom random) {
-        byte[] key = new byte[1 + random.nextInt(Keys.WIDTH)];
+        byte[] key = new byte[1 + random.nextInt(8)];
         for (int i = 0; i < key.length; i++) {
             // Few distinct byte values, so that common prefixes and equal keys are frequent.
             key[i] = (byte) new int[] {0, 1, 0x41, 0x7f, 0x80, 0xff}[random.nextInt(6)];

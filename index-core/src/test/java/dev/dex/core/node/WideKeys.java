@@ -1,4 +1,4 @@
-package dev.dex.core.key;
+package dev.dex.core.node;
 
 import dev.dex.core.engine.IndexSession;
 

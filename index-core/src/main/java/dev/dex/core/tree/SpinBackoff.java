@@ -1,10 +1,10 @@
 package dev.dex.core.tree;
 
 /** Bounded exponential backoff for optimistic retries: spin first, then yield the core. */
-final class Backoff {
+final class SpinBackoff {
     private static final int SPIN_ROUNDS = 6;
 
-    private Backoff() {
+    private SpinBackoff() {
     }
 
     /** Pauses for about 2^attempt spin-waits, or yields once {@code attempt} is past the spin rounds. */

@@ -12,11 +12,11 @@ import dev.dex.core.offload.OffloadSettings;
  * @param offload       offloading policy and cost-model parameters; offloading also needs an
  *                      {@code OffloadChannel} when the engine is opened
  */
-public record DexConfig(EngineMode mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
+public record DexEngineSettings(EngineMode mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
     public static final double DEFAULT_COOLING_RATIO = 0.1;
     public static final double DEFAULT_LEAF_ADMISSION = 0.1;
 
-    public DexConfig {
+    public DexEngineSettings {
         if (mode == null) {
             throw new IllegalArgumentException("engine mode must be one of " + EngineMode.labels() + ": null");
         }
@@ -43,47 +43,47 @@ public record DexConfig(EngineMode mode, long cacheBytes, double coolingRatio, d
     }
 
     /** Settings of the mode labelled {@code mode} ({@link EngineMode#of}). */
-    public DexConfig(String mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
+    public DexEngineSettings(String mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
         this(EngineMode.of(mode), cacheBytes, coolingRatio, leafAdmission, offload);
     }
 
     /** Settings with the mode's default offloading. */
-    public DexConfig(String mode, long cacheBytes, double coolingRatio, double leafAdmission) {
+    public DexEngineSettings(String mode, long cacheBytes, double coolingRatio, double leafAdmission) {
         this(mode, cacheBytes, coolingRatio, leafAdmission, null);
     }
 
-    public static DexConfig dex(long cacheBytes) {
+    public static DexEngineSettings dex(long cacheBytes) {
         return withCache(EngineMode.DEX, cacheBytes);
     }
 
-    public static DexConfig sherman(long cacheBytes) {
-        return new DexConfig(EngineMode.SHERMAN, cacheBytes, DEFAULT_COOLING_RATIO, 0, null);
+    public static DexEngineSettings sherman(long cacheBytes) {
+        return new DexEngineSettings(EngineMode.SHERMAN, cacheBytes, DEFAULT_COOLING_RATIO, 0, null);
     }
 
-    public static DexConfig partitioned() {
-        return new DexConfig(EngineMode.PARTITIONED, 0, DEFAULT_COOLING_RATIO, 0, null);
+    public static DexEngineSettings partitioned() {
+        return new DexEngineSettings(EngineMode.PARTITIONED, 0, DEFAULT_COOLING_RATIO, 0, null);
     }
 
     /** {@code mode} with a cache of {@code cacheBytes} and the default cooling ratio and leaf admission. */
-    public static DexConfig withCache(EngineMode mode, long cacheBytes) {
-        return new DexConfig(mode, cacheBytes, DEFAULT_COOLING_RATIO, DEFAULT_LEAF_ADMISSION, null);
+    public static DexEngineSettings withCache(EngineMode mode, long cacheBytes) {
+        return new DexEngineSettings(mode, cacheBytes, DEFAULT_COOLING_RATIO, DEFAULT_LEAF_ADMISSION, null);
     }
 
     /** As {@link #withCache(EngineMode, long)}, for the mode labelled {@code mode}. */
-    public static DexConfig withCache(String mode, long cacheBytes) {
+    public static DexEngineSettings withCache(String mode, long cacheBytes) {
         return withCache(EngineMode.of(mode), cacheBytes);
     }
 
-    public DexConfig withLeafAdmission(double probability) {
-        return new DexConfig(mode, cacheBytes, coolingRatio, probability, offload);
+    public DexEngineSettings withLeafAdmission(double probability) {
+        return new DexEngineSettings(mode, cacheBytes, coolingRatio, probability, offload);
     }
 
-    public DexConfig withCoolingRatio(double ratio) {
-        return new DexConfig(mode, cacheBytes, ratio, leafAdmission, offload);
+    public DexEngineSettings withCoolingRatio(double ratio) {
+        return new DexEngineSettings(mode, cacheBytes, ratio, leafAdmission, offload);
     }
 
-    public DexConfig withOffload(OffloadSettings settings) {
-        return new DexConfig(mode, cacheBytes, coolingRatio, leafAdmission, settings);
+    public DexEngineSettings withOffload(OffloadSettings settings) {
+        return new DexEngineSettings(mode, cacheBytes, coolingRatio, leafAdmission, settings);
     }
 
     /** Whether inner nodes are cached at all. */

@@ -1,6 +1,6 @@
-package dev.dex.core.engine;
+package dev.dex.core.partition;
 
-import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.engine.IndexEngine;
 
 /**
  * An engine that serves only the logical partitions it holds. {@link #acquire} lets it serve a
