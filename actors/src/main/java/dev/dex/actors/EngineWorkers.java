@@ -159,7 +159,7 @@ final class EngineWorkers implements AutoCloseable {
                     boolean found = session.lookup(op.key());
                     yield Ops.Result.of(found, found ? session.value() : 0);
                 }
-                case Ops.PUT -> Ops.Result.of(!session.put(op.key(), op.value()), 0);
+                case Ops.PUT -> Ops.Result.of(session.put(op.key(), op.value()), 0);
                 case Ops.INSERT -> Ops.Result.of(session.insert(op.key(), op.value()), 0);
                 case Ops.UPDATE -> Ops.Result.of(session.update(op.key(), op.value()), 0);
                 case Ops.DELETE -> Ops.Result.of(session.delete(op.key()), 0);
@@ -183,7 +183,7 @@ final class EngineWorkers implements AutoCloseable {
                     boolean found = session.lookup(key);
                     yield Ops.Result.of(found, found ? session.value() : 0);
                 }
-                case Ops.PUT -> Ops.Result.of(!session.put(key, op.value()), 0);
+                case Ops.PUT -> Ops.Result.of(session.put(key, op.value()), 0);
                 case Ops.INSERT -> Ops.Result.of(session.insert(key, op.value()), 0);
                 case Ops.UPDATE -> Ops.Result.of(session.update(key, op.value()), 0);
                 case Ops.DELETE -> Ops.Result.of(session.delete(key), 0);

@@ -77,7 +77,7 @@ final class SkipListEngine implements IndexEngine {
 
         @Override
         public boolean put(long key, long value) {
-            return map.put(NodeHeaderDescriptor.checkKey(key), value) == null;
+            return map.put(NodeHeaderDescriptor.checkKey(key), value) != null;
         }
 
         @Override

@@ -158,7 +158,7 @@ final class FakePartitionedEngine implements PartitionedEngine {
         @Override
         public boolean put(long key, long value) {
             check(key);
-            return map.put(key, value) == null;
+            return map.put(key, value) != null;
         }
 
         @Override

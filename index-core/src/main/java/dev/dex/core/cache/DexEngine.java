@@ -10,28 +10,22 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
-import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import org.agrona.collections.IntArrayList;
 
-import dev.dex.core.engine.PartitionNotHeldException;
 import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.log.RedoLog;
-import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.offload.OffloadChannel;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
-import dev.dex.core.partition.OwnershipTable;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.NodeAllocator;
 import dev.dex.core.tree.Superblock;
 import dev.dex.core.tree.SuperblockDescriptor;
-import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbSnapshot;
@@ -52,17 +46,10 @@ import dev.dex.rdma.VerbSnapshot;
  *   Lock order: parent frame before child frame; a cooling-map bucket monitor may be taken while holding
  *   frame locks, and while holding a bucket monitor frame locks are only tried. Remote locks (shared
  *   nodes) are taken after the local locks of the same nodes, parent before child.
- *   Partitions: held[p] is set by acquire and cleared by release; each operation on p increments
- *   inFlight[p] and re-checks held[p], so release, after clearing held[p], waits for inFlight[p] to drain
- *   and then owns every frame of p (other threads only try-lock them, for cooling, and back off).
+ *   Partitions and redo logs: see HeldPartitions (held, in flight, and failed partitions; takeover and handoff).
  *   Root: rootAddress only moves forward by compare-and-set from the value a session saw before it read
  *   the superblock; rootFrame is cleared by compare-and-set, and whoever clears it drops its pin. The old
  *   root frame stays cached as an ordinary node.
- *   Redo logs: logs[p] is set by acquire before held[p] becomes 1 and cleared by release after its final
- *   checkpoint; a session that committed after its operation left the partition waits until release cleared
- *   it (release writes every page back, so those writes are durable). Checkpoints of one partition are
- *   serialized on its log's checkpointLock(). During acquire's replay held[p] is RECOVERING: only the recovery
- *   session enters.
  *   Ownership: a node is owned here only while its partition is held (treatAsShared). acquire drops the
  *   frames of the partition's range cached while it was not held; admission requires the node to cover
  *   the search key, so an operation only ever caches nodes of its own (held) partition as owned.
@@ -88,34 +75,13 @@ public final class DexEngine implements PartitionedEngine {
     /** Escapes and offloaded writes in flight, for one-message offloaded writes; kept only when offloading. */
     final OffloadExclusion exclusion;
 
-    /**
-     * held[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
-     * but its cache could not be kept in step with remote memory ({@link #cacheFailed}); no operation enters it, and
-     * it is to be given up ({@link #abandon}) and acquired again.
-     */
-    static final int NOT_HELD = 0;
-    static final int HELD = 1;
-    static final int RECOVERING = 2;
-    static final int FAILED = 3;
-
     /** The engine's writing verbs that failed: for the decision to give a partition up, and for the node's health. */
     final WriteFailures writeFailures;
     /** Remote locks of this engine that a failed verb left held, released once the memory servers answer again. */
     final dev.dex.core.tree.PendingUnlocks pendingUnlocks = new dev.dex.core.tree.PendingUnlocks();
-    /** poisoned[p] is 1 from {@link #cacheFailed} until p's frames are dropped: none of them is written back. */
-    private final AtomicIntegerArray poisoned;
-    private final AtomicInteger poisonedCount = new AtomicInteger();
-    /** Why each failed partition failed. */
-    private final AtomicReferenceArray<Throwable> failures;
-    /** {@link WriteFailures#count} when each partition was acquired. */
-    private final AtomicLongArray writeFailuresAtAcquire;
-    /** How long a release keeps trying to write a partition's pages back before it discards them. */
-    static final long RELEASE_RETRY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
-
     final RedoLogSettings redoLog;
-    /** The redo log of each held partition, when logging. */
-    final AtomicReferenceArray<RedoLog> logs;
-
+    /** The partitions this engine holds, and their redo logs. */
+    final HeldPartitions held;
     private final java.util.Set<Long> goneInstances = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Which member runs each engine instance (remote memory). */
     private final InstanceRegistry registry;
@@ -124,8 +90,6 @@ public final class DexEngine implements PartitionedEngine {
     /** A lock tag is the instance number above this many bits of session number. */
     static final int SESSION_BITS = 20;
 
-    private final AtomicIntegerArray held;
-    private final AtomicLongArray inFlight;
     private final AtomicInteger nextFresh = new AtomicInteger();
     private final IntArrayList returnedFrames = new IntArrayList();
     private final AtomicInteger sessionIds = new AtomicInteger();
@@ -142,9 +106,7 @@ public final class DexEngine implements PartitionedEngine {
     private DexEngine(RemoteMemory memory, DexEngineSettings config, PartitionTable.Versioned table, Superblock.Contents superblock,
                       long instanceId, OffloadChannel offloadChannel, RedoLogSettings redoLog) {
         PartitionTable partitions = table.table();
-        this.tableVersion = table.version();
         this.redoLog = redoLog;
-        this.logs = new AtomicReferenceArray<>(partitions.count());
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
         this.writeFailures = new WriteFailures(memory);
         this.memory = this.offloadChannel == null ? writeFailures : remoteChanges.track(writeFailures);
@@ -160,12 +122,8 @@ public final class DexEngine implements PartitionedEngine {
         this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
         this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
-        this.held = new AtomicIntegerArray(partitions.count());
-        this.inFlight = new AtomicLongArray(partitions.count());
-        this.poisoned = new AtomicIntegerArray(partitions.count());
-        this.failures = new AtomicReferenceArray<>(partitions.count());
-        this.writeFailuresAtAcquire = new AtomicLongArray(partitions.count());
         this.registry = new InstanceRegistry(this.memory);
+        this.held = new HeldPartitions(this, table.version());
     }
 
     /**
@@ -199,9 +157,6 @@ public final class DexEngine implements PartitionedEngine {
         long instance = memory.fetchAndAdd(SuperblockDescriptor.INSTANCE_COUNT_ADDRESS, 1) + 1;
         return new DexEngine(memory, config, table, superblock, instance, channel, redoLog);
     }
-
-    /** The version of the partition table this engine read at open (see SuperblockDescriptor). */
-    private final long tableVersion;
 
     /** This engine's instance number, unique in the tree; the upper bits of its remote lock tags. */
     public long instanceId() {
@@ -305,7 +260,7 @@ public final class DexEngine implements PartitionedEngine {
             for (int i = 0; i < CacheStats.COUNTERS; i++) {
                 closedCounters.addAndGet(i, session.counters().get(i));
             }
-            session.returnFreeFrames();
+            session.frames().returnAll();
         }
     }
 
@@ -327,95 +282,7 @@ public final class DexEngine implements PartitionedEngine {
      * written back, before any other operation may enter the partition.
      */
     public AcquireReport acquireReport(int partition) {
-        checkPartition(partition);
-        long start = System.nanoTime();
-        if (held.get(partition) == HELD) {
-            return new AcquireReport(partition, 0, 0, 0, 0, 0, false);
-        }
-        long version = PartitionTable.storedVersion(memory);
-        if (version != tableVersion) {
-            // Another table may give this partition's keys to other partitions: serving it would let two
-            // owners write the same keys.
-            throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> " + version
-                    + ") after this compute node read it; it refuses to serve partition " + partition
-                    + " and must be restarted to read the new table");
-        }
-        if (!splitsToRepair.isEmpty() && !repairLeftovers()) {
-            // A node may be wider than its slot in remote memory: whoever serves its keys from a stale parent would
-            // write them where no reader finds them.
-            throw new IllegalStateException("a split this compute node could not finish is not repaired yet; partition "
-                    + partition + " is not served until it is");
-        }
-        new Flush(this).dropPartition(partition);
-        writeFailuresAtAcquire.set(partition, writeFailures.count());
-        if (!redoLog.enabled()) {
-            // No epochs without the log: the memory servers check only that an offload's key is the partition's.
-            registerOwnership(partition, 0);
-            held.set(partition, HELD);
-            return new AcquireReport(partition, 0, 0, 0, System.nanoTime() - start, 0, false);
-        }
-        held.set(partition, RECOVERING);
-        RedoLog opened = null;
-        try {
-            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
-            opened = log;
-            // Every memory server learns the new epoch before anything of the partition runs (the replay may
-            // offload): from now on it refuses the offloads of every earlier owner.
-            registerOwnership(partition, log.epoch());
-            logs.set(partition, log);
-            long replayed;
-            try (DexSession recovery = newSession()) {
-                recovery.recovering = true;
-                replayed = log.replay((op, key, value) -> {
-                    if (op == RedoLogDescriptor.DELETE) {
-                        recovery.delete(key);
-                    } else {
-                        recovery.put(key, value);
-                    }
-                });
-            }
-            long pages = checkpoint(partition);
-            held.set(partition, HELD);
-            return new AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start, log.previousOwner(),
-                    log.previousOwnerFenced());
-        } catch (RuntimeException | Error e) {
-            // Nothing of the takeover counts: what the replay cached is discarded (not written back: the log still
-            // holds it, and a write now could fail as well), and the partition is free for the next owner.
-            logs.set(partition, null);
-            try {
-                new Flush(this, false).dropPartition(partition);
-            } finally {
-                clearPoison(partition);
-                held.set(partition, NOT_HELD);
-            }
-            if (opened != null) {
-                giveUpUnlessWritesFailed(partition, opened);
-            }
-            throw e;
-        }
-    }
-
-    /**
-     * Clears {@code log}'s owner word, so the next owner does not fence this engine, unless a writing verb of this
-     * engine failed since it acquired {@code partition}: such a write may still land later (its answer was lost,
-     * not necessarily the write), so the next owner must fence this engine before it replays.
-     *
-     * @return whether the owner word was cleared
-     */
-    private boolean giveUpUnlessWritesFailed(int partition, RedoLog log) {
-        if (writeFailures.since(writeFailuresAtAcquire.get(partition))) {
-            return false;
-        }
-        return log.giveUp();
-    }
-
-    /**
-     * Records on every memory server that this engine owns {@code partition} at {@code epoch} ({@link OwnershipTable}),
-     * also where this engine never offloads: it supersedes an earlier owner's offloads all the same.
-     */
-    private void registerOwnership(int partition, long epoch) {
-        OwnershipTable.register(memory, partitions.count(), partition, epoch, partitions.lowerExclusive(partition),
-                partitions.upperInclusive(partition), keys.bytes());
+        return held.acquire(partition);
     }
 
     /**
@@ -441,22 +308,7 @@ public final class DexEngine implements PartitionedEngine {
      * @return pages written
      */
     public long checkpoint(int partition) {
-        checkPartition(partition);
-        RedoLog log = logs.get(partition);
-        if (log == null) {
-            return 0;
-        }
-        synchronized (log.checkpointLock()) {
-            // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
-            long lsn = log.nextLsn();
-            long pages = new Flush(this).writeBackPartition(partition);
-            if (poisoned(partition)) {
-                // Some of its dirty pages were not written back: the log must keep every record.
-                throw new IllegalStateException("partition " + partition + " is being given up (its cache failed): no checkpoint");
-            }
-            log.checkpointed(lsn);
-            return pages;
-        }
+        return held.checkpoint(partition);
     }
 
     /**
@@ -464,30 +316,12 @@ public final class DexEngine implements PartitionedEngine {
      * checkpoint fails does not keep the others from theirs: the first failure is thrown at the end.
      */
     public long checkpointAll() {
-        long pages = 0;
-        RuntimeException first = null;
-        for (int p = 0; p < partitions.count(); p++) {
-            RedoLog log = logs.get(p);
-            if (log != null && log.length() > 0 && tryEnter(p)) {
-                try {
-                    pages += checkpoint(p);
-                } catch (RuntimeException failed) {
-                    first = first == null ? failed : first;
-                } finally {
-                    exit(p);
-                }
-            }
-        }
-        if (first != null) {
-            throw first;
-        }
-        return pages;
+        return held.checkpointAll();
     }
 
     /** The redo log of a held partition, or null. */
     public RedoLog log(int partition) {
-        checkPartition(partition);
-        return logs.get(partition);
+        return held.log(partition);
     }
 
     /**
@@ -505,158 +339,25 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     private boolean sharedOwner(int owner) {
-        return owner < 0 || held.get(owner) == NOT_HELD;
+        return owner < 0 || held.notHeld(owner);
     }
 
     @Override
     public boolean holds(int partition) {
-        checkPartition(partition);
-        return held.get(partition) == HELD;
-    }
-
-    /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
-    int enter(long[] key) {
-        return enter(key, false);
-    }
-
-    /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
-    int enter(long[] key, boolean recovery) {
-        int p = partitions.partitionOf(key);
-        if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
-            throw new PartitionNotHeldException(p, key);
-        }
-        return p;
-    }
-
-    boolean tryEnter(int p) {
-        if (held.get(p) != HELD) {
-            return false;
-        }
-        inFlight.incrementAndGet(p);
-        if (held.get(p) != HELD) {
-            inFlight.decrementAndGet(p);
-            return false;
-        }
-        return true;
-    }
-
-    private boolean tryEnterRecovering(int p) {
-        if (held.get(p) != RECOVERING) {
-            return false;
-        }
-        inFlight.incrementAndGet(p);
-        return true;
-    }
-
-    void exit(int p) {
-        inFlight.decrementAndGet(p);
+        return held.holds(partition);
     }
 
     /**
      * {@inheritDoc}
      *
-     * <p>A page that cannot be written back is tried again for {@link #RELEASE_RETRY_NANOS}. If that does not work
+     * <p>A page that cannot be written back is tried again for 2 seconds. If that does not work
      * (or the engine was fenced), every frame of the partition is dropped without writing, the partition is not held
      * any more, and an {@link IllegalStateException} says so: with redo logging the writes are in the log, which the
      * next owner replays after it fenced this engine (the owner word stays); without, they are lost.
      */
     @Override
     public ReleaseReport release(int partition) {
-        checkPartition(partition);
-        long start = System.nanoTime();
-        if (held.get(partition) == FAILED) {
-            abandon(partition);
-            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
-        }
-        if (!held.compareAndSet(partition, HELD, NOT_HELD)) {
-            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
-        }
-        awaitDrained(partition);
-        long[] work = writeBackAndDrop(partition);
-        RedoLog log = logs.get(partition);
-        if (log != null) {
-            // Every page is written back: the next owner's replay has nothing to do. Should this write fail, the
-            // next owner replays records whose writes are in the pages already, which changes nothing.
-            try {
-                synchronized (log.checkpointLock()) {
-                    log.checkpointed(log.nextLsn());
-                }
-            } catch (dev.dex.rdma.FabricException notMoved) {
-                // see above
-            }
-            giveUpUnlessWritesFailed(partition, log);
-            logs.set(partition, null);
-        }
-        return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
-    }
-
-    /** A release's write-back and drop of every frame of {@code partition}, tried again while pages fail to be written. */
-    private long[] writeBackAndDrop(int partition) {
-        long deadline = System.nanoTime() + RELEASE_RETRY_NANOS;
-        Flush flush = new Flush(this);
-        while (true) {
-            try {
-                return flush.dropPartition(partition);
-            } catch (dev.dex.rdma.FabricException failed) {
-                if (failed instanceof dev.dex.rdma.FencedException || System.nanoTime() - deadline > 0) {
-                    RedoLog log = logs.get(partition);
-                    if (log != null) {
-                        log.abandon();
-                    }
-                    Flush discard = new Flush(this, false);
-                    discard.dropPartition(partition);
-                    logs.set(partition, null);
-                    throw new IllegalStateException("partition " + partition + " was released, but its pages could not be"
-                            + " written back (" + failed.getMessage() + "); " + (log != null
-                            ? "its writes are in its redo log, which the next owner replays after it fenced this compute node"
-                            : discard.discardedDirty() + " dirty pages were discarded and their writes lost (no redo log)"),
-                            failed);
-                }
-                parkBriefly();
-            }
-        }
-    }
-
-    private static void parkBriefly() {
-        java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(10));
-    }
-
-    /**
-     * The cache of {@code partition} can no longer be trusted to match remote memory (a structure change whose
-     * writes failed left an owned node that remote memory may not have, see StructureChanges): no operation
-     * enters it any more, none of its frames is written back, and {@link #logFailed} tells its owner to give it up
-     * ({@link #abandon}, which drops its frames) and acquire it again (which replays its redo log). Nothing for a
-     * partition this engine does not hold, or -1 (a node that spans partitions).
-     */
-    void cacheFailed(int partition, Throwable cause) {
-        if (partition < 0) {
-            return;
-        }
-        if (poisoned.compareAndSet(partition, 0, 1)) {
-            poisonedCount.incrementAndGet();
-        }
-        failures.set(partition, cause);
-        if (!held.compareAndSet(partition, HELD, FAILED)) {
-            held.compareAndSet(partition, RECOVERING, FAILED);
-        }
-    }
-
-    private void clearPoison(int partition) {
-        if (poisoned.compareAndSet(partition, 1, 0)) {
-            poisonedCount.decrementAndGet();
-        }
-    }
-
-    /**
-     * Whether the dirty frame showing {@code node} may be written back: not when its partition's cache failed
-     * ({@link #cacheFailed}), whose frames are dropped unwritten. One volatile read while no partition failed.
-     */
-    boolean mayWriteBack(NodeView node) {
-        if (poisonedCount.get() == 0) {
-            return true;
-        }
-        int owner = partitions.ownerOf(node);
-        return owner < 0 || poisoned.get(owner) == 0;
+        return held.release(partition);
     }
 
     /**
@@ -664,7 +365,7 @@ public final class DexEngine implements PartitionedEngine {
      * repaired ({@link dev.dex.core.tree.RemoteNodes#repairSplit}) before any partition is acquired again, and by
      * {@link #repair} ({@link #repairLeftovers}).
      */
-    private final java.util.Set<Long> splitsToRepair = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    final java.util.Set<Long> splitsToRepair = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     /** A split of the owned node at {@code address} failed after its parent's write: see {@link #splitsToRepair}. */
     void splitLeftHalfDone(long address) {
@@ -677,7 +378,7 @@ public final class DexEngine implements PartitionedEngine {
      *
      * @return whether no split is left to repair
      */
-    private boolean repairLeftovers() {
+    boolean repairLeftovers() {
         // Session number 0 is no session's: the releases use each pending lock's own tag.
         dev.dex.core.tree.RemoteNodes remote = new dev.dex.core.tree.RemoteNodes(memory, instanceId << SESSION_BITS,
                 this::lockHolderGone, pendingUnlocks);
@@ -690,23 +391,13 @@ public final class DexEngine implements PartitionedEngine {
         return splitsToRepair.isEmpty();
     }
 
-    /** Whether {@code partition}'s cache failed and its frames are not written back. */
-    boolean poisoned(int partition) {
-        return poisoned.get(partition) != 0;
-    }
-
     /**
      * Whether {@code partition}'s redo log lost an append: every later commit of it fails ("not durable")
      * until the partition is given up ({@link #abandon}) and acquired again, which replays the log up to the
      * hole under a new epoch.
      */
     public boolean logFailed(int partition) {
-        checkPartition(partition);
-        if (held.get(partition) == FAILED) {
-            return true;
-        }
-        RedoLog log = logs.get(partition);
-        return log != null && log.failed();
+        return held.logFailed(partition);
     }
 
     /**
@@ -714,19 +405,12 @@ public final class DexEngine implements PartitionedEngine {
      * ({@link #cacheFailed}); {@link #logFailed} says so too.
      */
     public boolean partitionFailed(int partition) {
-        checkPartition(partition);
-        return held.get(partition) == FAILED;
+        return held.partitionFailed(partition);
     }
 
     /** Why {@code partition} must be given up ({@link #logFailed}), or null. */
     public Throwable failure(int partition) {
-        checkPartition(partition);
-        Throwable failure = failures.get(partition);
-        if (failure != null && held.get(partition) == FAILED) {
-            return failure;
-        }
-        RedoLog log = logs.get(partition);
-        return log == null ? null : log.failure();
+        return held.failure(partition);
     }
 
     /**
@@ -740,41 +424,7 @@ public final class DexEngine implements PartitionedEngine {
      * @return frames dropped
      */
     public long abandon(int partition) {
-        checkPartition(partition);
-        while (held.get(partition) == RECOVERING) {
-            Thread.yield(); // an acquire still replaying: let it finish, then give the partition up
-        }
-        boolean failed = held.get(partition) == FAILED;
-        if (!redoLog.enabled() && !failed) {
-            return release(partition).framesDropped();
-        }
-        if (!held.compareAndSet(partition, HELD, NOT_HELD) && !held.compareAndSet(partition, FAILED, NOT_HELD)) {
-            return 0;
-        }
-        RedoLog log = logs.get(partition);
-        if (log != null) {
-            // Before the drain: commits in flight fail at once instead of waiting for records that will not come.
-            log.abandon();
-        }
-        awaitDrained(partition);
-        Flush discard = new Flush(this, false);
-        long[] work;
-        try {
-            work = discard.dropPartition(partition);
-        } finally {
-            clearPoison(partition);
-            logs.set(partition, null);
-        }
-        if (log != null) {
-            // Nothing of p is written from here on: the next owner need not fence this engine, unless a write failed.
-            giveUpUnlessWritesFailed(partition, log);
-        }
-        if (!redoLog.enabled() && discard.discardedDirty() > 0) {
-            throw new IllegalStateException("partition " + partition + " was given up because its cache could not be kept"
-                    + " in step with remote memory (" + failures.get(partition) + "); " + discard.discardedDirty()
-                    + " dirty pages were discarded and their writes lost (no redo log)");
-        }
-        return work[1];
+        return held.abandon(partition);
     }
 
     /**
@@ -783,34 +433,7 @@ public final class DexEngine implements PartitionedEngine {
      */
     @Override
     public void close() {
-        RuntimeException first = null;
-        for (int p = 0; p < partitions.count(); p++) {
-            try {
-                release(p);
-            } catch (RuntimeException failed) {
-                if (first == null) {
-                    first = failed;
-                } else {
-                    first.addSuppressed(failed);
-                }
-            }
-        }
-        if (first != null) {
-            throw first;
-        }
-    }
-
-    /** Waits until no operation is in flight on {@code partition} (after its held flag was cleared). */
-    private void awaitDrained(int partition) {
-        while (inFlight.get(partition) != 0) {
-            Thread.onSpinWait();
-        }
-    }
-
-    private void checkPartition(int partition) {
-        if (partition < 0 || partition >= partitions.count()) {
-            throw new IllegalArgumentException("partition " + partition + " outside [0, " + partitions.count() + ")");
-        }
+        held.close();
     }
 
     // ---- free frames ------------------------------------------------------------------------------------
@@ -953,15 +576,15 @@ public final class DexEngine implements PartitionedEngine {
     public int repair() {
         repairLeftovers();
         for (int p = 0; p < partitions.count(); p++) {
-            if (tryEnter(p)) {
+            if (held.tryEnter(p)) {
                 try {
-                    if (logs.get(p) != null) {
+                    if (held.logs.get(p) != null) {
                         checkpoint(p);
                     } else {
                         new Flush(this).writeBackPartition(p);
                     }
                 } finally {
-                    exit(p);
+                    held.exit(p);
                 }
             }
         }

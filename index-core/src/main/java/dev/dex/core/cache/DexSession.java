@@ -5,8 +5,6 @@ import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
 
 import java.util.SplittableRandom;
 
-import org.agrona.collections.IntArrayList;
-
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.engine.WordKeySession;
 import dev.dex.core.node.LeafOps;
@@ -61,8 +59,8 @@ public final class DexSession extends WordKeySession {
 
     private long value;
     private final SessionCounters counters = new SessionCounters();
-    /** The current operation's key, a scan's next key and where its part ends. */
-    private final long[] opKey;
+    /** The current operation's key (the caller's array, read only), a scan's next key and where its part ends. */
+    private long[] opKey;
     private final long[] scanKey;
     private final long[] scanStop;
 
@@ -90,7 +88,6 @@ public final class DexSession extends WordKeySession {
         this.engine = engine;
         this.arena = engine.arena;
         this.partitions = engine.partitions;
-        this.opKey = new long[words];
         this.scanKey = new long[words];
         this.scanStop = new long[words];
         this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone, engine.pendingUnlocks);
@@ -111,8 +108,8 @@ public final class DexSession extends WordKeySession {
 
     @Override
     public boolean lookup(long[] userKey) {
-        long[] key = copyKey(userKey);
-        int partition = engine.enter(key);
+        long[] key = opKey = checkedKey(userKey);
+        int partition = engine.held.enter(key);
         opPartition = partition;
         try {
             beginOp(LeafOps.LOOKUP, 0);
@@ -141,7 +138,7 @@ public final class DexSession extends WordKeySession {
             markers.releaseAll();
             activeKey.clear();
             log.noteRead(partition);
-            engine.exit(partition);
+            engine.held.exit(partition);
         }
     }
 
@@ -154,7 +151,7 @@ public final class DexSession extends WordKeySession {
     public int scan(long[] startKey, int count, long[] keys, long[] values) {
         long[] key = scanKey;
         startScan(startKey, count, keys, values, key);
-        int partition = engine.enter(key);
+        int partition = engine.held.enter(key);
         int n = 0;
         try {
             beginOp(Admission.NO_OFFLOAD, 0);
@@ -163,9 +160,9 @@ public final class DexSession extends WordKeySession {
                 if (p != partition) {
                     // A batch's commit waits for the writes this part may have read, as for every partition it reads.
                     log.noteRead(partition);
-                    engine.exit(partition);
+                    engine.held.exit(partition);
                     partition = -1;
-                    if (!engine.tryEnter(p)) {
+                    if (!engine.held.tryEnter(p)) {
                         break;
                     }
                     partition = p;
@@ -200,7 +197,7 @@ public final class DexSession extends WordKeySession {
             activeKey.clear();
             if (partition >= 0) {
                 log.noteRead(partition);
-                engine.exit(partition);
+                engine.held.exit(partition);
             }
         }
     }
@@ -212,11 +209,6 @@ public final class DexSession extends WordKeySession {
         } finally {
             engine.closed(this);
         }
-    }
-
-    /** Operations restarted so far. */
-    public long restarts() {
-        return counters.get(CacheStats.RESTARTS);
     }
 
     /** This session's remote side (its lock tag, the engine's pending unlocks). */
@@ -238,19 +230,15 @@ public final class DexSession extends WordKeySession {
         counters.count(slot);
     }
 
-    /** Gives this session's free frames back to the engine (on close). */
-    void returnFreeFrames() {
-        frames.returnAll();
-    }
-
-    IntArrayList freeFrames() {
-        return frames.free();
+    /** This thread's free frames: given back to the engine on close, and listed by the validator. */
+    FrameSupply frames() {
+        return frames;
     }
 
     @Override
     protected boolean write(long[] userKey, long newValue, int op) {
-        long[] key = copyKey(userKey);
-        int partition = engine.enter(key, recovering);
+        long[] key = opKey = checkedKey(userKey);
+        int partition = engine.held.enter(key, recovering);
         opPartition = partition;
         try {
             // A batch that moves to another partition (or whose partition was released meanwhile) commits what it
@@ -280,7 +268,7 @@ public final class DexSession extends WordKeySession {
         } finally {
             markers.releaseAll();
             activeKey.clear();
-            engine.exit(partition);
+            engine.held.exit(partition);
         }
     }
 
@@ -387,15 +375,16 @@ public final class DexSession extends WordKeySession {
         offloader.begin();
     }
 
-    /** The user's key, checked, in this session's own array (callers may reuse theirs; sessions publish it). */
-    private long[] copyKey(long[] key) {
-        if (words == 1) {
-            opKey[0] = checkKey(key[0]);
-            return opKey;
+    /**
+     * The user's key, checked and used as it is: the operation only reads it, and what other threads see of it is
+     * the copy {@link PublishedKey} takes, so the caller's array travels from the batch decoder to the leaf.
+     */
+    private long[] checkedKey(long[] key) {
+        if (key.length < words) {
+            throw new IllegalArgumentException("a key of " + key.length + " words; this index's keys are " + words + " words");
         }
         checkKey(engine.keys, key);
-        System.arraycopy(key, 0, opKey, 0, words);
-        return opKey;
+        return key;
     }
 
     private void restart() {

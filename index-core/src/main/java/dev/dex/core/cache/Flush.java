@@ -57,7 +57,7 @@ final class Flush {
      */
     long[] dropPartition(int partition) {
         // A partition whose cache failed is dropped unwritten, also by a release (DexEngine.cacheFailed).
-        boolean write = writeBack && !engine.poisoned(partition);
+        boolean write = writeBack && !engine.held.poisoned(partition);
         long dropped = 0;
         while (true) {
             List<long[]> victims = collect(partition);
@@ -98,7 +98,7 @@ final class Flush {
                 int state = arena.state(f);
                 if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
                     NodeView node = arena.wrap(view, f);
-                    if (engine.partitions.ownerOf(node) == partition && engine.mayWriteBack(node)) {
+                    if (engine.partitions.ownerOf(node) == partition && engine.held.mayWriteBack(node)) {
                         writer.writeBack(f);
                     }
                 }

@@ -181,7 +181,7 @@ final class FrameSupply {
                 int slot = parent == NO_FRAME ? -1 : writer.findSwizzled(parent, f);
                 if (parent == NO_FRAME || slot >= 0) {
                     if (arena.flag(f, DIRTY)) {
-                        if (!engine.mayWriteBack(arena.wrap(sampleView, f))) {
+                        if (!engine.held.mayWriteBack(arena.wrap(sampleView, f))) {
                             return; // its partition's cache failed: dropped unwritten when the partition is given up
                         }
                         // Throws with the frame still HOT, dirty and swizzled: nothing changed, a later cooling retries.
@@ -214,7 +214,7 @@ final class FrameSupply {
                 return false;
             }
             if (arena.flag(f, DIRTY)) {
-                if (!engine.mayWriteBack(arena.wrap(sampleView, f))) {
+                if (!engine.held.mayWriteBack(arena.wrap(sampleView, f))) {
                     return false;
                 }
                 // Throws with the frame still COOLING and dirty at the head of its bucket: a later eviction retries.

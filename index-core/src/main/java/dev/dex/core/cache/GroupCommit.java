@@ -64,7 +64,7 @@ final class GroupCommit {
      * {@link #commit}. Nothing when the partition is not logged.
      */
     void record(int partition, long[] key, long newValue, int op) {
-        RedoLog log = engine.logs.get(partition);
+        RedoLog log = engine.held.logs.get(partition);
         if (log == null) {
             return;
         }
@@ -100,7 +100,7 @@ final class GroupCommit {
      * partition has since given up, commits them first (records of one commit go to one log).
      */
     void commitIfElsewhere(int partition) {
-        if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.logs.get(partition))) {
+        if (pendingCount > 0 && (pendingPartition != partition || pendingLog != engine.held.logs.get(partition))) {
             writePending(false);
         }
     }
@@ -131,7 +131,7 @@ final class GroupCommit {
      * before it finished (a write takes its LSN before it releases the lock readers validate against).
      */
     void noteRead(int partition) {
-        RedoLog log = engine.logs.get(partition);
+        RedoLog log = engine.held.logs.get(partition);
         if (!batching || log == null) {
             return;
         }
@@ -156,22 +156,22 @@ final class GroupCommit {
         int p = pendingPartition;
         int count = pendingCount;
         if (entered) {
-            if (engine.logs.get(p) != log) {
+            if (engine.held.logs.get(p) != log) {
                 dropPending();
                 throw notDurable(p);
             }
             appendAndWait(log, p, count);
             return;
         }
-        if (engine.tryEnter(p)) {
+        if (engine.held.tryEnter(p)) {
             try {
-                if (engine.logs.get(p) != log) {
+                if (engine.held.logs.get(p) != log) {
                     dropPending();
                     throw notDurable(p); // given up, and held again under a newer log
                 }
                 appendAndWait(log, p, count);
             } finally {
-                engine.exit(p);
+                engine.held.exit(p);
             }
             return;
         }
@@ -179,7 +179,7 @@ final class GroupCommit {
         // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
         // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
         long deadline = System.nanoTime() + engine.redoLog.awaitNanos();
-        while (engine.logs.get(p) == log) {
+        while (engine.held.logs.get(p) == log) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("partition " + p + " was released but its release did not finish;"
                         + " the writes are not known to be durable");
@@ -229,7 +229,7 @@ final class GroupCommit {
                 break;
             } catch (RuntimeException failed) {
                 boolean retry = failed instanceof dev.dex.rdma.FabricException && !(failed instanceof dev.dex.rdma.FencedException)
-                        && System.nanoTime() - deadline < 0 && !log.failed() && !log.abandoned() && !engine.poisoned(p);
+                        && System.nanoTime() - deadline < 0 && !log.failed() && !log.abandoned() && !engine.held.poisoned(p);
                 if (!retry) {
                     log.fail(failed);
                     dropPending();

@@ -138,7 +138,7 @@ final class Offloader {
             long start = costed ? System.nanoTime() : 0;
             boolean lookup = op == LeafOps.LOOKUP;
             // Whose request it is: the memory side runs it only for the partition's current owner (OwnershipTable).
-            RedoLog log = engine.logs.get(partition);
+            RedoLog log = engine.held.logs.get(partition);
             offload.owner(partition, log == null ? 0 : log.epoch());
             if (lookup) {
                 long sentAt = engine.remoteChanges.now();

@@ -205,7 +205,7 @@ final class StructureChanges {
                 undo(d, nodeBefore, visible ? failed : null);
                 if (visible && !nodeRemote) {
                     // Owned (cached or not): nobody of its partition may use it before it is repaired.
-                    engine.cacheFailed(nodeOwner, failed);
+                    engine.held.cacheFailed(nodeOwner, failed);
                     engine.splitLeftHalfDone(address);
                 }
                 repair = visible;
@@ -247,7 +247,7 @@ final class StructureChanges {
         boolean shared = engine.treatAsShared(view);
         arena.flag(f, SHARED, shared);
         if (!shared && cause != null) {
-            engine.cacheFailed(engine.partitions.ownerOf(view), cause);
+            engine.held.cacheFailed(engine.partitions.ownerOf(view), cause);
         }
     }
 
@@ -298,7 +298,7 @@ final class StructureChanges {
         if (owner < 0) {
             owner = engine.partitions.ownerOf(parent);
         }
-        if (owner >= 0 && engine.poisoned(owner)) {
+        if (owner >= 0 && engine.held.poisoned(owner)) {
             node.lowFence(separator);
             throw new dev.dex.core.engine.PartitionNotHeldException(owner, separator);
         }

@@ -88,7 +88,7 @@ public interface IndexSession extends AutoCloseable {
     /** Replaces the value of a present {@code key}; false (and no change) if absent. */
     boolean update(long key, long value);
 
-    /** Inserts or replaces; true if {@code key} was absent. */
+    /** Inserts or replaces; true if {@code key} was present (its value replaced), false if it was added. */
     boolean put(long key, long value);
 
     /** Removes {@code key}; false if absent. */

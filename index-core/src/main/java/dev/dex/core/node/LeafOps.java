@@ -45,11 +45,12 @@ public final class LeafOps {
     }
 
     /**
-     * What the operation answers, given whether its key was {@code present} before it ran: a lookup, an update
-     * and a delete whether the key was there; an insert and a put whether they added it.
+     * What the operation answers, given whether its key was {@code present} before it ran: an insert whether it
+     * added the key; a lookup, an update, a put and a delete whether the key was there (for a put: whether it
+     * replaced a value rather than added the key).
      */
     public static boolean result(int op, boolean present) {
-        return op == INSERT || op == PUT ? !present : present;
+        return op == INSERT ? !present : present;
     }
 
     /**

@@ -80,7 +80,7 @@ public final class CacheValidator {
         Set<Integer> free = new HashSet<>();
         List<Integer> freeLists = new ArrayList<>(engine.freeListSnapshot());
         for (DexSession session : engine.sessions) {
-            session.freeFrames().forEachOrderedInt(freeLists::add);
+            session.frames().free().forEachOrderedInt(freeLists::add);
         }
         for (int f : freeLists) {
             if (!free.add(f)) {

@@ -83,7 +83,7 @@ class DexModelTest {
                 }
                 case 3, 4 -> assertEquals(model.putIfAbsent(key, value) == null, s.insert(key, value), context);
                 case 5 -> assertEquals(model.replace(key, value) != null, s.update(key, value), context);
-                case 6 -> assertEquals(model.put(key, value) == null, s.put(key, value), context);
+                case 6 -> assertEquals(model.put(key, value) != null, s.put(key, value), context);
                 case 7 -> assertEquals(model.remove(key) != null, s.delete(key), context);
                 default -> {
                     int count = random.nextInt(scanKeys.length + 1);

@@ -170,7 +170,7 @@ class DexStressTest {
                 }
                 case 2, 3, 4 -> {
                     long v = encode(own, op);
-                    assertEquals(model.put(own, v) == null, ownSession.put(own, v), "put " + own);
+                    assertEquals(model.put(own, v) != null, ownSession.put(own, v), "put " + own);
                 }
                 case 5 -> {
                     long v = encode(own, op);

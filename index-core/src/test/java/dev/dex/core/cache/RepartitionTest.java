@@ -156,7 +156,7 @@ class RepartitionTest {
                             long key = random.nextLong(low, high) / 4 * 4 + 1 + 2 * id;
                             DexSession s = sessions[fixture.table.partitionOf(key) % 2];
                             long value = key * 1000 + op % 1000;
-                            assertEquals(model.put(key, value) == null, s.put(key, value), "put " + key);
+                            assertEquals(model.put(key, value) != null, s.put(key, value), "put " + key);
                             long neighbour = key - 4;
                             if (fixture.table.partitionOf(neighbour) >= 2) {
                                 DexSession n = sessions[fixture.table.partitionOf(neighbour) % 2];
@@ -194,7 +194,7 @@ class RepartitionTest {
                         long low = Math.max(0, fixture.table.lowerExclusive(p)) + 1;
                         long key = low + random.nextLong(fixture.table.upperInclusive(p) - low + 1);
                         long value = round * 100_000L + w;
-                        assertEquals(movingModel.put(key, value) == null, s.put(key, value));
+                        assertEquals(movingModel.put(key, value) != null, s.put(key, value));
                     }
                     s.close();
                     ReleaseReport report = current.release(p);

@@ -39,7 +39,7 @@ class LeafOpsTest {
                 case LeafOps.LOOKUP -> model.containsKey(key);
                 case LeafOps.INSERT -> model.putIfAbsent(key, value) == null;
                 case LeafOps.UPDATE -> model.replace(key, value) != null;
-                case LeafOps.PUT -> model.put(key, value) == null;
+                case LeafOps.PUT -> model.put(key, value) != null;
                 default -> model.remove(key) != null;
             };
             assertEquals(expected, LeafOps.result(op, present), LeafOps.name(op) + " of " + key + " at step " + i);

@@ -81,7 +81,7 @@ class TreeModelTest {
                     }
                     case 2, 3 -> assertEquals(model.putIfAbsent(key, value) == null, s.insert(key, value), context);
                     case 4 -> assertEquals(model.replace(key, value) != null, s.update(key, value), context);
-                    case 5 -> assertEquals(model.put(key, value) == null, s.put(key, value), context);
+                    case 5 -> assertEquals(model.put(key, value) != null, s.put(key, value), context);
                     case 6, 7 -> assertEquals(model.remove(key) != null, s.delete(key), context);
                     default -> {
                         int count = random.nextInt(scanKeys.length + 1);

@@ -118,8 +118,8 @@ class TreeStressTest {
                 }
                 case 3, 4, 5 -> {
                     long v = encode(own, op);
-                    boolean inserted = session.put(own, v);
-                    assertEquals(model.put(own, v) == null, inserted, "put " + own);
+                    boolean replaced = session.put(own, v);
+                    assertEquals(model.put(own, v) != null, replaced, "put " + own);
                 }
                 case 6 -> {
                     long v = encode(own, op);

@@ -38,7 +38,7 @@ public class SequentialDex {
     }
 
     public boolean put(int key, int value) {
-        return entries.put(layout.key(key), (long) value) == null;
+        return entries.put(layout.key(key), (long) value) != null;
     }
 
     public boolean delete(int key) {

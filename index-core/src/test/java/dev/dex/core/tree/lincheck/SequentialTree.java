@@ -32,7 +32,7 @@ public abstract class SequentialTree {
     }
 
     public boolean put(int key, int value) {
-        return entries.put(layout.key(key), (long) value) == null;
+        return entries.put(layout.key(key), (long) value) != null;
     }
 
     public boolean delete(int key) {

@@ -1,0 +1,486 @@
+package dev.dex.core.cache;
+
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+import dev.dex.core.engine.PartitionNotHeldException;
+import dev.dex.core.log.RedoLog;
+import dev.dex.core.log.RedoLogDescriptor;
+import dev.dex.core.log.RedoLogSettings;
+import dev.dex.core.node.KeyFormat;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.partition.OwnershipTable;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.PartitionedEngine.ReleaseReport;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The logical partitions one {@link DexEngine} holds (paper §5, logical repartitioning, on the compute side): the gate
+ * every operation passes to enter its key's partition, and the takeover and handoff of a partition: acquire (cold
+ * cache; with redo logging the log's epoch is bumped and its records replayed), checkpoints, release (every dirty page
+ * written back, every frame dropped) and abandon (frames dropped unwritten). Also the partitions whose cache failed
+ * ({@link #cacheFailed}): not entered, not written back, to be given up and acquired again.
+ *
+ * <pre>
+ * Concurrency:
+ *   state[p] is set by acquire and cleared by release or abandon; each operation on p increments inFlight[p] and
+ *   re-checks state[p], so release, after clearing state[p], waits for inFlight[p] to drain and then owns every frame
+ *   of p (other threads only try-lock them, for cooling, and back off). During acquire's replay state[p] is
+ *   RECOVERING: only the recovery session enters.
+ *   logs[p] is set by acquire before state[p] becomes HELD and cleared by release after its final checkpoint; a
+ *   session that committed after its operation left the partition waits until release cleared it (release writes
+ *   every page back, so those writes are durable). Checkpoints of one partition are serialized on its log's
+ *   checkpointLock().
+ *   poisoned[p] goes to 1 (cacheFailed) before state[p] goes to FAILED, and back to 0 only once p's frames are
+ *   dropped; poisonedCount lets the write-back path skip the check while no partition failed.
+ * </pre>
+ */
+final class HeldPartitions {
+    private final DexEngine engine;
+    private final RemoteMemory memory;
+    private final PartitionTable partitions;
+    private final KeyFormat keys;
+    private final RedoLogSettings redoLog;
+    private final WriteFailures writeFailures;
+    private final long instanceId;
+    /** The version of the partition table the engine read at open (see SuperblockDescriptor). */
+    private final long tableVersion;
+
+    /**
+     * held[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
+     * but its cache could not be kept in step with remote memory ({@link #cacheFailed}); no operation enters it, and
+     * it is to be given up ({@link #abandon}) and acquired again.
+     */
+    static final int NOT_HELD = 0;
+    static final int HELD = 1;
+    static final int RECOVERING = 2;
+    static final int FAILED = 3;
+
+    /** poisoned[p] is 1 from {@link #cacheFailed} until p's frames are dropped: none of them is written back. */
+    private final AtomicIntegerArray poisoned;
+    private final AtomicInteger poisonedCount = new AtomicInteger();
+    /** Why each failed partition failed. */
+    private final AtomicReferenceArray<Throwable> failures;
+    /** {@link WriteFailures#count} when each partition was acquired. */
+    private final AtomicLongArray writeFailuresAtAcquire;
+    /** How long a release keeps trying to write a partition's pages back before it discards them. */
+    static final long RELEASE_RETRY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+
+    /** The redo log of each held partition, when logging. */
+    final AtomicReferenceArray<RedoLog> logs;
+
+    private final AtomicIntegerArray state;
+    private final AtomicLongArray inFlight;
+
+    HeldPartitions(DexEngine engine, long tableVersion) {
+        this.engine = engine;
+        this.memory = engine.memory;
+        this.partitions = engine.partitions;
+        this.keys = engine.keys;
+        this.redoLog = engine.redoLog;
+        this.writeFailures = engine.writeFailures;
+        this.instanceId = engine.instanceId;
+        this.tableVersion = tableVersion;
+        int count = partitions.count();
+        this.logs = new AtomicReferenceArray<>(count);
+        this.state = new AtomicIntegerArray(count);
+        this.inFlight = new AtomicLongArray(count);
+        this.poisoned = new AtomicIntegerArray(count);
+        this.failures = new AtomicReferenceArray<>(count);
+        this.writeFailuresAtAcquire = new AtomicLongArray(count);
+    }
+
+    /** Whether no operation may treat a node of {@code partition} as owned: the engine does not hold it. */
+    boolean notHeld(int partition) {
+        return state.get(partition) == NOT_HELD;
+    }
+
+    /** See {@link DexEngine#acquireReport}. */
+    DexEngine.AcquireReport acquire(int partition) {
+        checkPartition(partition);
+        long start = System.nanoTime();
+        if (state.get(partition) == HELD) {
+            return new DexEngine.AcquireReport(partition, 0, 0, 0, 0, 0, false);
+        }
+        long version = PartitionTable.storedVersion(memory);
+        if (version != tableVersion) {
+            // Another table may give this partition's keys to other partitions: serving it would let two
+            // owners write the same keys.
+            throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> " + version
+                    + ") after this compute node read it; it refuses to serve partition " + partition
+                    + " and must be restarted to read the new table");
+        }
+        if (!engine.splitsToRepair.isEmpty() && !engine.repairLeftovers()) {
+            // A node may be wider than its slot in remote memory: whoever serves its keys from a stale parent would
+            // write them where no reader finds them.
+            throw new IllegalStateException("a split this compute node could not finish is not repaired yet; partition "
+                    + partition + " is not served until it is");
+        }
+        new Flush(engine).dropPartition(partition);
+        writeFailuresAtAcquire.set(partition, writeFailures.count());
+        if (!redoLog.enabled()) {
+            // No epochs without the log: the memory servers check only that an offload's key is the partition's.
+            registerOwnership(partition, 0);
+            state.set(partition, HELD);
+            return new DexEngine.AcquireReport(partition, 0, 0, 0, System.nanoTime() - start, 0, false);
+        }
+        state.set(partition, RECOVERING);
+        RedoLog opened = null;
+        try {
+            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
+            opened = log;
+            // Every memory server learns the new epoch before anything of the partition runs (the replay may
+            // offload): from now on it refuses the offloads of every earlier owner.
+            registerOwnership(partition, log.epoch());
+            logs.set(partition, log);
+            long replayed;
+            try (DexSession recovery = engine.newSession()) {
+                recovery.recovering = true;
+                replayed = log.replay((op, key, value) -> {
+                    if (op == RedoLogDescriptor.DELETE) {
+                        recovery.delete(key);
+                    } else {
+                        recovery.put(key, value);
+                    }
+                });
+            }
+            long pages = checkpoint(partition);
+            state.set(partition, HELD);
+            return new DexEngine.AcquireReport(partition, log.epoch(), replayed, pages, System.nanoTime() - start, log.previousOwner(),
+                    log.previousOwnerFenced());
+        } catch (RuntimeException | Error e) {
+            // Nothing of the takeover counts: what the replay cached is discarded (not written back: the log still
+            // holds it, and a write now could fail as well), and the partition is free for the next owner.
+            logs.set(partition, null);
+            try {
+                new Flush(engine, false).dropPartition(partition);
+            } finally {
+                clearPoison(partition);
+                state.set(partition, NOT_HELD);
+            }
+            if (opened != null) {
+                giveUpUnlessWritesFailed(partition, opened);
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * Clears {@code log}'s owner word, so the next owner does not fence this engine, unless a writing verb of this
+     * engine failed since it acquired {@code partition}: such a write may still land later (its answer was lost,
+     * not necessarily the write), so the next owner must fence this engine before it replays.
+     *
+     * @return whether the owner word was cleared
+     */
+    private boolean giveUpUnlessWritesFailed(int partition, RedoLog log) {
+        if (writeFailures.since(writeFailuresAtAcquire.get(partition))) {
+            return false;
+        }
+        return log.giveUp();
+    }
+
+    /**
+     * Records on every memory server that this engine owns {@code partition} at {@code epoch} ({@link OwnershipTable}),
+     * also where this engine never offloads: it supersedes an earlier owner's offloads all the same.
+     */
+    private void registerOwnership(int partition, long epoch) {
+        OwnershipTable.register(memory, partitions.count(), partition, epoch, partitions.lowerExclusive(partition),
+                partitions.upperInclusive(partition), keys.bytes());
+    }
+
+    /** See {@link DexEngine#checkpoint}. */
+    long checkpoint(int partition) {
+        checkPartition(partition);
+        RedoLog log = logs.get(partition);
+        if (log == null) {
+            return 0;
+        }
+        synchronized (log.checkpointLock()) {
+            // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
+            long lsn = log.nextLsn();
+            long pages = new Flush(engine).writeBackPartition(partition);
+            if (poisoned(partition)) {
+                // Some of its dirty pages were not written back: the log must keep every record.
+                throw new IllegalStateException("partition " + partition + " is being given up (its cache failed): no checkpoint");
+            }
+            log.checkpointed(lsn);
+            return pages;
+        }
+    }
+
+    /** See {@link DexEngine#checkpointAll}. */
+    long checkpointAll() {
+        long pages = 0;
+        RuntimeException first = null;
+        for (int p = 0; p < partitions.count(); p++) {
+            RedoLog log = logs.get(p);
+            if (log != null && log.length() > 0 && tryEnter(p)) {
+                try {
+                    pages += checkpoint(p);
+                } catch (RuntimeException failed) {
+                    first = first == null ? failed : first;
+                } finally {
+                    exit(p);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+        return pages;
+    }
+
+    /** See {@link DexEngine#log}. */
+    RedoLog log(int partition) {
+        checkPartition(partition);
+        return logs.get(partition);
+    }
+
+    /** See {@link DexEngine#holds}. */
+    boolean holds(int partition) {
+        checkPartition(partition);
+        return state.get(partition) == HELD;
+    }
+
+    /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
+    int enter(long[] key) {
+        return enter(key, false);
+    }
+
+    /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
+    int enter(long[] key, boolean recovery) {
+        int p = partitions.partitionOf(key);
+        if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
+            throw new PartitionNotHeldException(p, key);
+        }
+        return p;
+    }
+
+    boolean tryEnter(int p) {
+        if (state.get(p) != HELD) {
+            return false;
+        }
+        inFlight.incrementAndGet(p);
+        if (state.get(p) != HELD) {
+            inFlight.decrementAndGet(p);
+            return false;
+        }
+        return true;
+    }
+
+    private boolean tryEnterRecovering(int p) {
+        if (state.get(p) != RECOVERING) {
+            return false;
+        }
+        inFlight.incrementAndGet(p);
+        return true;
+    }
+
+    void exit(int p) {
+        inFlight.decrementAndGet(p);
+    }
+
+    /** See {@link DexEngine#release}. */
+    ReleaseReport release(int partition) {
+        checkPartition(partition);
+        long start = System.nanoTime();
+        if (state.get(partition) == FAILED) {
+            abandon(partition);
+            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+        }
+        if (!state.compareAndSet(partition, HELD, NOT_HELD)) {
+            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+        }
+        awaitDrained(partition);
+        long[] work = writeBackAndDrop(partition);
+        RedoLog log = logs.get(partition);
+        if (log != null) {
+            // Every page is written back: the next owner's replay has nothing to do. Should this write fail, the
+            // next owner replays records whose writes are in the pages already, which changes nothing.
+            try {
+                synchronized (log.checkpointLock()) {
+                    log.checkpointed(log.nextLsn());
+                }
+            } catch (dev.dex.rdma.FabricException notMoved) {
+                // see above
+            }
+            giveUpUnlessWritesFailed(partition, log);
+            logs.set(partition, null);
+        }
+        return new ReleaseReport(partition, System.nanoTime() - start, work[0], work[0] * dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, work[1]);
+    }
+
+    /** A release's write-back and drop of every frame of {@code partition}, tried again while pages fail to be written. */
+    private long[] writeBackAndDrop(int partition) {
+        long deadline = System.nanoTime() + RELEASE_RETRY_NANOS;
+        Flush flush = new Flush(engine);
+        while (true) {
+            try {
+                return flush.dropPartition(partition);
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (failed instanceof dev.dex.rdma.FencedException || System.nanoTime() - deadline > 0) {
+                    RedoLog log = logs.get(partition);
+                    if (log != null) {
+                        log.abandon();
+                    }
+                    Flush discard = new Flush(engine, false);
+                    discard.dropPartition(partition);
+                    logs.set(partition, null);
+                    throw new IllegalStateException("partition " + partition + " was released, but its pages could not be"
+                            + " written back (" + failed.getMessage() + "); " + (log != null
+                            ? "its writes are in its redo log, which the next owner replays after it fenced this compute node"
+                            : discard.discardedDirty() + " dirty pages were discarded and their writes lost (no redo log)"),
+                            failed);
+                }
+                parkBriefly();
+            }
+        }
+    }
+
+    private static void parkBriefly() {
+        java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(10));
+    }
+
+    /**
+     * The cache of {@code partition} can no longer be trusted to match remote memory (a structure change whose
+     * writes failed left an owned node that remote memory may not have, see StructureChanges): no operation
+     * enters it any more, none of its frames is written back, and {@link #logFailed} tells its owner to give it up
+     * ({@link #abandon}, which drops its frames) and acquire it again (which replays its redo log). Nothing for a
+     * partition this engine does not hold, or -1 (a node that spans partitions).
+     */
+    void cacheFailed(int partition, Throwable cause) {
+        if (partition < 0) {
+            return;
+        }
+        if (poisoned.compareAndSet(partition, 0, 1)) {
+            poisonedCount.incrementAndGet();
+        }
+        failures.set(partition, cause);
+        if (!state.compareAndSet(partition, HELD, FAILED)) {
+            state.compareAndSet(partition, RECOVERING, FAILED);
+        }
+    }
+
+    private void clearPoison(int partition) {
+        if (poisoned.compareAndSet(partition, 1, 0)) {
+            poisonedCount.decrementAndGet();
+        }
+    }
+
+    /**
+     * Whether the dirty frame showing {@code node} may be written back: not when its partition's cache failed
+     * ({@link #cacheFailed}), whose frames are dropped unwritten. One volatile read while no partition failed.
+     */
+    boolean mayWriteBack(NodeView node) {
+        if (poisonedCount.get() == 0) {
+            return true;
+        }
+        int owner = partitions.ownerOf(node);
+        return owner < 0 || poisoned.get(owner) == 0;
+    }
+
+    /** Whether {@code partition}'s cache failed and its frames are not written back. */
+    boolean poisoned(int partition) {
+        return poisoned.get(partition) != 0;
+    }
+
+    /** See {@link DexEngine#logFailed}. */
+    boolean logFailed(int partition) {
+        checkPartition(partition);
+        if (state.get(partition) == FAILED) {
+            return true;
+        }
+        RedoLog log = logs.get(partition);
+        return log != null && log.failed();
+    }
+
+    /** See {@link DexEngine#partitionFailed}. */
+    boolean partitionFailed(int partition) {
+        checkPartition(partition);
+        return state.get(partition) == FAILED;
+    }
+
+    /** See {@link DexEngine#failure}. */
+    Throwable failure(int partition) {
+        checkPartition(partition);
+        Throwable failure = failures.get(partition);
+        if (failure != null && state.get(partition) == FAILED) {
+            return failure;
+        }
+        RedoLog log = logs.get(partition);
+        return log == null ? null : log.failure();
+    }
+
+    /** See {@link DexEngine#abandon}. */
+    long abandon(int partition) {
+        checkPartition(partition);
+        while (state.get(partition) == RECOVERING) {
+            Thread.yield(); // an acquire still replaying: let it finish, then give the partition up
+        }
+        boolean failed = state.get(partition) == FAILED;
+        if (!redoLog.enabled() && !failed) {
+            return release(partition).framesDropped();
+        }
+        if (!state.compareAndSet(partition, HELD, NOT_HELD) && !state.compareAndSet(partition, FAILED, NOT_HELD)) {
+            return 0;
+        }
+        RedoLog log = logs.get(partition);
+        if (log != null) {
+            // Before the drain: commits in flight fail at once instead of waiting for records that will not come.
+            log.abandon();
+        }
+        awaitDrained(partition);
+        Flush discard = new Flush(engine, false);
+        long[] work;
+        try {
+            work = discard.dropPartition(partition);
+        } finally {
+            clearPoison(partition);
+            logs.set(partition, null);
+        }
+        if (log != null) {
+            // Nothing of p is written from here on: the next owner need not fence this engine, unless a write failed.
+            giveUpUnlessWritesFailed(partition, log);
+        }
+        if (!redoLog.enabled() && discard.discardedDirty() > 0) {
+            throw new IllegalStateException("partition " + partition + " was given up because its cache could not be kept"
+                    + " in step with remote memory (" + failures.get(partition) + "); " + discard.discardedDirty()
+                    + " dirty pages were discarded and their writes lost (no redo log)");
+        }
+        return work[1];
+    }
+
+    /** See {@link DexEngine#close}. */
+    void close() {
+        RuntimeException first = null;
+        for (int p = 0; p < partitions.count(); p++) {
+            try {
+                release(p);
+            } catch (RuntimeException failed) {
+                if (first == null) {
+                    first = failed;
+                } else {
+                    first.addSuppressed(failed);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+    }
+
+    /** Waits until no operation is in flight on {@code partition} (after its held flag was cleared). */
+    private void awaitDrained(int partition) {
+        while (inFlight.get(partition) != 0) {
+            Thread.onSpinWait();
+        }
+    }
+
+    private void checkPartition(int partition) {
+        if (partition < 0 || partition >= partitions.count()) {
+            throw new IllegalArgumentException("partition " + partition + " outside [0, " + partitions.count() + ")");
+        }
+    }
+}
