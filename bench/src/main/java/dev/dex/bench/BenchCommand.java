@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 
 import dev.dex.core.cache.DexEngineSettings;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.FaultPlan;
 import picocli.CommandLine;
@@ -92,7 +93,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--leaf-admission", paramLabel = "P_A",
             description = "DEX modes: the probability that a leaf read on a miss is admitted into the cache, in [0, 1]"
-                    + " (default: the engine's, " + DexEngineSettings.DEFAULT_LEAF_ADMISSION + ").")
+                    + " (default: the engine's, dex.compute.leaf-admission of reference.conf).")
     private Double leafAdmission;
 
     @Option(names = "--cache-mb", paramLabel = "MIB", converter = CountConverter.class,
@@ -326,7 +327,11 @@ public final class BenchCommand implements Callable<Integer> {
         check(redoLog.equals("off") || mode.partitioned(), "--redo-log on needs a DEX engine mode, not " + mode.cliName());
         check(commitBatch >= 1 && commitBatch <= 1024, "--commit-batch must be in [1, 1024]: " + commitBatch);
         check(commitBatch == 1 || mode.partitioned(), "--commit-batch above 1 needs a DEX engine mode, not " + mode.cliName());
-        check(keyBytes >= 8 && keyBytes <= 64 && keyBytes % 8 == 0, "--key-bytes must be 8, 16, 24, 32, 40, 48, 56 or 64: " + keyBytes);
+        try {
+            KeyFormat.of(keyBytes);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), "--key-bytes: " + e.getMessage());
+        }
         check(keyBytes == 8 || mode.usesFabric(), "--key-bytes above 8 needs a mode on the fabric; skiplist keys are longs");
         FaultPlan faults = null;
         if (injectFaults != null) {

@@ -11,10 +11,9 @@ import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
 import dev.dex.core.cache.DexEngineSettings;
-import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;
-import dev.dex.core.offload.OffloadSettings;
 import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.disni.DisniSettings;
 import dev.dex.rdma.tcp.TcpSettings;
 
@@ -28,18 +27,10 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
 
     public static DexSettings from(Config config) {
         Config dex = config.getConfig("dex");
-        TcpSettings tcp = new TcpSettings(dex.getString("fabric.tcp.host"), dex.getInt("fabric.tcp.port"),
-                dex.getInt("fabric.tcp.connections-per-server"), dex.getInt("fabric.tcp.window"),
-                dex.getDuration("fabric.tcp.verb-timeout"), dex.getDuration("fabric.tcp.connect-timeout"),
-                dex.getInt("fabric.tcp.io-threads"), dex.getDuration("fabric.tcp.spin").toNanos(),
-                (int) range(dex, "fabric.tcp.max-transfer", dex.getBytes("fabric.tcp.max-transfer"), 4096, 16 << 20),
-                dex.getInt("fabric.tcp.max-connections"));
+        TcpSettings tcp = TcpSettings.fromConfig(dex.getConfig("fabric.tcp"));
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
-        DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS : new DisniSettings(dex.getString("fabric.disni.host"), dex.getInt("fabric.disni.port"),
-                dex.getDuration("fabric.disni.verb-timeout"), dex.getDuration("fabric.disni.connect-timeout"),
-                (int) range(dex, "fabric.disni.max-transfer", dex.getBytes("fabric.disni.max-transfer"),
-                        DisniSettings.MIN_MAX_TRANSFER, DisniSettings.MAX_MAX_TRANSFER),
-                dex.getInt("fabric.disni.queue-depth"));
+        DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS
+                : DisniSettings.fromConfig(dex.getConfig("fabric.disni"));
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni,
                 dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")),
@@ -51,6 +42,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
             throw new IllegalArgumentException("dex.memory.region-size (" + regionSize + ") must be a multiple of"
                     + " dex.memory.chunk-size (" + chunkSize + ", a power of two) holding at least two chunks");
         }
+        TreeSettings tree = TreeSettings.fromConfig(dex.getConfig("tree"));
         int partitions = dex.getInt("tree.partitions");
         PartitionTable table = PartitionTable.equalWidth(partitions, dex.getLong("tree.partition-key-min"),
                 dex.getLong("tree.partition-key-max"));
@@ -61,46 +53,20 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "memory.offload-threads", dex.getInt("memory.offload-threads"), 1, 1024),
                 range(dex, "memory.offload-queue", dex.getInt("memory.offload-queue"), 1, 1 << 20),
                 table,
-                range(dex, "tree.subtree-level", dex.getInt("tree.subtree-level"), 0, 15),
-                dex.getBoolean("memory.format"), keyBytes(dex));
+                tree.subtreeLevel(), dex.getBoolean("memory.format"), tree.keyFormat().bytes());
 
-        EngineMode mode;
-        try {
-            mode = EngineMode.of(dex.getString("compute.mode"));
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("dex.compute.mode: " + e.getMessage(), e);
-        }
-        OffloadSettings offload = new OffloadSettings(mode.policy(), dex.getInt("compute.offload.window"),
-                dex.getDouble("compute.offload.sample-rate"), dex.getDouble("compute.offload.explore-rate"),
-                dex.getDouble("compute.offload.local-search-ns"), dex.getDouble("compute.offload.cache-coefficient"));
-        DexEngineSettings engine;
-        try {
-            engine = new DexEngineSettings(mode, dex.getBytes("compute.cache-size"), dex.getDouble("compute.cooling-ratio"),
-                    dex.getDouble("compute.leaf-admission"), offload);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("dex.compute: " + e.getMessage(), e);
-        }
+        DexEngineSettings engine = DexEngineSettings.fromConfig(dex.getConfig("compute"));
         ComputeNode.Settings compute = new ComputeNode.Settings(
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
-                handshake(dex), redoLog(dex), positive(dex, "compute.checkpoint-interval"),
+                handshake(dex), RedoLogSettings.fromConfig(dex.getConfig("compute")), positive(dex, "compute.checkpoint-interval"),
                 probeTimeout(config), positive(dex, "compute.write-back-timeout"));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
-    }
-
-    /** dex.tree.key-bytes: 8 to 64, a multiple of 8. */
-    private static int keyBytes(Config dex) {
-        int bytes = dex.getInt("tree.key-bytes");
-        try {
-            return dev.dex.core.node.KeyFormat.of(bytes).bytes();
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("dex.tree.key-bytes: " + e.getMessage());
-        }
     }
 
     /** dex.compute.rebalance-probe-timeout, positive and under half of sharding's rebalance interval. */
@@ -120,11 +86,6 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
             throw new IllegalArgumentException("dex." + key + " must be positive: " + value);
         }
         return value;
-    }
-
-    private static RedoLogSettings redoLog(Config dex) {
-        long bytes = range(dex, "compute.redo-log-size", dex.getBytes("compute.redo-log-size"), 4096, 1L << 30);
-        return new RedoLogSettings(dex.getBoolean("compute.redo-log"), bytes, RedoLogSettings.DEFAULT_AWAIT_NANOS);
     }
 
     private static Backoff handshake(Config dex) {

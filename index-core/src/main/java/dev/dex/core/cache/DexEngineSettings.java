@@ -7,14 +7,35 @@ import dev.dex.core.offload.OffloadSettings;
  *
  * @param mode          how the engine caches and offloads ({@link EngineMode})
  * @param cacheBytes    bytes of the frame arena; each frame takes 1088 bytes (0 for no cache)
- * @param coolingRatio  fraction of the frames the cooling map holds (default 0.1)
- * @param leafAdmission probability P_A that a leaf read from remote memory is admitted (default 0.1)
+ * @param coolingRatio  fraction of the frames the cooling map holds
+ * @param leafAdmission probability P_A that a leaf read from remote memory is admitted
  * @param offload       offloading policy and cost-model parameters; offloading also needs an
  *                      {@code OffloadChannel} when the engine is opened
  */
 public record DexEngineSettings(EngineMode mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
-    public static final double DEFAULT_COOLING_RATIO = 0.1;
-    public static final double DEFAULT_LEAF_ADMISSION = 0.1;
+    /** {@code dex.compute.cooling-ratio} of index-core's reference.conf, its one home. */
+    public static final double DEFAULT_COOLING_RATIO = com.typesafe.config.ConfigFactory.defaultReference().getDouble("dex.compute.cooling-ratio");
+    /** {@code dex.compute.leaf-admission} of index-core's reference.conf, its one home. */
+    public static final double DEFAULT_LEAF_ADMISSION = com.typesafe.config.ConfigFactory.defaultReference().getDouble("dex.compute.leaf-admission");
+
+    /**
+     * The engine of a {@code dex.compute} section: {@code mode}, {@code cache-size}, {@code cooling-ratio},
+     * {@code leaf-admission} and {@code offload}; a bad value fails naming its key.
+     */
+    public static DexEngineSettings fromConfig(com.typesafe.config.Config compute) {
+        EngineMode mode;
+        try {
+            mode = EngineMode.of(compute.getString("mode"));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute.mode: " + e.getMessage(), e);
+        }
+        try {
+            return new DexEngineSettings(mode, compute.getBytes("cache-size"), compute.getDouble("cooling-ratio"),
+                    compute.getDouble("leaf-admission"), OffloadSettings.fromConfig(mode.policy(), compute.getConfig("offload")));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute: " + e.getMessage(), e);
+        }
+    }
 
     public DexEngineSettings {
         if (mode == null) {

@@ -24,8 +24,8 @@ import dev.dex.rdma.VerbChecks;
  * threads compete for cores, and offloading pays a scheduling delay that real memory-side cores would not.
  */
 public final class LocalOffloadChannel implements OffloadChannel {
-    /** Requests a memory server queues before it rejects more. */
-    public static final int DEFAULT_QUEUE_CAPACITY = 1024;
+    /** {@code dex.memory.offload-queue} of index-core's reference.conf, its one home. */
+    public static final int DEFAULT_QUEUE_CAPACITY = com.typesafe.config.ConfigFactory.defaultReference().getInt("dex.memory.offload-queue");
 
     private final BlockingQueue<OffloadRequest>[] queues;
     private final List<Thread> threads = new ArrayList<>();

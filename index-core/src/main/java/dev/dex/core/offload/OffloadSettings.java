@@ -5,11 +5,12 @@ package dev.dex.core.offload;
  *
  * @param policy           {@link Policy#COST_MODEL} (DEX), {@link Policy#ALWAYS} (offload-only),
  *                         {@link Policy#NEVER} (no-offload)
- * @param window           samples per moving average (default 50)
- * @param sampleRate       probability that an operation's latency is sampled (default 0.01)
- * @param exploreRate      probability that a decision is flipped (default 0.01)
- * @param localSearchNanos l_s, a local node search (default 40 ns)
- * @param cacheCoefficient c, the extra cost of going through the cache (default 1.2)
+ * @param window           samples per moving average
+ * @param sampleRate       probability that an operation's latency is sampled
+ * @param exploreRate      probability that a decision is flipped
+ * @param localSearchNanos l_s, a local node search in nanoseconds
+ * @param cacheCoefficient c, the extra cost of going through the cache
+ * The defaults are {@code dex.compute.offload} in index-core's reference.conf ({@link #of}).
  */
 public record OffloadSettings(Policy policy, int window, double sampleRate, double exploreRate, double localSearchNanos,
                               double cacheCoefficient) {
@@ -18,12 +19,6 @@ public record OffloadSettings(Policy policy, int window, double sampleRate, doub
     public enum Policy {
         COST_MODEL, ALWAYS, NEVER
     }
-
-    public static final int DEFAULT_WINDOW = 50;
-    public static final double DEFAULT_SAMPLE_RATE = 0.01;
-    public static final double DEFAULT_EXPLORE_RATE = 0.01;
-    public static final double DEFAULT_LOCAL_SEARCH_NANOS = 40;
-    public static final double DEFAULT_CACHE_COEFFICIENT = 1.2;
 
     public OffloadSettings {
         if (window < 1) {
@@ -37,9 +32,15 @@ public record OffloadSettings(Policy policy, int window, double sampleRate, doub
         }
     }
 
+    /** The cost model of a {@code dex.compute.offload} section, for a compute node of {@code policy}. */
+    public static OffloadSettings fromConfig(Policy policy, com.typesafe.config.Config offload) {
+        return new OffloadSettings(policy, offload.getInt("window"), offload.getDouble("sample-rate"),
+                offload.getDouble("explore-rate"), offload.getDouble("local-search-ns"), offload.getDouble("cache-coefficient"));
+    }
+
+    /** The defaults of {@code dex.compute.offload} (index-core's reference.conf, their one home) for {@code policy}. */
     public static OffloadSettings of(Policy policy) {
-        return new OffloadSettings(policy, DEFAULT_WINDOW, DEFAULT_SAMPLE_RATE, DEFAULT_EXPLORE_RATE,
-                DEFAULT_LOCAL_SEARCH_NANOS, DEFAULT_CACHE_COEFFICIENT);
+        return fromConfig(policy, com.typesafe.config.ConfigFactory.defaultReference().getConfig("dex.compute.offload"));
     }
 
     public static OffloadSettings never() {

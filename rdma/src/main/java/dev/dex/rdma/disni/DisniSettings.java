@@ -3,6 +3,9 @@ package dev.dex.rdma.disni;
 import java.time.Duration;
 import java.util.Objects;
 
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
 /**
  * How the {@code disni} fabric serves and reaches regions over RDMA. Every value is checked here, and a bad
  * one fails with a message that names its {@code dex.fabric.disni} key.
@@ -25,9 +28,19 @@ public record DisniSettings(String host, int port, Duration verbTimeout, Duratio
     /** Largest {@link #maxTransfer}: 64 MiB per thread of staging memory is already generous. */
     public static final int MAX_MAX_TRANSFER = 64 << 20;
 
-    /** Loopback, a free port, 10 s verb and 5 s connect timeouts, 256 KiB transfers, 64 requests in flight. */
-    public static final DisniSettings DEFAULTS = new DisniSettings("127.0.0.1", 0, Duration.ofSeconds(10),
-            Duration.ofSeconds(5), 256 * 1024, 64);
+    /** The defaults: {@code dex.fabric.disni} of this module's reference.conf, their one home. */
+    public static final DisniSettings DEFAULTS = fromConfig(ConfigFactory.defaultReference().getConfig("dex.fabric.disni"));
+
+    /** The settings of a {@code dex.fabric.disni} section; a bad value fails naming its key. */
+    public static DisniSettings fromConfig(Config disni) {
+        long maxTransfer = disni.getBytes("max-transfer");
+        if (maxTransfer > MAX_MAX_TRANSFER) {
+            throw new IllegalArgumentException("dex.fabric.disni.max-transfer must be a power of two in ["
+                    + MIN_MAX_TRANSFER + ", " + MAX_MAX_TRANSFER + "]: " + maxTransfer);
+        }
+        return new DisniSettings(disni.getString("host"), disni.getInt("port"), disni.getDuration("verb-timeout"),
+                disni.getDuration("connect-timeout"), (int) maxTransfer, disni.getInt("queue-depth"));
+    }
 
     public DisniSettings {
         Objects.requireNonNull(host, "dex.fabric.disni.host");

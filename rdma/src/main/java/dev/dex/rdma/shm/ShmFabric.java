@@ -35,7 +35,7 @@ import dev.dex.rdma.RemoteMemory;
 
 /**
  * The {@code shm} transport: each memory server's region is a file, {@code region-<serverId>.dex} in the
- * fabric's directory (default {@value #DEFAULT_DIRECTORY}, a tmpfs on Linux), that every process of the
+ * fabric's directory (default {@code /dev/shm/dex}, a tmpfs on Linux), that every process of the
  * host maps shared. A compute process connects to regions exported by another process simply by mapping
  * the same directory; its verbs are loads, stores and atomic instructions on its own mapping, so the
  * exporting process takes no part in them: they are truly one-sided. An optional latency per verb (spun,
@@ -72,8 +72,12 @@ import dev.dex.rdma.RemoteMemory;
  * work in flight; an access to an unmapped page crashes the JVM.
  */
 public final class ShmFabric implements Fabric {
-    /** Where regions live unless configured otherwise: a tmpfs, so regions never touch a disk. */
-    public static final String DEFAULT_DIRECTORY = "/dev/shm/dex";
+    /**
+     * Where regions live unless configured otherwise ({@code dex.fabric.shm-directory} of this module's
+     * reference.conf): a tmpfs, so regions never touch a disk.
+     */
+    public static final String DEFAULT_DIRECTORY = com.typesafe.config.ConfigFactory.defaultReference()
+            .getString("dex.fabric.shm-directory");
 
     /** Segments of 1 GiB keep every mapping within a Java buffer's 2 GiB limit, as for {@code local}. */
     static final int SEGMENT_SHIFT = Region.DEFAULT_SEGMENT_SHIFT;

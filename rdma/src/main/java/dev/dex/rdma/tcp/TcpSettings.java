@@ -3,6 +3,9 @@ package dev.dex.rdma.tcp;
 import java.time.Duration;
 import java.util.Objects;
 
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
 /**
  * How the {@code tcp} fabric serves and reaches regions. Every value is checked here, and a bad one fails
  * with a message that names its {@code dex.fabric.tcp} key.
@@ -25,15 +28,25 @@ import java.util.Objects;
 public record TcpSettings(String host, int port, int connectionsPerServer, int window, Duration verbTimeout,
                           Duration connectTimeout, int ioThreads, long spinNanos, int maxTransfer, int maxConnections) {
 
-    /** Connections a region server admits unless told otherwise ({@code dex.fabric.tcp.max-connections}). */
-    public static final int DEFAULT_MAX_CONNECTIONS = 1024;
-
     /**
-     * Loopback, a free port, one connection of 64 requests in flight, 30 s verb and 5 s connect timeouts, one I/O
-     * thread, 50 µs of spinning (see {@code docs/fabric.md} for the measurements behind these).
+     * The defaults: {@code dex.fabric.tcp} of this module's reference.conf, their one home (loopback, a free port, one
+     * connection of 64 requests in flight; {@code docs/fabric.md} has the measurements behind them).
      */
-    public static final TcpSettings DEFAULTS = new TcpSettings("127.0.0.1", 0, 1, 64, Duration.ofSeconds(30),
-            Duration.ofSeconds(5), 1, 50_000, 256 * 1024, DEFAULT_MAX_CONNECTIONS);
+    public static final TcpSettings DEFAULTS = fromConfig(ConfigFactory.defaultReference().getConfig("dex.fabric.tcp"));
+
+    /** Connections a region server admits unless told otherwise ({@code dex.fabric.tcp.max-connections}). */
+    public static final int DEFAULT_MAX_CONNECTIONS = DEFAULTS.maxConnections();
+
+    /** The settings of a {@code dex.fabric.tcp} section; a bad value fails naming its key. */
+    public static TcpSettings fromConfig(Config tcp) {
+        long maxTransfer = tcp.getBytes("max-transfer");
+        if (maxTransfer > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("dex.fabric.tcp.max-transfer must be in [4096, " + (16 << 20) + "]: " + maxTransfer);
+        }
+        return new TcpSettings(tcp.getString("host"), tcp.getInt("port"), tcp.getInt("connections-per-server"),
+                tcp.getInt("window"), tcp.getDuration("verb-timeout"), tcp.getDuration("connect-timeout"),
+                tcp.getInt("io-threads"), tcp.getDuration("spin").toNanos(), (int) maxTransfer, tcp.getInt("max-connections"));
+    }
 
     public TcpSettings {
         Objects.requireNonNull(host, "dex.fabric.tcp.host");
