@@ -228,7 +228,7 @@ final class Demo implements Callable<Integer> {
         order.addAll(computeNodes);
         order.addAll(memoryNodes);
         for (ActorSystem<?> system : order) {
-            if (!DexCli.leave(system)) {
+            if (!ClusterMember.leave(system)) {
                 system.terminate();
                 system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
             }
@@ -326,9 +326,9 @@ final class Demo implements Callable<Integer> {
             out.printf("warming up for %d s (not measured)%n", warmup);
             mix(client, n, putPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
         }
-        List<ComputeNode.Status> measuredFrom = DexCli.computeStatuses(clientSystem);
+        List<ComputeNode.Status> measuredFrom = ClusterMember.computeStatuses(clientSystem);
         Result mix = mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate, written);
-        List<ComputeNode.Status> after = DexCli.computeStatuses(clientSystem);
+        List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
         report(mix, measuredFrom, after, settings, n, engine);
         if (benchOnly) {
             return 0;
@@ -438,7 +438,7 @@ final class Demo implements Callable<Integer> {
 
     private static void awaitComputeNodes(ActorSystem<?> system, int count, Duration max) throws Exception {
         long deadline = System.nanoTime() + max.toNanos();
-        while (DexCli.computeStatuses(system).size() < count) {
+        while (ClusterMember.computeStatuses(system).size() < count) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException(count + " compute nodes did not come up in " + max.toSeconds() + " s");
             }
@@ -718,7 +718,7 @@ final class Demo implements Callable<Integer> {
             }
             List<ComputeNode.Status> statuses;
             try {
-                statuses = DexCli.computeStatuses(system);
+                statuses = ClusterMember.computeStatuses(system);
             } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
                 // A compute node that just left may still be listed and no longer answers: not settled yet.
                 previous = "";
