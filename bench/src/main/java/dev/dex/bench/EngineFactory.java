@@ -180,7 +180,7 @@ final class EngineFactory {
                 }
             }
             if (!partitioned.isEmpty()) {
-                PartitionRouter.assign(partitioned);
+                OwnerRouter.assign(partitioned);
             }
             if (channel != null) {
                 resources.add(channel);
