@@ -209,13 +209,9 @@ final class Demo implements Callable<Integer> {
         PartitionTable table;
         Fabric loaderFabric = Fabrics.open(settings.fabric());
         try (RemoteMemory loader = DemoCluster.awaitFormatted(memory, loaderFabric)) {
-            long[] loadedKeys = new long[1];
             SortedEntries entries = DemoWorkload.entries(n);
             try (ProgressBar bar = DemoWorkload.bar("load", n)) {
-                BulkLoader.load(loader, 0.8, entries, loaded -> {
-                    bar.stepTo(loaded);
-                    loadedKeys[0] = loaded;
-                });
+                BulkLoader.load(loader, 0.8, entries, bar::stepTo);
             }
             table = Partitioning.fromLeafFences(loader, partitions);
             Superblock.writePartitions(loader, table);

@@ -34,7 +34,8 @@ import picocli.CommandLine.Parameters;
 
 /**
  * The {@code dex} command line: {@code demo}, {@code memory-node}, {@code compute-node}, {@code client},
- * {@code status}, {@code bench}. Exit codes: 0 done, 1 failed, 2 bad input.
+ * {@code status}, {@code certs}, and {@code bench} and {@code reproduce} (bench's commands, handed their arguments
+ * before picocli sees them). Exit codes: 0 done, 1 failed, 2 bad input.
  */
 @Command(name = "dex", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "DEX on Pekko: a range index on disaggregated memory.",
