@@ -273,7 +273,7 @@ public final class BenchCommand implements Callable<Integer> {
         return command.lastResult.throughputOpsPerSec();
     }
 
-    /** The result of the last successful {@link #call()}, for tests. */
+    /** The result of the last successful {@link #call()}: each point of {@link Reproduction}'s plots, and what tests check. */
     BenchResult lastResult() {
         return lastResult;
     }

@@ -15,7 +15,7 @@ import dev.dex.rdma.VerbSnapshot;
  * run on (connections, fabric), closed after them in order.
  *
  * <p>Routing: with partitioned engines a worker thread talks to every engine through a
- * {@link PartitionRouter}; otherwise any engine serves any key, and worker thread {@code t} uses engine
+ * {@link OwnerRouter}; otherwise any engine serves any key, and worker thread {@code t} uses engine
  * {@code t mod C}, which spreads the threads evenly over the compute nodes.
  *
  * <p>With injected faults each engine's connection is a {@link FaultInjectingRemoteMemory}; the end-of-run checks
@@ -83,7 +83,7 @@ final class EngineCluster implements AutoCloseable {
     /** A router for worker thread {@code thread}; call on that thread, as sessions belong to it. */
     Router newRouter(int thread) {
         if (!partitioned.isEmpty()) {
-            return new PartitionRouter(partitioned);
+            return new OwnerRouter(partitioned);
         }
         return Router.of(engines.get(thread % engines.size()).newSession());
     }

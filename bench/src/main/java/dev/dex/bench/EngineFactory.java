@@ -179,7 +179,7 @@ final class EngineFactory {
                 }
             }
             if (!partitioned.isEmpty()) {
-                PartitionRouter.assign(partitioned);
+                OwnerRouter.assign(partitioned);
             }
             if (channel != null) {
                 resources.add(channel);

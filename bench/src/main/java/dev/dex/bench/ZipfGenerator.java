@@ -57,7 +57,7 @@ final class ZipfGenerator {
         return Math.min(rank, items - 1);
     }
 
-    /** The probability of {@code rank} under the exact Zipf law (for tests and reports). */
+    /** The probability of {@code rank} under the exact Zipf law, which tests hold the sampled ranks against. */
     double probability(long rank) {
         return Math.pow(rank + 1, -theta) / zetaN;
     }

@@ -7,13 +7,9 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.OptionalLong;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.actor.typed.javadsl.AskPattern;
-import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.typed.Cluster;
 
@@ -38,7 +34,8 @@ import picocli.CommandLine.Parameters;
 
 /**
  * The {@code dex} command line: {@code demo}, {@code memory-node}, {@code compute-node}, {@code client},
- * {@code status}, {@code bench}. Exit codes: 0 done, 1 failed, 2 bad input.
+ * {@code status}, {@code certs}, and {@code bench} and {@code reproduce} (bench's commands, handed their arguments
+ * before picocli sees them). Exit codes: 0 done, 1 failed, 2 bad input.
  */
 @Command(name = "dex", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "DEX on Pekko: a range index on disaggregated memory.",
@@ -270,7 +267,7 @@ public final class DexCli implements Callable<Integer> {
             DexSettings settings = DexSettings.from(config);
             ActorSystem<DexClient.Command> system = DexNodes.client(config, settings);
             try {
-                awaitSelfUp(system, JOIN_TIMEOUT);
+                ClusterMember.awaitSelfUp(system, JOIN_TIMEOUT);
                 DexClientApi client = new DexClientApi(system, system, settings.requestTimeout());
                 long timeout = settings.requestTimeout().toMillis() + 5_000;
                 boolean wide = key != null;
@@ -299,7 +296,7 @@ public final class DexCli implements Callable<Integer> {
                 }
                 throw e;
             } finally {
-                leave(system);
+                ClusterMember.leave(system);
             }
         }
 
@@ -396,35 +393,22 @@ public final class DexCli implements Callable<Integer> {
             Config config = DexNodes.withoutEndpoint(node.nodeConfig(ConfigFactory.empty(), "client"));
             ActorSystem<DexClient.Command> system = DexNodes.client(config, DexSettings.from(config));
             try {
-                awaitSelfUp(system, JOIN_TIMEOUT);
+                ClusterMember.awaitSelfUp(system, JOIN_TIMEOUT);
                 // The Receptionist's listing reaches a new member shortly after it is Up.
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-                while (computeStatuses(system).isEmpty() && System.nanoTime() < deadline) {
+                while (ClusterMember.computeStatuses(system).isEmpty() && System.nanoTime() < deadline) {
                     Thread.sleep(200);
                 }
                 printStatus(system, new PrintWriter(System.out, true));
                 return 0;
             } finally {
-                leave(system);
+                ClusterMember.leave(system);
             }
         }
     }
 
     /** How long {@code client} and {@code status} try to join before they give up with a clear error. */
     static final Duration JOIN_TIMEOUT = Duration.ofSeconds(20);
-
-    static void awaitSelfUp(ActorSystem<?> system, Duration max) throws InterruptedException {
-        long deadline = System.nanoTime() + max.toNanos();
-        while (Cluster.get(system).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
-            if (System.nanoTime() > deadline) {
-                boolean tls = system.settings().config().getString("pekko.remote.artery.transport").equals("tls-tcp");
-                throw new IllegalStateException("could not join the cluster in " + max.toSeconds() + " s: are the seed nodes"
-                        + " running? This node uses " + (tls ? "mutual TLS; it joins only a cluster whose nodes use TLS with"
-                        + " certificates of the same CA" : "plain TCP; it cannot join a cluster that uses TLS (give it --tls)"));
-            }
-            Thread.sleep(50);
-        }
-    }
 
     /** Prints members, and each compute node's partitions and verb counters. */
     static List<ComputeNode.Status> printStatus(ActorSystem<?> system, PrintWriter out) throws Exception {
@@ -433,7 +417,7 @@ public final class DexCli implements Callable<Integer> {
             out.printf("  %-32s %-8s %s%n", member.address(), member.status(), String.join(",", member.getRoles().stream()
                     .filter(r -> !r.startsWith("dc-")).toList()));
         }
-        List<ComputeNode.Status> statuses = computeStatuses(system);
+        List<ComputeNode.Status> statuses = ClusterMember.computeStatuses(system);
         out.println("compute nodes:");
         for (ComputeNode.Status s : statuses) {
             out.printf("  %-32s partitions %s%n", s.address(), s.partitionsHeld());
@@ -442,26 +426,5 @@ public final class DexCli implements Callable<Integer> {
         }
         out.flush();
         return statuses;
-    }
-
-    static List<ComputeNode.Status> computeStatuses(ActorSystem<?> system) throws Exception {
-        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
-                r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
-                .get(10, TimeUnit.SECONDS);
-        List<ComputeNode.Status> statuses = new ArrayList<>();
-        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
-            statuses.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
-                    Duration.ofSeconds(5), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS));
-        }
-        statuses.sort(java.util.Comparator.comparing(ComputeNode.Status::address));
-        return statuses;
-    }
-
-    /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
-    static boolean leave(ActorSystem<?> system) throws Exception {
-        CountDownLatch done = new CountDownLatch(1);
-        system.getWhenTerminated().thenRun(done::countDown);
-        org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
-        return done.await(30, TimeUnit.SECONDS);
     }
 }

@@ -170,7 +170,7 @@ class DexSettingsTest {
         long logsMiB = 64 * (defaults.getBytes("dex.compute.redo-log-size") >> 20);
         for (long keys : new long[] {1_000, 200_000, 1_000_000, 10_000_000}) {
             long treeMiB = keys * 96 >> 20;
-            long region = Demo.regionMiB(keys, 64, defaults);
+            long region = DemoCluster.regionMiB(keys, 64, defaults);
             assertTrue(region > treeMiB + logsMiB, keys + " keys: a region of " + region + " MiB holds a tree of " + treeMiB
                     + " MiB and " + logsMiB + " MiB of logs with room to spare");
         }

@@ -104,7 +104,7 @@ class OperatorEndpointTest {
         Config clientConfig = config("client", fabric, clientPort, List.of(seed));
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(clientConfig, DexSettings.from(clientConfig));
         systems.add(clientSystem);
-        DexCli.awaitSelfUp(clientSystem, WAIT);
+        ClusterMember.awaitSelfUp(clientSystem, WAIT);
 
         long deadline = System.nanoTime() + WAIT.toNanos();
         HttpResponse<String> ready;

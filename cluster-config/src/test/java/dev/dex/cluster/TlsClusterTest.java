@@ -88,7 +88,7 @@ class TlsClusterTest {
         Config clientConfig = config("client", certs.resolve("client.p12"), List.of(seed));
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(clientConfig, DexSettings.from(clientConfig));
         systems.add(clientSystem);
-        DexCli.awaitSelfUp(clientSystem, JOIN);
+        ClusterMember.awaitSelfUp(clientSystem, JOIN);
         client = new DexClientApi(clientSystem, clientSystem, Duration.ofSeconds(30));
     }
 
@@ -181,7 +181,7 @@ class TlsClusterTest {
     private void assertRefused(Config config, String says) throws Exception {
         ActorSystem<DexClient.Command> outsider = DexNodes.client(config, DexSettings.from(config));
         try {
-            IllegalStateException refused = assertThrows(IllegalStateException.class, () -> DexCli.awaitSelfUp(outsider, REFUSED_FOR));
+            IllegalStateException refused = assertThrows(IllegalStateException.class, () -> ClusterMember.awaitSelfUp(outsider, REFUSED_FOR));
             assertTrue(refused.getMessage().contains(says), refused.getMessage());
         } finally {
             outsider.terminate();

@@ -6,19 +6,31 @@ package dev.dex.rdma;
  *
  * <p>Allocation is one fetch-and-add on the region header's next-chunk index, so it needs no message to
  * the memory server and is safe across threads and processes.
+ *
+ * <p>A {@code RemoteMemory} hands out its allocator ({@code RemoteMemory.chunkAllocator()}); the allocator in turn
+ * is given only the one verb it issues, {@link FetchAndAdd}, not the client, so the dependency runs one way.
  */
 public final class ChunkAllocator {
-    private final RemoteMemory memory;
+    /**
+     * The fetch-and-add verb of the client that allocates: atomically adds {@code delta} to the 8-byte word at
+     * global address {@code address} and returns the previous value, counted as that client's atomic.
+     */
+    @FunctionalInterface
+    public interface FetchAndAdd {
+        long fetchAndAdd(long address, long delta);
+    }
+
+    private final FetchAndAdd fetchAndAdd;
     private final long[] regionLengths;
     private final long[] chunkLengths;
 
     /**
-     * @param memory        the client whose fetch-and-add allocates
+     * @param fetchAndAdd   the fetch-and-add of the client that allocates ({@code client::fetchAndAdd})
      * @param regionLengths region length of each connected server by id, 0 where not connected
      * @param chunkLengths  chunk length of each connected server by id, 0 where not connected
      */
-    public ChunkAllocator(RemoteMemory memory, long[] regionLengths, long[] chunkLengths) {
-        this.memory = memory;
+    public ChunkAllocator(FetchAndAdd fetchAndAdd, long[] regionLengths, long[] chunkLengths) {
+        this.fetchAndAdd = fetchAndAdd;
         this.regionLengths = regionLengths;
         this.chunkLengths = chunkLengths;
     }
@@ -52,7 +64,7 @@ public final class ChunkAllocator {
             throw new IllegalArgumentException("chunk count must be >= 1: " + count);
         }
         long chunkLength = chunkLengths[serverId];
-        long index = memory.fetchAndAdd(GlobalAddress.of(serverId, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), count);
+        long index = fetchAndAdd.fetchAndAdd(GlobalAddress.of(serverId, RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), count);
         long start = index * chunkLength;
         if (index <= 0 || start > regionLengths[serverId] - count * chunkLength) {
             throw new MemoryFullException(serverId, regionLengths[serverId], chunkLength);

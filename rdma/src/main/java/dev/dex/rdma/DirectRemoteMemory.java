@@ -51,7 +51,7 @@ public final class DirectRemoteMemory implements RemoteMemory {
                 serverIds[i++] = id;
             }
         }
-        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+        this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
     }
 
     @Override

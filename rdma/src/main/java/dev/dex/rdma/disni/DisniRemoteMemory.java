@@ -90,7 +90,7 @@ final class DisniRemoteMemory implements RemoteMemory {
         this.maxTransfer = maxTransfer;
         this.releaseKeys = releaseKeys;
         this.onClose = onClose;
-        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+        this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
     }
 
     @Override

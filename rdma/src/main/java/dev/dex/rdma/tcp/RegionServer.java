@@ -196,11 +196,6 @@ final class RegionServer implements AutoCloseable {
         onFence = revoke;
     }
 
-    /** Open client connections (for tests and status). */
-    int connectionCount() {
-        return connections.size();
-    }
-
     /**
      * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
      * closed; {@code fenceDone} runs once they are all closed and {@link #whenFenced} revoked the rest (on an

@@ -275,7 +275,10 @@ public final class TcpFabric implements Fabric {
         return true;
     }
 
-    /** Whether memory server {@code serverId}, exported here, fenced {@code clientId} (for tests and status). */
+    /**
+     * Whether memory server {@code serverId}, exported here, fenced {@code clientId}. Only tests ask (the fence
+     * tests of rdma and index-core); a node learns that a fence is in place from {@link #fence} returning.
+     */
     public synchronized boolean isFenced(int serverId, long clientId) {
         TcpRegion region = exported.get(serverId);
         return region != null && region.server.isFenced(clientId);

@@ -90,7 +90,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             opened.forEach(Link::close);
             throw e instanceof FabricException && !(e instanceof FencedException) ? new IllegalArgumentException(e.getMessage(), e) : e;
         }
-        this.chunkAllocator = new ChunkAllocator(this, regionLengths, chunkLengths);
+        this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
     }
 
     @Override

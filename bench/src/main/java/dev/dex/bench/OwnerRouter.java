@@ -7,19 +7,20 @@ import dev.dex.core.partition.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;
 
 /**
- * Routes by logical partition, as a client of a partitioned cluster does: the thread keeps one session per
- * engine and sends each key to the engine that holds the key's partition. A scan goes to the engine of its
- * start key's partition and may stop at the end of that engine's partitions.
+ * Routes each key to its partition's owner, as a client of a partitioned cluster does: the thread keeps one session
+ * per engine and sends each key to the engine that holds the key's partition. A scan goes to the engine of its
+ * start key's partition and may stop at the end of that engine's partitions. (The actors module's
+ * {@code PartitionRouter} is another thing: a compute node's actor that hands bundled batches to its partitions.)
  *
  * <p>The partition-to-engine map is read from {@link PartitionedEngine#holds} once, when the router is
  * built; every partition must be held by exactly one engine then.
  */
-final class PartitionRouter implements Router {
+final class OwnerRouter implements Router {
     private final PartitionTable table;
     private final IndexSession[] sessions;
     private final IndexSession[] byPartition;
 
-    PartitionRouter(List<? extends PartitionedEngine> engines) {
+    OwnerRouter(List<? extends PartitionedEngine> engines) {
         this.table = sharedTable(engines);
         this.sessions = new IndexSession[engines.size()];
         for (int e = 0; e < sessions.length; e++) {

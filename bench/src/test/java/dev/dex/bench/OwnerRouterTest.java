@@ -25,7 +25,7 @@ import dev.dex.core.engine.IndexSession;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.SortedEntries;
 
-class PartitionRouterTest {
+class OwnerRouterTest {
     private static final int PARTITIONS = 8;
     private final KeySpace space = new KeySpace(10_000);
     private final PartitionTable table = PartitionTable.equalWidth(PARTITIONS, space.minKey(), space.maxKey());
@@ -46,7 +46,7 @@ class PartitionRouterTest {
     @Test
     void assignGivesPartitionPToEnginePModC() {
         List<FakePartitionedEngine> engines = engines(3);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         for (int p = 0; p < PARTITIONS; p++) {
             for (int e = 0; e < engines.size(); e++) {
                 assertEquals(e == p % 3, engines.get(e).holds(p), "engine " + e + ", partition " + p);
@@ -57,8 +57,8 @@ class PartitionRouterTest {
     @Test
     void everyKeyGoesToTheEngineHoldingItsPartition() {
         List<FakePartitionedEngine> engines = engines(3);
-        PartitionRouter.assign(engines);
-        try (PartitionRouter router = new PartitionRouter(engines)) {
+        OwnerRouter.assign(engines);
+        try (OwnerRouter router = new OwnerRouter(engines)) {
             SplittableRandom random = new SplittableRandom(9);
             for (int i = 0; i < 10_000; i++) {
                 long key = space.loadedKey(random.nextLong(space.keys()));
@@ -77,10 +77,10 @@ class PartitionRouterTest {
     @Test
     void scansGoToTheEngineOfTheStartKeysPartition() {
         List<FakePartitionedEngine> engines = engines(2);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         long[] keys = new long[Workload.SCAN_LENGTH];
         long[] values = new long[Workload.SCAN_LENGTH];
-        try (PartitionRouter router = new PartitionRouter(engines)) {
+        try (OwnerRouter router = new OwnerRouter(engines)) {
             long nearEnd = table.upperInclusive(2) - 10 * KeySpace.GAP;
             int n = router.sessionFor(nearEnd).scan(nearEnd, Workload.SCAN_LENGTH, keys, values);
             assertTrue(n > 0 && n < Workload.SCAN_LENGTH, "a scan stops at its partition's end: " + n);
@@ -96,11 +96,11 @@ class PartitionRouterTest {
         for (int p = 0; p < PARTITIONS - 1; p++) {
             engines.get(p % 2).acquire(p);
         }
-        IllegalStateException none = assertThrows(IllegalStateException.class, () -> new PartitionRouter(engines));
+        IllegalStateException none = assertThrows(IllegalStateException.class, () -> new OwnerRouter(engines));
         assertTrue(none.getMessage().contains("partition " + (PARTITIONS - 1) + " is held by no engine"), none.getMessage());
         engines.get(0).acquire(PARTITIONS - 1);
         engines.get(1).acquire(PARTITIONS - 1);
-        IllegalStateException two = assertThrows(IllegalStateException.class, () -> new PartitionRouter(engines));
+        IllegalStateException two = assertThrows(IllegalStateException.class, () -> new OwnerRouter(engines));
         assertTrue(two.getMessage().contains("more than one engine"), two.getMessage());
     }
 
@@ -108,7 +108,7 @@ class PartitionRouterTest {
     @EnumSource(Workload.class)
     void theRunnerRoutesEveryOperationToTheHoldingEngine(Workload workload) {
         List<FakePartitionedEngine> engines = engines(3);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         BenchConfig config = config(workload, 3, engines.size());
         RunStats stats;
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
@@ -124,7 +124,7 @@ class PartitionRouterTest {
     @Test
     void withACommitBatchEveryOperationRunsOnceInBatchesOfOnePartition() {
         List<FakePartitionedEngine> engines = engines(2);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         BenchConfig config = config(Workload.WRITE_INTENSIVE, 2, engines.size(), 8);
         RunStats stats;
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
@@ -150,7 +150,7 @@ class PartitionRouterTest {
     @Test
     void aCommitBatchRunWithoutWarmUpRunsEveryOperation() {
         List<FakePartitionedEngine> engines = engines(2);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         BenchConfig config = config(Workload.READ_ONLY, 2, engines.size(), 4, 0);
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
             RunStats stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
@@ -172,7 +172,7 @@ class PartitionRouterTest {
     @Test
     void aFailingOperationStopsTheRunAndIsReported() {
         List<FakePartitionedEngine> engines = engines(2);
-        PartitionRouter.assign(engines);
+        OwnerRouter.assign(engines);
         engines.get(1).failAfter = 5_000;
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
             BenchRunner runner = new BenchRunner(config(Workload.READ_ONLY, 4, 2), space, cluster,

@@ -1,0 +1,64 @@
+package dev.dex.cluster;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import dev.dex.actors.ComputeNode;
+
+/**
+ * What a process does through an actor system that is a member of the cluster, once {@link DexNodes} started it:
+ * wait until it is Up, ask every compute node for its status, and leave gracefully. The {@code dex} commands and
+ * the demo share these, so they live apart from both.
+ */
+final class ClusterMember {
+    private ClusterMember() {
+    }
+
+    /**
+     * Waits until {@code system} is Up in the cluster; after {@code max}, fails with what most often keeps a node
+     * out (no seed node running, or TLS on one side only).
+     */
+    static void awaitSelfUp(ActorSystem<?> system, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (Cluster.get(system).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
+            if (System.nanoTime() > deadline) {
+                boolean tls = system.settings().config().getString("pekko.remote.artery.transport").equals("tls-tcp");
+                throw new IllegalStateException("could not join the cluster in " + max.toSeconds() + " s: are the seed nodes"
+                        + " running? This node uses " + (tls ? "mutual TLS; it joins only a cluster whose nodes use TLS with"
+                        + " certificates of the same CA" : "plain TCP; it cannot join a cluster that uses TLS (give it --tls)"));
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /** The status of every compute node the receptionist lists, by address. */
+    static List<ComputeNode.Status> computeStatuses(ActorSystem<?> system) throws Exception {
+        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
+                r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
+                .get(10, TimeUnit.SECONDS);
+        List<ComputeNode.Status> statuses = new ArrayList<>();
+        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
+            statuses.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
+                    Duration.ofSeconds(5), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS));
+        }
+        statuses.sort(java.util.Comparator.comparing(ComputeNode.Status::address));
+        return statuses;
+    }
+
+    /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
+    static boolean leave(ActorSystem<?> system) throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        system.getWhenTerminated().thenRun(done::countDown);
+        org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
+        return done.await(30, TimeUnit.SECONDS);
+    }
+}

@@ -1,0 +1,172 @@
+package dev.dex.cluster;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import com.typesafe.config.Config;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.DexClientApi;
+import dev.dex.actors.MemoryNodes;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * The demo's cluster as a whole, apart from what the demo does with it: the memory node's region size, the waits
+ * until the tree is formatted, every member is Up, the compute nodes have registered and the partitions have
+ * settled on them, and the stop in an operator's order. {@link Demo} starts the nodes ({@link DexNodes}) and
+ * decides when to wait for what.
+ */
+final class DemoCluster {
+    private DemoCluster() {
+    }
+
+    /**
+     * Stops the cluster the way an operator would, so that a normal exit logs nothing alarming: the client
+     * leaves first, then the compute nodes one by one (each hands its partitions off), then the memory node.
+     * Each leaves gracefully (coordinated shutdown), so the others see it removed before its connections
+     * close; a system that does not stop within 30 s is terminated.
+     */
+    static void leaveInOrder(List<ActorSystem<?>> systems) throws Exception {
+        List<ActorSystem<?>> clients = new ArrayList<>();
+        List<ActorSystem<?>> computeNodes = new ArrayList<>();
+        List<ActorSystem<?>> memoryNodes = new ArrayList<>();
+        for (ActorSystem<?> system : systems) {
+            var roles = Cluster.get(system).selfMember().getRoles();
+            (roles.contains("memory") ? memoryNodes : roles.contains("compute") ? computeNodes : clients).add(system);
+        }
+        // Compute nodes youngest first: the oldest runs the sharding coordinator, which moves once, if at all.
+        java.util.Collections.reverse(computeNodes);
+        List<ActorSystem<?>> order = new ArrayList<>(clients);
+        order.addAll(computeNodes);
+        order.addAll(memoryNodes);
+        for (ActorSystem<?> system : order) {
+            if (!ClusterMember.leave(system)) {
+                system.terminate();
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    /**
+     * The memory node's region: the loaded tree (about 96 bytes a key, splits included), one redo log per
+     * partition in whole 1 MiB chunks plus the log directory's chunk, and room for the chunks each compute
+     * node allocates for its splits.
+     */
+    static long regionMiB(long keys, int partitions, Config defaults) {
+        long chunk = defaults.getBytes("dex.memory.chunk-size");
+        long logChunks = (defaults.getBytes("dex.compute.redo-log-size") + chunk - 1) / chunk;
+        long logsMiB = (partitions * logChunks + 1) * chunk >> 20;
+        return Math.max(64, (keys * 96 >> 20) + 1 + logsMiB + 16);
+    }
+
+    /** The demo's own shm directory: the memory node keeps its region file there when it stops; the demo does not. */
+    static void deleteShmDirectory(java.nio.file.Path directory) throws java.io.IOException {
+        if (!java.nio.file.Files.isDirectory(directory)) {
+            return;
+        }
+        try (var files = java.nio.file.Files.list(directory)) {
+            for (java.nio.file.Path file : (Iterable<java.nio.file.Path>) files::iterator) {
+                java.nio.file.Files.deleteIfExists(file);
+            }
+        }
+        java.nio.file.Files.deleteIfExists(directory);
+    }
+
+    /** Waits until memory server 0 has formatted the tree, and returns a connection for the loader. */
+    static RemoteMemory awaitFormatted(ActorSystem<?> memoryNode, Fabric fabric) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        Map<Integer, String> endpoints = MemoryNodes.endpoints(memoryNode, 1, Duration.ofSeconds(30));
+        while (true) {
+            try {
+                RemoteMemory memory = fabric.connect(endpoints);
+                try {
+                    PartitionTable.load(memory);
+                    return memory;
+                } catch (IllegalStateException notYet) {
+                    memory.close();
+                }
+            } catch (IllegalArgumentException notExported) {
+                // the memory node has not exported its region yet
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("memory node 0 did not format the tree within 30 s");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    /** Waits until every one of {@code systems} is Up in the cluster, all within {@code max}. */
+    static void awaitUp(List<ActorSystem<?>> systems, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        for (ActorSystem<?> system : systems) {
+            while (Cluster.get(system).selfMember().status() != MemberStatus.up()) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("the cluster did not come up in " + max.toSeconds() + " s");
+                }
+                Thread.sleep(20);
+            }
+        }
+    }
+
+    /** Waits until {@code count} compute nodes answer a status request from {@code system}. */
+    static void awaitComputeNodes(ActorSystem<?> system, int count, Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (ClusterMember.computeStatuses(system).size() < count) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(count + " compute nodes did not come up in " + max.toSeconds() + " s");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /**
+     * Touches every partition (sharding starts a moved partition on its first message) until each of {@code nodes}
+     * compute nodes holds its share and every partition is held exactly once, for two checks in a row. The last of
+     * {@code table}'s {@code partitions} is touched at {@code lastKey}, the largest loaded key.
+     */
+    static List<ComputeNode.Status> awaitRebalance(DexClientApi client, ActorSystem<?> system, PartitionTable table, int partitions,
+            long lastKey, int nodes, Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        String previous = "";
+        while (System.nanoTime() < deadline) {
+            for (int p = 0; p < partitions; p++) {
+                // A partition's upper bound is a loaded key (bounds are leaf fences); the last one is the largest key.
+                long key = p == partitions - 1 ? lastKey : table.upperInclusive(p);
+                client.get(key).toCompletableFuture().get(60, TimeUnit.SECONDS);
+            }
+            List<ComputeNode.Status> statuses;
+            try {
+                statuses = ClusterMember.computeStatuses(system);
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                // A compute node that just left may still be listed and no longer answers: not settled yet.
+                previous = "";
+                Thread.sleep(250);
+                continue;
+            }
+            int total = 0;
+            int smallest = Integer.MAX_VALUE;
+            for (ComputeNode.Status s : statuses) {
+                total += s.partitionsHeld().size();
+                smallest = Math.min(smallest, s.partitionsHeld().size());
+            }
+            String map = statuses.stream().map(ComputeNode.Status::partitionsHeld).toList().toString();
+            boolean balanced = statuses.size() == nodes && total == partitions && smallest >= partitions / nodes - 1;
+            if (balanced && map.equals(previous)) {
+                return statuses;
+            }
+            previous = balanced ? map : "";
+            Thread.sleep(250);
+        }
+        throw new IllegalStateException("partitions did not settle on " + nodes + " compute nodes within "
+                + max.toSeconds() + " s");
+    }
+}

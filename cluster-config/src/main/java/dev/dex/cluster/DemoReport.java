@@ -1,0 +1,181 @@
+package dev.dex.cluster;
+
+import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.HdrHistogram.Histogram;
+
+import dev.dex.actors.ComputeNode;
+
+/**
+ * What the demo prints about its runs on stdout, and writes where asked: the mix's throughput, latency and verbs per
+ * operation (and, with --json, the same as JSON), a partition map, the operations per second during the scale-out,
+ * and the --timeline CSV and plot.
+ */
+final class DemoReport {
+    private final PrintWriter out;
+    /** Compute nodes before the scale-out. */
+    private final int computeNodes;
+    /** --rate: operations started per second in an open loop; null or 0 for a closed loop. */
+    private final Long rate;
+    /** --json, or null. */
+    private final java.nio.file.Path json;
+
+    DemoReport(PrintWriter out, int computeNodes, Long rate, java.nio.file.Path json) {
+        this.out = out;
+        this.computeNodes = computeNodes;
+        this.rate = rate;
+        this.json = json;
+    }
+
+    /**
+     * The mix's throughput (against the engine alone's, unless {@code engine} is NaN), latency percentiles and verbs
+     * per operation over all compute nodes between the statuses {@code before} and {@code after} it; also as JSON
+     * when --json was given.
+     */
+    void printMix(DemoWorkload.Result mix, List<ComputeNode.Status> before, List<ComputeNode.Status> after, DexSettings settings,
+            long n, double engine) throws java.io.IOException {
+        String workload = settings.demoWorkload();
+        long[] delta = new long[5];
+        for (ComputeNode.Status s : after) {
+            delta[0] += s.reads();
+            delta[1] += s.writes();
+            delta[2] += s.atomics();
+            delta[3] += s.twoSided();
+            delta[4] += s.bytes();
+        }
+        for (ComputeNode.Status s : before) {
+            delta[0] -= s.reads();
+            delta[1] -= s.writes();
+            delta[2] -= s.atomics();
+            delta[3] -= s.twoSided();
+            delta[4] -= s.bytes();
+        }
+        double ops = mix.ops();
+        Histogram h = mix.latency();
+        double throughput = ops / (mix.nanos() / 1e9);
+        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts) in %.2f s, %s%n", workload, mix.ops(),
+                mix.gets(), mix.puts(), mix.nanos() / 1e9, rate != null && rate > 0
+                        ? String.format("open loop at %,d ops/s (at most %,d in flight)", rate, settings.demoInFlight())
+                        : String.format("closed loop, %,d in flight", settings.demoInFlight()));
+        out.printf("throughput   %,.0f ops/s%n", throughput);
+        if (!Double.isNaN(engine)) {
+            out.printf("engine alone %,.0f ops/s: the cluster serves %.1f%% of it%n", engine, 100 * throughput / engine);
+        }
+        out.printf("latency      p50 %.0f us   p99 %.0f us   p99.9 %.0f us%n", h.getValueAtPercentile(50) / 1e3,
+                h.getValueAtPercentile(99) / 1e3, h.getValueAtPercentile(99.9) / 1e3);
+        out.printf("verbs per operation (all compute nodes):%n");
+        out.printf("  %-10s %-10s %-10s %-10s %-10s%n", "reads", "writes", "atomics", "two-sided", "bytes");
+        out.printf("  %-10.3f %-10.3f %-10.3f %-10.4f %-10.1f%n", delta[0] / ops, delta[1] / ops, delta[2] / ops, delta[3] / ops,
+                delta[4] / ops);
+        if (json != null) {
+            com.fasterxml.jackson.databind.ObjectMapper mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+            var root = mapper.createObjectNode();
+            root.put("workload", workload).put("mode", "cluster").put("keys", n).put("ops", mix.ops())
+                    .put("computeNodes", computeNodes).put("throughputOpsPerSec", throughput)
+                    .put("inFlight", settings.demoInFlight()).put("rateOpsPerSec", rate == null ? 0 : rate);
+            if (!Double.isNaN(engine)) {
+                root.put("engineOpsPerSec", engine).put("clusterToEngine", throughput / engine);
+            }
+            root.putObject("perOp").put("reads", delta[0] / ops).put("writes", delta[1] / ops).put("atomics", delta[2] / ops)
+                    .put("twoSided", delta[3] / ops).put("bytes", delta[4] / ops);
+            root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99))
+                    .put("p999", h.getValueAtPercentile(99.9));
+            mapper.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
+    }
+
+    /**
+     * Operations completed in each whole second of the mix during the scale-out, and the lowest second from the
+     * join until the map settled against the median second before the join.
+     */
+    void printScaleOut(java.util.concurrent.atomic.AtomicLongArray perSecond, double joinAt, double settledAt, int seconds) {
+        List<Long> counts = new ArrayList<>();
+        for (int i = 0; i < Math.min(seconds, perSecond.length()); i++) {
+            counts.add(perSecond.get(i));
+        }
+        out.printf("operations per second during the scale-out (join at %.1f s, settled at %.1f s): %s%n", joinAt, settledAt,
+                counts.stream().map(c -> String.format("%,d", c)).toList());
+        List<Long> before = new ArrayList<>(counts.subList(0, Math.min(counts.size(), (int) joinAt)));
+        // The first second ramps up (the in-flight window fills): the usual rate is the median of the rest.
+        if (before.size() > 1) {
+            before.remove(0);
+        }
+        before.sort(null);
+        int from = (int) joinAt;
+        int to = Math.min(counts.size(), (int) Math.ceil(settledAt) + 1);
+        if (before.isEmpty() || from >= to) {
+            return;
+        }
+        long usual = before.get(before.size() / 2);
+        long lowest = Long.MAX_VALUE;
+        for (int i = from; i < to; i++) {
+            lowest = Math.min(lowest, counts.get(i));
+        }
+        out.printf("lowest second from the join until settled: %,d operations, %.0f%% of the usual %,d per second%n", lowest,
+                usual == 0 ? 0.0 : 100.0 * lowest / usual, usual);
+    }
+
+    /** One line per compute node: its address and the partitions it holds. */
+    void printMap(List<ComputeNode.Status> statuses) {
+        for (ComputeNode.Status s : statuses) {
+            out.printf("  %-30s %2d partitions %s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld());
+        }
+    }
+
+    /**
+     * Writes the scale-out's and the leave's throughput per 100 ms ({@code timelineFile}, CSV: seconds since the mix
+     * started, operations per second in that 100 ms; only the 100 ms wholly before the mix was stopped at
+     * {@code endAt}) and its plot, with the join, the settled map, the leave and the
+     * map back as vertical markers; returns one line of reading of it. {@code perTick} holds the operations completed
+     * in each 100 ms of the mix.
+     */
+    String writeTimeline(java.nio.file.Path timelineFile, java.util.concurrent.atomic.AtomicLongArray perTick, double joinAt,
+            double settledAt, double leaveAt, double leftAt, double endAt) throws java.io.IOException {
+        int ticks = Math.min(perTick.length(), (int) (endAt * 1e9 / DemoWorkload.TICK_NANOS));
+        double perSecond = 1e9 / DemoWorkload.TICK_NANOS;
+        StringBuilder csv = new StringBuilder("t_seconds,ops_per_second\n");
+        double[] t = new double[ticks];
+        double[] rate = new double[ticks];
+        double usual = 0;
+        int before = 0;
+        double lowest = Double.MAX_VALUE;
+        for (int i = 0; i < ticks; i++) {
+            t[i] = (i + 0.5) * DemoWorkload.TICK_NANOS / 1e9;
+            rate[i] = perTick.get(i) * perSecond;
+            csv.append(String.format(java.util.Locale.ROOT, "%.1f,%.0f%n", t[i], rate[i]));
+            if (t[i] >= 1 && t[i] < joinAt) {
+                usual += rate[i];
+                before++;
+            } else if (t[i] >= joinAt) {
+                lowest = Math.min(lowest, rate[i]);
+            }
+        }
+        usual = before == 0 ? 0 : usual / before;
+        java.nio.file.Files.writeString(timelineFile, csv);
+        org.knowm.xchart.XYChart chart = new org.knowm.xchart.XYChartBuilder().width(800).height(500)
+                .title("Throughput while a compute node joins and leaves").xAxisTitle("time (s)").yAxisTitle("ops/s").build();
+        chart.getStyler().setMarkerSize(0);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideS);
+        chart.addSeries("ops/s per 100 ms", t, rate);
+        double top = java.util.Arrays.stream(rate).max().orElse(1);
+        String[] names = {"join", "partitions settled", "leave", "partitions back"};
+        double[] at = {joinAt, settledAt, leaveAt, leftAt};
+        for (int i = 0; i < names.length; i++) {
+            if (at[i] > 0) {
+                chart.addSeries(names[i], new double[] {at[i], at[i]}, new double[] {0, top});
+            }
+        }
+        String png = timelineFile.toString().replaceAll("\\.csv$", "") + ".png";
+        System.setProperty("java.awt.headless", "true");
+        org.knowm.xchart.BitmapEncoder.saveBitmap(chart, png, org.knowm.xchart.BitmapEncoder.BitmapFormat.PNG);
+        String reading = String.format(java.util.Locale.ROOT, "%d compute node(s), one more joins at %.1f s: the partitions"
+                + " settle %.1f s later; it leaves at %.1f s and the map is back %.1f s later. The usual rate before the join"
+                + " is %,.0f ops/s; the lowest 100 ms after it, %,.0f ops/s (%.0f%%).", computeNodes, joinAt, settledAt - joinAt,
+                leaveAt, leftAt - leaveAt, usual, lowest == Double.MAX_VALUE ? 0 : lowest,
+                usual == 0 ? 0 : 100 * (lowest == Double.MAX_VALUE ? 0 : lowest) / usual);
+        out.println("timeline: " + timelineFile + " and " + png);
+        return reading;
+    }
+}

@@ -1,0 +1,15 @@
+/**
+ * Configuration and launch of a DEX cluster: every {@code dex.*} setting ({@code reference.conf}, read and checked
+ * once by {@link dev.dex.cluster.DexSettings}), the Pekko cluster's settings ({@code dex-cluster.conf} and one file
+ * per role), starting a memory node, a compute node or a client in an actor system of its own
+ * ({@link dev.dex.cluster.DexNodes}), mutual TLS certificates, the operator's HTTP endpoint, and the {@code dex}
+ * command line with its in-JVM demo (docs/architecture.md, docs/cluster.md, docs/operations.md).
+ *
+ * <p>It is the top of the dependency graph: it may use {@code dev.dex.actors} (the nodes it starts),
+ * {@code dev.dex.core} and {@code dev.dex.rdma} (the demo loads the tree itself), {@code dev.dex.bench} (the
+ * {@code bench} and {@code reproduce} commands and the cluster bench's engine baseline), Pekko and Pekko
+ * Management, Typesafe Config, Logback (to quiet the warnings of a graceful leave), picocli and the reporting
+ * libraries. Only the YCSB binding and the multi-JVM tests depend on it; the engine and
+ * the actors never do, so they run with any launcher.
+ */
+package dev.dex.cluster;
