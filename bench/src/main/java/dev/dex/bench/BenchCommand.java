@@ -203,7 +203,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        BenchConfig config = validate();
+        BenchSettings config = validate();
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         Progress progress = Progress.detect(err);
@@ -278,7 +278,7 @@ public final class BenchCommand implements Callable<Integer> {
         return lastResult;
     }
 
-    private BenchConfig validate() {
+    private BenchSettings validate() {
         check(keys >= 1 && keys <= KeySpace.MAX_KEYS, "--keys must be in [1, " + KeySpace.MAX_KEYS + "]: " + keys);
         check(ops >= 1 && ops <= MAX_OPS, "--ops must be in [1, " + MAX_OPS + "]: " + ops);
         check(warmup >= 0 && warmup <= MAX_OPS, "--warmup must be in [0, " + MAX_OPS + "]: " + warmup);
@@ -343,7 +343,7 @@ public final class BenchCommand implements Callable<Integer> {
             check(mode.usesFabric(), "--inject-faults needs a mode on the fabric; skiplist makes no verbs");
             check(commitBatch == 1, "--inject-faults runs every operation on its own: not with --commit-batch above 1");
         }
-        return new BenchConfig(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
+        return new BenchSettings(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
                 leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults);
     }

@@ -14,11 +14,11 @@ import dev.dex.rdma.VerbSnapshot;
  * @param verbs              verbs of the measured operations, all engines summed
  * @param outcomes           counts indexed by {@link Outcome#ordinal()}
  */
-record BenchResult(BenchConfig config, long treeBytes, long cacheBytes, double cacheRatio, long wallNanos,
+record BenchResult(BenchSettings config, long treeBytes, long cacheBytes, double cacheRatio, long wallNanos,
                    double throughputOpsPerSec, VerbSnapshot verbs, double cacheHitRatio, long p50Nanos,
                    long p99Nanos, long p999Nanos, long maxNanos, double meanNanos, long[] outcomes) {
 
-    static BenchResult of(BenchConfig config, long treeBytes, RunStats stats) {
+    static BenchResult of(BenchSettings config, long treeBytes, RunStats stats) {
         Histogram latency = stats.latency();
         return new BenchResult(config, treeBytes, config.cacheBytesFor(treeBytes), config.cacheRatioFor(treeBytes),
                 stats.wallNanos(), config.ops() * 1e9 / stats.wallNanos(), stats.verbs(), stats.cacheHitRatio(),

@@ -28,14 +28,14 @@ final class BenchRunner {
     /** How long a run that stalled waits for its workers to leave before it gives up on them. */
     private static final long STALLED_JOIN_MILLIS = 2_000;
 
-    private final BenchConfig config;
+    private final BenchSettings config;
     private final KeySpace keySpace;
     private final EngineCluster engines;
     private final Progress progress;
     private final KeyModel model;
     private volatile boolean stalled;
 
-    BenchRunner(BenchConfig config, KeySpace keySpace, EngineCluster engines, Progress progress) {
+    BenchRunner(BenchSettings config, KeySpace keySpace, EngineCluster engines, Progress progress) {
         this.config = config;
         this.keySpace = keySpace;
         this.engines = engines;

@@ -37,7 +37,7 @@ final class EndChecks implements Runnable {
     /** Lost keys shown on stderr. */
     private static final int SHOWN = 10;
 
-    private final BenchConfig config;
+    private final BenchSettings config;
     private final KeySpace keySpace;
     private final EngineCluster engines;
     private final KeyModel model;
@@ -48,7 +48,7 @@ final class EndChecks implements Runnable {
     /** What the checks are doing, for the message when they do not finish. */
     private volatile String step = "starting";
 
-    EndChecks(BenchConfig config, KeySpace keySpace, EngineCluster engines, KeyModel model, long cacheBytes,
+    EndChecks(BenchSettings config, KeySpace keySpace, EngineCluster engines, KeyModel model, long cacheBytes,
               PrintWriter out, PrintWriter err) {
         this.config = config;
         this.keySpace = keySpace;

@@ -78,7 +78,7 @@ final class EngineFactory {
      * The engines for {@code config}, with the tree loaded (and, for the DEX engine modes, the partition
      * table stored in the superblock).
      */
-    static EngineCluster create(BenchConfig config, KeySpace keySpace, Progress progress) {
+    static EngineCluster create(BenchSettings config, KeySpace keySpace, Progress progress) {
         return switch (config.mode()) {
             case SKIPLIST -> skipList(config, keySpace, progress);
             case BASELINE -> onFabric(config, keySpace, progress, null);
@@ -102,7 +102,7 @@ final class EngineFactory {
      * Partition bounds at leaf fences (every leaf owned, as the paper chooses them), or equal width over the
      * loaded keys when the tree has fewer leaves than partitions.
      */
-    static PartitionTable partitionTable(RemoteMemory loader, BenchConfig config, KeySpace keySpace) {
+    static PartitionTable partitionTable(RemoteMemory loader, BenchSettings config, KeySpace keySpace) {
         try {
             return Partitioning.fromLeafFences(loader, config.partitions());
         } catch (IllegalArgumentException tooFewLeaves) {
@@ -110,7 +110,7 @@ final class EngineFactory {
         }
     }
 
-    private static EngineCluster onFabric(BenchConfig config, KeySpace keySpace, Progress progress,
+    private static EngineCluster onFabric(BenchSettings config, KeySpace keySpace, Progress progress,
                                           PartitionedEngineOpener opener) {
         KeyFormat keyFormat = KeyFormat.of(config.keyBytes());
         long estimate = estimatedTreeBytes(config.keys(), keyFormat);
@@ -202,7 +202,7 @@ final class EngineFactory {
      * A reader of the tree that took no part in the run, over {@code memory}: for the DEX modes a new engine (without
      * offloading) that acquires every partition, which replays what their redo logs hold; else the baseline tree.
      */
-    static IndexEngine openReader(BenchConfig config, RemoteMemory memory, long cacheBytes) {
+    static IndexEngine openReader(BenchSettings config, RemoteMemory memory, long cacheBytes) {
         if (!config.mode().partitioned()) {
             return BaselineTree.open(memory);
         }
@@ -229,7 +229,7 @@ final class EngineFactory {
         }
     }
 
-    private static EngineCluster skipList(BenchConfig config, KeySpace keySpace, Progress progress) {
+    private static EngineCluster skipList(BenchSettings config, KeySpace keySpace, Progress progress) {
         ConcurrentSkipListMap<Long, Long> map = new ConcurrentSkipListMap<>();
         try (ProgressBar bar = progress.start("load", config.keys())) {
             SortedEntries entries = keySpace.entries();
@@ -269,7 +269,7 @@ final class EngineFactory {
     }
 
     /** Bytes of each memory node's region (see the class comment), a multiple of {@code chunk}. */
-    static long regionLength(BenchConfig config, long treeBytes, int chunk) {
+    static long regionLength(BenchSettings config, long treeBytes, int chunk) {
         long inserts = (long) Math.ceil((config.warmup() + config.ops()) * config.workload().percent(Op.INSERT) / 100.0);
         long connections = config.computeNodes() + 1L;
         long bytes = 3 * treeBytes + inserts * BYTES_PER_INSERT + 2 * connections * chunk + ((long) SLACK_MIB << 20);

@@ -24,7 +24,7 @@ final class ResultJson {
     }
 
     static ObjectNode toJson(BenchResult r) {
-        BenchConfig c = r.config();
+        BenchSettings c = r.config();
         ObjectNode root = MAPPER.createObjectNode();
         root.put("workload", c.workload().cliName());
         root.put("mode", c.mode().cliName());

@@ -16,7 +16,7 @@ final class Summary {
     }
 
     static void print(BenchResult r, PrintWriter out) {
-        BenchConfig c = r.config();
+        BenchSettings c = r.config();
         String dist = c.distribution() == Distribution.ZIPF
                 ? String.format(Locale.ROOT, "zipf, theta %.2f", c.theta()) : "uniform";
         line(out, "workload", "%s (%s)", c.workload().cliName(), c.workload().mix());

@@ -109,7 +109,7 @@ class OwnerRouterTest {
     void theRunnerRoutesEveryOperationToTheHoldingEngine(Workload workload) {
         List<FakePartitionedEngine> engines = engines(3);
         OwnerRouter.assign(engines);
-        BenchConfig config = config(workload, 3, engines.size());
+        BenchSettings config = config(workload, 3, engines.size());
         RunStats stats;
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
             stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
@@ -125,7 +125,7 @@ class OwnerRouterTest {
     void withACommitBatchEveryOperationRunsOnceInBatchesOfOnePartition() {
         List<FakePartitionedEngine> engines = engines(2);
         OwnerRouter.assign(engines);
-        BenchConfig config = config(Workload.WRITE_INTENSIVE, 2, engines.size(), 8);
+        BenchSettings config = config(Workload.WRITE_INTENSIVE, 2, engines.size(), 8);
         RunStats stats;
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
             stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
@@ -143,7 +143,7 @@ class OwnerRouterTest {
         assertEquals(config.ops(), stats.latency().getTotalCount(), "one latency per operation, its batch's");
     }
 
-    private BenchConfig config(Workload workload, int threads, int engines) {
+    private BenchSettings config(Workload workload, int threads, int engines) {
         return config(workload, threads, engines, 1);
     }
 
@@ -151,7 +151,7 @@ class OwnerRouterTest {
     void aCommitBatchRunWithoutWarmUpRunsEveryOperation() {
         List<FakePartitionedEngine> engines = engines(2);
         OwnerRouter.assign(engines);
-        BenchConfig config = config(Workload.READ_ONLY, 2, engines.size(), 4, 0);
+        BenchSettings config = config(Workload.READ_ONLY, 2, engines.size(), 4, 0);
         try (EngineCluster cluster = new EngineCluster(engines, 1 << 20, List.of())) {
             RunStats stats = new BenchRunner(config, space, cluster, Progress.plain(new PrintWriter(new StringWriter()))).run();
             assertEquals(config.ops(), Arrays.stream(stats.outcomes()).sum());
@@ -159,12 +159,12 @@ class OwnerRouterTest {
         assertEquals(config.ops(), engines.stream().mapToLong(e -> e.batchedOps.sum()).sum());
     }
 
-    private BenchConfig config(Workload workload, int threads, int engines, int commitBatch) {
+    private BenchSettings config(Workload workload, int threads, int engines, int commitBatch) {
         return config(workload, threads, engines, commitBatch, 2_000);
     }
 
-    private BenchConfig config(Workload workload, int threads, int engines, int commitBatch, long warmup) {
-        return new BenchConfig(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, warmup,
+    private BenchSettings config(Workload workload, int threads, int engines, int commitBatch, long warmup) {
+        return new BenchSettings(workload, Mode.DEX, Distribution.ZIPF, 0.99, space.keys(), 20_000, warmup,
                 threads, 0.08, -1, engines, 1, 1, PARTITIONS, 0, "local", 11, null, false, commitBatch,
                 dev.dex.core.cache.DexEngineSettings.DEFAULT_LEAF_ADMISSION, 8, null);
     }

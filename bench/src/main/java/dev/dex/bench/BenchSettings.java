@@ -18,7 +18,7 @@ import dev.dex.rdma.FaultPlan;
  * @param keyBytes   the width of the index's keys (8 to 64, a multiple of 8)
  * @param faults     the faults injected into the engines' verbs, or null for none (then no end-of-run checks)
  */
-record BenchConfig(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
+record BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
                    boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
