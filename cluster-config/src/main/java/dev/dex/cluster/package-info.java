@@ -1,6 +1,7 @@
 /**
- * Configuration and launch of a DEX cluster: every {@code dex.*} setting ({@code reference.conf}, read and checked
- * once by {@link dev.dex.cluster.DexSettings}), the Pekko cluster's settings ({@code dex-cluster.conf} and one file
+ * Configuration and launch of a DEX cluster: the {@code dex.*} settings no lower module reads (its
+ * {@code reference.conf}; rdma's and index-core's hold the fabric's and the engine's), every one read and checked once by
+ * {@link dev.dex.cluster.DexSettings} through the lower modules' settings classes, the Pekko cluster's settings ({@code dex-cluster.conf} and one file
  * per role), starting a memory node, a compute node or a client in an actor system of its own
  * ({@link dev.dex.cluster.DexNodes}), mutual TLS certificates, the operator's HTTP endpoint, and the {@code dex}
  * command line with its in-JVM demo (docs/architecture.md, docs/cluster.md, docs/operations.md).
