@@ -49,7 +49,7 @@ final class HeldPartitions {
     private final long tableVersion;
 
     /**
-     * held[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
+     * state[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
      * but its cache could not be kept in step with remote memory ({@link #cacheFailed}); no operation enters it, and
      * it is to be given up ({@link #abandon}) and acquired again.
      */
