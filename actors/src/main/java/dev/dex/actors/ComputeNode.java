@@ -153,15 +153,6 @@ public final class ComputeNode {
     static final ServiceKey<Void> ENGINES = ServiceKey.create(Void.class, "dex-engine-instance");
     private static final String ENGINE_PREFIX = "engine-";
 
-    /**
-     * The identity a compute node's fabric connections greet memory nodes with, and the one a memory node
-     * fences when the cluster downs that node: its member's unique id (a new one with every start), never 0.
-     */
-    static long fabricClientId(org.apache.pekko.cluster.UniqueAddress member) {
-        long uid = member.longUid();
-        return uid == 0 ? 1 : uid;
-    }
-
     private final ActorContext<Command> context;
     private final TimerScheduler<Command> timers;
     private final Settings settings;
@@ -270,7 +261,7 @@ public final class ComputeNode {
         OffloadChannel channel;
         DexEngine engine;
         try {
-            connection = fabric.connect(endpoints, fabricClientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()));
+            connection = fabric.connect(endpoints, Fabrics.clientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()));
             // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
             // messages to the memory node actors.
             actorChannel = connection instanceof MessageSender ? null
@@ -303,7 +294,7 @@ public final class ComputeNode {
         // member is in the registry, and the cluster's membership says whether a member is still in the cluster.
         Cluster cluster = Cluster.get(context.getSystem());
         try {
-            engine.registerInstance(fabricClientId(cluster.selfMember().uniqueAddress()));
+            engine.registerInstance(Fabrics.clientId(cluster.selfMember().uniqueAddress()));
         } catch (RuntimeException notNow) {
             context.getLog().warn("engine instance {} could not be registered ({}); other nodes will not take its remote"
                     + " locks over should it die without leaving", engine.instanceId(), notNow.toString());
@@ -341,12 +332,12 @@ public final class ComputeNode {
     static final Duration HEALTH_INTERVAL = Duration.ofSeconds(1);
 
     /**
-     * Whether the member with unique id {@code uid} (a fabric client id: {@link #fabricClientId}) is in the cluster
+     * Whether the member with unique id {@code uid} (a fabric client id: {@link Fabrics#clientId}) is in the cluster
      * this node sees: a member that was removed never comes back under the same unique id. Read on engine threads.
      */
     private static boolean isMember(Cluster cluster, long uid) {
         for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
-            if (fabricClientId(member.uniqueAddress()) == uid) {
+            if (Fabrics.clientId(member.uniqueAddress()) == uid) {
                 return true;
             }
         }

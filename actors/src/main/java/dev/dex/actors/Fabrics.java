@@ -86,6 +86,16 @@ public final class Fabrics {
         };
     }
 
+    /**
+     * The identity a compute node's fabric connections greet memory nodes with, and the one a memory node
+     * fences when the cluster downs that node: its member's unique id (a new one with every start), never 0.
+     * Both sides derive it from the cluster member, so it lives here rather than with either of them.
+     */
+    static long clientId(org.apache.pekko.cluster.UniqueAddress member) {
+        long uid = member.longUid();
+        return uid == 0 ? 1 : uid;
+    }
+
     /** Forgets (and closes) the JVM-wide local fabric of that name; for tests and the demo's end. */
     public static void closeLocal(String name) {
         LocalFabric fabric = LOCAL.remove(name);

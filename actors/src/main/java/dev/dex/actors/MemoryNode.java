@@ -311,7 +311,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             return this;
         }
         downed.add(member.address());
-        long client = ComputeNode.fabricClientId(member.uniqueAddress());
+        long client = Fabrics.clientId(member.uniqueAddress());
         try {
             boolean fenced = fabric.fence(settings.serverId(), client);
             getContext().getLog().info("compute node {} was downed: {}", member.address(), fenced
