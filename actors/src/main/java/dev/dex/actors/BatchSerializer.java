@@ -1,5 +1,10 @@
 package dev.dex.actors;
 
+import static dev.dex.actors.WireLimits.MAX_BUNDLE;
+import static dev.dex.actors.WireLimits.MAX_STRING;
+import static dev.dex.actors.WireLimits.OP_BYTES;
+import static dev.dex.actors.WireLimits.opBytes;
+
 import java.io.NotSerializableException;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
@@ -66,8 +71,6 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final String RESULTS = "R";
     static final String BUNDLE = "B";
     static final String RESULTS_BUNDLE = "S";
-    /** Most batches one bundle, or answers one answer bundle, may carry. */
-    static final int MAX_BUNDLE = 1024;
     /**
      * 2 added the guard against late attempts (client, seq and epoch); 3 numbers operation kinds as LeafOps does
      * (docs/cluster.md); 4 carries keys wider than 8 bytes (an op's further words, a scan's words per key); 5 names the
@@ -77,8 +80,6 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
-    /** Longest string accepted (an actor path, a host address, an error message). */
-    static final int MAX_STRING = 16 * 1024;
     static final int CACHED_REFS = 1024;
     /** Bytes the error texts of one answer may take together, about: with a full scan's entries, under 256 KiB. */
     static final int ERROR_BUDGET = 64 * 1024;
@@ -86,8 +87,6 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     static final int MIN_ERROR = 48;
     /** Most operations or results one message may carry on the wire. */
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
-    /** An operation's fixed fields; a wider key adds 8 bytes per further word. */
-    static final int OP_BYTES = 4 + 1 + 8 + 8 + 4;
     /** A batch's header in a bundle: routing key, batch, epoch, follows, count. */
     private static final int ROUTED_BYTES = 8 + 8 + 8 + 8 + 4;
 
@@ -182,15 +181,6 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             putOp(out, op);
         }
         return out.array();
-    }
-
-    /** The bytes {@code ops} take on the wire. */
-    static int opBytes(List<Ops.Op> ops) {
-        int bytes = ops.size() * OP_BYTES;
-        for (Ops.Op op : ops) {
-            bytes += op.rest().length * Long.BYTES;
-        }
-        return bytes;
     }
 
     private static void putOp(ByteBuffer out, Ops.Op op) {

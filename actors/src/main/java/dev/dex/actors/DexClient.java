@@ -708,8 +708,8 @@ public final class DexClient {
             int ops = 0;
             for (PartitionRouter.Routed routed : entry.getValue()) {
                 // By the operations' bytes on the wire: a key wider than 8 bytes makes an operation longer.
-                int bytes = BatchSerializer.opBytes(routed.ops());
-                if (!part.isEmpty() && (ops + bytes > BUNDLE_OPS * BatchSerializer.OP_BYTES || part.size() == BatchSerializer.MAX_BUNDLE)) {
+                int bytes = WireLimits.opBytes(routed.ops());
+                if (!part.isEmpty() && (ops + bytes > BUNDLE_OPS * WireLimits.OP_BYTES || part.size() == WireLimits.MAX_BUNDLE)) {
                     entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));
                     part = new ArrayList<>();
                     ops = 0;

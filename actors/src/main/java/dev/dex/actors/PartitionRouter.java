@@ -208,7 +208,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         for (Ops.Result r : results.results()) {
             size += 10 + 16L * r.keys().length + 12;
             if (r.error() != null) {
-                size += 8 + 3L * Math.min(r.error().length(), BatchSerializer.MAX_STRING / 4 + 3);
+                size += 8 + 3L * Math.min(r.error().length(), WireLimits.MAX_STRING / 4 + 3);
             }
         }
         return (int) Math.min(Integer.MAX_VALUE, size);

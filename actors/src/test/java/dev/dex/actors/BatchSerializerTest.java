@@ -117,11 +117,11 @@ class BatchSerializerTest {
     @Test
     void anErrorMessageTooLongForTheWireIsShortenedNotDropped() throws Exception {
         BatchSerializer serializer = serializer();
-        String huge = "x".repeat(BatchSerializer.MAX_STRING * 2);
+        String huge = "x".repeat(WireLimits.MAX_STRING * 2);
         Ops.Results results = new Ops.Results(1, List.of(Ops.Result.error(Ops.FAILED, huge)), null);
         Ops.Results back = (Ops.Results) serializer.fromBinary(serializer.toBinary(results), "R");
         String error = back.results().get(0).error();
-        assertTrue(error.startsWith("xxx") && error.endsWith("...") && error.length() < BatchSerializer.MAX_STRING, error.length() + "");
+        assertTrue(error.startsWith("xxx") && error.endsWith("...") && error.length() < WireLimits.MAX_STRING, error.length() + "");
     }
 
     @Test
@@ -231,8 +231,8 @@ class BatchSerializerTest {
         }
         int batchesAt = 1 + 4 + serializedPathLength(replies) + 8;
         assertRefused(serializer, withInt(bundleBytes, batchesAt, 0), "B", "a Bundle of no batches");
-        assertRefused(serializer, withInt(bundleBytes, batchesAt, BatchSerializer.MAX_BUNDLE + 1), "B",
-                (BatchSerializer.MAX_BUNDLE + 1) + " batches (at most " + BatchSerializer.MAX_BUNDLE + ")");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt, WireLimits.MAX_BUNDLE + 1), "B",
+                (WireLimits.MAX_BUNDLE + 1) + " batches (at most " + WireLimits.MAX_BUNDLE + ")");
         assertRefused(serializer, withInt(bundleBytes, 1, -1), "B", "a Bundle without a reply address");
         assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 32, 100), "B", "100 operations announced");
         assertRefused(serializer, withInt(answerBytes, 1, 0), "S", "a ResultsBundle of no answers");
