@@ -42,7 +42,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
  * refused by the cluster.
  *
  * <p>Operations go to the client actor without an actor message each: they wait in a queue the actor drains,
- * one message per burst ({@link DexClient.Submissions}). Their futures are completed on this API's own executor
+ * one message per burst ({@link Submissions}). Their futures are completed on this API's own executor
  * (by default two daemon threads, {@code dex-client-api-N}), one task per batch answer, never on an actor's
  * thread or the common pool; callbacks that block hold up later completions, so block elsewhere or pass an
  * executor of your own. Operations one thread submits one after another are applied in that order.
@@ -93,7 +93,7 @@ public final class DexClientApi implements AutoCloseable {
     private final ActorRef<DexClient.Command> client;
     private final Duration timeout;
     private final ExecutorService ownExecutor;
-    private final DexClient.Submissions submissions;
+    private final Submissions submissions;
 
     /**
      * An API with its own executor of two daemon threads.
@@ -143,7 +143,7 @@ public final class DexClientApi implements AutoCloseable {
             throw new IllegalArgumentException("the timeout must be positive: " + timeout);
         }
         this.ownExecutor = own ? (ExecutorService) executor : null;
-        this.submissions = new DexClient.Submissions(executor);
+        this.submissions = new Submissions(executor);
     }
 
     public CompletionStage<OptionalLong> get(long key) {
@@ -236,7 +236,7 @@ public final class DexClientApi implements AutoCloseable {
     private CompletionStage<List<Entry>> wideScan(long[] start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
-        submissions.submit(new DexClient.Submitted(Ops.Op.of(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        submissions.submit(new Submissions.Submitted(Ops.Op.of(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
         return answered.thenApply(answer -> {
             check(answer.error());
             int words = answer.keyWords();
@@ -257,7 +257,7 @@ public final class DexClientApi implements AutoCloseable {
     public CompletionStage<List<Entry>> scan(long start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
-        submissions.submit(new DexClient.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        submissions.submit(new Submissions.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
         return answered.thenApply(answer -> {
             check(answer.error());
             List<Entry> entries = new ArrayList<>(answer.keys().length);
@@ -425,7 +425,7 @@ public final class DexClientApi implements AutoCloseable {
     private CompletableFuture<DexClient.Reply> submit(Ops.Op op) {
         CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.Reply> answered = timed(reply, op.kind());
-        submissions.submit(new DexClient.Submitted(op, reply, null, deadline()), client);
+        submissions.submit(new Submissions.Submitted(op, reply, null, deadline()), client);
         return answered;
     }
 
