@@ -150,7 +150,7 @@ public final class DexMetrics implements Extension {
     }
 
     /** A client request of kind {@code op} (get, put, delete, scan) took {@code nanos} from call to answer. */
-    void request(String op, long nanos) {
+    public void request(String op, long nanos) {
         requestSeconds.labelValues(op).observe(nanos / 1e9);
     }
 

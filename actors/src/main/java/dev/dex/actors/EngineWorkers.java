@@ -31,7 +31,7 @@ import dev.dex.rdma.MemoryFullException;
  * partition is written by the worker that ran it, into a concurrent map, before the batch's future completes; the
  * partition's entity reads it after that completion (its batches run one at a time).
  */
-final class EngineWorkers implements AutoCloseable {
+public final class EngineWorkers implements AutoCloseable {
     private volatile Runnable onFenced = () -> { };
     private final java.util.concurrent.atomic.AtomicBoolean fenced = new java.util.concurrent.atomic.AtomicBoolean();
     private final DexEngine engine;

@@ -76,7 +76,7 @@ public final class Ops {
         }
 
         /** An operation on the key with the words {@code words} (1 to 8). */
-        static Op of(int kind, long[] words, long value, int count) {
+        public static Op of(int kind, long[] words, long value, int count) {
             return new Op(kind, words[0], value, count, java.util.Arrays.copyOfRange(words, 1, words.length));
         }
 
@@ -128,11 +128,11 @@ public final class Ops {
             this(status, found, value, keys, values, next, error, 1);
         }
 
-        static Result of(boolean found, long value) {
+        public static Result of(boolean found, long value) {
             return new Result(OK, found, value, NONE, NONE, Long.MIN_VALUE, null);
         }
 
-        static Result error(int status, String error) {
+        public static Result error(int status, String error) {
             return new Result(status, false, 0, NONE, NONE, Long.MIN_VALUE, error);
         }
     }

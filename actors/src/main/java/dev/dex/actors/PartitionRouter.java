@@ -39,7 +39,7 @@ import org.apache.pekko.actor.typed.receptionist.ServiceKey;
  * <p>Order: the batches of one bundle reach the region in the bundle's order, and bundles in the order they
  * came, so one client's batches to a partition through this router run in the order it sent them. A client
  * switches a partition between this path and its sharding proxy only when none of that partition's batches is
- * in flight ({@link DexClient}).
+ * in flight ({@code DexClient}).
  *
  * <p>Concurrency: an actor; its state is touched only by its own messages.
  */

@@ -11,19 +11,19 @@ import java.util.List;
  * codec, which reads and writes the senders' messages, would otherwise be depended on by the very classes whose
  * messages it encodes.
  */
-final class WireLimits {
+public final class WireLimits {
     /** Most batches one bundle, or answers one answer bundle, may carry. */
-    static final int MAX_BUNDLE = 1024;
+    public static final int MAX_BUNDLE = 1024;
     /** Longest string accepted (an actor path, a host address, an error message). */
     static final int MAX_STRING = 16 * 1024;
     /** An operation's fixed fields; a wider key adds 8 bytes per further word. */
-    static final int OP_BYTES = 4 + 1 + 8 + 8 + 4;
+    public static final int OP_BYTES = 4 + 1 + 8 + 8 + 4;
 
     private WireLimits() {
     }
 
     /** The bytes {@code ops} take on the wire. */
-    static int opBytes(List<Ops.Op> ops) {
+    public static int opBytes(List<Ops.Op> ops) {
         int bytes = ops.size() * OP_BYTES;
         for (Ops.Op op : ops) {
             bytes += op.rest().length * Long.BYTES;

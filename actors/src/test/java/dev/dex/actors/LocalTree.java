@@ -21,17 +21,17 @@ import dev.dex.rdma.RemoteMemory;
  * way {@link MemoryNode} and bulk load do it, one DEX engine that admits every owned leaf it reads (so
  * writes stay dirty in its cache until a release), and the engine's workers. Closes what it made.
  */
-final class LocalTree implements AutoCloseable {
+public final class LocalTree implements AutoCloseable {
     /** Enough frames for every node of the trees these tests build: nothing is evicted before a release. */
     private static final long CACHE_BYTES = 8L << 20;
 
-    final String fabricName = "entity-test-" + UUID.randomUUID();
-    final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", fabricName, null, 0));
-    final RemoteMemory admin;
-    final PartitionTable table;
+    public final String fabricName = "entity-test-" + UUID.randomUUID();
+    public final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", fabricName, null, 0));
+    public final RemoteMemory admin;
+    public final PartitionTable table;
     private final RemoteMemory engineMemory;
-    final DexEngine engine;
-    final EngineWorkers workers;
+    public final DexEngine engine;
+    public final EngineWorkers workers;
 
     private LocalTree(long regionBytes, int chunkBytes, int workerThreads, Loader loader) {
         this(regionBytes, chunkBytes, workerThreads, loader, dev.dex.core.log.RedoLogSettings.OFF);
@@ -54,12 +54,12 @@ final class LocalTree implements AutoCloseable {
      * A 16 MiB region bulk-loaded with keys 2, 4, ..., 2n (value = key + 1) and {@code partitions}
      * partitions bounded at leaf fences, so every leaf is owned by one partition.
      */
-    static LocalTree bulkLoaded(int n, int partitions, int workerThreads) {
+    public static LocalTree bulkLoaded(int n, int partitions, int workerThreads) {
         return new LocalTree(16L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions));
     }
 
     /** {@link #bulkLoaded} with an engine that logs its writes (a 64 MiB region: room for the logs). */
-    static LocalTree bulkLoadedWithRedoLog(int n, int partitions, int workerThreads) {
+    public static LocalTree bulkLoadedWithRedoLog(int n, int partitions, int workerThreads) {
         return new LocalTree(64L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions), dev.dex.core.log.RedoLogSettings.ON);
     }
 
@@ -79,7 +79,7 @@ final class LocalTree implements AutoCloseable {
     }
 
     /** An empty tree with one partition in a region of {@code chunks} chunks of 4 KiB (chunk 0 is the header). */
-    static LocalTree emptyInChunks(int chunks, int workerThreads) {
+    public static LocalTree emptyInChunks(int chunks, int workerThreads) {
         return new LocalTree(chunks * 4096L, 4096, workerThreads, memory -> {
             Superblock.format(memory, TreeConfig.defaults());
             PartitionTable table = PartitionTable.ofUpperBounds();
@@ -89,7 +89,7 @@ final class LocalTree implements AutoCloseable {
     }
 
     /** The bulk-loaded entries of {@link #bulkLoaded}. */
-    static TreeMap<Long, Long> loadedModel(int n) {
+    public static TreeMap<Long, Long> loadedModel(int n) {
         TreeMap<Long, Long> model = new TreeMap<>();
         for (int i = 0; i < n; i++) {
             model.put(2L * i + 2, 2L * i + 3);
@@ -98,14 +98,14 @@ final class LocalTree implements AutoCloseable {
     }
 
     /** What remote memory holds, after checking the tree's invariants; the engine's cache is not consulted. */
-    TreeMap<Long, Long> remoteEntries() {
+    public TreeMap<Long, Long> remoteEntries() {
         TreeMap<Long, Long> stored = new TreeMap<>();
         TreeValidator.validate(admin, stored::put);
         return stored;
     }
 
     /** Dirty frames in the engine's cache. */
-    long dirtyFrames() {
+    public long dirtyFrames() {
         return engine.frameCounts()[3];
     }
 

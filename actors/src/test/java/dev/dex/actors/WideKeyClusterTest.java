@@ -19,6 +19,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.client.DexException;
 import dev.dex.core.partition.PartitionTable;
 
 /**

@@ -17,6 +17,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.rdma.ExportedRegion;

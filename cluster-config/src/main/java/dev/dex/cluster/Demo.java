@@ -26,10 +26,10 @@ import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
 import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNodes;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;

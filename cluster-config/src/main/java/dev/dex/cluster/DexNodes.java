@@ -14,9 +14,9 @@ import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
 import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
 import dev.dex.actors.Fabrics;
 import dev.dex.actors.MemoryNode;
+import dev.dex.actors.client.DexClient;
 import dev.dex.rdma.Fabric;
 
 /**

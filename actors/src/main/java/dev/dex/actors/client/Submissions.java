@@ -1,8 +1,10 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import java.util.concurrent.CompletableFuture;
 
 import org.apache.pekko.actor.typed.ActorRef;
+
+import dev.dex.actors.Ops;
 
 /**
  * Where a {@link DexClientApi} leaves operations for its {@link DexClient} actor, in one JVM: a lock-free queue and a

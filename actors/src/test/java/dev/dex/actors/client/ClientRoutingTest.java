@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -32,6 +32,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.Ops;
+import dev.dex.actors.TestCluster;
 import dev.dex.core.key.Keys;
 import dev.dex.core.partition.PartitionTable;
 
@@ -95,7 +98,7 @@ class ClientRoutingTest {
         assertTrue(await(client.put(overwritten, 77)), "a put of a present key says it existed");
         model.put(overwritten, 77L);
         awaitBothComputeNodesServe();
-        ClusterTest.verify(client, model);
+        TestCluster.verify(client, model);
 
         int p = 3;
         long inP = TABLE.lowerExclusive(p) + 1;
@@ -131,7 +134,7 @@ class ClientRoutingTest {
         assertScan(TABLE.lowerExclusive(emptied) + 1, 5);
         assertScan(TABLE.lowerExclusive(emptied), model.size());
         assertScan(Long.MIN_VALUE, model.size() + 1);
-        ClusterTest.verify(client, model);
+        TestCluster.verify(client, model);
     }
 
     @Test
@@ -184,7 +187,7 @@ class ClientRoutingTest {
         assertEquals("key user:4200 is 9 bytes; this index's keys are at most 8 bytes", wide.getMessage());
         assertThrows(DexException.class, () -> blocking.get(new byte[2]), "the empty key is reserved");
         assertEquals(blocking.scan(Long.MIN_VALUE, 3), blocking.scan("", 3), "the empty start is the first key");
-        ClusterTest.verify(client, model);
+        TestCluster.verify(client, model);
     }
 
     @Test

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -33,6 +33,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.Ops;
+import dev.dex.actors.Partition;
+import dev.dex.actors.PartitionRouter;
+import dev.dex.actors.TestCluster;
 import dev.dex.core.partition.PartitionTable;
 
 /**

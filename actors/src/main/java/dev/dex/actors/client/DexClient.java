@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,6 +22,11 @@ import org.apache.pekko.cluster.typed.Subscribe;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
+import dev.dex.actors.CborSerializable;
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.Ops;
+import dev.dex.actors.Partition;
+import dev.dex.actors.PartitionRouter;
 import dev.dex.core.partition.PartitionTable;
 
 /**
@@ -98,7 +103,7 @@ public final class DexClient {
 
     /**
      * Messages of the client actor. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
      */

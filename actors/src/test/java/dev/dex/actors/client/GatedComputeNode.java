@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import java.util.List;
 import java.util.Map;
@@ -20,6 +20,13 @@ import org.apache.pekko.cluster.typed.Join;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+
+import dev.dex.actors.ComputeNode;
+import dev.dex.actors.EngineWorkers;
+import dev.dex.actors.LocalTree;
+import dev.dex.actors.Ops;
+import dev.dex.actors.Partition;
+import dev.dex.actors.PartitionRouter;
 
 /**
  * A stand-in compute node whose entities run the real {@link Partition} on a local tree, behind a gate that can

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -23,6 +23,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.pekko.actor.typed.ActorRef;
 
+import dev.dex.actors.DexMetrics;
+import dev.dex.actors.Ops;
 import dev.dex.core.key.Keys;
 import dev.dex.core.node.KeyFormat;
 import org.apache.pekko.actor.typed.ActorSystem;

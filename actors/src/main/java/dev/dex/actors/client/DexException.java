@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 /** The cluster answered an operation with an error; the message says which and why. */
 public final class DexException extends RuntimeException {

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -15,6 +15,8 @@ import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import dev.dex.actors.Ops;
+import dev.dex.actors.TestCluster;
 import dev.dex.core.partition.PartitionTable;
 
 /**

@@ -1,7 +1,9 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import java.time.Duration;
 import java.util.function.Consumer;
+
+import dev.dex.actors.Ops;
 
 /**
  * One operation of a {@link DexClient} waiting for its partition, or in flight to it; a scan in progress carries its

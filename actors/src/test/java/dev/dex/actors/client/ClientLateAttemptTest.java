@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -19,6 +19,11 @@ import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.actors.LocalTree;
+import dev.dex.actors.Ops;
+import dev.dex.actors.Partition;
+import dev.dex.actors.TestCluster;
 
 /**
  * The lost update of a re-sent batch, end to end: a client's put is held on its way to the partition until the

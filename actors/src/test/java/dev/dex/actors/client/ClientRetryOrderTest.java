@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -20,6 +20,10 @@ import org.apache.pekko.cluster.typed.Join;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.actors.LocalTree;
+import dev.dex.actors.Ops;
+import dev.dex.actors.TestCluster;
 
 /**
  * A retry never overtakes: a client's put to a key is lost on its way to the partition (held by the stand-in's gate
