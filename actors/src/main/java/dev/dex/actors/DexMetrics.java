@@ -125,12 +125,12 @@ public final class DexMetrics implements Extension {
     }
 
     /** A compute node's engine, ready: its counters are exported from now on. */
-    void engine(DexEngine engine) {
+    public void engine(DexEngine engine) {
         engines.add(engine);
     }
 
     /** The compute node stopped: its engine is no longer exported. */
-    void engineStopped(DexEngine engine) {
+    public void engineStopped(DexEngine engine) {
         engines.remove(engine);
     }
 
@@ -145,7 +145,7 @@ public final class DexMetrics implements Extension {
     }
 
     /** This memory node ran an offloaded operation with {@code outcome} (ok, refused, ...). */
-    void memoryOffload(String outcome) {
+    public void memoryOffload(String outcome) {
         memoryOffloads.labelValues(outcome).inc();
     }
 

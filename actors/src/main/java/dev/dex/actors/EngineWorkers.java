@@ -41,7 +41,7 @@ public final class EngineWorkers implements AutoCloseable {
     /** Per partition, what last failed an operation or the commit of one of its batches. */
     private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
 
-    EngineWorkers(DexEngine engine, int threads, String name) {
+    public EngineWorkers(DexEngine engine, int threads, String name) {
         this.engine = engine;
         AtomicInteger ids = new AtomicInteger();
         this.pool = Executors.newFixedThreadPool(threads, task -> {
@@ -63,12 +63,12 @@ public final class EngineWorkers implements AutoCloseable {
     }
 
     /** What to do (once) when a memory node turns out to have fenced this compute node. */
-    void onFenced(Runnable action) {
+    public void onFenced(Runnable action) {
         onFenced = action;
     }
 
     /** Fires the fenced callback when {@code failure} was caused by a fence. */
-    void noteFailure(Throwable failure) {
+    public void noteFailure(Throwable failure) {
         for (Throwable t = failure; t != null; t = t.getCause()) {
             if (t instanceof FencedException) {
                 if (fenced.compareAndSet(false, true)) {
@@ -134,7 +134,7 @@ public final class EngineWorkers implements AutoCloseable {
     }
 
     /** Runs a task (acquire, release) on a worker. */
-    <T> CompletionStage<T> submit(java.util.function.Supplier<T> task) {
+    public <T> CompletionStage<T> submit(java.util.function.Supplier<T> task) {
         return CompletableFuture.supplyAsync(task, pool);
     }
 
@@ -265,7 +265,7 @@ public final class EngineWorkers implements AutoCloseable {
      * still touch the memory pool, and the caller must not release it (unmapping an {@code shm} region under
      * a running thread crashes the JVM).
      */
-    boolean closeAndWait() {
+    public boolean closeAndWait() {
         pool.shutdown();
         boolean stopped;
         try {

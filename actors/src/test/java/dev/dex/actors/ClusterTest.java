@@ -17,6 +17,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
 
 /** A cluster of actor systems in one JVM: memory node, compute nodes, client. */
 @ExtendWith(LogCapturingExtension.class)

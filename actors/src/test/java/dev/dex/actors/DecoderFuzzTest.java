@@ -12,6 +12,7 @@ import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import com.typesafe.config.ConfigFactory;
 
+import dev.dex.actors.node.Fabrics;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
 import dev.dex.core.partition.OwnershipTable;

@@ -10,13 +10,13 @@ import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /** Talking to a {@link Partition} entity directly, as sharding would, and holding its workers still. */
-final class EntityProbes {
-    static final Duration REPLY = Duration.ofSeconds(10);
+public final class EntityProbes {
+    public static final Duration REPLY = Duration.ofSeconds(10);
 
     private final ActorTestKit testKit;
 
     /** A test kit whose system is local (no cluster): entities are spawned and spoken to directly. */
-    static ActorTestKit localTestKit() {
+    public static ActorTestKit localTestKit() {
         return new org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder()
                 .withCustomConfig(com.typesafe.config.ConfigFactory.parseString("""
                         pekko.actor.provider = local
@@ -35,31 +35,31 @@ final class EntityProbes {
         this.testKit = testKit;
     }
 
-    static Ops.Op get(long key) {
+    public static Ops.Op get(long key) {
         return new Ops.Op(Ops.GET, key, 0, 0);
     }
 
-    static Ops.Op put(long key, long value) {
+    public static Ops.Op put(long key, long value) {
         return new Ops.Op(Ops.PUT, key, value, 0);
     }
 
-    static Ops.Op delete(long key) {
+    public static Ops.Op delete(long key) {
         return new Ops.Op(Ops.DELETE, key, 0, 0);
     }
 
-    static Ops.Op scan(long start, int count) {
+    public static Ops.Op scan(long start, int count) {
         return new Ops.Op(Ops.SCAN, start, 0, count);
     }
 
     /** Sends a batch and returns the probe its results will come to. */
-    TestProbe<Ops.Results> send(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
+    public TestProbe<Ops.Results> send(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
         TestProbe<Ops.Results> probe = testKit.createTestProbe();
         entity.tell(new Partition.Execute(ops.get(0).key(), ops, probe.getRef()));
         return probe;
     }
 
     /** Sends a batch and waits for its results. */
-    List<Ops.Result> execute(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
+    public List<Ops.Result> execute(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
         return send(entity, ops).receiveMessage(REPLY).results();
     }
 
@@ -68,7 +68,7 @@ final class EntityProbes {
      * submitted meanwhile (acquire, a batch, release) waits behind it, in order: the entity's state can
      * then be set up message by message.
      */
-    static CountDownLatch occupy(EngineWorkers workers) {
+    public static CountDownLatch occupy(EngineWorkers workers) {
         CountDownLatch gate = new CountDownLatch(1);
         workers.submit(() -> {
             try {

@@ -3,6 +3,7 @@ package dev.dex.actors;
 import java.util.TreeMap;
 import java.util.UUID;
 
+import dev.dex.actors.node.Fabrics;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.partition.PartitionTable;
@@ -18,7 +19,7 @@ import dev.dex.rdma.RemoteMemory;
 /**
  * What a compute node's partition entities run on, without a cluster: a JVM-wide local fabric (as
  * {@link Fabrics} opens it) with memory server 0 exported, a tree and its partition table stored there the
- * way {@link MemoryNode} and bulk load do it, one DEX engine that admits every owned leaf it reads (so
+ * way {@link dev.dex.actors.node.MemoryNode} and bulk load do it, one DEX engine that admits every owned leaf it reads (so
  * writes stay dirty in its cache until a release), and the engine's workers. Closes what it made.
  */
 public final class LocalTree implements AutoCloseable {

@@ -31,6 +31,8 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 import dev.dex.actors.client.DexClient;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadRequest;
 

@@ -26,6 +26,9 @@ import com.typesafe.config.ConfigFactory;
 
 import dev.dex.actors.client.DexClient;
 import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.Fabric;

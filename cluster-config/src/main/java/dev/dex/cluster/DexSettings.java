@@ -5,11 +5,11 @@ import java.time.Duration;
 
 import com.typesafe.config.Config;
 
-import dev.dex.actors.Backoff;
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.Fabrics;
-import dev.dex.actors.MemoryNode;
 import dev.dex.actors.client.DexClient;
+import dev.dex.actors.node.Backoff;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;

@@ -37,9 +37,9 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
-import dev.dex.actors.ComputeNode;
 import dev.dex.actors.client.DexClient;
 import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
 import dev.dex.cluster.DexNodes;
 import dev.dex.cluster.DexSettings;
 import dev.dex.core.partition.PartitionTable;

@@ -23,10 +23,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
 import dev.dex.actors.CborSerializable;
-import dev.dex.actors.ComputeNode;
 import dev.dex.actors.Ops;
 import dev.dex.actors.Partition;
 import dev.dex.actors.PartitionRouter;
+import dev.dex.actors.node.ComputeNode;
 import dev.dex.core.partition.PartitionTable;
 
 /**

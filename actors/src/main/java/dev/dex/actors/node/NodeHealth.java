@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.node;
 
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -18,6 +18,10 @@ import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.actors.EntityProbes;
+import dev.dex.actors.Ops;
+import dev.dex.actors.Partition;
 
 /**
  * A batch the node could not deliver (sharding dropped it while its partition moved, or a stopped entity left it

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.node;
 
 import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;

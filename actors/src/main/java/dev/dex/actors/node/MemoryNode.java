@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.node;
 
 import java.util.HashSet;
 import java.util.Set;
@@ -26,6 +26,8 @@ import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Subscribe;
 
+import dev.dex.actors.CborSerializable;
+import dev.dex.actors.DexMetrics;
 import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
@@ -61,7 +63,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /**
      * Messages a memory node accepts. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
      */

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -17,6 +17,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import dev.dex.actors.TestCluster;
 import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.log.RedoLogSettings;
