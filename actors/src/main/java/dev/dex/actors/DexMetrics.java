@@ -135,12 +135,12 @@ public final class DexMetrics implements Extension {
     }
 
     /** A partition was acquired by this compute node. */
-    void acquired() {
+    public void acquired() {
         handoffs.labelValues("acquired").inc();
     }
 
     /** A partition was released by this compute node (handed off). */
-    void released() {
+    public void released() {
         handoffs.labelValues("released").inc();
     }
 

@@ -18,6 +18,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 import dev.dex.actors.client.DexClientApi;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.PartitionRouter;
 
 /** A cluster of actor systems in one JVM: memory node, compute nodes, client. */
 @ExtendWith(LogCapturingExtension.class)

@@ -33,6 +33,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import dev.dex.actors.client.DexClient;
 import dev.dex.actors.node.ComputeNode;
 import dev.dex.actors.node.MemoryNode;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadRequest;
 
@@ -203,7 +206,7 @@ class MessageSerializationTest {
     /**
      * The concrete classes of the module's main code that implement {@link CborSerializable}, minus
      * local-only ones ({@link NoSerializationVerificationNeeded}: replies an actor pipes to itself), and the
-     * messages bound to {@link BatchSerializer} by class.
+     * messages bound to {@link dev.dex.actors.partition.BatchSerializer} by class.
      */
     private static List<String> serializableMessageTypes() throws IOException, URISyntaxException, ClassNotFoundException {
         List<String> names = new ArrayList<>();

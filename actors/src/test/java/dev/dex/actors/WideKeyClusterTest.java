@@ -21,6 +21,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import dev.dex.actors.client.DexClientApi;
 import dev.dex.actors.client.DexException;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.partition.PartitionTable;
 
 /**

@@ -23,10 +23,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
 import dev.dex.actors.CborSerializable;
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
-import dev.dex.actors.PartitionRouter;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
 import dev.dex.core.partition.PartitionTable;
 
 /**
@@ -103,7 +103,7 @@ public final class DexClient {
 
     /**
      * Messages of the client actor. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.BatchSerializer}); the actor's internal
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
      */

@@ -24,7 +24,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.typed.ActorRef;
 
 import dev.dex.actors.DexMetrics;
-import dev.dex.actors.Ops;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.key.Keys;
 import dev.dex.core.node.KeyFormat;
 import org.apache.pekko.actor.typed.ActorSystem;

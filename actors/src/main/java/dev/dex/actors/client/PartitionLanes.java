@@ -11,10 +11,10 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
-import dev.dex.actors.PartitionRouter;
-import dev.dex.actors.WireLimits;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
+import dev.dex.actors.partition.WireLimits;
 import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 

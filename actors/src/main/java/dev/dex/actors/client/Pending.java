@@ -3,7 +3,7 @@ package dev.dex.actors.client;
 import java.time.Duration;
 import java.util.function.Consumer;
 
-import dev.dex.actors.Ops;
+import dev.dex.actors.partition.Ops;
 
 /**
  * One operation of a {@link DexClient} waiting for its partition, or in flight to it; a scan in progress carries its

@@ -3,7 +3,7 @@ package dev.dex.actors.client;
 import java.util.Arrays;
 import java.util.function.Consumer;
 
-import dev.dex.actors.Ops;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.node.KeyFormat;
 

@@ -4,7 +4,7 @@ import java.util.concurrent.CompletableFuture;
 
 import org.apache.pekko.actor.typed.ActorRef;
 
-import dev.dex.actors.Ops;
+import dev.dex.actors.partition.Ops;
 
 /**
  * Where a {@link DexClientApi} leaves operations for its {@link DexClient} actor, in one JVM: a lock-free queue and a

@@ -23,10 +23,10 @@ import org.apache.pekko.cluster.typed.Cluster;
 
 import dev.dex.actors.CborSerializable;
 import dev.dex.actors.DexMetrics;
-import dev.dex.actors.EngineWorkers;
-import dev.dex.actors.Partition;
-import dev.dex.actors.PartitionRouter;
-import dev.dex.actors.ProbedRebalance;
+import dev.dex.actors.partition.EngineWorkers;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
+import dev.dex.actors.partition.ProbedRebalance;
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.DexConfig;
 import dev.dex.core.cache.DexEngine;
@@ -54,7 +54,7 @@ public final class ComputeNode {
 
     /**
      * Messages a compute node accepts. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.BatchSerializer}); the actor's internal
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
      */

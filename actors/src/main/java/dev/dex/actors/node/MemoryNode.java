@@ -63,7 +63,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /**
      * Messages a memory node accepts. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.BatchSerializer}); the actor's internal
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
      */

@@ -20,10 +20,10 @@ import org.apache.pekko.cluster.typed.Join;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.actors.LocalTree;
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
 import dev.dex.actors.TestCluster;
+import dev.dex.actors.partition.LocalTree;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
 
 /**
  * The lost update of a re-sent batch, end to end: a client's put is held on its way to the partition until the

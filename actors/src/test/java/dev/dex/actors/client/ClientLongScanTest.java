@@ -15,8 +15,8 @@ import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.actors.Ops;
 import dev.dex.actors.TestCluster;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.partition.PartitionTable;
 
 /**

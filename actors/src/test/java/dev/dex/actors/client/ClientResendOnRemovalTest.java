@@ -33,11 +33,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
-import dev.dex.actors.PartitionRouter;
 import dev.dex.actors.TestCluster;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
 import dev.dex.core.partition.PartitionTable;
 
 /**

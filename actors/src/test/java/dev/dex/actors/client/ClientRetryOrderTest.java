@@ -21,9 +21,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.actors.LocalTree;
-import dev.dex.actors.Ops;
 import dev.dex.actors.TestCluster;
+import dev.dex.actors.partition.LocalTree;
+import dev.dex.actors.partition.Ops;
 
 /**
  * A retry never overtakes: a client's put to a key is lost on its way to the partition (held by the stand-in's gate

@@ -32,9 +32,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.actors.Ops;
 import dev.dex.actors.TestCluster;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.key.Keys;
 import dev.dex.core.partition.PartitionTable;
 

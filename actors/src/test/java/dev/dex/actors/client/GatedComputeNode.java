@@ -21,12 +21,12 @@ import org.apache.pekko.cluster.typed.Join;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.actors.EngineWorkers;
-import dev.dex.actors.LocalTree;
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
-import dev.dex.actors.PartitionRouter;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.EngineWorkers;
+import dev.dex.actors.partition.LocalTree;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
 
 /**
  * A stand-in compute node whose entities run the real {@link Partition} on a local tree, behind a gate that can

@@ -19,9 +19,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-import dev.dex.actors.EntityProbes;
-import dev.dex.actors.Ops;
-import dev.dex.actors.Partition;
+import dev.dex.actors.partition.EntityProbes;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
 
 /**
  * A batch the node could not deliver (sharding dropped it while its partition moved, or a stopped entity left it

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.io.NotSerializableException;
 import java.util.UUID;
@@ -33,7 +33,7 @@ import dev.dex.rdma.RemoteMemory;
  * <p>{@code mvn -B verify} fuzzes them for 45 s ({@code JAZZER_FUZZ=1} in the root pom's {@code fuzz} execution;
  * without it, JUnit runs only the inputs saved under {@code src/test/resources}, as regression tests). A longer
  * run: {@link DecoderLongFuzz}. A finding is saved by Jazzer under
- * {@code src/test/resources/dev/dex/actors/DecoderFuzzTestInputs/decoders}: commit it with the fix, and it stays
+ * {@code src/test/resources/dev/dex/actors/partition/DecoderFuzzTestInputs/decoders}: commit it with the fix, and it stays
  * a regression test.
  */
 class DecoderFuzzTest {

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -92,7 +92,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         Config least = system.settings().config().getConfig("pekko.cluster.sharding.least-shard-allocation-strategy");
         if (least.getInt("rebalance-absolute-limit") <= 0) {
             throw new IllegalArgumentException("pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit"
-                    + " must be positive for dev.dex.actors.ProbedRebalance: " + least.getInt("rebalance-absolute-limit"));
+                    + " must be positive for dev.dex.actors.partition.ProbedRebalance: " + least.getInt("rebalance-absolute-limit"));
         }
         delegate = ShardCoordinator.leastShardAllocationStrategy(least.getInt("rebalance-absolute-limit"),
                 least.getDouble("rebalance-relative-limit"));

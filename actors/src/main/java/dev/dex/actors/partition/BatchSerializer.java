@@ -1,9 +1,9 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
-import static dev.dex.actors.WireLimits.MAX_BUNDLE;
-import static dev.dex.actors.WireLimits.MAX_STRING;
-import static dev.dex.actors.WireLimits.OP_BYTES;
-import static dev.dex.actors.WireLimits.opBytes;
+import static dev.dex.actors.partition.WireLimits.MAX_BUNDLE;
+import static dev.dex.actors.partition.WireLimits.MAX_STRING;
+import static dev.dex.actors.partition.WireLimits.OP_BYTES;
+import static dev.dex.actors.partition.WireLimits.opBytes;
 
 import java.io.NotSerializableException;
 import java.nio.BufferUnderflowException;

@@ -1,7 +1,7 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
-import static dev.dex.actors.EntityProbes.get;
-import static dev.dex.actors.EntityProbes.put;
+import static dev.dex.actors.partition.EntityProbes.get;
+import static dev.dex.actors.partition.EntityProbes.put;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

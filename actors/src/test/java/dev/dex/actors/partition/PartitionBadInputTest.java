@@ -1,9 +1,9 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
-import static dev.dex.actors.EntityProbes.delete;
-import static dev.dex.actors.EntityProbes.get;
-import static dev.dex.actors.EntityProbes.put;
-import static dev.dex.actors.EntityProbes.scan;
+import static dev.dex.actors.partition.EntityProbes.delete;
+import static dev.dex.actors.partition.EntityProbes.get;
+import static dev.dex.actors.partition.EntityProbes.put;
+import static dev.dex.actors.partition.EntityProbes.scan;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

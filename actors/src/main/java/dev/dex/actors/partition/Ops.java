@@ -1,7 +1,8 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.util.List;
 
+import dev.dex.actors.CborSerializable;
 import dev.dex.core.node.LeafOps;
 
 /**

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.util.List;
 

@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -13,6 +13,8 @@ import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 
+import dev.dex.actors.CborSerializable;
+import dev.dex.actors.DexMetrics;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.engine.PartitionedEngine;
 import dev.dex.core.partition.PartitionTable;

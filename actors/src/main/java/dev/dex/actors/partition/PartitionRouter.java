@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -17,6 +17,8 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+
+import dev.dex.actors.CborSerializable;
 
 /**
  * One per compute node: takes the batches of many partitions in one message from a client and hands each to

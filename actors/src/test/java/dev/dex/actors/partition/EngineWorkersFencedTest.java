@@ -1,4 +1,4 @@
-package dev.dex.actors;
+package dev.dex.actors.partition;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
