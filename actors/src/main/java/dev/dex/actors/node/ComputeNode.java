@@ -54,11 +54,15 @@ public final class ComputeNode {
 
     /**
      * Messages a compute node accepts. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer}); the actor's internal
-     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
-     * work in flight negative).
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer});
+     * the actor's internal messages are not, so no other process can forge them (a forged completion could, say,
+     * drive a count of work in flight negative).
+     *
+     * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
+     * messages.
      */
-    public interface Command {
+    public sealed interface Command permits GetPartitionTable, GetStatus, MemoryNodes, Described, DescribeAgain, Retry, Checkpoint,
+            CheckpointDone, HealthTick, Repaired, Fenced, Engines {
     }
 
     public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command, CborSerializable {
@@ -99,7 +103,6 @@ public final class ComputeNode {
         INSTANCE
     }
 
-    /** A memory node fenced this compute node: nothing it sends is applied any more. */
     /** The periodic look at the engine's health: repairs what failed verbs left, and leaves when writes keep failing. */
     private enum HealthTick implements Command, NoSerializationVerificationNeeded {
         INSTANCE
@@ -109,6 +112,7 @@ public final class ComputeNode {
     private record Repaired(Throwable failure) implements Command, NoSerializationVerificationNeeded {
     }
 
+    /** A memory node fenced this compute node: nothing it sends is applied any more. */
     private enum Fenced implements Command, NoSerializationVerificationNeeded {
         INSTANCE
     }

@@ -63,11 +63,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /**
      * Messages a memory node accepts. Only the messages that may come from another process are serializable
-     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer}); the actor's internal
-     * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
-     * work in flight negative).
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer});
+     * the actor's internal messages are not, so no other process can forge them (a forged completion could, say,
+     * drive a count of work in flight negative).
+     *
+     * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
+     * messages.
      */
-    public interface Command {
+    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone {
     }
 
     /** Asks which memory server this node is. */

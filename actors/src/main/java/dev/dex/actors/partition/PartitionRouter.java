@@ -58,8 +58,11 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * ({@link CborSerializable}, or a binding of their own to {@link BatchSerializer}); the actor's internal
      * messages are not, so no other process can forge them (a forged completion could, say, drive a count of
      * work in flight negative).
+     *
+     * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
+     * messages.
      */
-    public interface Command {
+    public sealed interface Command permits Bundle, GetStats, Answered, Flush {
     }
 
     /**
