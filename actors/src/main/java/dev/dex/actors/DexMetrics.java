@@ -27,6 +27,10 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
  * off, the offloads a memory node ran, and a client's request latencies. One per actor system (a Pekko extension, {@link #get});
  * the engine's own counters are read when scraped, so nothing is added to an operation's path.
  *
+ * <p>The recording methods ({@link #engine}, {@link #acquired}, {@link #memoryOffload}, {@link #request}, ...) are
+ * public only because the roles that record live in the module's three role packages; they are for those, not for
+ * code outside the module.
+ *
  * <pre>
  * Concurrency: thread-safe. Engines are registered in a copy-on-write list (a compute node registers one when it
  * is ready, and removes it when it stops); the counters are the Prometheus client's (lock-free adds); a scrape
