@@ -15,10 +15,10 @@ import dev.dex.actors.partition.Partition;
  * Answers the batches a compute node could not deliver, instead of leaving their clients to time out. When a
  * partition moves, its old node's sharding region drops the messages it buffered for it meanwhile ("Dropping
  * [1] buffered messages to shard [12] during hand off to avoid re-ordering"): with the clients' batches going
- * to the node's {@link dev.dex.actors.partition.PartitionRouter} and from there to that region, every scale-out dropped a batch of
- * about every moving partition, and each held its operations for the batch timeout (5 s), long enough to
- * stall a closed loop for seconds. What sharding drops, and what a stopped entity leaves in its mailbox, goes
- * to the dead letters, which this actor watches: each undelivered {@link Partition.Execute} is answered
+ * to the node's {@link dev.dex.actors.partition.PartitionRouter} and from there to that region, every scale-out
+ * dropped a batch of about every moving partition, and each held its operations for the batch timeout (5 s), long
+ * enough to stall a closed loop for seconds. What sharding drops, and what a stopped entity leaves in its mailbox,
+ * goes to the dead letters, which this actor watches: each undelivered {@link Partition.Execute} is answered
  * {@link Ops#NOT_HELD} (nothing of it was applied), and its client sends it again shortly, to where the
  * partition is now.
  *
