@@ -27,6 +27,10 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
  * off, the offloads a memory node ran, and a client's request latencies. One per actor system (a Pekko extension, {@link #get});
  * the engine's own counters are read when scraped, so nothing is added to an operation's path.
  *
+ * <p>The recording methods ({@link #engine}, {@link #acquired}, {@link #memoryOffload}, {@link #request}, ...) are
+ * public only because the roles that record live in the module's three role packages; they are for those, not for
+ * code outside the module.
+ *
  * <pre>
  * Concurrency: thread-safe. Engines are registered in a copy-on-write list (a compute node registers one when it
  * is ready, and removes it when it stops); the counters are the Prometheus client's (lock-free adds); a scrape
@@ -125,32 +129,32 @@ public final class DexMetrics implements Extension {
     }
 
     /** A compute node's engine, ready: its counters are exported from now on. */
-    void engine(DexEngine engine) {
+    public void engine(DexEngine engine) {
         engines.add(engine);
     }
 
     /** The compute node stopped: its engine is no longer exported. */
-    void engineStopped(DexEngine engine) {
+    public void engineStopped(DexEngine engine) {
         engines.remove(engine);
     }
 
     /** A partition was acquired by this compute node. */
-    void acquired() {
+    public void acquired() {
         handoffs.labelValues("acquired").inc();
     }
 
     /** A partition was released by this compute node (handed off). */
-    void released() {
+    public void released() {
         handoffs.labelValues("released").inc();
     }
 
     /** This memory node ran an offloaded operation with {@code outcome} (ok, refused, ...). */
-    void memoryOffload(String outcome) {
+    public void memoryOffload(String outcome) {
         memoryOffloads.labelValues(outcome).inc();
     }
 
     /** A client request of kind {@code op} (get, put, delete, scan) took {@code nanos} from call to answer. */
-    void request(String op, long nanos) {
+    public void request(String op, long nanos) {
         requestSeconds.labelValues(op).observe(nanos / 1e9);
     }
 

@@ -1,13 +1,10 @@
 package dev.dex.actors;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.OptionalLong;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
@@ -18,6 +15,10 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.PartitionRouter;
 
 /** A cluster of actor systems in one JVM: memory node, compute nodes, client. */
 @ExtendWith(LogCapturingExtension.class)
@@ -41,7 +42,7 @@ class ClusterTest {
                 writes.add(client.put(key, value).toCompletableFuture());
             }
             CompletableFuture.allOf(writes.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
-            verify(client, model);
+            TestCluster.verify(client, model);
 
             ActorSystem<Void> second = cluster.computeNode(4L << 20);
             cluster.awaitUp(Duration.ofSeconds(30));
@@ -67,7 +68,7 @@ class ClusterTest {
                 model.put(key, (long) i);
                 client.put(key, i).toCompletableFuture().get(30, TimeUnit.SECONDS);
             }
-            verify(client, model);
+            TestCluster.verify(client, model);
             // The joining node's router reaches the client through the Receptionist's gossip: give it that time.
             long routedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (routed(second) == 0 && System.nanoTime() < routedBy) {
@@ -118,25 +119,5 @@ class ClusterTest {
         return listing.getServiceInstances(key).stream()
                 .filter(ref -> ref.path().address().hasLocalScope() || ref.path().address().toString().equals(self))
                 .findFirst().orElse(null);
-    }
-
-    static void verify(DexClientApi client, TreeMap<Long, Long> model) throws Exception {
-        List<CompletableFuture<OptionalLong>> reads = new ArrayList<>();
-        List<Long> keys = new ArrayList<>(model.keySet());
-        for (long key : keys) {
-            reads.add(client.get(key).toCompletableFuture());
-        }
-        for (int i = 0; i < keys.size(); i++) {
-            OptionalLong value = reads.get(i).get(60, TimeUnit.SECONDS);
-            assertEquals(OptionalLong.of(model.get(keys.get(i))), value, "key " + keys.get(i));
-        }
-        List<DexClientApi.Entry> all = client.scan(Long.MIN_VALUE, model.size() + 10).toCompletableFuture().get(60, TimeUnit.SECONDS);
-        assertEquals(model.size(), all.size(), "a scan across every partition returns every entry");
-        int i = 0;
-        for (Map.Entry<Long, Long> e : model.entrySet()) {
-            assertEquals(e.getKey(), all.get(i).key());
-            assertEquals(e.getValue(), all.get(i).value());
-            i++;
-        }
     }
 }

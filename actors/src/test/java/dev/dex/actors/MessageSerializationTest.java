@@ -30,13 +30,19 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.MemoryNode;
+import dev.dex.actors.partition.Ops;
+import dev.dex.actors.partition.Partition;
+import dev.dex.actors.partition.PartitionRouter;
 import dev.dex.core.node.LeafOps;
 import dev.dex.core.offload.OffloadRequest;
 
 /**
  * Every message that may cross the network survives Jackson CBOR (the binding in this module's
  * {@code reference.conf}) with every field intact, including nulls, NaN, extreme longs and arrays; and
- * every such message type of the package has a sample here, so a new one cannot ship untested.
+ * every such message type of the module has a sample here, so a new one cannot ship untested.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
@@ -131,7 +137,7 @@ class MessageSerializationTest {
         Set<String> sampled = samples().stream().map(m -> m.getClass().getName()).collect(Collectors.toCollection(TreeSet::new));
         Set<String> declared = new TreeSet<>(serializableMessageTypes());
         assertTrue(declared.contains(Ops.Op.class.getName()) && declared.contains(Partition.Handoff.class.getName()),
-                "the class scan finds the package's messages: " + declared);
+                "the class scan finds the module's messages: " + declared);
         Set<String> missing = new TreeSet<>(declared);
         missing.removeAll(sampled);
         assertEquals(Set.of(), missing, "message types without a round-trip sample in samples()");
@@ -179,17 +185,18 @@ class MessageSerializationTest {
         assertTrue(refused.isFailure(), "a payload named " + forged + " was deserialized: " + refused);
     }
 
-    /** The classes of this package's main code. */
+    /** The classes of the module's main code: this package and the packages below it. */
     private static List<Class<?>> packageClasses() throws IOException, URISyntaxException, ClassNotFoundException {
         Path classes = Path.of(CborSerializable.class.getProtectionDomain().getCodeSource().getLocation().toURI());
         Path dir = classes.resolve(CborSerializable.class.getPackageName().replace('.', '/'));
+        assertTrue(Files.isDirectory(dir), "main classes are a directory here: " + dir);
         List<Class<?>> types = new ArrayList<>();
-        try (Stream<Path> files = Files.list(dir)) {
+        try (Stream<Path> files = Files.walk(dir)) {
             for (Path file : (Iterable<Path>) files::iterator) {
-                String fileName = file.getFileName().toString();
-                if (fileName.endsWith(".class")) {
-                    types.add(Class.forName(CborSerializable.class.getPackageName() + "."
-                            + fileName.substring(0, fileName.length() - ".class".length()), false, CborSerializable.class.getClassLoader()));
+                String fileName = classes.relativize(file).toString().replace(java.io.File.separatorChar, '/');
+                if (fileName.endsWith(".class") && !fileName.endsWith("package-info.class")) {
+                    types.add(Class.forName(fileName.substring(0, fileName.length() - ".class".length()).replace('/', '.'), false,
+                            CborSerializable.class.getClassLoader()));
                 }
             }
         }
@@ -197,31 +204,20 @@ class MessageSerializationTest {
     }
 
     /**
-     * The concrete classes of this package's main code that implement {@link CborSerializable}, minus
+     * The concrete classes of the module's main code that implement {@link CborSerializable}, minus
      * local-only ones ({@link NoSerializationVerificationNeeded}: replies an actor pipes to itself), and the
-     * messages bound to {@link BatchSerializer} by class.
+     * messages bound to {@link dev.dex.actors.partition.BatchSerializer} by class.
      */
     private static List<String> serializableMessageTypes() throws IOException, URISyntaxException, ClassNotFoundException {
-        Path classes = Path.of(CborSerializable.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-        Path dir = classes.resolve(CborSerializable.class.getPackageName().replace('.', '/'));
-        assertTrue(Files.isDirectory(dir), "main classes are a directory here: " + dir);
         List<String> names = new ArrayList<>();
-        try (Stream<Path> files = Files.list(dir)) {
-            for (Path file : (Iterable<Path>) files::iterator) {
-                String fileName = file.getFileName().toString();
-                if (!fileName.endsWith(".class")) {
-                    continue;
-                }
-                String name = CborSerializable.class.getPackageName() + "." + fileName.substring(0, fileName.length() - ".class".length());
-                Class<?> type = Class.forName(name, false, CborSerializable.class.getClassLoader());
-                if (CborSerializable.class.isAssignableFrom(type) && !type.isInterface() && !type.isAnonymousClass()
-                        && !NoSerializationVerificationNeeded.class.isAssignableFrom(type)) {
-                    names.add(type.getName());
-                }
+        for (Class<?> type : packageClasses()) {
+            if (CborSerializable.class.isAssignableFrom(type) && !type.isInterface() && !type.isAnonymousClass()
+                    && !NoSerializationVerificationNeeded.class.isAssignableFrom(type)) {
+                names.add(type.getName());
             }
-            names.add(Partition.Execute.class.getName());
-            names.add(PartitionRouter.Bundle.class.getName());
         }
+        names.add(Partition.Execute.class.getName());
+        names.add(PartitionRouter.Bundle.class.getName());
         return names;
     }
 

@@ -1,9 +1,16 @@
 package dev.dex.actors;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -17,6 +24,11 @@ import org.apache.pekko.cluster.typed.Join;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.Fabric;
@@ -25,13 +37,13 @@ import dev.dex.rdma.Fabric;
  * Actor systems of one cluster in this JVM, on loopback with free ports, sharing one local fabric: the
  * memory node, compute nodes and a client each in a system of their own, as separate processes would be.
  */
-final class TestCluster implements AutoCloseable {
-    static final int PARTITIONS = 16;
-    static final long KEY_RANGE = 1_000_000;
+public final class TestCluster implements AutoCloseable {
+    public static final int PARTITIONS = 16;
+    public static final long KEY_RANGE = 1_000_000;
 
-    final String fabricName = "test-" + UUID.randomUUID();
-    final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", fabricName, null, 0));
-    final List<ActorSystem<?>> systems = new ArrayList<>();
+    public final String fabricName = "test-" + UUID.randomUUID();
+    public final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", fabricName, null, 0));
+    public final List<ActorSystem<?>> systems = new ArrayList<>();
     private ActorSystem<?> first;
 
     private Config config(String role) {
@@ -51,38 +63,38 @@ final class TestCluster implements AutoCloseable {
         return system;
     }
 
-    ActorSystem<Void> memoryNode() {
+    public ActorSystem<Void> memoryNode() {
         MemoryNode.Settings settings = new MemoryNode.Settings(0, 64L << 20, 64 << 10, 1, 256,
                 PartitionTable.equalWidth(PARTITIONS, 0, KEY_RANGE), 3);
         return start("memory", MemoryNode.create(settings, fabric), "memory");
     }
 
     /** A memory node that formats a tree of keys {@code keyBytes} wide, with {@code table} as its partitions. */
-    ActorSystem<Void> memoryNode(int keyBytes, PartitionTable table) {
+    public ActorSystem<Void> memoryNode(int keyBytes, PartitionTable table) {
         MemoryNode.Settings settings = new MemoryNode.Settings(0, 64L << 20, 64 << 10, 1, 256, table, 3, false, keyBytes);
         return start("memory", MemoryNode.create(settings, fabric), "memory");
     }
 
-    ActorSystem<Void> computeNode(long cacheBytes) {
+    public ActorSystem<Void> computeNode(long cacheBytes) {
         ComputeNode.Settings settings = new ComputeNode.Settings(1, DexEngineSettings.dex(cacheBytes), 2, Duration.ofSeconds(2));
         return start("compute", ComputeNode.create(settings, fabric), "compute");
     }
 
     /** A compute node with {@code settings}, reaching the memory node through {@code through} (a test's wrapper). */
-    ActorSystem<Void> computeNode(ComputeNode.Settings settings, Fabric through) {
+    public ActorSystem<Void> computeNode(ComputeNode.Settings settings, Fabric through) {
         return start("compute", ComputeNode.create(settings, through), "compute");
     }
 
     /** The last client system {@link #client()} started: its guardian is the client actor. */
-    ActorSystem<DexClient.Command> clientSystem;
+    public ActorSystem<DexClient.Command> clientSystem;
 
     /** A client system and the client actor's Java facade. */
-    DexClientApi client() {
+    public DexClientApi client() {
         return client(Duration.ofSeconds(5));
     }
 
     /** A client whose batches go again after {@code batchTimeout} without an answer. */
-    DexClientApi client(Duration batchTimeout) {
+    public DexClientApi client(Duration batchTimeout) {
         ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(batchTimeout), "dex", config("client"));
         clientSystem = system;
         systems.add(system);
@@ -91,7 +103,7 @@ final class TestCluster implements AutoCloseable {
     }
 
     /** A client whose API converts byte-string keys to {@code keyBytes}-byte keys. */
-    DexClientApi client(int keyBytes) {
+    public DexClientApi client(int keyBytes) {
         ActorSystem<DexClient.Command> system = ActorSystem.create(DexClient.create(Duration.ofSeconds(5)), "dex",
                 ConfigFactory.parseString("dex.tree.key-bytes = " + keyBytes).withFallback(config("client")));
         clientSystem = system;
@@ -101,7 +113,7 @@ final class TestCluster implements AutoCloseable {
     }
 
     /** Waits until every system sees every member Up. */
-    void awaitUp(Duration max) throws InterruptedException {
+    public void awaitUp(Duration max) throws InterruptedException {
         long deadline = System.nanoTime() + max.toNanos();
         while (System.nanoTime() < deadline) {
             boolean all = true;
@@ -130,7 +142,7 @@ final class TestCluster implements AutoCloseable {
     }
 
     /** Terminates {@code systems}, the last started first, and waits for each. */
-    static void terminateAll(List<ActorSystem<?>> systems) {
+    public static void terminateAll(List<ActorSystem<?>> systems) {
         for (int i = systems.size() - 1; i >= 0; i--) {
             systems.get(i).terminate();
         }
@@ -144,7 +156,7 @@ final class TestCluster implements AutoCloseable {
     }
 
     /** Waits until {@code system} sees {@code count} members Up (30 s at most). */
-    static void awaitMembersUp(ActorSystem<?> system, int count) throws InterruptedException {
+    public static void awaitMembersUp(ActorSystem<?> system, int count) throws InterruptedException {
         long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
         while (System.nanoTime() < deadline) {
             long up = 0;
@@ -157,5 +169,29 @@ final class TestCluster implements AutoCloseable {
             Thread.sleep(50);
         }
         throw new AssertionError(count + " members up within 30 s");
+    }
+
+    /**
+     * Reads every key of {@code model} back through {@code client}, and scans across every partition: the cluster
+     * holds exactly the model's entries.
+     */
+    public static void verify(DexClientApi client, TreeMap<Long, Long> model) throws Exception {
+        List<CompletableFuture<OptionalLong>> reads = new ArrayList<>();
+        List<Long> keys = new ArrayList<>(model.keySet());
+        for (long key : keys) {
+            reads.add(client.get(key).toCompletableFuture());
+        }
+        for (int i = 0; i < keys.size(); i++) {
+            OptionalLong value = reads.get(i).get(60, TimeUnit.SECONDS);
+            assertEquals(OptionalLong.of(model.get(keys.get(i))), value, "key " + keys.get(i));
+        }
+        List<DexClientApi.Entry> all = client.scan(Long.MIN_VALUE, model.size() + 10).toCompletableFuture().get(60, TimeUnit.SECONDS);
+        assertEquals(model.size(), all.size(), "a scan across every partition returns every entry");
+        int i = 0;
+        for (Map.Entry<Long, Long> e : model.entrySet()) {
+            assertEquals(e.getKey(), all.get(i).key());
+            assertEquals(e.getValue(), all.get(i).value());
+            i++;
+        }
     }
 }

@@ -19,6 +19,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.client.DexException;
+import dev.dex.actors.partition.Ops;
 import dev.dex.core.partition.PartitionTable;
 
 /**

@@ -12,7 +12,7 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.cluster.typed.Cluster;
 
-import dev.dex.actors.ComputeNode;
+import dev.dex.actors.node.ComputeNode;
 
 /**
  * What a process does through an actor system that is a member of the cluster, once {@link DexNodes} started it:

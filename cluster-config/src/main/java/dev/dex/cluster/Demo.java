@@ -16,10 +16,11 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
-import dev.dex.actors.Fabrics;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNodes;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;

@@ -12,9 +12,9 @@ import org.apache.pekko.cluster.typed.Cluster;
 
 import com.typesafe.config.Config;
 
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClientApi;
-import dev.dex.actors.MemoryNodes;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.MemoryNodes;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;

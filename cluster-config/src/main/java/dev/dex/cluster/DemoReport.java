@@ -6,7 +6,7 @@ import java.util.List;
 
 import org.HdrHistogram.Histogram;
 
-import dev.dex.actors.ComputeNode;
+import dev.dex.actors.node.ComputeNode;
 
 /**
  * What the demo prints about its runs on stdout, and writes where asked: the mix's throughput, latency and verbs per

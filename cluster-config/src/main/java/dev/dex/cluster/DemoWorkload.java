@@ -12,7 +12,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.tree.SortedEntries;
 import me.tongfei.progressbar.ProgressBar;
 import me.tongfei.progressbar.ProgressBarBuilder;

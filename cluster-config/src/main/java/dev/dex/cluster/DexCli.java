@@ -17,10 +17,10 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
-import dev.dex.actors.DexException;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.client.DexException;
+import dev.dex.actors.node.ComputeNode;
 import dev.dex.bench.BenchCommand;
 import dev.dex.bench.CountConverter;
 import dev.dex.bench.TakeoverBenchCommand;

@@ -13,10 +13,10 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.Fabrics;
-import dev.dex.actors.MemoryNode;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.rdma.Fabric;
 
 /**

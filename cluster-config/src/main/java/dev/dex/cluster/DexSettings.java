@@ -5,12 +5,13 @@ import java.time.Duration;
 
 import com.typesafe.config.Config;
 
-import dev.dex.actors.Backoff;
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.Fabrics;
-import dev.dex.actors.MemoryNode;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.node.Backoff;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.actors.node.MemoryNode;
 import dev.dex.core.cache.DexEngineSettings;
+import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.TreeSettings;

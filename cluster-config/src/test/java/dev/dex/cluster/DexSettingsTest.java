@@ -32,7 +32,7 @@ class DexSettingsTest {
         assertEquals(256L << 20, settings.compute().engine().cacheBytes());
         assertEquals(0.1, settings.compute().engine().leafAdmission());
         assertEquals(java.time.Duration.ofSeconds(5), settings.compute().describeTimeout());
-        assertEquals(dev.dex.actors.Backoff.DEFAULTS, settings.compute().handshake());
+        assertEquals(dev.dex.actors.node.Backoff.DEFAULTS, settings.compute().handshake());
     }
 
     @Test

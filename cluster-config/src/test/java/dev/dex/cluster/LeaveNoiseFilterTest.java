@@ -40,7 +40,7 @@ class LeaveNoiseFilterTest {
         stream.warn("[inbound] Upstream failed, cause: FramingException: frame too large");
         stream.error("[outbound connection] Upstream failed, cause: StreamTcpException: The connection has been aborted");
         association.warn("Association to [pekko://dex@127.0.0.1:4] with UID [7] is irrecoverably failed. UID is now quarantined");
-        context.getLogger("dev.dex.actors.Partition").warn("Upstream failed, cause: StreamTcpException: failed after shutdown");
+        context.getLogger("dev.dex.actors.partition.Partition").warn("Upstream failed, cause: StreamTcpException: failed after shutdown");
 
         List<String> kept = appender.list.stream().map(ILoggingEvent::getFormattedMessage).toList();
         assertEquals(5, kept.size(), kept.toString());

@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
 
 /**
  * The operator's view of a running cluster (a memory node, a compute node and a client in this JVM, each with its

@@ -28,8 +28,8 @@ import org.junit.jupiter.api.io.TempDir;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
 
 /**
  * Mutual TLS, as the node commands set it up from {@code dex certs}' files: a memory node, a compute node and a

@@ -37,17 +37,17 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 
-import dev.dex.actors.ComputeNode;
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.node.ComputeNode;
 import dev.dex.cluster.DexNodes;
 import dev.dex.cluster.DexSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.SortedEntries;
-import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.shm.ShmFabric;
 import dev.dex.rdma.tcp.TcpFabric;
 

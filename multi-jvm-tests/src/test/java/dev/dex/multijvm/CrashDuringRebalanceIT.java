@@ -14,14 +14,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.RemoteMemory;
 
 /**
  * A compute node is killed while partitions move to a third one that joined, so sharding's next rebalance rounds
  * would move partitions away from a node that is dead but not yet known to be (a rebalance moves one partition
- * per round here, as it moves at most 32 per round in a large cluster): before {@code dev.dex.actors.ProbedRebalance}, such a
+ * per round here, as it moves at most 32 per round in a large cluster): before {@code dev.dex.actors.partition.ProbedRebalance}, such a
  * move waited for the coordinator's handoff-timeout (60 s) and its partitions served nothing that long
  * (docs/durability.md, "A crash during a handoff"), and a move between two live nodes waited for the dead node's
  * removal. The live nodes' partitions must keep serving while the dead node is not yet known to be dead, every

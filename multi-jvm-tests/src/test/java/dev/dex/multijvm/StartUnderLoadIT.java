@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClientApi;
 
 /**
  * All nodes start at once on a busy machine, in the awkward order: over tcp, a compute node first (the seed,

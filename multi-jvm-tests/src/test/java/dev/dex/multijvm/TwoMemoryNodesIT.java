@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClientApi;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.RemoteMemory;

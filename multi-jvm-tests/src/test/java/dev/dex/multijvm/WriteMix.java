@@ -13,7 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongPredicate;
 
-import dev.dex.actors.DexClientApi;
+import dev.dex.actors.client.DexClientApi;
 
 /**
  * A write-intensive mix on the bulk-loaded keys, run by a thread of its own while a test changes the

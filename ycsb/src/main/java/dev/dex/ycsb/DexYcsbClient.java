@@ -14,9 +14,9 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 
-import dev.dex.actors.DexClient;
-import dev.dex.actors.DexClientApi;
-import dev.dex.actors.DexException;
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.client.DexException;
 import dev.dex.cluster.DexNodes;
 import dev.dex.cluster.DexSettings;
 import site.ycsb.ByteArrayByteIterator;

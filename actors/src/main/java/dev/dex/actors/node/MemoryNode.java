@@ -1,0 +1,467 @@
+package dev.dex.actors.node;
+
+import java.util.HashSet;
+import java.util.Set;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.NoSerializationVerificationNeeded;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
+
+import dev.dex.actors.CborSerializable;
+import dev.dex.actors.DexMetrics;
+import dev.dex.core.offload.OffloadMessageHandler;
+import dev.dex.core.offload.OffloadRequest;
+import dev.dex.core.offload.SubtreeExecutor;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.Superblock;
+import dev.dex.core.tree.TreeSettings;
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MemoryFullException;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.tcp.TcpFabric;
+
+/**
+ * A memory node (role {@code memory}): exports its region through the fabric, registers with the
+ * Receptionist, hands out chunks, and runs offloaded operations on a bounded pool of memory-side threads
+ * (paper §6), replying from those threads. Memory server 0 also formats the tree (an empty root and the
+ * partition table) in its fresh region.
+ *
+ * <p>Reads, writes and compare-and-swap of compute nodes never pass through this actor: they are
+ * one-sided verbs on the fabric. Over the {@code tcp} fabric, offloads do not either: they are messages on the
+ * compute nodes' fabric connections, run by the region server's event loops.
+ *
+ * <p>Fencing (docs/durability.md): when the cluster downs a compute node, this node fences its fabric
+ * identity (its member's unique id) where the fabric can ({@code tcp}: its connections are closed and its
+ * greetings refused), and refuses its offload messages on every fabric. An offload that arrives or waits
+ * past its deadline is refused rather than executed late, after the compute side gave up on it.
+ */
+public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
+    /** How compute nodes find memory nodes. */
+    public static final ServiceKey<Command> KEY = ServiceKey.create(Command.class, "dex-memory-node");
+    /** How soon a fence of a downed compute node that failed is tried again. */
+    static final java.time.Duration FENCE_RETRY = java.time.Duration.ofSeconds(1);
+
+    /**
+     * Messages a memory node accepts. Only the messages that may come from another process are serializable
+     * ({@link CborSerializable}, or a binding of their own to {@link dev.dex.actors.partition.BatchSerializer});
+     * the actor's internal messages are not, so no other process can forge them (a forged completion could, say,
+     * drive a count of work in flight negative).
+     *
+     * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
+     * messages.
+     */
+    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone {
+    }
+
+    /** Asks which memory server this node is. */
+    public record Describe(ActorRef<Description> replyTo) implements Command, CborSerializable {
+    }
+
+    /**
+     * @param endpoint where compute nodes reach the region through the fabric ({@code host:port} for tcp;
+     *                 empty for fabrics that find regions by server id)
+     */
+    public record Description(int serverId, long regionBytes, String endpoint, ActorRef<Command> node) implements CborSerializable {
+    }
+
+    /** Asks for a chunk of this node's region (for transports without one-sided atomics). */
+    public record AllocateChunk(ActorRef<ChunkGranted> replyTo) implements Command, CborSerializable {
+    }
+
+    /** A chunk's global address, or an error (memory full). */
+    public record ChunkGranted(long address, String error) implements CborSerializable {
+    }
+
+    /**
+     * An offloaded operation, a lookup or a write in one message (see {@link OffloadRequest}).
+     *
+     * @param partition the partition the sender holds and the operation is in
+     * @param epoch    the sender's owner epoch of that partition: the memory node runs the offload only for the
+     *                 partition's current owner, and only for a key inside it ({@code OwnershipTable})
+     * @param deadline wall-clock milliseconds after which the memory node must not start it (the compute
+     *                 side stops waiting later than that); 0 for none
+     */
+    public record Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long deadline,
+                          ActorRef<OffloadResult> replyTo, long[] keyRest)
+            implements Command, CborSerializable {
+        public Offload {
+            keyRest = keyRest == null ? new long[0] : keyRest;
+        }
+
+        /** An offload of an 8-byte key. */
+        public Offload(long id, int phase, int op, int partition, long epoch, long key, long value, long start, long deadline,
+                       ActorRef<OffloadResult> replyTo) {
+            this(id, phase, op, partition, epoch, key, value, start, deadline, replyTo, new long[0]);
+        }
+
+        /** The key's words: {@code key}, then {@code keyRest} (a key wider than 8 bytes). */
+        long[] words() {
+            long[] words = new long[1 + keyRest.length];
+            words[0] = key;
+            System.arraycopy(keyRest, 0, words, 1, keyRest.length);
+            return words;
+        }
+    }
+
+    /** The Receptionist's memory nodes: each other one is asked which server it is. */
+    private record Peers(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record PeerDescribed(ActorRef<Command> peer, Description description, Throwable failure)
+            implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** A member the cluster downed or removed after downing. */
+    private record MemberGone(ClusterEvent.MemberEvent event) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    public record OffloadResult(long id, int status, boolean found, long value, long[] path, long[] versions,
+                                int pathLength) implements CborSerializable {
+        /** An answer that carries only {@code status} (the request was not run, or failed). */
+        static OffloadResult refused(long id, int status) {
+            return new OffloadResult(id, status, false, 0, new long[0], new long[0], 0);
+        }
+    }
+
+    /**
+     * @param serverId       this memory server's id (0 formats the tree)
+     * @param regionBytes    region size
+     * @param chunkBytes     chunk size (power of two)
+     * @param offloadThreads memory-side threads for offloaded operations
+     * @param offloadQueue   offloaded requests queued before more are rejected
+     * @param partitions     the initial partition table server 0 stores (equal width over the key range)
+     * @param subtreeLevel   M
+     * @param format         start from a fresh region even where the fabric keeps one ({@code shm}, {@code tcp} with
+     *                       a region directory), discarding its data; otherwise a restarted memory node reattaches
+     *                       to its region. Either way a server id another memory node serves on the host is refused.
+     * @param keyBytes       the width of the keys of a tree server 0 formats (a reattached tree keeps its own)
+     */
+    public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                           PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes) {
+        /** A tree of 8-byte keys. */
+        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                        PartitionTable partitions, int subtreeLevel, boolean format) {
+            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, format, 8);
+        }
+
+        /** Reattaching to a region the fabric kept. */
+        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                        PartitionTable partitions, int subtreeLevel) {
+            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, false);
+        }
+    }
+
+    private final Settings settings;
+    private final ExportedRegion region;
+    private final RemoteMemory own;
+    private final ThreadPoolExecutor offloadPool;
+    private final ThreadLocal<SubtreeExecutor> executors;
+    /** This node's metrics (offloads run, by outcome). */
+    private final DexMetrics metrics;
+    private final Fabric fabric;
+    /** Incarnations of compute nodes the cluster downed, each fenced once (read by the actor only). */
+    private final Set<org.apache.pekko.cluster.UniqueAddress> fencedMembers = new HashSet<>();
+    /**
+     * Addresses of downed compute nodes, whose offloads are refused (an offload's reply address names no
+     * incarnation); an address that joins again with a new incarnation is taken out.
+     */
+    private final Set<Address> downed = new HashSet<>();
+    /** Other memory nodes asked (or being asked) which server they are. */
+    private final Set<ActorRef<Command>> peersAsked = new HashSet<>();
+
+    private MemoryNode(ActorContext<Command> context, Settings settings, Fabric fabric) {
+        super(context);
+        this.settings = settings;
+        this.fabric = fabric;
+        // A format takes the server id's lock like a reattach does, before it replaces the kept region: a second
+        // memory node of a served id is refused before it could format the region under the first.
+        this.region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
+                : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+        this.own = fabric.connect(settings.serverId());
+        if (settings.serverId() == 0) {
+            formatUnlessHeld(context);
+        } else if (!region.fresh()) {
+            context.getLog().info("memory node {} reattached to its region and keeps its data", settings.serverId());
+        }
+        AtomicInteger threadIds = new AtomicInteger();
+        this.offloadPool = new ThreadPoolExecutor(settings.offloadThreads(), settings.offloadThreads(), 0, TimeUnit.SECONDS,
+                new ArrayBlockingQueue<>(settings.offloadQueue()), task -> {
+                    Thread thread = new Thread(task, "dex-memory-" + settings.serverId() + "-offload-" + threadIds.getAndIncrement());
+                    thread.setDaemon(true);
+                    return thread;
+                });
+        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
+        this.metrics = DexMetrics.get(context.getSystem());
+        if (fabric instanceof TcpFabric tcp) {
+            // Compute nodes send offloads as messages on their fabric connections; the region server's event
+            // loops run them.
+            tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region()));
+        }
+        ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
+        Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));
+        context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
+        context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
+                context.messageAdapter(Receptionist.Listing.class, Peers::new)));
+        context.getLog().info("memory node {} exported {} bytes over {}{}", settings.serverId(), settings.regionBytes(),
+                fabric.transport(), region.endpoint().isEmpty() ? "" : " at " + region.endpoint());
+    }
+
+    /**
+     * Memory server 0 holds the superblock: a fresh region gets an empty tree and the configured partition
+     * table; a reattached one keeps the tree and the table it holds (a restart never formats over live data).
+     */
+    private void formatUnlessHeld(ActorContext<Command> context) {
+        if (!region.fresh()) {
+            try {
+                Superblock.Contents tree = Superblock.read(own);
+                PartitionTable stored = PartitionTable.load(own);
+                context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}, {}) and its partition"
+                        + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), tree.keyFormat(), stored.count());
+                if (tree.keyFormat().bytes() != settings.keyBytes()) {
+                    context.getLog().warn("the tree on memory node 0 has {}, not the {} bytes of dex.tree.key-bytes: the tree's"
+                            + " width holds, and clients must use it", tree.keyFormat(), settings.keyBytes());
+                }
+                return;
+            } catch (IllegalStateException noTreeYet) {
+                context.getLog().info("memory node 0 reattached to a region without a complete tree ({}); formatting it",
+                        noTreeYet.getMessage());
+            }
+        }
+        try {
+            Superblock.format(own, TreeSettings.defaults().withSubtreeLevel(settings.subtreeLevel()).withKeyBytes(settings.keyBytes()));
+        } catch (IllegalStateException treeWithoutTable) {
+            // A tree whose table was never stored (a crash between the two): keep the tree, store the table.
+        }
+        PartitionTable.store(own, settings.partitions());
+    }
+
+    /**
+     * A memory node exporting its region through {@code fabric}. A message that fails the actor (a bug, since every
+     * message is validated on arrival) is logged and the node goes on serving: stopping would give the region
+     * up under the compute nodes using it. A failure to start (the region cannot be exported) stops it.
+     */
+    public static Behavior<Command> create(Settings settings, Fabric fabric) {
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, settings, fabric)))
+                .onFailure(RuntimeException.class, SupervisorStrategy.resume());
+    }
+
+    @Override
+    public Receive<Command> createReceive() {
+        return newReceiveBuilder()
+                .onMessage(Describe.class, this::onDescribe)
+                .onMessage(AllocateChunk.class, this::onAllocateChunk)
+                .onMessage(Offload.class, this::onOffload)
+                .onMessage(MemberGone.class, this::onMemberEvent)
+                .onMessage(Peers.class, this::onPeers)
+                .onMessage(PeerDescribed.class, this::onPeerDescribed)
+                .onSignal(PostStop.class, signal -> onPostStop())
+                .build();
+    }
+
+    private Behavior<Command> onDescribe(Describe describe) {
+        if (describe.replyTo() == null) {
+            return dropped("a Describe without a reply address");
+        }
+        describe.replyTo().tell(new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), getContext().getSelf()));
+        return this;
+    }
+
+    private Behavior<Command> onAllocateChunk(AllocateChunk request) {
+        if (request.replyTo() == null) {
+            return dropped("an AllocateChunk without a reply address");
+        }
+        try {
+            request.replyTo().tell(new ChunkGranted(own.chunkAllocator().allocateChunk(settings.serverId()), null));
+        } catch (MemoryFullException e) {
+            request.replyTo().tell(new ChunkGranted(0, e.getMessage()));
+        }
+        return this;
+    }
+
+    /**
+     * A compute node the cluster downed (or removed after downing) is fenced: before sharding hands its
+     * partitions to another node (which waits for its removal), nothing it sends through this node's fabric
+     * or offload path is applied any more.
+     */
+    private Behavior<Command> onMemberEvent(MemberGone gone) {
+        Member member = gone.event().member();
+        if (gone.event() instanceof ClusterEvent.MemberJoined || gone.event() instanceof ClusterEvent.MemberUp
+                || gone.event() instanceof ClusterEvent.MemberWeaklyUp) {
+            downed.remove(member.address()); // a new incarnation at that address; the old one stays fenced
+            return this;
+        }
+        boolean isDowned = gone.event() instanceof ClusterEvent.MemberDowned
+                || gone.event() instanceof ClusterEvent.MemberRemoved removed && removed.previousStatus() == MemberStatus.down();
+        if (!isDowned || !member.hasRole("compute") || !fencedMembers.add(member.uniqueAddress())) {
+            return this;
+        }
+        downed.add(member.address());
+        long client = Fabrics.clientId(member.uniqueAddress());
+        try {
+            boolean fenced = fabric.fence(settings.serverId(), client);
+            getContext().getLog().info("compute node {} was downed: {}", member.address(), fenced
+                    ? "its fabric connections are closed and it is refused from now on (client " + Long.toHexString(client) + ")"
+                    : "its offloads are refused; the " + fabric.transport() + " fabric cannot revoke its one-sided access");
+        } catch (RuntimeException failed) {
+            // Not in place (a key the device did not deregister, say): try again, until it is.
+            fencedMembers.remove(member.uniqueAddress());
+            getContext().scheduleOnce(FENCE_RETRY, getContext().getSelf(), gone);
+            getContext().getLog().error("compute node {} was downed but could not be fenced (trying again in {} ms): {}",
+                    member.address(), FENCE_RETRY.toMillis(), failed.toString());
+        }
+        return this;
+    }
+
+    private Behavior<Command> onPeers(Peers peers) {
+        for (ActorRef<Command> peer : peers.listing().getServiceInstances(KEY)) {
+            if (!peer.equals(getContext().getSelf()) && peersAsked.add(peer)) {
+                getContext().ask(Description.class, peer, java.time.Duration.ofSeconds(10), Describe::new,
+                        (description, failure) -> new PeerDescribed(peer, description, failure));
+            }
+        }
+        return this;
+    }
+
+    /**
+     * Two memory nodes claiming one server id would each serve their own region under the same addresses
+     * (across hosts nothing else notices): the younger of the two refuses to serve and ends its process.
+     */
+    private Behavior<Command> onPeerDescribed(PeerDescribed described) {
+        if (described.failure() != null) {
+            peersAsked.remove(described.peer()); // asked again with the next listing
+            return this;
+        }
+        if (described.description().serverId() != settings.serverId()) {
+            return this;
+        }
+        Cluster cluster = Cluster.get(getContext().getSystem());
+        Member self = cluster.selfMember();
+        Member other = null;
+        for (Member member : cluster.state().getMembers()) {
+            if (member.address().equals(described.peer().path().address())) {
+                other = member;
+            }
+        }
+        boolean younger = other != null ? other.isOlderThan(self)
+                : described.peer().path().address().toString().compareTo(self.address().toString()) < 0;
+        if (!younger) {
+            getContext().getLog().warn("memory node {} at {} claims server id {} too; it is the younger and stops",
+                    described.peer().path(), described.peer().path().address(), settings.serverId());
+            return this;
+        }
+        getContext().getLog().error("memory server {} is served already by {}: this memory node refuses to serve the same"
+                + " id and stops; give it another --server-id (dex.memory.server-id)", settings.serverId(),
+                described.peer().path().address());
+        getContext().getSystem().terminate();
+        return Behaviors.stopped();
+    }
+
+    /** A message no answer can be given to: logged (it is malformed, or forged) and dropped. */
+    private Behavior<Command> dropped(String what) {
+        getContext().getLog().warn("{} was dropped", what);
+        return this;
+    }
+
+    private Behavior<Command> onOffload(Offload offload) {
+        if (offload.replyTo() == null) {
+            return dropped("an Offload without a reply address");
+        }
+        if (downed.contains(offload.replyTo().path().address())) {
+            getContext().getLog().debug("an offload from downed compute node {} is refused", offload.replyTo().path().address());
+            metrics.memoryOffload("rejected");
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
+            return this;
+        }
+        OffloadRequest request;
+        try {
+            request = OffloadRequest.received(offload.phase(), offload.op(), offload.partition(), offload.epoch(), offload.words(),
+                    offload.value(), offload.start());
+        } catch (IllegalArgumentException bad) {
+            getContext().getLog().debug("offload {} from {} refused: {}", offload.id(), offload.replyTo().path().address(), bad.getMessage());
+            metrics.memoryOffload("refused");
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.STALE));
+            return this;
+        }
+        try {
+            offloadPool.execute(() -> run(request, offload));
+        } catch (RejectedExecutionException full) {
+            metrics.memoryOffload("rejected");
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
+        }
+        return this;
+    }
+
+    /** On a memory-side thread: runs the request on the region and replies. */
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(MemoryNode.class);
+
+    private static void runOn(SubtreeExecutor executor, OffloadRequest request, Offload offload, DexMetrics metrics) {
+        if (offload.deadline() != 0 && System.currentTimeMillis() > offload.deadline()) {
+            // The compute side stops waiting soon (or has): executed now, the operation could race its fallback.
+            metrics.memoryOffload("late");
+            offload.replyTo().tell(OffloadResult.refused(offload.id(), OffloadRequest.REJECTED));
+            return;
+        }
+        int status;
+        try {
+            executor.run(request);
+            status = request.status();
+            if (executor.refusal() != null && SubtreeExecutor.warnNow()) {
+                LOG.warn("offload {} from {} refused: {} (at most one such line a second)", offload.id(),
+                        offload.replyTo().path().address(), executor.refusal());
+            }
+        } catch (RuntimeException e) {
+            status = OffloadRequest.STALE;
+        }
+        metrics.memoryOffload(status == OffloadRequest.OK ? "ok" : status == OffloadRequest.NEEDS_SPLIT ? "needs_split" : "refused");
+        int length = status == OffloadRequest.OK ? request.pathLength() : 0;
+        long[] path = new long[length];
+        long[] versions = new long[length];
+        for (int i = 0; i < length; i++) {
+            path[i] = request.pathNode(i);
+            versions[i] = request.pathVersion(i);
+        }
+        offload.replyTo().tell(new OffloadResult(offload.id(), status, request.found(), request.value(), path, versions, length));
+    }
+
+    private void run(OffloadRequest request, Offload offload) {
+        runOn(executors.get(), request, offload, metrics);
+    }
+
+    /** Keeps the region's data where the fabric can ({@code shm}), for the next start of this memory server. */
+    private Behavior<Command> onPostStop() {
+        offloadPool.shutdownNow();
+        try {
+            // An offload still running touches the region: unmapping it under that thread would crash the JVM.
+            if (!offloadPool.awaitTermination(10, TimeUnit.SECONDS)) {
+                getContext().getLog().error("offloaded operations still run after 10 s; the region stays mapped");
+                own.close();
+                return this;
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        own.close();
+        region.detach();
+        return this;
+    }
+}

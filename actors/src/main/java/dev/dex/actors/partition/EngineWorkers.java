@@ -1,0 +1,288 @@
+package dev.dex.actors.partition;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.cache.DexSession;
+import dev.dex.core.engine.PartitionNotHeldException;
+import dev.dex.core.partition.PartitionedEngine;
+import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FencedException;
+import dev.dex.rdma.MemoryFullException;
+
+/**
+ * A compute node's engine and its worker threads: actors hand batches to the workers and never block.
+ * Each worker thread has its own engine session.
+ *
+ * <p>An operation or commit that fails because a memory node fenced this compute node ({@link FencedException}:
+ * another node took over one of its partitions, or the cluster downed it) tells the owner once, through
+ * {@link #onFenced}: nothing this node sends is applied any more, and it must leave.
+ *
+ * <p>Concurrency: the executor's queue is the only hand-over; sessions are thread-confined (thread-local).
+ * The fenced callback is a volatile reference, fired at most once (an atomic flag). What last failed a batch of a
+ * partition is written by the worker that ran it, into a concurrent map, before the batch's future completes; the
+ * partition's entity reads it after that completion (its batches run one at a time).
+ */
+public final class EngineWorkers implements AutoCloseable {
+    private volatile Runnable onFenced = () -> { };
+    private final java.util.concurrent.atomic.AtomicBoolean fenced = new java.util.concurrent.atomic.AtomicBoolean();
+    private final DexEngine engine;
+    private final ExecutorService pool;
+    private final ThreadLocal<DexSession> sessions;
+    private final List<DexSession> allSessions = new ArrayList<>();
+    /** Per partition, what last failed an operation or the commit of one of its batches. */
+    private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
+
+    public EngineWorkers(DexEngine engine, int threads, String name) {
+        this.engine = engine;
+        AtomicInteger ids = new AtomicInteger();
+        this.pool = Executors.newFixedThreadPool(threads, task -> {
+            Thread thread = new Thread(task, name + "-worker-" + ids.getAndIncrement());
+            thread.setDaemon(true);
+            return thread;
+        });
+        this.sessions = ThreadLocal.withInitial(() -> {
+            DexSession session = engine.newSession();
+            synchronized (allSessions) {
+                allSessions.add(session);
+            }
+            return session;
+        });
+    }
+
+    DexEngine engine() {
+        return engine;
+    }
+
+    /** What to do (once) when a memory node turns out to have fenced this compute node. */
+    public void onFenced(Runnable action) {
+        onFenced = action;
+    }
+
+    /** Fires the fenced callback when {@code failure} was caused by a fence. */
+    public void noteFailure(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            if (t instanceof FencedException) {
+                if (fenced.compareAndSet(false, true)) {
+                    onFenced.run();
+                }
+                return;
+            }
+        }
+    }
+
+    /**
+     * What last failed an operation or the commit of a batch of {@code partition} (the fabric's exception, say,
+     * when its redo log could not be written), or null when none has failed.
+     */
+    Throwable lastFailure(int partition) {
+        return failures.get(partition);
+    }
+
+    PartitionTable partitions() {
+        return engine.partitions();
+    }
+
+    /** Notes {@code failure} as what last failed a batch of {@code partition}, and fires the fenced callback if it was a fence. */
+    private void noteFailure(int partition, Throwable failure) {
+        failures.put(partition, failure);
+        noteFailure(failure);
+    }
+
+    /** Runs {@code ops} of {@code partition} on a worker. */
+    CompletionStage<Ops.Results> execute(int partition, List<Ops.Op> ops) {
+        return CompletableFuture.supplyAsync(() -> {
+            DexSession session = sessions.get();
+            List<Ops.Result> results = new ArrayList<>(ops.size());
+            session.beginBatch();
+            try {
+                for (Ops.Op op : ops) {
+                    results.add(run(session, partition, op));
+                }
+            } finally {
+                try {
+                    // Group commit: the batch's writes reach the partition's redo log in one fabric write.
+                    session.commit();
+                } catch (RuntimeException e) {
+                    noteFailure(partition, e);
+                    notDurable(ops, results, e);
+                }
+            }
+            return new Ops.Results(results);
+        }, pool);
+    }
+
+    /**
+     * The log could not take the batch's records, or the writes its reads saw are not durable: no write is
+     * acknowledged and no read answered, since either might not survive a crash.
+     */
+    private static void notDurable(List<Ops.Op> ops, List<Ops.Result> results, RuntimeException e) {
+        for (int i = 0; i < results.size(); i++) {
+            if (results.get(i).status() == Ops.OK) {
+                String what = ops.get(i).kind() == Ops.GET || ops.get(i).kind() == Ops.SCAN ? "what the read saw" : "the write";
+                results.set(i, Ops.Result.error(Ops.FAILED, what + " is not durable: " + e));
+            }
+        }
+    }
+
+    /** Runs a task (acquire, release) on a worker. */
+    public <T> CompletionStage<T> submit(java.util.function.Supplier<T> task) {
+        return CompletableFuture.supplyAsync(task, pool);
+    }
+
+    private Ops.Result run(DexSession session, int partition, Ops.Op op) {
+        int words = session.keyWords();
+        if (op.rest().length != words - 1) {
+            return Ops.Result.error(Ops.BAD_INPUT, "a key of " + 8 * (1 + op.rest().length) + " bytes; this index's keys are "
+                    + 8 * words + " bytes (dex.tree.key-bytes)");
+        }
+        if (words > 1) {
+            return runWide(session, partition, op, words);
+        }
+        PartitionTable table = engine.partitions();
+        if (op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
+            return Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY);
+        }
+        if (table.partitionOf(op.key()) != partition) {
+            return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);
+        }
+        return guarded(partition, () -> switch (op.kind()) {
+                case Ops.GET -> {
+                    boolean found = session.lookup(op.key());
+                    yield Ops.Result.of(found, found ? session.value() : 0);
+                }
+                case Ops.PUT -> Ops.Result.of(session.put(op.key(), op.value()), 0);
+                case Ops.INSERT -> Ops.Result.of(session.insert(op.key(), op.value()), 0);
+                case Ops.UPDATE -> Ops.Result.of(session.update(op.key(), op.value()), 0);
+                case Ops.DELETE -> Ops.Result.of(session.delete(op.key()), 0);
+                case Ops.SCAN -> scan(session, partition, op);
+                default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
+            });
+    }
+
+    /** {@link #run} of a key of {@code words} words (an index of keys wider than 8 bytes). */
+    private Ops.Result runWide(DexSession session, int partition, Ops.Op op, int words) {
+        long[] key = op.words();
+        if (engine.keyFormat().isNegInfinity(key, 0)) {
+            return Ops.Result.error(Ops.BAD_INPUT, "the empty key (all zero bytes) is reserved");
+        }
+        if (engine.partitions().partitionOf(key) != partition) {
+            return Ops.Result.error(Ops.BAD_INPUT, "key 0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))
+                    + " is not in partition " + partition);
+        }
+        return guarded(partition, () -> switch (op.kind()) {
+                case Ops.GET -> {
+                    boolean found = session.lookup(key);
+                    yield Ops.Result.of(found, found ? session.value() : 0);
+                }
+                case Ops.PUT -> Ops.Result.of(session.put(key, op.value()), 0);
+                case Ops.INSERT -> Ops.Result.of(session.insert(key, op.value()), 0);
+                case Ops.UPDATE -> Ops.Result.of(session.update(key, op.value()), 0);
+                case Ops.DELETE -> Ops.Result.of(session.delete(key), 0);
+                case Ops.SCAN -> scanWide(session, partition, op, key, words);
+                default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
+            });
+    }
+
+    /** Runs one operation of {@code partition}, answering what the engine throws: not held, memory full, or a failure (noted). */
+    private Ops.Result guarded(int partition, java.util.function.Supplier<Ops.Result> operation) {
+        try {
+            return operation.get();
+        } catch (PartitionNotHeldException e) {
+            return Ops.Result.error(Ops.NOT_HELD, e.getMessage());
+        } catch (MemoryFullException e) {
+            return Ops.Result.error(Ops.MEMORY_FULL, e.getMessage());
+        } catch (RuntimeException e) {
+            noteFailure(partition, e);
+            return Ops.Result.error(Ops.FAILED, e.toString());
+        }
+    }
+
+    /** A scan of this partition only; {@code next} tells the client where the next partition starts. */
+    private Ops.Result scan(DexSession session, int partition, Ops.Op op) {
+        if (op.count() < 1 || op.count() > Ops.MAX_SCAN) {
+            return Ops.Result.error(Ops.BAD_INPUT, "scan count " + op.count() + " outside [1, " + Ops.MAX_SCAN + "]");
+        }
+        long[] keys = new long[op.count()];
+        long[] values = new long[op.count()];
+        int n = session.scan(op.key(), op.count(), keys, values);
+        long upper = engine.partitions().upperInclusive(partition);
+        int inPartition = 0;
+        while (inPartition < n && keys[inPartition] <= upper) {
+            inPartition++;
+        }
+        long next;
+        if (inPartition == op.count()) {
+            long last = keys[inPartition - 1];
+            next = last == Long.MAX_VALUE ? Long.MIN_VALUE : last + 1;
+        } else {
+            next = upper == Long.MAX_VALUE ? Long.MIN_VALUE : upper + 1;
+        }
+        return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition),
+                java.util.Arrays.copyOf(values, inPartition), next, null);
+    }
+
+    /**
+     * {@link #scan} of keys of {@code words} words: at most {@link Ops#scanLimit} entries, each key's words in turn;
+     * {@code next} is the first word of the next partition's start. A client that got as many entries as it asked
+     * for goes on after the last key itself ({@link Ops.Result}).
+     */
+    private Ops.Result scanWide(DexSession session, int partition, Ops.Op op, long[] start, int words) {
+        int limit = Ops.scanLimit(words);
+        if (op.count() < 1 || op.count() > limit) {
+            return Ops.Result.error(Ops.BAD_INPUT, "scan count " + op.count() + " outside [1, " + limit + "] for keys of "
+                    + 8 * words + " bytes");
+        }
+        long[] keys = new long[op.count() * words];
+        long[] values = new long[op.count()];
+        int n = session.scan(start, op.count(), keys, values);
+        long upper = engine.partitions().upperInclusive(partition);
+        int inPartition = 0;
+        while (inPartition < n && keys[inPartition * words] <= upper) {
+            inPartition++;
+        }
+        long next = upper == Long.MAX_VALUE ? Long.MIN_VALUE : upper + 1;
+        return new Ops.Result(Ops.OK, inPartition > 0, 0, java.util.Arrays.copyOf(keys, inPartition * words),
+                java.util.Arrays.copyOf(values, inPartition), next, null, words);
+    }
+
+    @Override
+    public void close() {
+        closeAndWait();
+    }
+
+    /**
+     * Stops taking batches and waits up to 10 s for the running and queued ones (on a node that lost its
+     * partitions they end at once, as not held). Returns whether every worker stopped: if not, a worker may
+     * still touch the memory pool, and the caller must not release it (unmapping an {@code shm} region under
+     * a running thread crashes the JVM).
+     */
+    public boolean closeAndWait() {
+        pool.shutdown();
+        boolean stopped;
+        try {
+            stopped = pool.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            stopped = false;
+        }
+        if (stopped) {
+            synchronized (allSessions) {
+                allSessions.forEach(DexSession::close);
+            }
+        }
+        return stopped;
+    }
+
+    PartitionedEngine.ReleaseReport release(int partition) {
+        return engine.release(partition);
+    }
+}

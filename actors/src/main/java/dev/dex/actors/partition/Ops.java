@@ -1,0 +1,175 @@
+package dev.dex.actors.partition;
+
+import java.util.List;
+
+import dev.dex.actors.CborSerializable;
+import dev.dex.core.node.LeafOps;
+
+/**
+ * Operations a client sends to a partition, and their results. Batched: one message carries many
+ * operations of one partition.
+ */
+public final class Ops {
+    // The index's operation codes (LeafOps), and a scan.
+    public static final int GET = LeafOps.LOOKUP;
+    public static final int INSERT = LeafOps.INSERT;
+    public static final int UPDATE = LeafOps.UPDATE;
+    public static final int PUT = LeafOps.PUT;
+    public static final int DELETE = LeafOps.DELETE;
+    public static final int SCAN = 5;
+
+    /** The name of operation code {@code kind}: get, insert, update, put, delete or scan. */
+    public static String kindName(int kind) {
+        return kind == SCAN ? "scan" : kind == GET ? "get" : LeafOps.name(kind);
+    }
+
+    /** The most entries one scan message may ask for: 16 bytes each, well inside Artery's 256 KiB frame. */
+    public static final int MAX_SCAN = 8192;
+    /**
+     * The most entries one scan message may ask for with keys of {@code words} words: as many bytes as
+     * {@link #MAX_SCAN} entries of 8-byte keys.
+     */
+    public static int scanLimit(int words) {
+        return words == 1 ? MAX_SCAN : Math.max(1, MAX_SCAN * 2 / (words + 1));
+    }
+
+    /** The most operations one batch message may carry. */
+    public static final int MAX_BATCH = 1024;
+
+    public static final int OK = 0;
+    /** This compute node does not hold the partition (it is moving): send again through sharding. */
+    public static final int NOT_HELD = 1;
+    /** The operation itself is wrong (a reserved key, a scan count out of range); sending it again won't help. */
+    public static final int BAD_INPUT = 2;
+    /** The memory pool has no room for the split this insert needs. */
+    public static final int MEMORY_FULL = 3;
+    /** Anything else went wrong on the compute node; {@link Result#error()} says what. */
+    public static final int FAILED = 4;
+    /** The partition has too many batches waiting; nothing of the batch was applied. */
+    public static final int OVERLOADED = 5;
+    /**
+     * A batch of writes the partition refused because it may be a late attempt: it was sent for another owner
+     * (epoch) of the partition than the one that holds it now, or before its client's epoch was known, or it
+     * arrived after a later batch of the same client had been applied. Nothing of it was applied; the answer's
+     * {@link Results#epoch()} is the partition's current one, and the client sends the operations again with it.
+     */
+    public static final int STALE = 6;
+
+    private Ops() {
+    }
+
+    /**
+     * One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. {@code key} is the key's first word
+     * (the whole key of an 8-byte index, and what partitions go by); {@code rest} holds a wider key's other words
+     * ({@code KeyFormat}), empty for an 8-byte key.
+     */
+    public record Op(int kind, long key, long value, int count, long[] rest) implements CborSerializable {
+        /** The most words after the first a key has (a 64-byte key). */
+        static final int MAX_REST = 7;
+
+        public Op {
+            rest = rest == null ? Result.NONE : rest;
+        }
+
+        /** An operation on an 8-byte key. */
+        public Op(int kind, long key, long value, int count) {
+            this(kind, key, value, count, Result.NONE);
+        }
+
+        /** An operation on the key with the words {@code words} (1 to 8). */
+        public static Op of(int kind, long[] words, long value, int count) {
+            return new Op(kind, words[0], value, count, java.util.Arrays.copyOfRange(words, 1, words.length));
+        }
+
+        /** The key's words: the first, then the rest. */
+        long[] words() {
+            long[] words = new long[1 + rest.length];
+            words[0] = key;
+            System.arraycopy(rest, 0, words, 1, rest.length);
+            return words;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Op other && kind == other.kind && key == other.key && value == other.value
+                    && count == other.count && java.util.Arrays.equals(rest, other.rest);
+        }
+
+        @Override
+        public int hashCode() {
+            return java.util.Objects.hash(kind, key, value, count, java.util.Arrays.hashCode(rest));
+        }
+
+        @Override
+        public String toString() {
+            return "Op[kind=" + kind + ", key=" + key + (rest.length == 0 ? "" : " " + java.util.Arrays.toString(rest))
+                    + ", value=" + value + ", count=" + count + "]";
+        }
+
+        /** Whether the operation may change the index (a kind it does not know counts as one). */
+        boolean writes() {
+            return kind != GET && kind != SCAN;
+        }
+    }
+
+    /**
+     * The result of one operation. GET: {@code found}/{@code value}. PUT: {@code found} = the key existed.
+     * INSERT/UPDATE/DELETE: {@code found} = it changed something. SCAN: {@code keys}/{@code values}, and
+     * {@code next}, the key to continue from (in this partition when the count was filled, else at the next
+     * partition's start), or {@link Long#MIN_VALUE} when the key space is exhausted. With keys of more than one
+     * word ({@code keyWords}), {@code keys} holds each entry's words in turn, and {@code next} is the first word of
+     * the next partition's start (its other words minimal) or {@link Long#MIN_VALUE}; when the count was filled the
+     * client goes on after the last key itself.
+     */
+    public record Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error, int keyWords)
+            implements CborSerializable {
+        static final long[] NONE = new long[0];
+
+        public Result(int status, boolean found, long value, long[] keys, long[] values, long next, String error) {
+            this(status, found, value, keys, values, next, error, 1);
+        }
+
+        public static Result of(boolean found, long value) {
+            return new Result(OK, found, value, NONE, NONE, Long.MIN_VALUE, null);
+        }
+
+        public static Result error(int status, String error) {
+            return new Result(status, false, 0, NONE, NONE, Long.MIN_VALUE, error);
+        }
+    }
+
+    /**
+     * The results of one batch, in the order of its operations; {@code batch} is the id the batch's
+     * {@code Partition.Execute} carried, so that a client with several batches in flight knows which this
+     * answers; {@code host} is the address of the compute node that answered (null before a partition stamps
+     * it): the client re-sends a batch soon after the node that served its partition is removed from the
+     * cluster, instead of waiting for its timeout; {@code epoch} names the owner of the partition that answered
+     * (0 when unknown: a stand-in, or an answer given before the partition was acquired), which the client puts
+     * in its next batches of writes ({@link Partition.Execute#epoch()}). On the wire in {@link BatchSerializer}'s
+     * binary layout.
+     */
+    public record Results(long batch, List<Result> results, String host, long epoch) implements CborSerializable {
+        public Results(long batch, List<Result> results, String host) {
+            this(batch, results, host, 0);
+        }
+
+        public Results(List<Result> results, String host) {
+            this(0, results, host);
+        }
+
+        public Results(List<Result> results) {
+            this(0, results, null);
+        }
+    }
+
+    /**
+     * Answers to several batches at once, each as its partition gave it: what a compute node's
+     * {@link PartitionRouter} sends back for the batches of one {@link PartitionRouter.Bundle} and others
+     * answered meanwhile. On the wire in {@link BatchSerializer}'s binary layout.
+     */
+    public record ResultsBundle(List<Results> answers) implements CborSerializable {
+        public ResultsBundle {
+            answers = List.copyOf(answers);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+package dev.dex.actors.partition;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.pekko.actor.ActorIdentity;
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.ActorRef;
+import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.Identify;
+import org.apache.pekko.actor.RootActorPath;
+import org.apache.pekko.cluster.Cluster;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.sharding.ShardCoordinator;
+import org.apache.pekko.event.Logging;
+import org.apache.pekko.event.LoggingAdapter;
+import org.apache.pekko.pattern.Patterns;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.concurrent.Future;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.jdk.javaapi.FutureConverters;
+
+import com.typesafe.config.Config;
+
+/**
+ * Pekko's least-shard allocation, except that a rebalance round starts only when every shard region and every
+ * cluster member answers a probe: a rebalance does not wait on a node that died and is not yet known to be dead.
+ *
+ * <p>Why. A rebalance (a {@code RebalanceWorker} of the coordinator) asks every region to acknowledge the start
+ * of the handoff, then asks the shard's region to hand it off and waits for the shard to stop; meanwhile the
+ * coordinator holds every request for that shard's home, so the partition serves nothing. A region that died
+ * never acknowledges: the move waits until the cluster removes the node (the failure detector's verdict, the
+ * downing, the removal: 6-10 s with {@code dex-cluster.conf}), even when the partition moves between two live
+ * nodes. Worse, if the dead region is the one the shard moves away from, its removal counts as the missing
+ * acknowledgement; the worker then sends the handoff to the dead region and waits for a termination it has
+ * already consumed, until {@code handoff-timeout} (60 s here, so that a live handoff can write a large cache
+ * back). Pekko's own strategy does not rebalance while a member is unreachable, but a crashed node counts as
+ * reachable until the failure detector's verdict, and rounds run every 2 s while a join settles (each moves at
+ * most {@code rebalance-absolute-limit} partitions, so a large cluster needs many). So when the delegate proposes
+ * shards to move, this strategy first sends {@link Identify} to every region, and to every cluster member's system
+ * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round
+ * unless all of them answer within the probe timeout; the next round asks again, until the dead node is unreachable
+ * (then Pekko's strategy waits) or removed. One round's probes are out at a time: a tick meanwhile proposes
+ * nothing. What remains is a node that dies after its answer and before the worker's first message, up to the
+ * probe timeout later (docs/durability.md, "A crash during a handoff"). A member that is alive but keeps missing
+ * the timeout holds rebalancing back; every {@value #WARN_AFTER}th round in a row is logged as a warning. The
+ * member probe relies on {@code /system} answering Identify, which Artery's untrusted mode would forbid.
+ *
+ * <p>Built on Pekko's {@code ActorSystemDependentAllocationStrategy} and least-shard strategy, internal API of Pekko
+ * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
+ * {@code rebalance-absolute-limit} must be positive.
+ *
+ * <p>Allocation of a new shard is the delegate's, unchanged.
+ *
+ * <pre>
+ * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
+ * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
+ * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
+ * the fields start() sets are volatile (the coordinator may restart on this node and start it again).
+ * </pre>
+ */
+public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
+    /** Rounds postponed in a row after which each further one is a warning (and every this many, after). */
+    static final int WARN_AFTER = 5;
+    private final Duration probeTimeout;
+    /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
+    private final AtomicBoolean probing = new AtomicBoolean();
+    private final AtomicInteger postponedInARow = new AtomicInteger();
+    // Set by start(), before the coordinator's first call, and again if the coordinator restarts on this node.
+    private volatile ShardCoordinator.ShardAllocationStrategy delegate;
+    private volatile ActorSystem system;
+    private volatile LoggingAdapter log;
+
+    /** @param probeTimeout how long a region or member may take to answer before the round moves nothing */
+    public ProbedRebalance(Duration probeTimeout) {
+        if (probeTimeout.isNegative() || probeTimeout.isZero()) {
+            throw new IllegalArgumentException("the rebalance probe timeout must be positive: " + probeTimeout);
+        }
+        this.probeTimeout = probeTimeout;
+    }
+
+    @Override
+    public void start(ActorSystem system) {
+        Config least = system.settings().config().getConfig("pekko.cluster.sharding.least-shard-allocation-strategy");
+        if (least.getInt("rebalance-absolute-limit") <= 0) {
+            throw new IllegalArgumentException("pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit"
+                    + " must be positive for dev.dex.actors.partition.ProbedRebalance: " + least.getInt("rebalance-absolute-limit"));
+        }
+        delegate = ShardCoordinator.leastShardAllocationStrategy(least.getInt("rebalance-absolute-limit"),
+                least.getDouble("rebalance-relative-limit"));
+        if (delegate instanceof ShardCoordinator.ActorSystemDependentAllocationStrategy dependent) {
+            dependent.start(system);
+        } else if (delegate instanceof ShardCoordinator.StartableAllocationStrategy startable) {
+            startable.start();
+        }
+        log = Logging.getLogger(system, ProbedRebalance.class);
+        this.system = system;
+    }
+
+    @Override
+    public Future<ActorRef> allocateShard(ActorRef requester, String shardId,
+                                          scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current) {
+        return delegate.allocateShard(requester, shardId, current);
+    }
+
+    @Override
+    public Future<scala.collection.immutable.Set<String>> rebalance(
+            scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current,
+            scala.collection.immutable.Set<String> inProgress) {
+        Map<ActorRef, IndexedSeq<String>> allocations = CollectionConverters.asJava(current);
+        CompletionStage<Set<String>> confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
+                .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+        return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
+    }
+
+    /** The proposed shards if every region and member answered the probe in time, else none. */
+    private CompletionStage<Set<String>> confirm(Map<ActorRef, IndexedSeq<String>> allocations, Set<String> proposed) {
+        if (proposed.isEmpty() || !probing.compareAndSet(false, true)) {
+            return CompletableFuture.completedFuture(Set.of());
+        }
+        // The regions, which must hand off or acknowledge; and every member's system guardian, since sharding proxies
+        // (clients) acknowledge too and are no regions: a member that does not answer at all may have crashed.
+        List<String> names = new ArrayList<>();
+        List<CompletableFuture<Boolean>> answers = new ArrayList<>();
+        for (ActorRef region : allocations.keySet()) {
+            names.add("the shard region of " + region.path().address());
+            answers.add(exists(region));
+        }
+        for (Member member : Cluster.get(system).state().getMembers()) {
+            names.add(member.address().toString());
+            answers.add(answers(member.address()));
+        }
+        return CompletableFuture.allOf(answers.toArray(CompletableFuture[]::new)).thenApply(done -> {
+            probing.set(false);
+            List<String> silent = new ArrayList<>();
+            for (int i = 0; i < names.size(); i++) {
+                if (!answers.get(i).join()) {
+                    silent.add(names.get(i));
+                }
+            }
+            if (silent.isEmpty()) {
+                postponedInARow.set(0);
+                return proposed;
+            }
+            int rounds = postponedInARow.incrementAndGet();
+            if (rounds % WARN_AFTER == 0) {
+                log.warning("rebalancing postponed {} rounds in a row: {} did not answer within {} ms; partitions stay where"
+                        + " they are until it answers or leaves the cluster", rounds, silent, probeTimeout.toMillis());
+            } else {
+                log.info("rebalance of partitions {} postponed: {} did not answer within {} ms (crashed?)",
+                        new java.util.TreeSet<>(proposed), silent, probeTimeout.toMillis());
+            }
+            return Set.<String>of();
+        });
+    }
+
+    /** Whether the node at {@code address} answers at all: its system guardian, within the probe timeout. */
+    CompletableFuture<Boolean> answers(Address address) {
+        return answered(Patterns.ask(system.actorSelection(new RootActorPath(address, "/").child("system")),
+                new Identify("dex-rebalance-probe"), probeTimeout), false);
+    }
+
+    /** Whether {@code region} answers within the probe timeout that it exists (a stopped actor's answer is empty). */
+    private CompletableFuture<Boolean> exists(ActorRef region) {
+        return answered(Patterns.ask(region, new Identify("dex-rebalance-probe"), probeTimeout), true);
+    }
+
+    /** Whether an Identify was answered (with {@code mustExist}: by an actor that exists); a timeout is silence. */
+    private static CompletableFuture<Boolean> answered(CompletionStage<Object> answer, boolean mustExist) {
+        return answer.thenApply(a -> a instanceof ActorIdentity identity && (!mustExist || identity.getActorRef().isPresent()))
+                .exceptionally(failure -> false).toCompletableFuture();
+    }
+}

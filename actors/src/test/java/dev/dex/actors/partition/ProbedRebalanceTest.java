@@ -1,0 +1,208 @@
+package dev.dex.actors.partition;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+
+import org.apache.pekko.actor.ActorRef;
+import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.jdk.javaapi.FutureConverters;
+
+import com.typesafe.config.ConfigFactory;
+
+/**
+ * A rebalance round starts only when every shard region answers: with a region whose actor is gone (a crashed
+ * node's, as far as the coordinator can tell before the failure detector's verdict) nothing moves this round, not
+ * its shards (the move would wait for the 60 s handoff-timeout) and not a live region's (the move would wait for
+ * the dead node's removal); with all answering, Pekko's least-shard choice is kept.
+ */
+class ProbedRebalanceTest {
+    private final ActorTestKit kit = ActorTestKit.create(ConfigFactory.parseString("""
+            pekko.cluster.roles = [compute]
+            pekko.cluster.sharding.least-shard-allocation-strategy {
+              rebalance-absolute-limit = 32
+              rebalance-relative-limit = 0.5
+            }
+            """).withFallback(ActorTestKit.applicationTestConfig()));
+    private ActorSystem system;
+
+    @BeforeEach
+    void up() throws Exception {
+        Cluster cluster = Cluster.get(kit.system());
+        cluster.manager().tell(Join.create(cluster.selfMember().address()));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (cluster.selfMember().status() != MemberStatus.up()) {
+            assertTrue(System.nanoTime() < deadline, "the single-node cluster did not come up");
+            Thread.sleep(20);
+        }
+        system = Adapter.toClassic(kit.system());
+    }
+
+    @AfterEach
+    void close() {
+        kit.shutdownTestKit();
+    }
+
+    /** A shard region stand-in: any actor answers Identify. */
+    private ActorRef region(String name) {
+        return Adapter.toClassic(kit.spawn(Behaviors.empty(), name));
+    }
+
+    private ActorRef deadRegion(String name) {
+        var region = kit.spawn(Behaviors.empty(), name);
+        kit.stop(region, Duration.ofSeconds(5));
+        return Adapter.toClassic(region);
+    }
+
+    private static List<String> shards(int from, int to) {
+        return IntStream.range(from, to).mapToObj(Integer::toString).collect(Collectors.toList());
+    }
+
+    private Set<String> rebalance(ProbedRebalance strategy, Map<ActorRef, List<String>> allocations) throws Exception {
+        return new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(startRebalance(strategy, allocations)).toCompletableFuture().get(10, TimeUnit.SECONDS)));
+    }
+
+    private static scala.concurrent.Future<scala.collection.immutable.Set<String>> startRebalance(ProbedRebalance strategy,
+                                                                                           Map<ActorRef, List<String>> allocations) {
+        Map<ActorRef, IndexedSeq<String>> converted = new LinkedHashMap<>();
+        allocations.forEach((region, shards) -> converted.put(region, CollectionConverters.asScala(shards).toIndexedSeq()));
+        scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current =
+                scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(converted));
+        return strategy.rebalance(current, scala.collection.immutable.Set$.MODULE$.<String>empty());
+    }
+
+    /** The address of a node that is not there: this system's name at a closed loopback port. */
+    private org.apache.pekko.actor.Address nobody() throws Exception {
+        int closed;
+        try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = socket.getLocalPort();
+        }
+        org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        return new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", closed);
+    }
+
+    /** A shard region on a node that is not there: it never answers, as a crashed one. */
+    private ActorRef silentRegion() throws Exception {
+        return ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().resolveActorRef(
+                nobody() + "/system/sharding/dex-partition");
+    }
+
+    private ProbedRebalance started(Duration timeout) {
+        ProbedRebalance strategy = new ProbedRebalance(timeout);
+        strategy.start(system);
+        return strategy;
+    }
+
+    @Test
+    void aRegionThatDoesNotAnswerPostponesTheRound() throws Exception {
+        ActorRef live = region("live");
+        ActorRef dead = deadRegion("dead");
+        ActorRef joined = region("joined");
+        List<String> liveShards = shards(0, 10);
+        List<String> deadShards = shards(10, 20);
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(live, liveShards);
+        allocations.put(dead, deadShards);
+        allocations.put(joined, List.of());
+
+        ProbedRebalance strategy = started(Duration.ofMillis(500));
+
+        assertEquals(Set.of(), rebalance(strategy, allocations), "neither the dead region's shards nor the live one's move");
+        // The same allocations without the dead region: the live region's surplus moves.
+        allocations.remove(dead);
+        Set<String> moved = rebalance(strategy, allocations);
+        assertFalse(moved.isEmpty(), "the live region's surplus moves to the new one");
+        assertTrue(liveShards.containsAll(moved), "only the live region's shards move: " + moved);
+    }
+
+    @Test
+    void withEveryRegionAnsweringTheLeastShardChoiceIsKept() throws Exception {
+        ActorRef first = region("first");
+        ActorRef second = region("second");
+        ActorRef joined = region("joined");
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(first, shards(0, 10));
+        allocations.put(second, shards(10, 20));
+        allocations.put(joined, List.of());
+
+        Set<String> moved = rebalance(started(Duration.ofMillis(500)), allocations);
+
+        // 20 shards on 3 regions: each of the two loaded regions gives up 3 (Pekko's least-shard strategy).
+        assertEquals(6, moved.size(), "moved: " + moved);
+        assertTrue(moved.stream().anyMatch(shards(0, 10)::contains) && moved.stream().anyMatch(shards(10, 20)::contains),
+                "both loaded regions give shards up: " + moved);
+    }
+
+    @Test
+    void aRegionThatNeverAnswersPostponesTheRoundAndNoSecondRoundStartsMeanwhile() throws Exception {
+        ActorRef live = region("live-beside-silent");
+        ActorRef silent = silentRegion();
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(live, shards(0, 10));
+        allocations.put(silent, shards(10, 20));
+        allocations.put(region("joined-beside-silent"), List.of());
+        ProbedRebalance strategy = started(Duration.ofMillis(700));
+
+        var first = startRebalance(strategy, allocations);
+        var second = startRebalance(strategy, allocations);
+        assertEquals(Set.of(), new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(second).toCompletableFuture().get(10, TimeUnit.SECONDS))),
+                "a tick while a round's probes are out proposes nothing");
+        assertFalse(first.isCompleted(), "the second round did not wait for the first one's probes");
+        assertEquals(Set.of(), new HashSet<>(CollectionConverters.asJava(
+                FutureConverters.asJava(first).toCompletableFuture().get(10, TimeUnit.SECONDS))), "the silent region postpones it");
+        // With the probes in, rounds start again: without the silent region, the live region's surplus moves.
+        allocations.remove(silent);
+        assertFalse(rebalance(strategy, allocations).isEmpty(), "a round after the postponed one moves shards");
+    }
+
+    @Test
+    void aStoppedRegionThatGivesNothingUpStillPostponesTheRound() throws Exception {
+        ActorRef loaded = region("loaded");
+        ActorRef dead = deadRegion("dead-empty");
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(loaded, shards(0, 10));
+        allocations.put(dead, List.of());
+
+        assertEquals(Set.of(), rebalance(started(Duration.ofMillis(300)), allocations),
+                "a move to or past a dead region would wait for its removal");
+    }
+
+    @Test
+    void aNodeThatIsNotThereDoesNotAnswerWhileThisOneDoes() throws Exception {
+        ProbedRebalance strategy = started(Duration.ofMillis(500));
+        org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        assertTrue(strategy.answers(self).get(5, TimeUnit.SECONDS), "this node answers");
+        org.apache.pekko.actor.Address nobody = nobody();
+        assertFalse(strategy.answers(nobody).get(5, TimeUnit.SECONDS), "no node listens at " + nobody);
+    }
+
+    @Test
+    void aProbeTimeoutMustBePositive() {
+        assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ZERO));
+    }
+}
