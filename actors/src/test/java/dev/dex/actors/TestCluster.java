@@ -65,7 +65,7 @@ public final class TestCluster implements AutoCloseable {
 
     public ActorSystem<Void> memoryNode() {
         MemoryNode.Settings settings = new MemoryNode.Settings(0, 64L << 20, 64 << 10, 1, 256,
-                PartitionTable.equalWidth(PARTITIONS, 0, KEY_RANGE), 3);
+                PartitionTable.equalWidth(PARTITIONS, 0, KEY_RANGE), 3, false, 8);
         return start("memory", MemoryNode.create(settings, fabric), "memory");
     }
 

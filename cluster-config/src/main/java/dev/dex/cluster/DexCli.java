@@ -26,6 +26,7 @@ import dev.dex.bench.CountConverter;
 import dev.dex.bench.TakeoverBenchCommand;
 import dev.dex.bench.VerbBenchCommand;
 import dev.dex.core.node.Keys;
+import dev.dex.core.tree.TreeSettings;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -246,22 +247,18 @@ public final class DexCli implements Callable<Integer> {
                 extra = extra.withValue("dex.tree.key-bytes", ConfigValueFactory.fromAnyRef(keyBytes));
             }
             Config config = DexNodes.withoutEndpoint(node.nodeConfig(extra, "client"));
-            int width = config.getInt("dex.tree.key-bytes");
-            if (keys.equals("long") && width != 8) {
+            dev.dex.core.node.KeyFormat format = TreeSettings.fromConfig(config.getConfig("dex.tree")).keyFormat();
+            int width = format.bytes();
+            if (keys.equals("long") && format.words() != 1) {
                 throw new IllegalArgumentException("long keys are 8 bytes; this cluster's keys are " + width + " bytes: use --keys bytes");
             }
             long[] numbers = parse(width);
             // Keys wider than 8 bytes go to the API as bytes; they are checked here, before the cluster is joined.
             byte[] key = null;
-            if (keys.equals("bytes") && width > 8) {
+            if (keys.equals("bytes") && format.words() > 1) {
                 key = Keys.parse(arguments.get(0));
                 if (!(operation.equals("scan") && Keys.isEmpty(key))) {
-                    dev.dex.core.node.KeyFormat format = dev.dex.core.node.KeyFormat.of(width);
-                    try {
-                        format.toWords(key, new long[format.words()]);
-                    } catch (IllegalArgumentException e) {
-                        throw new IllegalArgumentException("key " + Keys.format(key) + ": " + e.getMessage());
-                    }
+                    format.toWords(key, new long[format.words()]);
                 }
             }
             DexSettings settings = DexSettings.from(config);

@@ -61,7 +61,8 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
-                handshake(dex), RedoLogSettings.fromConfig(dex.getConfig("compute")), positive(dex, "compute.checkpoint-interval"),
+                Backoff.fromConfig(dex.getConfig("compute.handshake")), RedoLogSettings.fromConfig(dex.getConfig("compute")),
+                positive(dex, "compute.checkpoint-interval"),
                 probeTimeout(config), positive(dex, "compute.write-back-timeout"));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
@@ -87,14 +88,6 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
             throw new IllegalArgumentException("dex." + key + " must be positive: " + value);
         }
         return value;
-    }
-
-    private static Backoff handshake(Config dex) {
-        try {
-            return new Backoff(dex.getDuration("compute.handshake.min-backoff"), dex.getDuration("compute.handshake.max-backoff"));
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("dex.compute.handshake: " + e.getMessage(), e);
-        }
     }
 
     private static int range(Config dex, String key, int value, int min, int max) {

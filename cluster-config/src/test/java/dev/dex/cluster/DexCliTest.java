@@ -45,7 +45,7 @@ class DexCliTest {
             "client --seed 127.0.0.1:1 --keys bytes put 0x123 7 | '0x123' is not a hex key",
             "client --seed 127.0.0.1:1 --keys bytes delete 0x0000 | the empty key (all zero bytes) is reserved",
             "client --seed 127.0.0.1:1 --keys text get a  | --keys must be long or bytes, not 'text'",
-            "client --seed 127.0.0.1:1 --key-bytes 16 get 0123456789abcdefg | key 0123456789abcdefg: key of 17 bytes; this index's keys are at most 16 bytes",
+            "client --seed 127.0.0.1:1 --key-bytes 16 get 0123456789abcdefg | key 0123456789abcdefg is 17 bytes; this index's keys are at most 16 bytes",
             "client --seed 127.0.0.1:1 --key-bytes 12 get a | --key-bytes: key width 12 bytes",
             "client --seed 127.0.0.1:1 --key-bytes 16 --keys long get 1 | long keys are 8 bytes; this cluster's keys are 16 bytes",
             "client --seed 127.0.0.1:1 scan 0 ten        | scan COUNT 'ten' is not a count",

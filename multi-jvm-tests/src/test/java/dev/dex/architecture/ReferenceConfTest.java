@@ -32,7 +32,8 @@ import dev.dex.cluster.DexSettings;
  * reads a path that has none, so no default hides in the code.
  */
 class ReferenceConfTest {
-    private static final Config REFERENCE = ConfigFactory.defaultReference();
+    /** Every reference.conf on the class path, merged, without the system properties defaultReference() adds. */
+    private static final Config REFERENCE = ConfigFactory.parseResources("reference.conf").resolve();
     private static final Path ROOT = Path.of(System.getProperty("basedir", ".")).toAbsolutePath().normalize().getParent();
     /** A {@code dex.*} path in a string literal. */
     private static final Pattern PATH_LITERAL = Pattern.compile("\"(dex(?:\\.[a-z0-9-]+)+)\"");

@@ -76,8 +76,11 @@ public final class DexClient {
     /** The most entries one {@link Scan} may ask for; the client splits it into scans of {@link Ops#MAX_SCAN}. */
     public static final int MAX_SCAN_CALL = Ops.MAX_SCAN * 16;
     static final Duration RETRY_DELAY = Duration.ofMillis(100);
-    /** Batches per partition a client keeps in flight unless told otherwise ({@code dex.client.window}). */
-    public static final int DEFAULT_WINDOW = 4;
+    /**
+     * Batches per partition a client keeps in flight unless told otherwise: {@code dex.client.window} of the actors
+     * module's reference.conf, its one home.
+     */
+    public static final int DEFAULT_WINDOW = com.typesafe.config.ConfigFactory.defaultReference().getInt("dex.client.window");
     public static final int MAX_WINDOW = 64;
     /**
      * While a partition has a batch in flight, another goes out only once it holds this many operations: each
@@ -366,10 +369,10 @@ public final class DexClient {
             if (submitted.scanReply() != null) {
                 CompletableFuture<ScanReply> future = submitted.scanReply();
                 Consumer<ScanReply> replyTo = reply -> complete(submissions, future, reply);
-                if (submitted.op().rest().length > 0) {
+                if (submitted.op().key().length > 1) {
                     onWideScan(submitted.op(), replyTo, submitted.deadline());
                 } else {
-                    onScan(submitted.op().key(), submitted.op().count(), replyTo, submitted.deadline());
+                    onScan(submitted.op().first(), submitted.op().count(), replyTo, submitted.deadline());
                 }
             } else {
                 CompletableFuture<Reply> future = submitted.reply();
@@ -416,15 +419,15 @@ public final class DexClient {
         return enqueue(new Pending(new Ops.Op(Ops.SCAN, start, 0, Math.min(count, Ops.MAX_SCAN)), null, progress, deadline));
     }
 
-    /** A scan of keys wider than 8 bytes ({@code op.rest()} the start's further words), from the Java API. */
+    /** A scan of keys wider than 8 bytes ({@code op.key()} the start's words), from the Java API. */
     private Behavior<Command> onWideScan(Ops.Op op, Consumer<ScanReply> replyTo, long deadline) {
-        int words = 1 + op.rest().length;
+        int words = op.key().length;
         if (op.count() < 1 || op.count() > MAX_SCAN_CALL) {
             replyTo.accept(new ScanReply(new long[0], new long[0], "scan count " + op.count() + " outside [1, " + MAX_SCAN_CALL + "]", words));
             return Behaviors.same();
         }
         ScanProgress progress = new ScanProgress(replyTo, op.count(), deadline, words);
-        return enqueue(new Pending(new Ops.Op(Ops.SCAN, op.key(), 0, Math.min(op.count(), Ops.scanLimit(words)), op.rest()), null,
+        return enqueue(new Pending(new Ops.Op(Ops.SCAN, op.key(), 0, Math.min(op.count(), Ops.scanLimit(words))), null,
                 progress, deadline));
     }
 

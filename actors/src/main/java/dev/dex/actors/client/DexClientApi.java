@@ -27,6 +27,7 @@ import dev.dex.actors.DexMetrics;
 import dev.dex.actors.partition.Ops;
 import dev.dex.core.node.Keys;
 import dev.dex.core.node.KeyFormat;
+import dev.dex.core.tree.TreeSettings;
 import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
@@ -112,20 +113,14 @@ public final class DexClientApi implements AutoCloseable {
         }), true, DexMetrics.get(system), keyBytes(system));
     }
 
-    /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down); 8-byte keys. */
-    public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor) {
-        this(client, timeout, executor, 8);
-    }
-
-    /** As above, for an index of keys {@code keyBytes} wide. */
+    /** An API whose futures complete on {@code executor} (which the caller keeps and shuts down), for keys {@code keyBytes} wide. */
     public DexClientApi(ActorRef<DexClient.Command> client, Duration timeout, Executor executor, int keyBytes) {
         this(client, timeout, executor, false, null, keyBytes);
     }
 
-    /** The key width the system is configured with ({@code dex.tree.key-bytes}), 8 if it names none. */
+    /** The key width the system is configured with ({@code dex.tree.key-bytes}, read as every node reads it). */
     private static int keyBytes(ActorSystem<?> system) {
-        com.typesafe.config.Config config = system.settings().config();
-        return config.hasPath("dex.tree.key-bytes") ? config.getInt("dex.tree.key-bytes") : 8;
+        return TreeSettings.fromConfig(system.settings().config().getConfig("dex.tree")).keyFormat().bytes();
     }
 
     /** The width of the index's keys this API converts byte-string keys to. */
@@ -173,7 +168,7 @@ public final class DexClientApi implements AutoCloseable {
 
     public CompletionStage<OptionalLong> get(byte[] key) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(Ops.Op.of(Ops.GET, words, 0, 0)).thenApply(reply -> {
+            return withWords(key, words -> submit(new Ops.Op(Ops.GET, words, 0, 0)).thenApply(reply -> {
                 check(reply.error());
                 return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
             }));
@@ -188,7 +183,7 @@ public final class DexClientApi implements AutoCloseable {
     /** Inserts or replaces; true if the key existed. */
     public CompletionStage<Boolean> put(byte[] key, long value) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(Ops.Op.of(Ops.PUT, words, value, 0)).thenApply(reply -> {
+            return withWords(key, words -> submit(new Ops.Op(Ops.PUT, words, value, 0)).thenApply(reply -> {
                 check(reply.error());
                 return reply.found();
             }));
@@ -204,7 +199,7 @@ public final class DexClientApi implements AutoCloseable {
     /** Removes; true if the key existed. */
     public CompletionStage<Boolean> delete(byte[] key) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(Ops.Op.of(Ops.DELETE, words, 0, 0)).thenApply(reply -> {
+            return withWords(key, words -> submit(new Ops.Op(Ops.DELETE, words, 0, 0)).thenApply(reply -> {
                 check(reply.error());
                 return reply.found();
             }));
@@ -238,7 +233,7 @@ public final class DexClientApi implements AutoCloseable {
     private CompletionStage<List<Entry>> wideScan(long[] start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
-        submissions.submit(new Submissions.Submitted(Ops.Op.of(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        submissions.submit(new Submissions.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
         return answered.thenApply(answer -> {
             check(answer.error());
             int words = answer.keyWords();
@@ -405,7 +400,7 @@ public final class DexClientApi implements AutoCloseable {
         try {
             keys.toWords(Objects.requireNonNull(key, "key"), words);
         } catch (IllegalArgumentException e) {
-            return CompletableFuture.failedFuture(new DexException("key " + Keys.format(key) + ": " + e.getMessage()));
+            return CompletableFuture.failedFuture(new DexException(e.getMessage()));
         }
         return call.apply(words);
     }

@@ -130,11 +130,11 @@ final class PartitionLanes {
     }
 
     void enqueue(Pending pending) {
-        if (pending.op.key() == NodeHeaderDescriptor.NEG_INFINITY && allMinimal(pending.op.rest())) {
+        if (allMinimal(pending.op.key())) {
             answer(pending, Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY));
             return;
         }
-        int partition = table.partitionOf(pending.op.key());
+        int partition = table.partitionOf(pending.op.first());
         queues.computeIfAbsent(partition, p -> new ArrayDeque<>()).add(pending);
         sendNext(partition);
     }
@@ -172,7 +172,7 @@ final class PartitionLanes {
             while (!queue.isEmpty() && batch.size() < Ops.MAX_BATCH) {
                 Pending next = queue.peek();
                 // Scan entries in units of an 8-byte key's entry (16 bytes): a wider key's entry is more.
-                int entries = next.op.kind() == Ops.SCAN ? next.op.count() * (next.op.rest().length + 2) / 2 : 0;
+                int entries = next.op.kind() == Ops.SCAN ? next.op.count() * (next.op.key().length + 1) / 2 : 0;
                 if (!batch.isEmpty() && scanEntries + entries > Ops.MAX_SCAN) {
                     break;
                 }
@@ -195,7 +195,7 @@ final class PartitionLanes {
         lane.flights.add(flight);
         lane.lastSent = flight.id;
         flights.put(flight.id, flight);
-        long routingKey = flight.ops.get(0).key();
+        long routingKey = flight.ops.get(0).first();
         long[] known = epochs.get(flight.partition);
         long epoch = known == null ? 0 : known[0];
         if (route == PROXY) {

@@ -91,7 +91,7 @@ final class ScanProgress {
             next[0] = result.next();
         }
         if (next != null) {
-            return Ops.Op.of(Ops.SCAN, next, 0, Math.min(missing, Ops.scanLimit(words)));
+            return new Ops.Op(Ops.SCAN, next, 0, Math.min(missing, Ops.scanLimit(words)));
         }
         replyTo.accept(new DexClient.ScanReply(keys, values, null, words));
         return null;

@@ -12,8 +12,18 @@ import java.util.concurrent.ThreadLocalRandom;
  * @param max the longest pause
  */
 public record Backoff(Duration min, Duration max) {
-    /** The defaults of {@code dex.compute.handshake} in reference.conf. */
-    public static final Backoff DEFAULTS = new Backoff(Duration.ofMillis(200), Duration.ofSeconds(5));
+    /** The defaults: {@code dex.compute.handshake} of the actors module's reference.conf, their one home. */
+    public static final Backoff DEFAULTS = fromConfig(com.typesafe.config.ConfigFactory.defaultReference()
+            .getConfig("dex.compute.handshake"));
+
+    /** The pauses of a {@code dex.compute.handshake} section ({@code min-backoff}, {@code max-backoff}). */
+    public static Backoff fromConfig(com.typesafe.config.Config handshake) {
+        try {
+            return new Backoff(handshake.getDuration("min-backoff"), handshake.getDuration("max-backoff"));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dex.compute.handshake: " + e.getMessage(), e);
+        }
+    }
 
     public Backoff {
         if (min == null || max == null || min.isNegative() || min.isZero() || max.compareTo(min) < 0) {

@@ -158,17 +158,6 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      */
     public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
                            PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes) {
-        /** A tree of 8-byte keys. */
-        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
-                        PartitionTable partitions, int subtreeLevel, boolean format) {
-            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, format, 8);
-        }
-
-        /** Reattaching to a region the fabric kept. */
-        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
-                        PartitionTable partitions, int subtreeLevel) {
-            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, false);
-        }
     }
 
     private final Settings settings;

@@ -184,12 +184,11 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     }
 
     private static void putOp(ByteBuffer out, Ops.Op op) {
-        if (op.rest().length > Ops.Op.MAX_REST) {
-            throw new IllegalArgumentException("a key of " + (1 + op.rest().length) + " words (at most " + (1 + Ops.Op.MAX_REST) + ")");
-        }
-        out.putInt(op.kind()).put((byte) op.rest().length).putLong(op.key()).putLong(op.value()).putInt(op.count());
-        for (long word : op.rest()) {
-            out.putLong(word);
+        long[] key = op.key();
+        // The key's first word goes with the fixed fields, its other words after them: an 8-byte key costs no more.
+        out.putInt(op.kind()).put((byte) (key.length - 1)).putLong(key[0]).putLong(op.value()).putInt(op.count());
+        for (int w = 1; w < key.length; w++) {
+            out.putLong(key[w]);
         }
     }
 
@@ -219,21 +218,22 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         for (int i = 0; i < count; i++) {
             int kind = in.getInt();
             int restWords = in.get();
-            if (restWords < 0 || restWords > Ops.Op.MAX_REST) {
+            if (restWords < 0 || restWords > Ops.Op.MAX_WORDS - 1) {
                 throw new NotSerializableException("BatchSerializer: an operation's key of " + (1 + restWords) + " words (1 to "
-                        + (1 + Ops.Op.MAX_REST) + ")");
+                        + Ops.Op.MAX_WORDS + ")");
             }
-            long key = in.getLong();
+            // The key's words go into the array the engine's session will read (Ops.Op): it is not copied again.
+            long[] key = new long[1 + restWords];
+            key[0] = in.getLong();
             long value = in.getLong();
             int scanCount = in.getInt();
             if (in.remaining() < restWords * Long.BYTES) {
                 throw new BufferUnderflowException();
             }
-            long[] rest = restWords == 0 ? Ops.Result.NONE : new long[restWords];
-            for (int w = 0; w < restWords; w++) {
-                rest[w] = in.getLong();
+            for (int w = 1; w <= restWords; w++) {
+                key[w] = in.getLong();
             }
-            ops.add(new Ops.Op(kind, key, value, scanCount, rest));
+            ops.add(new Ops.Op(kind, key, value, scanCount));
         }
         return ops;
     }
@@ -409,7 +409,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             int flags = (r.found() ? FOUND : 0) | (entries ? ENTRIES : 0) | (r.error() != null ? ERROR : 0);
             out.put((byte) r.status()).put((byte) flags).putLong(r.value());
             if (entries) {
-                if (r.keyWords() < 1 || r.keyWords() > 1 + Ops.Op.MAX_REST || r.keys().length != r.values().length * r.keyWords()) {
+                if (r.keyWords() < 1 || r.keyWords() > Ops.Op.MAX_WORDS || r.keys().length != r.values().length * r.keyWords()) {
                     throw new IllegalArgumentException("a scan result with " + r.keys().length + " key words and " + r.values().length
                             + " values, at " + r.keyWords() + " words per key");
                 }
@@ -455,7 +455,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             if ((flags & ENTRIES) != 0) {
                 int n = count(in, Ops.MAX_SCAN, 16, "scan entries");
                 words = in.get();
-                if (words < 1 || words > 1 + Ops.Op.MAX_REST || in.remaining() < (long) n * 8 * (words + 1)) {
+                if (words < 1 || words > Ops.Op.MAX_WORDS || in.remaining() < (long) n * 8 * (words + 1)) {
                     throw new NotSerializableException("BatchSerializer: result " + i + " has " + n + " scan entries of keys of "
                             + words + " words, in " + in.remaining() + " bytes");
                 }

@@ -140,43 +140,18 @@ public final class EngineWorkers implements AutoCloseable {
 
     private Ops.Result run(DexSession session, int partition, Ops.Op op) {
         int words = session.keyWords();
-        if (op.rest().length != words - 1) {
-            return Ops.Result.error(Ops.BAD_INPUT, "a key of " + 8 * (1 + op.rest().length) + " bytes; this index's keys are "
+        long[] key = op.key();
+        if (key.length != words) {
+            return Ops.Result.error(Ops.BAD_INPUT, "a key of " + 8 * key.length + " bytes; this index's keys are "
                     + 8 * words + " bytes (dex.tree.key-bytes)");
         }
-        if (words > 1) {
-            return runWide(session, partition, op, words);
-        }
-        PartitionTable table = engine.partitions();
-        if (op.key() == NodeHeaderDescriptor.NEG_INFINITY) {
-            return Ops.Result.error(Ops.BAD_INPUT, NodeHeaderDescriptor.RESERVED_KEY);
-        }
-        if (table.partitionOf(op.key()) != partition) {
-            return Ops.Result.error(Ops.BAD_INPUT, "key " + op.key() + " is not in partition " + partition);
-        }
-        return guarded(partition, () -> switch (op.kind()) {
-                case Ops.GET -> {
-                    boolean found = session.lookup(op.key());
-                    yield Ops.Result.of(found, found ? session.value() : 0);
-                }
-                case Ops.PUT -> Ops.Result.of(session.put(op.key(), op.value()), 0);
-                case Ops.INSERT -> Ops.Result.of(session.insert(op.key(), op.value()), 0);
-                case Ops.UPDATE -> Ops.Result.of(session.update(op.key(), op.value()), 0);
-                case Ops.DELETE -> Ops.Result.of(session.delete(op.key()), 0);
-                case Ops.SCAN -> scan(session, partition, op);
-                default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
-            });
-    }
-
-    /** {@link #run} of a key of {@code words} words (an index of keys wider than 8 bytes). */
-    private Ops.Result runWide(DexSession session, int partition, Ops.Op op, int words) {
-        long[] key = op.words();
         if (engine.keyFormat().isNegInfinity(key, 0)) {
-            return Ops.Result.error(Ops.BAD_INPUT, "the empty key (all zero bytes) is reserved");
+            return Ops.Result.error(Ops.BAD_INPUT, words == 1 ? NodeHeaderDescriptor.RESERVED_KEY
+                    : "the empty key (all zero bytes) is reserved");
         }
         if (engine.partitions().partitionOf(key) != partition) {
-            return Ops.Result.error(Ops.BAD_INPUT, "key 0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))
-                    + " is not in partition " + partition);
+            return Ops.Result.error(Ops.BAD_INPUT, "key " + (words == 1 ? Long.toString(key[0])
+                    : "0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))) + " is not in partition " + partition);
         }
         return guarded(partition, () -> switch (op.kind()) {
                 case Ops.GET -> {
@@ -187,7 +162,7 @@ public final class EngineWorkers implements AutoCloseable {
                 case Ops.INSERT -> Ops.Result.of(session.insert(key, op.value()), 0);
                 case Ops.UPDATE -> Ops.Result.of(session.update(key, op.value()), 0);
                 case Ops.DELETE -> Ops.Result.of(session.delete(key), 0);
-                case Ops.SCAN -> scanWide(session, partition, op, key, words);
+                case Ops.SCAN -> words == 1 ? scan(session, partition, op) : scanWide(session, partition, op, key, words);
                 default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
             });
     }
@@ -213,7 +188,7 @@ public final class EngineWorkers implements AutoCloseable {
         }
         long[] keys = new long[op.count()];
         long[] values = new long[op.count()];
-        int n = session.scan(op.key(), op.count(), keys, values);
+        int n = session.scan(op.first(), op.count(), keys, values);
         long upper = engine.partitions().upperInclusive(partition);
         int inPartition = 0;
         while (inPartition < n && keys[inPartition] <= upper) {

@@ -59,50 +59,46 @@ public final class Ops {
     }
 
     /**
-     * One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. {@code key} is the key's first word
-     * (the whole key of an 8-byte index, and what partitions go by); {@code rest} holds a wider key's other words
-     * ({@code KeyFormat}), empty for an 8-byte key.
+     * One operation: {@code kind} one of GET..SCAN; {@code count} only for scans. {@code key} is the key's words
+     * ({@code KeyFormat}: one for an 8-byte index, up to eight), the one representation of a key from the client's
+     * conversion through the batch decoder to the engine's leaf; its first word is what partitions go by. Nobody
+     * writes into it once the operation is built.
      */
-    public record Op(int kind, long key, long value, int count, long[] rest) implements CborSerializable {
-        /** The most words after the first a key has (a 64-byte key). */
-        static final int MAX_REST = 7;
+    public record Op(int kind, long[] key, long value, int count) implements CborSerializable {
+        /** The most words a key has (a 64-byte key). */
+        static final int MAX_WORDS = 8;
 
         public Op {
-            rest = rest == null ? Result.NONE : rest;
+            if (key == null || key.length < 1 || key.length > MAX_WORDS) {
+                throw new IllegalArgumentException("a key of 1 to " + MAX_WORDS + " words: "
+                        + (key == null ? "none" : key.length + " words"));
+            }
         }
 
         /** An operation on an 8-byte key. */
         public Op(int kind, long key, long value, int count) {
-            this(kind, key, value, count, Result.NONE);
+            this(kind, new long[] {key}, value, count);
         }
 
-        /** An operation on the key with the words {@code words} (1 to 8). */
-        public static Op of(int kind, long[] words, long value, int count) {
-            return new Op(kind, words[0], value, count, java.util.Arrays.copyOfRange(words, 1, words.length));
-        }
-
-        /** The key's words: the first, then the rest. */
-        long[] words() {
-            long[] words = new long[1 + rest.length];
-            words[0] = key;
-            System.arraycopy(rest, 0, words, 1, rest.length);
-            return words;
+        /** The key's first word: the whole key of an 8-byte index, and what partitions go by. */
+        public long first() {
+            return key[0];
         }
 
         @Override
         public boolean equals(Object o) {
-            return o instanceof Op other && kind == other.kind && key == other.key && value == other.value
-                    && count == other.count && java.util.Arrays.equals(rest, other.rest);
+            return o instanceof Op other && kind == other.kind && java.util.Arrays.equals(key, other.key) && value == other.value
+                    && count == other.count;
         }
 
         @Override
         public int hashCode() {
-            return java.util.Objects.hash(kind, key, value, count, java.util.Arrays.hashCode(rest));
+            return java.util.Objects.hash(kind, java.util.Arrays.hashCode(key), value, count);
         }
 
         @Override
         public String toString() {
-            return "Op[kind=" + kind + ", key=" + key + (rest.length == 0 ? "" : " " + java.util.Arrays.toString(rest))
+            return "Op[kind=" + kind + ", key=" + (key.length == 1 ? Long.toString(key[0]) : java.util.Arrays.toString(key))
                     + ", value=" + value + ", count=" + count + "]";
         }
 

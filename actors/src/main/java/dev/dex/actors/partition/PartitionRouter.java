@@ -85,7 +85,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         }
     }
 
-    /** How many bundles and batches this router has taken (for tests and status). */
+    /** How many bundles and batches this router has taken; the tests ask it to check that batches travel bundled. */
     public record GetStats(ActorRef<Stats> replyTo) implements Command, CborSerializable {
     }
 

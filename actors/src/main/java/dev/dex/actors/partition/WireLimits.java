@@ -26,7 +26,7 @@ public final class WireLimits {
     public static int opBytes(List<Ops.Op> ops) {
         int bytes = ops.size() * OP_BYTES;
         for (Ops.Op op : ops) {
-            bytes += op.rest().length * Long.BYTES;
+            bytes += (op.key().length - 1) * Long.BYTES;
         }
         return bytes;
     }

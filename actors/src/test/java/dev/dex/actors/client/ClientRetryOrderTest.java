@@ -73,7 +73,7 @@ class ClientRetryOrderTest {
     /** The position among the delivered batches of the first that puts {@code value} into {@code key}. */
     private int firstCarrying(long key, long value) {
         for (int i = 0; i < gate.delivered.size(); i++) {
-            if (gate.delivered.get(i).ops().stream().anyMatch(op -> op.kind() == Ops.PUT && op.key() == key && op.value() == value)) {
+            if (gate.delivered.get(i).ops().stream().anyMatch(op -> op.kind() == Ops.PUT && op.first() == key && op.value() == value)) {
                 return i;
             }
         }

@@ -35,6 +35,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import dev.dex.actors.TestCluster;
 import dev.dex.actors.node.ComputeNode;
 import dev.dex.actors.partition.Ops;
+import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.Keys;
 import dev.dex.core.partition.PartitionTable;
 
@@ -275,7 +276,7 @@ class ClientRoutingTest {
             DexClientApi api = new DexClientApi(cluster.clientSystem, Duration.ofSeconds(30), task -> {
                 tasks.incrementAndGet();
                 pool.execute(task);
-            });
+            }, KeyFormat.EIGHT.bytes());
             long key = TABLE.lowerExclusive(2) + 5;
             List<CompletableFuture<String>> threads = new ArrayList<>();
             for (int i = 0; i < 50; i++) {

@@ -34,7 +34,7 @@ class MemoryNodeDuplicateIdTest {
     private ActorSystem<Void> younger;
 
     private static ActorSystem<Void> memorySystem(TcpFabric fabric) {
-        MemoryNode.Settings settings = new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, PartitionTable.equalWidth(4, 0, 1000), 3);
+        MemoryNode.Settings settings = new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, PartitionTable.equalWidth(4, 0, 1000), 3, false, 8);
         return ActorSystem.create(Behaviors.setup(context -> {
             context.spawn(MemoryNode.create(settings, fabric), "memory");
             return Behaviors.empty();

@@ -50,7 +50,7 @@ class MemoryNodeOffloadTest {
      */
     private ActorRef<MemoryNode.Command> startedNode() {
         ActorRef<MemoryNode.Command> node = kit.spawn(MemoryNode.create(new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16,
-                PARTITIONS, 3), fabric));
+                PARTITIONS, 3, false, 8), fabric));
         TestProbe<MemoryNode.Description> described = kit.createTestProbe();
         node.tell(new MemoryNode.Describe(described.getRef()));
         described.expectMessageClass(MemoryNode.Description.class, Duration.ofSeconds(10));

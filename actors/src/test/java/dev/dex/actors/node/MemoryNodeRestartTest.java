@@ -41,7 +41,7 @@ class MemoryNodeRestartTest {
     }
 
     private static MemoryNode.Settings settings(PartitionTable table, boolean format) {
-        return new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, table, 3, format);
+        return new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, table, 3, format, 8);
     }
 
     private ActorRef<MemoryNode.Command> start(ShmFabric fabric, MemoryNode.Settings settings) {

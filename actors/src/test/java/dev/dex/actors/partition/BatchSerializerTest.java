@@ -62,7 +62,7 @@ class BatchSerializerTest {
         ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
         List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
                 new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE),
-                new Ops.Op(Ops.PUT, Long.MIN_VALUE, 4, 0, new long[] {Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}));
+                new Ops.Op(Ops.PUT, new long[] {Long.MIN_VALUE, Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}, 4, 0));
         Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, Long.MAX_VALUE - 1, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
         assertEquals(1 + 6 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,

@@ -54,7 +54,7 @@ public final class EntityProbes {
     /** Sends a batch and returns the probe its results will come to. */
     public TestProbe<Ops.Results> send(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
         TestProbe<Ops.Results> probe = testKit.createTestProbe();
-        entity.tell(new Partition.Execute(ops.get(0).key(), ops, probe.getRef()));
+        entity.tell(new Partition.Execute(ops.get(0).first(), ops, probe.getRef()));
         return probe;
     }
 

@@ -134,7 +134,7 @@ class PartitionBadInputTest {
                     Ops.Result result = results.get(i);
                     if (result.status() == Ops.OK) {
                         assertFalse(result.found());
-                        model.put(batch.get(i).key(), batch.get(i).value());
+                        model.put(batch.get(i).first(), batch.get(i).value());
                     } else {
                         assertEquals(Ops.MEMORY_FULL, result.status(), result.error());
                         full = full == null ? result : full;

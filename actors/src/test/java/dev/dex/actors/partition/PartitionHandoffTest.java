@@ -77,7 +77,7 @@ class PartitionHandoffTest {
             assertEquals(0, tree.dirtyFrames(), "its dirty pages are gone from the cache");
             TreeMap<Long, Long> remote = tree.remoteEntries();
             for (Ops.Op update : updates) {
-                assertEquals(update.key() + 1, remote.get(update.key()), "nothing was written back for " + update.key());
+                assertEquals(update.first() + 1, remote.get(update.first()), "nothing was written back for " + update.first());
             }
 
             dev.dex.core.cache.DexEngine heir = dev.dex.core.cache.DexEngine.open(tree.fabric.connect(0),
@@ -85,8 +85,8 @@ class PartitionHandoffTest {
             heir.acquire(P);
             try (dev.dex.core.cache.DexSession s = heir.newSession()) {
                 for (Ops.Op update : updates) {
-                    assertTrue(s.lookup(update.key()));
-                    assertEquals(update.value(), s.value(), "the next owner replayed the write of " + update.key());
+                    assertTrue(s.lookup(update.first()));
+                    assertEquals(update.value(), s.value(), "the next owner replayed the write of " + update.first());
                 }
             }
         }
@@ -108,14 +108,14 @@ class PartitionHandoffTest {
             assertEquals(updates.size(), updated.size());
             for (int i = 0; i < updates.size(); i++) {
                 assertEquals(Ops.OK, updated.get(i).status(), updated.get(i).error());
-                assertTrue(updated.get(i).found(), "key " + updates.get(i).key() + " existed");
-                model.put(updates.get(i).key(), updates.get(i).value());
+                assertTrue(updated.get(i).found(), "key " + updates.get(i).first() + " existed");
+                model.put(updates.get(i).first(), updates.get(i).value());
             }
             assertTrue(tree.engine.holds(P));
             assertTrue(tree.dirtyFrames() > 0, "updates of owned leaves stay in the cache, dirty");
             TreeMap<Long, Long> before = tree.remoteEntries();
             for (Ops.Op update : updates) {
-                assertEquals(update.key() + 1, before.get(update.key()), "remote memory still holds the old value of " + update.key());
+                assertEquals(update.first() + 1, before.get(update.first()), "remote memory still holds the old value of " + update.first());
             }
 
             List<Ops.Op> inserts = new ArrayList<>();
@@ -126,7 +126,7 @@ class PartitionHandoffTest {
                 assertEquals(Ops.OK, result.status(), result.error());
                 assertFalse(result.found(), "odd keys are new");
             }
-            inserts.forEach(op -> model.put(op.key(), op.value()));
+            inserts.forEach(op -> model.put(op.first(), op.value()));
 
             long from = loaded.get(10);
             List<Ops.Result> read = probes.execute(entity, List.of(get(from), get(from + 1), get(from + 3), scan(from, 40)));
