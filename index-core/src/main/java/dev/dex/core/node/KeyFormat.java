@@ -74,9 +74,29 @@ public final class KeyFormat {
      */
     public static KeyFormat of(int bytes) {
         if (bytes < MIN_BYTES || bytes > MAX_BYTES || bytes % 8 != 0) {
-            throw new IllegalArgumentException("key width " + bytes + " bytes: must be 8, 16, 24, 32, 40, 48, 56 or 64");
+            throw badWidth(bytes);
         }
         return FORMATS[bytes / 8];
+    }
+
+    /**
+     * The format of a width stored in remote memory (superblock, ownership table): 0 is one stored before widths
+     * existed, which is 8 bytes.
+     *
+     * @throws IllegalArgumentException as {@link #of}, for any other width that is not one
+     */
+    public static KeyFormat stored(long bytes) {
+        if (bytes == 0) {
+            return EIGHT;
+        }
+        if (bytes != (int) bytes) {
+            throw badWidth(bytes);
+        }
+        return of((int) bytes);
+    }
+
+    private static IllegalArgumentException badWidth(long bytes) {
+        return new IllegalArgumentException("key width " + bytes + " bytes: must be 8, 16, 24, 32, 40, 48, 56 or 64");
     }
 
     /** The key width in bytes. */

@@ -4,6 +4,7 @@ import java.nio.ByteOrder;
 
 import org.agrona.concurrent.UnsafeBuffer;
 
+import dev.dex.core.node.KeyFormat;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionHeaderDescriptor;
@@ -145,7 +146,7 @@ public final class OwnershipTable {
                 memory.read(table + INCARNATION_OFFSET, header, 0, 3 * Long.BYTES);
                 long width = header.getLong(2 * Long.BYTES, ORDER);
                 if (header.getLong(0, ORDER) == incarnation && header.getLong(Long.BYTES, ORDER) >= partitions
-                        && (width == 0 ? 8 : width) == keyBytes) {
+                        && storedWidth(width) == keyBytes) {
                     return table;
                 }
             }
@@ -208,5 +209,14 @@ public final class OwnershipTable {
                     + " lies outside partition " + partition + " (" + low + ", " + high + "]";
         }
         return null;
+    }
+
+    /** The width a table's header names, or -1 for a damaged one (no request matches it). */
+    private static int storedWidth(long width) {
+        try {
+            return KeyFormat.stored(width).bytes();
+        } catch (IllegalArgumentException damaged) {
+            return -1;
+        }
     }
 }

@@ -73,7 +73,7 @@ public final class Superblock {
         int keyBytes = buffer.getInt(KEY_BYTES_OFFSET, ORDER);
         KeyFormat keys;
         try {
-            keys = keyBytes == 0 ? KeyFormat.EIGHT : KeyFormat.of(keyBytes);
+            keys = KeyFormat.stored(keyBytes);
         } catch (IllegalArgumentException e) {
             throw new IllegalStateException("the superblock's key width is damaged: " + e.getMessage());
         }
