@@ -30,6 +30,16 @@ import org.junit.jupiter.params.provider.ValueSource;
 class WideKeyNodeTest {
 
     @Test
+    void aStoredWidthOfZeroIsTheEightByteLayoutAndADamagedOneIsRefusedWithItsValue() {
+        assertEquals(KeyFormat.EIGHT, KeyFormat.stored(0), "a superblock or table written before widths existed");
+        assertEquals(KeyFormat.of(24), KeyFormat.stored(24));
+        for (long damaged : new long[] {12, -8, 72, 1L << 40}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> KeyFormat.stored(damaged));
+            assertTrue(e.getMessage().startsWith("key width " + damaged + " bytes"), e.getMessage());
+        }
+    }
+
+    @Test
     void layoutsFitTheNodeAndKeepTheEightByteLayout() {
         int[][] table = {{8, 64, 59, 59}, {16, 80, 39, 38}, {24, 96, 28, 28}, {32, 112, 22, 22}, {40, 128, 18, 18},
                 {48, 144, 15, 15}, {56, 160, 13, 13}, {64, 176, 11, 11}};
