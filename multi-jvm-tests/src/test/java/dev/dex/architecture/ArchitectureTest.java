@@ -78,6 +78,21 @@ class ArchitectureTest {
     }
 
     @Test
+    void theClassCyclesOnceBrokenStayBroken() {
+        // Each pair once imported each other; the first may not use the second again (the actors' two are checked by
+        // the actors module's own PackageDependenciesTest).
+        String[][] oneWay = {
+            {"dev.dex.rdma.ChunkAllocator", "dev.dex.rdma.RemoteMemory"},
+            {"dev.dex.cluster.Demo", "dev.dex.cluster.DexCli"},
+            {"dev.dex.core.tree.Superblock", "dev.dex.core.partition.PartitionTable"},
+        };
+        for (String[] pair : oneWay) {
+            noClasses().that().haveNameMatching(java.util.regex.Pattern.quote(pair[0]) + "(\\$.*)?").should().dependOnClassesThat()
+                    .haveNameMatching(java.util.regex.Pattern.quote(pair[1]) + "(\\$.*)?").check(MAIN);
+        }
+    }
+
+    @Test
     void everyModuleWasImported() {
         SortedSet<String> seen = new TreeSet<>();
         MAIN.forEach(c -> seen.add(module(c)));
