@@ -80,7 +80,7 @@ public final class DexClient {
      * Batches per partition a client keeps in flight unless told otherwise: {@code dex.client.window} of the actors
      * module's reference.conf, its one home.
      */
-    public static final int DEFAULT_WINDOW = com.typesafe.config.ConfigFactory.defaultReference().getInt("dex.client.window");
+    public static final int DEFAULT_WINDOW = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getInt("dex.client.window");
     public static final int MAX_WINDOW = 64;
     /**
      * While a partition has a batch in flight, another goes out only once it holds this many operations: each

@@ -13,7 +13,7 @@ import java.util.concurrent.ThreadLocalRandom;
  */
 public record Backoff(Duration min, Duration max) {
     /** The defaults: {@code dex.compute.handshake} of the actors module's reference.conf, their one home. */
-    public static final Backoff DEFAULTS = fromConfig(com.typesafe.config.ConfigFactory.defaultReference()
+    public static final Backoff DEFAULTS = fromConfig(com.typesafe.config.ConfigFactory.defaultReferenceUnresolved()
             .getConfig("dex.compute.handshake"));
 
     /** The pauses of a {@code dex.compute.handshake} section ({@code min-backoff}, {@code max-backoff}). */

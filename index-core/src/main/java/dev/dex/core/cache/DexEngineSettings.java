@@ -14,9 +14,9 @@ import dev.dex.core.offload.OffloadSettings;
  */
 public record DexEngineSettings(EngineMode mode, long cacheBytes, double coolingRatio, double leafAdmission, OffloadSettings offload) {
     /** {@code dex.compute.cooling-ratio} of index-core's reference.conf, its one home. */
-    public static final double DEFAULT_COOLING_RATIO = com.typesafe.config.ConfigFactory.defaultReference().getDouble("dex.compute.cooling-ratio");
+    public static final double DEFAULT_COOLING_RATIO = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getDouble("dex.compute.cooling-ratio");
     /** {@code dex.compute.leaf-admission} of index-core's reference.conf, its one home. */
-    public static final double DEFAULT_LEAF_ADMISSION = com.typesafe.config.ConfigFactory.defaultReference().getDouble("dex.compute.leaf-admission");
+    public static final double DEFAULT_LEAF_ADMISSION = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getDouble("dex.compute.leaf-admission");
 
     /**
      * The engine of a {@code dex.compute} section: {@code mode}, {@code cache-size}, {@code cooling-ratio},

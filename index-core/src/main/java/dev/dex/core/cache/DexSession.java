@@ -30,7 +30,7 @@ import dev.dex.rdma.GlobalAddress;
  *
  * <p>Concurrency: not thread-safe: one session per thread, and so are its collaborators. What it shares with
  * other sessions it takes by the frames' optimistic version locks, the mapping table's IO markers and the
- * engine's partition counts (see DexEngine). Allocation-free on the hot path.
+ * engine's partition counts (see HeldPartitions). Allocation-free on the hot path.
  */
 public final class DexSession extends WordKeySession {
     private static final int RESTART = -1;
@@ -59,9 +59,10 @@ public final class DexSession extends WordKeySession {
 
     private long value;
     private final SessionCounters counters = new SessionCounters();
-    /** The current operation's key (the caller's array, read only), a scan's next key and where its part ends. */
+    /** The current operation's key (the caller's array, or cutKey), a scan's next key and where its part ends. */
     private long[] opKey;
     private final long[] scanKey;
+    private final long[] cutKey;
     private final long[] scanStop;
 
     /** Offloading of misses to the memory side (paper §6), with its cost model. */
@@ -89,18 +90,19 @@ public final class DexSession extends WordKeySession {
         this.arena = engine.arena;
         this.partitions = engine.partitions;
         this.scanKey = new long[words];
+        this.cutKey = new long[words];
         this.scanStop = new long[words];
         this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone, engine.pendingUnlocks);
         FrameWriter writer = new FrameWriter(engine);
         SplittableRandom random = new SplittableRandom(tag * 0x9E3779B97F4A7C15L);
-        this.frames = new FrameSupply(engine, writer, random, this::count);
+        this.frames = new FrameSupply(engine, writer, random, counters::count);
         this.markers = new Markers(engine.mapping, engine.exclusion, H + 4);
-        this.offloader = new Offloader(engine, this, markers, random, this::count);
+        this.offloader = new Offloader(engine, this, markers, random, counters::count);
         this.activeKey = new PublishedKey(engine.offloadChannel != null, engine.keys);
         this.log = new GroupCommit(engine, markers);
         this.path = new SessionPath(engine, markers, remote);
-        this.changes = new StructureChanges(engine, path, remote, writer, this::count);
-        this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, this::count);
+        this.changes = new StructureChanges(engine, path, remote, writer, counters::count);
+        this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, counters::count);
         this.leafWrites = new LeafWrites(engine, path, markers, remote, writer, log);
     }
 
@@ -226,10 +228,6 @@ public final class DexSession extends WordKeySession {
         return counters;
     }
 
-    private void count(int slot) {
-        counters.count(slot);
-    }
-
     /** This thread's free frames: given back to the engine on close, and listed by the validator. */
     FrameSupply frames() {
         return frames;
@@ -335,7 +333,7 @@ public final class DexSession extends WordKeySession {
                     return RESTART;
                 }
                 path.setFrame(d + 1, cf, cv);
-                count(CacheStats.HITS);
+                counters.count(CacheStats.HITS);
             } else {
                 int resolved = resolve(child, d + 1);
                 if (resolved == Admission.RESOLVE_RESTART) {
@@ -355,7 +353,7 @@ public final class DexSession extends WordKeySession {
             return resolve(engine.rootAddress.get(), 0) == Admission.RESOLVE_SET;
         }
         if (entered == Admission.ROOT_SET) {
-            count(CacheStats.HITS);
+            counters.count(CacheStats.HITS);
             return true;
         }
         return false;
@@ -376,20 +374,24 @@ public final class DexSession extends WordKeySession {
     }
 
     /**
-     * The user's key, checked and used as it is: the operation only reads it, and what other threads see of it is
-     * the copy {@link PublishedKey} takes, so the caller's array travels from the batch decoder to the leaf.
+     * The user's key, checked and used as given, from the batch decoder to the leaf: the operation only reads it, and
+     * {@link PublishedKey} copies what other threads see. Only an array longer than the width is cut into cutKey.
      */
     private long[] checkedKey(long[] key) {
         if (key.length < words) {
             throw new IllegalArgumentException("a key of " + key.length + " words; this index's keys are " + words + " words");
         }
         checkKey(engine.keys, key);
-        return key;
+        if (key.length == words) {
+            return key;
+        }
+        System.arraycopy(key, 0, cutKey, 0, words);
+        return cutKey;
     }
 
     private void restart() {
         markers.releaseAll();
-        count(CacheStats.RESTARTS);
+        counters.count(CacheStats.RESTARTS);
         budget.backOff();
     }
 }

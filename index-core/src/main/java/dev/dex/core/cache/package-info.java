@@ -23,7 +23,8 @@
  *       verbs), {@code InstanceRegistry} (which cluster member runs which engine instance, for lock takeover).</li>
  * </ul>
  *
- * <p>Only the face is public; the rest is package-private and stays so. May use {@code core.engine},
+ * <p>The face is public, and so is {@code FrameHeaderDescriptor}, whose frame states the linearizability tests (a
+ * sub-package) read; the rest is package-private and stays so. May use {@code core.engine},
  * {@code core.node}, {@code core.tree}, {@code core.partition}, {@code core.log}, {@code core.offload} and
  * {@code dev.dex.rdma}; nothing in {@code index-core} uses this package.
  */

@@ -11,7 +11,7 @@ package dev.dex.core.log;
  */
 public record RedoLogSettings(boolean enabled, long bytes, long awaitNanos) {
     /** {@code dex.compute.redo-log-size} of index-core's reference.conf, its one home. */
-    public static final long DEFAULT_BYTES = com.typesafe.config.ConfigFactory.defaultReference().getBytes("dex.compute.redo-log-size");
+    public static final long DEFAULT_BYTES = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getBytes("dex.compute.redo-log-size");
     /** How long a commit waits for earlier records; not a setting. */
     public static final long DEFAULT_AWAIT_NANOS = 30_000_000_000L;
     public static final RedoLogSettings OFF = new RedoLogSettings(false, DEFAULT_BYTES, DEFAULT_AWAIT_NANOS);

@@ -25,7 +25,7 @@ import dev.dex.rdma.VerbChecks;
  */
 public final class LocalOffloadChannel implements OffloadChannel {
     /** {@code dex.memory.offload-queue} of index-core's reference.conf, its one home. */
-    public static final int DEFAULT_QUEUE_CAPACITY = com.typesafe.config.ConfigFactory.defaultReference().getInt("dex.memory.offload-queue");
+    public static final int DEFAULT_QUEUE_CAPACITY = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getInt("dex.memory.offload-queue");
 
     private final BlockingQueue<OffloadRequest>[] queues;
     private final List<Thread> threads = new ArrayList<>();

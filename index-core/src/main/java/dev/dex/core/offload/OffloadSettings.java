@@ -40,7 +40,7 @@ public record OffloadSettings(Policy policy, int window, double sampleRate, doub
 
     /** The defaults of {@code dex.compute.offload} (index-core's reference.conf, their one home) for {@code policy}. */
     public static OffloadSettings of(Policy policy) {
-        return fromConfig(policy, com.typesafe.config.ConfigFactory.defaultReference().getConfig("dex.compute.offload"));
+        return fromConfig(policy, com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getConfig("dex.compute.offload"));
     }
 
     public static OffloadSettings never() {

@@ -198,9 +198,9 @@ public final class OwnershipTable {
         if (current != epoch) {
             return "partition " + partition + " is owned at epoch " + current + ", not " + epoch;
         }
-        long width = region.getLongVolatile(start + KEY_BYTES_OFFSET);
-        if ((width == 0 ? 8 : width) != key.length * 8L) {
-            return "a key of " + key.length * 8 + " bytes; the tree's keys are " + (width == 0 ? 8 : width) + " bytes";
+        int width = storedWidth(region.getLongVolatile(start + KEY_BYTES_OFFSET));
+        if (width != key.length * 8) {
+            return "a key of " + key.length * 8 + " bytes; the tree's keys are " + width + " bytes";
         }
         long low = region.getLongVolatile(entry + LOW_OFFSET);
         long high = region.getLongVolatile(entry + HIGH_OFFSET);

@@ -13,8 +13,8 @@ import dev.dex.core.node.KeyFormat;
  */
 public record TreeSettings(int subtreeLevel, double bulkFillFactor, KeyFormat keyFormat) {
     /** {@code dex.tree.subtree-level} of index-core's reference.conf, its one home. */
-    public static final int DEFAULT_SUBTREE_LEVEL = com.typesafe.config.ConfigFactory.defaultReference().getInt("dex.tree.subtree-level");
-    /** Not a setting of a cluster: bulk load's own (the bench's --fill). */
+    public static final int DEFAULT_SUBTREE_LEVEL = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getInt("dex.tree.subtree-level");
+    /** Not a setting of a cluster: what bulk load leaves free in each node unless its caller says otherwise. */
     public static final double DEFAULT_BULK_FILL_FACTOR = 0.8;
     /** Deepest tree a session can walk; with at least 30 children per inner node, far beyond any region. */
     public static final int MAX_HEIGHT = 16;

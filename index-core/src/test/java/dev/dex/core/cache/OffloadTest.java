@@ -116,6 +116,27 @@ class OffloadTest {
         }
     }
 
+    @Test
+    void aKeyArrayLongerThanTheWidthIsCutSoItsOffloadsAreNotRefused() {
+        try (DexFixture fixture = fixture(0.8, false)) {
+            DexEngine engine = fixture.open(1, config("offload-only", 8), 1).get(0);
+            try (DexSession session = engine.newSession()) {
+                for (long k = 1; k <= 500; k++) {
+                    long key = 2 * k + 2;
+                    // A caller's array of two words on an index of one: only the first is the key.
+                    long[] longer = {key, 0x5eed};
+                    assertTrue(session.put(longer, -key), "the loaded key " + key + " is there");
+                    assertTrue(session.lookup(new long[] {key, -1}), "key " + key);
+                    assertEquals(-key, session.value());
+                    assertEquals(0x5eed, longer[1], "the caller's array is not written");
+                }
+            }
+            CacheStats stats = engine.stats();
+            assertTrue(stats.offloads() > 100, "the operations were offloaded, not refused: " + stats);
+            assertEquals(0, fixture.channel.failures(), "no offload was refused");
+        }
+    }
+
     @ParameterizedTest(name = "over tcp: {0} engines={1} frames={2} key bytes={3}")
     @CsvSource({
             "offload-only, 1, 6, 8",

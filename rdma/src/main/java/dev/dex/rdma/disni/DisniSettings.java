@@ -29,7 +29,7 @@ public record DisniSettings(String host, int port, Duration verbTimeout, Duratio
     public static final int MAX_MAX_TRANSFER = 64 << 20;
 
     /** The defaults: {@code dex.fabric.disni} of this module's reference.conf, their one home. */
-    public static final DisniSettings DEFAULTS = fromConfig(ConfigFactory.defaultReference().getConfig("dex.fabric.disni"));
+    public static final DisniSettings DEFAULTS = fromConfig(ConfigFactory.defaultReferenceUnresolved().getConfig("dex.fabric.disni"));
 
     /** The settings of a {@code dex.fabric.disni} section; a bad value fails naming its key. */
     public static DisniSettings fromConfig(Config disni) {

@@ -9,6 +9,6 @@
  * device checks that say why the transport cannot start.
  *
  * <p>It may use {@code dev.dex.rdma}, {@code dev.dex.rdma.tcp} (the control fabric and its fence listener), DiSNI,
- * Agrona and SLF4J. Nothing in the fabric depends on it.
+ * Agrona, SLF4J and Typesafe Config (its defaults, in this module's reference.conf). Nothing in the fabric depends on it.
  */
 package dev.dex.rdma.disni;

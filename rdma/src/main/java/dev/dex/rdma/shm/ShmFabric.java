@@ -76,7 +76,7 @@ public final class ShmFabric implements Fabric {
      * Where regions live unless configured otherwise ({@code dex.fabric.shm-directory} of this module's
      * reference.conf): a tmpfs, so regions never touch a disk.
      */
-    public static final String DEFAULT_DIRECTORY = com.typesafe.config.ConfigFactory.defaultReference()
+    public static final String DEFAULT_DIRECTORY = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved()
             .getString("dex.fabric.shm-directory");
 
     /** Segments of 1 GiB keep every mapping within a Java buffer's 2 GiB limit, as for {@code local}. */

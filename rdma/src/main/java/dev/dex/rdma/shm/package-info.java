@@ -7,7 +7,7 @@
  * refuses a second memory node of the same id, reattaching to a region a stopped memory node left, and the owner-only
  * directory. It cannot fence: a mapping cannot be revoked from another process (docs/durability.md).
  *
- * <p>It may use {@code dev.dex.rdma} and Agrona. The {@code tcp} transport uses it to keep a region in a file that a
+ * <p>It may use {@code dev.dex.rdma}, Agrona and Typesafe Config (its default directory). The {@code tcp} transport uses it to keep a region in a file that a
  * restarted memory node reattaches to.
  */
 package dev.dex.rdma.shm;

@@ -32,7 +32,7 @@ public record TcpSettings(String host, int port, int connectionsPerServer, int w
      * The defaults: {@code dex.fabric.tcp} of this module's reference.conf, their one home (loopback, a free port, one
      * connection of 64 requests in flight; {@code docs/fabric.md} has the measurements behind them).
      */
-    public static final TcpSettings DEFAULTS = fromConfig(ConfigFactory.defaultReference().getConfig("dex.fabric.tcp"));
+    public static final TcpSettings DEFAULTS = fromConfig(ConfigFactory.defaultReferenceUnresolved().getConfig("dex.fabric.tcp"));
 
     /** Connections a region server admits unless told otherwise ({@code dex.fabric.tcp.max-connections}). */
     public static final int DEFAULT_MAX_CONNECTIONS = DEFAULTS.maxConnections();

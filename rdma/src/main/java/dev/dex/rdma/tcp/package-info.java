@@ -10,7 +10,8 @@
  * mutual TLS on every connection (docs/security.md).
  *
  * <p>It may use {@code dev.dex.rdma}, {@code dev.dex.rdma.shm} (a region kept in a file of
- * {@code dex.fabric.tcp.region-directory}), Netty, Agrona and SLF4J. The {@code disni} transport uses it as its
+ * {@code dex.fabric.tcp.region-directory}), Netty, Agrona, SLF4J and Typesafe Config (its defaults, in this module's
+ * reference.conf). The {@code disni} transport uses it as its
  * control fabric.
  */
 package dev.dex.rdma.tcp;
