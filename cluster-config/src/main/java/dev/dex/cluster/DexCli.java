@@ -174,8 +174,7 @@ public final class DexCli implements Callable<Integer> {
             }
             Config config = node.nodeConfig(extra, "memory");
             DexSettings settings = DexSettings.from(config);
-            return runUntilTerminated(DexNodes.memoryNode(config, settings), "memory node " + settings.memory().serverId(),
-                    new PrintWriter(System.out, true));
+            return MemoryNodeProcess.run(config, settings, new PrintWriter(System.out, true));
         }
     }
 
@@ -418,6 +417,10 @@ public final class DexCli implements Callable<Integer> {
         out.println("compute nodes:");
         for (ComputeNode.Status s : statuses) {
             out.printf("  %-32s partitions %s%n", s.address(), s.partitionsHeld());
+            if (!s.memoryServersOut().isEmpty()) {
+                out.printf("  %-32s NOT READY: memory server(s) %s out of the cluster; their keys are not served until they are back%n",
+                        "", s.memoryServersOut());
+            }
             out.printf("  %-32s verbs: reads %,d writes %,d atomics %,d two-sided %,d bytes %,d; cache hits %.1f%%; offloads %,d%n",
                     "", s.reads(), s.writes(), s.atomics(), s.twoSided(), s.bytes(), 100 * s.cacheHitRatio(), s.offloads());
         }

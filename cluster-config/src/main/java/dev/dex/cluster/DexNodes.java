@@ -155,7 +155,7 @@ public final class DexNodes {
     }
 
     /** Starts the node's operator endpoint (OperatorEndpoint); a bad setting stops the node again. */
-    private static void operatorEndpoint(ActorSystem<?> system, Config config) {
+    static void operatorEndpoint(ActorSystem<?> system, Config config) {
         try {
             OperatorEndpoint.start(system, config);
         } catch (RuntimeException e) {

@@ -3,7 +3,8 @@
  * {@code reference.conf}; rdma's and index-core's hold the fabric's and the engine's), every one read and checked once by
  * {@link dev.dex.cluster.DexSettings} through the lower modules' settings classes, the Pekko cluster's settings ({@code dex-cluster.conf} and one file
  * per role), starting a memory node, a compute node or a client in an actor system of its own
- * ({@link dev.dex.cluster.DexNodes}), mutual TLS certificates, the operator's HTTP endpoint, and the {@code dex}
+ * ({@link dev.dex.cluster.DexNodes}), a memory node's process that outlives its actor system's downing and rejoins
+ * the members it remembers ({@code MemoryNodeProcess}, {@code ClusterContacts}, docs/replication.md), mutual TLS certificates, the operator's HTTP endpoint, and the {@code dex}
  * command line with its in-JVM demo (docs/architecture.md, docs/cluster.md, docs/operations.md).
  *
  * <p>It is the top of the dependency graph: it may use {@code dev.dex.actors} (the nodes it starts),

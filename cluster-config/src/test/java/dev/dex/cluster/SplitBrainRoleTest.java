@@ -11,6 +11,7 @@ import org.apache.pekko.cluster.sbr.DowningStrategy;
 import org.apache.pekko.cluster.sbr.KeepMajority;
 import org.apache.pekko.cluster.sbr.SplitBrainResolverSettings;
 import org.apache.pekko.util.Version;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import com.typesafe.config.ConfigFactory;
@@ -18,14 +19,25 @@ import com.typesafe.config.ConfigFactory;
 import scala.Option;
 
 /**
- * The split-brain resolver, as the cluster configures it, decides a split by the memory nodes alone: a memory
- * node and a compute node on one side, another compute node and three clients on the other, the memory side stays
- * and downs the other. Pekko's default (every member counts) would down the memory node instead, the clients
- * outvoting it. Pekko's own decision logic (its resolver's strategy) with the settings it reads from our
- * configuration.
+ * The split-brain resolver, as the cluster configures it, decides by the compute nodes alone (docs/replication.md,
+ * "Downing"): Pekko's own decision logic (its resolver's keep-majority strategy) with the role it reads from our
+ * configuration, in the cases the downing strategy is made for, each against what the other choices would decide.
  */
 class SplitBrainRoleTest {
-    private int port = 25_520;
+    private static final DowningStrategy.Decision STAYS = DowningStrategy.DownUnreachable$.MODULE$;
+    private static final DowningStrategy.Decision DOWNS_ITSELF = DowningStrategy.DownReachable$.MODULE$;
+
+    private int port;
+    private Option<String> configured;
+
+    @BeforeEach
+    void readTheConfiguration() {
+        SplitBrainResolverSettings settings = new SplitBrainResolverSettings(DexNodes.config(ConfigFactory.empty()));
+        assertEquals("keep-majority", settings.DowningStrategy());
+        configured = settings.keepMajorityRole();
+        assertEquals(Option.apply("compute"), configured);
+        port = 25_520;
+    }
 
     private Member up(String role) {
         UniqueAddress address = new UniqueAddress(new Address("pekko", DexNodes.SYSTEM, "127.0.0.1", port), port);
@@ -35,14 +47,11 @@ class SplitBrainRoleTest {
         return org.apache.pekko.cluster.Member$.MODULE$.apply(address, roles, Version.Zero()).copyUp(port);
     }
 
-    private DowningStrategy.Decision decide(Option<String> role) {
-        port = 25_520;
-        Member memory = up("memory");
-        Member computeWithIt = up("compute");
-        List<Member> cutOff = List.of(up("compute"), up("client"), up("client"), up("client"));
-        KeepMajority strategy = new KeepMajority("default", role, memory.uniqueAddress());
-        strategy.add(memory);
-        strategy.add(computeWithIt);
+    /** What {@code self}'s side decides, with {@code side} reachable from it and {@code cutOff} not. */
+    private static DowningStrategy.Decision decide(Option<String> role, Member self, List<Member> side, List<Member> cutOff) {
+        KeepMajority strategy = new KeepMajority("default", role, self.uniqueAddress());
+        strategy.add(self);
+        side.forEach(strategy::add);
         for (Member member : cutOff) {
             strategy.add(member);
             strategy.addUnreachable(member);
@@ -51,13 +60,38 @@ class SplitBrainRoleTest {
     }
 
     @Test
-    void theSideWithTheMemoryNodesStaysHoweverManyClientsTheOtherHas() {
-        SplitBrainResolverSettings settings = new SplitBrainResolverSettings(DexNodes.config(ConfigFactory.empty()));
-        assertEquals("keep-majority", settings.DowningStrategy());
-        assertEquals(Option.apply("memory"), settings.keepMajorityRole());
-        assertEquals(DowningStrategy.DownUnreachable$.MODULE$, decide(settings.keepMajorityRole()),
-                "the memory side downs the unreachable side");
-        assertEquals(DowningStrategy.DownReachable$.MODULE$, decide(Option.empty()),
-                "with every member counted, the clients' side would win and down the memory node");
+    void theComputeNodesStayWhenTheOnlyMemoryNodeIsUnreachable() {
+        Member computeA = up("compute");
+        List<Member> side = List.of(up("compute"), up("client"));
+        List<Member> away = List.of(up("memory"));
+        assertEquals(STAYS, decide(configured, computeA, side, away), "the compute nodes down the memory node, not themselves");
+        assertEquals(DOWNS_ITSELF, decide(Option.apply("memory"), computeA, side, away),
+                "counting memory nodes (the strategy before) downed every compute node and client when it restarted");
+    }
+
+    @Test
+    void aMemoryNodeCutOffFromTheComputeNodesDownsItself() {
+        Member memory = up("memory");
+        assertEquals(DOWNS_ITSELF, decide(configured, memory, List.of(), List.of(up("compute"), up("compute"), up("client"))),
+                "it downs itself (and its process rejoins with a new actor system, keeping its region)");
+    }
+
+    @Test
+    void theSideWithMoreComputeNodesStaysHoweverManyClientsTheOtherHas() {
+        Member memory = up("memory");
+        List<Member> side = List.of(up("compute"), up("compute"));
+        List<Member> away = List.of(up("compute"), up("client"), up("client"), up("client"));
+        assertEquals(STAYS, decide(configured, memory, side, away), "two compute nodes outvote one, clients do not count");
+        assertEquals(DOWNS_ITSELF, decide(Option.empty(), memory, side, away),
+                "with every member counted, the clients' side would win and down both compute nodes and the memory node");
+    }
+
+    @Test
+    void aTieOfComputeNodesGoesToTheSideWithTheLowestAddress() {
+        Member lower = up("compute");
+        Member memory = up("memory");
+        Member higher = up("compute");
+        assertEquals(STAYS, decide(configured, lower, List.of(memory), List.of(higher)));
+        assertEquals(DOWNS_ITSELF, decide(configured, higher, List.of(), List.of(lower, memory)));
     }
 }

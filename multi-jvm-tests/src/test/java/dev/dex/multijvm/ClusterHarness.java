@@ -106,9 +106,66 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     }
 
     private ClusterHarness(String transport, boolean tls, String... settings) {
+        this(transport, tls, false, settings);
+    }
+
+    private ClusterHarness(String transport, boolean tls, boolean keepRegions, String... settings) {
+        this(transport, tls, keepRegions, 0, settings);
+    }
+
+    private ClusterHarness(String transport, boolean tls, boolean keepRegions, int hosts, String... settings) {
         this.transport = transport;
         this.tls = tls;
+        this.keepRegions = keepRegions;
+        this.hostCount = hosts;
         this.settings = List.of(settings);
+    }
+
+    /** With {@link #tcpOnHosts}: how many emulated hosts; each node started takes the next one. */
+    private final int hostCount;
+    private NetworkNamespaces hosts;
+    private int nextHost;
+
+    /**
+     * A cluster on the tcp fabric whose nodes each run on an emulated host of their own ({@link NetworkNamespaces}),
+     * so that a test can cut one off from the others ({@link #cut}); the test JVM, the client, is on the bridge.
+     * Where namespaces cannot be made (not root), the test is skipped with the reason.
+     */
+    static ClusterHarness tcpOnHosts(int hosts, String... settings) {
+        return new ClusterHarness("tcp", false, false, hosts, settings);
+    }
+
+    /** Cuts {@code node}'s emulated host off from every other one and from the client ({@link #tcpOnHosts} only). */
+    void cut(NodeProcess node) {
+        hosts.cut(hostOf(node));
+        log(node + " cut off");
+    }
+
+    /** Plugs {@code node}'s emulated host back in. */
+    void heal(NodeProcess node) {
+        hosts.heal(hostOf(node));
+        log(node + " plugged back in");
+    }
+
+    private NetworkNamespaces.Host hostOf(NodeProcess node) {
+        for (int i = 0; i < hosts.size(); i++) {
+            if (hosts.host(i).address().equals(node.host())) {
+                return hosts.host(i);
+            }
+        }
+        throw new IllegalArgumentException(node + " is on no emulated host of this test");
+    }
+
+    /** tcp memory nodes keep their regions in files of a directory of the test's own ({@code dex.fabric.tcp.region-directory}). */
+    private final boolean keepRegions;
+    private Path regionDirectory;
+
+    /**
+     * A cluster on the tcp fabric whose memory nodes keep their regions in memory-mapped files of a directory made
+     * for the test (under {@code /dev/shm}, deleted at cleanup): a memory node started again reattaches to its data.
+     */
+    static ClusterHarness tcpKeepingRegions(String... settings) {
+        return new ClusterHarness("tcp", false, true, settings);
     }
 
     /**
@@ -140,6 +197,14 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         deleteRecursively(logDirectory);
         Files.createDirectories(logDirectory);
         shmDirectory = Path.of("/dev/shm", "dex-it-" + testName + "-" + UUID.randomUUID());
+        regionDirectory = keepRegions ? Path.of(shmDirectory + "-regions") : null;
+        if (hostCount > 0) {
+            try {
+                hosts = NetworkNamespaces.create(hostCount);
+            } catch (NetworkNamespaces.Unavailable unavailable) {
+                org.junit.jupiter.api.Assumptions.abort("emulated hosts are not available here: " + unavailable.getMessage());
+            }
+        }
         if (tls) {
             Path certs = logDirectory.resolve("certs");
             deleteRecursively(certs);
@@ -156,15 +221,20 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         } else {
             fabric = transport.equals("tcp") ? new TcpFabric() : new ShmFabric(shmDirectory);
         }
-        killOnExit = new Thread(() -> nodes.forEach(node -> {
-            if (node.isAlive()) {
-                try {
-                    node.kill();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
+        killOnExit = new Thread(() -> {
+            nodes.forEach(node -> {
+                if (node.isAlive()) {
+                    try {
+                        node.kill();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
                 }
+            });
+            if (hosts != null) {
+                hosts.close();
             }
-        }), "dex-it-kill-nodes");
+        }, "dex-it-kill-nodes");
         Runtime.getRuntime().addShutdownHook(killOnExit);
         started = System.nanoTime();
         log("logs in " + logDirectory.toAbsolutePath().normalize() + (transport.equals("tcp") ? ", tcp fabric"
@@ -256,7 +326,17 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             nodeShm = Path.of(shmDirectory + "-" + name + "-must-not-exist");
             absentShmDirectories.put(name, nodeShm);
         }
-        arguments.addAll(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport, "--shm-dir", nodeShm.toString()));
+        String host = "127.0.0.1";
+        List<String> prefix = List.of();
+        if (hosts != null) {
+            if (nextHost == hosts.size()) {
+                throw new IllegalStateException("all " + hosts.size() + " emulated hosts of this test are taken");
+            }
+            NetworkNamespaces.Host emulated = hosts.host(nextHost++);
+            host = emulated.address();
+            prefix = emulated.prefix();
+        }
+        arguments.addAll(List.of("--host", host, "--port", "0", "--fabric", transport, "--shm-dir", nodeShm.toString()));
         if (tls && !command.contains("--tls") && !command.contains(PLAIN)) {
             arguments.addAll(List.of("--tls", keyStore.toString()));
         }
@@ -264,12 +344,27 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         if (seed != null) {
             arguments.addAll(List.of("--seed", seed.seed()));
         }
+        if (regionDirectory != null && command.get(0).equals("memory-node")) {
+            arguments.addAll(List.of("--set", "dex.fabric.tcp.region-directory=\"" + regionDirectory + "\""));
+        }
         for (String setting : settings) {
             arguments.addAll(List.of("--set", setting));
         }
-        NodeProcess node = NodeProcess.start(name, logDirectory, arguments);
+        NodeProcess node = NodeProcess.start(name, logDirectory, arguments, prefix, host);
         nodes.add(node);
         return node;
+    }
+
+    /**
+     * Starts {@code node} again, as {@code name}, with the arguments it was started with (its seed among them, or none
+     * for the cluster's first node), and waits until it is up.
+     */
+    NodeProcess restart(NodeProcess node, String name) throws InterruptedException {
+        NodeProcess again = NodeProcess.start(name, logDirectory, node.arguments(), node.prefix(), node.host());
+        nodes.add(again);
+        again.awaitPort(NODE_START);
+        log(again + " up, started again with the arguments of " + node);
+        return again;
     }
 
     /** The node listening on the port of {@code address} ("pekko://dex@127.0.0.1:port"). */
@@ -401,7 +496,8 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         }
         overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(transport))
                 .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
-        Config config = DexNodes.nodeConfig(DexNodes.config(overrides), "client", "127.0.0.1", 0, List.of(seed.seed()));
+        Config config = DexNodes.nodeConfig(DexNodes.config(overrides), "client", hosts == null ? "127.0.0.1" : hosts.rootAddress(), 0,
+                List.of(seed.seed()));
         DexSettings dex = DexSettings.from(config);
         clientSystem = DexNodes.client(config, dex);
         client = new DexClientApi(clientSystem, clientSystem, dex.requestTimeout());
@@ -608,8 +704,16 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                 for (RemoteMemory connection : connections) {
                     connection.close();
                 }
-                fabric.close();
+                if (fabric != null) {
+                    fabric.close();
+                }
                 deleteRecursively(shmDirectory);
+                if (regionDirectory != null) {
+                    deleteRecursively(regionDirectory);
+                }
+                if (hosts != null) {
+                    hosts.close();
+                }
                 for (Map.Entry<String, Path> absent : absentShmDirectories.entrySet()) {
                     if (Files.exists(absent.getValue()) && failure == null) {
                         failure = new IllegalStateException("node " + absent.getKey() + " of a tcp cluster created its shm directory "
@@ -617,7 +721,9 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                     }
                     deleteRecursively(absent.getValue());
                 }
-                Runtime.getRuntime().removeShutdownHook(killOnExit);
+                if (killOnExit != null) {
+                    Runtime.getRuntime().removeShutdownHook(killOnExit);
+                }
                 if (interrupted) {
                     Thread.currentThread().interrupt();
                 }

@@ -28,17 +28,31 @@ final class NodeProcess {
     private final String name;
     private final Path log;
     private final Process process;
+    private final List<String> arguments;
+    private final List<String> prefix;
+    private final String host;
     private int port;
 
-    private NodeProcess(String name, Path log, Process process) {
+    private NodeProcess(String name, Path log, Process process, List<String> arguments, List<String> prefix, String host) {
         this.name = name;
         this.log = log;
         this.process = process;
+        this.arguments = List.copyOf(arguments);
+        this.prefix = List.copyOf(prefix);
+        this.host = host;
     }
 
     /** Starts {@code DexCli} with {@code arguments}, logging to {@code logDirectory/<name>.log}. */
     static NodeProcess start(String name, Path logDirectory, List<String> arguments) {
-        List<String> command = new ArrayList<>();
+        return start(name, logDirectory, arguments, List.of(), "127.0.0.1");
+    }
+
+    /**
+     * Starts {@code DexCli} with {@code arguments} under the command {@code prefix} ({@code ip netns exec NS}: in a
+     * network namespace of {@link NetworkNamespaces}), listening at {@code host}.
+     */
+    static NodeProcess start(String name, Path logDirectory, List<String> arguments, List<String> prefix, String host) {
+        List<String> command = new ArrayList<>(prefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(JVM_FLAGS);
         command.add("-cp");
@@ -50,7 +64,7 @@ final class NodeProcess {
             Files.createDirectories(logDirectory);
             Process process = new ProcessBuilder(command).redirectErrorStream(true)
                     .redirectOutput(ProcessBuilder.Redirect.to(log.toFile())).start();
-            return new NodeProcess(name, log, process);
+            return new NodeProcess(name, log, process, arguments, prefix, host);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot start node " + name, e);
         }
@@ -58,6 +72,26 @@ final class NodeProcess {
 
     String name() {
         return name;
+    }
+
+    /** The arguments the node was started with, to start it again the same way. */
+    List<String> arguments() {
+        return arguments;
+    }
+
+    /** The command prefix the node runs under (empty, or a network namespace's). */
+    List<String> prefix() {
+        return prefix;
+    }
+
+    /** The address the node listens at. */
+    String host() {
+        return host;
+    }
+
+    /** The JVM's process id (to pause it with SIGSTOP, say). */
+    long pid() {
+        return process.pid();
     }
 
     boolean isAlive() {
@@ -94,9 +128,9 @@ final class NodeProcess {
         return port;
     }
 
-    /** "127.0.0.1:port", to give other nodes as a seed. */
+    /** "host:port", to give other nodes as a seed. */
     String seed() {
-        return "127.0.0.1:" + port();
+        return host + ":" + port();
     }
 
     /** Everything the node logged so far. */

@@ -65,6 +65,11 @@ public abstract class ForwardingRemoteMemory implements RemoteMemory {
     }
 
     @Override
+    public boolean relocate(int serverId, String endpoint) {
+        return delegate.relocate(serverId, endpoint);
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }

@@ -74,6 +74,20 @@ public interface RemoteMemory extends AutoCloseable {
         return false;
     }
 
+    /**
+     * Memory server {@code serverId} now answers at {@code endpoint} (as its memory node advertises it): a memory node
+     * that restarted on its kept region with another port. The next verb for that server connects there, and must
+     * find the same region (its incarnation) it found at connect, or fails as for any server that restarted without
+     * its data. Connections to the old endpoint are closed; verbs in flight on them fail with
+     * {@link FabricException}. Returns false, changing nothing, for transports that find regions by server id
+     * ({@code local}, {@code shm}), or when the endpoint is the one already in use.
+     *
+     * @throws IllegalArgumentException for a server this client is not connected to, or a malformed endpoint
+     */
+    default boolean relocate(int serverId, String endpoint) {
+        return false;
+    }
+
     /** Disconnects; verbs after close fail. Does not destroy the memory servers' regions. */
     @Override
     void close();

@@ -37,7 +37,7 @@ final class ActorOffloadChannel implements OffloadChannel {
 
     ActorOffloadChannel(Map<Integer, ActorRef<MemoryNode.Command>> servers, Scheduler scheduler, Duration timeout,
                         org.apache.pekko.actor.typed.javadsl.ActorContext<?> owner) {
-        this.servers = Map.copyOf(servers);
+        this.servers = new ConcurrentHashMap<>(servers);
         this.scheduler = scheduler;
         this.timeout = timeout;
         this.executor = owner.getSystem().executionContext();
@@ -62,6 +62,11 @@ final class ActorOffloadChannel implements OffloadChannel {
                     return Behaviors.same();
                 })
                 .build();
+    }
+
+    /** Memory server {@code serverId} is now {@code node} (a memory node that restarted): later offloads go there. */
+    void serverAt(int serverId, ActorRef<MemoryNode.Command> node) {
+        servers.put(serverId, node);
     }
 
     void replyTo(ActorRef<MemoryNode.OffloadResult> ref) {

@@ -75,9 +75,15 @@ public final class ComputeNode {
     public record GetStatus(ActorRef<Status> replyTo) implements Command, CborSerializable {
     }
 
-    /** What a compute node holds and did: partitions, verbs per kind, cache hit ratio, offloads. */
+    /**
+     * What a compute node holds and did: partitions, verbs per kind, cache hit ratio, offloads, and the memory servers
+     * it uses whose memory node is out of the cluster as it last looked (empty while all are members).
+     */
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
-                         long bytes, double cacheHitRatio, long offloads) implements CborSerializable {
+                         long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut) implements CborSerializable {
+        public Status {
+            memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
+        }
     }
 
     private record MemoryNodes(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
@@ -204,20 +210,22 @@ public final class ComputeNode {
         return Behaviors.receive(Command.class)
                 .onMessage(MemoryNodes.class, this::onMemoryNodes)
                 .onMessage(Described.class, this::onDescribed)
-                .onMessage(DescribeAgain.class, again -> {
-                    if (listed.contains(again.node()) && !memory.containsValue(again.node())) {
-                        describe(again.node(), again.attempt());
-                    } else {
-                        asking.remove(again.node());
-                    }
-                    return Behaviors.same();
-                })
+                .onMessage(DescribeAgain.class, this::onDescribeAgain)
                 .onMessage(Retry.class, retry -> tryOpen())
                 .onMessage(GetStatus.class, get -> {
-                    get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0));
+                    get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0, List.of()));
                     return Behaviors.same();
                 })
                 .build();
+    }
+
+    private Behavior<Command> onDescribeAgain(DescribeAgain again) {
+        if (listed.contains(again.node()) && !memory.containsValue(again.node())) {
+            describe(again.node(), again.attempt());
+        } else {
+            asking.remove(again.node());
+        }
+        return Behaviors.same();
     }
 
     private Behavior<Command> onMemoryNodes(MemoryNodes nodes) {
@@ -335,7 +343,48 @@ public final class ComputeNode {
         timers.startTimerWithFixedDelay(HealthTick.INSTANCE, HealthTick.INSTANCE, HEALTH_INTERVAL);
         context.getLog().info("compute node ready: {} memory nodes, {} partitions, engine {} (instance {}), redo log {}", ids.length,
                 engine.partitions().count(), settings.engine().mode(), engine.instanceId(), engine.logsWrites() ? "on" : "off");
+        this.actorChannel = actorChannel;
         return ready(engine, workers, connection, channel);
+    }
+
+    /** Offloads as actor messages (fabrics without messages of their own); null over tcp. Set once ready. */
+    private ActorOffloadChannel actorChannel;
+
+    /**
+     * Once ready, a memory node that (re)appears in the listing describes itself again: one that restarted on its
+     * kept region (docs/replication.md, "A memory node restarts") may answer at another fabric endpoint, which the
+     * connection moves to, and is another actor, which offload messages go to from now on. Its region must be the one
+     * the connection found at the start (the fabric checks its incarnation); a memory server this node did not open
+     * the pool with is not used until the node restarts.
+     */
+    private Behavior<Command> onDescribedWhileReady(Described described, RemoteMemory connection) {
+        if (described.failure() != null) {
+            return onDescribed(described); // asked again after a pause, while listed
+        }
+        asking.remove(described.node());
+        MemoryNode.Description description = described.description();
+        int server = description.serverId();
+        if (!memory.containsKey(server)) {
+            context.getLog().warn("memory server {} at {} joined after this compute node opened the memory pool; it is not used"
+                    + " until this node restarts", server, description.node().path().address());
+            return Behaviors.same();
+        }
+        memory.put(server, description.node());
+        if (actorChannel != null) {
+            actorChannel.serverAt(server, description.node());
+        }
+        String before = endpoints.put(server, description.endpoint());
+        boolean moved;
+        try {
+            moved = connection.relocate(server, description.endpoint());
+        } catch (RuntimeException bad) {
+            context.getLog().error("memory server {} is back at {} but cannot be reached there: {}", server, description.endpoint(),
+                    bad.getMessage());
+            return Behaviors.same();
+        }
+        context.getLog().info("memory server {} is back ({}){}", server, description.node().path().address(),
+                moved ? ": its region is now reached at " + description.endpoint() + " (was " + before + ")" : "");
+        return Behaviors.same();
     }
 
     /** How often the engine's health is looked at. */
@@ -362,7 +411,34 @@ public final class ComputeNode {
      */
     private void onHealthTick(DexEngine engine, EngineWorkers workers) {
         long since = engine.writesFailingSinceNanos();
-        if (since != 0 && System.nanoTime() - since > settings.writeBackTimeout().toNanos() && !leavingForHealth) {
+        long now = System.nanoTime();
+        List<Integer> out = memoryServersOut();
+        if (!out.equals(lastOut) && !leavingForHealth) {
+            // Not ready while a memory server is out: keys whose tree nodes or logs live there cannot be served.
+            NodeHealth.get(context.getSystem()).problem(out.isEmpty() ? null : "memory server(s) " + out
+                    + " are out of the cluster: operations on the keys and partitions they hold fail until they are back");
+        }
+        lastOut = out;
+        if (!out.isEmpty()) {
+            memoryWholeSince = 0;
+        } else if (memoryWholeSince == 0) {
+            memoryWholeSince = now;
+        }
+        // Writes count as failing for this node's own reasons only from when every memory node was a member again: a
+        // memory node that just came back has had no time to take the writes yet.
+        long failingAlone = since == 0 || memoryWholeSince == 0 ? 0 : Math.max(since, memoryWholeSince);
+        boolean tooLong = since != 0 && now - since > settings.writeBackTimeout().toNanos();
+        if (tooLong && failingAlone == 0) {
+            // Every compute node fails the same way while a memory node is out of the cluster (it restarts, or the
+            // cluster downed it): leaving would move the partitions to nodes that cannot write either, and end the
+            // service for good instead of for the restart. The node waits for the memory node and serves again once
+            // its writes go through.
+            if (!waitingForMemory) {
+                waitingForMemory = true;
+                context.getLog().warn("writes have failed for more than {} ms while memory server(s) {} are out of the cluster;"
+                        + " this compute node waits for them rather than leave", settings.writeBackTimeout().toMillis(), out);
+            }
+        } else if (failingAlone != 0 && now - failingAlone > settings.writeBackTimeout().toNanos() && !leavingForHealth) {
             leavingForHealth = true;
             Throwable last = engine.lastWriteFailure();
             String why = "writes to the memory nodes have failed for more than " + settings.writeBackTimeout().toMillis()
@@ -373,6 +449,10 @@ public final class ComputeNode {
             Cluster cluster = Cluster.get(context.getSystem());
             cluster.manager().tell(org.apache.pekko.cluster.typed.Leave.create(cluster.selfMember().address()));
         }
+        if (since == 0 && waitingForMemory) {
+            waitingForMemory = false;
+            context.getLog().info("writes to the memory nodes go through again");
+        }
         if ((since != 0 || engine.pendingUnlocks() > 0) && !repairRunning) {
             repairRunning = true;
             context.pipeToSelf(workers.submit(engine::repair), (left, failure) -> new Repaired(failure));
@@ -381,6 +461,38 @@ public final class ComputeNode {
 
     private boolean repairRunning;
     private boolean leavingForHealth;
+    /** Writes fail while a memory node is out of the cluster: logged once, until writes work again. */
+    private boolean waitingForMemory;
+    /** The memory servers out of the cluster at the last health tick. */
+    private List<Integer> lastOut = List.of();
+    /** Since when (nanoTime) every memory node has been a reachable member, as health ticks saw it; 0 while one is out. */
+    private long memoryWholeSince = System.nanoTime();
+
+    /**
+     * The memory servers whose memory node is not a reachable member of the cluster now (crashed, restarting, downed
+     * or cut off), as this node sees it; empty while every one of them is.
+     */
+    private List<Integer> memoryServersOut() {
+        Cluster cluster = Cluster.get(context.getSystem());
+        Set<org.apache.pekko.actor.Address> reachable = new HashSet<>();
+        for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
+            if (member.hasRole("memory") && (member.status() == org.apache.pekko.cluster.MemberStatus.up()
+                    || member.status() == org.apache.pekko.cluster.MemberStatus.weaklyUp())) {
+                reachable.add(member.address());
+            }
+        }
+        for (org.apache.pekko.cluster.Member member : cluster.state().getUnreachable()) {
+            reachable.remove(member.address());
+        }
+        List<Integer> out = new ArrayList<>();
+        for (Map.Entry<Integer, ActorRef<MemoryNode.Command>> server : memory.entrySet()) {
+            if (!reachable.contains(server.getValue().path().address())) {
+                out.add(server.getKey());
+            }
+        }
+        out.sort(null);
+        return out;
+    }
 
     private void onEngines(DexEngine engine, Engines engines) {
         Set<Long> now = new HashSet<>();
@@ -421,7 +533,7 @@ public final class ComputeNode {
                     VerbSnapshot verbs = engine.verbs();
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
-                            verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads()));
+                            verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {
@@ -466,9 +578,9 @@ public final class ComputeNode {
                     checkpointRunning = false;
                     return Behaviors.same();
                 })
-                .onMessage(MemoryNodes.class, nodes -> Behaviors.same())
-                .onMessage(Described.class, described -> Behaviors.same())
-                .onMessage(DescribeAgain.class, again -> Behaviors.same())
+                .onMessage(MemoryNodes.class, this::onMemoryNodes)
+                .onMessage(Described.class, described -> onDescribedWhileReady(described, connection))
+                .onMessage(DescribeAgain.class, this::onDescribeAgain)
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
                     DexMetrics.get(context.getSystem()).engineStopped(engine);

@@ -58,6 +58,18 @@ public final class Fabrics {
             this(transport, localName, shmDirectory, latencyNs, TcpSettings.DEFAULTS, DisniSettings.DEFAULTS);
         }
 
+        /**
+         * The directory where memory nodes keep their regions across restarts ({@code shm}: the shm directory;
+         * {@code tcp}: the region directory, when one is set), or null where a region ends with its process.
+         */
+        public Path keptRegions() {
+            return switch (transport) {
+                case "shm" -> shmDirectory;
+                case "tcp" -> tcpRegionDirectory;
+                default -> null;
+            };
+        }
+
         /** True when each node opens a fabric object of its own, which it must close when it stops. */
         public boolean perNode() {
             return !transport.equals("local");

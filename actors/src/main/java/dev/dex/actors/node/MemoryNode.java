@@ -28,17 +28,13 @@ import org.apache.pekko.cluster.typed.Subscribe;
 
 import dev.dex.actors.CborSerializable;
 import dev.dex.actors.DexMetrics;
-import dev.dex.core.offload.OffloadMessageHandler;
 import dev.dex.core.offload.OffloadRequest;
 import dev.dex.core.offload.SubtreeExecutor;
 import dev.dex.core.partition.PartitionTable;
-import dev.dex.core.tree.Superblock;
-import dev.dex.core.tree.TreeSettings;
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.MemoryFullException;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.tcp.TcpFabric;
 
 /**
  * A memory node (role {@code memory}): exports its region through the fabric, registers with the
@@ -161,6 +157,9 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     private final Settings settings;
+    private final MemoryRegion memoryRegion;
+    /** Whether this actor opened {@link #memoryRegion} and closes it when it stops. */
+    private final boolean ownsRegion;
     private final ExportedRegion region;
     private final RemoteMemory own;
     private final ThreadPoolExecutor offloadPool;
@@ -178,20 +177,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** Other memory nodes asked (or being asked) which server they are. */
     private final Set<ActorRef<Command>> peersAsked = new HashSet<>();
 
-    private MemoryNode(ActorContext<Command> context, Settings settings, Fabric fabric) {
+    private MemoryNode(ActorContext<Command> context, MemoryRegion memoryRegion, boolean ownsRegion) {
         super(context);
-        this.settings = settings;
-        this.fabric = fabric;
-        // A format takes the server id's lock like a reattach does, before it replaces the kept region: a second
-        // memory node of a served id is refused before it could format the region under the first.
-        this.region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
-                : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
-        this.own = fabric.connect(settings.serverId());
-        if (settings.serverId() == 0) {
-            formatUnlessHeld(context);
-        } else if (!region.fresh()) {
-            context.getLog().info("memory node {} reattached to its region and keeps its data", settings.serverId());
-        }
+        this.memoryRegion = memoryRegion;
+        this.ownsRegion = ownsRegion;
+        this.settings = memoryRegion.settings();
+        this.fabric = memoryRegion.fabric();
+        this.region = memoryRegion.region();
+        this.own = memoryRegion.own();
         AtomicInteger threadIds = new AtomicInteger();
         this.offloadPool = new ThreadPoolExecutor(settings.offloadThreads(), settings.offloadThreads(), 0, TimeUnit.SECONDS,
                 new ArrayBlockingQueue<>(settings.offloadQueue()), task -> {
@@ -201,11 +194,6 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 });
         this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
         this.metrics = DexMetrics.get(context.getSystem());
-        if (fabric instanceof TcpFabric tcp) {
-            // Compute nodes send offloads as messages on their fabric connections; the region server's event
-            // loops run them.
-            tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region()));
-        }
         ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
         Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
@@ -216,41 +204,21 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     }
 
     /**
-     * Memory server 0 holds the superblock: a fresh region gets an empty tree and the configured partition
-     * table; a reattached one keeps the tree and the table it holds (a restart never formats over live data).
-     */
-    private void formatUnlessHeld(ActorContext<Command> context) {
-        if (!region.fresh()) {
-            try {
-                Superblock.Contents tree = Superblock.read(own);
-                PartitionTable stored = PartitionTable.load(own);
-                context.getLog().info("memory node 0 reattached to its region and keeps its tree (root {}, {}) and its partition"
-                        + " table of {} partitions", dev.dex.rdma.GlobalAddress.toString(tree.root()), tree.keyFormat(), stored.count());
-                if (tree.keyFormat().bytes() != settings.keyBytes()) {
-                    context.getLog().warn("the tree on memory node 0 has {}, not the {} bytes of dex.tree.key-bytes: the tree's"
-                            + " width holds, and clients must use it", tree.keyFormat(), settings.keyBytes());
-                }
-                return;
-            } catch (IllegalStateException noTreeYet) {
-                context.getLog().info("memory node 0 reattached to a region without a complete tree ({}); formatting it",
-                        noTreeYet.getMessage());
-            }
-        }
-        try {
-            Superblock.format(own, TreeSettings.defaults().withSubtreeLevel(settings.subtreeLevel()).withKeyBytes(settings.keyBytes()));
-        } catch (IllegalStateException treeWithoutTable) {
-            // A tree whose table was never stored (a crash between the two): keep the tree, store the table.
-        }
-        PartitionTable.store(own, settings.partitions());
-    }
-
-    /**
      * A memory node exporting its region through {@code fabric}. A message that fails the actor (a bug, since every
      * message is validated on arrival) is logged and the node goes on serving: stopping would give the region
      * up under the compute nodes using it. A failure to start (the region cannot be exported) stops it.
      */
     public static Behavior<Command> create(Settings settings, Fabric fabric) {
-        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, settings, fabric)))
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, MemoryRegion.open(settings, fabric), true)))
+                .onFailure(RuntimeException.class, SupervisorStrategy.resume());
+    }
+
+    /**
+     * A memory node serving {@code region}, which its process opened and keeps when the actor stops: the process
+     * starts another actor system on it when the cluster downed this one (docs/replication.md, "Downing").
+     */
+    public static Behavior<Command> create(MemoryRegion region) {
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, region, false)))
                 .onFailure(RuntimeException.class, SupervisorStrategy.resume());
     }
 
@@ -436,21 +404,27 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         runOn(executors.get(), request, offload, metrics);
     }
 
-    /** Keeps the region's data where the fabric can ({@code shm}), for the next start of this memory server. */
+    /**
+     * Stops the offload threads; a region this actor opened is closed (its data kept where the fabric can: {@code shm},
+     * {@code tcp} with a region directory), one its process opened stays exported.
+     */
     private Behavior<Command> onPostStop() {
         offloadPool.shutdownNow();
         try {
             // An offload still running touches the region: unmapping it under that thread would crash the JVM.
             if (!offloadPool.awaitTermination(10, TimeUnit.SECONDS)) {
                 getContext().getLog().error("offloaded operations still run after 10 s; the region stays mapped");
-                own.close();
+                if (ownsRegion) {
+                    own.close();
+                }
                 return this;
             }
         } catch (InterruptedException interrupted) {
             Thread.currentThread().interrupt();
         }
-        own.close();
-        region.detach();
+        if (ownsRegion) {
+            memoryRegion.close();
+        }
         return this;
     }
 }

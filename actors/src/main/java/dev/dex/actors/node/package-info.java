@@ -4,7 +4,10 @@
  * compute nodes offload to it (paper §6); memory server 0 formats the tree. {@link dev.dex.actors.node.ComputeNode}
  * finds the memory nodes, connects the fabric, opens the DEX engine and hosts the sharded partitions on its worker
  * threads. A memory node fences the compute nodes the cluster downs; a compute node that finds itself fenced, or whose
- * writes keep failing, leaves the cluster so that its partitions move.
+ * writes keep failing, leaves the cluster so that its partitions move; it does not while a memory node is out of the
+ * cluster, and follows a memory node that comes back at another endpoint. A memory node's region
+ * ({@link dev.dex.actors.node.MemoryRegion}) may outlive the actor: its process keeps serving it when the cluster downs
+ * the actor system around it (docs/replication.md).
  *
  * <p>Owns, besides the two actors, what only they need: which fabric a node uses and the identity it greets memory
  * nodes with ({@link dev.dex.actors.node.Fabrics}), the pauses of their start-up handshakes

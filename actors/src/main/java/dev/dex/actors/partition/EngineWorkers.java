@@ -38,6 +38,10 @@ public final class EngineWorkers implements AutoCloseable {
     private final ExecutorService pool;
     private final ThreadLocal<DexSession> sessions;
     private final List<DexSession> allSessions = new ArrayList<>();
+    /** Per partition: when its failed acquire was last logged (nanoTime), and how many failed since then. */
+    private final java.util.Map<Integer, long[]> acquireFailures = new java.util.concurrent.ConcurrentHashMap<>();
+    /** A partition whose acquire keeps failing (a memory node away) is logged at most once in this long. */
+    static final long ACQUIRE_LOG_INTERVAL_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     /** Per partition, what last failed an operation or the commit of one of its batches. */
     private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -85,6 +89,32 @@ public final class EngineWorkers implements AutoCloseable {
      */
     Throwable lastFailure(int partition) {
         return failures.get(partition);
+    }
+
+    /**
+     * Notes a failed acquire of {@code partition}: returns how many failed since the last one logged (0: none) when
+     * this one is to be logged, or -1 when it is not (one was logged less than {@link #ACQUIRE_LOG_INTERVAL_NANOS}
+     * ago). A partition that cannot be acquired is tried again with every batch a client sends it, so while a memory
+     * node is away its log would otherwise fill with the same line many times a second.
+     */
+    int acquireFailed(int partition) {
+        long now = System.nanoTime();
+        long[] state = acquireFailures.computeIfAbsent(partition, p -> new long[] {now - ACQUIRE_LOG_INTERVAL_NANOS - 1, 0});
+        synchronized (state) {
+            if (now - state[0] > ACQUIRE_LOG_INTERVAL_NANOS) {
+                int suppressed = (int) Math.min(Integer.MAX_VALUE, state[1]);
+                state[0] = now;
+                state[1] = 0;
+                return suppressed;
+            }
+            state[1]++;
+            return -1;
+        }
+    }
+
+    /** {@code partition} was acquired: the next failure to acquire it is logged at once. */
+    void acquired(int partition) {
+        acquireFailures.remove(partition);
     }
 
     PartitionTable partitions() {

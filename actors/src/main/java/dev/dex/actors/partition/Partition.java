@@ -185,16 +185,37 @@ public final class Partition {
         }));
     }
 
+    /**
+     * A failed acquire, logged at most once in 10 s per partition ({@link EngineWorkers#acquireFailed}): a memory node
+     * that cannot be reached is a warning naming it, without a stack trace; anything else an error with one.
+     */
+    private void logAcquireFailure(Throwable failure) {
+        int suppressed = workers.acquireFailed(partition);
+        if (suppressed < 0) {
+            return;
+        }
+        String more = suppressed == 0 ? "" : " (" + suppressed + " more failed attempts since the last such line)";
+        Throwable cause = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null
+                ? failure.getCause() : failure;
+        if (cause instanceof dev.dex.rdma.FabricException) {
+            context.getLog().warn("partition {} could not be acquired: {}{}; its batches are refused until it can be", partition,
+                    cause.getMessage(), more);
+        } else {
+            context.getLog().error("partition {} could not be acquired{}", partition, more, failure);
+        }
+    }
+
     private Behavior<Command> starting() {
         return Behaviors.receive(Command.class)
                 .onMessage(Acquired.class, acquired -> {
                     if (acquired.failure() != null) {
-                        context.getLog().error("partition {} could not be acquired", partition, acquired.failure());
+                        logAcquireFailure(acquired.failure());
                         refuseStashed();
                         settled = true;
                         return Behaviors.stopped();
                     }
                     DexEngine.AcquireReport report = acquired.report();
+                    workers.acquired(partition);
                     DexMetrics.get(context.getSystem()).acquired();
                     epoch = report.epoch() != 0 ? report.epoch()
                             : java.util.concurrent.ThreadLocalRandom.current().nextLong() | Long.MIN_VALUE;

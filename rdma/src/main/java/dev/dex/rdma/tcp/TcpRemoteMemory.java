@@ -203,6 +203,17 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     }
 
     @Override
+    public boolean relocate(int serverId, String endpoint) {
+        if (serverId < 0 || serverId >= links.length || links[serverId] == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " is not connected to this client");
+        }
+        if (closed) {
+            throw new IllegalStateException("remote memory is closed");
+        }
+        return links[serverId].relocate(TcpEndpoint.parse(serverId, endpoint));
+    }
+
+    @Override
     public int[] memoryServerIds() {
         return serverIds.clone();
     }
@@ -276,7 +287,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     /** The connections to one memory server, opened at connect and replaced when they break. */
     private final class Link {
         final int serverId;
-        final InetSocketAddress address;
+        /** Where the server answers; replaced by {@link #relocate}, under the link's lock. */
+        volatile InetSocketAddress address;
         final AtomicReferenceArray<Connection> connections;
         final long regionLength;
         final long chunkLength;
@@ -320,7 +332,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                     if (closed) {
                         throw new IllegalStateException("remote memory is closed");
                     }
-                    connection = Connection.open(serverId, address, settings, io);
+                    connection = Connection.open(serverId, this.address, settings, io);
                     long found = hello(connection)[3];
                     if (found != incarnation) {
                         // Not the memory this client's addresses and cached pages refer to: a memory node that
@@ -360,6 +372,24 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                 throw new IllegalArgumentException("endpoint " + connection.endpoint() + " refused memory server " + serverId + ": " + call.reason);
             }
             return new long[] {call.value, call.extra, call.extra2, call.extra3};
+        }
+
+        /** Points the link at {@code moved}; the connections to the old address are broken, so the next verb reconnects. */
+        synchronized boolean relocate(InetSocketAddress moved) {
+            if (moved.getHostString().equals(address.getHostString()) && moved.getPort() == address.getPort()) {
+                return false;
+            }
+            InetSocketAddress old = address;
+            address = moved;
+            for (int i = 0; i < connections.length(); i++) {
+                Connection connection = connections.get(i);
+                if (connection != null) {
+                    connection.breakWith(new FabricException("memory server " + serverId + " moved from "
+                            + TcpEndpoint.format(old.getHostString(), old.getPort()) + " to "
+                            + TcpEndpoint.format(moved.getHostString(), moved.getPort())));
+                }
+            }
+            return true;
         }
 
         synchronized void close() {

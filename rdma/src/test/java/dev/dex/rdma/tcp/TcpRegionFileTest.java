@@ -69,6 +69,48 @@ class TcpRegionFileTest {
         }
     }
 
+    /**
+     * A memory node restarted on its region file with port 0 answers at another port: told the new endpoint, a client
+     * that stayed up reaches the same region there; a region formatted since (another incarnation) is refused.
+     */
+    @Test
+    void aClientToldTheNewEndpointOfARestartedMemoryNodeReachesTheSameRegionThere() {
+        UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+        try (TcpFabric client = new TcpFabric()) {
+            TcpFabric first = new TcpFabric(TcpSettings.DEFAULTS, 0, directory);
+            ExportedRegion region = first.attach(0, LENGTH, CHUNK);
+            RemoteMemory memory = client.connect(Map.of(0, region.endpoint()), 0x12L);
+            assertThrows(IllegalArgumentException.class, () -> memory.relocate(1, region.endpoint()), "server 1 is not connected");
+            assertThrows(IllegalArgumentException.class, () -> memory.relocate(0, "no-port"), "a malformed endpoint");
+            assertFalse(memory.relocate(0, region.endpoint()), "the endpoint in use is no move");
+            word.putLong(0, 5151);
+            memory.write(GlobalAddress.of(0, CHUNK), word, 0, 8);
+            region.detach();
+            first.close();
+            assertThrows(dev.dex.rdma.FabricException.class, () -> memory.read(GlobalAddress.of(0, CHUNK), word, 0, 8),
+                    "nothing answers at the old endpoint");
+
+            try (TcpFabric restarted = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                ExportedRegion again = restarted.attach(0, LENGTH, CHUNK);
+                assertFalse(again.endpoint().equals(region.endpoint()), "a port of its own: " + again.endpoint());
+                assertTrue(memory.relocate(0, again.endpoint()));
+                word.putLong(0, 0);
+                memory.read(GlobalAddress.of(0, CHUNK), word, 0, 8);
+                assertEquals(5151, word.getLong(0), "the same region, found at the new endpoint");
+                again.detach();
+            }
+            try (TcpFabric formatting = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                ExportedRegion formatted = formatting.reformat(0, LENGTH, CHUNK);
+                assertTrue(memory.relocate(0, formatted.endpoint()));
+                dev.dex.rdma.FabricException other = assertThrows(dev.dex.rdma.FabricException.class,
+                        () -> memory.read(GlobalAddress.of(0, CHUNK), word, 0, 8));
+                assertTrue(other.getMessage().contains("another region"), other.getMessage());
+                formatted.detach();
+            }
+            memory.close();
+        }
+    }
+
     @Test
     void aFormatReplacesTheRegionFileUnderItsLockSoTheNextStartKeepsTheFormat() {
         try (TcpFabric first = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {

@@ -1,0 +1,119 @@
+package dev.dex.cluster;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
+
+/**
+ * The cluster members a memory node last saw ({@code host:port}, clients left out), so that it can rejoin that
+ * cluster: after the cluster downed its actor system (the process starts another one on the same region), and
+ * after a restart of its process on a kept region, where it was started without {@code --seed}
+ * (docs/replication.md, "Downing").
+ *
+ * <p>The list is kept in memory and, where the memory node's region outlives its process ({@code shm}, {@code tcp}
+ * with a region directory), in {@code cluster-contacts-<server id>.txt} beside the region, written whole to a
+ * temporary file and moved over the old one, so a crash never leaves half a list.
+ *
+ * <p>Concurrency: the actor is the only writer; {@link #current} is an atomic reference the process's starting
+ * thread reads.
+ */
+final class ClusterContacts {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ClusterContacts.class);
+
+    private ClusterContacts() {
+    }
+
+    /** The file a memory node of {@code serverId} keeps its contacts in, in the directory of its kept region. */
+    static Path file(Path keptRegions, int serverId) {
+        return keptRegions.resolve("cluster-contacts-" + serverId + ".txt");
+    }
+
+    /** The contacts a previous run left in {@code file}; empty when there is none or it cannot be read. */
+    static List<String> read(Path file) {
+        if (file == null || !Files.isRegularFile(file)) {
+            return List.of();
+        }
+        try {
+            List<String> contacts = new ArrayList<>();
+            for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
+                String contact = line.strip();
+                if (contact.isEmpty() || contact.startsWith("#")) {
+                    continue;
+                }
+                try {
+                    DexNodes.seedAddress(contact);
+                    contacts.add(contact);
+                } catch (IllegalArgumentException malformed) {
+                    LOG.warn("{}: '{}' is not host:port; left out", file, contact);
+                }
+            }
+            return contacts;
+        } catch (IOException e) {
+            LOG.warn("cannot read the cluster contacts in {} ({}); this memory node starts without them", file, e.toString());
+            return List.of();
+        }
+    }
+
+    /**
+     * Follows the membership: every change sets {@code current} to the members that are up (memory and compute
+     * nodes, not clients, not this node) and writes them to {@code file} (null: kept in memory only). An empty list
+     * replaces nothing: a node that sees itself alone keeps the last members it knew.
+     */
+    static Behavior<ClusterEvent.MemberEvent> create(AtomicReference<List<String>> current, Path file) {
+        return Behaviors.setup(context -> {
+            Cluster cluster = Cluster.get(context.getSystem());
+            Address self = cluster.selfMember().address();
+            // Kept from the events themselves: the cluster's state object may lag behind the event just delivered.
+            TreeSet<String> up = new TreeSet<>();
+            cluster.subscriptions().tell(Subscribe.create(context.getSelf(), ClusterEvent.MemberEvent.class));
+            return Behaviors.receiveMessage(event -> {
+                Member member = event.member();
+                String contact = member.address().getHost().orElse("127.0.0.1") + ":" + member.address().getPort().orElse(0);
+                if (event instanceof ClusterEvent.MemberUp && !member.hasRole("client") && !member.address().equals(self)) {
+                    up.add(contact);
+                } else if (!(event instanceof ClusterEvent.MemberUp) && !(event instanceof ClusterEvent.MemberJoined)
+                        && !(event instanceof ClusterEvent.MemberWeaklyUp)) {
+                    up.remove(contact); // leaving, exiting, downed or removed: no contact to rejoin through
+                }
+                if (!up.isEmpty() && !new ArrayList<>(up).equals(current.get())) {
+                    current.set(List.copyOf(up));
+                    write(file, up);
+                }
+                return Behaviors.same();
+            });
+        });
+    }
+
+    private static void write(Path file, Iterable<String> contacts) {
+        if (file == null) {
+            return;
+        }
+        StringBuilder text = new StringBuilder("# Members of the cluster this memory node last saw; it rejoins through them when it"
+                + " starts again on this region without --seed.\n");
+        for (String contact : contacts) {
+            text.append(contact).append('\n');
+        }
+        try {
+            Path temporary = file.resolveSibling(file.getFileName() + ".tmp");
+            Files.writeString(temporary, text, StandardCharsets.UTF_8);
+            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            LOG.warn("cannot write the cluster contacts to {} ({}); a restart without --seed will not find the cluster", file,
+                    e.toString());
+        }
+    }
+}

@@ -1,0 +1,79 @@
+package dev.dex.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+/**
+ * The members a memory node remembers to rejoin its cluster ({@link ClusterContacts}): written beside its region as the
+ * membership changes (other memory and compute nodes, not clients, not itself), and read back at the next start with
+ * comments, blank lines and malformed entries left out.
+ */
+class ClusterContactsTest {
+    @TempDir
+    Path directory;
+
+    @Test
+    void aMissingFileIsNoContactsAndMalformedLinesAreLeftOut() throws Exception {
+        Path file = ClusterContacts.file(directory, 3);
+        assertEquals(directory.resolve("cluster-contacts-3.txt"), file);
+        assertEquals(List.of(), ClusterContacts.read(file));
+        assertEquals(List.of(), ClusterContacts.read(null));
+        Files.writeString(file, "# members\n\n10.0.0.1:2552\nno-port\n10.0.0.2:99999\n  10.0.0.3:2553  \n", StandardCharsets.UTF_8);
+        assertEquals(List.of("10.0.0.1:2552", "10.0.0.3:2553"), ClusterContacts.read(file));
+    }
+
+    @Test
+    void theMembersAreWrittenAsTheyComeUpAndReadBack() throws Exception {
+        Path file = ClusterContacts.file(directory, 0);
+        AtomicReference<List<String>> current = new AtomicReference<>(List.of());
+        ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
+            context.spawn(ClusterContacts.create(current, file), "cluster-contacts");
+            return Behaviors.empty();
+        }), DexNodes.SYSTEM, config("memory", List.of()));
+        ActorSystem<Void> compute = null;
+        ActorSystem<Void> client = null;
+        try {
+            org.apache.pekko.cluster.typed.Cluster.get(memory).manager().tell(
+                    org.apache.pekko.cluster.typed.Join.create(org.apache.pekko.cluster.typed.Cluster.get(memory).selfMember().address()));
+            String seed = DexNodes.hostPort(memory);
+            compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+            client = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("client", List.of(seed)));
+            String expected = DexNodes.hostPort(compute);
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!current.get().equals(List.of(expected)) || !ClusterContacts.read(file).equals(List.of(expected))) {
+                assertTrue(System.nanoTime() < deadline, "the compute node is remembered; now " + current.get());
+                Thread.sleep(50);
+            }
+            String text = Files.readString(file, StandardCharsets.UTF_8);
+            assertTrue(text.startsWith("#"), "the file says what it is: " + text);
+        } finally {
+            for (ActorSystem<?> system : new ActorSystem<?>[] {client, compute, memory}) {
+                if (system != null) {
+                    system.terminate();
+                    system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                }
+            }
+        }
+        assertEquals(1, ClusterContacts.read(file).size(), "the last members seen stay in the file after the node stops");
+    }
+
+    private static Config config(String role, List<String> seeds) {
+        return DexNodes.withoutEndpoint(DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, seeds));
+    }
+}

@@ -1,0 +1,133 @@
+package dev.dex.multijvm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.rdma.RemoteMemory;
+
+/**
+ * A memory node that restarts is not an outage (docs/replication.md, "A memory node restarts"): over tcp with a
+ * region directory, the only memory node is killed with SIGKILL under writes and started again 8 s later with the same
+ * arguments, as an operator would. Only compute nodes count for the split-brain resolver, so the compute nodes and the
+ * client stay members while it is away (they down it); the restarted node reattaches to its region, rejoins the
+ * cluster it last saw (it was started without {@code --seed}: it was the first node), and advertises a new fabric port,
+ * which the compute nodes move their connections to. No acknowledged write is lost; writes sent while the memory node
+ * was away fail with an error (their outcome unknown) or complete after it is back.
+ */
+class MemoryNodeRestartIT {
+    static final long KEYS = 20_000;
+    /** The scenario: the memory node is started again this long after the kill. */
+    static final Duration AWAY = Duration.ofSeconds(8);
+
+    @RegisterExtension
+    final ClusterHarness cluster = ClusterHarness.tcpKeepingRegions("dex.tree.partitions=16",
+            "pekko.cluster.split-brain-resolver.stable-after=2s");
+
+    @Test
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void computeNodesAndClientsSurviveARestartOfTheMemoryNodeAndNothingAcknowledgedIsLost() throws Exception {
+        NodeProcess memoryNode = cluster.startMemoryNode(0);
+        RemoteMemory memory = cluster.awaitFormatted(0);
+        cluster.bulkLoad(memory, KEYS);
+        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        DexClientApi client = cluster.startClient();
+        cluster.awaitMembersUp(4);
+        cluster.awaitComputeNodes(2);
+
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, 50, 64));
+        mix.start(29);
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+
+        long killed = System.nanoTime();
+        memoryNode.kill();
+        cluster.log(memoryNode + " killed under writes");
+        Thread.sleep(AWAY.toMillis());
+        for (NodeProcess compute : computes) {
+            assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " is still a member " + AWAY.toSeconds()
+                    + " s after the memory node's kill");
+        }
+        assertFalse(cluster.isMember(memoryNode), "the compute nodes downed the unreachable memory node");
+        List<dev.dex.actors.node.ComputeNode.Status> away = cluster.statuses();
+        assertEquals(2, away.size());
+        for (dev.dex.actors.node.ComputeNode.Status status : away) {
+            assertEquals(List.of(0), status.memoryServersOut(), "each compute node says memory server 0 is out (and /ready is 503)");
+        }
+        long failedWhileAway = mix.failureCount();
+
+        NodeProcess restarted = cluster.restart(memoryNode, "memory-0-restarted");
+        long up = System.nanoTime();
+        long served = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
+        cluster.log(String.format("the index serves again %.2f s after the restarted memory node was up (%.1f s after the kill)",
+                (served - up) / 1e9, (served - killed) / 1e9));
+        assertTrue(served - up < Duration.ofSeconds(10).toNanos(), String.format("serving again %.1f s after the restart",
+                (served - up) / 1e9));
+        cluster.awaitMembersUp(4);
+        awaitAllBack(cluster, Duration.ofSeconds(10));
+        mix.awaitMore(10_000, Duration.ofSeconds(60));
+        mix.stop();
+        cluster.log("mix: " + mix.summary() + "; " + failedWhileAway + " failed while the memory node was away, e.g. "
+                + mix.failures());
+
+        for (NodeProcess compute : computes) {
+            assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " is a member after the restart");
+            assertFalse(compute.logText().contains("including myself"), compute + " was never downed: " + compute.logText().lines()
+                    .filter(line -> line.contains("including myself")).findFirst().orElse(""));
+        }
+        String log = restarted.logText();
+        assertTrue(log.contains("restarted on its kept region: rejoining the cluster it last saw"), "rejoined; its log:\n" + tail(log));
+        assertTrue(computes.get(0).logText().contains("memory server 0 is back"), "the compute node learnt where the memory node is");
+        WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
+        cluster.log("verified: " + verification);
+    }
+
+    /**
+     * Polls a put into every partition (keys between the mix's, so its histories stay exact) until each has succeeded;
+     * returns when the last one did (System.nanoTime()).
+     */
+    static long awaitServing(DexClientApi client, dev.dex.core.partition.PartitionTable table, Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        for (int p = 0; p < table.count(); p++) {
+            long key = table.lowerExclusive(p) + 1;
+            if (key % ClusterHarness.KEY_SPACING == 0) {
+                key++;
+            }
+            while (true) {
+                try {
+                    client.put(key, key).toCompletableFuture().get(2, TimeUnit.SECONDS);
+                    break;
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
+                    if (System.nanoTime() > deadline) {
+                        throw new AssertionError("partition " + p + " did not serve again within " + max.toSeconds() + " s: " + notYet);
+                    }
+                    Thread.sleep(20);
+                }
+            }
+        }
+        return System.nanoTime();
+    }
+
+    /** Waits until no compute node reports a memory server out (their health ticks run every second). */
+    static void awaitAllBack(ClusterHarness cluster, Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (cluster.statuses().stream().anyMatch(status -> !status.memoryServersOut().isEmpty())) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("a compute node still reports a memory server out: " + cluster.statuses());
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    private static String tail(String log) {
+        return log.length() <= 4000 ? log : log.substring(log.length() - 4000);
+    }
+}
