@@ -91,6 +91,58 @@ class MemoryNodeRestartIT {
     }
 
     /**
+     * A memory node paused (SIGSTOP) for longer than the failure detector and {@code stable-after} is downed by the
+     * compute nodes; resumed, it finds its actor system downed, and its process starts a new one on the same region and
+     * rejoins (docs/replication.md, "Downing"): the process never ends, so a region in its memory (tcp without a region
+     * directory would lose it) is kept, and nothing acknowledged is lost.
+     */
+    @Test
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void aPausedMemoryNodeIsDownedAndRejoinsWithItsRegionWhenItResumes() throws Exception {
+        NodeProcess memoryNode = cluster.startMemoryNode(0);
+        RemoteMemory memory = cluster.awaitFormatted(0);
+        cluster.bulkLoad(memory, KEYS / 2);
+        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        DexClientApi client = cluster.startClient();
+        cluster.awaitMembersUp(4);
+        cluster.awaitComputeNodes(2);
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS / 2, 50, 32));
+        mix.start(41);
+        mix.awaitMore(3_000, Duration.ofSeconds(60));
+
+        signal("STOP", memoryNode);
+        cluster.log(memoryNode + " paused");
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (cluster.isMember(memoryNode)) {
+            assertTrue(System.nanoTime() < deadline, "the paused memory node is downed and removed");
+            Thread.sleep(100);
+        }
+        signal("CONT", memoryNode);
+        long resumed = System.nanoTime();
+        cluster.log(memoryNode + " resumed after it was removed");
+        long served = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
+        cluster.log(String.format("the index serves again %.2f s after the memory node resumed", (served - resumed) / 1e9));
+        cluster.awaitMembersUp(4);
+        awaitAllBack(cluster, Duration.ofSeconds(10));
+        assertTrue(memoryNode.isAlive(), "the memory node's process did not end when its actor system was downed");
+        String log = memoryNode.logText();
+        assertTrue(log.contains("the cluster downed memory node 0") && log.contains("rejoins the cluster through"),
+                "it learnt it was downed and rejoined; its log:\n" + tail(log));
+        mix.awaitMore(3_000, Duration.ofSeconds(60));
+        mix.stop();
+        cluster.log("mix: " + mix.summary());
+        for (NodeProcess compute : computes) {
+            assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " stayed a member");
+        }
+        cluster.log("verified: " + mix.assertNoAcknowledgedWriteLost(KEYS / 2));
+    }
+
+    private static void signal(String signal, NodeProcess node) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
+        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
+    }
+
+    /**
      * Polls a put into every partition (keys between the mix's, so its histories stay exact) until each has succeeded;
      * returns when the last one did (System.nanoTime()).
      */
