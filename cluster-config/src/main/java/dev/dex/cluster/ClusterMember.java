@@ -54,6 +54,26 @@ final class ClusterMember {
         return statuses;
     }
 
+    /** What each memory node the Receptionist lists says of itself (a node that does not answer in 5 s is left out), by server id. */
+    static List<dev.dex.actors.node.MemoryNode.Description> memoryDescriptions(ActorSystem<?> system) throws Exception {
+        var key = dev.dex.actors.node.MemoryNode.KEY;
+        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
+                r -> Receptionist.find(key, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
+                .get(10, TimeUnit.SECONDS);
+        List<dev.dex.actors.node.MemoryNode.Description> descriptions = new ArrayList<>();
+        for (ActorRef<dev.dex.actors.node.MemoryNode.Command> node : listing.getServiceInstances(key)) {
+            try {
+                descriptions.add(AskPattern.<dev.dex.actors.node.MemoryNode.Command, dev.dex.actors.node.MemoryNode.Description>ask(
+                        node, dev.dex.actors.node.MemoryNode.Describe::new, Duration.ofSeconds(5), system.scheduler())
+                        .toCompletableFuture().get(10, TimeUnit.SECONDS));
+            } catch (java.util.concurrent.ExecutionException unreachable) {
+                // listed but not answering: shown by its member's status
+            }
+        }
+        descriptions.sort(java.util.Comparator.comparingInt(dev.dex.actors.node.MemoryNode.Description::serverId));
+        return descriptions;
+    }
+
     /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
     static boolean leave(ActorSystem<?> system) throws Exception {
         CountDownLatch done = new CountDownLatch(1);

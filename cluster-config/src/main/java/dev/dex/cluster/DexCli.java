@@ -392,7 +392,8 @@ public final class DexCli implements Callable<Integer> {
                 ClusterMember.awaitSelfUp(system, JOIN_TIMEOUT);
                 // The Receptionist's listing reaches a new member shortly after it is Up.
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-                while (ClusterMember.computeStatuses(system).isEmpty() && System.nanoTime() < deadline) {
+                while ((ClusterMember.computeStatuses(system).isEmpty() || ClusterMember.memoryDescriptions(system).isEmpty())
+                        && System.nanoTime() < deadline) {
                     Thread.sleep(200);
                 }
                 printStatus(system, new PrintWriter(System.out, true));
@@ -406,12 +407,20 @@ public final class DexCli implements Callable<Integer> {
     /** How long {@code client} and {@code status} try to join before they give up with a clear error. */
     static final Duration JOIN_TIMEOUT = Duration.ofSeconds(20);
 
-    /** Prints members, and each compute node's partitions and verb counters. */
+    /**
+     * Prints members, the memory servers (id, node, region, fabric endpoint), and each compute node's partitions, verb
+     * counters and the memory servers it finds out of the cluster (it is not ready then).
+     */
     static List<ComputeNode.Status> printStatus(ActorSystem<?> system, PrintWriter out) throws Exception {
         out.println("members:");
         for (Member member : Cluster.get(system).state().getMembers()) {
             out.printf("  %-32s %-8s %s%n", member.address(), member.status(), String.join(",", member.getRoles().stream()
                     .filter(r -> !r.startsWith("dc-")).toList()));
+        }
+        out.println("memory servers:");
+        for (dev.dex.actors.node.MemoryNode.Description memory : ClusterMember.memoryDescriptions(system)) {
+            out.printf("  %-6d %-32s region %,d bytes%s%n", memory.serverId(), memory.node().path().address(), memory.regionBytes(),
+                    memory.endpoint().isEmpty() ? "" : ", fabric at " + memory.endpoint());
         }
         List<ComputeNode.Status> statuses = ClusterMember.computeStatuses(system);
         out.println("compute nodes:");

@@ -1,6 +1,7 @@
 package dev.dex.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -116,6 +117,16 @@ class OperatorEndpointTest {
         String members = get(memoryPort, "/cluster/members").body();
         assertEquals(3, members.split("\"status\":\"Up\"", -1).length - 1, "three members up: " + members);
         assertTrue(members.contains("compute") && members.contains("memory"), "with their roles: " + members);
+
+        java.io.StringWriter status = new java.io.StringWriter();
+        long listed = System.nanoTime() + WAIT.toNanos();
+        while (ClusterMember.memoryDescriptions(clientSystem).isEmpty() && System.nanoTime() < listed) {
+            Thread.sleep(100); // the Receptionist's listing reaches a new member shortly after it is Up
+        }
+        DexCli.printStatus(clientSystem, new java.io.PrintWriter(status));
+        assertTrue(status.toString().contains("memory servers:\n  0      " + memorySystem.address()), "dex status lists memory server 0 at"
+                + " its node: " + status);
+        assertFalse(status.toString().contains("NOT READY"), "every memory server is a member: " + status);
 
         assertEquals(0, sample(get(computePort, "/metrics").body(), "dex_partitions_held"), 0.0,
                 "partitions start on their first operation");
