@@ -195,8 +195,7 @@ public final class Partition {
             return;
         }
         String more = suppressed == 0 ? "" : " (" + suppressed + " more failed attempts since the last such line)";
-        Throwable cause = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null
-                ? failure.getCause() : failure;
+        Throwable cause = causeOf(failure);
         if (cause instanceof dev.dex.rdma.FabricException) {
             context.getLog().warn("partition {} could not be acquired: {}{}; its batches are refused until it can be", partition,
                     cause.getMessage(), more);
@@ -210,7 +209,9 @@ public final class Partition {
                 .onMessage(Acquired.class, acquired -> {
                     if (acquired.failure() != null) {
                         logAcquireFailure(acquired.failure());
-                        refuseStashed();
+                        // Still NOT_HELD, so that the client tries again (the memory node may be back in a moment), but
+                        // saying why: a client that gives up reports the memory server it could not reach.
+                        refuseStashed("partition " + partition + " could not be acquired: " + causeOf(acquired.failure()).getMessage());
                         settled = true;
                         return Behaviors.stopped();
                     }
@@ -538,13 +539,26 @@ public final class Partition {
     }
 
     private void refuseStashed() {
-        stash.forEach(this::refuse);
+        refuseStashed("partition " + partition + " is moving to another compute node");
+    }
+
+    private void refuseStashed(String why) {
+        stash.forEach(message -> refuse(message, why));
         stash.clear();
     }
 
+    /** The exception a worker's completion wraps. */
+    private static Throwable causeOf(Throwable failure) {
+        return failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+    }
+
     private void refuse(Command message) {
+        refuse(message, "partition " + partition + " is moving to another compute node");
+    }
+
+    private void refuse(Command message, String why) {
         if (message instanceof Execute execute && execute.ops() != null) {
-            reply(execute, sameForEach(execute, Ops.Result.error(Ops.NOT_HELD, "partition " + partition + " is moving to another compute node")));
+            reply(execute, sameForEach(execute, Ops.Result.error(Ops.NOT_HELD, why)));
         }
     }
 }
