@@ -68,7 +68,8 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     static final int PARTITIONS = 16;
     static final long KEY_SPACING = 16;
     static final Duration NODE_START = Duration.ofSeconds(60);
-    private static final Duration STOP_GRACE = Duration.ofSeconds(5);
+    /** Cleanup's grace after SIGTERM: nothing is asserted after it (graceful stops are tested with {@link NodeProcess#stopGracefully}). */
+    private static final Duration STOP_GRACE = Duration.ofSeconds(1);
 
     private static final Pattern TCP_EXPORT = Pattern.compile("memory node (\\d+) exported \\d+ bytes over tcp at (\\S+)");
 
@@ -190,6 +191,28 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         return new ClusterHarness("tcp", settings);
     }
 
+    /** The certificates of every {@link #tls} test in this JVM, made once: {@code dex certs} runs a keytool per file. */
+    private static Path certificates;
+
+    /**
+     * Two CAs, each with a node's key store ({@code cluster/node.p12} and {@code other/stranger.p12}), made by
+     * {@code dex certs} the first time a test of this JVM asks, under {@code target/it-certs} (deleted first).
+     */
+    private static synchronized Path certificates() throws IOException {
+        if (certificates == null) {
+            Path certs = Path.of(System.getProperty("basedir", "."), "target", "it-certs");
+            deleteRecursively(certs);
+            for (String[] ca : new String[][] {{"cluster", "node"}, {"other", "stranger"}}) {
+                int exit = dev.dex.cluster.DexCli.run("certs", "--out", certs.resolve(ca[0]).toString(), "--nodes", ca[1]);
+                if (exit != 0) {
+                    throw new IllegalStateException("dex certs exited with " + exit);
+                }
+            }
+            certificates = certs;
+        }
+        return certificates;
+    }
+
     @Override
     public void beforeEach(ExtensionContext context) throws IOException {
         testName = context.getRequiredTestClass().getSimpleName();
@@ -206,14 +229,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             }
         }
         if (tls) {
-            Path certs = logDirectory.resolve("certs");
-            deleteRecursively(certs);
-            for (String[] ca : new String[][] {{"cluster", "node"}, {"other", "stranger"}}) {
-                int exit = dev.dex.cluster.DexCli.run("certs", "--out", certs.resolve(ca[0]).toString(), "--nodes", ca[1]);
-                if (exit != 0) {
-                    throw new IllegalStateException("dex certs exited with " + exit);
-                }
-            }
+            Path certs = certificates();
             keyStore = certs.resolve("cluster/node.p12");
             strangerKeyStore = certs.resolve("other/stranger.p12");
             fabric = new TcpFabric(dev.dex.rdma.tcp.TcpSettings.DEFAULTS, 0, null, dev.dex.rdma.tcp.TcpTls.fromStores(keyStore,

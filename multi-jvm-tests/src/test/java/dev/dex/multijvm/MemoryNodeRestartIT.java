@@ -16,8 +16,9 @@ import dev.dex.actors.client.DexClientApi;
 import dev.dex.rdma.RemoteMemory;
 
 /**
- * A memory node that restarts is not an outage (docs/replication.md, "A memory node restarts"): over tcp with a
- * region directory, the only memory node is killed with SIGKILL under writes and started again 8 s later with the same
+ * A memory node that restarts is not an outage (docs/replication.md, "A memory node restarts"). First the only memory
+ * node is paused (SIGSTOP) until the compute nodes have downed it, then resumed: its process rejoins with a new actor
+ * system on the same region. Then, over tcp with a region directory, it is killed with SIGKILL under writes and started again 8 s later with the same
  * arguments, as an operator would. Only compute nodes count for the split-brain resolver, so the compute nodes and the
  * client stay members while it is away (they down it); the restarted node reattaches to its region, rejoins the
  * cluster it last saw (it was started without {@code --seed}: it was the first node), and advertises a new fabric port,
@@ -34,8 +35,8 @@ class MemoryNodeRestartIT {
             "pekko.cluster.split-brain-resolver.stable-after=2s");
 
     @Test
-    @Timeout(value = 4, unit = TimeUnit.MINUTES)
-    void computeNodesAndClientsSurviveARestartOfTheMemoryNodeAndNothingAcknowledgedIsLost() throws Exception {
+    @Timeout(value = 5, unit = TimeUnit.MINUTES)
+    void computeNodesAndClientsSurviveAPauseAndARestartOfTheMemoryNodeAndNothingAcknowledgedIsLost() throws Exception {
         NodeProcess memoryNode = cluster.startMemoryNode(0);
         RemoteMemory memory = cluster.awaitFormatted(0);
         cluster.bulkLoad(memory, KEYS);
@@ -48,6 +49,28 @@ class MemoryNodeRestartIT {
         mix.start(29);
         mix.awaitMore(5_000, Duration.ofSeconds(60));
 
+        // First a pause (SIGSTOP) past the failure detector and stable-after: the compute nodes down the memory node;
+        // resumed, its process must not end (a region in its memory would be lost) but rejoin with a new actor system.
+        signal("STOP", memoryNode);
+        cluster.log(memoryNode + " paused");
+        long pauseDeadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (cluster.isMember(memoryNode)) {
+            assertTrue(System.nanoTime() < pauseDeadline, "the paused memory node is downed and removed");
+            Thread.sleep(100);
+        }
+        signal("CONT", memoryNode);
+        long resumed = System.nanoTime();
+        long servedAfterPause = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
+        cluster.log(String.format("resumed after it was removed: the index serves again %.2f s later", (servedAfterPause - resumed) / 1e9));
+        cluster.awaitMembersUp(4);
+        awaitAllBack(cluster, Duration.ofSeconds(10));
+        assertTrue(memoryNode.isAlive(), "the memory node's process did not end when its actor system was downed");
+        String pausedLog = memoryNode.logText();
+        assertTrue(pausedLog.contains("the cluster downed memory node 0") && pausedLog.contains("rejoins the cluster through"),
+                "it learnt it was downed and rejoined; its log:\n" + tail(pausedLog));
+        mix.awaitMore(3_000, Duration.ofSeconds(60));
+
+        // Then a crash, and a start with the same arguments 8 s later.
         long killed = System.nanoTime();
         memoryNode.kill();
         cluster.log(memoryNode + " killed under writes");
@@ -88,53 +111,6 @@ class MemoryNodeRestartIT {
         assertTrue(computes.get(0).logText().contains("memory server 0 is back"), "the compute node learnt where the memory node is");
         WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
         cluster.log("verified: " + verification);
-    }
-
-    /**
-     * A memory node paused (SIGSTOP) for longer than the failure detector and {@code stable-after} is downed by the
-     * compute nodes; resumed, it finds its actor system downed, and its process starts a new one on the same region and
-     * rejoins (docs/replication.md, "Downing"): the process never ends, so a region in its memory (tcp without a region
-     * directory would lose it) is kept, and nothing acknowledged is lost.
-     */
-    @Test
-    @Timeout(value = 4, unit = TimeUnit.MINUTES)
-    void aPausedMemoryNodeIsDownedAndRejoinsWithItsRegionWhenItResumes() throws Exception {
-        NodeProcess memoryNode = cluster.startMemoryNode(0);
-        RemoteMemory memory = cluster.awaitFormatted(0);
-        cluster.bulkLoad(memory, KEYS / 2);
-        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
-        DexClientApi client = cluster.startClient();
-        cluster.awaitMembersUp(4);
-        cluster.awaitComputeNodes(2);
-        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS / 2, 50, 32));
-        mix.start(41);
-        mix.awaitMore(3_000, Duration.ofSeconds(60));
-
-        signal("STOP", memoryNode);
-        cluster.log(memoryNode + " paused");
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (cluster.isMember(memoryNode)) {
-            assertTrue(System.nanoTime() < deadline, "the paused memory node is downed and removed");
-            Thread.sleep(100);
-        }
-        signal("CONT", memoryNode);
-        long resumed = System.nanoTime();
-        cluster.log(memoryNode + " resumed after it was removed");
-        long served = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
-        cluster.log(String.format("the index serves again %.2f s after the memory node resumed", (served - resumed) / 1e9));
-        cluster.awaitMembersUp(4);
-        awaitAllBack(cluster, Duration.ofSeconds(10));
-        assertTrue(memoryNode.isAlive(), "the memory node's process did not end when its actor system was downed");
-        String log = memoryNode.logText();
-        assertTrue(log.contains("the cluster downed memory node 0") && log.contains("rejoins the cluster through"),
-                "it learnt it was downed and rejoined; its log:\n" + tail(log));
-        mix.awaitMore(3_000, Duration.ofSeconds(60));
-        mix.stop();
-        cluster.log("mix: " + mix.summary());
-        for (NodeProcess compute : computes) {
-            assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " stayed a member");
-        }
-        cluster.log("verified: " + mix.assertNoAcknowledgedWriteLost(KEYS / 2));
     }
 
     private static void signal(String signal, NodeProcess node) throws Exception {
