@@ -103,8 +103,12 @@ final class RegionServer implements AutoCloseable {
     private static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
     private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
 
-    private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
+    private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
+                         java.nio.file.Path fenceFile) {
         this.serverId = serverId;
+        if (fenceFile != null) {
+            keepFencesIn(fenceFile); // before the server binds: no fenced client may greet in between
+        }
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(io.group())
                 .channel(io.serverChannel())
@@ -174,7 +178,13 @@ final class RegionServer implements AutoCloseable {
 
     /** Binds the server; throws {@link IllegalArgumentException} when the address cannot be bound. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
-        return new RegionServer(serverId, region, chunkLength, settings, io);
+        return new RegionServer(serverId, region, chunkLength, settings, io, null);
+    }
+
+    /** As {@link #start}, keeping the fenced clients in {@code fenceFile} ({@link #keepFencesIn}) from before it binds. */
+    static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
+                              java.nio.file.Path fenceFile) {
+        return new RegionServer(serverId, region, chunkLength, settings, io, fenceFile);
     }
 
     /** {@code host:port} where clients connect. */
@@ -196,6 +206,53 @@ final class RegionServer implements AutoCloseable {
         onFence = revoke;
     }
 
+    /** Where the fenced identities are kept across restarts of this memory server; null: in memory only. */
+    private volatile java.nio.file.Path fenceFile;
+
+    /**
+     * Keeps the fenced identities in {@code file} (beside a region file that outlives the process): the identities a
+     * previous run fenced are fenced again now, and each fence from now on is appended (and forced to the device)
+     * before it completes, so a restarted memory node still refuses the compute nodes it fenced before. A line that
+     * is not an identity (a write cut short by a crash) is skipped.
+     *
+     * @throws java.io.UncheckedIOException when the file exists but cannot be read
+     */
+    private void keepFencesIn(java.nio.file.Path file) {
+        if (java.nio.file.Files.exists(file)) {
+            try {
+                for (String line : java.nio.file.Files.readAllLines(file, StandardCharsets.UTF_8)) {
+                    try {
+                        fenced.add(Long.parseUnsignedLong(line.strip(), 16));
+                    } catch (NumberFormatException partial) {
+                        LOG.warn("memory server {}: {} has a line that is no client identity, skipped: '{}'", serverId, file, line);
+                    }
+                }
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException("memory server " + serverId + " cannot read its fenced clients in " + file, e);
+            }
+            if (!fenced.isEmpty()) {
+                LOG.info("memory server {}: {} client(s) fenced by an earlier run stay fenced", serverId, fenced.size());
+            }
+        }
+        fenceFile = file;
+    }
+
+    /** Appends {@code client} to the fence file, if there is one, and forces it to the device. */
+    private void recordFence(long client) {
+        java.nio.file.Path file = fenceFile;
+        if (file == null) {
+            return;
+        }
+        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE,
+                java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.APPEND)) {
+            channel.write(java.nio.ByteBuffer.wrap((Long.toHexString(client) + "\n").getBytes(StandardCharsets.UTF_8)));
+            channel.force(true);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("the fence of client " + Long.toHexString(client) + " could not be recorded in "
+                    + file + ", so a restart would forget it", e);
+        }
+    }
+
     /**
      * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
      * closed; {@code fenceDone} runs once they are all closed and {@link #whenFenced} revoked the rest (on an
@@ -206,6 +263,7 @@ final class RegionServer implements AutoCloseable {
         Runnable revokeThenDone = () -> {
             RuntimeException failure = null;
             try {
+                recordFence(client);
                 revoke.accept(client);
             } catch (RuntimeException failed) {
                 LOG.error("memory server {}: revoking what else client {} may reach failed, so it is not fenced for sure: {}",

@@ -76,6 +76,7 @@ public final class TcpFabric implements Fabric {
         this.settings = Objects.requireNonNull(settings, "settings");
         this.latencyNs = latencyNs;
         this.files = regionDirectory == null ? null : new dev.dex.rdma.shm.ShmFabric(regionDirectory);
+        this.regionDirectory = regionDirectory;
         this.io = IoTransport.create(settings.ioThreads(), tls);
     }
 
@@ -140,6 +141,9 @@ public final class TcpFabric implements Fabric {
         return serveFile(serverId, regionLength, chunkLength, true);
     }
 
+    /** The region directory (null: regions live in this process); the fenced clients are kept there too. */
+    private final java.nio.file.Path regionDirectory;
+
     /** Serves the region file of {@code serverId} in the region directory, reattached or (when {@code fresh}) formatted. */
     private ExportedRegion serveFile(int serverId, long regionLength, int chunkLength, boolean fresh) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
@@ -153,7 +157,16 @@ public final class TcpFabric implements Fabric {
                 : files.attach(serverId, regionLength, chunkLength);
         RegionServer server;
         try {
-            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, io);
+            // The compute nodes this server fenced stay fenced across its restarts; a format starts a new region,
+            // which no earlier client can use anyway (another incarnation), and a new list.
+            java.nio.file.Path fences = regionDirectory.resolve("fenced-" + serverId + ".txt");
+            if (fresh || backing.fresh()) {
+                java.nio.file.Files.deleteIfExists(fences);
+            }
+            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, io, fences);
+        } catch (java.io.IOException e) {
+            backing.detach();
+            throw new java.io.UncheckedIOException("memory server " + serverId + ": " + e.getMessage(), e);
         } catch (RuntimeException e) {
             backing.detach();
             throw e;

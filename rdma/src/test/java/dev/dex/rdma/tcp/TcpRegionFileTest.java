@@ -111,6 +111,35 @@ class TcpRegionFileTest {
         }
     }
 
+    /**
+     * A client the memory server fenced stays fenced after the memory node restarts on its region file (a compute node
+     * the cluster downed but that still runs must not write to the restarted node); a format starts a new list.
+     */
+    @Test
+    void aFencedClientStaysFencedAcrossARestartUntilAFormat() {
+        try (TcpFabric client = new TcpFabric()) {
+            TcpFabric first = new TcpFabric(TcpSettings.DEFAULTS, 0, directory);
+            ExportedRegion region = first.attach(0, LENGTH, CHUNK);
+            assertTrue(first.fence(0, 0x21L));
+            region.detach();
+            first.close();
+            assertTrue(Files.isRegularFile(directory.resolve("fenced-0.txt")), "the fence is kept beside the region");
+
+            try (TcpFabric restarted = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                ExportedRegion again = restarted.attach(0, LENGTH, CHUNK);
+                assertThrows(dev.dex.rdma.FencedException.class, () -> client.connect(Map.of(0, again.endpoint()), 0x21L),
+                        "the fenced client is refused by the restarted memory node");
+                client.connect(Map.of(0, again.endpoint()), 0x22L).close();
+                again.detach();
+            }
+            try (TcpFabric formatting = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
+                ExportedRegion formatted = formatting.reformat(0, LENGTH, CHUNK);
+                client.connect(Map.of(0, formatted.endpoint()), 0x21L).close();
+                formatted.detach();
+            }
+        }
+    }
+
     @Test
     void aFormatReplacesTheRegionFileUnderItsLockSoTheNextStartKeepsTheFormat() {
         try (TcpFabric first = new TcpFabric(TcpSettings.DEFAULTS, 0, directory)) {
