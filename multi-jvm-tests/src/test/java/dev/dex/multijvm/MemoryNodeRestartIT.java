@@ -19,8 +19,8 @@ import dev.dex.rdma.RemoteMemory;
  * A memory node that restarts is not an outage (docs/replication.md, "A memory node restarts"). First the only memory
  * node is paused (SIGSTOP) until the compute nodes have downed it, then resumed: its process rejoins with a new actor
  * system on the same region. Then, over tcp with a region directory, it is killed with SIGKILL under writes and started again 8 s later with the same
- * arguments, as an operator would. Only compute nodes count for the split-brain resolver, so the compute nodes and the
- * client stay members while it is away (they down it); the restarted node reattaches to its region, rejoins the
+ * arguments, as an operator would. The compute nodes are the majority of the split-brain resolver's voters (clients do
+ * not vote), so they and the client stay members while it is away (they down it); the restarted node reattaches to its region, rejoins the
  * cluster it last saw (it was started without {@code --seed}: it was the first node), and advertises a new fabric port,
  * which the compute nodes move their connections to. No acknowledged write is lost; writes sent while the memory node
  * was away fail with an error (their outcome unknown) or complete after it is back.
