@@ -7,7 +7,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.pekko.actor.Address;
@@ -42,23 +41,37 @@ final class ClusterContacts {
         return keptRegions.resolve("cluster-contacts-" + serverId + ".txt");
     }
 
+    /**
+     * A member to rejoin through: {@code host:port}, and the memory server it serves ({@code -1} for a compute node),
+     * from its role {@value #SERVER_ROLE}{@code <id>}.
+     */
+    record Contact(String hostPort, int memoryServer) {
+        String line() {
+            return memoryServer < 0 ? hostPort : hostPort + " memory-server " + memoryServer;
+        }
+    }
+
+    /** The role prefix that names a memory node's server id ({@code dex-memory-server-3}), set by {@link MemoryNodeProcess}. */
+    static final String SERVER_ROLE = "dex-memory-server-";
+
     /** The contacts a previous run left in {@code file}; empty when there is none or it cannot be read. */
-    static List<String> read(Path file) {
+    static List<Contact> read(Path file) {
         if (file == null || !Files.isRegularFile(file)) {
             return List.of();
         }
         try {
-            List<String> contacts = new ArrayList<>();
+            List<Contact> contacts = new ArrayList<>();
             for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
-                String contact = line.strip();
-                if (contact.isEmpty() || contact.startsWith("#")) {
+                String[] fields = line.strip().split("\\s+");
+                if (fields[0].isEmpty() || fields[0].startsWith("#")) {
                     continue;
                 }
                 try {
-                    DexNodes.seedAddress(contact);
-                    contacts.add(contact);
+                    DexNodes.seedAddress(fields[0]);
+                    int server = fields.length == 3 && fields[1].equals("memory-server") ? Integer.parseInt(fields[2]) : -1;
+                    contacts.add(new Contact(fields[0], server));
                 } catch (IllegalArgumentException malformed) {
-                    LOG.warn("{}: '{}' is not host:port; left out", file, contact);
+                    LOG.warn("{}: '{}' is not host:port [memory-server ID]; left out", file, line.strip());
                 }
             }
             return contacts;
@@ -73,39 +86,49 @@ final class ClusterContacts {
      * nodes, not clients, not this node) and writes them to {@code file} (null: kept in memory only). An empty list
      * replaces nothing: a node that sees itself alone keeps the last members it knew.
      */
-    static Behavior<ClusterEvent.MemberEvent> create(AtomicReference<List<String>> current, Path file) {
+    static Behavior<ClusterEvent.MemberEvent> create(AtomicReference<List<Contact>> current, Path file) {
         return Behaviors.setup(context -> {
             Cluster cluster = Cluster.get(context.getSystem());
             Address self = cluster.selfMember().address();
             // Kept from the events themselves: the cluster's state object may lag behind the event just delivered.
-            TreeSet<String> up = new TreeSet<>();
+            java.util.TreeMap<String, Contact> up = new java.util.TreeMap<>();
             cluster.subscriptions().tell(Subscribe.create(context.getSelf(), ClusterEvent.MemberEvent.class));
             return Behaviors.receiveMessage(event -> {
                 Member member = event.member();
                 String contact = member.address().getHost().orElse("127.0.0.1") + ":" + member.address().getPort().orElse(0);
                 if (event instanceof ClusterEvent.MemberUp && !member.hasRole("client") && !member.address().equals(self)) {
-                    up.add(contact);
+                    int server = -1;
+                    for (String role : member.getRoles()) {
+                        if (role.startsWith(SERVER_ROLE)) {
+                            try {
+                                server = Integer.parseInt(role.substring(SERVER_ROLE.length()));
+                            } catch (NumberFormatException ignored) {
+                                // not one of ours
+                            }
+                        }
+                    }
+                    up.put(contact, new Contact(contact, server));
                 } else if (!(event instanceof ClusterEvent.MemberUp) && !(event instanceof ClusterEvent.MemberJoined)
                         && !(event instanceof ClusterEvent.MemberWeaklyUp)) {
                     up.remove(contact); // leaving, exiting, downed or removed: no contact to rejoin through
                 }
-                if (!up.isEmpty() && !new ArrayList<>(up).equals(current.get())) {
-                    current.set(List.copyOf(up));
-                    write(file, up);
+                if (!up.isEmpty() && !new ArrayList<>(up.values()).equals(current.get())) {
+                    current.set(List.copyOf(up.values()));
+                    write(file, up.values());
                 }
                 return Behaviors.same();
             });
         });
     }
 
-    private static void write(Path file, Iterable<String> contacts) {
+    private static void write(Path file, Iterable<Contact> contacts) {
         if (file == null) {
             return;
         }
         StringBuilder text = new StringBuilder("# Members of the cluster this memory node last saw; it rejoins through them when it"
                 + " starts again on this region without --seed.\n");
-        for (String contact : contacts) {
-            text.append(contact).append('\n');
+        for (Contact contact : contacts) {
+            text.append(contact.line()).append('\n');
         }
         try {
             Path temporary = file.resolveSibling(file.getFileName() + ".tmp");

@@ -52,18 +52,32 @@ final class MemoryNodeProcess {
         try (MemoryRegion region = MemoryRegion.open(settings.memory(), fabric)) {
             Path kept = settings.fabric().keptRegions();
             Path contactsFile = kept == null ? null : ClusterContacts.file(kept, serverId);
-            List<String> remembered = region.fresh() ? List.of() : ClusterContacts.read(contactsFile);
-            AtomicReference<List<String>> contacts = new AtomicReference<>(remembered);
+            List<ClusterContacts.Contact> remembered = region.fresh() ? List.of() : ClusterContacts.read(contactsFile);
+            AtomicReference<List<ClusterContacts.Contact>> contacts = new AtomicReference<>(remembered);
             boolean configuredSeeds = !config.getStringList("pekko.cluster.seed-nodes").isEmpty();
-            Config nodeConfig = config;
+            // The server id as a role, so that the members remember which memory server a contact is.
+            List<String> roles = new ArrayList<>(config.getStringList("pekko.cluster.roles"));
+            roles.add(ClusterContacts.SERVER_ROLE + serverId);
+            Config withRole = config.withValue("pekko.cluster.roles", ConfigValueFactory.fromIterable(roles));
+            Config nodeConfig = withRole;
             for (int run = 1; ; run++) {
-                ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
-                    context.spawn(MemoryNode.create(region), "memory");
-                    context.spawn(ClusterContacts.create(contacts, contactsFile), "cluster-contacts");
-                    return Behaviors.empty();
-                }), DexNodes.SYSTEM, nodeConfig);
+                ActorSystem<Void> system = startSystem(region, contacts, contactsFile, nodeConfig, run);
+                if (system == null) {
+                    // The address it had is taken (or the system failed to start): the next try takes any port;
+                    // compute nodes learn where it is from its description, whatever the port.
+                    nodeConfig = withRole.withValue("pekko.remote.artery.canonical.port", ConfigValueFactory.fromAnyRef(0));
+                    Thread.sleep(Math.min(5_000, 500L * run));
+                    continue;
+                }
                 Address self = Cluster.get(system).selfMember().address();
-                List<String> others = new ArrayList<>(contacts.get());
+                List<String> others = new ArrayList<>();
+                int lowestRemembered = Integer.MAX_VALUE;
+                for (ClusterContacts.Contact contact : contacts.get()) {
+                    others.add(contact.hostPort());
+                    if (contact.memoryServer() >= 0) {
+                        lowestRemembered = Math.min(lowestRemembered, contact.memoryServer());
+                    }
+                }
                 if (run > 1) {
                     for (String seed : config.getStringList("pekko.cluster.seed-nodes")) {
                         String hostPort = seed.substring(seed.indexOf('@') + 1);
@@ -73,16 +87,21 @@ final class MemoryNodeProcess {
                     }
                 }
                 others.remove(self.getHost().orElse("127.0.0.1") + ":" + self.getPort().orElse(0));
-                if (run > 1) {
+                if (run > 1 && !others.isEmpty()) {
                     // Downed: rejoin the cluster it was in, never a new one of its own (the others may be cut off for a
                     // while; a cluster of its own would then split the index's membership for good).
                     join(system, others, false);
                     LOG.warn("memory node {} rejoins the cluster through {} with a new incarnation; its region stayed exported",
                             serverId, others);
-                } else if (!configuredSeeds && !others.isEmpty()) {
-                    join(system, others, true);
-                    LOG.info("memory node {} restarted on its kept region: rejoining the cluster it last saw through {}"
-                            + " (a new cluster of its own if none of them answers)", serverId, others);
+                } else if (run == 1 && !configuredSeeds && !others.isEmpty()) {
+                    // After a restart of the whole cluster every memory node may start this way: only the one of the lowest
+                    // server id may form a cluster of its own (Pekko needs one first seed for all), the others wait for it.
+                    boolean mayForm = serverId < lowestRemembered;
+                    join(system, others, mayForm);
+                    LOG.info("memory node {} restarted on its kept region: rejoining the cluster it last saw through {}{}", serverId,
+                            others, mayForm ? " (a new cluster of its own if none of them answers)"
+                                    : " (it waits for them: memory server " + lowestRemembered + " forms the cluster anew when the"
+                                    + " whole cluster restarts; give --seed to join elsewhere)");
                 } else if (!configuredSeeds) {
                     Cluster.get(system).manager().tell(org.apache.pekko.cluster.typed.Join.create(self));
                 }
@@ -96,10 +115,32 @@ final class MemoryNodeProcess {
                 }
                 LOG.warn("the cluster downed memory node {} (run {}); it keeps serving its region and starts a new actor system"
                         + " to rejoin", serverId, run);
-                nodeConfig = config.withValue("pekko.remote.artery.canonical.port", ConfigValueFactory.fromAnyRef(self.getPort().orElse(0)));
+                nodeConfig = withRole.withValue("pekko.remote.artery.canonical.port", ConfigValueFactory.fromAnyRef(self.getPort().orElse(0)));
             }
         } finally {
             fabric.close();
+        }
+    }
+
+    /**
+     * Starts run {@code run}'s actor system on {@code region}; null when it cannot start (its address is taken, say)
+     * after the first run, which throws instead (a node started with a bad address is a configuration error).
+     */
+    private static ActorSystem<Void> startSystem(MemoryRegion region, AtomicReference<List<ClusterContacts.Contact>> contacts,
+                                                 Path contactsFile, Config config, int run) {
+        try {
+            return ActorSystem.create(Behaviors.setup(context -> {
+                context.spawn(MemoryNode.create(region), "memory");
+                context.spawn(ClusterContacts.create(contacts, contactsFile), "cluster-contacts");
+                return Behaviors.empty();
+            }), DexNodes.SYSTEM, config);
+        } catch (RuntimeException failed) {
+            if (run == 1) {
+                throw failed;
+            }
+            LOG.error("memory node {}: actor system run {} did not start ({}); trying again with any port",
+                    region.settings().serverId(), run, failed.toString());
+            return null;
         }
     }
 

@@ -21,8 +21,8 @@ import com.typesafe.config.ConfigFactory;
 
 /**
  * The members a memory node remembers to rejoin its cluster ({@link ClusterContacts}): written beside its region as the
- * membership changes (other memory and compute nodes, not clients, not itself), and read back at the next start with
- * comments, blank lines and malformed entries left out.
+ * membership changes (other memory and compute nodes with the memory server each serves, not clients, not itself), and
+ * read back at the next start with comments, blank lines and malformed entries left out.
  */
 class ClusterContactsTest {
     @TempDir
@@ -34,43 +34,54 @@ class ClusterContactsTest {
         assertEquals(directory.resolve("cluster-contacts-3.txt"), file);
         assertEquals(List.of(), ClusterContacts.read(file));
         assertEquals(List.of(), ClusterContacts.read(null));
-        Files.writeString(file, "# members\n\n10.0.0.1:2552\nno-port\n10.0.0.2:99999\n  10.0.0.3:2553  \n", StandardCharsets.UTF_8);
-        assertEquals(List.of("10.0.0.1:2552", "10.0.0.3:2553"), ClusterContacts.read(file));
+        Files.writeString(file, "# members\n\n10.0.0.1:2552\nno-port\n10.0.0.2:99999\n  10.0.0.3:2553 memory-server 4 \n"
+                + "10.0.0.4:2554 memory-server x\n", StandardCharsets.UTF_8);
+        assertEquals(List.of(new ClusterContacts.Contact("10.0.0.1:2552", -1), new ClusterContacts.Contact("10.0.0.3:2553", 4)),
+                ClusterContacts.read(file));
     }
 
     @Test
     void theMembersAreWrittenAsTheyComeUpAndReadBack() throws Exception {
         Path file = ClusterContacts.file(directory, 0);
-        AtomicReference<List<String>> current = new AtomicReference<>(List.of());
+        AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
         ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
             context.spawn(ClusterContacts.create(current, file), "cluster-contacts");
             return Behaviors.empty();
         }), DexNodes.SYSTEM, config("memory", List.of()));
         ActorSystem<Void> compute = null;
         ActorSystem<Void> client = null;
+        ActorSystem<Void> memory7 = null;
+        ClusterContacts.Contact lastStopped = null;
         try {
             org.apache.pekko.cluster.typed.Cluster.get(memory).manager().tell(
                     org.apache.pekko.cluster.typed.Join.create(org.apache.pekko.cluster.typed.Cluster.get(memory).selfMember().address()));
             String seed = DexNodes.hostPort(memory);
             compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
             client = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("client", List.of(seed)));
-            String expected = DexNodes.hostPort(compute);
+            Config otherMemory = ConfigFactory.parseString("pekko.cluster.roles = [memory, \"" + ClusterContacts.SERVER_ROLE + "7\"]")
+                    .withFallback(config("memory", List.of(seed)));
+            memory7 = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, otherMemory);
+            List<ClusterContacts.Contact> expected = new java.util.ArrayList<>(List.of(
+                    new ClusterContacts.Contact(DexNodes.hostPort(compute), -1), new ClusterContacts.Contact(DexNodes.hostPort(memory7), 7)));
+            expected.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
+            lastStopped = new ClusterContacts.Contact(DexNodes.hostPort(memory7), 7);
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-            while (!current.get().equals(List.of(expected)) || !ClusterContacts.read(file).equals(List.of(expected))) {
-                assertTrue(System.nanoTime() < deadline, "the compute node is remembered; now " + current.get());
+            while (!current.get().equals(expected) || !ClusterContacts.read(file).equals(expected)) {
+                assertTrue(System.nanoTime() < deadline, "the compute node and memory server 7 are remembered; now " + current.get());
                 Thread.sleep(50);
             }
             String text = Files.readString(file, StandardCharsets.UTF_8);
             assertTrue(text.startsWith("#"), "the file says what it is: " + text);
         } finally {
-            for (ActorSystem<?> system : new ActorSystem<?>[] {client, compute, memory}) {
+            for (ActorSystem<?> system : new ActorSystem<?>[] {client, compute, memory7, memory}) {
                 if (system != null) {
                     system.terminate();
                     system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
                 }
             }
         }
-        assertEquals(1, ClusterContacts.read(file).size(), "the last members seen stay in the file after the node stops");
+        assertEquals(List.of(lastStopped), ClusterContacts.read(file), "members that leave are dropped, but the last one stays in"
+                + " the file: a node that sees itself alone keeps the members it knew");
     }
 
     private static Config config(String role, List<String> seeds) {

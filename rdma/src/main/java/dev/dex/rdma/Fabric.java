@@ -93,6 +93,15 @@ public interface Fabric extends AutoCloseable {
         return false;
     }
 
+    /**
+     * The fabric identities of the clients connected to memory server {@code serverId}, a region this fabric object
+     * exported, that greeted with one: a memory node that was away from the cluster fences those whose member is gone.
+     * Empty where the transport has no identities or connections ({@code local}, {@code shm}).
+     */
+    default java.util.Set<Long> connectedClients(int serverId) {
+        return java.util.Set.of();
+    }
+
     /** Releases what this fabric object holds (its exported regions among them). */
     @Override
     void close();

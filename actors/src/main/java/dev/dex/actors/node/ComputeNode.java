@@ -62,7 +62,7 @@ public final class ComputeNode {
      * messages.
      */
     public sealed interface Command permits GetPartitionTable, GetStatus, MemoryNodes, Described, DescribeAgain, Retry, Checkpoint,
-            CheckpointDone, HealthTick, Repaired, Fenced, Engines {
+            CheckpointDone, HealthTick, Repaired, Fenced, Engines, Relocated {
     }
 
     public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command, CborSerializable {
@@ -124,6 +124,11 @@ public final class ComputeNode {
     }
 
     private record Engines(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** A memory server's link was pointed at {@code endpoint} (off the actor's thread); {@code failure} null when it was. */
+    private record Relocated(int server, String endpoint, String before, boolean moved, Throwable failure, String node)
+            implements Command, NoSerializationVerificationNeeded {
     }
 
     /**
@@ -374,16 +379,26 @@ public final class ComputeNode {
             actorChannel.serverAt(server, description.node());
         }
         String before = endpoints.put(server, description.endpoint());
-        boolean moved;
-        try {
-            moved = connection.relocate(server, description.endpoint());
-        } catch (RuntimeException bad) {
-            context.getLog().error("memory server {} is back at {} but cannot be reached there: {}", server, description.endpoint(),
-                    bad.getMessage());
-            return Behaviors.same();
+        // Off the actor's thread: the link's lock may be held by a worker reconnecting (up to the connect timeout).
+        java.util.concurrent.Executor blocking = context.getSystem().dispatchers()
+                .lookup(org.apache.pekko.actor.typed.DispatcherSelector.blocking());
+        String endpoint = description.endpoint();
+        String node = description.node().path().address().toString();
+        context.pipeToSelf(java.util.concurrent.CompletableFuture.supplyAsync(() -> connection.relocate(server, endpoint), blocking),
+                (moved, failure) -> new Relocated(server, endpoint, before, moved != null && moved, failure, node));
+        return Behaviors.same();
+    }
+
+    private Behavior<Command> onRelocated(Relocated relocated) {
+        if (relocated.failure() != null) {
+            Throwable cause = relocated.failure() instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+                    ? c.getCause() : relocated.failure();
+            context.getLog().error("memory server {} is back at {} but cannot be reached there: {}", relocated.server(),
+                    relocated.endpoint(), cause.getMessage());
+        } else {
+            context.getLog().info("memory server {} is back ({}){}", relocated.server(), relocated.node(), relocated.moved()
+                    ? ": its region is now reached at " + relocated.endpoint() + " (was " + relocated.before() + ")" : "");
         }
-        context.getLog().info("memory server {} is back ({}){}", server, description.node().path().address(),
-                moved ? ": its region is now reached at " + description.endpoint() + " (was " + before + ")" : "");
         return Behaviors.same();
     }
 
@@ -419,14 +434,22 @@ public final class ComputeNode {
                     + " are out of the cluster: operations on the keys and partitions they hold fail until they are back");
         }
         lastOut = out;
-        if (!out.isEmpty()) {
-            memoryWholeSince = 0;
-        } else if (memoryWholeSince == 0) {
-            memoryWholeSince = now;
+        // Per memory server: writes to one that is a member count as this node's own failure only from when it was a
+        // member again (a memory node that just came back has had no time to take the writes yet); writes to one that
+        // is out of the cluster fail on every compute node alike, and leaving would not help.
+        long failingAlone = 0;
+        for (int server : memory.keySet()) {
+            if (out.contains(server)) {
+                memberSince.remove(server);
+                continue;
+            }
+            long back = memberSince.computeIfAbsent(server, s -> now);
+            long failing = engine.writesFailingSinceNanos(server);
+            if (failing != 0) {
+                long alone = Math.max(failing, back);
+                failingAlone = failingAlone == 0 ? alone : Math.min(failingAlone, alone);
+            }
         }
-        // Writes count as failing for this node's own reasons only from when every memory node was a member again: a
-        // memory node that just came back has had no time to take the writes yet.
-        long failingAlone = since == 0 || memoryWholeSince == 0 ? 0 : Math.max(since, memoryWholeSince);
         boolean tooLong = since != 0 && now - since > settings.writeBackTimeout().toNanos();
         if (tooLong && failingAlone == 0) {
             // Every compute node fails the same way while a memory node is out of the cluster (it restarts, or the
@@ -465,8 +488,8 @@ public final class ComputeNode {
     private boolean waitingForMemory;
     /** The memory servers out of the cluster at the last health tick. */
     private List<Integer> lastOut = List.of();
-    /** Since when (nanoTime) every memory node has been a reachable member, as health ticks saw it; 0 while one is out. */
-    private long memoryWholeSince = System.nanoTime();
+    /** Per memory server: since when (nanoTime) it has been a reachable member, as health ticks saw it; absent while out. */
+    private final Map<Integer, Long> memberSince = new HashMap<>();
 
     /**
      * The memory servers whose memory node is not a reachable member of the cluster now (crashed, restarting, downed
@@ -581,6 +604,7 @@ public final class ComputeNode {
                 .onMessage(MemoryNodes.class, this::onMemoryNodes)
                 .onMessage(Described.class, described -> onDescribedWhileReady(described, connection))
                 .onMessage(DescribeAgain.class, this::onDescribeAgain)
+                .onMessage(Relocated.class, this::onRelocated)
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
                     DexMetrics.get(context.getSystem()).engineStopped(engine);

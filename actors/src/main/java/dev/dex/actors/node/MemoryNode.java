@@ -262,6 +262,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      */
     private Behavior<Command> onMemberEvent(MemberGone gone) {
         Member member = gone.event().member();
+        if (gone.event() instanceof ClusterEvent.MemberUp && member.uniqueAddress().equals(
+                Cluster.get(getContext().getSystem()).selfMember().uniqueAddress())) {
+            fenceClientsWithoutMember();
+            return this;
+        }
         if (gone.event() instanceof ClusterEvent.MemberJoined || gone.event() instanceof ClusterEvent.MemberUp
                 || gone.event() instanceof ClusterEvent.MemberWeaklyUp) {
             downed.remove(member.address()); // a new incarnation at that address; the old one stays fenced
@@ -287,6 +292,32 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     member.address(), FENCE_RETRY.toMillis(), failed.toString());
         }
         return this;
+    }
+
+    /**
+     * This node is a member (again): a compute node the cluster downed while this node was away (restarting, or downed
+     * itself and rejoining) was never fenced here, though its fabric connections may still be open. Every connected
+     * client whose member is not in the cluster any more is fenced now (a member's identity is its unique id, new with
+     * every start, so a client without a member is one the cluster removed).
+     */
+    private void fenceClientsWithoutMember() {
+        Set<Long> members = new HashSet<>();
+        for (Member member : Cluster.get(getContext().getSystem()).state().getMembers()) {
+            members.add(Fabrics.clientId(member.uniqueAddress()));
+        }
+        for (long client : fabric.connectedClients(settings.serverId())) {
+            if (!members.contains(client)) {
+                try {
+                    if (fabric.fence(settings.serverId(), client)) {
+                        getContext().getLog().info("client {} is connected but its member left the cluster while this memory node"
+                                + " was away: it is fenced", Long.toHexString(client));
+                    }
+                } catch (RuntimeException failed) {
+                    getContext().getLog().error("client {} (its member gone) could not be fenced: {}", Long.toHexString(client),
+                            failed.toString());
+                }
+            }
+        }
     }
 
     private Behavior<Command> onPeers(Peers peers) {

@@ -554,6 +554,15 @@ public final class DexEngine implements PartitionedEngine {
         return writeFailures.failingSinceNanos();
     }
 
+    /**
+     * As {@link #writesFailingSinceNanos}, for writing verbs to memory server {@code serverId} alone: a compute node
+     * tells its own broken link to a memory node that is a member from the failures every node sees while a memory
+     * node is out of the cluster.
+     */
+    public long writesFailingSinceNanos(int serverId) {
+        return writeFailures.failingSinceNanos(serverId);
+    }
+
     /** The engine's last failed writing verb, or null. */
     public Throwable lastWriteFailure() {
         return writeFailures.last();

@@ -21,7 +21,8 @@ import dev.dex.rdma.RemoteMemory;
  * <pre>
  * Concurrency: called by every thread that issues verbs. The failure count is an atomic counter; the start of the
  * current run of failures is a volatile word that a failure sets when it is 0 and any successful write clears
- * (a success costs one volatile read when nothing is failing). Races between a success and a failure at the same
+ * (a success costs one volatile read when nothing is failing); the same per memory server in an atomic array (one
+ * more plain-volatile read per success). Races between a success and a failure at the same
  * moment leave either value, both true of some instant.
  * </pre>
  */
@@ -30,9 +31,16 @@ final class WriteFailures extends ForwardingRemoteMemory {
     /** System.nanoTime() of the first failure since the last success, or 0. */
     private volatile long failingSince;
     private volatile Throwable last;
+    /** Per memory server id: System.nanoTime() of the first failed writing verb to it since the last success, or 0. */
+    private final java.util.concurrent.atomic.AtomicLongArray failingSinceByServer;
 
     WriteFailures(RemoteMemory delegate) {
         super(delegate);
+        int max = 0;
+        for (int id : delegate.memoryServerIds()) {
+            max = Math.max(max, id);
+        }
+        this.failingSinceByServer = new java.util.concurrent.atomic.AtomicLongArray(max + 1);
     }
 
     @Override
@@ -40,9 +48,9 @@ final class WriteFailures extends ForwardingRemoteMemory {
         try {
             super.write(address, src, srcOffset, length);
         } catch (FabricException e) {
-            throw failed(e);
+            throw failed(e, address);
         }
-        succeeded();
+        succeeded(address);
     }
 
     @Override
@@ -51,9 +59,9 @@ final class WriteFailures extends ForwardingRemoteMemory {
         try {
             found = super.compareAndSwap(address, expected, desired);
         } catch (FabricException e) {
-            throw failed(e);
+            throw failed(e, address);
         }
-        succeeded();
+        succeeded(address);
         return found;
     }
 
@@ -63,25 +71,39 @@ final class WriteFailures extends ForwardingRemoteMemory {
         try {
             found = super.fetchAndAdd(address, delta);
         } catch (FabricException e) {
-            throw failed(e);
+            throw failed(e, address);
         }
-        succeeded();
+        succeeded(address);
         return found;
     }
 
-    private FabricException failed(FabricException e) {
+    private FabricException failed(FabricException e, long address) {
         failures.incrementAndGet();
         last = e;
+        long now = Math.max(1, System.nanoTime());
         if (failingSince == 0) {
-            failingSince = Math.max(1, System.nanoTime());
+            failingSince = now;
+        }
+        int server = dev.dex.rdma.GlobalAddress.serverId(address);
+        if (server < failingSinceByServer.length()) {
+            failingSinceByServer.compareAndSet(server, 0, now);
         }
         return e;
     }
 
-    private void succeeded() {
+    private void succeeded(long address) {
         if (failingSince != 0) {
             failingSince = 0;
         }
+        int server = dev.dex.rdma.GlobalAddress.serverId(address);
+        if (server < failingSinceByServer.length() && failingSinceByServer.get(server) != 0) {
+            failingSinceByServer.set(server, 0);
+        }
+    }
+
+    /** As {@link #failingSinceNanos}, for the writing verbs to memory server {@code serverId} alone (0 for an unknown one). */
+    long failingSinceNanos(int serverId) {
+        return serverId >= 0 && serverId < failingSinceByServer.length() ? failingSinceByServer.get(serverId) : 0;
     }
 
     /** Writing verbs that failed so far; compare two readings to learn whether one failed in between. */

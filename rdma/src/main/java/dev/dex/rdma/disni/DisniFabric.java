@@ -214,6 +214,12 @@ public final class DisniFabric implements Fabric {
      * @throws IllegalArgumentException for client 0 or a server not exported here
      * @throws RuntimeException         when a key could not be revoked (the fence is not in place)
      */
+    /** The clients connected to the control fabric's server (every disni client has a control connection). */
+    @Override
+    public java.util.Set<Long> connectedClients(int serverId) {
+        return control.connectedClients(serverId);
+    }
+
     @Override
     public boolean fence(int serverId, long clientId) {
         if (clientId == 0) {

@@ -222,7 +222,9 @@ final class RegionServer implements AutoCloseable {
             try {
                 for (String line : java.nio.file.Files.readAllLines(file, StandardCharsets.UTF_8)) {
                     try {
-                        fenced.add(Long.parseUnsignedLong(line.strip(), 16));
+                        long client = Long.parseUnsignedLong(line.strip(), 16);
+                        fenced.add(client);
+                        recorded.add(client);
                     } catch (NumberFormatException partial) {
                         LOG.warn("memory server {}: {} has a line that is no client identity, skipped: '{}'", serverId, file, line);
                     }
@@ -237,10 +239,13 @@ final class RegionServer implements AutoCloseable {
         fenceFile = file;
     }
 
-    /** Appends {@code client} to the fence file, if there is one, and forces it to the device. */
+    /** The identities in the fence file: each is written once (a takeover fences the previous owner again and again). */
+    private final Set<Long> recorded = ConcurrentHashMap.newKeySet();
+
+    /** Appends {@code client} to the fence file, if there is one and it is not there yet, and forces it to the device. */
     private void recordFence(long client) {
         java.nio.file.Path file = fenceFile;
-        if (file == null) {
+        if (file == null || !recorded.add(client)) {
             return;
         }
         try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE,
@@ -248,6 +253,7 @@ final class RegionServer implements AutoCloseable {
             channel.write(java.nio.ByteBuffer.wrap((Long.toHexString(client) + "\n").getBytes(StandardCharsets.UTF_8)));
             channel.force(true);
         } catch (java.io.IOException e) {
+            recorded.remove(client);
             throw new java.io.UncheckedIOException("the fence of client " + Long.toHexString(client) + " could not be recorded in "
                     + file + ", so a restart would forget it", e);
         }
@@ -338,6 +344,18 @@ final class RegionServer implements AutoCloseable {
             throw new IllegalStateException("memory server " + serverId + ": client " + Long.toHexString(client)
                     + " is not fenced for sure: " + failure.get().getMessage(), failure.get());
         }
+    }
+
+    /** The identities (not 0) of the clients that greeted on a connection still open. */
+    java.util.Set<Long> connectedClients() {
+        java.util.Set<Long> clients = new java.util.HashSet<>();
+        for (Channel channel : connections) {
+            Long identity = channel.attr(CLIENT).get();
+            if (identity != null && identity != 0) {
+                clients.add(identity);
+            }
+        }
+        return clients;
     }
 
     /** Whether {@code client} is fenced here. */

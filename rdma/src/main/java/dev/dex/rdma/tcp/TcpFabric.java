@@ -273,6 +273,15 @@ public final class TcpFabric implements Fabric {
      * waits until they are closed (nothing more of that client is applied) and refuses its greeting from now on.
      */
     @Override
+    public java.util.Set<Long> connectedClients(int serverId) {
+        TcpRegion region;
+        synchronized (this) {
+            region = exported.get(serverId);
+        }
+        return region == null ? java.util.Set.of() : region.server.connectedClients();
+    }
+
+    @Override
     public boolean fence(int serverId, long clientId) {
         if (clientId == 0) {
             throw new IllegalArgumentException("client 0 (anonymous) cannot be fenced");

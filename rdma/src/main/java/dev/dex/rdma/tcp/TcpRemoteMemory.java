@@ -210,7 +210,12 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         if (closed) {
             throw new IllegalStateException("remote memory is closed");
         }
-        return links[serverId].relocate(TcpEndpoint.parse(serverId, endpoint));
+        InetSocketAddress moved = TcpEndpoint.parse(serverId, endpoint);
+        InetSocketAddress current = links[serverId].address;
+        if (moved.getHostString().equals(current.getHostString()) && moved.getPort() == current.getPort()) {
+            return false; // not moved: no need to wait for the link's lock, which a reconnect may hold for a while
+        }
+        return links[serverId].relocate(moved);
     }
 
     @Override
