@@ -96,7 +96,7 @@ final class MemoryNodeProcess {
                 } else if (run == 1 && !configuredSeeds && !others.isEmpty()) {
                     // After a restart of the whole cluster every memory node may start this way: only the one of the lowest
                     // server id may form a cluster of its own (Pekko needs one first seed for all), the others wait for it.
-                    boolean mayForm = serverId < lowestRemembered;
+                    boolean mayForm = mayFormACluster(serverId, contacts.get());
                     join(system, others, mayForm);
                     LOG.info("memory node {} restarted on its kept region: rejoining the cluster it last saw through {}{}", serverId,
                             others, mayForm ? " (a new cluster of its own if none of them answers)"
@@ -142,6 +142,21 @@ final class MemoryNodeProcess {
                     region.settings().serverId(), run, failed.toString());
             return null;
         }
+    }
+
+    /**
+     * Whether memory server {@code serverId}, restarted without {@code --seed} and remembering {@code contacts}, may form a
+     * cluster of its own when none of them answers: only the one of the lowest server id among itself and the memory
+     * nodes it remembers. Pekko forms a cluster only from one first seed node; two memory nodes that each put
+     * themselves first after a restart of the whole cluster would form two clusters that never merge.
+     */
+    static boolean mayFormACluster(int serverId, List<ClusterContacts.Contact> contacts) {
+        for (ClusterContacts.Contact contact : contacts) {
+            if (contact.memoryServer() >= 0 && contact.memoryServer() < serverId) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Joins through {@code others}; with {@code selfFirst} this node may start a cluster of its own if none answers. */

@@ -41,6 +41,18 @@ class ClusterContactsTest {
     }
 
     @Test
+    void onlyTheLowestRememberedMemoryServerMayFormAClusterOfItsOwn() {
+        List<ClusterContacts.Contact> seenBy2 = List.of(new ClusterContacts.Contact("10.0.0.1:2552", -1),
+                new ClusterContacts.Contact("10.0.0.3:2553", 4));
+        org.junit.jupiter.api.Assertions.assertTrue(MemoryNodeProcess.mayFormACluster(2, seenBy2), "2 is lower than 4");
+        List<ClusterContacts.Contact> seenBy4 = List.of(new ClusterContacts.Contact("10.0.0.1:2552", -1),
+                new ClusterContacts.Contact("10.0.0.2:2552", 2));
+        org.junit.jupiter.api.Assertions.assertFalse(MemoryNodeProcess.mayFormACluster(4, seenBy4), "4 waits for 2");
+        org.junit.jupiter.api.Assertions.assertTrue(MemoryNodeProcess.mayFormACluster(4, List.of(new ClusterContacts.Contact(
+                "10.0.0.1:2552", -1))), "a memory node that remembers only compute nodes forms the cluster");
+    }
+
+    @Test
     void theMembersAreWrittenAsTheyComeUpAndReadBack() throws Exception {
         Path file = ClusterContacts.file(directory, 0);
         AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());

@@ -543,6 +543,17 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         throw new AssertionError(count + " members not up within " + NODE_START.toSeconds() + " s; last seen " + seen);
     }
 
+    /** Waits until the client no longer sees {@code node} as a member (it was downed and removed, or left). */
+    void awaitNotMember(NodeProcess node, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (isMember(node)) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(node + " is still a member after " + max.toSeconds() + " s");
+            }
+            Thread.sleep(100);
+        }
+    }
+
     /** Whether the client still sees {@code node} as a member of the cluster, in any status. */
     boolean isMember(NodeProcess node) {
         for (Member member : Cluster.get(clientSystem).state().getMembers()) {

@@ -53,11 +53,7 @@ class MemoryNodeRestartIT {
         // resumed, its process must not end (a region in its memory would be lost) but rejoin with a new actor system.
         signal("STOP", memoryNode);
         cluster.log(memoryNode + " paused");
-        long pauseDeadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (cluster.isMember(memoryNode)) {
-            assertTrue(System.nanoTime() < pauseDeadline, "the paused memory node is downed and removed");
-            Thread.sleep(100);
-        }
+        cluster.awaitNotMember(memoryNode, Duration.ofSeconds(60)); // the paused memory node is downed and removed
         signal("CONT", memoryNode);
         long resumed = System.nanoTime();
         long servedAfterPause = awaitServing(client, cluster.table(), Duration.ofSeconds(60));

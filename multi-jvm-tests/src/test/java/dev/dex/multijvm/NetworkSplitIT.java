@@ -62,7 +62,7 @@ class NetworkSplitIT {
         cluster.cut(memoryNode);
         long cut = System.nanoTime();
         awaitLog(memoryNode, "the cluster downed memory node 0", Duration.ofSeconds(60));
-        awaitNotMember(memoryNode, Duration.ofSeconds(30));
+        cluster.awaitNotMember(memoryNode, Duration.ofSeconds(30));
         cluster.log(String.format("the memory node downed itself and was removed %.1f s after the cut", (System.nanoTime() - cut) / 1e9));
         for (NodeProcess compute : computes) {
             assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " stays a member while the memory node is cut off");
@@ -86,7 +86,7 @@ class NetworkSplitIT {
         assertFalse(before.get(isolated.name()).isEmpty(), "the node to cut off holds partitions: " + before);
         cluster.cut(isolated);
         cut = System.nanoTime();
-        awaitNotMember(isolated, Duration.ofSeconds(60));
+        cluster.awaitNotMember(isolated, Duration.ofSeconds(60));
         served = MemoryNodeRestartIT.awaitServing(client, cluster.table(), Duration.ofSeconds(90));
         cluster.log(String.format("every partition serves again %.1f s after the compute node's cut", (served - cut) / 1e9));
         awaitLog(memoryNode, "was downed: its fabric connections are closed", Duration.ofSeconds(10));
@@ -99,16 +99,6 @@ class NetworkSplitIT {
         cluster.log("mix: " + mix.summary() + "; e.g. " + mix.failures());
         assertFalse(cluster.isMember(isolated), "the cut compute node does not come back by itself: it was downed");
         cluster.log("verified: " + mix.assertNoAcknowledgedWriteLost(KEYS));
-    }
-
-    private void awaitNotMember(NodeProcess node, Duration max) throws InterruptedException {
-        long deadline = System.nanoTime() + max.toNanos();
-        while (cluster.isMember(node)) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError(node + " is still a member " + max.toSeconds() + " s after the cut");
-            }
-            Thread.sleep(100);
-        }
     }
 
     private static void awaitLog(NodeProcess node, String text, Duration max) throws InterruptedException {
