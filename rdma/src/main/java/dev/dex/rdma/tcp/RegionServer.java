@@ -107,7 +107,7 @@ final class RegionServer implements AutoCloseable {
                          java.nio.file.Path fenceFile) {
         this.serverId = serverId;
         if (fenceFile != null) {
-            keepFencesIn(fenceFile); // before the server binds: no fenced client may greet in between
+            this.fenceFile = FenceFile.open(serverId, fenceFile, fenced); // before it binds: no fenced client greets in between
         }
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(io.group())
@@ -181,7 +181,7 @@ final class RegionServer implements AutoCloseable {
         return new RegionServer(serverId, region, chunkLength, settings, io, null);
     }
 
-    /** As {@link #start}, keeping the fenced clients in {@code fenceFile} ({@link #keepFencesIn}) from before it binds. */
+    /** As {@link #start}, keeping the fenced clients in {@code fenceFile} ({@link FenceFile}) from before it binds. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
                               java.nio.file.Path fenceFile) {
         return new RegionServer(serverId, region, chunkLength, settings, io, fenceFile);
@@ -207,57 +207,7 @@ final class RegionServer implements AutoCloseable {
     }
 
     /** Where the fenced identities are kept across restarts of this memory server; null: in memory only. */
-    private volatile java.nio.file.Path fenceFile;
-
-    /**
-     * Keeps the fenced identities in {@code file} (beside a region file that outlives the process): the identities a
-     * previous run fenced are fenced again now, and each fence from now on is appended (and forced to the device)
-     * before it completes, so a restarted memory node still refuses the compute nodes it fenced before. A line that
-     * is not an identity (a write cut short by a crash) is skipped.
-     *
-     * @throws java.io.UncheckedIOException when the file exists but cannot be read
-     */
-    private void keepFencesIn(java.nio.file.Path file) {
-        if (java.nio.file.Files.exists(file)) {
-            try {
-                for (String line : java.nio.file.Files.readAllLines(file, StandardCharsets.UTF_8)) {
-                    try {
-                        long client = Long.parseUnsignedLong(line.strip(), 16);
-                        fenced.add(client);
-                        recorded.add(client);
-                    } catch (NumberFormatException partial) {
-                        LOG.warn("memory server {}: {} has a line that is no client identity, skipped: '{}'", serverId, file, line);
-                    }
-                }
-            } catch (java.io.IOException e) {
-                throw new java.io.UncheckedIOException("memory server " + serverId + " cannot read its fenced clients in " + file, e);
-            }
-            if (!fenced.isEmpty()) {
-                LOG.info("memory server {}: {} client(s) fenced by an earlier run stay fenced", serverId, fenced.size());
-            }
-        }
-        fenceFile = file;
-    }
-
-    /** The identities in the fence file: each is written once (a takeover fences the previous owner again and again). */
-    private final Set<Long> recorded = ConcurrentHashMap.newKeySet();
-
-    /** Appends {@code client} to the fence file, if there is one and it is not there yet, and forces it to the device. */
-    private void recordFence(long client) {
-        java.nio.file.Path file = fenceFile;
-        if (file == null || !recorded.add(client)) {
-            return;
-        }
-        try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE,
-                java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.APPEND)) {
-            channel.write(java.nio.ByteBuffer.wrap((Long.toHexString(client) + "\n").getBytes(StandardCharsets.UTF_8)));
-            channel.force(true);
-        } catch (java.io.IOException e) {
-            recorded.remove(client);
-            throw new java.io.UncheckedIOException("the fence of client " + Long.toHexString(client) + " could not be recorded in "
-                    + file + ", so a restart would forget it", e);
-        }
-    }
+    private volatile FenceFile fenceFile;
 
     /**
      * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
@@ -269,7 +219,10 @@ final class RegionServer implements AutoCloseable {
         Runnable revokeThenDone = () -> {
             RuntimeException failure = null;
             try {
-                recordFence(client);
+                FenceFile file = fenceFile;
+                if (file != null) {
+                    file.record(client);
+                }
                 revoke.accept(client);
             } catch (RuntimeException failed) {
                 LOG.error("memory server {}: revoking what else client {} may reach failed, so it is not fenced for sure: {}",
