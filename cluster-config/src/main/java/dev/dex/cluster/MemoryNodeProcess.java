@@ -71,12 +71,8 @@ final class MemoryNodeProcess {
                 }
                 Address self = Cluster.get(system).selfMember().address();
                 List<String> others = new ArrayList<>();
-                int lowestRemembered = Integer.MAX_VALUE;
                 for (ClusterContacts.Contact contact : contacts.get()) {
                     others.add(contact.hostPort());
-                    if (contact.memoryServer() >= 0) {
-                        lowestRemembered = Math.min(lowestRemembered, contact.memoryServer());
-                    }
                 }
                 if (run > 1) {
                     for (String seed : config.getStringList("pekko.cluster.seed-nodes")) {
@@ -96,6 +92,7 @@ final class MemoryNodeProcess {
                 } else if (run == 1 && !configuredSeeds && !others.isEmpty()) {
                     // After a restart of the whole cluster every memory node may start this way: only the one of the lowest
                     // server id may form a cluster of its own (Pekko needs one first seed for all), the others wait for it.
+                    int lowestRemembered = lowestMemoryServer(contacts.get());
                     boolean mayForm = mayFormACluster(serverId, contacts.get());
                     join(system, others, mayForm);
                     LOG.info("memory node {} restarted on its kept region: rejoining the cluster it last saw through {}{}", serverId,
@@ -151,12 +148,18 @@ final class MemoryNodeProcess {
      * themselves first after a restart of the whole cluster would form two clusters that never merge.
      */
     static boolean mayFormACluster(int serverId, List<ClusterContacts.Contact> contacts) {
+        return serverId < lowestMemoryServer(contacts);
+    }
+
+    /** The lowest memory server id among {@code contacts}, or {@link Integer#MAX_VALUE} when none is a memory node. */
+    private static int lowestMemoryServer(List<ClusterContacts.Contact> contacts) {
+        int lowest = Integer.MAX_VALUE;
         for (ClusterContacts.Contact contact : contacts) {
-            if (contact.memoryServer() >= 0 && contact.memoryServer() < serverId) {
-                return false;
+            if (contact.memoryServer() >= 0) {
+                lowest = Math.min(lowest, contact.memoryServer());
             }
         }
-        return true;
+        return lowest;
     }
 
     /** Joins through {@code others}; with {@code selfFirst} this node may start a cluster of its own if none answers. */

@@ -543,6 +543,44 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         throw new AssertionError(count + " members not up within " + NODE_START.toSeconds() + " s; last seen " + seen);
     }
 
+    /**
+     * Polls a put through the test's client into every partition of the table (keys between the mix's, so its histories
+     * stay exact) until each has succeeded;
+     * returns when the last one did (System.nanoTime()).
+     */
+    long awaitServing(Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        for (int p = 0; p < table.count(); p++) {
+            long key = table.lowerExclusive(p) + 1;
+            if (key % ClusterHarness.KEY_SPACING == 0) {
+                key++;
+            }
+            while (true) {
+                try {
+                    client.put(key, key).toCompletableFuture().get(2, TimeUnit.SECONDS);
+                    break;
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
+                    if (System.nanoTime() > deadline) {
+                        throw new AssertionError("partition " + p + " did not serve again within " + max.toSeconds() + " s: " + notYet);
+                    }
+                    Thread.sleep(20);
+                }
+            }
+        }
+        return System.nanoTime();
+    }
+
+    /** Waits until no compute node reports a memory server out (their health ticks run every second). */
+    void awaitAllBack(Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (statuses().stream().anyMatch(status -> !status.memoryServersOut().isEmpty())) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("a compute node still reports a memory server out: " + statuses());
+            }
+            Thread.sleep(200);
+        }
+    }
+
     /** Waits until the client no longer sees {@code node} as a member (it was downed and removed, or left). */
     void awaitNotMember(NodeProcess node, Duration max) throws InterruptedException {
         long deadline = System.nanoTime() + max.toNanos();

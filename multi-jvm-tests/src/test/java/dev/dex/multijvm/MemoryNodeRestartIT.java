@@ -56,14 +56,14 @@ class MemoryNodeRestartIT {
         cluster.awaitNotMember(memoryNode, Duration.ofSeconds(60)); // the paused memory node is downed and removed
         signal("CONT", memoryNode);
         long resumed = System.nanoTime();
-        long servedAfterPause = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
+        long servedAfterPause = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("resumed after it was removed: the index serves again %.2f s later", (servedAfterPause - resumed) / 1e9));
         cluster.awaitMembersUp(4);
-        awaitAllBack(cluster, Duration.ofSeconds(10));
+        cluster.awaitAllBack(Duration.ofSeconds(10));
         assertTrue(memoryNode.isAlive(), "the memory node's process did not end when its actor system was downed");
         String pausedLog = memoryNode.logText();
         assertTrue(pausedLog.contains("the cluster downed memory node 0") && pausedLog.contains("rejoins the cluster through"),
-                "it learnt it was downed and rejoined; its log:\n" + tail(pausedLog));
+                "it learnt it was downed and rejoined; its log:\n" + memoryNode.logTail());
         mix.awaitMore(3_000, Duration.ofSeconds(60));
 
         // Then a crash, and a start with the same arguments 8 s later.
@@ -85,13 +85,13 @@ class MemoryNodeRestartIT {
 
         NodeProcess restarted = cluster.restart(memoryNode, "memory-0-restarted");
         long up = System.nanoTime();
-        long served = awaitServing(client, cluster.table(), Duration.ofSeconds(60));
+        long served = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("the index serves again %.2f s after the restarted memory node was up (%.1f s after the kill)",
                 (served - up) / 1e9, (served - killed) / 1e9));
         assertTrue(served - up < Duration.ofSeconds(10).toNanos(), String.format("serving again %.1f s after the restart",
                 (served - up) / 1e9));
         cluster.awaitMembersUp(4);
-        awaitAllBack(cluster, Duration.ofSeconds(10));
+        cluster.awaitAllBack(Duration.ofSeconds(10));
         mix.awaitMore(10_000, Duration.ofSeconds(60));
         mix.stop();
         cluster.log("mix: " + mix.summary() + "; " + failedWhileAway + " failed while the memory node was away, e.g. "
@@ -103,7 +103,7 @@ class MemoryNodeRestartIT {
                     .filter(line -> line.contains("including myself")).findFirst().orElse(""));
         }
         String log = restarted.logText();
-        assertTrue(log.contains("restarted on its kept region: rejoining the cluster it last saw"), "rejoined; its log:\n" + tail(log));
+        assertTrue(log.contains("restarted on its kept region: rejoining the cluster it last saw"), "rejoined; its log:\n" + restarted.logTail());
         assertTrue(computes.get(0).logText().contains("memory server 0 is back"), "the compute node learnt where the memory node is");
         WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
         cluster.log("verified: " + verification);
@@ -114,44 +114,4 @@ class MemoryNodeRestartIT {
         assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
     }
 
-    /**
-     * Polls a put into every partition (keys between the mix's, so its histories stay exact) until each has succeeded;
-     * returns when the last one did (System.nanoTime()).
-     */
-    static long awaitServing(DexClientApi client, dev.dex.core.partition.PartitionTable table, Duration max) throws Exception {
-        long deadline = System.nanoTime() + max.toNanos();
-        for (int p = 0; p < table.count(); p++) {
-            long key = table.lowerExclusive(p) + 1;
-            if (key % ClusterHarness.KEY_SPACING == 0) {
-                key++;
-            }
-            while (true) {
-                try {
-                    client.put(key, key).toCompletableFuture().get(2, TimeUnit.SECONDS);
-                    break;
-                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
-                    if (System.nanoTime() > deadline) {
-                        throw new AssertionError("partition " + p + " did not serve again within " + max.toSeconds() + " s: " + notYet);
-                    }
-                    Thread.sleep(20);
-                }
-            }
-        }
-        return System.nanoTime();
-    }
-
-    /** Waits until no compute node reports a memory server out (their health ticks run every second). */
-    static void awaitAllBack(ClusterHarness cluster, Duration max) throws Exception {
-        long deadline = System.nanoTime() + max.toNanos();
-        while (cluster.statuses().stream().anyMatch(status -> !status.memoryServersOut().isEmpty())) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("a compute node still reports a memory server out: " + cluster.statuses());
-            }
-            Thread.sleep(200);
-        }
-    }
-
-    private static String tail(String log) {
-        return log.length() <= 4000 ? log : log.substring(log.length() - 4000);
-    }
 }

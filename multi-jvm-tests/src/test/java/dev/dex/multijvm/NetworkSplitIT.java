@@ -61,7 +61,7 @@ class NetworkSplitIT {
         // The memory node cut off from the compute nodes and the client.
         cluster.cut(memoryNode);
         long cut = System.nanoTime();
-        awaitLog(memoryNode, "the cluster downed memory node 0", Duration.ofSeconds(60));
+        memoryNode.awaitLog("the cluster downed memory node 0", Duration.ofSeconds(60));
         cluster.awaitNotMember(memoryNode, Duration.ofSeconds(30));
         cluster.log(String.format("the memory node downed itself and was removed %.1f s after the cut", (System.nanoTime() - cut) / 1e9));
         for (NodeProcess compute : computes) {
@@ -70,11 +70,11 @@ class NetworkSplitIT {
         assertTrue(memoryNode.isAlive(), "the memory node's process keeps its region while its actor system is downed");
         cluster.heal(memoryNode);
         long healed = System.nanoTime();
-        long served = MemoryNodeRestartIT.awaitServing(client, cluster.table(), Duration.ofSeconds(90));
+        long served = cluster.awaitServing(Duration.ofSeconds(90));
         cluster.log(String.format("the index serves again %.1f s after the cut healed", (served - healed) / 1e9));
         cluster.awaitMembersUp(4);
-        awaitLog(memoryNode, "rejoins the cluster through", Duration.ofSeconds(5));
-        MemoryNodeRestartIT.awaitAllBack(cluster, Duration.ofSeconds(10));
+        memoryNode.awaitLog("rejoins the cluster through", Duration.ofSeconds(5));
+        cluster.awaitAllBack(Duration.ofSeconds(10));
         for (NodeProcess compute : computes) {
             assertFalse(compute.logText().contains("including myself"), compute + " was never downed");
         }
@@ -87,9 +87,9 @@ class NetworkSplitIT {
         cluster.cut(isolated);
         cut = System.nanoTime();
         cluster.awaitNotMember(isolated, Duration.ofSeconds(60));
-        served = MemoryNodeRestartIT.awaitServing(client, cluster.table(), Duration.ofSeconds(90));
+        served = cluster.awaitServing(Duration.ofSeconds(90));
         cluster.log(String.format("every partition serves again %.1f s after the compute node's cut", (served - cut) / 1e9));
-        awaitLog(memoryNode, "was downed: its fabric connections are closed", Duration.ofSeconds(10));
+        memoryNode.awaitLog("was downed: its fabric connections are closed", Duration.ofSeconds(10));
         assertTrue(survivor.isAlive() && cluster.isMember(survivor), "the majority side stays");
         Map<String, List<Integer>> after = cluster.awaitPartitions("after the cut", ClusterHarness.balancedOver(1), Duration.ofSeconds(60));
         assertEquals(ClusterHarness.PARTITIONS, after.get(survivor.name()).size(), "the survivor holds every partition: " + after);
@@ -99,17 +99,5 @@ class NetworkSplitIT {
         cluster.log("mix: " + mix.summary() + "; e.g. " + mix.failures());
         assertFalse(cluster.isMember(isolated), "the cut compute node does not come back by itself: it was downed");
         cluster.log("verified: " + mix.assertNoAcknowledgedWriteLost(KEYS));
-    }
-
-    private static void awaitLog(NodeProcess node, String text, Duration max) throws InterruptedException {
-        long deadline = System.nanoTime() + max.toNanos();
-        while (!node.logText().contains(text)) {
-            if (System.nanoTime() > deadline) {
-                String log = node.logText();
-                throw new AssertionError(node + " did not log '" + text + "' within " + max.toSeconds() + " s; its log ends:\n"
-                        + log.substring(Math.max(0, log.length() - 3000)));
-            }
-            Thread.sleep(100);
-        }
     }
 }

@@ -138,6 +138,24 @@ final class NodeProcess {
         return host + ":" + port();
     }
 
+    /** The last 4,000 characters the node logged, for an assertion's message. */
+    String logTail() {
+        String log = logText();
+        return log.length() <= 4000 ? log : log.substring(log.length() - 4000);
+    }
+
+    /** Waits until the node's log contains {@code text}; fails with the log's tail after {@code max}. */
+    void awaitLog(String text, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (!logText().contains(text)) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(this + " did not log '" + text + "' within " + max.toSeconds() + " s; its log ends:\n"
+                        + logTail());
+            }
+            Thread.sleep(100);
+        }
+    }
+
     /** Everything the node logged so far. */
     String logText() {
         try {
