@@ -36,6 +36,11 @@ public interface ExportedRegion extends AutoCloseable {
         close();
     }
 
+    /** How code on the memory node changes the region (offloaded writes); {@link MemorySideWrites#DIRECT} unless replicated. */
+    default MemorySideWrites memorySideWrites() {
+        return MemorySideWrites.DIRECT;
+    }
+
     /** Stops exporting and discards the region; clients connected afterwards fail. */
     @Override
     void close();

@@ -192,7 +192,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     thread.setDaemon(true);
                     return thread;
                 });
-        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region()));
+        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(settings.serverId(), region.region(),
+                region.memorySideWrites()));
         this.metrics = DexMetrics.get(context.getSystem());
         ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
         Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));

@@ -68,7 +68,8 @@ public final class MemoryRegion implements AutoCloseable {
             if (fabric instanceof TcpFabric tcp) {
                 // Compute nodes send offloads as messages on their fabric connections; the region server's event
                 // loops run them.
-                tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region()));
+                tcp.handleMessages(settings.serverId(), new OffloadMessageHandler(settings.serverId(), region.region(),
+                        region.memorySideWrites()));
             }
         } catch (RuntimeException e) {
             opened.close();

@@ -21,7 +21,12 @@ public final class OffloadMessageHandler implements MessageHandler {
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OffloadMessageHandler.class);
 
     public OffloadMessageHandler(int serverId, Region region) {
-        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(serverId, region));
+        this(serverId, region, dev.dex.rdma.MemorySideWrites.DIRECT);
+    }
+
+    /** @param writes how offloaded writes reach the region ({@link dev.dex.rdma.ExportedRegion#memorySideWrites()}) */
+    public OffloadMessageHandler(int serverId, Region region, dev.dex.rdma.MemorySideWrites writes) {
+        this.executors = ThreadLocal.withInitial(() -> new SubtreeExecutor(serverId, region, writes));
     }
 
     @Override

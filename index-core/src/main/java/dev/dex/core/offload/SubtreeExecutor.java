@@ -49,9 +49,17 @@ public final class SubtreeExecutor {
     private NodeView node;
 
     public SubtreeExecutor(int serverId, Region region) {
+        this(serverId, region, dev.dex.rdma.MemorySideWrites.DIRECT);
+    }
+
+    /** @param writes how this executor's writes reach the region (a replicated primary streams them to its backups) */
+    public SubtreeExecutor(int serverId, Region region, dev.dex.rdma.MemorySideWrites writes) {
         this.serverId = serverId;
         this.region = region;
+        this.writes = writes;
     }
+
+    private final dev.dex.rdma.MemorySideWrites writes;
 
     /**
      * Runs {@code request}'s current phase and fills its outcome (it does not complete it). A request whose sender
@@ -188,9 +196,11 @@ public final class SubtreeExecutor {
      * the node half-written.
      */
     private void write(long offset) {
-        region.putLongVolatile(offset + LOCK_WORD_OFFSET, MEMORY_SIDE_WRITER);
-        VarHandle.storeStoreFence(); // the mark is visible before any byte of the node changes, on every CPU
-        region.putBytes(offset + VERSION_OFFSET, node.buffer(), VERSION_OFFSET, NODE_LENGTH - VERSION_OFFSET);
-        region.putLongVolatile(offset + LOCK_WORD_OFFSET, 0);
+        writes.change(offset, NODE_LENGTH, () -> {
+            region.putLongVolatile(offset + LOCK_WORD_OFFSET, MEMORY_SIDE_WRITER);
+            VarHandle.storeStoreFence(); // the mark is visible before any byte of the node changes, on every CPU
+            region.putBytes(offset + VERSION_OFFSET, node.buffer(), VERSION_OFFSET, NODE_LENGTH - VERSION_OFFSET);
+            region.putLongVolatile(offset + LOCK_WORD_OFFSET, 0);
+        });
     }
 }

@@ -6,6 +6,7 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.LENGTH_FIELD_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.MAX_REASON_BYTES;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND1_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OPERAND2_OFFSET;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_APPLY;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_CAS;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FAA;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_FENCE;
@@ -13,6 +14,7 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_HELLO;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_MESSAGE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_READ;
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_STREAM;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_HEADER_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_ID_OFFSET;
@@ -92,23 +94,32 @@ final class RegionServer implements AutoCloseable {
     private final ChannelGroup connections = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
     private final String endpoint;
     private volatile MessageHandler messages;
-    private volatile LongConsumer onFence = client -> { };
     /** Runs what must not block an event loop: blocking messages, and what a fence revokes besides connections. */
     private final java.util.concurrent.ExecutorService blockingWork = java.util.concurrent.Executors.newCachedThreadPool(task -> {
         Thread thread = new Thread(task, "dex-region-server-blocking");
         thread.setDaemon(true);
         return thread;
     });
-    /** The identity a connection greeted with; absent for 0 (anonymous). */
-    private static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
-    private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
+    private static final AttributeKey<Long> CLIENT = ClientFences.CLIENT;
+    /** Answers one connection holds for its backups' acknowledgements before it stops reading requests. */
+    private static final int MAX_HELD = 4096;
+    /** Set on a connection that carries a primary's replication stream (not a client). */
+    private static final AttributeKey<Boolean> STREAM = AttributeKey.valueOf(RegionServer.class, "stream");
+    /** Its part in a replica group. */
+    final Replica replica;
 
-    private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
-                         java.nio.file.Path fenceFile) {
+    private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, ReplicaSettings replication,
+                         IoTransport io, java.nio.file.Path fenceFile) {
         this.serverId = serverId;
-        if (fenceFile != null) {
-            this.fenceFile = FenceFile.open(serverId, fenceFile, fenced); // before it binds: no fenced client greets in between
-        }
+        // Before it binds: no fenced client greets in between.
+        this.fences = new ClientFences(serverId, connections, blockingWork, fenceFile);
+        this.replica = new Replica(serverId, region, settings, replication, io, this::dropClients, fences::recordStreamed);
+        fences.beforeFence = client -> {
+            ReplicationStream stream = replica.stream;
+            if (stream != null) {
+                stream.fence(client);
+            }
+        };
         ServerBootstrap bootstrap = new ServerBootstrap()
                 .group(io.group())
                 .channel(io.serverChannel())
@@ -178,13 +189,28 @@ final class RegionServer implements AutoCloseable {
 
     /** Binds the server; throws {@link IllegalArgumentException} when the address cannot be bound. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
-        return new RegionServer(serverId, region, chunkLength, settings, io, null);
+        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, null);
+    }
+
+    /** As {@link #start}, with replica groups' settings and a fence file (null: fences in memory only). */
+    static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, ReplicaSettings replication,
+                              IoTransport io, java.nio.file.Path fenceFile) {
+        return new RegionServer(serverId, region, chunkLength, settings, replication, io, fenceFile);
+    }
+
+    /** Closes every client connection (not a stream's): this replica stopped serving clients. */
+    private void dropClients() {
+        for (Channel channel : connections) {
+            if (channel.attr(STREAM).get() == null) {
+                channel.close();
+            }
+        }
     }
 
     /** As {@link #start}, keeping the fenced clients in {@code fenceFile} ({@link FenceFile}) from before it binds. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
                               java.nio.file.Path fenceFile) {
-        return new RegionServer(serverId, region, chunkLength, settings, io, fenceFile);
+        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, fenceFile);
     }
 
     /** {@code host:port} where clients connect. */
@@ -197,127 +223,30 @@ final class RegionServer implements AutoCloseable {
         messages = handler;
     }
 
-    /**
-     * Runs {@code revoke} for each client fenced from now on, once its connections are closed and before the
-     * fence completes: what else the client may reach (the {@code disni} fabric's RDMA keys) is revoked within
-     * the same fence. It runs on a thread of its own, never on an event loop.
-     */
+    /** The clients this server fenced. */
+    final ClientFences fences;
+
+    /** See {@link ClientFences#whenFenced}. */
     void whenFenced(LongConsumer revoke) {
-        onFence = revoke;
+        fences.whenFenced(revoke);
     }
 
-    /** Where the fenced identities are kept across restarts of this memory server; null: in memory only. */
-    private volatile FenceFile fenceFile;
-
-    /**
-     * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
-     * closed; {@code fenceDone} runs once they are all closed and {@link #whenFenced} revoked the rest (on an
-     * event loop, or at once when there are none), with the revocation's failure or null.
-     */
-    void fence(long client, Consumer<RuntimeException> fenceDone) {
-        LongConsumer revoke = onFence;
-        Runnable revokeThenDone = () -> {
-            RuntimeException failure = null;
-            try {
-                FenceFile file = fenceFile;
-                if (file != null) {
-                    file.record(client);
-                }
-                revoke.accept(client);
-            } catch (RuntimeException failed) {
-                LOG.error("memory server {}: revoking what else client {} may reach failed, so it is not fenced for sure: {}",
-                        serverId, Long.toHexString(client), failed.toString());
-                failure = failed;
-            }
-            fenceDone.accept(failure);
-        };
-        // The revocation may take system calls (deregistering memory): not on an event loop.
-        Runnable done = () -> {
-            try {
-                blockingWork.execute(revokeThenDone);
-            } catch (java.util.concurrent.RejectedExecutionException closing) {
-                revokeThenDone.run();
-            }
-        };
-        if (fenced.add(client)) {
-            LOG.info("memory server {}: client {} is fenced; its connections are closed and its greetings refused", serverId,
-                    Long.toHexString(client));
-        }
-        List<Channel> open = new ArrayList<>();
-        for (Channel channel : connections) {
-            Long identity = channel.attr(CLIENT).get();
-            if (identity != null && identity == client) {
-                open.add(channel);
-            }
-        }
-        if (open.isEmpty()) {
-            done.run();
-            return;
-        }
-        AtomicInteger left = new AtomicInteger(open.size());
-        for (Channel channel : open) {
-            // Tells the client why before closing (it fails what it has in flight as fenced, not as a lost
-            // connection); both run on the channel's event loop after the request it is executing.
-            ByteBuf notice = fencedAnswer(channel.alloc(), TcpFrameDescriptor.FENCE_NOTICE_ID, client);
-            channel.closeFuture().addListener(closed -> {
-                if (left.decrementAndGet() == 0) {
-                    done.run();
-                }
-            });
-            try {
-                channel.eventLoop().execute(() -> {
-                    channel.writeAndFlush(notice, channel.voidPromise());
-                    channel.close();
-                });
-            } catch (java.util.concurrent.RejectedExecutionException shutDown) {
-                notice.release();
-                channel.close();
-            }
-        }
-    }
-
-    /** {@link #fence(long, Consumer)}, waiting until it is complete (not on an event loop). */
+    /** See {@link ClientFences#fence(long)}. */
     void fence(long client) {
-        CountDownLatch complete = new CountDownLatch(1);
-        java.util.concurrent.atomic.AtomicReference<RuntimeException> failure = new java.util.concurrent.atomic.AtomicReference<>();
-        fence(client, failed -> {
-            failure.set(failed);
-            complete.countDown();
-        });
-        try {
-            if (!complete.await(30, TimeUnit.SECONDS)) {
-                throw new IllegalStateException("memory server " + serverId + " could not close the connections of client "
-                        + Long.toHexString(client) + " within 30 s");
-            }
-        } catch (InterruptedException interrupted) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while fencing client " + Long.toHexString(client), interrupted);
-        }
-        if (failure.get() != null) {
-            throw new IllegalStateException("memory server " + serverId + ": client " + Long.toHexString(client)
-                    + " is not fenced for sure: " + failure.get().getMessage(), failure.get());
-        }
+        fences.fence(client);
     }
 
-    /** The identities (not 0) of the clients that greeted on a connection still open. */
     java.util.Set<Long> connectedClients() {
-        java.util.Set<Long> clients = new java.util.HashSet<>();
-        for (Channel channel : connections) {
-            Long identity = channel.attr(CLIENT).get();
-            if (identity != null && identity != 0) {
-                clients.add(identity);
-            }
-        }
-        return clients;
+        return fences.connectedClients();
     }
 
-    /** Whether {@code client} is fenced here. */
     boolean isFenced(long client) {
-        return fenced.contains(client);
+        return fences.isFenced(client);
     }
 
     @Override
     public void close() {
+        replica.close();
         listener.close().awaitUninterruptibly();
         connections.close().awaitUninterruptibly();
         blockingWork.shutdown();
@@ -341,6 +270,24 @@ final class RegionServer implements AutoCloseable {
         private boolean holding;
         /** The greeting was refused (a fenced client): nothing more of this connection is executed. */
         private boolean refused;
+        /**
+         * Answers of a replicated primary that wait for the backups' acknowledgements, in request order, each with
+         * the stream's number when it was made ({@link ReplicationStream#mayAnswer}).
+         */
+        private final java.util.ArrayDeque<ByteBuf> held = new java.util.ArrayDeque<>();
+        private final java.util.ArrayDeque<Long> heldNumbers = new java.util.ArrayDeque<>();
+        private ChannelHandlerContext context;
+        private ReplicationStream awaited;
+        private final java.util.concurrent.atomic.AtomicBoolean wakeScheduled = new java.util.concurrent.atomic.AtomicBoolean();
+        private final Runnable wake = () -> {
+            if (wakeScheduled.compareAndSet(false, true)) {
+                try {
+                    context.executor().execute(this::releaseHeld);
+                } catch (java.util.concurrent.RejectedExecutionException closing) {
+                    wakeScheduled.set(false);
+                }
+            }
+        };
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -350,7 +297,7 @@ final class RegionServer implements AutoCloseable {
 
         @Override
         protected void channelRead0(ChannelHandlerContext ctx, ByteBuf frame) {
-            if (holding || !deferred.isEmpty() || !ctx.channel().isWritable()) {
+            if (holding || !deferred.isEmpty() || !ctx.channel().isWritable() || held.size() >= MAX_HELD) {
                 // Back-pressure: the client does not take its answers as fast as it asks. Stop reading the
                 // socket, keep what was read already (requests are small, answers up to max-transfer), and
                 // answer it once the answers queued so far have gone out.
@@ -372,7 +319,8 @@ final class RegionServer implements AutoCloseable {
         /** Answers the deferred requests while the connection takes answers and no fence is pending. */
         private void resume(ChannelHandlerContext ctx) {
             boolean answered = false;
-            while (!holding && !deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()) {
+            while (!holding && !deferred.isEmpty() && ctx.channel().isWritable() && ctx.channel().isActive()
+                    && held.size() < MAX_HELD) {
                 ByteBuf frame = deferred.poll();
                 try {
                     handle(ctx, frame);
@@ -394,6 +342,12 @@ final class RegionServer implements AutoCloseable {
             ByteBuf frame;
             while ((frame = deferred.poll()) != null) {
                 frame.release();
+            }
+            while ((frame = held.poll()) != null) {
+                frame.release(); // never answered: the client fails it as a verb of unknown outcome
+            }
+            if (awaited != null) {
+                awaited.stopAwaiting(wake);
             }
             ctx.fireChannelInactive();
         }
@@ -431,6 +385,10 @@ final class RegionServer implements AutoCloseable {
                 greet(ctx, id, frame.getLongLE(base + OPERAND1_OFFSET));
                 return;
             }
+            if (op == OP_STREAM || op == OP_APPLY) {
+                stream(ctx, op, frame, base, count, id);
+                return;
+            }
             if (!greeted) {
                 refuse(ctx, id, "say HELLO first: memory server " + serverId + " serves only clients that greeted it");
                 return;
@@ -451,7 +409,7 @@ final class RegionServer implements AutoCloseable {
                         ByteBufViews.wrap(view, out, out.writerIndex(), count);
                         region.readVerb(offset, view, 0, count);
                         out.writerIndex(out.writerIndex() + count);
-                        ctx.write(out, ctx.voidPromise());
+                        out(ctx, out);
                     }
                     case OP_WRITE -> {
                         if (!region.contains(offset, count)) {
@@ -459,8 +417,13 @@ final class RegionServer implements AutoCloseable {
                             return;
                         }
                         ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
-                        region.writeVerb(offset, view, 0, count);
-                        ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                        ReplicationStream stream = replica.stream;
+                        if (stream == null) {
+                            region.writeVerb(offset, view, 0, count);
+                        } else {
+                            stream.write(offset, view, 0, count);
+                        }
+                        out(ctx, header(ctx, STATUS_OK, id, 0, 0));
                     }
                     case OP_MESSAGE -> {
                         MessageHandler handler = messages;
@@ -495,21 +458,113 @@ final class RegionServer implements AutoCloseable {
                         out.setIntLE(out.readerIndex(), RESPONSE_HEADER_LENGTH + n);
                         out.setIntLE(out.readerIndex() + LENGTH_FIELD_LENGTH + COUNT_OFFSET, n);
                         out.writerIndex(out.writerIndex() + n);
-                        ctx.write(out, ctx.voidPromise());
+                        out(ctx, out);
                     }
                     case OP_CAS -> {
-                        long found = region.compareAndSwapLong(offset, frame.getLongLE(base + OPERAND1_OFFSET),
-                                frame.getLongLE(base + OPERAND2_OFFSET));
-                        ctx.write(header(ctx, STATUS_OK, id, found, 0), ctx.voidPromise());
+                        long expected = frame.getLongLE(base + OPERAND1_OFFSET);
+                        long desired = frame.getLongLE(base + OPERAND2_OFFSET);
+                        ReplicationStream stream = replica.stream;
+                        long found = stream == null ? region.compareAndSwapLong(offset, expected, desired)
+                                : stream.compareAndSwap(offset, expected, desired);
+                        out(ctx, header(ctx, STATUS_OK, id, found, 0));
                     }
                     default -> {
-                        long previous = region.getAndAddLong(offset, frame.getLongLE(base + OPERAND1_OFFSET));
-                        ctx.write(header(ctx, STATUS_OK, id, previous, 0), ctx.voidPromise());
+                        long delta = frame.getLongLE(base + OPERAND1_OFFSET);
+                        ReplicationStream stream = replica.stream;
+                        long previous = stream == null ? region.getAndAddLong(offset, delta) : stream.fetchAndAdd(offset, delta);
+                        out(ctx, header(ctx, STATUS_OK, id, previous, 0));
                     }
                 }
             } catch (IllegalArgumentException outsideOrMisaligned) {
                 refuse(ctx, id, outsideOrMisaligned.getMessage());
+            } catch (NotPrimaryException replaced) {
+                notPrimary(ctx, id, replaced.getMessage());
             }
+        }
+
+        /** An answer: written now, or held until the backups acknowledged what it may have seen (see {@link #held}). */
+        private void out(ChannelHandlerContext ctx, ByteBuf answer) {
+            ReplicationStream stream = replica.stream;
+            if (stream == null && held.isEmpty()) {
+                ctx.write(answer, ctx.voidPromise());
+                return;
+            }
+            java.lang.invoke.VarHandle.fullFence(); // what this request read of the region, before the number it waits for
+            long number = stream == null ? 0 : stream.assigned();
+            if (held.isEmpty() && stream.mayAnswer(number)) {
+                ctx.write(answer, ctx.voidPromise());
+                return;
+            }
+            held.add(answer);
+            heldNumbers.add(number);
+            if (awaited != stream && stream != null) {
+                if (awaited != null) {
+                    awaited.stopAwaiting(wake);
+                }
+                context = ctx;
+                awaited = stream;
+                stream.await(wake);
+            }
+            releaseHeld(); // again after registering: an acknowledgement may have come in between
+        }
+
+        /** Writes the held answers the backups have acknowledged, in order (event loop). */
+        private void releaseHeld() {
+            wakeScheduled.set(false);
+            ReplicationStream stream = awaited;
+            boolean wrote = false;
+            while (!held.isEmpty() && stream != null && stream.mayAnswer(heldNumbers.peek())) {
+                heldNumbers.poll();
+                context.write(held.poll(), context.voidPromise());
+                wrote = true;
+            }
+            if (wrote) {
+                context.flush();
+                if (held.isEmpty()) {
+                    stream.stopAwaiting(wake);
+                    awaited = null;
+                }
+                resume(context);
+            }
+        }
+
+        /** A primary's stream to this backup: its greeting or one of its frames (see {@link Replica}). */
+        private void stream(ChannelHandlerContext ctx, byte op, ByteBuf frame, int base, int count, long id) {
+            try {
+                long value;
+                if (op == OP_STREAM) {
+                    if (count != Long.BYTES) {
+                        malformed(ctx, "STREAM with " + count + " payload bytes");
+                        return;
+                    }
+                    ctx.channel().attr(STREAM).set(Boolean.TRUE);
+                    value = replica.openStream(ctx.channel(), frame.getLongLE(base + OPERAND1_OFFSET),
+                            frame.getLongLE(base + OPERAND2_OFFSET), frame.getLongLE(base + REQUEST_HEADER_LENGTH));
+                } else {
+                    long offset = GlobalAddress.offset(frame.getLongLE(base + ADDRESS_OFFSET));
+                    if (count > 0 && !region.contains(offset, count)) {
+                        refuse(ctx, id, outside(offset, count));
+                        ctx.close();
+                        return;
+                    }
+                    ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
+                    value = replica.apply(ctx.channel(), frame.getLongLE(base + OPERAND1_OFFSET),
+                            frame.getLongLE(base + OPERAND2_OFFSET), offset, view, count);
+                }
+                ctx.write(header(ctx, STATUS_OK, id, value, 0), ctx.voidPromise());
+            } catch (NotPrimaryException refusedView) {
+                notPrimary(ctx, id, refusedView.getMessage());
+            }
+        }
+
+        /** Answers NOT_PRIMARY with the reason and closes the connection after it. */
+        private void notPrimary(ChannelHandlerContext ctx, long id, String reason) {
+            refused = true;
+            byte[] text = reason.getBytes(StandardCharsets.UTF_8);
+            int n = Math.min(text.length, MAX_REASON_BYTES);
+            ByteBuf out = header(ctx, TcpFrameDescriptor.STATUS_NOT_PRIMARY, id, 0, n);
+            out.writeBytes(text, 0, n);
+            ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
         }
 
         /**
@@ -547,7 +602,7 @@ final class RegionServer implements AutoCloseable {
                         } else {
                             ByteBuf out = header(ctx, STATUS_OK, id, 0, length);
                             out.writeBytes(reply, 0, length);
-                            ctx.write(out, ctx.voidPromise());
+                            out(ctx, out);
                         }
                         resume(ctx);
                         ctx.flush();
@@ -569,11 +624,16 @@ final class RegionServer implements AutoCloseable {
                 refuse(ctx, id, "a connection keeps the identity it greeted with");
                 return;
             }
+            String notServing = replica.clientRefusal();
+            if (notServing != null) {
+                notPrimary(ctx, id, notServing);
+                return;
+            }
             if (client != 0) {
                 ctx.channel().attr(CLIENT).set(client);
-                if (fenced.contains(client)) {
+                if (fences.isFenced(client)) {
                     refused = true;
-                    ctx.writeAndFlush(fencedAnswer(ctx.alloc(), id, client)).addListener(ChannelFutureListener.CLOSE);
+                    ctx.writeAndFlush(fences.fencedAnswer(ctx.alloc(), id, client)).addListener(ChannelFutureListener.CLOSE);
                     LOG.info("memory server {}: refused fenced client {} from {}", serverId, Long.toHexString(client),
                             ctx.channel().remoteAddress());
                     return;
@@ -584,7 +644,7 @@ final class RegionServer implements AutoCloseable {
             out.writeLongLE(chunkLength);
             out.writeLongLE(maxTransfer);
             out.writeLongLE(dev.dex.rdma.RegionFormat.incarnation(region));
-            ctx.write(out, ctx.voidPromise());
+            out(ctx, out);
         }
 
         /** A FENCE: later requests of this connection wait until the fenced client's connections are closed. */
@@ -596,11 +656,11 @@ final class RegionServer implements AutoCloseable {
             }
             holding = true;
             ctx.channel().config().setAutoRead(false);
-            fence(client, failed -> ctx.executor().execute(() -> {
+            fences.fence(client, failed -> ctx.executor().execute(() -> {
                 holding = false;
                 if (ctx.channel().isActive()) {
                     if (failed == null) {
-                        ctx.write(header(ctx, STATUS_OK, id, 0, 0), ctx.voidPromise());
+                        out(ctx, header(ctx, STATUS_OK, id, 0, 0));
                     } else {
                         refuse(ctx, id, "client " + Long.toHexString(client) + " is not fenced for sure: " + failed.getMessage());
                     }
@@ -624,6 +684,9 @@ final class RegionServer implements AutoCloseable {
         /** Null when the frame keeps to the layout, else what is wrong with it. */
         private String checkLayout(byte op, int count, int payload) {
             return switch (op) {
+                case OP_STREAM -> payload == Long.BYTES && count == Long.BYTES ? null : "STREAM with " + payload + " payload bytes";
+                case OP_APPLY -> payload == count && count >= 0 && count <= maxTransfer ? null
+                        : "APPLY of " + count + " bytes carries " + payload + " payload bytes (at most " + maxTransfer + ")";
                 case OP_HELLO, OP_CAS, OP_FAA, OP_FENCE -> payload == 0 && count == 0 ? null
                         : TcpFrameDescriptor.opName(op) + " with count " + count + " and " + payload + " payload bytes";
                 case OP_READ -> payload == 0 && count >= 0 && count <= maxTransfer ? null
@@ -657,7 +720,7 @@ final class RegionServer implements AutoCloseable {
             int n = Math.min(text.length, MAX_REASON_BYTES);
             ByteBuf out = header(ctx, STATUS_REFUSED, id, 0, n);
             out.writeBytes(text, 0, n);
-            ctx.write(out, ctx.voidPromise());
+            out(ctx, out);
         }
 
         private void malformed(ChannelHandlerContext ctx, String what) {
@@ -673,7 +736,7 @@ final class RegionServer implements AutoCloseable {
     }
 
     /** A response buffer with its length prefix and header written, room for {@code payload} more bytes. */
-    private static ByteBuf response(io.netty.buffer.ByteBufAllocator alloc, byte status, long id, long value, int payload) {
+    static ByteBuf response(io.netty.buffer.ByteBufAllocator alloc, byte status, long id, long value, int payload) {
         ByteBuf out = alloc.directBuffer(LENGTH_FIELD_LENGTH + RESPONSE_HEADER_LENGTH + payload);
         out.writeIntLE(RESPONSE_HEADER_LENGTH + payload);
         out.writeByte(status);
@@ -684,11 +747,4 @@ final class RegionServer implements AutoCloseable {
         return out;
     }
 
-    /** The FENCED answer to a request {@code id} of fenced client {@code client}, with the reason. */
-    private ByteBuf fencedAnswer(io.netty.buffer.ByteBufAllocator alloc, long id, long client) {
-        byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId).getBytes(StandardCharsets.UTF_8);
-        ByteBuf out = response(alloc, STATUS_FENCED, id, 0, text.length);
-        out.writeBytes(text);
-        return out;
-    }
 }

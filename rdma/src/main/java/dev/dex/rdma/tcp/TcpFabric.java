@@ -35,6 +35,7 @@ import dev.dex.rdma.RemoteMemory;
  */
 public final class TcpFabric implements Fabric {
     private final TcpSettings settings;
+    private final ReplicaSettings replication;
     private final long latencyNs;
     private final IoTransport io;
     private final Map<Integer, TcpRegion> exported = new HashMap<>();
@@ -70,6 +71,13 @@ public final class TcpFabric implements Fabric {
      *            plain TCP. A TLS fabric and a plain one cannot talk to each other.
      */
     public TcpFabric(TcpSettings settings, long latencyNs, java.nio.file.Path regionDirectory, TcpTls tls) {
+        this(settings, ReplicaSettings.DEFAULTS, latencyNs, regionDirectory, tls);
+    }
+
+    /** @param replication how the regions this fabric object exports replicate when they join a replica group */
+    public TcpFabric(TcpSettings settings, ReplicaSettings replication, long latencyNs, java.nio.file.Path regionDirectory,
+                     TcpTls tls) {
+        this.replication = Objects.requireNonNull(replication, "replication");
         if (latencyNs < 0) {
             throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
         }
@@ -110,7 +118,8 @@ public final class TcpFabric implements Fabric {
         }
         Region region = Region.offHeap(regionLength);
         RegionFormat.format(region, chunkLength);
-        TcpRegion tcpRegion = new TcpRegion(serverId, region, RegionServer.start(serverId, region, chunkLength, settings, io), null);
+        TcpRegion tcpRegion = new TcpRegion(serverId, region,
+                RegionServer.start(serverId, region, chunkLength, settings, replication, io, null), null);
         exported.put(serverId, tcpRegion);
         return tcpRegion;
     }
@@ -163,7 +172,7 @@ public final class TcpFabric implements Fabric {
             if (fresh || backing.fresh()) {
                 java.nio.file.Files.deleteIfExists(fences);
             }
-            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, io, fences);
+            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, replication, io, fences);
         } catch (java.io.IOException e) {
             backing.detach();
             throw new java.io.UncheckedIOException("memory server " + serverId + ": " + e.getMessage(), e);
@@ -328,6 +337,51 @@ public final class TcpFabric implements Fabric {
         io.shutdown();
     }
 
+    // ---- replica groups (docs/replication.md): whoever keeps the group map tells each replica its part
+
+    /** What memory server {@code serverId}'s replica, exported here, says of itself. */
+    public ReplicaStatus replicaStatus(int serverId) {
+        return server(serverId).replica.status();
+    }
+
+    /**
+     * Makes the replica of {@code serverId} exported here a backup in view {@code view}: it refuses clients (those
+     * connected are closed) and takes a primary's stream; its region counts for nothing until that primary copied it
+     * or found it holding the stream's prefix.
+     *
+     * @throws IllegalStateException for a primary, or a replica in a newer view
+     */
+    public void becomeBackup(int serverId, long view) {
+        server(serverId).replica.becomeBackup(view);
+    }
+
+    /**
+     * Makes the replica of {@code serverId} exported here the primary of view {@code view}, streaming to the backups at
+     * {@code backups} (their endpoints). A replica that was not in a group starts a new stream (its backups are
+     * copied); a backup must be complete and continues its stream, after waiting out its old primary's lease.
+     *
+     * @throws IllegalStateException for a backup whose copy is not complete, a primary, or a replaced primary
+     */
+    public void becomePrimary(int serverId, long view, java.util.List<String> backups) {
+        server(serverId).replica.becomePrimary(view, backups);
+    }
+
+    /** A primary's new view with exactly {@code backups}: missing ones join (copied if need be), others are dropped. */
+    public void installView(int serverId, long view, java.util.List<String> backups) {
+        server(serverId).replica.installView(view, backups);
+    }
+
+    private RegionServer server(int serverId) {
+        TcpRegion region;
+        synchronized (this) {
+            region = exported.get(serverId);
+        }
+        if (region == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this tcp fabric");
+        }
+        return region.server;
+    }
+
     /** Bytes of answers memory server {@code serverId} has queued and not yet written (for tests). */
     synchronized long pendingAnswerBytes(int serverId) {
         TcpRegion region = exported.get(serverId);
@@ -387,6 +441,24 @@ public final class TcpFabric implements Fabric {
         @Override
         public String endpoint() {
             return server.endpoint();
+        }
+
+        @Override
+        public dev.dex.rdma.MemorySideWrites memorySideWrites() {
+            return (offset, length, apply) -> {
+                ReplicationStream stream = server.replica.stream;
+                if (stream != null) {
+                    try {
+                        stream.change(offset, length, apply);
+                    } catch (NotPrimaryException replaced) {
+                        throw new IllegalStateException(replaced.getMessage());
+                    }
+                } else if (server.replica.clientRefusal() != null) {
+                    throw new IllegalStateException(server.replica.clientRefusal());
+                } else {
+                    apply.run();
+                }
+            };
         }
 
         @Override

@@ -37,6 +37,16 @@ package dev.dex.rdma.tcp;
  * connection after this answer; a fenced client's open connections get one such answer unasked, with request
  * id {@link #FENCE_NOTICE_ID}, just before they are closed. A frame that breaks the layout (unknown op, wrong payload length, longer than
  * the maximum) is never answered: the memory node logs it and closes that connection.
+ *
+ * <p>A replica group's stream (docs/replication.md), primary to backup, on a connection of its own: {@link #OP_STREAM}
+ * first (the view in operand 1, the stream's identity in operand 2, and as an 8-byte payload the number of the last
+ * change the primary applied; the answer's value is 1 when the backup holds exactly that prefix of the stream and 0
+ * when it must be copied), then {@link #OP_APPLY} frames in stream order: {@code count} payload bytes for the region at
+ * the address's offset, operand 1 the number of the last change applied at the primary when the frame was made
+ * (the backup answers with it), operand 2 flags ({@link #APPLY_COPY}, {@link #APPLY_COPY_DONE},
+ * {@link #APPLY_FENCE}: the payload is the fenced client's identity). {@link #STATUS_NOT_PRIMARY}: the replica
+ * refuses a client because it is not its server's primary, or a stream because it belongs to a newer view; the
+ * payload says why and the connection is closed after the answer.
  */
 final class TcpFrameDescriptor {
     /** The length prefix, not counted in itself. */
@@ -66,10 +76,23 @@ final class TcpFrameDescriptor {
     static final byte OP_MESSAGE = 6;
     /** Fences the client whose identity is operand 1 on this memory server. */
     static final byte OP_FENCE = 7;
+    /** Opens a replication stream: primary to backup (operand 1 view, operand 2 stream identity, payload: last change). */
+    static final byte OP_STREAM = 8;
+    /** One frame of a replication stream: bytes for the backup's region, or a fence, or the end of a copy. */
+    static final byte OP_APPLY = 9;
+
+    /** OP_APPLY flag: a chunk of a copy of the whole region (not a change). */
+    static final long APPLY_COPY = 1;
+    /** OP_APPLY flag: the copy is complete; the backup holds the stream's prefix from now on. */
+    static final long APPLY_COPY_DONE = 2;
+    /** OP_APPLY flag: fence the client whose identity is the 8-byte payload. */
+    static final long APPLY_FENCE = 4;
 
     static final byte STATUS_OK = 0;
     static final byte STATUS_REFUSED = 1;
     static final byte STATUS_FENCED = 2;
+    /** This replica does not serve clients (it is a backup, or a primary that was replaced), or the stream is of an older view. */
+    static final byte STATUS_NOT_PRIMARY = 3;
     /** The request id of the FENCED answer a fenced client's connections get before they are closed. */
     static final long FENCE_NOTICE_ID = -1;
 
@@ -94,6 +117,8 @@ final class TcpFrameDescriptor {
             case OP_FAA -> "FAA";
             case OP_MESSAGE -> "MESSAGE";
             case OP_FENCE -> "FENCE";
+            case OP_STREAM -> "STREAM";
+            case OP_APPLY -> "APPLY";
             default -> "op " + op;
         };
     }

@@ -271,10 +271,24 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         if (call.failure != null) {
             throw Connection.copy(call.failure);
         }
+        if (call.status == TcpFrameDescriptor.STATUS_NOT_PRIMARY) {
+            throw notPrimary(connection, call);
+        }
         if (call.status != STATUS_OK) {
             throw new IllegalArgumentException("memory server " + link.serverId + " refused a " + TcpFrameDescriptor.opName(call.op)
                     + ": " + call.reason);
         }
+    }
+
+    /**
+     * A replica that does not serve clients (a backup, or a primary that was replaced) answered: the verb did not take
+     * effect there, and the memory server's primary is elsewhere ({@link #relocate} points this client at it).
+     */
+    private static FabricException notPrimary(Connection connection, VerbCall call) {
+        FabricException failure = new FabricException("memory server " + connection.serverId() + " at " + connection.endpoint()
+                + " does not serve clients: " + call.reason);
+        connection.breakWith(failure);
+        return failure;
     }
 
     private Link linkOf(long address, int length) {
@@ -371,6 +385,9 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             }
             if (call.failure != null) {
                 throw Connection.copy(call.failure);
+            }
+            if (call.status == TcpFrameDescriptor.STATUS_NOT_PRIMARY) {
+                throw notPrimary(connection, call);
             }
             if (call.status != STATUS_OK) {
                 connection.breakWith(new FabricException("wrong server"));

@@ -18,6 +18,8 @@ final class ChaosProxy implements AutoCloseable {
     private final ServerSocket listener;
     private final InetSocketAddress target;
     private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+    /** While set, nothing passes either way and no end learns that the other closed: a paused host or a silent link. */
+    private volatile boolean frozen;
 
     ChaosProxy(String targetEndpoint) throws IOException {
         this.target = TcpEndpoint.parse(0, targetEndpoint);
@@ -39,10 +41,32 @@ final class ChaosProxy implements AutoCloseable {
         sockets.clear();
     }
 
+    /** From now on nothing passes and nothing is closed, as if a host paused or a link went silent. */
+    void freeze() {
+        frozen = true;
+    }
+
+    /** Lets what was held pass again (and the closes that happened meanwhile). */
+    void thaw() {
+        frozen = false;
+    }
+
+    private void awaitThaw() {
+        while (frozen) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
     private void accept() {
         while (!listener.isClosed()) {
             try {
                 Socket client = listener.accept();
+                awaitThaw();
                 Socket server = new Socket(target.getHostString(), target.getPort());
                 client.setTcpNoDelay(true);
                 server.setTcpNoDelay(true);
@@ -62,8 +86,10 @@ final class ChaosProxy implements AutoCloseable {
             try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
                 int n;
                 while ((n = in.read(buffer)) >= 0) {
+                    awaitThaw();
                     out.write(buffer, 0, n);
                 }
+                awaitThaw();
             } catch (IOException cut) {
                 // One side was cut: the other side goes with it.
             } finally {

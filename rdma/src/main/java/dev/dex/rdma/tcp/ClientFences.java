@@ -1,0 +1,192 @@
+package dev.dex.rdma.tcp;
+
+import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_FENCED;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import java.util.function.LongConsumer;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.util.AttributeKey;
+
+/**
+ * The clients a region server fenced ({@link RegionServer}'s class comment says what a fence guarantees): the fenced
+ * set, kept in a {@link FenceFile} where the region outlives the process, and the closing of a fenced client's
+ * connections.
+ *
+ * <p>Concurrency: the fenced set is concurrent; the connections are the server's thread-safe group; the revocation
+ * that completes a fence runs on the server's blocking pool, never on an event loop.
+ */
+final class ClientFences {
+    private static final Logger LOG = LoggerFactory.getLogger(ClientFences.class);
+    /** The identity a connection greeted with; absent for 0 (anonymous). */
+    static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
+
+    private final int serverId;
+    private final ChannelGroup connections;
+    private final ExecutorService blockingWork;
+    final Set<Long> fenced = ConcurrentHashMap.newKeySet();
+    private volatile LongConsumer onFence = client -> { };
+    /** Runs first in every fence (a replicated primary streams the fence to its backups); may throw to fail it. */
+    volatile LongConsumer beforeFence = client -> { };
+
+    ClientFences(int serverId, ChannelGroup connections, ExecutorService blockingWork, java.nio.file.Path fenceFile) {
+        this.serverId = serverId;
+        this.connections = connections;
+        this.blockingWork = blockingWork;
+        if (fenceFile != null) {
+            this.fenceFile = FenceFile.open(serverId, fenceFile, fenced);
+        }
+    }
+
+    /** Records a fence the primary streamed to this backup: no connections to close (a backup has no clients). */
+    void recordStreamed(long client) {
+        if (fenced.add(client)) {
+            FenceFile file = fenceFile;
+            if (file != null) {
+                file.record(client);
+            }
+        }
+    }
+
+    /**
+     * Runs {@code revoke} for each client fenced from now on, once its connections are closed and before the
+     * fence completes: what else the client may reach (the {@code disni} fabric's RDMA keys) is revoked within
+     * the same fence. It runs on a thread of its own, never on an event loop.
+     */
+    void whenFenced(LongConsumer revoke) {
+        onFence = revoke;
+    }
+
+    /** Where the fenced identities are kept across restarts of this memory server; null: in memory only. */
+    volatile FenceFile fenceFile;
+
+    /**
+     * Fences client {@code client}: from now on its greeting is refused, and every connection it has open is
+     * closed; {@code fenceDone} runs once they are all closed and {@link #whenFenced} revoked the rest (on an
+     * event loop, or at once when there are none), with the revocation's failure or null.
+     */
+    void fence(long client, Consumer<RuntimeException> fenceDone) {
+        LongConsumer revoke = onFence;
+        Runnable revokeThenDone = () -> {
+            RuntimeException failure = null;
+            try {
+                beforeFence.accept(client);
+                FenceFile file = fenceFile;
+                if (file != null) {
+                    file.record(client);
+                }
+                revoke.accept(client);
+            } catch (RuntimeException failed) {
+                LOG.error("memory server {}: revoking what else client {} may reach failed, so it is not fenced for sure: {}",
+                        serverId, Long.toHexString(client), failed.toString());
+                failure = failed;
+            }
+            fenceDone.accept(failure);
+        };
+        // The revocation may take system calls (deregistering memory): not on an event loop.
+        Runnable done = () -> {
+            try {
+                blockingWork.execute(revokeThenDone);
+            } catch (java.util.concurrent.RejectedExecutionException closing) {
+                revokeThenDone.run();
+            }
+        };
+        if (fenced.add(client)) {
+            LOG.info("memory server {}: client {} is fenced; its connections are closed and its greetings refused", serverId,
+                    Long.toHexString(client));
+        }
+        List<Channel> open = new ArrayList<>();
+        for (Channel channel : connections) {
+            Long identity = channel.attr(CLIENT).get();
+            if (identity != null && identity == client) {
+                open.add(channel);
+            }
+        }
+        if (open.isEmpty()) {
+            done.run();
+            return;
+        }
+        AtomicInteger left = new AtomicInteger(open.size());
+        for (Channel channel : open) {
+            // Tells the client why before closing (it fails what it has in flight as fenced, not as a lost
+            // connection); both run on the channel's event loop after the request it is executing.
+            ByteBuf notice = fencedAnswer(channel.alloc(), TcpFrameDescriptor.FENCE_NOTICE_ID, client);
+            channel.closeFuture().addListener(closed -> {
+                if (left.decrementAndGet() == 0) {
+                    done.run();
+                }
+            });
+            try {
+                channel.eventLoop().execute(() -> {
+                    channel.writeAndFlush(notice, channel.voidPromise());
+                    channel.close();
+                });
+            } catch (java.util.concurrent.RejectedExecutionException shutDown) {
+                notice.release();
+                channel.close();
+            }
+        }
+    }
+
+    /** {@link #fence(long, Consumer)}, waiting until it is complete (not on an event loop). */
+    void fence(long client) {
+        CountDownLatch complete = new CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicReference<RuntimeException> failure = new java.util.concurrent.atomic.AtomicReference<>();
+        fence(client, failed -> {
+            failure.set(failed);
+            complete.countDown();
+        });
+        try {
+            if (!complete.await(30, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("memory server " + serverId + " could not close the connections of client "
+                        + Long.toHexString(client) + " within 30 s");
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while fencing client " + Long.toHexString(client), interrupted);
+        }
+        if (failure.get() != null) {
+            throw new IllegalStateException("memory server " + serverId + ": client " + Long.toHexString(client)
+                    + " is not fenced for sure: " + failure.get().getMessage(), failure.get());
+        }
+    }
+
+    /** The identities (not 0) of the clients that greeted on a connection still open. */
+    java.util.Set<Long> connectedClients() {
+        java.util.Set<Long> clients = new java.util.HashSet<>();
+        for (Channel channel : connections) {
+            Long identity = channel.attr(CLIENT).get();
+            if (identity != null && identity != 0) {
+                clients.add(identity);
+            }
+        }
+        return clients;
+    }
+
+    /** Whether {@code client} is fenced here. */
+    boolean isFenced(long client) {
+        return fenced.contains(client);
+    }
+
+    /** The FENCED answer to a request {@code id} of fenced client {@code client}, with the reason. */
+    ByteBuf fencedAnswer(io.netty.buffer.ByteBufAllocator alloc, long id, long client) {
+        byte[] text = ("client " + Long.toHexString(client) + " is fenced by memory server " + serverId).getBytes(StandardCharsets.UTF_8);
+        ByteBuf out = RegionServer.response(alloc, STATUS_FENCED, id, 0, text.length);
+        out.writeBytes(text);
+        return out;
+    }
+}

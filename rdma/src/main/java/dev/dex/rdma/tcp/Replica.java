@@ -1,0 +1,268 @@
+package dev.dex.rdma.tcp;
+
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.LongConsumer;
+
+import org.agrona.DirectBuffer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import dev.dex.rdma.Region;
+import io.netty.channel.Channel;
+
+/**
+ * A region server's part in a replica group (docs/replication.md): {@link ReplicaStatus.Role#SOLE} until told
+ * otherwise, then a primary that orders a {@link ReplicationStream}, or a backup that applies one.
+ *
+ * <p>A backup takes one stream at a time, from the connection that greeted with a view no older than its own; a newer
+ * greeting (a new primary) closes the older stream's connection, and a stream of an older view is refused
+ * {@code NOT_PRIMARY}, which tells a replaced primary that it was replaced. It becomes primary only when complete
+ * (it holds the stream's prefix) and a lease after it last acknowledged the old primary, so the old one has stopped
+ * answering by then ({@link ReplicationStream#leaseHeld}).
+ *
+ * <p>Concurrency: the backup's stream frames (on one event loop), promotions and role changes (on the caller's
+ * thread) synchronize on this object; the fields the region server reads per request ({@link #stream}, {@link #role})
+ * are volatile. The stream itself is thread-safe.
+ */
+final class Replica {
+    private static final Logger LOG = LoggerFactory.getLogger(Replica.class);
+
+    private final int serverId;
+    private final Region region;
+    private final TcpSettings tcp;
+    private final ReplicaSettings settings;
+    private final IoTransport io;
+    /** Closes every client connection (a replica that stops serving clients). */
+    private final Runnable dropClients;
+    /** Records a fence the primary streamed. */
+    private final LongConsumer fence;
+
+    private volatile ReplicaStatus.Role role = ReplicaStatus.Role.SOLE;
+    private volatile long view;
+    /** The primary's stream; null unless primary. */
+    volatile ReplicationStream stream;
+    private volatile String demotedBecause;
+
+    // A backup's state (under this object's lock)
+    private long streamId;
+    private volatile long applied;
+    private volatile boolean complete;
+    private volatile long lastAckNanos = System.nanoTime();
+    private Channel streamChannel;
+    private long streamView;
+    private volatile long copyReceived;
+    private int copyReported;
+
+    Replica(int serverId, Region region, TcpSettings tcp, ReplicaSettings settings, IoTransport io, Runnable dropClients,
+            LongConsumer fence) {
+        this.serverId = serverId;
+        this.region = region;
+        this.tcp = tcp;
+        this.settings = settings;
+        this.io = io;
+        this.dropClients = dropClients;
+        this.fence = fence;
+    }
+
+    /** Why this replica refuses a client's greeting, or null when it serves clients. */
+    String clientRefusal() {
+        return switch (role) {
+            case SOLE, PRIMARY -> null;
+            case BACKUP -> "memory server " + serverId + ": this replica is a backup in view " + view + "; its primary serves clients";
+            case DEMOTED -> "memory server " + serverId + ": this replica was primary and was replaced (" + demotedBecause + ")";
+        };
+    }
+
+    ReplicaStatus status() {
+        ReplicationStream primary = stream;
+        if (primary != null) {
+            return new ReplicaStatus(serverId, role, Math.max(view, primary.view()), primary.streamId(), primary.assigned(),
+                    primary.committed(), true, 0, primary.backups());
+        }
+        synchronized (this) {
+            long left = role == ReplicaStatus.Role.BACKUP && !complete ? Math.max(0, region.length() - copyReceived) : 0;
+            return new ReplicaStatus(serverId, role, view, streamId, applied, applied, role == ReplicaStatus.Role.SOLE || complete,
+                    left, List.of());
+        }
+    }
+
+    // ---- roles, set by whoever keeps the group map
+
+    /** From now on a backup of view {@code newView}: clients are refused and dropped; a primary's stream is taken. */
+    synchronized void becomeBackup(long newView) {
+        if (role == ReplicaStatus.Role.PRIMARY) {
+            throw new IllegalStateException("memory server " + serverId + " is primary of view " + view + "; a primary is not made a backup");
+        }
+        checkView(newView);
+        view = newView;
+        if (role != ReplicaStatus.Role.BACKUP) {
+            // Its region's contents are of no stream yet: it must be copied before it may become primary.
+            complete = false;
+            streamId = 0;
+            applied = 0;
+        }
+        role = ReplicaStatus.Role.BACKUP;
+        dropClients.run();
+        LOG.info("memory server {}: this replica is a backup in view {}", serverId, newView);
+    }
+
+    /**
+     * Primary of view {@code newView} with {@code backups} (endpoints). A sole replica starts a new stream; a backup must be
+     * complete, and waits until a lease has passed since it last acknowledged its old primary (that one answers nothing
+     * by then), then continues the stream from the last change it applied. Backups that cannot be reached are left
+     * out and reported by {@link #status()}.
+     */
+    void becomePrimary(long newView, List<String> backups) {
+        ReplicationStream started;
+        long waitUntil;
+        synchronized (this) {
+            checkView(newView);
+            if (role == ReplicaStatus.Role.PRIMARY) {
+                throw new IllegalStateException("memory server " + serverId + " is primary already (view " + view + ")");
+            }
+            if (role == ReplicaStatus.Role.DEMOTED) {
+                throw new IllegalStateException("memory server " + serverId + " was replaced as primary; it must be copied anew");
+            }
+            long id = streamId;
+            long from = applied;
+            if (role == ReplicaStatus.Role.BACKUP) {
+                if (!complete) {
+                    throw new IllegalStateException("memory server " + serverId + ": this backup's copy is not complete ("
+                            + Math.max(0, region.length() - copyReceived) + " bytes left); it cannot become primary");
+                }
+                if (streamChannel != null) {
+                    streamChannel.close();
+                    streamChannel = null;
+                }
+            } else {
+                id = ThreadLocalRandom.current().nextLong() | 1;
+                from = 0;
+            }
+            view = newView; // from here on the old primary's frames are refused (their view is older)
+            waitUntil = lastAckNanos + settings.lease().toNanos();
+            started = new ReplicationStream(serverId, region, tcp, settings, io, id, from, newView, this::demote);
+        }
+        long wait = waitUntil - System.nanoTime();
+        if (role == ReplicaStatus.Role.BACKUP && wait > 0) {
+            try {
+                Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+            } catch (InterruptedException interrupted) {
+                Thread.currentThread().interrupt();
+                started.close();
+                throw new IllegalStateException("interrupted while waiting out the old primary's lease", interrupted);
+            }
+        }
+        synchronized (this) {
+            stream = started;
+            role = ReplicaStatus.Role.PRIMARY;
+        }
+        LOG.info("memory server {}: this replica is primary of view {} from change {}", serverId, newView, started.assigned());
+        installView(newView, backups);
+    }
+
+    /** A primary's new view: exactly {@code backups} hold its stream (missing ones are added, copied when they need it). */
+    void installView(long newView, List<String> backups) {
+        ReplicationStream primary = stream;
+        if (primary == null) {
+            throw new IllegalStateException("memory server " + serverId + " is not primary (" + role + ")");
+        }
+        primary.installView(newView, new LinkedHashSet<>(backups));
+        view = newView;
+        for (String endpoint : backups) {
+            try {
+                primary.addBackup(endpoint);
+            } catch (RuntimeException unreachable) {
+                LOG.warn("memory server {}: backup {} of view {} cannot be reached: {}", serverId, endpoint, newView,
+                        unreachable.getMessage());
+            }
+        }
+    }
+
+    private void checkView(long newView) {
+        if (newView < view) {
+            throw new IllegalArgumentException("memory server " + serverId + " is in view " + view + ", newer than " + newView);
+        }
+    }
+
+    private void demote() {
+        synchronized (this) {
+            ReplicationStream primary = stream;
+            demotedBecause = primary == null ? "a newer view" : primary.demoted();
+            role = ReplicaStatus.Role.DEMOTED;
+        }
+        dropClients.run();
+    }
+
+    void close() {
+        ReplicationStream primary = stream;
+        if (primary != null) {
+            primary.close();
+        }
+    }
+
+    // ---- a backup's side of the stream: the region server's event loop calls these for OP_STREAM and OP_APPLY
+
+    /**
+     * A primary's greeting: returns 1 when this backup holds exactly the prefix it streams from, 0 when it must be
+     * copied, or throws {@link NotPrimaryException} for a replica that is not a backup or a view older than its own.
+     */
+    synchronized long openStream(Channel channel, long greetingView, long id, long last) {
+        if (role != ReplicaStatus.Role.BACKUP) {
+            throw new NotPrimaryException("memory server " + serverId + " at this endpoint is " + role + ", not a backup");
+        }
+        if (greetingView < view) {
+            throw new NotPrimaryException("memory server " + serverId + ": this backup is in view " + view
+                    + " and refuses the stream of view " + greetingView);
+        }
+        view = greetingView;
+        if (streamChannel != null && streamChannel != channel) {
+            streamChannel.close();
+        }
+        streamChannel = channel;
+        streamView = greetingView;
+        lastAckNanos = System.nanoTime();
+        if (complete && streamId == id && applied == last) {
+            return 1;
+        }
+        streamId = id;
+        applied = last;
+        complete = false;
+        copyReceived = 0;
+        copyReported = 0;
+        LOG.info("memory server {}: this backup gets a copy of the region from the primary of view {}", serverId, greetingView);
+        return 0;
+    }
+
+    /** One frame of the stream; returns the number to acknowledge. */
+    synchronized long apply(Channel channel, long number, long flags, long offset, DirectBuffer payload, int count) {
+        if (channel != streamChannel || streamView < view || role != ReplicaStatus.Role.BACKUP) {
+            throw new NotPrimaryException("memory server " + serverId + ": this replica is in view " + view + " as " + role
+                    + " and applies no stream of view " + streamView + " from this connection");
+        }
+        if ((flags & TcpFrameDescriptor.APPLY_FENCE) != 0) {
+            fence.accept(payload.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN));
+        } else if (count > 0) {
+            region.writeVerb(offset, payload, 0, count);
+        }
+        if ((flags & TcpFrameDescriptor.APPLY_COPY) != 0) {
+            copyReceived += count;
+            int percent = (int) (copyReceived * 100 / region.length());
+            if (percent / 10 > copyReported / 10) {
+                copyReported = percent;
+                LOG.info("memory server {}: copy from the primary {}% ({} of {} MiB, {} MiB left)", serverId, percent,
+                        copyReceived >> 20, region.length() >> 20, (region.length() - copyReceived) >> 20);
+            }
+        }
+        if ((flags & TcpFrameDescriptor.APPLY_COPY_DONE) != 0) {
+            complete = true;
+            LOG.info("memory server {}: copy complete at change {}; this backup holds the stream", serverId, number);
+        }
+        if (number > applied) {
+            applied = number;
+        }
+        lastAckNanos = System.nanoTime();
+        return number;
+    }
+}

@@ -1,0 +1,43 @@
+package dev.dex.rdma.tcp;
+
+import java.util.List;
+
+/**
+ * What one replica of a memory server says of itself (docs/replication.md).
+ *
+ * @param role      {@link Role}
+ * @param view      the newest view this replica took part in
+ * @param streamId  the identity of the stream it applies or orders (0: none yet)
+ * @param applied   the number of the last change in its region
+ * @param committed a primary's: the highest number every gating backup acknowledged; a backup's: {@code applied}
+ * @param complete  a backup's: it holds the stream's prefix up to {@code applied} (its copy, if any, is done);
+ *                  a primary's: true
+ * @param copyLeft  a backup's: bytes of its copy not received yet (0 when none runs)
+ * @param backups   a primary's: its backups as it sees them; empty otherwise
+ */
+public record ReplicaStatus(int serverId, Role role, long view, long streamId, long applied, long committed, boolean complete,
+                            long copyLeft, List<Backup> backups) {
+
+    public enum Role {
+        /** Not in a replica group: the only copy of its server, as with {@code dex.memory.replicas = 1}. */
+        SOLE,
+        /** Serves clients and orders the stream its backups apply. */
+        PRIMARY,
+        /** Applies its primary's stream and refuses clients. */
+        BACKUP,
+        /** Was primary and learnt that a newer view replaced it: serves nothing, and must be copied anew to serve again. */
+        DEMOTED
+    }
+
+    /**
+     * One backup as its primary sees it.
+     *
+     * @param acked    the last change it acknowledged
+     * @param gating   its acknowledgements hold the primary's answers back
+     * @param complete it holds every change the primary answered (it may become primary)
+     * @param copyLeft bytes of its copy not acknowledged yet
+     * @param broken   why its link is gone, or null
+     */
+    public record Backup(String endpoint, long acked, boolean gating, boolean complete, long copyLeft, String broken) {
+    }
+}
