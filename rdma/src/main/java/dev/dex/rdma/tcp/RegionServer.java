@@ -484,12 +484,12 @@ final class RegionServer implements AutoCloseable {
 
         /** An answer: written now, or held until the backups acknowledged what it may have seen (see {@link #held}). */
         private void out(ChannelHandlerContext ctx, ByteBuf answer) {
-            ReplicationStream stream = replica.stream;
-            if (stream == null && held.isEmpty()) {
+            if (replica.stream == null && held.isEmpty()) {
                 ctx.write(answer, ctx.voidPromise());
                 return;
             }
             java.lang.invoke.VarHandle.fullFence(); // what this request read of the region, before the number it waits for
+            ReplicationStream stream = replica.stream;
             long number = stream == null ? 0 : stream.assigned();
             if (held.isEmpty() && stream.mayAnswer(number)) {
                 ctx.write(answer, ctx.voidPromise());
@@ -554,6 +554,11 @@ final class RegionServer implements AutoCloseable {
                 ctx.write(header(ctx, STATUS_OK, id, value, 0), ctx.voidPromise());
             } catch (NotPrimaryException refusedView) {
                 notPrimary(ctx, id, refusedView.getMessage());
+            } catch (IllegalStateException notNow) {
+                // Not a backup now, or another stream's connection: refused and closed; the primary greets again later.
+                refuse(ctx, id, notNow.getMessage());
+                ctx.flush();
+                ctx.close();
             }
         }
 

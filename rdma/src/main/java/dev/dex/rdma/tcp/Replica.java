@@ -44,6 +44,10 @@ final class Replica {
     /** The primary's stream; null unless primary. */
     volatile ReplicationStream stream;
     private volatile String demotedBecause;
+    /** A sole replica that must not serve clients until its group says what it is ({@link #standBy}). */
+    private volatile boolean standby;
+    /** Waiting out the old primary's lease on its way to primary: no other change of role meanwhile. */
+    private boolean promoting;
 
     // A backup's state (under this object's lock)
     private long streamId;
@@ -69,7 +73,9 @@ final class Replica {
     /** Why this replica refuses a client's greeting, or null when it serves clients. */
     String clientRefusal() {
         return switch (role) {
-            case SOLE, PRIMARY -> null;
+            case SOLE -> standby ? "memory server " + serverId + ": this replica waits for its replica group to make it primary or"
+                    + " backup (dex.memory.replicas > 1)" : null;
+            case PRIMARY -> null;
             case BACKUP -> "memory server " + serverId + ": this replica is a backup in view " + view + "; its primary serves clients";
             case DEMOTED -> "memory server " + serverId + ": this replica was primary and was replaced (" + demotedBecause + ")";
         };
@@ -90,8 +96,22 @@ final class Replica {
 
     // ---- roles, set by whoever keeps the group map
 
+    /**
+     * A sole replica that belongs to a group: it refuses clients until it is made primary or backup. A memory node of a
+     * replicated server starts so, also on a kept region, which may be older than what its group answered since.
+     */
+    synchronized void standBy() {
+        if (role == ReplicaStatus.Role.SOLE) {
+            standby = true;
+            dropClients.run();
+        }
+    }
+
     /** From now on a backup of view {@code newView}: clients are refused and dropped; a primary's stream is taken. */
     synchronized void becomeBackup(long newView) {
+        if (promoting) {
+            throw new IllegalStateException("memory server " + serverId + " is becoming primary of view " + view);
+        }
         if (role == ReplicaStatus.Role.PRIMARY) {
             throw new IllegalStateException("memory server " + serverId + " is primary of view " + view + "; a primary is not made a backup");
         }
@@ -119,13 +139,16 @@ final class Replica {
         long waitUntil;
         synchronized (this) {
             checkView(newView);
-            if (role == ReplicaStatus.Role.PRIMARY) {
+            if (role == ReplicaStatus.Role.PRIMARY || promoting) {
                 throw new IllegalStateException("memory server " + serverId + " is primary already (view " + view + ")");
             }
             if (role == ReplicaStatus.Role.DEMOTED) {
                 throw new IllegalStateException("memory server " + serverId + " was replaced as primary; it must be copied anew");
             }
-            long id = streamId;
+            // A new stream identity for every primary: another backup that applied the old primary's changes up to the same
+            // number may hold other bytes than this one (what the old primary applied but never had answered), so no
+            // backup is taken as holding this primary's stream without being copied.
+            long id = ThreadLocalRandom.current().nextLong() | 1;
             long from = applied;
             if (role == ReplicaStatus.Role.BACKUP) {
                 if (!complete) {
@@ -136,8 +159,8 @@ final class Replica {
                     streamChannel.close();
                     streamChannel = null;
                 }
+                promoting = true;
             } else {
-                id = ThreadLocalRandom.current().nextLong() | 1;
                 from = 0;
             }
             view = newView; // from here on the old primary's frames are refused (their view is older)
@@ -145,11 +168,15 @@ final class Replica {
             started = new ReplicationStream(serverId, region, tcp, settings, io, id, from, newView, this::demote);
         }
         long wait = waitUntil - System.nanoTime();
-        if (role == ReplicaStatus.Role.BACKUP && wait > 0) {
+        boolean wasSole = role == ReplicaStatus.Role.SOLE;
+        if (!wasSole && wait > 0) {
             try {
                 Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
             } catch (InterruptedException interrupted) {
                 Thread.currentThread().interrupt();
+                synchronized (this) {
+                    promoting = false;
+                }
                 started.close();
                 throw new IllegalStateException("interrupted while waiting out the old primary's lease", interrupted);
             }
@@ -157,6 +184,15 @@ final class Replica {
         synchronized (this) {
             stream = started;
             role = ReplicaStatus.Role.PRIMARY;
+            promoting = false;
+            standby = false;
+        }
+        if (wasSole) {
+            // A request that found no stream a moment ago may still be changing the region without a number: every event
+            // loop runs such requests, so once each has run an empty task, every later change is numbered (and copied).
+            for (io.netty.util.concurrent.EventExecutor loop : io.group()) {
+                loop.submit(() -> { }).awaitUninterruptibly();
+            }
         }
         LOG.info("memory server {}: this replica is primary of view {} from change {}", serverId, newView, started.assigned());
         installView(newView, backups);
@@ -187,12 +223,16 @@ final class Replica {
     }
 
     private void demote() {
+        ReplicationStream primary;
         synchronized (this) {
-            ReplicationStream primary = stream;
+            primary = stream;
             demotedBecause = primary == null ? "a newer view" : primary.demoted();
             role = ReplicaStatus.Role.DEMOTED;
         }
         dropClients.run();
+        if (primary != null) {
+            primary.close(); // its links and heartbeat: it serves nothing any more
+        }
     }
 
     void close() {
@@ -209,12 +249,15 @@ final class Replica {
      * copied, or throws {@link NotPrimaryException} for a replica that is not a backup or a view older than its own.
      */
     synchronized long openStream(Channel channel, long greetingView, long id, long last) {
-        if (role != ReplicaStatus.Role.BACKUP) {
-            throw new NotPrimaryException("memory server " + serverId + " at this endpoint is " + role + ", not a backup");
-        }
         if (greetingView < view) {
-            throw new NotPrimaryException("memory server " + serverId + ": this backup is in view " + view
+            // The one refusal that tells a primary it was replaced.
+            throw new NotPrimaryException("memory server " + serverId + ": this replica is in view " + view
                     + " and refuses the stream of view " + greetingView);
+        }
+        if (role != ReplicaStatus.Role.BACKUP || promoting) {
+            // Not a backup (yet): a restarted node, say. The primary greets it again later.
+            throw new IllegalStateException("memory server " + serverId + " at this endpoint is " + role
+                    + (promoting ? ", becoming primary" : "") + ", not a backup");
         }
         view = greetingView;
         if (streamChannel != null && streamChannel != channel) {
@@ -238,8 +281,12 @@ final class Replica {
     /** One frame of the stream; returns the number to acknowledge. */
     synchronized long apply(Channel channel, long number, long flags, long offset, DirectBuffer payload, int count) {
         if (channel != streamChannel || streamView < view || role != ReplicaStatus.Role.BACKUP) {
-            throw new NotPrimaryException("memory server " + serverId + ": this replica is in view " + view + " as " + role
-                    + " and applies no stream of view " + streamView + " from this connection");
+            if (channel == streamChannel && streamView < view) {
+                throw new NotPrimaryException("memory server " + serverId + ": this replica is in view " + view
+                        + " and applies no stream of view " + streamView);
+            }
+            throw new IllegalStateException("memory server " + serverId + ": this connection's stream is not the one this"
+                    + " replica applies (" + role + ", view " + view + ")");
         }
         if ((flags & TcpFrameDescriptor.APPLY_FENCE) != 0) {
             fence.accept(payload.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN));

@@ -61,12 +61,15 @@ final class ReplicaLink extends SimpleChannelInboundHandler<ByteBuf> {
     /** Copy bytes not yet acknowledged, while a copy runs (for status). */
     volatile long copyLeft;
     private final AtomicReference<String> broken = new AtomicReference<>();
+    /** The backup answered this link's greeting: it says where it stands (see {@link ReplicationStream#greeted}). */
+    volatile boolean greetingAnswered;
 
     private ReplicaLink(String endpoint, ReplicationStream stream, long acked) {
         this.endpoint = endpoint;
         this.stream = stream;
         this.acked = acked;
-        this.ackedSentNanos = System.nanoTime();
+        // No lease from this link until its backup acknowledged something (its greeting first).
+        this.ackedSentNanos = System.nanoTime() - (1L << 62);
     }
 
     /** Connects to the backup at {@code endpoint}; throws {@link IllegalStateException} when it cannot be reached. */
@@ -144,6 +147,24 @@ final class ReplicaLink extends SimpleChannelInboundHandler<ByteBuf> {
         }
     }
 
+    /**
+     * Breaks the link when its oldest unanswered frame was sent more than {@code limitNanos} ago: a backup that went
+     * silent without closing its connection (a host that froze, a cut that drops packets) does not hold the primary's
+     * answers until TCP gives up, hours later. Runs on the link's event loop.
+     */
+    void checkSilence(long limitNanos) {
+        try {
+            channel.eventLoop().execute(() -> {
+                long[] oldest = inFlight.peek();
+                if (oldest != null && System.nanoTime() - oldest[1] > limitNanos) {
+                    breakWith("no acknowledgement for " + (System.nanoTime() - oldest[1]) / 1_000_000 + " ms");
+                }
+            });
+        } catch (RejectedExecutionException closed) {
+            breakWith("the fabric is closed");
+        }
+    }
+
     private void flushNow() {
         flushScheduled = false;
         channel.flush();
@@ -173,14 +194,16 @@ final class ReplicaLink extends SimpleChannelInboundHandler<ByteBuf> {
             int payload = Math.min(frame.getIntLE(base + COUNT_OFFSET), length - RESPONSE_HEADER_LENGTH);
             String reason = frame.toString(base + RESPONSE_HEADER_LENGTH, Math.max(0, payload), StandardCharsets.UTF_8);
             if (status == STATUS_NOT_PRIMARY) {
-                stream.refusedByView(this, reason);
+                stream.refusedByView(this, reason); // a newer view: this primary was replaced
             }
-            breakWith("the backup refused the stream: " + reason);
+            breakWith("the backup refused the stream: " + reason); // otherwise greeted again later
             return;
         }
         long value = frame.getLongLE(base + VALUE_OFFSET);
         long flags = sent[0];
         if (flags == ReplicationStream.GREETING) {
+            ackedSentNanos = sent[1];
+            greetingAnswered = true;
             complete = value == 1;
             stream.greeted(this, complete);
         } else {

@@ -285,10 +285,12 @@ final class ReplicationStream {
         if (links.isEmpty() || closed) {
             return;
         }
+        long silence = Math.max(4 * settings.lease().toNanos(), 2_000_000_000L);
         synchronized (lock) {
             for (ReplicaLink link : links) {
                 if (link.broken() == null) {
                     link.send(frame(assigned, 0, 0, 0), 0, 0);
+                    link.checkSilence(silence);
                 }
             }
         }
@@ -302,14 +304,18 @@ final class ReplicationStream {
      * cannot be reached.
      */
     void addBackup(String endpoint) {
-        for (ReplicaLink link : links) {
-            if (link.endpoint.equals(endpoint) && link.broken() == null) {
+        synchronized (lock) {
+            if (liveLink(endpoint) != null) {
                 return;
             }
         }
         ReplicaLink link = ReplicaLink.connect(endpoint, serverId, this, tcp, io);
         synchronized (lock) {
-            checkServing();
+            if (liveLink(endpoint) != null || demoted != null || closed) {
+                link.breakWith("another link to this backup is open, or the primary stopped"); // not in links: no regreet
+                checkServing();
+                return;
+            }
             long now = assigned;
             link.startAt(now);
             ByteBuf hello = PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + Long.BYTES);
@@ -324,6 +330,9 @@ final class ReplicationStream {
             hello.writeLongLE(now);
             links.add(link);
             link.send(hello, GREETING, 0);
+        }
+        if (link.broken() != null) {
+            linkLost(link, link.broken()); // it broke before it was in the list: nobody greets it again otherwise
         }
         LOG.info("memory server {}: backup {} joins the stream in view {} at change {}", serverId, endpoint, view, assigned);
     }
@@ -412,7 +421,24 @@ final class ReplicationStream {
      * ({@link #greeted}); one in a newer view demotes this primary. Until one of these, or a view without that backup,
      * nothing more is answered.
      */
+    /** A link to {@code endpoint} that is not broken, or null. */
+    private ReplicaLink liveLink(String endpoint) {
+        for (ReplicaLink link : links) {
+            if (link.endpoint.equals(endpoint) && link.broken() == null) {
+                return link;
+            }
+        }
+        return null;
+    }
+
     void linkLost(ReplicaLink link, String reason) {
+        ReplicaLink live = liveLink(link.endpoint);
+        if (live != null && live.greetingAnswered) {
+            // The backup answered a newer link's greeting already: it said where it stands there (greeted).
+            links.remove(link);
+            progressed();
+            return;
+        }
         if (!closed && demoted == null && links.contains(link)) {
             LOG.warn("memory server {}: lost backup {}: {}; changes wait until it answers again or a view without it is installed",
                     serverId, link.endpoint, reason);
@@ -434,8 +460,8 @@ final class ReplicationStream {
     }
 
     private void regreet(ReplicaLink lost) {
-        if (closed || demoted != null || !links.contains(lost)) {
-            return;
+        if (closed || demoted != null || !links.contains(lost) || liveLink(lost.endpoint) != null) {
+            return; // a live link's greeting will say where the backup stands
         }
         try {
             addBackup(lost.endpoint);

@@ -366,6 +366,15 @@ public final class TcpFabric implements Fabric {
         server(serverId).replica.becomePrimary(view, backups);
     }
 
+    /**
+     * Makes the sole replica of {@code serverId} exported here refuse clients until {@link #becomePrimary} or
+     * {@link #becomeBackup}: a memory node of a replicated server starts so, since a kept region may be older than what
+     * its group has answered since.
+     */
+    public void standBy(int serverId) {
+        server(serverId).replica.standBy();
+    }
+
     /** A primary's new view with exactly {@code backups}: missing ones join (copied if need be), others are dropped. */
     public void installView(int serverId, long view, java.util.List<String> backups) {
         server(serverId).replica.installView(view, backups);

@@ -249,6 +249,39 @@ class TcpReplicationTest {
     }
 
     /**
+     * A backup's memory node restarts (empty, at the same address) and is not a backup until told so: the primary is not
+     * demoted by its refusal, holds its answers meanwhile (no complete backup has them), greets it again, and copies it
+     * once it is a backup again.
+     */
+    @Test
+    void aBackupThatRestartsIsGreetedAgainAndCopiedWithoutDemotingItsPrimary() throws Exception {
+        Node[] group = group(FAST, REGION);
+        RemoteMemory memory = client(group[0], 1);
+        long slot = GlobalAddress.of(0, 7L * CHUNK);
+        memory.write(slot, word(1), 0, 8);
+        int port = TcpEndpoint.parse(0, group[1].endpoint()).getPort();
+        group[1].fabric().close();
+        TcpFabric restarted = fabric(FAST);
+        TcpFabric again = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withPort(port), FAST, 0, null, null));
+        ExportedRegion fresh = resources.closeAfter(again.export(0, REGION, CHUNK));
+        again.standBy(0);
+        IllegalArgumentException waiting = assertThrows(IllegalArgumentException.class,
+                () -> restarted.connect(Map.of(0, fresh.endpoint()), 9), "a replica on stand-by serves no client");
+        assertTrue(waiting.getMessage().contains("waits for its replica group"), waiting.getMessage());
+        Thread writer = new Thread(() -> memory.write(slot, word(2), 0, 8)); // held: its only backup is away
+        writer.start();
+        Thread.sleep(600); // the primary greets the restarted node a few times, refused: it is not a backup
+        assertEquals(ReplicaStatus.Role.PRIMARY, group[0].status().role(), "a refusal that is not a newer view demotes nobody");
+        assertTrue(writer.isAlive(), "the write waits: no complete backup holds it");
+        again.becomeBackup(0, 1);
+        writer.join(20_000);
+        await("the restarted backup's copy completes", () -> again.replicaStatus(0).complete());
+        awaitQuiet(group[0]);
+        assertEquals(2, memory.readLong(slot));
+        assertArrayEquals(bytes(group[0].region()), bytes(fresh), "the restarted backup holds the primary's region again");
+    }
+
+    /**
      * The old primary does not even learn that it was replaced: the link to its backup goes silent (a paused host, a
      * cut that drops packets). Its lease runs out before the backup takes over, so a read at the old primary is not
      * answered with the value the new primary has overwritten, and a write there is never acknowledged nor applied
