@@ -35,7 +35,9 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni,
                 dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")),
-                fabricTls(dex));
+                fabricTls(dex), dev.dex.rdma.tcp.ReplicaSettings.fromConfig(dex.getConfig("fabric.tcp.replication"))
+                        .withCopyRate(dex.getBytes("memory.copy-rate")));
+        int replicas = (int) range(dex, "memory.replicas", dex.getInt("memory.replicas"), 1, 3);
 
         long regionSize = dex.getBytes("memory.region-size");
         long chunkSize = dex.getBytes("memory.chunk-size");
@@ -54,7 +56,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "memory.offload-threads", dex.getInt("memory.offload-threads"), 1, 1024),
                 range(dex, "memory.offload-queue", dex.getInt("memory.offload-queue"), 1, 1 << 20),
                 table,
-                tree.subtreeLevel(), dex.getBoolean("memory.format"), tree.keyFormat().bytes());
+                tree.subtreeLevel(), dex.getBoolean("memory.format"), tree.keyFormat().bytes(), replicas);
 
         DexEngineSettings engine = DexEngineSettings.fromConfig(dex.getConfig("compute"));
         ComputeNode.Settings compute = new ComputeNode.Settings(
@@ -63,7 +65,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 Backoff.fromConfig(dex.getConfig("compute.handshake")), RedoLogSettings.fromConfig(dex.getConfig("compute")),
                 positive(dex, "compute.checkpoint-interval"),
-                probeTimeout(config), positive(dex, "compute.write-back-timeout"));
+                probeTimeout(config), positive(dex, "compute.write-back-timeout"), replicas);
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),

@@ -285,10 +285,58 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
 
     /** Starts memory server {@code serverId} (region 64 MiB) without waiting for it; a seed must be running. */
     NodeProcess startMemoryNodeAsync(int serverId, String... extra) {
+        return startMemoryNodeAsync("memory-" + serverId, serverId, extra);
+    }
+
+    /** As {@link #startMemoryNodeAsync(int, String...)}, named {@code name} (replicas of one server need names of their own). */
+    NodeProcess startMemoryNodeAsync(String name, int serverId, String... extra) {
         List<String> arguments = new ArrayList<>(List.of("memory-node", "--server-id", Integer.toString(serverId),
                 "--region-size", "64MiB"));
         arguments.addAll(Arrays.asList(extra));
-        return start("memory-" + serverId, arguments);
+        return start(name, arguments);
+    }
+
+    /** As {@link #startMemoryNode(int, String...)}, named {@code name}. */
+    NodeProcess startMemoryNode(String name, int serverId, String... extra) throws InterruptedException {
+        NodeProcess node = startMemoryNodeAsync(name, serverId, extra);
+        node.awaitPort(NODE_START);
+        if (seed == null) {
+            seed = node;
+        }
+        log(node + " up");
+        return node;
+    }
+
+    /**
+     * A connection of this JVM to memory server 0 at the region {@code node} serves (a replica group's primary: a backup
+     * serves no client), once it is formatted; the harness takes its partition table ({@link #awaitFormatted}).
+     */
+    RemoteMemory awaitFormattedOn(NodeProcess node) throws InterruptedException {
+        long deadline = System.nanoTime() + NODE_START.toNanos();
+        while (true) {
+            Matcher export = TCP_EXPORT.matcher(node.logText());
+            if (export.find()) {
+                try {
+                    RemoteMemory memory = fabric.connect(Map.of(Integer.parseInt(export.group(1)), export.group(2)));
+                    try {
+                        PartitionTable stored = PartitionTable.load(memory);
+                        if (table == null) {
+                            table = stored;
+                        }
+                        connections.add(memory);
+                        return memory;
+                    } catch (IllegalStateException notYet) {
+                        memory.close();
+                    }
+                } catch (IllegalArgumentException notServing) {
+                    // not exported yet, or not primary yet
+                }
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(node + " did not serve a formatted region within " + NODE_START.toSeconds() + " s");
+            }
+            Thread.sleep(20);
+        }
     }
 
     /** Starts compute nodes (cache 8 MiB) named {@code names} at once and waits until each is up. */

@@ -62,7 +62,11 @@ public final class ComputeNode {
      * messages.
      */
     public sealed interface Command permits GetPartitionTable, GetStatus, MemoryNodes, Described, DescribeAgain, Retry, Checkpoint,
-            CheckpointDone, HealthTick, Repaired, Fenced, Engines, Relocated {
+            CheckpointDone, HealthTick, Repaired, Fenced, Engines, Relocated, Groups {
+    }
+
+    /** A new version of the replica groups' map (docs/replication.md): compute nodes follow each server's primary. */
+    private record Groups(ReplicaGroups groups) implements Command, org.apache.pekko.actor.NoSerializationVerificationNeeded {
     }
 
     public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command, CborSerializable {
@@ -145,10 +149,20 @@ public final class ComputeNode {
      *                        sharding's rebalance moves nothing ({@link ProbedRebalance})
      * @param writeBackTimeout how long the engine's writes may keep failing before the node reports itself not ready
      *                        and leaves the cluster
+     * @param replicas        memory nodes per memory server ({@code dex.memory.replicas}): above 1 the node uses only each
+     *                        group's primary, as the replica groups' map names it, and runs the group coordinator's singleton
      */
     public record Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
-                           Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
+                           Duration rebalanceProbeTimeout, Duration writeBackTimeout, int replicas) {
+        /** Memory servers of one replica each ({@code dex.memory.replicas = 1}). */
+        public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
+                        Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
+                        Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
+            this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
+                    rebalanceProbeTimeout, writeBackTimeout, 1);
+        }
+
         /** With the default write-back timeout of 10 s. */
         public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
@@ -207,6 +221,10 @@ public final class ComputeNode {
             context.getSystem().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY, listings));
             ComputeNode node = new ComputeNode(context, timers, settings, fabric);
             node.listings = listings;
+            if (settings.replicas() > 1) {
+                ReplicaCoordinator.start(context.getSystem(), settings.replicas());
+                ReplicaGroups.subscribe(context, Groups::new);
+            }
             return node.waiting();
         }));
     }
@@ -217,6 +235,7 @@ public final class ComputeNode {
                 .onMessage(Described.class, this::onDescribed)
                 .onMessage(DescribeAgain.class, this::onDescribeAgain)
                 .onMessage(Retry.class, retry -> tryOpen())
+                .onMessage(Groups.class, this::onGroups)
                 .onMessage(GetStatus.class, get -> {
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0, List.of()));
                     return Behaviors.same();
@@ -264,6 +283,9 @@ public final class ComputeNode {
             return Behaviors.same();
         }
         asking.remove(node);
+        if (!follows(described.description())) {
+            return Behaviors.same();
+        }
         if (described.attempt() > 1) {
             context.getLog().info("memory node {} described itself at attempt {}", node.path(), described.attempt());
         }
@@ -369,6 +391,9 @@ public final class ComputeNode {
         asking.remove(described.node());
         MemoryNode.Description description = described.description();
         int server = description.serverId();
+        if (!follows(description)) {
+            return Behaviors.same();
+        }
         if (!memory.containsKey(server)) {
             context.getLog().warn("memory server {} at {} joined after this compute node opened the memory pool; it is not used"
                     + " until this node restarts", server, description.node().path().address());
@@ -386,6 +411,43 @@ public final class ComputeNode {
         String node = description.node().path().address().toString();
         context.pipeToSelf(java.util.concurrent.CompletableFuture.supplyAsync(() -> connection.relocate(server, endpoint), blocking),
                 (moved, failure) -> new Relocated(server, endpoint, before, moved != null && moved, failure, node));
+        return Behaviors.same();
+    }
+
+    /** Per memory server, the newest view of its group whose primary this node follows (replicas above 1). */
+    private final Map<Integer, Long> views = new HashMap<>();
+
+    /**
+     * Whether this node uses the region of the memory node {@code description} describes: with replica groups, only a
+     * group's primary, and only of a view no older than the one followed (a backup, or a replaced primary, serves no
+     * client); otherwise every memory node.
+     */
+    private boolean follows(MemoryNode.Description description) {
+        if (settings.replicas() <= 1) {
+            return true;
+        }
+        MemoryNode.Replica replica = description.replica();
+        if (!MemoryNode.Replica.PRIMARY_ROLE.equals(replica.role())
+                || replica.view() < views.getOrDefault(description.serverId(), 0L)) {
+            context.getLog().debug("memory node {} is {} of memory server {} in view {}: not followed", description.node().path(),
+                    replica.role(), description.serverId(), replica.view());
+            return false;
+        }
+        views.put(description.serverId(), replica.view());
+        return true;
+    }
+
+    /**
+     * The replica groups' map changed: each server's primary that this node does not use yet is asked to describe itself,
+     * and followed once it says it is primary (a promoted backup: {@link #onDescribedWhileReady} moves the connection to it).
+     */
+    private Behavior<Command> onGroups(Groups changed) {
+        for (ReplicaGroups.Group group : changed.groups().groups()) {
+            ActorRef<MemoryNode.Command> primary = group.primary().node();
+            if (!primary.equals(memory.get(group.serverId())) && asking.add(primary)) {
+                describe(primary, 1);
+            }
+        }
         return Behaviors.same();
     }
 
@@ -605,6 +667,7 @@ public final class ComputeNode {
                 .onMessage(Described.class, described -> onDescribedWhileReady(described, connection))
                 .onMessage(DescribeAgain.class, this::onDescribeAgain)
                 .onMessage(Relocated.class, this::onRelocated)
+                .onMessage(Groups.class, this::onGroups)
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
                     DexMetrics.get(context.getSystem()).engineStopped(engine);

@@ -31,14 +31,21 @@ public final class Fabrics {
 
     /** Where and how nodes reach the memory pool. */
     public record Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
-                       DisniSettings disni, Path tcpRegionDirectory, TcpTls tls) {
+                       DisniSettings disni, Path tcpRegionDirectory, TcpTls tls, dev.dex.rdma.tcp.ReplicaSettings replication) {
         public Spec {
+            replication = replication == null ? dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS : replication;
             if (!transport.equals("local") && !transport.equals("shm") && !transport.equals("tcp") && !transport.equals("disni")) {
                 throw new IllegalArgumentException("dex.fabric.transport must be local, shm, tcp or disni: " + transport);
             }
             if (latencyNs < 0) {
                 throw new IllegalArgumentException("dex.fabric.latency-ns must be >= 0: " + latencyNs);
             }
+        }
+
+        /** A spec with the default replication settings. */
+        public Spec(String transport, String localName, Path shmDirectory, long latencyNs, TcpSettings tcp,
+                    DisniSettings disni, Path tcpRegionDirectory, TcpTls tls) {
+            this(transport, localName, shmDirectory, latencyNs, tcp, disni, tcpRegionDirectory, tls, null);
         }
 
         /** A spec without TLS on the tcp fabric's connections. */
@@ -85,7 +92,7 @@ public final class Fabrics {
         return switch (spec.transport()) {
             case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
             case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
-            case "tcp" -> new TcpFabric(spec.tcp(), spec.latencyNs(), spec.tcpRegionDirectory(), spec.tls());
+            case "tcp" -> new TcpFabric(spec.tcp(), spec.replication(), spec.latencyNs(), spec.tcpRegionDirectory(), spec.tls());
             default -> {
                 TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs(), null, spec.tls());
                 try {

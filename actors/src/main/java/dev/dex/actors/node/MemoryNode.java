@@ -1,6 +1,7 @@
 package dev.dex.actors.node;
 
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
@@ -66,7 +67,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
      * messages.
      */
-    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone {
+    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone, Replicate, Replicated {
     }
 
     /** Asks which memory server this node is. */
@@ -77,7 +78,58 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param endpoint where compute nodes reach the region through the fabric ({@code host:port} for tcp;
      *                 empty for fabrics that find regions by server id)
      */
-    public record Description(int serverId, long regionBytes, String endpoint, ActorRef<Command> node) implements CborSerializable {
+    public record Description(int serverId, long regionBytes, String endpoint, ActorRef<Command> node, Replica replica)
+            implements CborSerializable {
+        public Description {
+            replica = replica == null ? Replica.SOLE : replica;
+        }
+
+        /** A memory node that is not in a replica group. */
+        public Description(int serverId, long regionBytes, String endpoint, ActorRef<Command> node) {
+            this(serverId, regionBytes, endpoint, node, Replica.SOLE);
+        }
+
+        /** Whether compute nodes may use this node's region: the only copy of its server, or its group's primary. */
+        public boolean servesClients() {
+            return Replica.SOLE_ROLE.equals(replica.role()) || Replica.PRIMARY_ROLE.equals(replica.role());
+        }
+    }
+
+    /**
+     * The node's part in its server's replica group (docs/replication.md).
+     *
+     * @param role     SOLE (no group), PRIMARY, BACKUP or DEMOTED (a primary that was replaced)
+     * @param view     the newest view it took part in
+     * @param applied  the number of the last change in its region
+     * @param complete whether it holds every change of its stream up to {@code applied} (a backup that may become primary)
+     * @param copyLeft bytes of a copy to it not received yet
+     */
+    public record Replica(String role, long view, long applied, boolean complete, long copyLeft) implements CborSerializable {
+        public static final String SOLE_ROLE = "SOLE";
+        public static final String PRIMARY_ROLE = "PRIMARY";
+        public static final String BACKUP_ROLE = "BACKUP";
+        public static final Replica SOLE = new Replica(SOLE_ROLE, 0, 0, true, 0);
+    }
+
+    /**
+     * From the cluster's replica coordinator: take a part in the group of this node's server (docs/replication.md).
+     *
+     * @param op      {@link #BECOME_BACKUP}, {@link #BECOME_PRIMARY} or {@link #INSTALL_VIEW}
+     * @param backups the endpoints of the view's backups (for a primary)
+     */
+    public record Replicate(String op, long view, List<String> backups, ActorRef<Replicated> replyTo)
+            implements Command, CborSerializable {
+        public static final String BECOME_BACKUP = "become-backup";
+        public static final String BECOME_PRIMARY = "become-primary";
+        public static final String INSTALL_VIEW = "install-view";
+
+        public Replicate {
+            backups = backups == null ? List.of() : List.copyOf(backups);
+        }
+    }
+
+    /** The answer to {@link Replicate}: the node as it is after it (or the failure's reason in {@code error}). */
+    public record Replicated(Description description, String error) implements Command, CborSerializable {
     }
 
     /** Asks for a chunk of this node's region (for transports without one-sided atomics). */
@@ -151,10 +203,24 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      *                       a region directory), discarding its data; otherwise a restarted memory node reattaches
      *                       to its region. Either way a server id another memory node serves on the host is refused.
      * @param keyBytes       the width of the keys of a tree server 0 formats (a reattached tree keeps its own)
+     * @param replicas       memory nodes that hold this server ({@code dex.memory.replicas}, 1 to 3; docs/replication.md)
      */
     public record Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
-                           PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes) {
+                           PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes, int replicas) {
+        public Settings {
+            if (replicas < 1 || replicas > 3) {
+                throw new IllegalArgumentException("dex.memory.replicas must be 1, 2 or 3: " + replicas);
+            }
+        }
+
+        /** Settings of a memory node that is not in a replica group ({@code dex.memory.replicas = 1}). */
+        public Settings(int serverId, long regionBytes, int chunkBytes, int offloadThreads, int offloadQueue,
+                        PartitionTable partitions, int subtreeLevel, boolean format, int keyBytes) {
+            this(serverId, regionBytes, chunkBytes, offloadThreads, offloadQueue, partitions, subtreeLevel, format, keyBytes, 1);
+        }
     }
+
+    private static final org.slf4j.Logger REPLICA_LOG = org.slf4j.LoggerFactory.getLogger(ReplicaControl.class);
 
     private final Settings settings;
     private final MemoryRegion memoryRegion;
@@ -197,6 +263,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         this.metrics = DexMetrics.get(context.getSystem());
         ActorRef<ClusterEvent.MemberEvent> members = context.messageAdapter(ClusterEvent.MemberEvent.class, MemberGone::new);
         Cluster.get(context.getSystem()).subscriptions().tell(Subscribe.create(members, ClusterEvent.MemberEvent.class));
+        if (settings.replicas() > 1) {
+            // The replica groups' map lives in Distributed Data on every voter (docs/replication.md): this node holds a
+            // copy, so that a majority can answer while a compute node is away.
+            org.apache.pekko.cluster.ddata.typed.javadsl.DistributedData.get(context.getSystem());
+        }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
                 context.messageAdapter(Receptionist.Listing.class, Peers::new)));
@@ -232,6 +303,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(MemberGone.class, this::onMemberEvent)
                 .onMessage(Peers.class, this::onPeers)
                 .onMessage(PeerDescribed.class, this::onPeerDescribed)
+                .onMessage(Replicate.class, this::onReplicate)
+                .onMessage(Replicated.class, replicated -> dropped("a Replicated answer sent to a memory node"))
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
     }
@@ -240,7 +313,43 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         if (describe.replyTo() == null) {
             return dropped("a Describe without a reply address");
         }
-        describe.replyTo().tell(new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), getContext().getSelf()));
+        describe.replyTo().tell(description());
+        return this;
+    }
+
+    private Description description() {
+        return description(getContext().getSelf());
+    }
+
+    /** This node's description; reads only settings and the fabric, so any thread may call it. */
+    private Description description(ActorRef<Command> self) {
+        return new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), self,
+                ReplicaControl.status(fabric, settings.serverId()));
+    }
+
+    /**
+     * A replica group change: off the actor's thread (a promotion waits out the old primary's lease, a join connects to
+     * the backups), answered with the node's description after it.
+     */
+    private Behavior<Command> onReplicate(Replicate replicate) {
+        if (replicate.replyTo() == null || replicate.op() == null) {
+            return dropped("a Replicate without an operation or a reply address");
+        }
+        java.util.concurrent.Executor blocking = getContext().getSystem().dispatchers()
+                .lookup(org.apache.pekko.actor.typed.DispatcherSelector.blocking());
+        ActorRef<Replicated> replyTo = replicate.replyTo();
+        ActorRef<Command> self = getContext().getSelf();
+        int serverId = settings.serverId();
+        java.util.concurrent.CompletableFuture.runAsync(() -> ReplicaControl.apply(fabric, settings.serverId(), replicate), blocking)
+                .whenComplete((done, failure) -> {
+                    Throwable cause = failure instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+                            ? c.getCause() : failure;
+                    if (cause != null) {
+                        REPLICA_LOG.warn("memory server {}: {} in view {} failed: {}", serverId, replicate.op(), replicate.view(),
+                                cause.getMessage());
+                    }
+                    replyTo.tell(new Replicated(description(self), cause == null ? null : String.valueOf(cause.getMessage())));
+                });
         return this;
     }
 
@@ -340,8 +449,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             peersAsked.remove(described.peer()); // asked again with the next listing
             return this;
         }
-        if (described.description().serverId() != settings.serverId()) {
-            return this;
+        if (described.description().serverId() != settings.serverId() || settings.replicas() > 1) {
+            return this; // with replica groups, several memory nodes hold one server: the coordinator gives each its part
         }
         Cluster cluster = Cluster.get(getContext().getSystem());
         Member self = cluster.selfMember();

@@ -65,6 +65,14 @@ public final class MemoryRegion implements AutoCloseable {
             } else if (!region.fresh()) {
                 LOG.info("memory node {} reattached to its region and keeps its data", settings.serverId());
             }
+            if (settings.replicas() > 1) {
+                if (!(fabric instanceof TcpFabric)) {
+                    throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp fabric;"
+                            + " this memory node uses " + fabric.transport() + " (docs/replication.md)");
+                }
+                // Not served before the group says what it is: a kept region may be older than what the group answered.
+                ((TcpFabric) fabric).standBy(settings.serverId());
+            }
             if (fabric instanceof TcpFabric tcp) {
                 // Compute nodes send offloads as messages on their fabric connections; the region server's event
                 // loops run them.

@@ -71,7 +71,7 @@ class DecoderFuzzTest {
      * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 45 s
      * (Jazzer fuzzes one test per JVM, so the decoders share one).
      */
-    @FuzzTest(maxDuration = "45s")
+    @FuzzTest(maxDuration = "20s")
     void decoders(FuzzedDataProvider data) {
         fuzzOne(data);
     }

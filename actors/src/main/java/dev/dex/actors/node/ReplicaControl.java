@@ -1,0 +1,43 @@
+package dev.dex.actors.node;
+
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.tcp.ReplicaStatus;
+import dev.dex.rdma.tcp.TcpFabric;
+
+/**
+ * A memory node's side of its replica group: what its fabric says of its replica, and the group changes the coordinator
+ * asks of it (docs/replication.md). Replica groups need the {@code tcp} fabric; elsewhere a node is always the only copy
+ * of its server.
+ */
+final class ReplicaControl {
+    private ReplicaControl() {
+    }
+
+    /** The replica of {@code serverId} this fabric exported, as a description carries it. */
+    static MemoryNode.Replica status(Fabric fabric, int serverId) {
+        if (!(fabric instanceof TcpFabric tcp)) {
+            return MemoryNode.Replica.SOLE;
+        }
+        ReplicaStatus status = tcp.replicaStatus(serverId);
+        return new MemoryNode.Replica(status.role().name(), status.view(), status.applied(), status.complete(), status.copyLeft());
+    }
+
+    /**
+     * Carries out {@code replicate}; blocks (a promotion waits out the old primary's lease, a primary connects to its
+     * backups), so never on an actor's thread.
+     *
+     * @throws IllegalStateException    when the fabric has no replica groups, or the replica cannot take that part
+     * @throws IllegalArgumentException for an unknown operation or an older view
+     */
+    static void apply(Fabric fabric, int serverId, MemoryNode.Replicate replicate) {
+        if (!(fabric instanceof TcpFabric tcp)) {
+            throw new IllegalStateException("replica groups need the tcp fabric; this memory node uses " + fabric.transport());
+        }
+        switch (replicate.op()) {
+            case MemoryNode.Replicate.BECOME_BACKUP -> tcp.becomeBackup(serverId, replicate.view());
+            case MemoryNode.Replicate.BECOME_PRIMARY -> tcp.becomePrimary(serverId, replicate.view(), replicate.backups());
+            case MemoryNode.Replicate.INSTALL_VIEW -> tcp.installView(serverId, replicate.view(), replicate.backups());
+            default -> throw new IllegalArgumentException("unknown replica operation " + replicate.op());
+        }
+    }
+}

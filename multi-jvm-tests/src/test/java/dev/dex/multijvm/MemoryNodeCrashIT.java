@@ -1,0 +1,89 @@
+package dev.dex.multijvm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import dev.dex.actors.client.DexClientApi;
+
+/**
+ * A memory server held by a replica group of two memory nodes over tcp (docs/replication.md): the primary's memory node
+ * is killed with SIGKILL under writes and inserts. The coordinator makes the backup primary of a new view once the
+ * failure detector finds the primary unreachable, the compute nodes move their connections to it, and the index serves
+ * again; no compute node or client is downed, and every acknowledged write is on the new primary. Then a third memory
+ * node of the server joins as a backup and is copied from the new primary while the index serves (re-replication).
+ */
+class MemoryNodeCrashIT {
+    static final long KEYS = 20_000;
+
+    @RegisterExtension
+    final ClusterHarness cluster = ClusterHarness.tcp("dex.memory.replicas=2", "dex.tree.partitions=16",
+            "pekko.cluster.split-brain-resolver.stable-after=2s");
+
+    @Test
+    @Timeout(value = 5, unit = TimeUnit.MINUTES)
+    void killingThePrimaryLosesNothingAndTheBackupServesThenAReplacementIsCopied() throws Exception {
+        NodeProcess first = cluster.startMemoryNode("memory-0-a", 0);
+        NodeProcess second = cluster.startMemoryNode("memory-0-b", 0);
+        List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        DexClientApi client = cluster.startClient();
+        cluster.awaitMembersUp(5);
+        NodeProcess primary = awaitPrimary(List.of(first, second), 1);
+        NodeProcess backup = primary == first ? second : first;
+        cluster.awaitFormattedOn(primary);
+        backup.awaitLog("copy complete", Duration.ofSeconds(60));
+        cluster.awaitComputeNodes(2);
+
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, 60, 64, true));
+        mix.start(41);
+        mix.awaitMore(8_000, Duration.ofSeconds(90));
+
+        long killed = System.nanoTime();
+        primary.kill();
+        cluster.log(primary + " (the primary of memory server 0) killed under writes");
+        long served = cluster.awaitServing(Duration.ofSeconds(60));
+        cluster.log(String.format("the index serves again %.2f s after the primary's kill", (served - killed) / 1e9));
+        assertTrue(served - killed < Duration.ofSeconds(10).toNanos(), String.format("serving again %.1f s after the kill",
+                (served - killed) / 1e9));
+        assertTrue(backup.logText().contains("this replica is primary of view 3"), "the backup took over in view 3 (1: formed, 2: backup joined); its log:\n" + backup.logTail());
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+
+        // A replacement joins the group and is copied while the index serves.
+        NodeProcess replacement = cluster.startMemoryNode("memory-0-c", 0);
+        replacement.awaitLog("copy complete", Duration.ofSeconds(90));
+        cluster.log(replacement + " is a complete backup of memory server 0");
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
+        mix.stop();
+        cluster.log("mix: " + mix.summary() + "; failures e.g. " + mix.failures());
+
+        for (NodeProcess compute : computes) {
+            assertTrue(compute.isAlive() && cluster.isMember(compute), compute + " is a member after the failover");
+            assertFalse(compute.logText().contains("including myself"), compute + " was never downed");
+        }
+        WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
+        cluster.log("verified: " + verification);
+        assertEquals(0, mix.violationCount(), "no read returned a value its key never had: " + mix.violations());
+    }
+
+    /** The memory node that says it is primary of view {@code view}. */
+    private static NodeProcess awaitPrimary(List<NodeProcess> nodes, long view) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+        while (System.nanoTime() < deadline) {
+            for (NodeProcess node : nodes) {
+                if (node.logText().contains("this replica is primary of view " + view)) {
+                    return node;
+                }
+            }
+            Thread.sleep(50);
+        }
+        throw new AssertionError("no memory node became primary of view " + view);
+    }
+}
