@@ -404,6 +404,17 @@ public final class DexCli implements Callable<Integer> {
         }
     }
 
+    /** A memory node's part in its replica group, for status; empty for the only copy of a server (no group). */
+    static String replicaLine(dev.dex.actors.node.MemoryNode.Replica replica) {
+        if (dev.dex.actors.node.MemoryNode.Replica.SOLE_ROLE.equals(replica.role())) {
+            return "";
+        }
+        String role = replica.role().toLowerCase(java.util.Locale.ROOT);
+        String copy = replica.copyLeft() > 0 ? String.format(", copying: %,d bytes left", replica.copyLeft())
+                : "BACKUP".equals(replica.role()) && !replica.complete() ? ", not complete (cannot take over)" : "";
+        return String.format("; %s of view %d at change %,d%s", role, replica.view(), replica.applied(), copy);
+    }
+
     /** How long {@code client} and {@code status} try to join before they give up with a clear error. */
     static final Duration JOIN_TIMEOUT = Duration.ofSeconds(20);
 
@@ -418,9 +429,12 @@ public final class DexCli implements Callable<Integer> {
                     .filter(r -> !r.startsWith("dc-")).toList()));
         }
         out.println("memory servers:");
-        for (dev.dex.actors.node.MemoryNode.Description memory : ClusterMember.memoryDescriptions(system)) {
-            out.printf("  %-6d %-32s region %,d bytes%s%n", memory.serverId(), memory.node().path().address(), memory.regionBytes(),
-                    memory.endpoint().isEmpty() ? "" : ", fabric at " + memory.endpoint());
+        List<dev.dex.actors.node.MemoryNode.Description> memories = new java.util.ArrayList<>(ClusterMember.memoryDescriptions(system));
+        memories.sort(java.util.Comparator.comparingInt(dev.dex.actors.node.MemoryNode.Description::serverId)
+                .thenComparing(d -> !d.servesClients()));
+        for (dev.dex.actors.node.MemoryNode.Description memory : memories) {
+            out.printf("  %-6d %-32s region %,d bytes%s%s%n", memory.serverId(), memory.node().path().address(), memory.regionBytes(),
+                    memory.endpoint().isEmpty() ? "" : ", fabric at " + memory.endpoint(), replicaLine(memory.replica()));
         }
         List<ComputeNode.Status> statuses = ClusterMember.computeStatuses(system);
         out.println("compute nodes:");

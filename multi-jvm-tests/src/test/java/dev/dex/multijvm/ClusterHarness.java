@@ -406,7 +406,9 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         }
         arguments.remove(PLAIN);
         if (seed != null) {
-            arguments.addAll(List.of("--seed", seed.seed()));
+            // The first node, or, once a test killed it, a node still running (a replacement must find the cluster).
+            NodeProcess contact = seed.isAlive() ? seed : nodes.stream().filter(NodeProcess::isAlive).findFirst().orElse(seed);
+            arguments.addAll(List.of("--seed", contact.seed()));
         }
         if (regionDirectory != null && command.get(0).equals("memory-node")) {
             arguments.addAll(List.of("--set", "dex.fabric.tcp.region-directory=\"" + regionDirectory + "\""));

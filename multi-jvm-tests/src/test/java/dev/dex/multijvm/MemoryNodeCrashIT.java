@@ -20,6 +20,8 @@ import dev.dex.actors.client.DexClientApi;
  * failure detector finds the primary unreachable, the compute nodes move their connections to it, and the index serves
  * again; no compute node or client is downed, and every acknowledged write is on the new primary. Then a third memory
  * node of the server joins as a backup and is copied from the new primary while the index serves (re-replication).
+ * Then the primary is paused (SIGSTOP) until the replacement has taken over, and resumed: the stale primary learns from
+ * the new primary's refusal of its stream that it was replaced, and changes nothing.
  */
 class MemoryNodeCrashIT {
     static final long KEYS = 20_000;
@@ -61,6 +63,20 @@ class MemoryNodeCrashIT {
         replacement.awaitLog("copy complete", Duration.ofSeconds(90));
         cluster.log(replacement + " is a complete backup of memory server 0");
         mix.awaitMore(5_000, Duration.ofSeconds(60));
+
+        // A stale primary: the primary is paused (SIGSTOP) past the failure detector, the replacement takes over, then the
+        // paused one resumes. It was replaced without knowing: what it still had in flight is refused by the new view.
+        NodeProcess stale = backup;
+        signal("STOP", stale);
+        long paused = System.nanoTime();
+        cluster.log(stale + " (the primary) paused");
+        replacement.awaitLog("this replica is primary of view 5", Duration.ofSeconds(60));
+        long servedAgain = cluster.awaitServing(Duration.ofSeconds(60));
+        cluster.log(String.format("the index serves again %.2f s after the primary was paused", (servedAgain - paused) / 1e9));
+        signal("CONT", stale);
+        stale.awaitLog("this replica stops serving", Duration.ofSeconds(60));
+        cluster.log(stale + " resumed and learnt that it was replaced");
+        mix.awaitMore(5_000, Duration.ofSeconds(60));
         mix.stop();
         cluster.log("mix: " + mix.summary() + "; failures e.g. " + mix.failures());
 
@@ -71,6 +87,11 @@ class MemoryNodeCrashIT {
         WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
         cluster.log("verified: " + verification);
         assertEquals(0, mix.violationCount(), "no read returned a value its key never had: " + mix.violations());
+    }
+
+    private static void signal(String signal, NodeProcess node) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
+        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
     }
 
     /** The memory node that says it is primary of view {@code view}. */
