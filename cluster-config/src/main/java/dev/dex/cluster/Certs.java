@@ -108,6 +108,8 @@ final class Certs {
     private static void keytool(String password, String... args) throws IOException {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "keytool").toString());
+        // A short-lived JVM each: the quick compiler and the serial collector start it faster than the defaults.
+        command.addAll(List.of("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"));
         command.addAll(List.of(args));
         // -storepass:env keeps the password off the process list.
         command.addAll(List.of("-storepass:env", "DEX_TLS_PASSWORD"));

@@ -69,7 +69,6 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     static final long KEY_SPACING = 16;
     static final Duration NODE_START = Duration.ofSeconds(60);
     /** Cleanup's grace after SIGTERM: nothing is asserted after it (graceful stops are tested with {@link NodeProcess#stopGracefully}). */
-    private static final Duration STOP_GRACE = Duration.ofSeconds(1);
 
     private static final Pattern TCP_EXPORT = Pattern.compile("memory node (\\d+) exported \\d+ bytes over tcp at (\\S+)");
 
@@ -560,7 +559,9 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                     .withValue("dex.security.trust-store", ConfigValueFactory.fromAnyRef(keyStore.resolveSibling("truststore.p12").toString()))
                     .withValue("dex.security.password-file", ConfigValueFactory.fromAnyRef(keyStore.resolveSibling("password").toString()));
         }
-        overrides = overrides.withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(transport))
+        // Terminated at cleanup after the nodes are gone: without coordinated shutdown it does not try to leave.
+        overrides = overrides.withValue("pekko.coordinated-shutdown.run-by-actor-system-terminate", ConfigValueFactory.fromAnyRef("off"))
+                .withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(transport))
                 .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef(shmDirectory.toString()));
         Config config = DexNodes.nodeConfig(DexNodes.config(overrides), "client", hosts == null ? "127.0.0.1" : hosts.rootAddress(), 0,
                 List.of(seed.seed()));
@@ -795,6 +796,9 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                     failure = e;
                 }
             }
+            // The nodes first, at once: the test's assertions are done, and a client that left the cluster gracefully
+            // while the nodes ran would only add seconds.
+            stopNodes();
             if (clientSystem != null) {
                 clientSystem.terminate();
                 try {
@@ -849,21 +853,11 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
         }
     }
 
-    /** SIGTERM to every node at once, then SIGKILL to those still running after {@link #STOP_GRACE}. */
+    /** SIGKILL to every node still running: nothing is asserted after cleanup, so no node needs a graceful end. */
     private void stopNodes() throws InterruptedException {
         for (NodeProcess node : nodes) {
-            node.signalStop();
-        }
-        long deadline = System.nanoTime() + STOP_GRACE.toNanos();
-        try {
-            for (NodeProcess node : nodes) {
-                node.awaitExit(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
-            }
-        } finally {
-            for (NodeProcess node : nodes) {
-                if (node.isAlive()) {
-                    node.kill();
-                }
+            if (node.isAlive()) {
+                node.kill();
             }
         }
     }

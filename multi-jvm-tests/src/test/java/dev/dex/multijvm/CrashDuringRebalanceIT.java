@@ -51,7 +51,7 @@ class CrashDuringRebalanceIT {
         // compute-0 first, so it is the oldest and hosts the shard coordinator; compute-1 is the one killed.
         NodeProcess coordinator = cluster.startComputeNode("compute-0");
         DexClientApi client = cluster.startClient();
-        cluster.awaitComputeNodes(1);
+        cluster.awaitMembersUp(3); // compute-0 is Up, hence the oldest compute node, before compute-1 starts
         NodeProcess crashing = cluster.startComputeNode("compute-1");
         cluster.awaitMembersUp(4);
         cluster.awaitComputeNodes(2);

@@ -27,7 +27,7 @@ class FormationIT {
     @RegisterExtension
     final ClusterHarness cluster = newHarness("dex.tree.partitions=16");
 
-    /** The cluster this scenario runs on; {@code FormationTcpIT} runs it on the tcp fabric. */
+    /** The cluster this scenario runs on; {@code FormationTlsIT} runs it on the tcp fabric with mutual TLS. */
     ClusterHarness newHarness(String... settings) {
         return new ClusterHarness(settings);
     }

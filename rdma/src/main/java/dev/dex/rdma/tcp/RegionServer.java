@@ -270,24 +270,8 @@ final class RegionServer implements AutoCloseable {
         private boolean holding;
         /** The greeting was refused (a fenced client): nothing more of this connection is executed. */
         private boolean refused;
-        /**
-         * Answers of a replicated primary that wait for the backups' acknowledgements, in request order, each with
-         * the stream's number when it was made ({@link ReplicationStream#mayAnswer}).
-         */
-        private final java.util.ArrayDeque<ByteBuf> held = new java.util.ArrayDeque<>();
-        private final java.util.ArrayDeque<Long> heldNumbers = new java.util.ArrayDeque<>();
-        private ChannelHandlerContext context;
-        private ReplicationStream awaited;
-        private final java.util.concurrent.atomic.AtomicBoolean wakeScheduled = new java.util.concurrent.atomic.AtomicBoolean();
-        private final Runnable wake = () -> {
-            if (wakeScheduled.compareAndSet(false, true)) {
-                try {
-                    context.executor().execute(this::releaseHeld);
-                } catch (java.util.concurrent.RejectedExecutionException closing) {
-                    wakeScheduled.set(false);
-                }
-            }
-        };
+        /** Answers held for the backups' acknowledgements (a replicated primary's), in request order. */
+        private final HeldAnswers held = new HeldAnswers(replica, this::resume);
 
         RequestHandler(Region region, long chunkLength, int maxTransfer) {
             this.region = region;
@@ -343,12 +327,7 @@ final class RegionServer implements AutoCloseable {
             while ((frame = deferred.poll()) != null) {
                 frame.release();
             }
-            while ((frame = held.poll()) != null) {
-                frame.release(); // never answered: the client fails it as a verb of unknown outcome
-            }
-            if (awaited != null) {
-                awaited.stopAwaiting(wake);
-            }
+            held.drop(); // never answered: the client fails them as verbs of unknown outcome
             ctx.fireChannelInactive();
         }
 
@@ -482,50 +461,9 @@ final class RegionServer implements AutoCloseable {
             }
         }
 
-        /** An answer: written now, or held until the backups acknowledged what it may have seen (see {@link #held}). */
+        /** An answer: written now, or held until the backups acknowledged what it may have seen ({@link HeldAnswers}). */
         private void out(ChannelHandlerContext ctx, ByteBuf answer) {
-            if (replica.stream == null && held.isEmpty()) {
-                ctx.write(answer, ctx.voidPromise());
-                return;
-            }
-            java.lang.invoke.VarHandle.fullFence(); // what this request read of the region, before the number it waits for
-            ReplicationStream stream = replica.stream;
-            long number = stream == null ? 0 : stream.assigned();
-            if (held.isEmpty() && stream.mayAnswer(number)) {
-                ctx.write(answer, ctx.voidPromise());
-                return;
-            }
-            held.add(answer);
-            heldNumbers.add(number);
-            if (awaited != stream && stream != null) {
-                if (awaited != null) {
-                    awaited.stopAwaiting(wake);
-                }
-                context = ctx;
-                awaited = stream;
-                stream.await(wake);
-            }
-            releaseHeld(); // again after registering: an acknowledgement may have come in between
-        }
-
-        /** Writes the held answers the backups have acknowledged, in order (event loop). */
-        private void releaseHeld() {
-            wakeScheduled.set(false);
-            ReplicationStream stream = awaited;
-            boolean wrote = false;
-            while (!held.isEmpty() && stream != null && stream.mayAnswer(heldNumbers.peek())) {
-                heldNumbers.poll();
-                context.write(held.poll(), context.voidPromise());
-                wrote = true;
-            }
-            if (wrote) {
-                context.flush();
-                if (held.isEmpty()) {
-                    stream.stopAwaiting(wake);
-                    awaited = null;
-                }
-                resume(context);
-            }
+            held.out(ctx, answer);
         }
 
         /** A primary's stream to this backup: its greeting or one of its frames (see {@link Replica}). */
