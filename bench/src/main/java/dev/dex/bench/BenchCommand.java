@@ -131,6 +131,12 @@ public final class BenchCommand implements Callable<Integer> {
                     + " --memory-threads are the memory side's event loops) (default: ${DEFAULT-VALUE}).")
     private String fabric;
 
+    @Option(names = "--replicas", paramLabel = "R", defaultValue = "1",
+            description = "Memory nodes per memory server, with --fabric tcp (docs/replication.md): each primary streams every"
+                    + " change to R-1 backups in this JVM, each with event loops of its own, and answers once they applied it"
+                    + " (default: ${DEFAULT-VALUE}).")
+    private int replicas;
+
     @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
             description = "Latency spun before every verb, e.g. 2000 for RDMA's ~2 us (default: ${DEFAULT-VALUE}).")
     private long latencyNs;
@@ -316,6 +322,8 @@ public final class BenchCommand implements Callable<Integer> {
         check(!mode.partitioned() || partitions >= computeNodes, "--partitions (" + partitions
                 + ") must be at least --compute-nodes (" + computeNodes + ") so every compute node holds a partition");
         check(fabric.equals("local") || fabric.equals("tcp"), "--fabric must be local or tcp: " + fabric);
+        check(replicas >= 1 && replicas <= 3, "--replicas must be 1, 2 or 3: " + replicas);
+        check(replicas == 1 || fabric.equals("tcp"), "--replicas above 1 needs --fabric tcp (the primary's memory node streams its changes)");
         check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
                 "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
         if (json != null) {
@@ -345,7 +353,7 @@ public final class BenchCommand implements Callable<Integer> {
         }
         return new BenchSettings(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults);
+                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults, replicas);
     }
 
     private void check(boolean ok, String message) {

@@ -21,7 +21,16 @@ import dev.dex.rdma.FaultPlan;
 record BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
-                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
+                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults, int replicas) {
+
+    /** Settings without replica groups (one copy of each memory server). */
+    BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
+                  long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
+                  int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
+                  boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
+        this(workload, mode, distribution, theta, keys, ops, warmup, threads, cacheRatio, cacheBytes, computeNodes, memoryNodes,
+                memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog, commitBatch, leafAdmission, keyBytes, faults, 1);
+    }
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {

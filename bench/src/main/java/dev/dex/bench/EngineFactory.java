@@ -132,6 +132,8 @@ final class EngineFactory {
                 exported.add(memoryNode);
                 servers.put(id, memoryNode.endpoint());
             }
+            List<TcpFabric> backups = config.replicas() > 1 ? replicate((TcpFabric) memorySide, exported, config, region, chunk)
+                    : List.of();
             BulkLoader.Result loaded;
             PartitionTable table = null;
             try (RemoteMemory loader = computeSide.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
@@ -148,7 +150,7 @@ final class EngineFactory {
             if (opener != null && config.mode().offloads() && tcp) {
                 for (ExportedRegion memoryNode : exported) {
                     ((TcpFabric) memorySide).handleMessages(memoryNode.serverId(),
-                            new OffloadMessageHandler(memoryNode.serverId(), memoryNode.region()));
+                            new OffloadMessageHandler(memoryNode.serverId(), memoryNode.region(), memoryNode.memorySideWrites()));
                 }
                 RemoteMemory messages = computeSide.connect(servers);
                 resources.add(messages);
@@ -188,6 +190,7 @@ final class EngineFactory {
                 resources.add(computeSide);
             }
             resources.add(memorySide);
+            resources.addAll(backups); // after their primaries, which would otherwise wait for them
             return new EngineCluster(engines, treeBytes, resources, injectors, () -> computeSide.connect(servers));
         } catch (RuntimeException | Error e) {
             closeQuietly(engines, e);
@@ -217,6 +220,54 @@ final class EngineFactory {
             throw e;
         }
         return reader;
+    }
+
+    /**
+     * Gives each memory server {@code replicas - 1} backups, each in a fabric of its own (its own event loops, as on
+     * another host), and makes the exported regions their primaries; returns once every backup's copy is complete.
+     */
+    private static List<TcpFabric> replicate(TcpFabric primaries, List<ExportedRegion> exported, BenchSettings config, long region,
+                                             int chunk) {
+        List<TcpFabric> backups = new ArrayList<>();
+        for (int b = 1; b < config.replicas(); b++) {
+            backups.add(new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()), 0));
+        }
+        try {
+            copyTo(primaries, exported, backups, config, region, chunk);
+        } catch (RuntimeException e) {
+            backups.forEach(TcpFabric::close);
+            throw e;
+        }
+        return backups;
+    }
+
+    private static void copyTo(TcpFabric primaries, List<ExportedRegion> exported, List<TcpFabric> backups, BenchSettings config,
+                               long region, int chunk) {
+        for (ExportedRegion primary : exported) {
+            List<String> endpoints = new ArrayList<>();
+            for (TcpFabric backup : backups) {
+                endpoints.add(export(backup, primary.serverId(), region, chunk).endpoint());
+                backup.becomeBackup(primary.serverId(), 1);
+            }
+            primaries.becomePrimary(primary.serverId(), 1, endpoints);
+        }
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(10);
+        for (TcpFabric backup : backups) {
+            for (ExportedRegion primary : exported) {
+                while (!backup.replicaStatus(primary.serverId()).complete()) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException("the backups of memory server " + primary.serverId()
+                                + " were not copied within 10 minutes");
+                    }
+                    try {
+                        Thread.sleep(10);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new IllegalStateException("interrupted while the backups were copied", e);
+                    }
+                }
+            }
+        }
     }
 
     private static ExportedRegion export(Fabric fabric, int id, long region, int chunk) {

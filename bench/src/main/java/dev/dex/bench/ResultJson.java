@@ -29,6 +29,7 @@ final class ResultJson {
         root.put("workload", c.workload().cliName());
         root.put("mode", c.mode().cliName());
         root.put("fabric", c.fabric());
+        root.put("replicas", c.replicas());
         root.put("dist", c.distribution().cliName());
         root.put("theta", c.distribution() == Distribution.ZIPF ? c.theta() : 0.0);
         root.put("keys", c.keys());

@@ -28,8 +28,9 @@ final class Summary {
         line(out, "ops", "%,d measured after %,d warm-up, %d thread%s, seed %d", c.ops(), c.warmup(), c.threads(),
                 plural(c.threads()), c.seed());
         if (c.mode().usesFabric()) {
-            line(out, "fabric", "%s, %,d ns injected latency per verb%s", c.fabric(), c.latencyNs(),
-                    c.fabric().equals("tcp") ? " on top of loopback TCP" : "");
+            line(out, "fabric", "%s, %,d ns injected latency per verb%s%s", c.fabric(), c.latencyNs(),
+                    c.fabric().equals("tcp") ? " on top of loopback TCP" : "",
+                    c.replicas() > 1 ? ", " + c.replicas() + " replicas per memory server" : "");
         } else {
             line(out, "fabric", "none (the map lives in this JVM)");
         }

@@ -26,7 +26,7 @@ import picocli.CommandLine;
 /** Runs the whole command in-process on tiny configurations. */
 class BenchCommandRunTest {
     private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "fabric", "dist", "theta", "keys", "ops", "threads",
-            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs", "keyBytes");
+            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs", "keyBytes", "replicas");
 
     @TempDir
     Path dir;
@@ -70,6 +70,7 @@ class BenchCommandRunTest {
         assertEquals(20_000, json.get("ops").asLong());
         assertEquals(2, json.get("threads").asInt());
         assertEquals(1, json.get("computeNodes").asInt());
+        assertEquals(1, json.get("replicas").asInt());
         assertEquals(0.08, json.get("cacheRatio").asDouble());
         assertTrue(json.get("cacheBytes").asLong() > 0);
         assertTrue(json.get("throughputOpsPerSec").asDouble() > 0);
@@ -209,6 +210,25 @@ class BenchCommandRunTest {
         JsonNode[] perOp = writeIntensiveWithAndWithoutTheLog("batch", "16 operations per commit", "--commit-batch", "16");
         double extra = perOp[0].get("writes").asDouble() - perOp[1].get("writes").asDouble();
         assertTrue(extra > 0.04 && extra < 0.15, "one log write per batch of 16: " + perOp[0] + " vs " + perOp[1]);
+    }
+
+    @Test
+    void replicasOverTcpMakeTheSameVerbsPerOperationAndServeEveryKey() throws IOException {
+        // The primary's memory node streams each change to its backup; the compute side issues the same verbs.
+        JsonNode[] perOp = new JsonNode[2];
+        for (int replicas = 1; replicas <= 2; replicas++) {
+            Path json = dir.resolve("replicas-" + replicas + ".json");
+            Run run = bench(tiny("--mode", "dex", "--fabric", "tcp", "--workload", "write-intensive", "--redo-log", "on",
+                    "--replicas", Integer.toString(replicas), "--json", json.toString()));
+            assertEquals(0, run.exitCode(), run.err());
+            assertEquals(replicas == 2, run.out().contains("2 replicas per memory server"), run.out());
+            JsonNode result = readJson(json);
+            assertEquals(replicas, result.get("replicas").asInt());
+            assertEquals(20_000, result.get("ops").asLong(), "every measured operation ran");
+            perOp[replicas - 1] = result.get("perOp");
+        }
+        assertEquals(perOp[0].get("reads").asDouble(), perOp[1].get("reads").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
+        assertEquals(perOp[0].get("writes").asDouble(), perOp[1].get("writes").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
     }
 
     /**

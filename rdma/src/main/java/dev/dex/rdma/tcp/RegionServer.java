@@ -117,7 +117,8 @@ final class RegionServer implements AutoCloseable {
         fences.beforeFence = client -> {
             ReplicationStream stream = replica.stream;
             if (stream != null) {
-                stream.fence(client);
+                // On the backups before the fence completes (it runs on the blocking pool): a new primary refuses the client too.
+                stream.awaitCommitted(stream.fence(client), settings.verbTimeout());
             }
         };
         ServerBootstrap bootstrap = new ServerBootstrap()

@@ -140,6 +140,26 @@ final class ReplicationStream {
         return demoted == null && committed() >= number && leaseHeld();
     }
 
+    /**
+     * Waits until every gating backup acknowledged change {@code number}; not on an event loop.
+     *
+     * @throws IllegalStateException when that takes longer than {@code max} (a backup is lost and no new view has left it
+     *                               out yet), or this primary was replaced
+     */
+    void awaitCommitted(long number, java.time.Duration max) {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (committed() < number) {
+            if (demoted != null || closed) {
+                throw new IllegalStateException("memory server " + serverId + " is no longer primary: " + demoted);
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("memory server " + serverId + ": change " + number + " was not acknowledged by"
+                        + " every backup within " + max.toMillis() + " ms");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(200_000);
+        }
+    }
+
     /** Runs {@code waiter} (once per progress, from an event loop) until it is removed; see the class comment. */
     void await(Runnable waiter) {
         waiters.add(waiter);
