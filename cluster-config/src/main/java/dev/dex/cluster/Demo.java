@@ -110,6 +110,18 @@ final class Demo implements Callable<Integer> {
                     + " report the cluster's share of its throughput (default: ${DEFAULT-VALUE}).")
     String baseline;
 
+    @Option(names = "--replicas", paramLabel = "R",
+            description = "Memory nodes that hold the memory server (2 or 3; tcp fabric): a replica group whose primary streams"
+                    + " every change to its backups before it is acknowledged (docs/replication.md). The keys (default 50k)"
+                    + " are written through the client, and the scale-out is left out (default: 1).")
+    Integer replicas;
+
+    @Option(names = "--kill-memory-node",
+            description = "With --replicas: stop the primary's memory node under the mix, print the operations of every second"
+                    + " through the failover and the time until the index serves again, then start a replacement that is"
+                    + " copied while the mix goes on, and verify every key.")
+    boolean killMemoryNode;
+
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
     boolean benchOnly;
 
@@ -122,8 +134,25 @@ final class Demo implements Callable<Integer> {
         long n = keys != null ? keys : defaults.getLong("dex.demo.keys");
         computeNodes = computeNodesOption != null ? computeNodesOption : defaults.getInt("dex.demo.compute-nodes");
         warmup = warmupOption != null ? warmupOption : defaults.getInt("dex.demo.warmup");
+        int memoryReplicas = replicas == null ? 1 : replicas;
+        if (memoryReplicas < 1 || memoryReplicas > 3) {
+            throw new IllegalArgumentException("--replicas must be 1, 2 or 3: " + memoryReplicas);
+        }
+        if (killMemoryNode && memoryReplicas == 1) {
+            throw new IllegalArgumentException("--kill-memory-node needs --replicas 2 or 3: with one replica a killed memory node"
+                    + " takes its part of the index with it");
+        }
         if (fabric == null) {
-            fabric = defaults.getString("dex.demo.fabric");
+            fabric = memoryReplicas > 1 ? "tcp" : defaults.getString("dex.demo.fabric");
+        }
+        if (memoryReplicas > 1 && !fabric.equals("tcp")) {
+            throw new IllegalArgumentException("--replicas " + memoryReplicas + " needs --fabric tcp: " + fabric);
+        }
+        if (memoryReplicas > 1 && benchOnly) {
+            throw new IllegalArgumentException("bench --cluster runs one replica; use bench --fabric tcp --replicas for the cost");
+        }
+        if (memoryReplicas > 1 && keys == null) {
+            n = 50_000; // written through the client, not bulk-loaded
         }
         if (cacheSize == null) {
             cacheSize = defaults.getString("dex.demo.cache-size");
@@ -154,6 +183,7 @@ final class Demo implements Callable<Integer> {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
         }
         Config overrides = ConfigFactory.empty()
+                .withValue("dex.memory.replicas", ConfigValueFactory.fromAnyRef(memoryReplicas))
                 .withValue("dex.fabric.transport", ConfigValueFactory.fromAnyRef(fabric))
                 .withValue("dex.fabric.local-name", ConfigValueFactory.fromAnyRef(fabricName))
                 .withValue("dex.fabric.shm-directory", ConfigValueFactory.fromAnyRef("/dev/shm/" + fabricName))
@@ -182,6 +212,9 @@ final class Demo implements Callable<Integer> {
         };
         List<ActorSystem<?>> systems = new ArrayList<>();
         try {
+            if (memoryReplicas > 1) {
+                return new ReplicaDemo(out, base, settings, memoryReplicas, computeNodes).run(n, putPercent, killMemoryNode, systems);
+            }
             return run(base, settings, n, putPercent, systems);
         } finally {
             try {

@@ -60,6 +60,9 @@ class DexCliTest {
             "demo --keys 10                              | --keys must be in [1000",
             "demo --partitions 2 --keys 5000             | --partitions must be in [3",
             "demo --fabric udp                           | dex.fabric.transport must be local, shm, tcp or disni",
+            "demo --replicas 4                           | --replicas must be 1, 2 or 3: 4",
+            "demo --replicas 2 --fabric local            | --replicas 2 needs --fabric tcp",
+            "demo --kill-memory-node                     | --kill-memory-node needs --replicas 2 or 3",
             "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
@@ -144,5 +147,18 @@ class DexCliTest {
         assertTrue(run.out().contains("lowest second from the join until settled: "), run.out());
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
         assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
+    }
+
+    @org.junit.jupiter.api.Test
+    void theReplicatedDemoKillsThePrimaryServesAgainCopiesAReplacementAndVerifiesEveryKey() {
+        Run run = run("demo", "--replicas", "2", "--kill-memory-node", "--keys", "20k", "--partitions", "12",
+                "--workload", "write-intensive");
+        assertEquals(0, run.exit(), run.out() + run.err());
+        assertTrue(run.out().contains("memory server 0 held by 2 memory nodes"), run.out());
+        assertTrue(run.out().contains("replica group formed: primary"), run.out());
+        assertTrue(run.out().contains("the index served again"), run.out());
+        assertTrue(run.out().contains("the replacement is a complete backup"), run.out());
+        assertTrue(run.out().contains("verified: all 20,000 keys hold their last acknowledged value"), run.out());
+        assertTrue(run.err().contains("is primary of view 3"), "the backup took over in a new view");
     }
 }

@@ -110,17 +110,27 @@ class TlsClusterTest {
         assertEquals(3, members);
 
         Config stranger = config("client", dir.resolve("other/stranger.p12"), List.of(seed));
-        assertRefused(stranger, "mutual TLS");
         // It trusts the cluster's CA, so it accepts the cluster's certificates; the cluster does not accept its own.
         String engine = "pekko.remote.artery.ssl.config-ssl-engine.";
         Config trusting = ConfigFactory.parseString(engine + "trust-store = \"" + dir.resolve("cluster/truststore.p12") + "\"\n"
                         + engine + "trust-store-password = \"" + Certs.readPassword(dir.resolve("cluster/password")) + "\"")
                 .withFallback(stranger);
-        assertRefused(trusting, "mutual TLS");
-        assertAConnectionWithoutACertificateIsRefused();
         Config plain = config("client", null, List.of(seed));
         assertEquals("tcp", plain.getString("pekko.remote.artery.transport"));
-        assertRefused(plain, "plain TCP");
+        // The three outsiders try at once: each must stay out for the whole window, which they then share.
+        List<java.util.concurrent.CompletableFuture<Void>> refusals = List.of(refusedAsync(stranger, "mutual TLS"),
+                refusedAsync(trusting, "mutual TLS"), refusedAsync(plain, "plain TCP"));
+        assertAConnectionWithoutACertificateIsRefused();
+        for (java.util.concurrent.CompletableFuture<Void> refusal : refusals) {
+            try {
+                refusal.get(120, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException failed) {
+                if (failed.getCause() instanceof AssertionError assertion) {
+                    throw assertion;
+                }
+                throw failed;
+            }
+        }
 
         assertEquals(members, Cluster.get(systems.get(0)).state().members().size(), "nobody else joined");
         assertTrue(client.put(42, 4201).toCompletableFuture().get(30, TimeUnit.SECONDS), "the cluster still serves");
@@ -178,6 +188,21 @@ class TlsClusterTest {
     }
 
     /** A client system with {@code config} never becomes Up, and says why. */
+    private java.util.concurrent.CompletableFuture<Void> refusedAsync(Config config, String says) {
+        java.util.concurrent.CompletableFuture<Void> done = new java.util.concurrent.CompletableFuture<>();
+        Thread thread = new Thread(() -> {
+            try {
+                assertRefused(config, says);
+                done.complete(null);
+            } catch (Throwable failed) {
+                done.completeExceptionally(failed);
+            }
+        }, "outsider-" + says);
+        thread.setDaemon(true);
+        thread.start();
+        return done;
+    }
+
     private void assertRefused(Config config, String says) throws Exception {
         ActorSystem<DexClient.Command> outsider = DexNodes.client(config, DexSettings.from(config));
         try {

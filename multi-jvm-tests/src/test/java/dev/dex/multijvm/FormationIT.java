@@ -65,5 +65,10 @@ class FormationIT {
             assertFalse(held.isEmpty(), "each compute node holds partitions: " + map);
         }
         assertTrue(ClusterHarness.eachPartitionHeldOnce(map));
+        afterFormation(client);
+    }
+
+    /** More of a subclass's scenario on the formed cluster (4 members), so that it starts no cluster of its own. */
+    void afterFormation(DexClientApi client) throws Exception {
     }
 }

@@ -414,6 +414,8 @@ public final class ComputeNode {
         return Behaviors.same();
     }
 
+    /** The replica groups' map as this node last heard of it. */
+    private ReplicaGroups groups = ReplicaGroups.EMPTY;
     /** Per memory server, the newest view of its group whose primary this node follows (replicas above 1). */
     private final Map<Integer, Long> views = new HashMap<>();
 
@@ -429,8 +431,11 @@ public final class ComputeNode {
         MemoryNode.Replica replica = description.replica();
         if (!MemoryNode.Replica.PRIMARY_ROLE.equals(replica.role())
                 || replica.view() < views.getOrDefault(description.serverId(), 0L)) {
-            context.getLog().debug("memory node {} is {} of memory server {} in view {}: not followed", description.node().path(),
-                    replica.role(), description.serverId(), replica.view());
+            ReplicaGroups.Group group = groups.group(description.serverId());
+            if (group != null && group.primary().node().equals(description.node())) {
+                // The map names it primary before it is told (the map is stored first): ask again shortly.
+                timers.startSingleTimer(description.node(), new DescribeAgain(description.node(), 1), Duration.ofMillis(100));
+            }
             return false;
         }
         views.put(description.serverId(), replica.view());
@@ -442,6 +447,8 @@ public final class ComputeNode {
      * and followed once it says it is primary (a promoted backup: {@link #onDescribedWhileReady} moves the connection to it).
      */
     private Behavior<Command> onGroups(Groups changed) {
+        groups = changed.groups();
+        context.getLog().info("replica groups: {}", groups.describe());
         for (ReplicaGroups.Group group : changed.groups().groups()) {
             ActorRef<MemoryNode.Command> primary = group.primary().node();
             if (!primary.equals(memory.get(group.serverId())) && asking.add(primary)) {
