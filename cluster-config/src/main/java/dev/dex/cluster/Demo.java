@@ -113,7 +113,8 @@ final class Demo implements Callable<Integer> {
     @Option(names = "--replicas", paramLabel = "R",
             description = "Memory nodes that hold the memory server (2 or 3; tcp fabric): a replica group whose primary streams"
                     + " every change to its backups before it is acknowledged (docs/replication.md). The keys (default 50k)"
-                    + " are written through the client, and the scale-out is left out (default: 1).")
+                    + " are written through the client, the scale-out is left out, and --seconds is the mix after the"
+                    + " failover's copy (default: 1).")
     Integer replicas;
 
     @Option(names = "--kill-memory-node",

@@ -5,7 +5,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Semaphore;
@@ -125,7 +124,7 @@ final class ReplicaDemo {
             memoryNodes.add(replacement);
             awaitCopy(clientSystem, replacement, Duration.ofSeconds(120));
         }
-        Thread.sleep(kill ? 5_000 : 1_000);
+        Thread.sleep(TimeUnit.SECONDS.toMillis(settings.demoSeconds())); // the mix after the copy: the service recovered
         stop.set(true);
         mixer.join(TimeUnit.SECONDS.toMillis(60));
         int seconds = (int) ((System.nanoTime() - mixStart) / 1_000_000_000L);
@@ -139,7 +138,7 @@ final class ReplicaDemo {
                     + " the last %.2f s after it; served again after %.2f s%n", killedAt, failures.get(),
                     lastFailureNanos.get() == 0 ? 0 : (lastFailureNanos.get() - mixStart) / 1e9 - killedAt, servedAgain);
         }
-        long mismatches = verify(client, n, settings.demoInFlight(), written, unknown);
+        long mismatches = DemoWorkload.verify(client, n, settings.demoInFlight(), written, unknown);
         if (mismatches == 0) {
             out.printf("verified: all %,d keys hold their last acknowledged value (%,d puts of unknown outcome were either)%n", n,
                     unknown.size());
@@ -293,35 +292,5 @@ final class ReplicaDemo {
                 Thread.sleep(20);
             }
         }
-    }
-
-    /** Every key holds its last acknowledged value, or the value of a later put of unknown outcome. */
-    private static long verify(DexClientApi client, long n, int inFlight, Map<Long, Long> written, Map<Long, Long> unknown)
-            throws InterruptedException {
-        Semaphore slots = new Semaphore(inFlight);
-        AtomicLong mismatches = new AtomicLong();
-        try (ProgressBar bar = DemoWorkload.bar("verify", n)) {
-            for (long i = 1; i <= n; i++) {
-                long key = i * DemoWorkload.KEY_SPACING;
-                long expected = written.getOrDefault(key, key + 1);
-                Long maybe = unknown.get(key);
-                slots.acquire();
-                client.get(key).whenComplete((OptionalLong value, Throwable failure) -> {
-                    boolean ok = failure == null && value.isPresent()
-                            && (value.getAsLong() == expected || maybe != null && value.getAsLong() == maybe);
-                    if (!ok && mismatches.incrementAndGet() <= 5) {
-                        System.err.println("key " + key + ": expected " + expected + (maybe != null ? " or " + maybe : "") + ", got "
-                                + (failure != null ? failure : value));
-                    }
-                    slots.release();
-                });
-                if ((i & 1023) == 0) {
-                    bar.stepTo(i);
-                }
-            }
-            slots.acquire(inFlight);
-            bar.stepTo(n);
-        }
-        return mismatches.get();
     }
 }

@@ -151,14 +151,14 @@ class DexCliTest {
 
     @org.junit.jupiter.api.Test
     void theReplicatedDemoKillsThePrimaryServesAgainCopiesAReplacementAndVerifiesEveryKey() {
-        Run run = run("demo", "--replicas", "2", "--kill-memory-node", "--keys", "20k", "--partitions", "12",
-                "--workload", "write-intensive");
+        Run run = run("demo", "--replicas", "2", "--kill-memory-node", "--keys", "5k", "--partitions", "12",
+                "--workload", "write-intensive", "--seconds", "1");
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("memory server 0 held by 2 memory nodes"), run.out());
         assertTrue(run.out().contains("replica group formed: primary"), run.out());
         assertTrue(run.out().contains("the index served again"), run.out());
         assertTrue(run.out().contains("the replacement is a complete backup"), run.out());
-        assertTrue(run.out().contains("verified: all 20,000 keys hold their last acknowledged value"), run.out());
+        assertTrue(run.out().contains("verified: all 5,000 keys hold their last acknowledged value"), run.out());
         assertTrue(run.err().contains("is primary of view 3"), "the backup took over in a new view");
     }
 }

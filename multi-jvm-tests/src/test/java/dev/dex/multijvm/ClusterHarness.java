@@ -311,31 +311,13 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
      * serves no client), once it is formatted; the harness takes its partition table ({@link #awaitFormatted}).
      */
     RemoteMemory awaitFormattedOn(NodeProcess node) throws InterruptedException {
-        long deadline = System.nanoTime() + NODE_START.toNanos();
-        while (true) {
+        return awaitFormatted(() -> {
             Matcher export = TCP_EXPORT.matcher(node.logText());
-            if (export.find()) {
-                try {
-                    RemoteMemory memory = fabric.connect(Map.of(Integer.parseInt(export.group(1)), export.group(2)));
-                    try {
-                        PartitionTable stored = PartitionTable.load(memory);
-                        if (table == null) {
-                            table = stored;
-                        }
-                        connections.add(memory);
-                        return memory;
-                    } catch (IllegalStateException notYet) {
-                        memory.close();
-                    }
-                } catch (IllegalArgumentException notServing) {
-                    // not exported yet, or not primary yet
-                }
+            if (!export.find()) {
+                throw new IllegalArgumentException(node + " has not exported its region yet");
             }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException(node + " did not serve a formatted region within " + NODE_START.toSeconds() + " s");
-            }
-            Thread.sleep(20);
-        }
+            return fabric.connect(Map.of(Integer.parseInt(export.group(1)), export.group(2)));
+        }, node + "'s region");
     }
 
     /** Starts compute nodes (cache 8 MiB) named {@code names} at once and waits until each is up. */
@@ -450,10 +432,19 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
      * endpoint is read from its log line "memory node N exported ... over tcp at host:port".
      */
     RemoteMemory awaitFormatted(int... serverIds) throws InterruptedException {
+        return awaitFormatted(() -> transport.equals("tcp") ? fabric.connect(tcpEndpoints(serverIds)) : fabric.connect(serverIds),
+                "memory servers " + Arrays.toString(serverIds));
+    }
+
+    /**
+     * A connection {@code connect} opens (it throws {@link IllegalArgumentException} while a region is not served yet),
+     * once server 0 has formatted the tree; the harness takes the partition table it stored.
+     */
+    private RemoteMemory awaitFormatted(java.util.function.Supplier<RemoteMemory> connect, String what) throws InterruptedException {
         long deadline = System.nanoTime() + NODE_START.toNanos();
         while (true) {
             try {
-                RemoteMemory memory = transport.equals("tcp") ? fabric.connect(tcpEndpoints(serverIds)) : fabric.connect(serverIds);
+                RemoteMemory memory = connect.get();
                 try {
                     PartitionTable stored = PartitionTable.load(memory);
                     if (table == null) {
@@ -468,8 +459,7 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
                 // a memory node has not exported its region yet
             }
             if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("memory servers " + Arrays.toString(serverIds) + " not formatted within "
-                        + NODE_START.toSeconds() + " s");
+                throw new IllegalStateException(what + " not formatted within " + NODE_START.toSeconds() + " s");
             }
             Thread.sleep(20);
         }

@@ -15,11 +15,9 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.VALUE_OFFSET;
 
 import java.lang.invoke.VarHandle;
 import java.net.InetSocketAddress;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -27,16 +25,11 @@ import org.agrona.concurrent.ManyToOneConcurrentArrayQueue;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.rdma.FabricException;
-import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInitializer;
-import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoop;
 import io.netty.channel.SimpleChannelInboundHandler;
-import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
 
 /**
  * One pipelined connection from a client to a memory server. Calling threads put their {@link VerbCall}s
@@ -82,39 +75,10 @@ final class Connection extends SimpleChannelInboundHandler<ByteBuf> {
     static Connection open(int serverId, InetSocketAddress address, TcpSettings settings, IoTransport io) {
         String endpoint = TcpEndpoint.format(address.getHostString(), address.getPort());
         Connection connection = new Connection(serverId, endpoint, settings.window());
-        int maxFrame = TcpFrameDescriptor.maxFrameLength(settings.maxTransfer());
-        Bootstrap bootstrap = new Bootstrap()
-                .group(io.group())
-                .channel(io.socketChannel())
-                .option(ChannelOption.TCP_NODELAY, true)
-                .option(ChannelOption.SO_KEEPALIVE, true)
-                .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.min(Integer.MAX_VALUE, settings.connectTimeout().toMillis()))
-                .handler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        if (io.tls() != null) {
-                            ch.pipeline().addLast(io.tls().clientHandler(ch.alloc(), address.getHostString(), address.getPort()));
-                        }
-                        ch.pipeline().addLast(
-                                new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0, LENGTH_FIELD_LENGTH, 0,
-                                        LENGTH_FIELD_LENGTH, true),
-                                connection);
-                    }
-                });
-        ChannelFuture connected;
-        try {
-            connected = bootstrap.connect(address.getHostString(), address.getPort());
-        } catch (RejectedExecutionException closed) {
-            throw new FabricException("cannot connect to memory server " + serverId + " at " + endpoint + ": the fabric is closed");
-        }
-        if (!connected.awaitUninterruptibly(settings.connectTimeout().toMillis() + 1000, TimeUnit.MILLISECONDS) || !connected.isSuccess()) {
-            connected.channel().close();
-            Throwable cause = connected.cause();
-            throw new FabricException("cannot connect to memory server " + serverId + " at " + endpoint + ": "
-                    + (cause == null ? "no answer within " + settings.connectTimeout().toMillis() + " ms" : cause.toString()), cause);
-        }
-        connection.channel = connected.channel();
-        connection.loop = connected.channel().eventLoop();
+        Channel channel = io.connect(address, settings, connection, false, (reason, cause) -> new FabricException(
+                "cannot connect to memory server " + serverId + " at " + endpoint + ": " + reason, cause));
+        connection.channel = channel;
+        connection.loop = channel.eventLoop();
         return connection;
     }
 

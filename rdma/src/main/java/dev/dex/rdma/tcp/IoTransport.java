@@ -33,6 +33,50 @@ record IoTransport(String name, EventLoopGroup group, Class<? extends SocketChan
                 NioSocketChannel.class, NioServerSocketChannel.class, tls);
     }
 
+    /**
+     * Opens a connection to the region server at {@code address}: mutual TLS first when configured, then the frame decoder
+     * and {@code handler}; a connection that carries bulk ({@code waterMark}) stops being writable past the region server's
+     * water mark. Waits up to the settings' connect timeout (and a second). Returns the channel; when it cannot be opened,
+     * throws {@code failure} applied to the reason and its cause.
+     */
+    io.netty.channel.Channel connect(java.net.InetSocketAddress address, TcpSettings settings, io.netty.channel.ChannelHandler handler,
+                                     boolean waterMark, java.util.function.BiFunction<String, Throwable, RuntimeException> failure) {
+        int maxFrame = TcpFrameDescriptor.maxFrameLength(settings.maxTransfer());
+        io.netty.bootstrap.Bootstrap bootstrap = new io.netty.bootstrap.Bootstrap()
+                .group(group)
+                .channel(socketChannel)
+                .option(io.netty.channel.ChannelOption.TCP_NODELAY, true)
+                .option(io.netty.channel.ChannelOption.SO_KEEPALIVE, true)
+                .option(io.netty.channel.ChannelOption.CONNECT_TIMEOUT_MILLIS,
+                        (int) Math.min(Integer.MAX_VALUE, settings.connectTimeout().toMillis()))
+                .handler(new io.netty.channel.ChannelInitializer<io.netty.channel.Channel>() {
+                    @Override
+                    protected void initChannel(io.netty.channel.Channel channel) {
+                        if (tls != null) {
+                            channel.pipeline().addLast(tls.clientHandler(channel.alloc(), address.getHostString(), address.getPort()));
+                        }
+                        channel.pipeline().addLast(new io.netty.handler.codec.LengthFieldBasedFrameDecoder(
+                                java.nio.ByteOrder.LITTLE_ENDIAN, maxFrame, 0, TcpFrameDescriptor.LENGTH_FIELD_LENGTH, 0,
+                                TcpFrameDescriptor.LENGTH_FIELD_LENGTH, true), handler);
+                    }
+                });
+        if (waterMark) {
+            bootstrap.option(io.netty.channel.ChannelOption.WRITE_BUFFER_WATER_MARK, RegionServer.waterMark(settings.maxTransfer()));
+        }
+        io.netty.channel.ChannelFuture connected;
+        try {
+            connected = bootstrap.connect(address.getHostString(), address.getPort());
+        } catch (java.util.concurrent.RejectedExecutionException closed) {
+            throw failure.apply("the fabric is closed", null);
+        }
+        if (!connected.awaitUninterruptibly(settings.connectTimeout().toMillis() + 1000, TimeUnit.MILLISECONDS) || !connected.isSuccess()) {
+            connected.channel().close();
+            Throwable cause = connected.cause();
+            throw failure.apply(cause == null ? "no answer within " + settings.connectTimeout().toMillis() + " ms" : cause.toString(), cause);
+        }
+        return connected.channel();
+    }
+
     void shutdown() {
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(5, TimeUnit.SECONDS);
     }

@@ -19,21 +19,13 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.OP_WRITE;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_HEADER_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.REQUEST_ID_OFFSET;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.RESPONSE_HEADER_LENGTH;
-import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_FENCED;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_REFUSED;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Consumer;
 import java.util.function.LongConsumer;
 
 import org.agrona.concurrent.UnsafeBuffer;

@@ -1,7 +1,6 @@
 package dev.dex.rdma.tcp;
 
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.COUNT_OFFSET;
-import static dev.dex.rdma.tcp.TcpFrameDescriptor.LENGTH_FIELD_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.RESPONSE_HEADER_LENGTH;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_NOT_PRIMARY;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OFFSET;
@@ -9,22 +8,15 @@ import static dev.dex.rdma.tcp.TcpFrameDescriptor.STATUS_OK;
 import static dev.dex.rdma.tcp.TcpFrameDescriptor.VALUE_OFFSET;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInitializer;
-import io.netty.channel.ChannelOption;
 import io.netty.channel.SimpleChannelInboundHandler;
-import io.netty.handler.codec.LengthFieldBasedFrameDecoder;
 
 /**
  * One backup of a primary's {@link ReplicationStream}: a connection from the primary to the backup's region server on
@@ -76,38 +68,8 @@ final class ReplicaLink extends SimpleChannelInboundHandler<ByteBuf> {
     static ReplicaLink connect(String endpoint, int serverId, ReplicationStream stream, TcpSettings settings, IoTransport io) {
         InetSocketAddress address = TcpEndpoint.parse(serverId, endpoint);
         ReplicaLink link = new ReplicaLink(endpoint, stream, 0);
-        int maxFrame = TcpFrameDescriptor.maxFrameLength(settings.maxTransfer());
-        Bootstrap bootstrap = new Bootstrap()
-                .group(io.group())
-                .channel(io.socketChannel())
-                .option(ChannelOption.TCP_NODELAY, true)
-                .option(ChannelOption.SO_KEEPALIVE, true)
-                .option(ChannelOption.WRITE_BUFFER_WATER_MARK, RegionServer.waterMark(settings.maxTransfer()))
-                .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.min(Integer.MAX_VALUE, settings.connectTimeout().toMillis()))
-                .handler(new ChannelInitializer<Channel>() {
-                    @Override
-                    protected void initChannel(Channel ch) {
-                        if (io.tls() != null) {
-                            ch.pipeline().addLast(io.tls().clientHandler(ch.alloc(), address.getHostString(), address.getPort()));
-                        }
-                        ch.pipeline().addLast(new LengthFieldBasedFrameDecoder(ByteOrder.LITTLE_ENDIAN, maxFrame, 0,
-                                LENGTH_FIELD_LENGTH, 0, LENGTH_FIELD_LENGTH, true), link);
-                    }
-                });
-        ChannelFuture connected;
-        try {
-            connected = bootstrap.connect(address.getHostString(), address.getPort());
-        } catch (RejectedExecutionException closed) {
-            throw new IllegalStateException("cannot reach backup " + endpoint + ": the fabric is closed");
-        }
-        if (!connected.awaitUninterruptibly(settings.connectTimeout().toMillis() + 1000, TimeUnit.MILLISECONDS)
-                || !connected.isSuccess()) {
-            connected.channel().close();
-            throw new IllegalStateException("memory server " + serverId + " cannot reach its backup at " + endpoint + ": "
-                    + (connected.cause() == null ? "no connection within " + settings.connectTimeout().toMillis() + " ms"
-                    : connected.cause().toString()), connected.cause());
-        }
-        link.channel = connected.channel();
+        link.channel = io.connect(address, settings, link, true, (reason, cause) -> new IllegalStateException(
+                "memory server " + serverId + " cannot reach its backup at " + endpoint + ": " + reason, cause));
         return link;
     }
 

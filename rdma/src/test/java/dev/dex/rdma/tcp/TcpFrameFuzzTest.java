@@ -59,7 +59,7 @@ class TcpFrameFuzzTest {
     }
 
     /** One input for the region server's frames or, one time in eight, for the book of RDMA key grants. */
-    @FuzzTest(maxDuration = "15s")
+    @FuzzTest(maxDuration = "10s")
     void frames(FuzzedDataProvider data) {
         if (data.consumeInt(0, 7) == 0) {
             dev.dex.rdma.disni.GrantMessagesFuzzing.fuzzOne(data);
