@@ -66,6 +66,10 @@ final class ReplicationStream {
     private volatile String demoted;
     private volatile boolean closed;
     private final ScheduledFuture<?> heartbeat;
+    /** 0.9 of the lease: how recent a gating backup's acknowledgement must be for this primary to answer. */
+    private final long leaseLimitNanos;
+    /** A view over the frame being filled; only under {@link #lock}, where every frame is made. */
+    private final UnsafeBuffer frameView = new UnsafeBuffer(0, 0);
 
     /**
      * @param streamId  the stream's identity, which a backup compares with the one it applies
@@ -83,6 +87,7 @@ final class ReplicationStream {
         this.assigned = startAt;
         this.view = view;
         this.onDemoted = onDemoted;
+        this.leaseLimitNanos = settings.lease().toNanos() * 9 / 10;
         long period = Math.max(1, settings.lease().toMillis() / 4);
         this.heartbeat = io.group().next().scheduleAtFixedRate(this::heartbeat, period, period, TimeUnit.MILLISECONDS);
     }
@@ -126,9 +131,8 @@ final class ReplicationStream {
      */
     boolean leaseHeld() {
         long now = System.nanoTime();
-        long limit = settings.lease().toNanos() * 9 / 10;
         for (ReplicaLink link : links) {
-            if (link.gating && now - link.ackedSentNanos >= limit) {
+            if (link.gating && now - link.ackedSentNanos >= leaseLimitNanos) {
                 return false;
             }
         }
@@ -285,19 +289,19 @@ final class ReplicationStream {
         return out;
     }
 
-    private static void copyInto(ByteBuf frame, DirectBuffer src, int srcIndex, int length) {
+    /** Appends {@code src}'s bytes to {@code frame}; under the lock. */
+    private void copyInto(ByteBuf frame, DirectBuffer src, int srcIndex, int length) {
         frame.ensureWritable(length);
-        UnsafeBuffer view = new UnsafeBuffer(0, 0);
-        ByteBufViews.wrap(view, frame, frame.writerIndex(), length);
-        view.putBytes(0, src, srcIndex, length);
+        ByteBufViews.wrap(frameView, frame, frame.writerIndex(), length);
+        frameView.putBytes(0, src, srcIndex, length);
         frame.writerIndex(frame.writerIndex() + length);
     }
 
-    private static void copyInto(ByteBuf frame, Region region, long offset, int length) {
+    /** Appends the region's bytes {@code [offset, offset + length)} to {@code frame}; under the lock. */
+    private void copyInto(ByteBuf frame, Region region, long offset, int length) {
         frame.ensureWritable(length);
-        UnsafeBuffer view = new UnsafeBuffer(0, 0);
-        ByteBufViews.wrap(view, frame, frame.writerIndex(), length);
-        region.readVerb(offset, view, 0, length);
+        ByteBufViews.wrap(frameView, frame, frame.writerIndex(), length);
+        region.readVerb(offset, frameView, 0, length);
         frame.writerIndex(frame.writerIndex() + length);
     }
 
