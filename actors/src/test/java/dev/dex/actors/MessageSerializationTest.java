@@ -68,7 +68,7 @@ class MessageSerializationTest {
         ActorRef<MemoryNode.Replicated> replicated = testKit.<MemoryNode.Replicated>createTestProbe().getRef();
         ActorRef<dev.dex.actors.node.ReplicaGroups> groupReplies = testKit.<dev.dex.actors.node.ReplicaGroups>createTestProbe().getRef();
         MemoryNode.Description backup = new MemoryNode.Description(0, 64L << 20, "10.1.2.4:7400", memoryNode,
-                new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 4, 1_234_567, false, 1L << 20));
+                new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 4, 1_234_567, false, 1L << 20, null));
         dev.dex.actors.node.ReplicaGroups.Group group = new dev.dex.actors.node.ReplicaGroups.Group(0, 9,
                 new dev.dex.actors.node.ReplicaGroups.Replica(memoryNode, "10.1.2.3:7400"),
                 List.of(new dev.dex.actors.node.ReplicaGroups.Replica(memoryNode, "10.1.2.4:7400")));
@@ -84,12 +84,14 @@ class MessageSerializationTest {
                 new MemoryNode.Describe(descriptions),
                 new MemoryNode.Description(3, 64L << 30, "10.1.2.3:7400", memoryNode),
                 backup,
-                new MemoryNode.Replica(MemoryNode.Replica.PRIMARY_ROLE, 7, Long.MAX_VALUE, true, 0),
+                new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 7, Long.MAX_VALUE, true, 0,
+                        "the stream's connection from the primary of view 7 closed"),
                 new MemoryNode.Replicate(MemoryNode.Replicate.INSTALL_VIEW, 5, List.of("10.1.2.3:7400", "10.1.2.4:7400"), replicated),
                 new MemoryNode.Replicate(MemoryNode.Replicate.BECOME_BACKUP, 1, List.of(), replicated),
                 new MemoryNode.Replicated(backup, null),
                 new MemoryNode.Replicated(backup, "this backup's copy is not complete"),
                 new dev.dex.actors.node.ReplicaCoordinator.GetGroups(groupReplies),
+                new dev.dex.actors.node.ReplicaCoordinator.PrimarySuspected(backup),
                 new dev.dex.actors.node.ReplicaGroups(3, List.of(group)),
                 dev.dex.actors.node.ReplicaGroups.EMPTY,
                 group,

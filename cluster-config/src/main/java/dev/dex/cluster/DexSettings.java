@@ -32,12 +32,16 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
         DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS
                 : DisniSettings.fromConfig(dex.getConfig("fabric.disni"));
+        int replicas = (int) range(dex, "memory.replicas", dex.getInt("memory.replicas"), 1, 3);
+        dev.dex.rdma.tcp.ReplicaSettings replication = dev.dex.rdma.tcp.ReplicaSettings.fromConfig(dex.getConfig("fabric.tcp.replication"))
+                .withCopyRate(dex.getBytes("memory.copy-rate"));
+        if (replicas == 1) {
+            replication = replication.withFailoverWait(java.time.Duration.ZERO); // no group: no new primary to wait for
+        }
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni,
                 dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")),
-                fabricTls(dex), dev.dex.rdma.tcp.ReplicaSettings.fromConfig(dex.getConfig("fabric.tcp.replication"))
-                        .withCopyRate(dex.getBytes("memory.copy-rate")));
-        int replicas = (int) range(dex, "memory.replicas", dex.getInt("memory.replicas"), 1, 3);
+                fabricTls(dex), replication);
 
         long regionSize = dex.getBytes("memory.region-size");
         long chunkSize = dex.getBytes("memory.chunk-size");

@@ -114,8 +114,9 @@ final class ReplicaDemo {
             systems.remove(victim);
             memoryNodes.remove(victim);
             servedAgain = awaitServing(client, n, killed, Duration.ofSeconds(60));
-            out.printf("the index served again %.2f s after the kill (the failure detector's verdict, the backup's promotion in a"
-                    + " new view, the compute nodes' move to it)%n", servedAgain);
+            out.printf("the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
+                    + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran what was in"
+                    + " flight)%n", servedAgain);
 
             out.println("starting a replacement memory node; the new primary copies its region to it while the mix goes on...");
             ActorSystem<Void> replacement = DexNodes.memoryNode(DexNodes.nodeConfig(memoryBase, "memory", "127.0.0.1", 0,
@@ -134,9 +135,14 @@ final class ReplicaDemo {
         }
         out.println();
         if (kill) {
-            out.printf("the primary stopped at %.1f s; %,d operations failed with a clear error meanwhile (their outcome unknown),"
-                    + " the last %.2f s after it; served again after %.2f s%n", killedAt, failures.get(),
-                    lastFailureNanos.get() == 0 ? 0 : (lastFailureNanos.get() - mixStart) / 1e9 - killedAt, servedAgain);
+            if (failures.get() == 0) {
+                out.printf("the primary stopped at %.1f s; no operation failed (those in flight waited for the new primary);"
+                        + " served again after %.2f s%n", killedAt, servedAgain);
+            } else {
+                out.printf("the primary stopped at %.1f s; %,d operations failed with a clear error meanwhile (their outcome"
+                        + " unknown), the last %.2f s after it; served again after %.2f s%n", killedAt, failures.get(),
+                        lastFailureNanos.get() == 0 ? 0 : (lastFailureNanos.get() - mixStart) / 1e9 - killedAt, servedAgain);
+            }
         }
         long mismatches = DemoWorkload.verify(client, n, settings.demoInFlight(), written, unknown);
         if (mismatches == 0) {

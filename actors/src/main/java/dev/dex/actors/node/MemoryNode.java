@@ -57,6 +57,9 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     public static final ServiceKey<Command> KEY = ServiceKey.create(Command.class, "dex-memory-node");
     /** How soon a fence of a downed compute node that failed is tried again. */
     static final java.time.Duration FENCE_RETRY = java.time.Duration.ofSeconds(1);
+    /** How often a backup looks at its stream, and how often a backup that lost its primary says so again. */
+    static final java.time.Duration WATCH_PERIOD = java.time.Duration.ofMillis(50);
+    static final java.time.Duration SUSPECT_AGAIN = java.time.Duration.ofMillis(500);
 
     /**
      * Messages a memory node accepts. Only the messages that may come from another process are serializable
@@ -67,7 +70,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
      * messages.
      */
-    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone, Replicate, Replicated {
+    public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone, Replicate, Replicated,
+            WatchPrimary {
     }
 
     /** Asks which memory server this node is. */
@@ -103,12 +107,15 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param applied  the number of the last change in its region
      * @param complete whether it holds every change of its stream up to {@code applied} (a backup that may become primary)
      * @param copyLeft bytes of a copy to it not received yet
+     * @param primaryLost a complete backup's: why it thinks its primary is gone (its stream closed or went silent); null
+     *                 otherwise
      */
-    public record Replica(String role, long view, long applied, boolean complete, long copyLeft) implements CborSerializable {
+    public record Replica(String role, long view, long applied, boolean complete, long copyLeft, String primaryLost)
+            implements CborSerializable {
         public static final String SOLE_ROLE = "SOLE";
         public static final String PRIMARY_ROLE = "PRIMARY";
         public static final String BACKUP_ROLE = "BACKUP";
-        public static final Replica SOLE = new Replica(SOLE_ROLE, 0, 0, true, 0);
+        public static final Replica SOLE = new Replica(SOLE_ROLE, 0, 0, true, 0, null);
     }
 
     /**
@@ -179,6 +186,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             implements Command, NoSerializationVerificationNeeded {
     }
 
+    /**
+     * Every {@link #WATCH_PERIOD} on a replicated server: a backup that lost its primary's stream asks the coordinator to
+     * fail over (docs/replication.md, "Failover").
+     */
+    private enum WatchPrimary implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
     /** A member the cluster downed or removed after downing. */
     private record MemberGone(ClusterEvent.MemberEvent event) implements Command, NoSerializationVerificationNeeded {
     }
@@ -242,8 +257,14 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private final Set<Address> downed = new HashSet<>();
     /** Other memory nodes asked (or being asked) which server they are. */
     private final Set<ActorRef<Command>> peersAsked = new HashSet<>();
+    /** The replica coordinator's proxy, for a replicated server; null otherwise. */
+    private final ActorRef<ReplicaCoordinator.Command> coordinator;
+    /** When this backup last told the coordinator it lost its primary, and of which view it last logged it. */
+    private long suspectedAtNanos;
+    private long suspectedView = -1;
 
-    private MemoryNode(ActorContext<Command> context, MemoryRegion memoryRegion, boolean ownsRegion) {
+    private MemoryNode(ActorContext<Command> context, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
+                       MemoryRegion memoryRegion, boolean ownsRegion) {
         super(context);
         this.memoryRegion = memoryRegion;
         this.ownsRegion = ownsRegion;
@@ -267,6 +288,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             // The replica groups' map lives in Distributed Data on every voter (docs/replication.md): this node holds a
             // copy, so that a majority can answer while a compute node is away.
             org.apache.pekko.cluster.ddata.typed.javadsl.DistributedData.get(context.getSystem());
+            coordinator = ReplicaCoordinator.start(context.getSystem(), settings.replicas()); // a proxy: not a compute node
+            timers.startTimerWithFixedDelay(WatchPrimary.INSTANCE, WATCH_PERIOD);
+        } else {
+            coordinator = null;
         }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
@@ -281,7 +306,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * up under the compute nodes using it. A failure to start (the region cannot be exported) stops it.
      */
     public static Behavior<Command> create(Settings settings, Fabric fabric) {
-        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, MemoryRegion.open(settings, fabric), true)))
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> Behaviors.withTimers(timers ->
+                        new MemoryNode(context, timers, MemoryRegion.open(settings, fabric), true))))
                 .onFailure(RuntimeException.class, SupervisorStrategy.resume());
     }
 
@@ -290,7 +316,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * starts another actor system on it when the cluster downed this one (docs/replication.md, "Downing").
      */
     public static Behavior<Command> create(MemoryRegion region) {
-        return Behaviors.supervise(Behaviors.<Command>setup(context -> new MemoryNode(context, region, false)))
+        return Behaviors.supervise(Behaviors.<Command>setup(context -> Behaviors.withTimers(timers ->
+                        new MemoryNode(context, timers, region, false))))
                 .onFailure(RuntimeException.class, SupervisorStrategy.resume());
     }
 
@@ -304,6 +331,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(Peers.class, this::onPeers)
                 .onMessage(PeerDescribed.class, this::onPeerDescribed)
                 .onMessage(Replicate.class, this::onReplicate)
+                .onMessage(WatchPrimary.class, watch -> onWatchPrimary())
                 .onMessage(Replicated.class, replicated -> dropped("a Replicated answer sent to a memory node"))
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
@@ -350,6 +378,28 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                     }
                     replyTo.tell(new Replicated(description(self), cause == null ? null : String.valueOf(cause.getMessage())));
                 });
+        return this;
+    }
+
+    /**
+     * A complete backup whose primary's stream closed or went silent tells the coordinator, which fails over unless the
+     * primary's node still answers it; said again every {@link #SUSPECT_AGAIN} while it lasts. Much sooner than the
+     * cluster's failure detector, and safe however wrong: a backup becomes primary only a lease after the old primary's
+     * last acknowledgement (docs/replication.md).
+     */
+    private Behavior<Command> onWatchPrimary() {
+        Description description = description();
+        String lost = description.replica().primaryLost();
+        long now = System.nanoTime();
+        if (lost == null || now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
+            return this;
+        }
+        suspectedAtNanos = now;
+        if (suspectedView != description.replica().view()) {
+            suspectedView = description.replica().view();
+            REPLICA_LOG.warn("memory server {}: {}; asking the coordinator to fail over", settings.serverId(), lost);
+        }
+        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(description));
         return this;
     }
 

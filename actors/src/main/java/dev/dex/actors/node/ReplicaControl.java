@@ -19,7 +19,8 @@ final class ReplicaControl {
             return MemoryNode.Replica.SOLE;
         }
         ReplicaStatus status = tcp.replicaStatus(serverId);
-        return new MemoryNode.Replica(status.role().name(), status.view(), status.applied(), status.complete(), status.copyLeft());
+        return new MemoryNode.Replica(status.role().name(), status.view(), status.applied(), status.complete(), status.copyLeft(),
+                status.primaryLost());
     }
 
     /**

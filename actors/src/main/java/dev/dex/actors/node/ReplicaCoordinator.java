@@ -43,7 +43,8 @@ import org.apache.pekko.cluster.typed.Subscribe;
  * Compute nodes subscribe to it and follow each server's primary.
  *
  * <p>It makes one change at a time, each a new view of one group: form a group (the first memory node of a server becomes
- * primary), promote the complete backup with the most changes when a primary is unreachable or gone, drop a backup that
+ * primary), promote the complete backup with the most changes when a primary is unreachable or gone (or a backup lost
+ * its stream and the primary's node does not answer: {@link PrimarySuspected}), drop a backup that
  * is unreachable or gone, add a memory node of the server that is in no view as a backup (it is copied). The replicas
  * themselves make this safe whatever the coordinator knows late: a backup takes the stream of no older view, becomes
  * primary only when complete and a lease after the old primary's last acknowledgement, and a primary answers nothing
@@ -53,7 +54,8 @@ import org.apache.pekko.cluster.typed.Subscribe;
  */
 public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinator.Command> {
 
-    public sealed interface Command permits Listing, Described, Loaded, Stored, Acted, Tick, Reachability, GetGroups {
+    public sealed interface Command permits Listing, Described, Loaded, Stored, Acted, Tick, Reachability, GetGroups,
+            PrimarySuspected, Confirmed {
     }
 
     private record Listing(Receptionist.Listing listing) implements Command {
@@ -84,12 +86,34 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     public record GetGroups(ActorRef<ReplicaGroups> replyTo) implements Command, dev.dex.actors.CborSerializable {
     }
 
+    /**
+     * From a complete backup of a group's current view: its primary's stream closed or went silent (docs/replication.md,
+     * "Failover"). The coordinator asks the primary's node; unless it answers as primary within {@link #CONFIRM}, the
+     * primary counts as gone in that view, without waiting for the cluster's failure detector.
+     */
+    public record PrimarySuspected(MemoryNode.Description backup) implements Command, dev.dex.actors.CborSerializable {
+    }
+
+    private record Confirmed(int server, long view, String why, ActorRef<MemoryNode.Command> backup,
+                             MemoryNode.Description answer, Throwable failure) implements Command {
+    }
+
     /** One thing to ask of one memory node after the map is stored. */
     private record Step(ActorRef<MemoryNode.Command> node, String op, long view, List<String> backups) {
     }
 
-    private static final Duration MAJORITY = Duration.ofSeconds(5);
+    /**
+     * A majority read or write gives up after this. A write goes to a majority first and to the other voters only after a
+     * fifth of it, so a dead voter among the first costs a view change that fifth: kept short for failover.
+     */
+    private static final Duration MAJORITY = Duration.ofMillis(1500);
     private static final Duration STEP_TIMEOUT = Duration.ofSeconds(30);
+    /**
+     * How long a suspected primary's node has to answer before it counts as gone. Costs a killed primary's failover
+     * nothing as long as it is below the lease (1 s by default): the backup waits out the lease from its last
+     * acknowledgement anyway.
+     */
+    static final Duration CONFIRM = Duration.ofMillis(700);
 
     private final int replicas;
     private final TimerScheduler<Command> timers;
@@ -102,6 +126,10 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private boolean busy;
     /** Servers already reported as having no replica that can serve, so that it is logged once per loss. */
     private final Set<Integer> reportedLost = new HashSet<>();
+    /** Servers whose primary was confirmed gone, with the view it was primary of. */
+    private final Map<Integer, Long> primaryGone = new HashMap<>();
+    /** Servers whose primary is being asked whether it still serves. */
+    private final Set<Integer> confirming = new HashSet<>();
 
     private ReplicaCoordinator(ActorContext<Command> context, TimerScheduler<Command> timers, int replicas,
                                ReplicatorMessageAdapter<Command, LWWRegister<ReplicaGroups>> replicator) {
@@ -145,6 +173,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                 .onMessage(Tick.class, tick -> onTick())
                 .onMessage(Reachability.class, event -> reconcile())
                 .onMessage(GetGroups.class, this::onGetGroups)
+                .onMessage(PrimarySuspected.class, this::onSuspected)
+                .onMessage(Confirmed.class, this::onConfirmed)
                 .build();
     }
 
@@ -153,6 +183,55 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             get.replyTo().tell(groups == null ? ReplicaGroups.EMPTY : groups);
         }
         return this;
+    }
+
+    private Behavior<Command> onSuspected(PrimarySuspected suspected) {
+        MemoryNode.Description backup = suspected.backup();
+        if (groups == null || backup == null || backup.node() == null) {
+            return this;
+        }
+        int server = backup.serverId();
+        ReplicaGroups.Group group = groups.group(server);
+        if (group == null || backup.replica().view() != group.view()
+                || group.backups().stream().noneMatch(replica -> replica.node().equals(backup.node()))) {
+            return this; // of another view: the map moved on already
+        }
+        if (listed.contains(backup.node())) {
+            described.put(backup.node(), backup);
+        }
+        Long gone = primaryGone.get(server);
+        if (gone != null && gone == group.view()) {
+            return reconcile();
+        }
+        if (confirming.add(server)) {
+            long view = group.view();
+            String why = backup.replica().primaryLost();
+            getContext().ask(MemoryNode.Description.class, group.primary().node(), CONFIRM, MemoryNode.Describe::new,
+                    (answer, failure) -> new Confirmed(server, view, why, backup.node(), answer, failure));
+        }
+        return this;
+    }
+
+    private Behavior<Command> onConfirmed(Confirmed confirmed) {
+        confirming.remove(confirmed.server());
+        ReplicaGroups.Group group = groups.group(confirmed.server());
+        if (group == null || group.view() != confirmed.view()) {
+            return this;
+        }
+        MemoryNode.Description answer = confirmed.answer();
+        if (confirmed.failure() == null && answer != null && MemoryNode.Replica.PRIMARY_ROLE.equals(answer.replica().role())
+                && answer.replica().view() >= confirmed.view()) {
+            getContext().getLog().info("memory server {}: backup {} lost its primary's stream ({}), but {} answers as primary of"
+                    + " view {}: no failover", confirmed.server(), confirmed.backup().path().address(), confirmed.why(),
+                    group.primary().node().path().address(), answer.replica().view());
+            return this;
+        }
+        primaryGone.put(confirmed.server(), confirmed.view());
+        getContext().getLog().warn("memory server {}: backup {} lost its primary's stream ({}), and the primary {} {}",
+                confirmed.server(), confirmed.backup().path().address(), confirmed.why(), group.primary().node().path().address(),
+                confirmed.failure() != null ? "did not answer within " + CONFIRM.toMillis() + " ms"
+                        : "answers as " + answer.replica().role() + " of view " + answer.replica().view());
+        return reconcile();
     }
 
     private Behavior<Command> onListing(Listing listing) {
@@ -233,7 +312,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                     "memory server " + server + ": " + first.node().path().address() + " is primary of view 1");
             return true;
         }
-        if (!alive(group.primary().node(), unreachable)) {
+        Long gone = primaryGone.get(server);
+        if (!alive(group.primary().node(), unreachable) || gone != null && gone == group.view()) {
             MemoryNode.Description best = null;
             for (ReplicaGroups.Replica backup : group.backups()) {
                 MemoryNode.Description d = described.get(backup.node());
@@ -327,6 +407,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             return this;
         }
         groups = stored.groups();
+        getContext().getLog().info("replica groups stored with a majority: {}", groups.describe());
         return next(stored.steps());
     }
 

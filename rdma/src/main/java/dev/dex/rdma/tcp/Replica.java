@@ -85,13 +85,28 @@ final class Replica {
         ReplicationStream primary = stream;
         if (primary != null) {
             return new ReplicaStatus(serverId, role, Math.max(view, primary.view()), primary.streamId(), primary.assigned(),
-                    primary.committed(), true, 0, primary.backups());
+                    primary.committed(), true, 0, primary.backups(), null);
         }
         synchronized (this) {
             long left = role == ReplicaStatus.Role.BACKUP && !complete ? Math.max(0, region.length() - copyReceived) : 0;
             return new ReplicaStatus(serverId, role, view, streamId, applied, applied, role == ReplicaStatus.Role.SOLE || complete,
-                    left, List.of());
+                    left, List.of(), primaryLost());
         }
+    }
+
+    /** Under the lock: why a complete backup thinks its primary is gone, or null. */
+    private String primaryLost() {
+        if (role != ReplicaStatus.Role.BACKUP || !complete || promoting) {
+            return null;
+        }
+        if (streamChannel == null || !streamChannel.isActive()) {
+            return "the stream's connection from the primary of view " + streamView + " closed";
+        }
+        long silent = System.nanoTime() - lastAckNanos;
+        if (silent > settings.suspectAfter().toNanos()) {
+            return "no frame from the primary of view " + streamView + " for " + silent / 1_000_000 + " ms";
+        }
+        return null;
     }
 
     // ---- roles, set by whoever keeps the group map
@@ -167,7 +182,8 @@ final class Replica {
             waitUntil = lastAckNanos + settings.lease().toNanos();
             started = new ReplicationStream(serverId, region, tcp, settings, io, id, from, newView, this::demote);
         }
-        long wait = waitUntil - System.nanoTime();
+        long asked = System.nanoTime();
+        long wait = waitUntil - asked;
         boolean wasSole = role == ReplicaStatus.Role.SOLE;
         if (!wasSole && wait > 0) {
             try {
@@ -194,7 +210,8 @@ final class Replica {
                 loop.submit(() -> { }).awaitUninterruptibly();
             }
         }
-        LOG.info("memory server {}: this replica is primary of view {} from change {}", serverId, newView, started.assigned());
+        LOG.info("memory server {}: this replica is primary of view {} from change {}{}", serverId, newView, started.assigned(),
+                wasSole ? "" : " (" + (System.nanoTime() - asked) / 1_000_000 + " ms after it was asked: the old primary's lease)");
         installView(newView, backups);
     }
 

@@ -15,8 +15,15 @@ import com.typesafe.config.ConfigFactory;
  *                  successor starts. The primary sends a heartbeat every quarter of it when the stream is idle.
  * @param copyRate  bytes per second a primary copies to a backup that joins (at least 1 MiB/s)
  * @param copyChunk bytes of one copy frame (4 KiB .. the fabric's max-transfer)
+ * @param suspectAfter a complete backup says it lost its primary ({@link ReplicaStatus#primaryLost}) when the stream's
+ *                  connection closed, or when no frame came for this long (heartbeats come every quarter lease);
+ *                  its memory node then asks the group's coordinator to fail over. Raised to half the lease when lower
+ *                  (two heartbeats missed at least)
+ * @param failoverWait a client's read or write that fails because its memory server's connection broke waits up to
+ *                  this long for the server to be relocated to its group's new primary, and then runs again there once
+ *                  (0: fails at once, as a fabric without replica groups does)
  */
-public record ReplicaSettings(Duration lease, long copyRate, int copyChunk) {
+public record ReplicaSettings(Duration lease, long copyRate, int copyChunk, Duration suspectAfter, Duration failoverWait) {
 
     /** {@code dex.fabric.tcp.replication} of this module's reference.conf. */
     public static final ReplicaSettings DEFAULTS = fromConfig(
@@ -28,7 +35,8 @@ public record ReplicaSettings(Duration lease, long copyRate, int copyChunk) {
         if (chunk > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("dex.fabric.tcp.replication.copy-chunk is too large: " + chunk);
         }
-        return new ReplicaSettings(replication.getDuration("lease"), replication.getBytes("copy-rate"), (int) chunk);
+        return new ReplicaSettings(replication.getDuration("lease"), replication.getBytes("copy-rate"), (int) chunk,
+                replication.getDuration("suspect-after"), replication.getDuration("failover-wait"));
     }
 
     public ReplicaSettings {
@@ -42,13 +50,26 @@ public record ReplicaSettings(Duration lease, long copyRate, int copyChunk) {
             throw new IllegalArgumentException("dex.fabric.tcp.replication.copy-chunk must be a power of two in [4KiB, 16MiB]: "
                     + copyChunk);
         }
+        if (suspectAfter == null || suspectAfter.isNegative() || suspectAfter.toSeconds() > 600) {
+            throw new IllegalArgumentException("dex.fabric.tcp.replication.suspect-after must be in [0, 600s]: " + suspectAfter);
+        }
+        if (failoverWait == null || failoverWait.isNegative() || failoverWait.toSeconds() > 600) {
+            throw new IllegalArgumentException("dex.fabric.tcp.replication.failover-wait must be in [0, 600s]: " + failoverWait);
+        }
+        if (suspectAfter.compareTo(lease.dividedBy(2)) < 0) {
+            suspectAfter = lease.dividedBy(2); // heartbeats come every quarter lease: two missed ones at least
+        }
     }
 
     public ReplicaSettings withLease(Duration newLease) {
-        return new ReplicaSettings(newLease, copyRate, copyChunk);
+        return new ReplicaSettings(newLease, copyRate, copyChunk, suspectAfter, failoverWait);
     }
 
     public ReplicaSettings withCopyRate(long bytesPerSecond) {
-        return new ReplicaSettings(lease, bytesPerSecond, copyChunk);
+        return new ReplicaSettings(lease, bytesPerSecond, copyChunk, suspectAfter, failoverWait);
+    }
+
+    public ReplicaSettings withFailoverWait(Duration wait) {
+        return new ReplicaSettings(lease, copyRate, copyChunk, suspectAfter, wait);
     }
 }

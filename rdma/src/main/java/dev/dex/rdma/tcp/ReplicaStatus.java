@@ -14,9 +14,12 @@ import java.util.List;
  *                  a primary's: true
  * @param copyLeft  a backup's: bytes of its copy not received yet (0 when none runs)
  * @param backups   a primary's: its backups as it sees them; empty otherwise
+ * @param primaryLost a complete backup's: why it thinks its primary is gone (the stream's connection closed, or it was
+ *                  silent longer than {@link ReplicaSettings#suspectAfter}); null while the stream is live, and for
+ *                  every other replica
  */
 public record ReplicaStatus(int serverId, Role role, long view, long streamId, long applied, long committed, boolean complete,
-                            long copyLeft, List<Backup> backups) {
+                            long copyLeft, List<Backup> backups, String primaryLost) {
 
     public enum Role {
         /** Not in a replica group: the only copy of its server, as with {@code dex.memory.replicas = 1}. */

@@ -71,7 +71,8 @@ public final class TcpFabric implements Fabric {
      *            plain TCP. A TLS fabric and a plain one cannot talk to each other.
      */
     public TcpFabric(TcpSettings settings, long latencyNs, java.nio.file.Path regionDirectory, TcpTls tls) {
-        this(settings, ReplicaSettings.DEFAULTS, latencyNs, regionDirectory, tls);
+        // No replica groups here: a client's verb fails at once when its connection breaks.
+        this(settings, ReplicaSettings.DEFAULTS.withFailoverWait(java.time.Duration.ZERO), latencyNs, regionDirectory, tls);
     }
 
     /** @param replication how the regions this fabric object exports replicate when they join a replica group */
@@ -265,7 +266,8 @@ public final class TcpFabric implements Fabric {
             }
         }
         TcpRemoteMemory[] client = new TcpRemoteMemory[1];
-        client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, clientId, () -> clients.remove(client[0]));
+        client[0] = new TcpRemoteMemory(addresses, settings, io, latencyNs, clientId, replication.failoverWait(),
+                () -> clients.remove(client[0]));
         synchronized (this) {
             if (!closed) {
                 clients.add(client[0]);

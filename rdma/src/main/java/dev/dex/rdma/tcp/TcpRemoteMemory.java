@@ -44,6 +44,11 @@ import dev.dex.rdma.VerbCounters;
  * ({@link #clientId()}); once a server has fenced that identity, it closes the client's connections and every
  * later verb to it throws {@link FencedException}.
  *
+ * <p>Failover (docs/replication.md): with a failover wait, a read or write that fails because its server's
+ * connection broke waits until the server is {@link #relocate relocated} (its replica group's new primary) and runs
+ * once more there. Only reads and writes: running one twice leaves the same bytes. A compare-and-swap, fetch-and-add
+ * or message could take effect twice, so it fails as before.
+ *
  * <p>Concurrency: thread-safe. Per-thread state is the thread's {@link VerbCall} and its counter cell. A
  * broken connection is replaced under the server link's lock, so concurrent callers open one replacement.
  */
@@ -58,6 +63,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     private final ThreadLocal<VerbCall> calls = ThreadLocal.withInitial(VerbCall::new);
     private final Runnable onClose;
     private final long clientId;
+    /** How long a failed read or write waits for its server to be relocated before it fails (0: it fails at once). */
+    private final long failoverWaitNanos;
     private volatile boolean closed;
 
     /**
@@ -65,8 +72,9 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
      * cannot be reached or that answers as another server.
      */
     TcpRemoteMemory(Map<Integer, InetSocketAddress> addresses, TcpSettings settings, IoTransport io, long latencyNs, long clientId,
-                    Runnable onClose) {
+                    java.time.Duration failoverWait, Runnable onClose) {
         this.settings = settings;
+        this.failoverWaitNanos = failoverWait.toNanos();
         this.clientId = clientId;
         this.io = io;
         this.latencyNs = latencyNs;
@@ -115,15 +123,40 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         int done = 0;
         do {
             int n = Math.min(length - done, link.maxTransfer);
-            VerbCall call = call();
-            call.prepare(op, GlobalAddress.of(link.serverId, offset + done), n, 0, 0);
-            call.dst = dst;
-            call.src = src;
-            call.srcOffset = bufferOffset + done;
-            call.dstOffset = bufferOffset + done;
-            run(link, call);
+            int relocations = link.relocations;
+            try {
+                transferPart(op, link, offset + done, n, dst, src, bufferOffset + done);
+            } catch (FabricException failed) {
+                if (!awaitFailover(link, relocations, failed)) {
+                    throw failed;
+                }
+                // Relocated to the group's new primary: a read or write may run twice (the owner's bytes, again).
+                transferPart(op, link, offset + done, n, dst, src, bufferOffset + done);
+            }
             done += n;
         } while (done < length);
+    }
+
+    private void transferPart(byte op, Link link, long offset, int n, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset) {
+        VerbCall call = call();
+        call.prepare(op, GlobalAddress.of(link.serverId, offset), n, 0, 0);
+        call.dst = dst;
+        call.src = src;
+        call.srcOffset = bufferOffset;
+        call.dstOffset = bufferOffset;
+        run(link, call);
+    }
+
+    /**
+     * Whether a read or write that failed with {@code failed} may run again: its server was relocated since the verb
+     * began (at {@code relocations}), or is within the failover wait. A fenced client, a closed memory and a client
+     * without a failover wait fail at once.
+     */
+    private boolean awaitFailover(Link link, int relocations, FabricException failed) {
+        if (failoverWaitNanos == 0 || failed instanceof FencedException || closed) {
+            return false;
+        }
+        return link.awaitRelocation(relocations, failoverWaitNanos);
     }
 
     @Override
@@ -308,6 +341,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         final int serverId;
         /** Where the server answers; replaced by {@link #relocate}, under the link's lock. */
         volatile InetSocketAddress address;
+        /** How often it was relocated; waited on under the link's lock. */
+        volatile int relocations;
         final AtomicReferenceArray<Connection> connections;
         final long regionLength;
         final long chunkLength;
@@ -403,6 +438,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             }
             InetSocketAddress old = address;
             address = moved;
+            relocations++;
+            notifyAll();
             for (int i = 0; i < connections.length(); i++) {
                 Connection connection = connections.get(i);
                 if (connection != null) {
@@ -414,7 +451,26 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             return true;
         }
 
+        /** Waits up to {@code nanos} until this link was relocated since {@code seen}; true when it was. */
+        synchronized boolean awaitRelocation(int seen, long nanos) {
+            long deadline = System.nanoTime() + nanos;
+            while (relocations == seen && !closed) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    wait(left / 1_000_000, (int) (left % 1_000_000));
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
+            return relocations != seen && !closed;
+        }
+
         synchronized void close() {
+            notifyAll(); // a verb waiting for a relocation fails now
             for (int i = 0; i < connections.length(); i++) {
                 Connection connection = connections.get(i);
                 if (connection != null) {

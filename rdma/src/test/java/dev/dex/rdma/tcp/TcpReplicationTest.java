@@ -2,6 +2,7 @@ package dev.dex.rdma.tcp;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -37,7 +38,8 @@ import dev.dex.rdma.testing.TestResources;
 class TcpReplicationTest {
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final long REGION = 1024L * CHUNK; // 4 MiB
-    private static final ReplicaSettings FAST = new ReplicaSettings(Duration.ofMillis(200), 512L << 20, 64 << 10);
+    private static final ReplicaSettings FAST = new ReplicaSettings(Duration.ofMillis(200), 512L << 20, 64 << 10,
+            Duration.ofMillis(150), Duration.ZERO);
 
     @AutoClose
     private final TestResources resources = new TestResources();
@@ -302,7 +304,12 @@ class TcpReplicationTest {
         long slot = GlobalAddress.of(0, 6L * CHUNK);
         stale.write(slot, word(1), 0, 8);
 
+        assertNull(backup.status().primaryLost(), "a live stream's backup suspects nobody");
         link.freeze();
+        // A silent primary (its host gone, its link cut, its process paused) is suspected after suspect-after.
+        await("the backup suspects its silent primary", () -> backup.status().primaryLost() != null);
+        assertTrue(backup.status().primaryLost().startsWith("no frame from the primary of view 1 for "),
+                backup.status().primaryLost());
         backup.fabric.becomePrimary(0, 2, List.of());
         RemoteMemory current = client(backup, 2);
         current.write(slot, word(5), 0, 8);
@@ -389,7 +396,11 @@ class TcpReplicationTest {
         }
         workers.forEach(Thread::start);
         Thread.sleep(50 + ThreadLocalRandom.current().nextInt(250));
+        assertNull(group[1].status().primaryLost(), "a backup whose primary streams suspects nobody");
         group[0].fabric().close(); // the primary's memory node dies with changes in flight
+        // A killed primary's connections close: its backup knows at once, without waiting for silence.
+        await("the backup sees its primary's stream close", () -> group[1].status().primaryLost() != null);
+        assertTrue(group[1].status().primaryLost().contains("closed"), group[1].status().primaryLost());
         group[1].fabric().becomePrimary(0, 2, List.of());
         await("every worker has met the failover", () -> WAITING.get() == threads);
         // Before anyone goes on: every acknowledged change is there.
@@ -450,6 +461,84 @@ class TcpReplicationTest {
                     Thread.currentThread().interrupt();
                     throw failover;
                 }
+            }
+        }
+    }
+
+    /**
+     * A client with a failover wait (as compute nodes of replicated servers have): reads and writes in flight when the
+     * primary dies wait for the client to be relocated to the new primary and complete there, each reading back what
+     * it wrote; none fails. An atomic is never run twice: it fails at once. Without a relocation within the wait, a
+     * write fails after the wait, with the connection's error.
+     */
+    @Test
+    void readsAndWritesInFlightDuringAFailoverCompleteOnTheNewPrimary() throws Exception {
+        Node[] group = group(FAST, REGION);
+        TcpFabric patient = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofSeconds(20)),
+                FAST.withFailoverWait(Duration.ofSeconds(10)), 0, null, null));
+        RemoteMemory memory = resources.closeAfter(patient.connect(Map.of(0, group[0].endpoint()), 1));
+        TcpFabric impatientFabric = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofSeconds(20)),
+                FAST.withFailoverWait(Duration.ofMillis(300)), 0, null, null));
+        RemoteMemory impatient = resources.closeAfter(impatientFabric.connect(Map.of(0, group[0].endpoint()), 2));
+        int threads = 3;
+        int slots = 64;
+        long base = GlobalAddress.of(0, 4L * CHUNK);
+        long[][] acked = new long[threads][slots];
+        java.util.concurrent.atomic.AtomicLong afterRelocation = new java.util.concurrent.atomic.AtomicLong();
+        AtomicBoolean relocated = new AtomicBoolean();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<String> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+        List<Thread> writers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int thread = t;
+            writers.add(new Thread(() -> {
+                long value = 0;
+                while (!stop.get()) {
+                    int slot = (int) (value % slots);
+                    value++;
+                    long address = base + 8L * (thread * slots + slot);
+                    long written = (thread + 1L) << 40 | value;
+                    try {
+                        memory.write(address, word(written), 0, 8);
+                        acked[thread][slot] = written;
+                        long read = memory.readLong(address);
+                        if (read != written) {
+                            failures.add("thread " + thread + " read " + read + " after writing " + written);
+                        }
+                        if (relocated.get()) {
+                            afterRelocation.incrementAndGet();
+                        }
+                    } catch (RuntimeException failed) {
+                        failures.add("thread " + thread + ": " + failed);
+                    }
+                }
+            }));
+        }
+        writers.forEach(Thread::start);
+        Thread.sleep(100);
+        group[0].fabric().close(); // the primary dies with reads and writes in flight
+        group[1].fabric().becomePrimary(0, 2, List.of());
+
+        long casAt = System.nanoTime();
+        assertThrows(FabricException.class, () -> memory.compareAndSwap(base, 0, 1), "an atomic is not run twice: it fails");
+        assertTrue(System.nanoTime() - casAt < Duration.ofSeconds(5).toNanos(), "the atomic did not wait for the failover");
+        long writeAt = System.nanoTime();
+        assertThrows(FabricException.class, () -> impatient.write(base, word(1), 0, 8), "nothing relocates this client");
+        assertTrue(System.nanoTime() - writeAt >= Duration.ofMillis(300).toNanos(), "the write waited out its failover wait");
+
+        Thread.sleep(200);
+        relocated.set(true);
+        assertTrue(memory.relocate(0, group[1].endpoint()));
+        await("the writers go on at the new primary", () -> afterRelocation.get() > 300);
+        stop.set(true);
+        for (Thread writer : writers) {
+            writer.join();
+        }
+        assertEquals(List.of(), failures, "no read or write failed across the failover");
+        for (int t = 0; t < threads; t++) {
+            for (int slot = 0; slot < slots; slot++) {
+                long found = group[1].region().region().getLongVolatile(GlobalAddress.offset(base) + 8L * (t * slots + slot));
+                assertEquals(acked[t][slot], found, "slot " + t + "/" + slot + " holds its last acknowledged write");
             }
         }
     }
