@@ -444,6 +444,9 @@ public final class DexCli implements Callable<Integer> {
                 out.printf("  %-32s NOT READY: memory server(s) %s out of the cluster; their keys are not served until they are back%n",
                         "", s.memoryServersOut());
             }
+            for (String lost : s.memoryServersLost()) {
+                out.printf("  %-32s NOT READY: %s%n", "", lost);
+            }
             out.printf("  %-32s verbs: reads %,d writes %,d atomics %,d two-sided %,d bytes %,d; cache hits %.1f%%; offloads %,d%n",
                     "", s.reads(), s.writes(), s.atomics(), s.twoSided(), s.bytes(), 100 * s.cacheHitRatio(), s.offloads());
         }

@@ -115,7 +115,7 @@ final class ReplicaDemo {
             memoryNodes.remove(victim);
             servedAgain = awaitServing(client, n, killed, Duration.ofSeconds(60));
             out.printf("the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
-                    + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran what was in"
+                    + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran the reads and log writes in"
                     + " flight)%n", servedAgain);
 
             out.println("starting a replacement memory node; the new primary copies its region to it while the mix goes on...");

@@ -17,7 +17,7 @@ import dev.dex.actors.client.DexClientApi;
 /**
  * A memory server held by a replica group of two memory nodes over tcp (docs/replication.md): the primary's memory node
  * is killed with SIGKILL under writes and inserts. The backup reports its stream closed, the coordinator makes it primary
- * of a new view, the compute nodes move their connections to it and rerun the reads and writes that were in flight, and
+ * of a new view, the compute nodes move their connections to it and rerun the reads and redo log writes in flight, and
  * the index serves again; no compute node or client is downed, and every acknowledged write is on the new primary. Then a third memory
  * node of the server joins as a backup and is copied from the new primary while the index serves (re-replication).
  * Then the primary is paused (SIGSTOP) until the replacement has taken over, and resumed: the stale primary learns from
@@ -107,6 +107,45 @@ class MemoryNodeCrashIT {
         WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
         cluster.log("verified: " + verification);
         assertEquals(0, mix.violationCount(), "no read returned a value its key never had: " + mix.violations());
+
+        // Every replica lost: both memory nodes of server 0 that are left are killed. Every compute node reports the
+        // server lost, naming its replicas (not ready), and operations that need it fail with that error, none hangs.
+        replacement.kill();
+        stale.kill();
+        cluster.log("both remaining replicas of memory server 0 killed");
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        List<dev.dex.actors.node.ComputeNode.Status> statuses = cluster.statuses();
+        while (!statuses.stream().allMatch(status -> status.memoryServersLost().size() == 1) && System.nanoTime() < deadline) {
+            Thread.sleep(200);
+            statuses = cluster.statuses();
+        }
+        for (dev.dex.actors.node.ComputeNode.Status status : statuses) {
+            assertEquals(List.of(0), status.memoryServersOut(), status.toString());
+            assertEquals(1, status.memoryServersLost().size(), "server 0 reported lost: " + status);
+            String why = status.memoryServersLost().get(0);
+            // The replicas of the map's last view: the coordinator may have dropped the one that died first.
+            assertTrue(why.startsWith("memory server 0 is lost: every replica") && (why.contains("@" + replacement.seed())
+                    || why.contains("@" + stale.seed())), why);
+        }
+        long asked = System.nanoTime();
+        List<java.util.concurrent.CompletableFuture<?>> puts = new java.util.ArrayList<>();
+        for (long i = 1; i <= 200; i++) {
+            puts.add(client.put(ClusterHarness.key(i * 97) + 1, i).toCompletableFuture());
+        }
+        int named = 0;
+        int lost = 0;
+        for (java.util.concurrent.CompletableFuture<?> put : puts) {
+            java.util.concurrent.ExecutionException failed = org.junit.jupiter.api.Assertions.assertThrows(
+                    java.util.concurrent.ExecutionException.class, () -> put.get(120, TimeUnit.SECONDS),
+                    "a put needs memory server 0 (its redo log)");
+            String message = String.valueOf(failed.getCause().getMessage());
+            named += message.contains("memory server 0") ? 1 : 0;
+            lost += message.contains("memory server 0 is lost: every replica") ? 1 : 0;
+        }
+        cluster.log(String.format("200 puts after every replica was lost: all failed within %.1f s, %d naming memory server 0,"
+                + " %d saying it is lost", (System.nanoTime() - asked) / 1e9, named, lost));
+        assertEquals(200, named, "every failure names the memory server");
+        assertTrue(lost > 0, "the failures say the server is lost and name its replicas");
     }
 
     private static void signal(String signal, NodeProcess node) throws Exception {

@@ -70,6 +70,11 @@ public abstract class ForwardingRemoteMemory implements RemoteMemory {
     }
 
     @Override
+    public void markLost(int serverId, String why) {
+        delegate.markLost(serverId, why);
+    }
+
+    @Override
     public void close() {
         delegate.close();
     }

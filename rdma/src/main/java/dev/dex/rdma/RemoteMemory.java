@@ -88,6 +88,17 @@ public interface RemoteMemory extends AutoCloseable {
         return false;
     }
 
+    /**
+     * Memory server {@code serverId} is lost ({@code why} says how: every replica of its group is out of the cluster), or
+     * back ({@code why} null). While lost, a verb for it that fails fails at once, without waiting for a failover, and
+     * its {@link FabricException} starts with {@code why}. A {@link #relocate} to another endpoint clears it. Does
+     * nothing on transports without replica groups.
+     *
+     * @throws IllegalArgumentException for a server this client is not connected to
+     */
+    default void markLost(int serverId, String why) {
+    }
+
     /** Disconnects; verbs after close fail. Does not destroy the memory servers' regions. */
     @Override
     void close();

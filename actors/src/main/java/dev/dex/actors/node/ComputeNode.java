@@ -81,12 +81,15 @@ public final class ComputeNode {
 
     /**
      * What a compute node holds and did: partitions, verbs per kind, cache hit ratio, offloads, and the memory servers
-     * it uses whose memory node is out of the cluster as it last looked (empty while all are members).
+     * it uses whose memory node is out of the cluster as it last looked (empty while all are members), and, for replicated
+     * servers that lost every replica, why each is lost ({@code memoryServersLost}, naming the replicas).
      */
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
-                         long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut) implements CborSerializable {
+                         long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
+                         List<String> memoryServersLost) implements CborSerializable {
         public Status {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
+            memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
         }
     }
 
@@ -237,7 +240,8 @@ public final class ComputeNode {
                 .onMessage(Retry.class, retry -> tryOpen())
                 .onMessage(Groups.class, this::onGroups)
                 .onMessage(GetStatus.class, get -> {
-                    get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0, List.of()));
+                    get.replyTo().tell(new Status(context.getSystem().address().toString(), List.of(), 0, 0, 0, 0, 0, Double.NaN, 0, List.of(),
+                            List.of()));
                     return Behaviors.same();
                 })
                 .build();
@@ -493,16 +497,22 @@ public final class ComputeNode {
      * leaves, so that its partitions move to nodes that can write (with the redo log, nothing acknowledged is lost:
      * the next owner fences this node and replays).
      */
-    private void onHealthTick(DexEngine engine, EngineWorkers workers) {
+    private void onHealthTick(DexEngine engine, EngineWorkers workers, RemoteMemory connection) {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
-        List<Integer> out = memoryServersOut();
-        if (!out.equals(lastOut) && !leavingForHealth) {
-            // Not ready while a memory server is out: keys whose tree nodes or logs live there cannot be served.
-            NodeHealth.get(context.getSystem()).problem(out.isEmpty() ? null : "memory server(s) " + out
-                    + " are out of the cluster: operations on the keys and partitions they hold fail until they are back");
+        Set<org.apache.pekko.actor.Address> reachable = LostServers.reachableMemoryNodes(Cluster.get(context.getSystem()));
+        List<Integer> out = LostServers.out(memory, reachable);
+        List<String> lost = settings.replicas() <= 1 ? List.of()
+                : lostServers.update(out, memory.keySet(), groups, reachable, connection, context.getLog());
+        // Not ready while a memory server is out: keys whose tree nodes or logs live there cannot be served.
+        String problem = out.isEmpty() ? null : "memory server(s) " + out + " are out of the cluster: operations on the keys"
+                + " and partitions they hold fail until they are back" + (lost.isEmpty() ? "" : "; " + String.join("; ", lost));
+        if (!java.util.Objects.equals(problem, lastProblem) && !leavingForHealth) {
+            NodeHealth.get(context.getSystem()).problem(problem);
+            lastProblem = problem;
         }
         lastOut = out;
+        lastLost = lost;
         // Per memory server: writes to one that is a member count as this node's own failure only from when it was a
         // member again (a memory node that just came back has had no time to take the writes yet); writes to one that
         // is out of the cluster fail on every compute node alike, and leaving would not help.
@@ -555,36 +565,14 @@ public final class ComputeNode {
     private boolean leavingForHealth;
     /** Writes fail while a memory node is out of the cluster: logged once, until writes work again. */
     private boolean waitingForMemory;
-    /** The memory servers out of the cluster at the last health tick. */
+    /** The memory servers out of the cluster at the last health tick, and what the node's health said of them. */
     private List<Integer> lastOut = List.of();
+    private String lastProblem;
+    private List<String> lastLost = List.of();
+    /** Replicated memory servers that lost every replica, marked on the connection. */
+    private final LostServers lostServers = new LostServers();
     /** Per memory server: since when (nanoTime) it has been a reachable member, as health ticks saw it; absent while out. */
     private final Map<Integer, Long> memberSince = new HashMap<>();
-
-    /**
-     * The memory servers whose memory node is not a reachable member of the cluster now (crashed, restarting, downed
-     * or cut off), as this node sees it; empty while every one of them is.
-     */
-    private List<Integer> memoryServersOut() {
-        Cluster cluster = Cluster.get(context.getSystem());
-        Set<org.apache.pekko.actor.Address> reachable = new HashSet<>();
-        for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
-            if (member.hasRole("memory") && (member.status() == org.apache.pekko.cluster.MemberStatus.up()
-                    || member.status() == org.apache.pekko.cluster.MemberStatus.weaklyUp())) {
-                reachable.add(member.address());
-            }
-        }
-        for (org.apache.pekko.cluster.Member member : cluster.state().getUnreachable()) {
-            reachable.remove(member.address());
-        }
-        List<Integer> out = new ArrayList<>();
-        for (Map.Entry<Integer, ActorRef<MemoryNode.Command>> server : memory.entrySet()) {
-            if (!reachable.contains(server.getValue().path().address())) {
-                out.add(server.getKey());
-            }
-        }
-        out.sort(null);
-        return out;
-    }
 
     private void onEngines(DexEngine engine, Engines engines) {
         Set<Long> now = new HashSet<>();
@@ -625,7 +613,8 @@ public final class ComputeNode {
                     VerbSnapshot verbs = engine.verbs();
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
-                            verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut));
+                            verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut,
+                            lastLost));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {
@@ -656,7 +645,7 @@ public final class ComputeNode {
                     return Behaviors.same();
                 })
                 .onMessage(HealthTick.class, tick -> {
-                    onHealthTick(engine, workers);
+                    onHealthTick(engine, workers, connection);
                     return Behaviors.same();
                 })
                 .onMessage(Repaired.class, repaired -> {

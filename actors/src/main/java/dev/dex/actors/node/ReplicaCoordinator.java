@@ -130,6 +130,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private final Map<Integer, Long> primaryGone = new HashMap<>();
     /** Servers whose primary is being asked whether it still serves. */
     private final Set<Integer> confirming = new HashSet<>();
+    /** Servers whose backup's report the primary answered (logged once), with the view. */
+    private final Map<Integer, Long> dismissed = new HashMap<>();
 
     private ReplicaCoordinator(ActorContext<Command> context, TimerScheduler<Command> timers, int replicas,
                                ReplicatorMessageAdapter<Command, LWWRegister<ReplicaGroups>> replicator) {
@@ -219,13 +221,16 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             return this;
         }
         MemoryNode.Description answer = confirmed.answer();
-        if (confirmed.failure() == null && answer != null && MemoryNode.Replica.PRIMARY_ROLE.equals(answer.replica().role())
-                && answer.replica().view() >= confirmed.view()) {
-            getContext().getLog().info("memory server {}: backup {} lost its primary's stream ({}), but {} answers as primary of"
-                    + " view {}: no failover", confirmed.server(), confirmed.backup().path().address(), confirmed.why(),
-                    group.primary().node().path().address(), answer.replica().view());
+        if (confirmed.failure() == null && answer != null && MemoryNode.Replica.PRIMARY_ROLE.equals(answer.replica().role())) {
+            // Alive and serving (of this view, or of the one before if its new view's step is still on its way).
+            if (dismissed.put(confirmed.server(), confirmed.view()) == null) {
+                getContext().getLog().info("memory server {}: backup {} lost its primary's stream ({}), but {} answers as"
+                        + " primary of view {}: no failover", confirmed.server(), confirmed.backup().path().address(),
+                        confirmed.why(), group.primary().node().path().address(), answer.replica().view());
+            }
             return this;
         }
+        dismissed.remove(confirmed.server());
         primaryGone.put(confirmed.server(), confirmed.view());
         getContext().getLog().warn("memory server {}: backup {} lost its primary's stream ({}), and the primary {} {}",
                 confirmed.server(), confirmed.backup().path().address(), confirmed.why(), group.primary().node().path().address(),
@@ -249,6 +254,14 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private Behavior<Command> onDescribed(Described answer) {
         if (answer.failure() == null && listed.contains(answer.node())) {
             described.put(answer.node(), answer.description());
+            MemoryNode.Description d = answer.description();
+            ReplicaGroups.Group group = groups == null ? null : groups.group(d.serverId());
+            if (group != null && group.primary().node().equals(d.node()) && MemoryNode.Replica.PRIMARY_ROLE.equals(d.replica().role())
+                    && primaryGone.remove(d.serverId(), group.view())) {
+                // It was taken for gone but serves: no failover for a suspicion it outlived.
+                getContext().getLog().info("memory server {}: primary {} of view {} answers again", d.serverId(),
+                        d.node().path().address(), group.view());
+            }
         }
         return reconcile();
     }

@@ -209,9 +209,22 @@ public final class Partition {
                 .onMessage(Acquired.class, acquired -> {
                     if (acquired.failure() != null) {
                         logAcquireFailure(acquired.failure());
+                        String why = "partition " + partition + " could not be acquired: " + causeOf(acquired.failure()).getMessage();
+                        if (causeOf(acquired.failure()) instanceof dev.dex.rdma.MemoryServerLostException) {
+                            // Every replica of a memory server it needs is gone: sending again does not help until one
+                            // is back, so the batches fail now, saying which server and replicas.
+                            stash.forEach(message -> {
+                                if (message instanceof Execute execute && execute.ops() != null) {
+                                    reply(execute, sameForEach(execute, Ops.Result.error(Ops.FAILED, why)));
+                                }
+                            });
+                            stash.clear();
+                            settled = true;
+                            return Behaviors.stopped();
+                        }
                         // Still NOT_HELD, so that the client tries again (the memory node may be back in a moment), but
                         // saying why: a client that gives up reports the memory server it could not reach.
-                        refuseStashed("partition " + partition + " could not be acquired: " + causeOf(acquired.failure()).getMessage());
+                        refuseStashed(why);
                         settled = true;
                         return Behaviors.stopped();
                     }

@@ -457,9 +457,10 @@ public final class RedoLog {
             int slot = (int) (from % capacity);
             int first = Math.min(n, capacity - slot);
             int at = offset + (int) skip * recordLength;
-            memory.write(slotAddress(slot), records, at, first * recordLength);
+            // Owned writes: only this owner writes its log's slots, so a write cut by a failover may run again there.
+            dev.dex.rdma.OwnedWrites.write(memory, slotAddress(slot), records, at, first * recordLength);
             if (first < n) {
-                memory.write(slotAddress(0), records, at + first * recordLength, (n - first) * recordLength);
+                dev.dex.rdma.OwnedWrites.write(memory, slotAddress(0), records, at + first * recordLength, (n - first) * recordLength);
             }
             completed(from, last);
         }
@@ -565,7 +566,7 @@ public final class RedoLog {
         // LSN and epoch in one write: a replay from here accepts no record of an owner before this one.
         checkpointWords.putLong(0, lsn, ORDER);
         checkpointWords.putLong(Long.BYTES, epoch, ORDER);
-        memory.write(address + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
+        dev.dex.rdma.OwnedWrites.write(memory, address + CHECKPOINT_OFFSET, checkpointWords, 0, 2 * Long.BYTES);
         checkpoint = lsn;
         checkpointEpoch = epoch;
         notifyAll();

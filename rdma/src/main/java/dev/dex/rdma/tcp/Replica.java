@@ -96,8 +96,8 @@ final class Replica {
 
     /** Under the lock: why a complete backup thinks its primary is gone, or null. */
     private String primaryLost() {
-        if (role != ReplicaStatus.Role.BACKUP || !complete || promoting) {
-            return null;
+        if (role != ReplicaStatus.Role.BACKUP || !complete || promoting || streamView < view) {
+            return null; // only the stream of its own view: a newer view's primary has yet to greet it
         }
         if (streamChannel == null || !streamChannel.isActive()) {
             return "the stream's connection from the primary of view " + streamView + " closed";
@@ -132,12 +132,12 @@ final class Replica {
         }
         checkView(newView);
         view = newView;
-        if (role != ReplicaStatus.Role.BACKUP) {
-            // Its region's contents are of no stream yet: it must be copied before it may become primary.
-            complete = false;
-            streamId = 0;
-            applied = 0;
-        }
+        // Its region's contents are of no stream of this view yet (a backup dropped by a view and added again may have
+        // missed changes): it must be greeted, and copied unless it holds the new primary's prefix, before it may
+        // become primary.
+        complete = false;
+        streamId = 0;
+        applied = 0;
         role = ReplicaStatus.Role.BACKUP;
         dropClients.run();
         LOG.info("memory server {}: this replica is a backup in view {}", serverId, newView);

@@ -19,9 +19,9 @@ import com.typesafe.config.ConfigFactory;
  *                  connection closed, or when no frame came for this long (heartbeats come every quarter lease);
  *                  its memory node then asks the group's coordinator to fail over. Raised to half the lease when lower
  *                  (two heartbeats missed at least)
- * @param failoverWait a client's read or write that fails because its memory server's connection broke waits up to
- *                  this long for the server to be relocated to its group's new primary, and then runs again there once
- *                  (0: fails at once, as a fabric without replica groups does)
+ * @param failoverWait a client's read, or {@link dev.dex.rdma.OwnedWrites owned} write, that fails because its memory
+ *                  server's connection broke waits up to this long for the server to be relocated to its group's new
+ *                  primary, and then runs again there once (0: fails at once, as a fabric without replica groups does)
  */
 public record ReplicaSettings(Duration lease, long copyRate, int copyChunk, Duration suspectAfter, Duration failoverWait) {
 

@@ -44,10 +44,11 @@ import dev.dex.rdma.VerbCounters;
  * ({@link #clientId()}); once a server has fenced that identity, it closes the client's connections and every
  * later verb to it throws {@link FencedException}.
  *
- * <p>Failover (docs/replication.md): with a failover wait, a read or write that fails because its server's
- * connection broke waits until the server is {@link #relocate relocated} (its replica group's new primary) and runs
- * once more there. Only reads and writes: running one twice leaves the same bytes. A compare-and-swap, fetch-and-add
- * or message could take effect twice, so it fails as before.
+ * <p>Failover (docs/replication.md): with a failover wait, a read, or a write of bytes only this client writes
+ * ({@link dev.dex.rdma.OwnedWrites}), that fails because its server's connection broke waits until the server is
+ * {@link #relocate relocated} (its replica group's new primary) and runs once more there. Any other write fails as
+ * before: another client may have changed its bytes in between (a released lock word taken again), which a second run
+ * would undo. A compare-and-swap, fetch-and-add or message could take effect twice, so it fails as before too.
  *
  * <p>Concurrency: thread-safe. Per-thread state is the thread's {@link VerbCall} and its counter cell. A
  * broken connection is replaced under the server link's lock, so concurrent callers open one replacement.
@@ -127,10 +128,10 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             try {
                 transferPart(op, link, offset + done, n, dst, src, bufferOffset + done);
             } catch (FabricException failed) {
-                if (!awaitFailover(link, relocations, failed)) {
+                if (op == OP_WRITE && !dev.dex.rdma.OwnedWrites.active() || !awaitFailover(link, relocations, failed)) {
                     throw failed;
                 }
-                // Relocated to the group's new primary: a read or write may run twice (the owner's bytes, again).
+                // Relocated to the group's new primary: a read, or a write of bytes only this client writes, runs again.
                 transferPart(op, link, offset + done, n, dst, src, bufferOffset + done);
             }
             done += n;
@@ -153,7 +154,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
      * without a failover wait fail at once.
      */
     private boolean awaitFailover(Link link, int relocations, FabricException failed) {
-        if (failoverWaitNanos == 0 || failed instanceof FencedException || closed) {
+        if (failoverWaitNanos == 0 || failed instanceof FencedException || closed || link.lost != null) {
             return false;
         }
         return link.awaitRelocation(relocations, failoverWaitNanos);
@@ -252,6 +253,14 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     }
 
     @Override
+    public void markLost(int serverId, String why) {
+        if (serverId < 0 || serverId >= links.length || links[serverId] == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " is not connected to this client");
+        }
+        links[serverId].lost = why;
+    }
+
+    @Override
     public int[] memoryServerIds() {
         return serverIds.clone();
     }
@@ -291,6 +300,18 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     }
 
     private void run(Link link, VerbCall call) {
+        try {
+            runOnce(link, call);
+        } catch (FabricException failed) {
+            String lost = link.lost;
+            if (lost == null || failed instanceof FencedException) {
+                throw failed;
+            }
+            throw new dev.dex.rdma.MemoryServerLostException(lost + " (" + failed.getMessage() + ")", failed);
+        }
+    }
+
+    private void runOnce(Link link, VerbCall call) {
         Connection connection = link.connection();
         long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
         connection.submit(call, deadline);
@@ -343,6 +364,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         volatile InetSocketAddress address;
         /** How often it was relocated; waited on under the link's lock. */
         volatile int relocations;
+        /** Why the server is lost ({@link #markLost}), or null. */
+        volatile String lost;
         final AtomicReferenceArray<Connection> connections;
         final long regionLength;
         final long chunkLength;
@@ -438,8 +461,7 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
             }
             InetSocketAddress old = address;
             address = moved;
-            relocations++;
-            notifyAll();
+            lost = null;
             for (int i = 0; i < connections.length(); i++) {
                 Connection connection = connections.get(i);
                 if (connection != null) {
@@ -448,6 +470,9 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                             + TcpEndpoint.format(moved.getHostString(), moved.getPort())));
                 }
             }
+            // Counted after the old connections are broken: a verb that saw this count cannot still be on one of them.
+            relocations++;
+            notifyAll();
             return true;
         }
 

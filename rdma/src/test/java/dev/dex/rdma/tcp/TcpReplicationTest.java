@@ -25,6 +25,7 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.FencedException;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.OwnedWrites;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.testing.TestResources;
@@ -466,10 +467,11 @@ class TcpReplicationTest {
     }
 
     /**
-     * A client with a failover wait (as compute nodes of replicated servers have): reads and writes in flight when the
-     * primary dies wait for the client to be relocated to the new primary and complete there, each reading back what
-     * it wrote; none fails. An atomic is never run twice: it fails at once. Without a relocation within the wait, a
-     * write fails after the wait, with the connection's error.
+     * A client with a failover wait (as compute nodes of replicated servers have): reads and owned writes (bytes only
+     * their writer writes, as a redo log's) in flight when the primary dies wait for the client to be relocated to the
+     * new primary and complete there, each reading back what it wrote; none fails. A plain write and an atomic are never
+     * run twice: they fail at once. Without a relocation within the wait, an owned write fails after the wait, with the
+     * connection's error.
      */
     @Test
     void readsAndWritesInFlightDuringAFailoverCompleteOnTheNewPrimary() throws Exception {
@@ -499,7 +501,7 @@ class TcpReplicationTest {
                     long address = base + 8L * (thread * slots + slot);
                     long written = (thread + 1L) << 40 | value;
                     try {
-                        memory.write(address, word(written), 0, 8);
+                        OwnedWrites.write(memory, address, word(written), 0, 8);
                         acked[thread][slot] = written;
                         long read = memory.readLong(address);
                         if (read != written) {
@@ -521,9 +523,12 @@ class TcpReplicationTest {
 
         long casAt = System.nanoTime();
         assertThrows(FabricException.class, () -> memory.compareAndSwap(base, 0, 1), "an atomic is not run twice: it fails");
-        assertTrue(System.nanoTime() - casAt < Duration.ofSeconds(5).toNanos(), "the atomic did not wait for the failover");
+        assertThrows(FabricException.class, () -> memory.write(base, word(1), 0, 8), "nor is a plain write (a lock's release,"
+                + " say, which would free a lock someone took since)");
+        assertTrue(System.nanoTime() - casAt < Duration.ofSeconds(5).toNanos(), "neither waited for the failover");
         long writeAt = System.nanoTime();
-        assertThrows(FabricException.class, () -> impatient.write(base, word(1), 0, 8), "nothing relocates this client");
+        assertThrows(FabricException.class, () -> OwnedWrites.write(impatient, base, word(1), 0, 8),
+                "nothing relocates this client");
         assertTrue(System.nanoTime() - writeAt >= Duration.ofMillis(300).toNanos(), "the write waited out its failover wait");
 
         Thread.sleep(200);
@@ -541,6 +546,34 @@ class TcpReplicationTest {
                 assertEquals(acked[t][slot], found, "slot " + t + "/" + slot + " holds its last acknowledged write");
             }
         }
+    }
+
+    /**
+     * A server whose every replica is gone, marked lost by its compute node: its verbs fail at once (no failover wait)
+     * with an error that starts with the reason, which names the replicas; atomics too.
+     */
+    @Test
+    void aLostServersVerbsFailAtOnceNamingItsReplicas() {
+        Node only = node(FAST, REGION);
+        TcpFabric patient = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofSeconds(20)),
+                FAST.withFailoverWait(Duration.ofSeconds(30)), 0, null, null));
+        RemoteMemory memory = resources.closeAfter(patient.connect(Map.of(0, only.endpoint()), 1));
+        long slot = GlobalAddress.of(0, 4L * CHUNK);
+        memory.write(slot, word(7), 0, 8);
+        only.fabric().close();
+        String why = "memory server 0 is lost: every replica of its group in view 3 is out of the cluster (a, b)";
+        memory.markLost(0, why);
+
+        long started = System.nanoTime();
+        FabricException write = assertThrows(FabricException.class, () -> memory.write(slot, word(8), 0, 8));
+        FabricException read = assertThrows(FabricException.class, () -> memory.readLong(slot));
+        FabricException swap = assertThrows(FabricException.class, () -> memory.compareAndSwap(slot, 7, 9));
+        assertTrue(System.nanoTime() - started < Duration.ofSeconds(15).toNanos(), "no failover wait for a lost server");
+        for (FabricException failure : List.of(write, read, swap)) {
+            assertTrue(failure.getMessage().startsWith(why), failure.getMessage());
+            assertTrue(failure instanceof dev.dex.rdma.MemoryServerLostException, "callers can tell a lost server: " + failure);
+        }
+        assertThrows(IllegalArgumentException.class, () -> memory.markLost(5, why), "a server it is not connected to");
     }
 
     /** Threads of the current round waiting for the failover. */
