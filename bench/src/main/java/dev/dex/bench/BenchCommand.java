@@ -137,6 +137,12 @@ public final class BenchCommand implements Callable<Integer> {
                     + " (default: ${DEFAULT-VALUE}).")
     private int replicas;
 
+    @Option(names = "--copy-under-load",
+            description = "With --replicas: the backups join a third of the way into the measured run and are copied"
+                    + " while the workload runs (re-replication); prints the copy's rate and the throughput during the copy"
+                    + " against before it, with one replica (docs/replication.md).")
+    private boolean copyUnderLoad;
+
     @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
             description = "Latency spun before every verb, e.g. 2000 for RDMA's ~2 us (default: ${DEFAULT-VALUE}).")
     private long latencyNs;
@@ -182,6 +188,7 @@ public final class BenchCommand implements Callable<Integer> {
     private boolean help;
 
     private BenchResult lastResult;
+    private BenchRunner.CopyReport lastCopy;
 
     /**
      * A command line for this command with its bad-input handling (message, hint, exit code 2).
@@ -238,6 +245,16 @@ public final class BenchCommand implements Callable<Integer> {
             result = BenchResult.of(config, engines.treeBytes(), stats);
             lastResult = result;
             Summary.print(result, out);
+            BenchRunner.CopyReport copy = runner.copyReport();
+            lastCopy = copy;
+            if (copy != null) {
+                out.printf("copy under load: %,d MiB to the backups in %.2f s (%.0f MB/s)%s; throughput %,.0f ops/s during the copy,"
+                                + " %,.0f ops/s before it with one replica: %.0f%%%n", copy.bytes() >> 20, copy.copyNanos() / 1e9,
+                        copy.megabytesPerSecond(), copy.completed() ? "" : ", NOT complete when the run ended",
+                        copy.during(), copy.before(), 100 * copy.during() / copy.before());
+            } else if (config.copyUnderLoad()) {
+                out.println("copy under load: the run ended before a third of it was done; no copy was made");
+            }
             if (config.faults() != null) {
                 Summary.printFaults(config.faults(), engines.injectors(), stats.failures(), engines.recovery(), out);
                 failedChecks = new EndChecks(config, keySpace, engines, runner.model(), result.cacheBytes(), out, err).runBounded();
@@ -277,6 +294,11 @@ public final class BenchCommand implements Callable<Integer> {
             throw new IllegalArgumentException("the engine benchmark failed (exit " + exit + "): " + errors.toString().strip());
         }
         return command.lastResult.throughputOpsPerSec();
+    }
+
+    /** What the copy under load of the last {@link #call()} measured, or null. */
+    BenchRunner.CopyReport lastCopy() {
+        return lastCopy;
     }
 
     /** The result of the last successful {@link #call()}: each point of {@link Reproduction}'s plots, and what tests check. */
@@ -324,6 +346,7 @@ public final class BenchCommand implements Callable<Integer> {
         check(fabric.equals("local") || fabric.equals("tcp"), "--fabric must be local or tcp: " + fabric);
         check(replicas >= 1 && replicas <= 3, "--replicas must be 1, 2 or 3: " + replicas);
         check(replicas == 1 || fabric.equals("tcp"), "--replicas above 1 needs --fabric tcp (the primary's memory node streams its changes)");
+        check(!copyUnderLoad || replicas > 1, "--copy-under-load needs --replicas 2 or 3: it copies the backups while the load runs");
         check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
                 "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
         if (json != null) {
@@ -353,7 +376,8 @@ public final class BenchCommand implements Callable<Integer> {
         }
         return new BenchSettings(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults, replicas);
+                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults, replicas,
+                copyUnderLoad);
     }
 
     private void check(boolean ok, String message) {

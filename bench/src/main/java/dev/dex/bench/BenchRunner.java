@@ -34,6 +34,25 @@ final class BenchRunner {
     private final Progress progress;
     private final KeyModel model;
     private volatile boolean stalled;
+    /** The copy under load ({@code --copy-under-load}): its thread once started, and what it measured. */
+    private Thread copyThread;
+    private volatile boolean copyStop;
+    private volatile CopyReport copyReport;
+
+    /**
+     * What {@code --copy-under-load} measured: the backups' copy started a third of the way into the measured run.
+     *
+     * @param bytes      bytes copied (each region to each of its backups)
+     * @param copyNanos  from the start of the copy to every backup complete (or to the end of the run)
+     * @param before     operations per second of the measured run before the copy (one replica)
+     * @param during     operations per second while the copy ran
+     * @param completed  false when the run ended first (then {@code during} ends with the run)
+     */
+    record CopyReport(long bytes, long copyNanos, double before, double during, boolean completed) {
+        double megabytesPerSecond() {
+            return bytes / 1e6 / (copyNanos / 1e9);
+        }
+    }
 
     BenchRunner(BenchSettings config, KeySpace keySpace, EngineCluster engines, Progress progress) {
         this.config = config;
@@ -41,6 +60,11 @@ final class BenchRunner {
         this.engines = engines;
         this.progress = progress;
         this.model = config.faults() == null ? null : new KeyModel(keySpace);
+    }
+
+    /** What the copy under load measured; null when there was none. */
+    CopyReport copyReport() {
+        return copyReport;
     }
 
     /** What the engines acknowledged, for the end-of-run checks; null without injected faults. */
@@ -71,6 +95,7 @@ final class BenchRunner {
             engines.resetStats();
             ok = awaitPhase(control, null, null) && awaitPhase(control, "run", control.measured);
         }
+        endCopy();
         if (!ok && !stalled) {
             // Leave the phaser so the remaining workers pass every barrier and see the stop flag.
             control.phaser.arriveAndDeregister();
@@ -102,6 +127,46 @@ final class BenchRunner {
         return locked >= 0 ? " (" + locked + " frames locked)" : "";
     }
 
+    /**
+     * Starts the backups' copy on a thread of its own, which records the measured operations and the time at its start
+     * and at its end ({@link #copyReport}).
+     */
+    private void startCopy(ReplicaCopy copy, LongAdder done, long phaseStart, long doneAtStart) {
+        copyThread = new Thread(() -> {
+            long started = System.nanoTime();
+            long opsAtStart = done.sum();
+            double before = doneAtStart / ((started - phaseStart) / 1e9);
+            copy.start();
+            boolean complete;
+            while (!(complete = copy.complete()) && !copyStop) {
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            long ended = System.nanoTime();
+            copyReport = new CopyReport(copy.bytes(), ended - started, before, (done.sum() - opsAtStart) / ((ended - started) / 1e9),
+                    complete);
+        }, "bench-copy");
+        copyThread.setDaemon(true);
+        copyThread.start();
+    }
+
+    /** Waits for the copy thread; a copy still running when the run ended is reported as not complete. */
+    private void endCopy() {
+        if (copyThread == null) {
+            return;
+        }
+        copyStop = true;
+        try {
+            copyThread.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     /** Operations of thread {@code t} out of {@code total} split over {@code n} threads. */
     static long share(long total, int t, int n) {
         return total / n + (t < total % n ? 1 : 0);
@@ -113,6 +178,7 @@ final class BenchRunner {
         boolean interrupted = false;
         long lastDone = -1;
         long lastChange = System.nanoTime();
+        long phaseStart = System.nanoTime();
         try (ProgressBar bar = task == null ? null : progress.start(task, total)) {
             int phase = control.phaser.arrive();
             while (true) {
@@ -122,6 +188,9 @@ final class BenchRunner {
                 } catch (TimeoutException e) {
                     if (bar != null) {
                         long now = done.sum();
+                        if (task.equals("run") && engines.copyUnderLoad() != null && copyThread == null && now >= total / 3) {
+                            startCopy(engines.copyUnderLoad(), done, phaseStart, now);
+                        }
                         bar.stepTo(now);
                         if (now != lastDone) {
                             lastDone = now;

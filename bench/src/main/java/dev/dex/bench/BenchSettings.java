@@ -17,11 +17,15 @@ import dev.dex.rdma.FaultPlan;
  * @param commitBatch operations of one partition per commit (group commit); 1: each operation commits alone
  * @param keyBytes   the width of the index's keys (8 to 64, a multiple of 8)
  * @param faults     the faults injected into the engines' verbs, or null for none (then no end-of-run checks)
+ * @param replicas   memory nodes per memory server ({@code tcp} only)
+ * @param copyUnderLoad with {@code replicas > 1}: the backups are copied a third of the way into the measured run, not
+ *                   before the load
  */
 record BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
-                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults, int replicas) {
+                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults, int replicas,
+                   boolean copyUnderLoad) {
 
     /** Settings without replica groups (one copy of each memory server). */
     BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
@@ -29,7 +33,8 @@ record BenchSettings(Workload workload, Mode mode, Distribution distribution, do
                   int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
         this(workload, mode, distribution, theta, keys, ops, warmup, threads, cacheRatio, cacheBytes, computeNodes, memoryNodes,
-                memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog, commitBatch, leafAdmission, keyBytes, faults, 1);
+                memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog, commitBatch, leafAdmission, keyBytes, faults, 1,
+                false);
     }
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */

@@ -34,6 +34,8 @@ final class EngineCluster implements AutoCloseable {
     private final List<FaultInjectingRemoteMemory> injectors;
     private final Supplier<RemoteMemory> connector;
     private final PartitionRecovery recovery;
+    /** Backups to copy a third of the way into the measured run ({@code --copy-under-load}), or null. */
+    private ReplicaCopy copyUnderLoad;
     private volatile boolean enginesClosed;
     private volatile boolean leaveOpen;
 
@@ -70,6 +72,15 @@ final class EngineCluster implements AutoCloseable {
         this.injectors = List.copyOf(injectors);
         this.connector = connector;
         this.recovery = partitioned.isEmpty() ? null : new PartitionRecovery(partitioned);
+    }
+
+    void copyUnderLoad(ReplicaCopy copy) {
+        this.copyUnderLoad = copy;
+    }
+
+    /** The backups to copy during the measured run, or null. */
+    ReplicaCopy copyUnderLoad() {
+        return copyUnderLoad;
     }
 
     List<? extends IndexEngine> engines() {

@@ -132,8 +132,8 @@ final class EngineFactory {
                 exported.add(memoryNode);
                 servers.put(id, memoryNode.endpoint());
             }
-            List<TcpFabric> backups = config.replicas() > 1 ? replicate((TcpFabric) memorySide, exported, config, region, chunk)
-                    : List.of();
+            ReplicaCopy copy = config.replicas() > 1 ? replicate((TcpFabric) memorySide, exported, config, region, chunk) : null;
+            List<TcpFabric> backups = copy == null ? List.of() : copy.backups();
             BulkLoader.Result loaded;
             PartitionTable table = null;
             try (RemoteMemory loader = computeSide.connect(servers); ProgressBar bar = progress.start("load", config.keys())) {
@@ -191,7 +191,11 @@ final class EngineFactory {
             }
             resources.add(memorySide);
             resources.addAll(backups); // after their primaries, which would otherwise wait for them
-            return new EngineCluster(engines, treeBytes, resources, injectors, () -> computeSide.connect(servers));
+            EngineCluster cluster = new EngineCluster(engines, treeBytes, resources, injectors, () -> computeSide.connect(servers));
+            if (copy != null && config.copyUnderLoad()) {
+                cluster.copyUnderLoad(copy);
+            }
+            return cluster;
         } catch (RuntimeException | Error e) {
             closeQuietly(engines, e);
             closeQuietly(resources, e);
@@ -224,49 +228,25 @@ final class EngineFactory {
 
     /**
      * Gives each memory server {@code replicas - 1} backups, each in a fabric of its own (its own event loops, as on
-     * another host), and makes the exported regions their primaries; returns once every backup's copy is complete.
+     * another host); unless the copy is to run under load, makes the exported regions their primaries and returns once
+     * every backup's copy is complete.
      */
-    private static List<TcpFabric> replicate(TcpFabric primaries, List<ExportedRegion> exported, BenchSettings config, long region,
-                                             int chunk) {
+    private static ReplicaCopy replicate(TcpFabric primaries, List<ExportedRegion> exported, BenchSettings config, long region,
+                                         int chunk) {
         List<TcpFabric> backups = new ArrayList<>();
         for (int b = 1; b < config.replicas(); b++) {
             backups.add(new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()), 0));
         }
         try {
-            copyTo(primaries, exported, backups, config, region, chunk);
+            ReplicaCopy copy = new ReplicaCopy(primaries, exported, backups, region, chunk);
+            if (!config.copyUnderLoad()) {
+                copy.start();
+                copy.await(10);
+            }
+            return copy;
         } catch (RuntimeException e) {
             backups.forEach(TcpFabric::close);
             throw e;
-        }
-        return backups;
-    }
-
-    private static void copyTo(TcpFabric primaries, List<ExportedRegion> exported, List<TcpFabric> backups, BenchSettings config,
-                               long region, int chunk) {
-        for (ExportedRegion primary : exported) {
-            List<String> endpoints = new ArrayList<>();
-            for (TcpFabric backup : backups) {
-                endpoints.add(export(backup, primary.serverId(), region, chunk).endpoint());
-                backup.becomeBackup(primary.serverId(), 1);
-            }
-            primaries.becomePrimary(primary.serverId(), 1, endpoints);
-        }
-        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MINUTES.toNanos(10);
-        for (TcpFabric backup : backups) {
-            for (ExportedRegion primary : exported) {
-                while (!backup.replicaStatus(primary.serverId()).complete()) {
-                    if (System.nanoTime() > deadline) {
-                        throw new IllegalStateException("the backups of memory server " + primary.serverId()
-                                + " were not copied within 10 minutes");
-                    }
-                    try {
-                        Thread.sleep(10);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        throw new IllegalStateException("interrupted while the backups were copied", e);
-                    }
-                }
-            }
         }
     }
 

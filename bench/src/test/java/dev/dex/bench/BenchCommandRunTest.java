@@ -45,8 +45,12 @@ class BenchCommandRunTest {
         cmd.setOut(new PrintWriter(out, true));
         cmd.setErr(new PrintWriter(err, true));
         int code = cmd.execute(args);
+        lastCopy = command.lastCopy();
         return new Run(code, out.toString(), err.toString(), command.lastResult());
     }
+
+    /** What the copy under load of the last {@link #bench} measured, or null. */
+    private static BenchRunner.CopyReport lastCopy;
 
     private static String[] tiny(String... extra) {
         List<String> args = new ArrayList<>(List.of("--keys", "20000", "--ops", "20000", "--warmup", "2000", "--threads", "2"));
@@ -229,6 +233,25 @@ class BenchCommandRunTest {
         }
         assertEquals(perOp[0].get("reads").asDouble(), perOp[1].get("reads").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
         assertEquals(perOp[0].get("writes").asDouble(), perOp[1].get("writes").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
+    }
+
+    /**
+     * --copy-under-load: the run starts with one replica, the backup joins a third of the way in and is copied while the
+     * workload runs; every measured operation still runs, and the copy reports every byte of the region at a rate and the
+     * throughput before and during it.
+     */
+    @Test
+    void aBackupIsCopiedWhileTheWorkloadRuns() {
+        Run run = bench("--keys", "20000", "--ops", "150000", "--warmup", "2000", "--threads", "2", "--mode", "dex", "--fabric",
+                "tcp", "--workload", "write-intensive", "--replicas", "2", "--copy-under-load");
+        assertEquals(0, run.exitCode(), run.err());
+        assertEquals(150_000, java.util.Arrays.stream(run.result().outcomes()).sum(), "every measured operation ran");
+        BenchRunner.CopyReport copy = lastCopy;
+        assertTrue(copy != null && copy.completed(), "the copy ran and completed: " + run.out());
+        // How fast, and how much of the throughput stays, is the benchmark's figure (docs/replication.md), not a check.
+        assertTrue(copy.bytes() >= 16L << 20 && copy.megabytesPerSecond() > 0 && copy.before() > 0 && copy.during() >= 0,
+                copy.toString());
+        assertTrue(run.out().contains("copy under load: " + (copy.bytes() >> 20) + " MiB to the backups"), run.out());
     }
 
     /**

@@ -277,7 +277,11 @@ final class ReplicationStream {
 
     /** An APPLY frame's header for {@code count} payload bytes, which the caller writes. */
     private ByteBuf frame(long number, long flags, long offset, int count) {
-        ByteBuf out = PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count);
+        return header(PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count), number, flags,
+                offset, count);
+    }
+
+    private ByteBuf header(ByteBuf out, long number, long flags, long offset, int count) {
         out.writeIntLE(REQUEST_HEADER_LENGTH + count);
         out.writeByte(OP_APPLY);
         out.writeZero(3);
@@ -417,8 +421,11 @@ final class ReplicationStream {
                         offset, length, link.broken() != null ? link.broken() : "the primary stopped");
                 return;
             }
+            // Allocated outside the lock (a new pool chunk is zeroed, which would hold every change back meanwhile); only
+            // the number, the region's bytes and the send are under it, so the chunk lands in the stream's order.
+            ByteBuf frame = PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count);
             synchronized (lock) {
-                ByteBuf frame = frame(assigned, APPLY_COPY, offset, count);
+                header(frame, assigned, APPLY_COPY, offset, count);
                 copyInto(frame, region, offset, count);
                 link.send(frame, APPLY_COPY, count);
             }
@@ -427,6 +434,16 @@ final class ReplicationStream {
                 LOG.info("memory server {}: copy to backup {}: {}% ({} of {} MiB)", serverId, link.endpoint, reported * 10,
                         (offset + count) >> 20, length >> 20);
             }
+        }
+        // The backup applies what is queued to it before it acknowledges the last frame: were it to gate answers now, every
+        // answer would wait for the megabytes still in the sockets. So it gates once it has caught up with the copy.
+        try {
+            while (link.copyLeft > 0 && link.broken() == null && !closed && demoted == null) {
+                Thread.sleep(1);
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+            link.breakWith("the copy was interrupted");
         }
         synchronized (lock) {
             // From this frame on the backup's acknowledgements hold answers back; once this frame is acknowledged it holds
