@@ -28,12 +28,9 @@ class ScaleOutIT {
     private static final long KEYS = 20_000;
 
     @RegisterExtension
-    final ClusterHarness cluster = newHarness("dex.tree.partitions=16");
-
-    /** The cluster this scenario runs on; {@code ScaleOutTcpIT} runs it on the tcp fabric. */
-    ClusterHarness newHarness(String... settings) {
-        return new ClusterHarness(settings);
-    }
+    // On tcp, the fabric across hosts: the memory node serves its region over loopback TCP, and no node JVM shares memory
+    // with another. A join on shm is exercised by CrashDuringRebalanceIT, and in-process by the demo (DexCliTest).
+    final ClusterHarness cluster = ClusterHarness.tcp("dex.tree.partitions=16");
 
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
