@@ -143,6 +143,11 @@ public final class BenchCommand implements Callable<Integer> {
                     + " against before it, with one replica (docs/replication.md).")
     private boolean copyUnderLoad;
 
+    @Option(names = "--copy-rate", paramLabel = "MIB", converter = CountConverter.class,
+            description = "With --replicas: MiB per second a primary copies its region to a backup (dex.memory.copy-rate;"
+                    + " default: the fabric's, 256).")
+    private Long copyRateMib;
+
     @Option(names = "--latency-ns", paramLabel = "NS", defaultValue = "0",
             description = "Latency spun before every verb, e.g. 2000 for RDMA's ~2 us (default: ${DEFAULT-VALUE}).")
     private long latencyNs;
@@ -347,6 +352,9 @@ public final class BenchCommand implements Callable<Integer> {
         check(replicas >= 1 && replicas <= 3, "--replicas must be 1, 2 or 3: " + replicas);
         check(replicas == 1 || fabric.equals("tcp"), "--replicas above 1 needs --fabric tcp (the primary's memory node streams its changes)");
         check(!copyUnderLoad || replicas > 1, "--copy-under-load needs --replicas 2 or 3: it copies the backups while the load runs");
+        check(copyRateMib == null || replicas > 1, "--copy-rate needs --replicas 2 or 3");
+        check(copyRateMib == null || copyRateMib >= 1 && copyRateMib <= 1L << 20, "--copy-rate must be in [1, " + (1L << 20)
+                + "] MiB per second: " + copyRateMib);
         check(latencyNs >= 0 && latencyNs <= MAX_LATENCY_NS,
                 "--latency-ns must be in [0, " + MAX_LATENCY_NS + "]: " + latencyNs);
         if (json != null) {
@@ -377,7 +385,7 @@ public final class BenchCommand implements Callable<Integer> {
         return new BenchSettings(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
                 leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults, replicas,
-                copyUnderLoad);
+                copyUnderLoad, copyRateMib == null ? dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.copyRate() : copyRateMib << 20);
     }
 
     private void check(boolean ok, String message) {

@@ -20,12 +20,13 @@ import dev.dex.rdma.FaultPlan;
  * @param replicas   memory nodes per memory server ({@code tcp} only)
  * @param copyUnderLoad with {@code replicas > 1}: the backups are copied a third of the way into the measured run, not
  *                   before the load
+ * @param copyRate   bytes per second a primary copies to its backups ({@code dex.memory.copy-rate})
  */
 record BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
                    long warmup, int threads, double cacheRatio, long cacheBytes, int computeNodes,
                    int memoryNodes, int memoryThreads, int partitions, long latencyNs, String fabric, long seed, Path json,
                    boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults, int replicas,
-                   boolean copyUnderLoad) {
+                   boolean copyUnderLoad, long copyRate) {
 
     /** Settings without replica groups (one copy of each memory server). */
     BenchSettings(Workload workload, Mode mode, Distribution distribution, double theta, long keys, long ops,
@@ -34,7 +35,7 @@ record BenchSettings(Workload workload, Mode mode, Distribution distribution, do
                   boolean redoLog, int commitBatch, double leafAdmission, int keyBytes, FaultPlan faults) {
         this(workload, mode, distribution, theta, keys, ops, warmup, threads, cacheRatio, cacheBytes, computeNodes, memoryNodes,
                 memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog, commitBatch, leafAdmission, keyBytes, faults, 1,
-                false);
+                false, dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.copyRate());
     }
 
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */

@@ -121,8 +121,9 @@ final class EngineFactory {
         boolean tcp = config.fabric().equals("tcp");
         // Over tcp the memory side and the compute side have event loops of their own, as on two hosts.
         // The memory side's event loops are its memory-side threads: they run offloaded operations too.
-        Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()), 0)
-                : new LocalFabric(config.latencyNs());
+        Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()),
+                dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.withCopyRate(config.copyRate()).withFailoverWait(java.time.Duration.ZERO), 0,
+                null, null) : new LocalFabric(config.latencyNs());
         Fabric computeSide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, config.latencyNs()) : memorySide;
         try {
             Map<Integer, String> servers = new TreeMap<>();

@@ -74,6 +74,8 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--replicas", "4", "--fabric", "tcp"}, "--replicas must be 1, 2 or 3: 4"),
                 Arguments.of(new String[] {"--replicas", "2"}, "--replicas above 1 needs --fabric tcp"),
                 Arguments.of(new String[] {"--copy-under-load", "--fabric", "tcp"}, "--copy-under-load needs --replicas 2 or 3"),
+                Arguments.of(new String[] {"--copy-rate", "64", "--fabric", "tcp"}, "--copy-rate needs --replicas 2 or 3"),
+                Arguments.of(new String[] {"--copy-rate", "0", "--fabric", "tcp", "--replicas", "2"}, "--copy-rate must be in [1, "),
                 Arguments.of(new String[] {"--latency-ns", "-1"}, "--latency-ns must be in [0"),
                 Arguments.of(new String[] {"--redo-log", "maybe"}, "--redo-log must be on or off: maybe"),
                 Arguments.of(new String[] {"--mode", "baseline", "--redo-log", "on"}, "--redo-log on needs a DEX engine mode"),
@@ -113,7 +115,7 @@ class BenchCommandValidationTest {
         for (String option : new String[] {"--workload", "--keys", "--ops", "--warmup", "--threads", "--cache-ratio",
                 "--cache-mb", "--mode", "--compute-nodes", "--memory-nodes", "--partitions", "--fabric", "--latency-ns",
                 "--seed", "--json", "--dist", "--theta", "--redo-log", "--leaf-admission", "--inject-faults", "--replicas",
-                "--copy-under-load"}) {
+                "--copy-under-load", "--copy-rate"}) {
             assertTrue(run.out().contains(option), option);
         }
         for (Workload w : Workload.values()) {
