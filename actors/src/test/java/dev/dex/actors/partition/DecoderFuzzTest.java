@@ -30,7 +30,7 @@ import dev.dex.rdma.RemoteMemory;
  * region. Garbage must end in the decoder's own clear refusal, never in another exception, an error (an array
  * sized by a hostile count), a crash or a hang.
  *
- * <p>{@code mvn -B verify} fuzzes them for 45 s ({@code JAZZER_FUZZ=1} in the root pom's {@code fuzz} execution;
+ * <p>{@code mvn -B verify} fuzzes them for 20 s ({@code JAZZER_FUZZ=1} in the root pom's {@code fuzz} execution;
  * without it, JUnit runs only the inputs saved under {@code src/test/resources}, as regression tests). A longer
  * run: {@link DecoderLongFuzz}. A finding is saved by Jazzer under
  * {@code src/test/resources/dev/dex/actors/partition/DecoderFuzzTestInputs/decoders}: commit it with the fix, and it stays
@@ -68,7 +68,7 @@ class DecoderFuzzTest {
     }
 
     /**
-     * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 45 s
+     * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 20 s
      * (Jazzer fuzzes one test per JVM, so the decoders share one).
      */
     @FuzzTest(maxDuration = "20s")

@@ -17,7 +17,7 @@ import io.netty.channel.embedded.EmbeddedChannel;
  * payloads, length prefixes), sometimes raw bytes, with or without a greeting first. The server must answer,
  * refuse or close the connection, never throw out of its pipeline, fail with an error, or hang. One input in eight
  * goes to the disni key grants' messages instead ({@link dev.dex.rdma.disni.GrantMessagesFuzzing}). {@code mvn -B
- * verify} fuzzes it for 30 s (the {@code fuzz} execution, {@code JAZZER_FUZZ=1}); docs/security.md.
+ * verify} fuzzes it for 10 s (the {@code fuzz} execution, {@code JAZZER_FUZZ=1}); docs/security.md.
  */
 class TcpFrameFuzzTest {
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
