@@ -351,8 +351,11 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /** This node's description; reads only settings and the fabric, so any thread may call it. */
     private Description description(ActorRef<Command> self) {
-        return new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), self,
-                ReplicaControl.status(fabric, settings.serverId()));
+        return description(self, ReplicaControl.status(fabric, settings.serverId()));
+    }
+
+    private Description description(ActorRef<Command> self, Replica replica) {
+        return new Description(settings.serverId(), settings.regionBytes(), region.endpoint(), self, replica);
     }
 
     /**
@@ -388,18 +391,17 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * last acknowledgement (docs/replication.md).
      */
     private Behavior<Command> onWatchPrimary() {
-        Description description = description();
-        String lost = description.replica().primaryLost();
+        Replica replica = ReplicaControl.status(fabric, settings.serverId());
         long now = System.nanoTime();
-        if (lost == null || now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
+        if (replica.primaryLost() == null || now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
             return this;
         }
         suspectedAtNanos = now;
-        if (suspectedView != description.replica().view()) {
-            suspectedView = description.replica().view();
-            REPLICA_LOG.warn("memory server {}: {}; asking the coordinator to fail over", settings.serverId(), lost);
+        if (suspectedView != replica.view()) {
+            suspectedView = replica.view();
+            REPLICA_LOG.warn("memory server {}: {}; asking the coordinator to fail over", settings.serverId(), replica.primaryLost());
         }
-        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(description));
+        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(description(getContext().getSelf(), replica)));
         return this;
     }
 

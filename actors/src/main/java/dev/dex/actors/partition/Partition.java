@@ -209,22 +209,13 @@ public final class Partition {
                 .onMessage(Acquired.class, acquired -> {
                     if (acquired.failure() != null) {
                         logAcquireFailure(acquired.failure());
-                        String why = "partition " + partition + " could not be acquired: " + causeOf(acquired.failure()).getMessage();
-                        if (causeOf(acquired.failure()) instanceof dev.dex.rdma.MemoryServerLostException) {
-                            // Every replica of a memory server it needs is gone: sending again does not help until one
-                            // is back, so the batches fail now, saying which server and replicas.
-                            stash.forEach(message -> {
-                                if (message instanceof Execute execute && execute.ops() != null) {
-                                    reply(execute, sameForEach(execute, Ops.Result.error(Ops.FAILED, why)));
-                                }
-                            });
-                            stash.clear();
-                            settled = true;
-                            return Behaviors.stopped();
-                        }
-                        // Still NOT_HELD, so that the client tries again (the memory node may be back in a moment), but
-                        // saying why: a client that gives up reports the memory server it could not reach.
-                        refuseStashed(why);
+                        Throwable cause = causeOf(acquired.failure());
+                        // NOT_HELD, so that the client tries again (the memory node may be back in a moment), but saying
+                        // why: a client that gives up reports the memory server it could not reach. Unless every replica
+                        // of a memory server it needs is gone: sending again does not help until one is back, so the
+                        // batches fail now, saying which server and replicas.
+                        refuseStashed("partition " + partition + " could not be acquired: " + cause.getMessage(),
+                                cause instanceof dev.dex.rdma.MemoryServerLostException ? Ops.FAILED : Ops.NOT_HELD);
                         settled = true;
                         return Behaviors.stopped();
                     }
@@ -556,7 +547,12 @@ public final class Partition {
     }
 
     private void refuseStashed(String why) {
-        stash.forEach(message -> refuse(message, why));
+        refuseStashed(why, Ops.NOT_HELD);
+    }
+
+    /** Answers every stashed batch with {@code status} (NOT_HELD: send again; FAILED: for good) and {@code why}. */
+    private void refuseStashed(String why, int status) {
+        stash.forEach(message -> refuse(message, why, status));
         stash.clear();
     }
 
@@ -570,8 +566,12 @@ public final class Partition {
     }
 
     private void refuse(Command message, String why) {
+        refuse(message, why, Ops.NOT_HELD);
+    }
+
+    private void refuse(Command message, String why, int status) {
         if (message instanceof Execute execute && execute.ops() != null) {
-            reply(execute, sameForEach(execute, Ops.Result.error(Ops.NOT_HELD, why)));
+            reply(execute, sameForEach(execute, Ops.Result.error(status, why)));
         }
     }
 }

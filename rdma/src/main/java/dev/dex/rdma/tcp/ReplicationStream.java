@@ -277,8 +277,27 @@ final class ReplicationStream {
 
     /** An APPLY frame's header for {@code count} payload bytes, which the caller writes. */
     private ByteBuf frame(long number, long flags, long offset, int count) {
-        return header(PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count), number, flags,
-                offset, count);
+        return header(allocate(count), number, flags, offset, count);
+    }
+
+    /** A buffer for an APPLY frame of {@code count} payload bytes. */
+    private static ByteBuf allocate(int count) {
+        return PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count);
+    }
+
+    /**
+     * The copy's pause: sleeps a millisecond at a time while {@code condition} holds and the link, the stream and this
+     * primary's role last; an interrupt breaks the link.
+     */
+    private void waitWhile(ReplicaLink link, java.util.function.BooleanSupplier condition) {
+        try {
+            while (link.broken() == null && !closed && demoted == null && condition.getAsBoolean()) {
+                Thread.sleep(1);
+            }
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+            link.breakWith("the copy was interrupted");
+        }
     }
 
     private ByteBuf header(ByteBuf out, long number, long flags, long offset, int count) {
@@ -408,14 +427,7 @@ final class ReplicationStream {
         for (long offset = 0; offset < length; offset += chunk) {
             int count = (int) Math.min(chunk, length - offset);
             long due = start + (long) (offset * 1e9 / settings.copyRate());
-            try {
-                while (link.broken() == null && !closed && (System.nanoTime() - due < 0 || !link.writable())) {
-                    Thread.sleep(1);
-                }
-            } catch (InterruptedException interrupted) {
-                Thread.currentThread().interrupt();
-                link.breakWith("the copy was interrupted");
-            }
+            waitWhile(link, () -> System.nanoTime() - due < 0 || !link.writable());
             if (link.broken() != null || closed || demoted != null) {
                 LOG.warn("memory server {}: the copy to backup {} stopped at {} of {} bytes: {}", serverId, link.endpoint,
                         offset, length, link.broken() != null ? link.broken() : "the primary stopped");
@@ -423,7 +435,7 @@ final class ReplicationStream {
             }
             // Allocated outside the lock (a new pool chunk is zeroed, which would hold every change back meanwhile); only
             // the number, the region's bytes and the send are under it, so the chunk lands in the stream's order.
-            ByteBuf frame = PooledByteBufAllocator.DEFAULT.directBuffer(LENGTH_FIELD_LENGTH + REQUEST_HEADER_LENGTH + count);
+            ByteBuf frame = allocate(count);
             synchronized (lock) {
                 header(frame, assigned, APPLY_COPY, offset, count);
                 copyInto(frame, region, offset, count);
@@ -437,14 +449,7 @@ final class ReplicationStream {
         }
         // The backup applies what is queued to it before it acknowledges the last frame: were it to gate answers now, every
         // answer would wait for the megabytes still in the sockets. So it gates once it has caught up with the copy.
-        try {
-            while (link.copyLeft > 0 && link.broken() == null && !closed && demoted == null) {
-                Thread.sleep(1);
-            }
-        } catch (InterruptedException interrupted) {
-            Thread.currentThread().interrupt();
-            link.breakWith("the copy was interrupted");
-        }
+        waitWhile(link, () -> link.copyLeft > 0);
         synchronized (lock) {
             // From this frame on the backup's acknowledgements hold answers back; once this frame is acknowledged it holds
             // every change answered (ReplicaLink#complete).
