@@ -407,7 +407,9 @@ public final class DexCli implements Callable<Integer> {
     /** A memory node's part in its replica group, for status; empty for the only copy of a server (no group). */
     static String replicaLine(dev.dex.actors.node.MemoryNode.Replica replica) {
         if (dev.dex.actors.node.MemoryNode.Replica.SOLE_ROLE.equals(replica.role())) {
-            return "";
+            // A replica restarted on its kept region, standing by until the coordinator gives it a part.
+            return replica.keptRole() == null ? "" : String.format("; standing by, its kept region held every change of view %d"
+                    + " as its %s", replica.keptView(), replica.keptRole().toLowerCase(java.util.Locale.ROOT));
         }
         String role = replica.role().toLowerCase(java.util.Locale.ROOT);
         String copy = replica.copyLeft() > 0 ? String.format(", copying: %,d bytes left", replica.copyLeft())

@@ -35,7 +35,8 @@ import dev.dex.rdma.Fabric;
  *   <li>A process started again on a kept region ({@code shm}, {@code tcp} with a region directory) without
  *       {@code --seed} rejoins the cluster its previous run left in the contacts file, rather than forming a cluster of
  *       its own: it tries them for {@code pekko.cluster.seed-node-timeout} first, and starts a new cluster only when
- *       none answers (the whole cluster is gone).</li>
+ *       none answers (the whole cluster is gone). Started so with {@code --seed}, it tries the seeds and those members
+ *       alike, since the seeds of its first start may be gone.</li>
  *   <li>Any other end (a SIGTERM, a leave) ends the process, keeping the region where the fabric can.</li>
  * </ul>
  */
@@ -82,7 +83,9 @@ final class MemoryNodeProcess {
                         }
                     }
                 }
-                others.remove(self.getHost().orElse("127.0.0.1") + ":" + self.getPort().orElse(0));
+                String selfHostPort = self.getHost().orElse("127.0.0.1") + ":" + self.getPort().orElse(0);
+                others.remove(selfHostPort);
+                List<String> seeds = seedsThenRemembered(config.getStringList("pekko.cluster.seed-nodes"), List.of());
                 if (run > 1 && !others.isEmpty()) {
                     // Downed: rejoin the cluster it was in, never a new one of its own (the others may be cut off for a
                     // while; a cluster of its own would then split the index's membership for good).
@@ -99,6 +102,14 @@ final class MemoryNodeProcess {
                             others, mayForm ? " (a new cluster of its own if none of them answers)"
                                     : " (it waits for them: memory server " + lowestRemembered + " forms the cluster anew when the"
                                     + " whole cluster restarts; give --seed to join elsewhere)");
+                } else if (run == 1 && configuredSeeds && !others.isEmpty() && !seeds.contains(selfHostPort)) {
+                    // Started again on a kept region with the arguments of its first start: the seeds given then may be
+                    // gone by now, so the members it last saw are tried too (whichever answers first). A seed naming the
+                    // node itself is an operator forming a cluster anew: left to Pekko.
+                    List<String> through = seedsThenRemembered(config.getStringList("pekko.cluster.seed-nodes"), others);
+                    join(system, through, false);
+                    LOG.info("memory node {} restarted on its kept region: joining through its seeds and the members it last"
+                            + " saw, {}", serverId, through);
                 } else if (!configuredSeeds) {
                     Cluster.get(system).manager().tell(org.apache.pekko.cluster.typed.Join.create(self));
                 }
@@ -160,6 +171,19 @@ final class MemoryNodeProcess {
             }
         }
         return lowest;
+    }
+
+    /**
+     * The members to join through when started again on a kept region with {@code --seed}: the seeds ({@code seedNodes},
+     * as addresses) first, then each remembered member ({@code host:port}) that is not one of them.
+     */
+    static List<String> seedsThenRemembered(List<String> seedNodes, List<String> remembered) {
+        List<String> through = new ArrayList<>();
+        for (String seed : seedNodes) {
+            through.add(seed.substring(seed.indexOf('@') + 1));
+        }
+        remembered.stream().filter(other -> !through.contains(other)).forEach(through::add);
+        return through;
     }
 
     /** Joins through {@code others}; with {@code selfFirst} this node may start a cluster of its own if none answers. */

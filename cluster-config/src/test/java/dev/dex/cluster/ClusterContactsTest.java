@@ -99,4 +99,19 @@ class ClusterContactsTest {
     private static Config config(String role, List<String> seeds) {
         return DexNodes.withoutEndpoint(DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, seeds));
     }
+
+    @Test
+    void aMemoryNodeStartedAgainWithSeedsTriesThemAndTheMembersItLastSaw() {
+        // The seed of its first start is gone; the members it remembers are tried too, each once, seeds first.
+        assertEquals(List.of("127.0.0.1:2551", "127.0.0.1:2600", "127.0.0.1:2700"), MemoryNodeProcess.seedsThenRemembered(
+                List.of("pekko://dex@127.0.0.1:2551"), List.of("127.0.0.1:2600", "127.0.0.1:2551", "127.0.0.1:2700")));
+    }
+
+    @Test
+    void statusSaysWhatAStandingByReplicasKeptRegionHeld() {
+        dev.dex.actors.node.MemoryNode.Replica standing = new dev.dex.actors.node.MemoryNode.Replica("SOLE", 0, 0, true, 0, null,
+                5, false, "PRIMARY", 7);
+        assertEquals("; standing by, its kept region held every change of view 7 as its primary", DexCli.replicaLine(standing));
+        assertEquals("", DexCli.replicaLine(dev.dex.actors.node.MemoryNode.Replica.SOLE), "the only copy of its server");
+    }
 }

@@ -169,6 +169,19 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     }
 
     /**
+     * As {@link #tcpKeepingRegions}, with a region directory per memory node (named after it): replicas of one server on
+     * this one host each keep a region file of their own, and a node {@link #restart}ed reattaches to its own.
+     */
+    static ClusterHarness tcpKeepingRegionsPerNode(String... settings) {
+        ClusterHarness harness = new ClusterHarness("tcp", false, true, settings);
+        harness.regionDirectoryPerNode = true;
+        return harness;
+    }
+
+    /** {@link #tcpKeepingRegionsPerNode}. */
+    private boolean regionDirectoryPerNode;
+
+    /**
      * A cluster on the tcp fabric with mutual TLS everywhere: a CA and key stores are made per test with
      * {@code dex certs}, every node starts with {@code --tls}, and this JVM's fabric and client use them too.
      */
@@ -392,7 +405,8 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
             arguments.addAll(List.of("--seed", contact.seed()));
         }
         if (regionDirectory != null && command.get(0).equals("memory-node")) {
-            arguments.addAll(List.of("--set", "dex.fabric.tcp.region-directory=\"" + regionDirectory + "\""));
+            Path directory = regionDirectoryPerNode ? regionDirectory.resolve(name) : regionDirectory;
+            arguments.addAll(List.of("--set", "dex.fabric.tcp.region-directory=\"" + directory + "\""));
         }
         for (String setting : settings) {
             arguments.addAll(List.of("--set", setting));

@@ -21,13 +21,15 @@ import dev.dex.actors.client.DexClientApi;
  * the index serves again; no compute node or client is downed, and every acknowledged write is on the new primary. Then a third memory
  * node of the server joins as a backup and is copied from the new primary while the index serves (re-replication).
  * Then the primary is paused (SIGSTOP) until the replacement has taken over, and resumed: the stale primary learns from
- * the new primary's refusal of its stream that it was replaced, and changes nothing.
+ * the new primary's refusal of its stream that it was replaced, and changes nothing. Then both replicas left are killed:
+ * the server is lost, and its operations fail naming it. Last, both restart on their kept regions: the coordinator makes
+ * the one whose region holds every change of the group's last view primary, and nothing acknowledged is lost.
  */
 class MemoryNodeCrashIT {
     static final long KEYS = 20_000;
 
     @RegisterExtension
-    final ClusterHarness cluster = ClusterHarness.tcp("dex.memory.replicas=2", "dex.tree.partitions=16",
+    final ClusterHarness cluster = ClusterHarness.tcpKeepingRegionsPerNode("dex.memory.replicas=2", "dex.tree.partitions=16",
             "pekko.cluster.split-brain-resolver.stable-after=2s");
 
     @Test
@@ -93,9 +95,12 @@ class MemoryNodeCrashIT {
         replacement.awaitLog("this replica is primary of view " + (3 + 2L * kills), Duration.ofSeconds(60));
         long servedAgain = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("the index serves again %.2f s after the primary was paused", (servedAgain - paused) / 1e9));
+        int staleCopies = occurrences(stale.logText(), "copy complete");
         signal("CONT", stale);
         stale.awaitLog("this replica stops serving", Duration.ofSeconds(60));
         cluster.log(stale + " resumed and learnt that it was replaced");
+        awaitOccurrences(stale, "copy complete", staleCopies + 1, Duration.ofSeconds(90));
+        cluster.log(stale + " is a complete backup again (copied from the new primary)");
         mix.awaitMore(5_000, Duration.ofSeconds(60));
         mix.stop();
         cluster.log("mix: " + mix.summary() + "; failures e.g. " + mix.failures());
@@ -108,11 +113,28 @@ class MemoryNodeCrashIT {
         cluster.log("verified: " + verification);
         assertEquals(0, mix.violationCount(), "no read returned a value its key never had: " + mix.violations());
 
-        // Every replica lost: both memory nodes of server 0 that are left are killed. Every compute node reports the
-        // server lost, naming its replicas (not ready), and operations that need it fail with that error, none hangs.
-        replacement.kill();
+        // Every replica lost: the two memory nodes of server 0 that are left are killed, the backup first, then the
+        // primary once the backup is out of the group's view and of the cluster (killed together, they would be half of
+        // the voters: a tie, which the split-brain resolver gives to the side of the lowest address, docs/replication.md).
+        // Every compute node reports the server lost, naming its replicas (not ready), and operations that need it fail
+        // with that error, none hangs.
+        long backupKilled = System.nanoTime();
         stale.kill();
-        cluster.log("both remaining replicas of memory server 0 killed");
+        // At least view 3 + 2 * kills + 2: the pause's failover, the stale primary back as a backup, then dropped.
+        long lastView = awaitViewWithoutBackups(replacement, 3 + 2L * kills + 2, Duration.ofSeconds(60));
+        long dropped = System.nanoTime();
+        long servedWithoutIt = cluster.awaitServing(Duration.ofSeconds(60));
+        cluster.log(String.format("the backup %s killed: dropped from the group in view %d %.2f s later, the index serves %.2f s"
+                + " after the kill", stale, lastView, (dropped - backupKilled) / 1e9, (servedWithoutIt - backupKilled) / 1e9));
+        assertTrue(replacement.logText().contains("asking the coordinator to drop them"), "the primary reported the broken link"
+                + " (the group's own detector, not the cluster's); its log:\n" + replacement.logTail());
+        long removedBy = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (cluster.isMember(stale)) { // downed and removed: the voters left are three
+            assertTrue(System.nanoTime() < removedBy, stale + " is removed from the cluster");
+            Thread.sleep(100);
+        }
+        replacement.kill();
+        cluster.log("the primary " + replacement + " killed: memory server 0 has no replica left");
         long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
         List<dev.dex.actors.node.ComputeNode.Status> statuses = cluster.statuses();
         while (!statuses.stream().allMatch(status -> status.memoryServersLost().size() == 1) && System.nanoTime() < deadline) {
@@ -146,6 +168,67 @@ class MemoryNodeCrashIT {
                 + " %d saying it is lost", (System.nanoTime() - asked) / 1e9, named, lost));
         assertEquals(200, named, "every failure names the memory server");
         assertTrue(lost > 0, "the failures say the server is lost and name its replicas");
+
+        // The whole group restarts on its kept regions. The last primary's comes back first: its region holds every change
+        // of the last view, so it is made primary of the next one. The other is then copied from it, as a new backup.
+        long restarting = System.nanoTime();
+        NodeProcess primaryAgain = cluster.restart(replacement, replacement.name() + "-again");
+        long up = System.nanoTime();
+        long servedAfterRestart = cluster.awaitServing(Duration.ofSeconds(90));
+        cluster.log(String.format("the index serves again %.2f s after the last primary was started again, %.2f s after it"
+                + " was up", (servedAfterRestart - restarting) / 1e9, (servedAfterRestart - up) / 1e9));
+        assertTrue(primaryAgain.logText().contains("this replica is primary of view " + (lastView + 1)), "the last primary's"
+                + " restarted node is primary of view " + (lastView + 1) + "; its log:\n" + primaryAgain.logTail());
+        assertTrue(computes.stream().anyMatch(compute -> compute.logText().contains("restarted on the kept region of its PRIMARY")),
+                "the coordinator took the kept region of the last view's primary");
+        NodeProcess backupAgain = cluster.restart(stale, stale.name() + "-again");
+        backupAgain.awaitLog("copy complete", Duration.ofSeconds(90));
+        long unmarkedBy = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (cluster.statuses().stream().anyMatch(status -> !status.memoryServersLost().isEmpty())) {
+            assertTrue(System.nanoTime() < unmarkedBy, "server 0 is still reported lost: " + cluster.statuses());
+            Thread.sleep(200);
+        }
+        WriteMix.Verification afterRestart = mix.assertNoAcknowledgedWriteLost(KEYS);
+        cluster.log("verified after the whole group restarted: " + afterRestart);
+    }
+
+    /** The newest view of at least {@code atLeast} that {@code primary} installed without backups, once there is one. */
+    private static long awaitViewWithoutBackups(NodeProcess primary, long atLeast, Duration max) throws InterruptedException {
+        java.util.regex.Pattern installed = java.util.regex.Pattern.compile("view (\\d+) installed, backups \\[\\]");
+        long deadline = System.nanoTime() + max.toNanos();
+        while (true) {
+            long newest = -1;
+            java.util.regex.Matcher found = installed.matcher(primary.logText());
+            while (found.find()) {
+                newest = Math.max(newest, Long.parseLong(found.group(1)));
+            }
+            if (newest >= atLeast) {
+                return newest;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(primary + " installed no view >= " + atLeast + " without backups; its log:\n"
+                        + primary.logTail());
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private static int occurrences(String text, String of) {
+        int count = 0;
+        for (int at = text.indexOf(of); at >= 0; at = text.indexOf(of, at + 1)) {
+            count++;
+        }
+        return count;
+    }
+
+    private static void awaitOccurrences(NodeProcess node, String text, int count, Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (occurrences(node.logText(), text) < count) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(node + " logged '" + text + "' fewer than " + count + " times; its log:\n" + node.logTail());
+            }
+            Thread.sleep(100);
+        }
     }
 
     private static void signal(String signal, NodeProcess node) throws Exception {

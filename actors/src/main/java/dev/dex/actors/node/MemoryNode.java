@@ -109,13 +109,23 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * @param copyLeft bytes of a copy to it not received yet
      * @param primaryLost a complete backup's: why it thinks its primary is gone (its stream closed or went silent); null
      *                 otherwise
+     * @param regionId the identity of its region, the same across restarts on a kept region (0: none)
+     * @param freshRegion its region was formatted by this run: an empty index, no older state of the server
+     * @param keptRole a node that has taken no part since it started on a kept region: PRIMARY or BACKUP when that region
+     *                 held every change its group answered in view {@code keptView} (docs/replication.md, "The whole group
+     *                 restarts"); null otherwise
      */
-    public record Replica(String role, long view, long applied, boolean complete, long copyLeft, String primaryLost)
-            implements CborSerializable {
+    public record Replica(String role, long view, long applied, boolean complete, long copyLeft, String primaryLost,
+                          long regionId, boolean freshRegion, String keptRole, long keptView) implements CborSerializable {
         public static final String SOLE_ROLE = "SOLE";
         public static final String PRIMARY_ROLE = "PRIMARY";
         public static final String BACKUP_ROLE = "BACKUP";
         public static final Replica SOLE = new Replica(SOLE_ROLE, 0, 0, true, 0, null);
+
+        /** A replica with no region identity and nothing kept. */
+        public Replica(String role, long view, long applied, boolean complete, long copyLeft, String primaryLost) {
+            this(role, view, applied, complete, copyLeft, primaryLost, 0, true, null, 0);
+        }
     }
 
     /**
@@ -188,7 +198,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /**
      * Every {@link #WATCH_PERIOD} on a replicated server: a backup that lost its primary's stream asks the coordinator to
-     * fail over (docs/replication.md, "Failover").
+     * fail over, a primary whose link to a gating backup broke asks it to drop that backup (docs/replication.md,
+     * "Failover").
      */
     private enum WatchPrimary implements Command, NoSerializationVerificationNeeded {
         INSTANCE
@@ -262,6 +273,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     /** When this backup last told the coordinator it lost its primary, and of which view it last logged it. */
     private long suspectedAtNanos;
     private long suspectedView = -1;
+    /** What this primary last reported of its backups' links, to log a change once. */
+    private java.util.Map<String, String> reportedBackups = java.util.Map.of();
 
     private MemoryNode(ActorContext<Command> context, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
                        MemoryRegion memoryRegion, boolean ownsRegion) {
@@ -391,9 +404,25 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * last acknowledgement (docs/replication.md).
      */
     private Behavior<Command> onWatchPrimary() {
-        Replica replica = ReplicaControl.status(fabric, settings.serverId());
         long now = System.nanoTime();
-        if (replica.primaryLost() == null || now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
+        if (now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
+            return this;
+        }
+        java.util.Map<String, String> lost = ReplicaControl.lostBackups(fabric, settings.serverId());
+        if (!lost.isEmpty()) {
+            // A primary: its answers wait for these backups until a view leaves them out.
+            suspectedAtNanos = now;
+            if (!lost.equals(reportedBackups)) {
+                REPLICA_LOG.warn("memory server {}: the link to backup(s) {} broke; asking the coordinator to drop them",
+                        settings.serverId(), lost);
+            }
+            reportedBackups = lost;
+            coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(getContext().getSelf()), lost));
+            return this;
+        }
+        reportedBackups = java.util.Map.of();
+        Replica replica = ReplicaControl.status(fabric, settings.serverId());
+        if (replica.primaryLost() == null) {
             return this;
         }
         suspectedAtNanos = now;

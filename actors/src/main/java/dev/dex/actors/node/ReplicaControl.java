@@ -20,7 +20,29 @@ final class ReplicaControl {
         }
         ReplicaStatus status = tcp.replicaStatus(serverId);
         return new MemoryNode.Replica(status.role().name(), status.view(), status.applied(), status.complete(), status.copyLeft(),
-                status.primaryLost());
+                status.primaryLost(), status.regionId(), status.freshRegion(),
+                status.kept() == null ? null : status.kept().role().name(), status.kept() == null ? 0 : status.kept().view());
+    }
+
+    /**
+     * A primary's gating backups whose link broke, by endpoint, with why: its answers wait for them until a view leaves
+     * them out. Empty for any other replica, and when every gating backup's link is up.
+     */
+    static java.util.Map<String, String> lostBackups(Fabric fabric, int serverId) {
+        if (!(fabric instanceof TcpFabric tcp)) {
+            return java.util.Map.of();
+        }
+        ReplicaStatus status = tcp.replicaStatus(serverId);
+        if (status.role() != ReplicaStatus.Role.PRIMARY) {
+            return java.util.Map.of();
+        }
+        java.util.Map<String, String> lost = new java.util.TreeMap<>();
+        for (ReplicaStatus.Backup backup : status.backups()) {
+            if (backup.gating() && backup.broken() != null) {
+                lost.putIfAbsent(backup.endpoint(), backup.broken());
+            }
+        }
+        return lost;
     }
 
     /**

@@ -55,14 +55,14 @@ import org.apache.pekko.cluster.typed.Subscribe;
 public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinator.Command> {
 
     public sealed interface Command permits Listing, Described, Loaded, Stored, Acted, Tick, Reachability, GetGroups,
-            PrimarySuspected, Confirmed {
+            PrimarySuspected, Confirmed, BackupsSuspected, BackupConfirmed {
     }
 
     private record Listing(Receptionist.Listing listing) implements Command {
     }
 
-    private record Described(ActorRef<MemoryNode.Command> node, MemoryNode.Description description, Throwable failure)
-            implements Command {
+    private record Described(ActorRef<MemoryNode.Command> node, MemoryNode.Description description, Throwable failure,
+                             long askedAtNanos) implements Command {
     }
 
     private record Loaded(Replicator.GetResponse<LWWRegister<ReplicaGroups>> response) implements Command {
@@ -98,6 +98,24 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                              MemoryNode.Description answer, Throwable failure) implements Command {
     }
 
+    /**
+     * From the primary of a group's current view: its links to these gating backups (endpoint, why) broke, and its answers
+     * wait for them until a view leaves them out (docs/replication.md, "Failover"). The coordinator asks each backup's
+     * node; unless it answers as a backup of that view within {@link #CONFIRM}, or while the link stays broken for
+     * {@link #BACKUP_PATIENCE}, the backup counts as gone and a new view drops it. Dropping a live backup costs its copy
+     * when it is added again, never a write.
+     */
+    public record BackupsSuspected(MemoryNode.Description primary, Map<String, String> backups)
+            implements Command, dev.dex.actors.CborSerializable {
+        public BackupsSuspected {
+            backups = backups == null ? Map.of() : Map.copyOf(backups);
+        }
+    }
+
+    private record BackupConfirmed(int server, long view, String endpoint, String why, MemoryNode.Description answer,
+                                   Throwable failure) implements Command {
+    }
+
     /** One thing to ask of one memory node after the map is stored. */
     private record Step(ActorRef<MemoryNode.Command> node, String op, long view, List<String> backups) {
     }
@@ -114,6 +132,14 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
      * acknowledgement anyway.
      */
     static final Duration CONFIRM = Duration.ofMillis(700);
+    /** How long a primary may report its link to a backup broken, while the backup's node answers, before it is dropped. */
+    static final Duration BACKUP_PATIENCE = Duration.ofSeconds(3);
+    /**
+     * With no group in the map: how long after the first of a server's memory nodes is described the coordinator waits for
+     * the others before it forms the group from those it has (at once when all {@code replicas} are there). After a
+     * restart of every voter, the first to answer may hold an older state than one that restarts a little later.
+     */
+    static final Duration FORM_SETTLE = Duration.ofSeconds(10);
 
     private final int replicas;
     private final TimerScheduler<Command> timers;
@@ -132,6 +158,20 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private final Set<Integer> confirming = new HashSet<>();
     /** Servers whose backup's report the primary answered (logged once), with the view. */
     private final Map<Integer, Long> dismissed = new HashMap<>();
+    /**
+     * Backups (server and endpoint) whose primary reports their link broken: since when, in which view, and the last report
+     * (reports that stop for a second end the episode).
+     */
+    private final Map<String, long[]> backupSuspected = new HashMap<>();
+    /** Servers without a group in the map: when the first of their memory nodes was described ({@link #FORM_SETTLE}). */
+    private final Map<Integer, Long> formingSince = new HashMap<>();
+    /** Backups (server and endpoint) being asked whether they still apply the stream. */
+    private final Set<String> backupConfirming = new HashSet<>();
+    /**
+     * Backups (server and endpoint) that count as gone: the view they were dropped from, and when. Not added again until
+     * their node answers a description asked after that (a dead one would hold the coordinator for a step's timeout).
+     */
+    private final Map<String, long[]> backupGone = new HashMap<>();
 
     private ReplicaCoordinator(ActorContext<Command> context, TimerScheduler<Command> timers, int replicas,
                                ReplicatorMessageAdapter<Command, LWWRegister<ReplicaGroups>> replicator) {
@@ -177,6 +217,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                 .onMessage(GetGroups.class, this::onGetGroups)
                 .onMessage(PrimarySuspected.class, this::onSuspected)
                 .onMessage(Confirmed.class, this::onConfirmed)
+                .onMessage(BackupsSuspected.class, this::onBackupsSuspected)
+                .onMessage(BackupConfirmed.class, this::onBackupConfirmed)
                 .build();
     }
 
@@ -239,6 +281,69 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         return reconcile();
     }
 
+    private Behavior<Command> onBackupsSuspected(BackupsSuspected suspected) {
+        MemoryNode.Description primary = suspected.primary();
+        if (groups == null || primary == null || primary.node() == null) {
+            return this;
+        }
+        int server = primary.serverId();
+        ReplicaGroups.Group group = groups.group(server);
+        if (group == null || !group.primary().node().equals(primary.node()) || primary.replica().view() != group.view()) {
+            return this; // of another view: the map moved on already
+        }
+        long now = System.nanoTime();
+        for (Map.Entry<String, String> lost : suspected.backups().entrySet()) {
+            ReplicaGroups.Replica backup = group.backups().stream().filter(b -> b.endpoint().equals(lost.getKey())).findFirst()
+                    .orElse(null);
+            String key = server + "/" + lost.getKey();
+            long[] dropped = backupGone.get(key);
+            if (backup == null || dropped != null && dropped[0] == group.view()) {
+                continue;
+            }
+            long[] since = backupSuspected.get(key);
+            if (since == null || since[1] != group.view() || now - since[2] > Duration.ofSeconds(1).toNanos()) {
+                backupSuspected.put(key, new long[] {now, group.view(), now}); // a new episode
+            } else if (now - since[0] > BACKUP_PATIENCE.toNanos()) {
+                gone(server, group.view(), lost.getKey(), lost.getValue() + ", for over " + BACKUP_PATIENCE.toSeconds()
+                        + " s while its node still answers");
+                continue;
+            } else {
+                since[2] = now;
+            }
+            if (backupConfirming.add(key)) {
+                long view = group.view();
+                String why = lost.getValue();
+                getContext().ask(MemoryNode.Description.class, backup.node(), CONFIRM, MemoryNode.Describe::new,
+                        (answer, failure) -> new BackupConfirmed(server, view, lost.getKey(), why, answer, failure));
+            }
+        }
+        return reconcile();
+    }
+
+    private Behavior<Command> onBackupConfirmed(BackupConfirmed confirmed) {
+        backupConfirming.remove(confirmed.server() + "/" + confirmed.endpoint());
+        ReplicaGroups.Group group = groups.group(confirmed.server());
+        if (group == null || group.view() != confirmed.view()) {
+            return this;
+        }
+        MemoryNode.Description answer = confirmed.answer();
+        if (confirmed.failure() == null && answer != null && MemoryNode.Replica.BACKUP_ROLE.equals(answer.replica().role())) {
+            // Alive (its own view may be older: a view that kept it is not told to it): the primary greets it again, and
+            // it is dropped only if the link stays broken (BACKUP_PATIENCE).
+            return this;
+        }
+        gone(confirmed.server(), confirmed.view(), confirmed.endpoint(), confirmed.why() + ", and its node "
+                + (confirmed.failure() != null ? "did not answer within " + CONFIRM.toMillis() + " ms"
+                : "answers as " + answer.replica().role() + " of view " + answer.replica().view()));
+        return reconcile();
+    }
+
+    private void gone(int server, long view, String endpoint, String why) {
+        backupGone.put(server + "/" + endpoint, new long[] {view, System.nanoTime()});
+        getContext().getLog().warn("memory server {}: the primary of view {} lost its link to backup {} ({}): it is dropped",
+                server, view, endpoint, why);
+    }
+
     private Behavior<Command> onListing(Listing listing) {
         listed = Set.copyOf(listing.listing().getServiceInstances(MemoryNode.KEY));
         described.keySet().retainAll(listed);
@@ -247,14 +352,19 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     }
 
     private void describe(ActorRef<MemoryNode.Command> node) {
+        long askedAt = System.nanoTime();
         getContext().ask(MemoryNode.Description.class, node, Duration.ofSeconds(5), MemoryNode.Describe::new,
-                (description, failure) -> new Described(node, description, failure));
+                (description, failure) -> new Described(node, description, failure, askedAt));
     }
 
     private Behavior<Command> onDescribed(Described answer) {
         if (answer.failure() == null && listed.contains(answer.node())) {
             described.put(answer.node(), answer.description());
             MemoryNode.Description d = answer.description();
+            long[] gone = backupGone.get(d.serverId() + "/" + d.endpoint());
+            if (gone != null && answer.askedAtNanos() > gone[1]) {
+                backupGone.remove(d.serverId() + "/" + d.endpoint()); // it answers, asked after it was dropped: it may join again
+            }
             ReplicaGroups.Group group = groups == null ? null : groups.group(d.serverId());
             if (group != null && group.primary().node().equals(d.node()) && MemoryNode.Replica.PRIMARY_ROLE.equals(d.replica().role())
                     && primaryGone.remove(d.serverId(), group.view())) {
@@ -319,10 +429,23 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             if (here.isEmpty()) {
                 return false;
             }
-            MemoryNode.Description first = here.stream().min(Comparator.comparing(d -> d.node().path().toString())).orElseThrow();
-            change(new ReplicaGroups.Group(server, 1, ReplicaGroups.Replica.of(first), List.of()),
-                    List.of(new Step(first.node(), MemoryNode.Replicate.BECOME_PRIMARY, 1, List.of())),
-                    "memory server " + server + ": " + first.node().path().address() + " is primary of view 1");
+            // Every replica described, or a while to let them come: the first to answer is not always the newest.
+            long now = System.nanoTime();
+            long since = formingSince.computeIfAbsent(server, id -> now);
+            if (here.size() < replicas && now - since < FORM_SETTLE.toNanos()) {
+                return false;
+            }
+            MemoryNode.Description first = founder(server, here);
+            if (first == null) {
+                return false;
+            }
+            // Views go on from the newest any of them kept, so that records of this map's views outrank older ones.
+            long view = 1 + here.stream().mapToLong(d -> d.replica().keptView()).max().orElse(0);
+            change(new ReplicaGroups.Group(server, view, ReplicaGroups.Replica.of(first), List.of()),
+                    List.of(new Step(first.node(), MemoryNode.Replicate.BECOME_PRIMARY, view, List.of())),
+                    "memory server " + server + ": " + first.node().path().address() + " is primary of view " + view
+                            + (first.replica().keptRole() == null ? "" : " (its kept region was " + first.replica().keptRole()
+                            + " of view " + first.replica().keptView() + " of a group the map no longer has)"));
             return true;
         }
         Long gone = primaryGone.get(server);
@@ -335,6 +458,18 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                         && (best == null || d.replica().applied() > best.replica().applied())) {
                     best = d;
                 }
+            }
+            MemoryNode.Description restarted = best == null ? restartedMember(group, here) : null;
+            if (restarted != null) {
+                reportedLost.remove(server);
+                long view = group.view() + 1;
+                change(new ReplicaGroups.Group(server, view, ReplicaGroups.Replica.of(restarted), List.of()),
+                        List.of(new Step(restarted.node(), MemoryNode.Replicate.BECOME_PRIMARY, view, List.of())),
+                        "memory server " + server + ": every replica of view " + group.view() + " was gone; "
+                                + restarted.node().path().address() + " restarted on the kept region of its "
+                                + restarted.replica().keptRole() + ", which holds every change answered in that view, and is"
+                                + " primary of view " + view);
+                return true;
             }
             if (best == null) {
                 if (reportedLost.add(server)) {
@@ -354,7 +489,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         }
         List<ReplicaGroups.Replica> kept = new ArrayList<>();
         for (ReplicaGroups.Replica backup : group.backups()) {
-            if (alive(backup.node(), unreachable)) {
+            long[] dropped = backupGone.get(server + "/" + backup.endpoint());
+            if (alive(backup.node(), unreachable) && (dropped == null || dropped[0] != group.view())) {
                 kept.add(backup);
             }
         }
@@ -377,7 +513,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             for (MemoryNode.Description candidate : here) {
                 ActorRef<MemoryNode.Command> node = candidate.node();
                 boolean inView = node.equals(group.primary().node()) || group.backups().stream().anyMatch(b -> b.node().equals(node));
-                if (!inView && !MemoryNode.Replica.PRIMARY_ROLE.equals(candidate.replica().role())) {
+                if (!inView && !MemoryNode.Replica.PRIMARY_ROLE.equals(candidate.replica().role())
+                        && !backupGone.containsKey(server + "/" + candidate.endpoint())) {
                     long view = group.view() + 1;
                     List<ReplicaGroups.Replica> backups = new ArrayList<>(group.backups());
                     backups.add(ReplicaGroups.Replica.of(candidate));
@@ -391,6 +528,70 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             }
         }
         return false;
+    }
+
+    /**
+     * The memory node to form {@code server}'s group with, when the map has none: the one whose kept region holds its group's
+     * changes of the newest view (its primary's before a backup's), which is what a restart of every voter leaves (the map
+     * lives in their memory); else one with a region formatted by this run (a new cluster); never a kept region that held
+     * no complete state, such as a backup whose copy was cut short. Null when none may found it yet.
+     */
+    private MemoryNode.Description founder(int server, List<MemoryNode.Description> here) {
+        MemoryNode.Description founder = founderOf(here);
+        if (founder == null && !here.isEmpty() && reportedLost.add(server)) {
+            getContext().getLog().error("memory server {}: the replica groups' map has no group for it, and its memory nodes"
+                    + " ({}) started on kept regions that held no complete state of their group; it stays unavailable until"
+                    + " a replica that did restarts, or its region is formatted anew", server,
+                    here.stream().map(d -> d.node().path().address().toString()).toList());
+        } else if (founder != null) {
+            reportedLost.remove(server);
+        }
+        return founder;
+    }
+
+    /** {@link #founder}'s rule, without the log. */
+    static MemoryNode.Description founderOf(List<MemoryNode.Description> here) {
+        MemoryNode.Description best = null;
+        for (MemoryNode.Description d : here) {
+            if (d.replica().keptRole() != null && (best == null || newer(d.replica(), best.replica()))) {
+                best = d;
+            }
+        }
+        if (best != null) {
+            return best;
+        }
+        return here.stream().filter(d -> d.replica().freshRegion()).min(Comparator.comparing(d -> d.node().path().toString()))
+                .orElse(null);
+    }
+
+    /**
+     * A memory node of {@code group}'s server that restarted on the kept region of a member of the group's last view, and
+     * whose region held every change answered in that view (docs/replication.md, "The whole group restarts"); its primary's
+     * before a complete backup's. Null when none did (yet).
+     */
+    static MemoryNode.Description restartedMember(ReplicaGroups.Group group, List<MemoryNode.Description> here) {
+        Set<Long> members = new HashSet<>();
+        members.add(group.primary().regionId());
+        group.backups().forEach(backup -> members.add(backup.regionId()));
+        members.remove(0L);
+        MemoryNode.Description best = null;
+        for (MemoryNode.Description d : here) {
+            MemoryNode.Replica replica = d.replica();
+            if (MemoryNode.Replica.SOLE_ROLE.equals(replica.role()) && replica.keptRole() != null
+                    && replica.keptView() == group.view() && members.contains(replica.regionId())
+                    && (best == null || newer(replica, best.replica()))) {
+                best = d;
+            }
+        }
+        return best;
+    }
+
+    /** Whether kept region {@code a} is newer than {@code b}: a later view, or the same view's primary. */
+    private static boolean newer(MemoryNode.Replica a, MemoryNode.Replica b) {
+        if (a.keptView() != b.keptView()) {
+            return a.keptView() > b.keptView();
+        }
+        return MemoryNode.Replica.PRIMARY_ROLE.equals(a.keptRole()) && !MemoryNode.Replica.PRIMARY_ROLE.equals(b.keptRole());
     }
 
     private boolean alive(ActorRef<MemoryNode.Command> node, Set<Address> unreachable) {
@@ -421,7 +622,30 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         }
         groups = stored.groups();
         getContext().getLog().info("replica groups stored with a majority: {}", groups.describe());
+        forgetOlderViews();
         return next(stored.steps());
+    }
+
+    /** Drops what is known of backups in views the map has left (their keys are "server/endpoint"). */
+    private void forgetOlderViews() {
+        java.util.function.Predicate<Map.Entry<String, Long>> older = entry -> {
+            ReplicaGroups.Group group = groups.group(Integer.parseInt(entry.getKey().substring(0, entry.getKey().indexOf('/'))));
+            return group != null && entry.getValue() < group.view() - 1;
+        };
+        backupSuspected.entrySet().removeIf(entry -> older.test(Map.entry(entry.getKey(), entry.getValue()[1])));
+        backupGone.entrySet().removeIf(entry -> older.test(Map.entry(entry.getKey(), entry.getValue()[0]))
+                && !listedEndpoint(entry.getKey()));
+        groups.groups().forEach(group -> formingSince.remove(group.serverId()));
+    }
+
+    /** Whether a listed memory node serves the endpoint of {@code key} ("server/endpoint"). */
+    private boolean listedEndpoint(String key) {
+        for (MemoryNode.Description d : described.values()) {
+            if (key.equals(d.serverId() + "/" + d.endpoint()) && listed.contains(d.node())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private Behavior<Command> next(List<Step> steps) {

@@ -42,10 +42,17 @@ public record ReplicaGroups(long generation, List<Group> groups) implements Cbor
         }
     }
 
-    /** A memory node in a group: its actor and its region's fabric endpoint. */
-    public record Replica(ActorRef<MemoryNode.Command> node, String endpoint) implements CborSerializable {
+    /**
+     * A memory node in a group: its actor, its region's fabric endpoint, and its region's identity (the same when the node
+     * restarts on its kept region: how the coordinator knows a restarted node as a member; 0: unknown).
+     */
+    public record Replica(ActorRef<MemoryNode.Command> node, String endpoint, long regionId) implements CborSerializable {
+        public Replica(ActorRef<MemoryNode.Command> node, String endpoint) {
+            this(node, endpoint, 0);
+        }
+
         static Replica of(MemoryNode.Description description) {
-            return new Replica(description.node(), description.endpoint());
+            return new Replica(description.node(), description.endpoint(), description.replica().regionId());
         }
 
         @Override

@@ -28,7 +28,9 @@ import com.typesafe.config.ConfigFactory;
  * The coordinator's failover on a backup's report (docs/replication.md, "Failover"), against two stand-in memory nodes
  * of server 0 in a one-node cluster, where the cluster's failure detector never finds anyone unreachable: a report
  * is the only thing that can move the primary's role. The coordinator fails over only when the primary's node does not
- * answer as primary, and ignores a report of a view the map has left.
+ * answer as primary, and ignores a report of a view the map has left. And the whole group's restart on kept regions
+ * (docs/replication.md, "The whole group restarts"): only a member of the map's last view whose region held every change
+ * of that view may serve again.
  */
 @Timeout(60)
 class ReplicaCoordinatorTest {
@@ -62,15 +64,23 @@ class ReplicaCoordinatorTest {
     /** A memory node as the coordinator sees it: it describes itself, takes the parts it is asked, and can go silent. */
     private static final class StandIn {
         final String endpoint;
-        final AtomicReference<MemoryNode.Replica> replica = new AtomicReference<>(new MemoryNode.Replica(
-                MemoryNode.Replica.SOLE_ROLE, 0, 0, true, 0, null));
+        final AtomicReference<MemoryNode.Replica> replica;
         final AtomicBoolean silent = new AtomicBoolean();
         final TestProbe<Asked> asked;
+        final long regionId;
         ActorRef<MemoryNode.Command> ref;
 
         StandIn(ActorTestKit kit, String name, TestProbe<Asked> asked) {
+            this(kit, name, asked, new MemoryNode.Replica(MemoryNode.Replica.SOLE_ROLE, 0, 0, true, 0, null,
+                    name.hashCode() | 1L << 40, true, null, 0));
+        }
+
+        /** A stand-in that starts as {@code replica} says (a restart on a kept region, say). */
+        StandIn(ActorTestKit kit, String name, TestProbe<Asked> asked, MemoryNode.Replica replica) {
             this.endpoint = "127.0.0.1:" + (name.hashCode() & 0x7fff);
             this.asked = asked;
+            this.replica = new AtomicReference<>(replica);
+            this.regionId = replica.regionId();
             this.ref = kit.spawn(behavior(), name);
             kit.system().receptionist().tell(Receptionist.register(MemoryNode.KEY, ref));
         }
@@ -88,11 +98,11 @@ class ReplicaCoordinatorTest {
                         return Behaviors.same();
                     })
                     .onMessage(MemoryNode.Replicate.class, replicate -> {
-                        asked.getRef().tell(new Asked(this, replicate));
                         String role = MemoryNode.Replicate.BECOME_BACKUP.equals(replicate.op())
                                 ? MemoryNode.Replica.BACKUP_ROLE : MemoryNode.Replica.PRIMARY_ROLE;
                         replica.set(new MemoryNode.Replica(role, replicate.view(), replica.get().applied(),
-                                !MemoryNode.Replica.BACKUP_ROLE.equals(role), 0, null));
+                                !MemoryNode.Replica.BACKUP_ROLE.equals(role), 0, null, regionId, false, null, 0));
+                        asked.getRef().tell(new Asked(this, replicate)); // once it has taken the part
                         replicate.replyTo().tell(new MemoryNode.Replicated(description(ref), null));
                         return Behaviors.same();
                     })
@@ -120,7 +130,8 @@ class ReplicaCoordinatorTest {
         Asked install = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
         assertEquals(a, install.node());
         assertEquals(List.of(b.endpoint), install.replicate().backups());
-        b.replica.set(new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, null)); // its copy is done
+        b.replica.set(new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, null, b.regionId, false, null,
+                0)); // its copy is done
         MemoryNode.Description lost = new MemoryNode.Description(0, 1L << 20, b.endpoint, b.ref, new MemoryNode.Replica(
                 MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, "the stream's connection from the primary of view 2 closed"));
 
@@ -139,5 +150,140 @@ class ReplicaCoordinatorTest {
         Asked promoted = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 3);
         assertEquals(b, promoted.node());
         assertEquals(List.of(), promoted.replicate().backups());
+    }
+
+    @Test
+    void aPrimarysReportOfABrokenLinkDropsTheBackupWhenItsNodeIsSilentOrTheLinkStaysBroken() throws InterruptedException {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        java.util.Map<String, String> broken = java.util.Map.of(b.endpoint, "the connection closed");
+
+        // The backup's node answers as a backup of the view: the link may come back, nothing is dropped yet; nor for a
+        // report of a view the map has left, nor from a node that is not the primary.
+        ReplicaCoordinator.BackupsSuspected report = new ReplicaCoordinator.BackupsSuspected(description(a), broken);
+        long reportedFirst = System.nanoTime();
+        coordinator.tell(report);
+        coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(b), broken));
+        // Reported again every 300 ms (a primary does every 500 ms: a gap of a second ends the episode), and the backup's
+        // node keeps answering: nothing is dropped within BACKUP_PATIENCE.
+        while (System.nanoTime() < reportedFirst + ReplicaCoordinator.BACKUP_PATIENCE.minusMillis(400).toNanos()) {
+            coordinator.tell(report);
+            asked.expectNoMessage(Duration.ofMillis(300));
+        }
+        // Still reported broken past BACKUP_PATIENCE while the node answers: dropped all the same (its answers wait).
+        while (System.nanoTime() < reportedFirst + ReplicaCoordinator.BACKUP_PATIENCE.plusMillis(400).toNanos()) {
+            coordinator.tell(report); // as a primary does every 500 ms; the drop comes with the first one past the patience
+            Thread.sleep(200);
+        }
+        coordinator.tell(report);
+        Asked dropped = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 3);
+        assertEquals(a, dropped.node());
+        assertEquals(List.of(), dropped.replicate().backups());
+    }
+
+    @Test
+    void aPrimarysReportOfABrokenLinkToASilentBackupDropsItAtOnce() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        b.silent.set(true); // killed: the cluster's failure detector has not noticed (it never does in this cluster)
+        long reported = System.nanoTime();
+        coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(a), java.util.Map.of(b.endpoint, "closed")));
+        Asked dropped = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 3);
+        assertEquals(List.of(), dropped.replicate().backups());
+        assertTrue(System.nanoTime() - reported < ReplicaCoordinator.BACKUP_PATIENCE.toNanos(), "dropped on the silence");
+        // Not added again while its node stays silent (a step to a dead node would hold the coordinator).
+        asked.expectNoMessage(Duration.ofMillis(2500));
+    }
+
+    /** A memory node started again on the kept region of {@code of} (or of another region), as its record says. */
+    private static StandIn restarted(ActorTestKit kit, String name, TestProbe<Asked> asked, long regionId, String keptRole,
+                                     long keptView) {
+        return new StandIn(kit, name, asked, new MemoryNode.Replica(MemoryNode.Replica.SOLE_ROLE, 0, 0, true, 0, null,
+                regionId, false, keptRole, keptView));
+    }
+
+    @Test
+    void afterEveryReplicaWasLostOnlyTheKeptRegionOfAMemberOfTheLastViewServesAgain() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+
+        // Both go: the server has no replica left, and nothing is asked of anyone.
+        kit.stop(a.ref);
+        kit.stop(b.ref);
+        asked.expectNoMessage(Duration.ofMillis(1500));
+
+        // Restarted on kept regions that do not hold every change of view 2: the backup's region of view 1 (it may have
+        // missed what was answered since), a region that was never a member, and the backup's region whose copy was cut
+        // short (nothing kept). None is made primary.
+        restarted(kit, "memory-b-old-view", asked, b.regionId, MemoryNode.Replica.BACKUP_ROLE, 1);
+        restarted(kit, "memory-stranger", asked, 42, MemoryNode.Replica.PRIMARY_ROLE, 2);
+        restarted(kit, "memory-b-incomplete", asked, b.regionId, null, 0);
+        asked.expectNoMessage(Duration.ofSeconds(2));
+
+        // The last view's primary restarts on its kept region: it is primary of view 3, a new stream (no backups yet).
+        StandIn again = restarted(kit, "memory-a-again", asked, a.regionId, MemoryNode.Replica.PRIMARY_ROLE, 2);
+        Asked promoted = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 3);
+        assertEquals(again, promoted.node());
+        assertEquals(List.of(), promoted.replicate().backups());
+    }
+
+    @Test
+    void withoutAMapTheGroupIsFormedFromTheNewestKeptRegionOnceEveryReplicaIsThere() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        // Every voter restarted (the map lived in their memory). The first to come back is a backup of view 4: the
+        // coordinator waits for the others (FORM_SETTLE) rather than take the first that answers.
+        restarted(kit, "memory-backup-4", asked, 8, MemoryNode.Replica.BACKUP_ROLE, 4);
+        asked.expectNoMessage(Duration.ofSeconds(2));
+        StandIn newest = restarted(kit, "memory-primary-9", asked, 9, MemoryNode.Replica.PRIMARY_ROLE, 9);
+        // Both replicas are there: formed at once from the newest kept region, in a view after it (the records of this
+        // map's views then outrank any older ones).
+        assertEquals(newest, expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 10).node());
+    }
+
+    /** The newest kept region is taken: a later view's, and of one view the primary's before a backup's. */
+    @Test
+    void theNewestKeptRegionIsTaken() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        MemoryNode.Description incomplete = description(restarted(kit, "m-incomplete", asked, 1, null, 0));
+        MemoryNode.Description fresh = description(new StandIn(kit, "m-fresh", asked));
+        MemoryNode.Description backup4 = description(restarted(kit, "m-backup-4", asked, 2, MemoryNode.Replica.BACKUP_ROLE, 4));
+        MemoryNode.Description backup5 = description(restarted(kit, "m-backup-5", asked, 3, MemoryNode.Replica.BACKUP_ROLE, 5));
+        MemoryNode.Description primary5 = description(restarted(kit, "m-primary-5", asked, 4, MemoryNode.Replica.PRIMARY_ROLE, 5));
+        assertEquals(primary5, ReplicaCoordinator.founderOf(List.of(incomplete, backup4, primary5, backup5, fresh)));
+        assertEquals(primary5, ReplicaCoordinator.founderOf(List.of(backup5, primary5)));
+        assertEquals(backup5, ReplicaCoordinator.founderOf(List.of(backup4, backup5, fresh)));
+        assertEquals(fresh, ReplicaCoordinator.founderOf(List.of(incomplete, fresh)), "a new cluster: a fresh region");
+        assertEquals(null, ReplicaCoordinator.founderOf(List.of(incomplete)));
+
+        // With a map: members of view 5 only (by region), and the primary's region first.
+        ReplicaGroups.Group group = new ReplicaGroups.Group(0, 5, new ReplicaGroups.Replica(primary5.node(), "p", 4),
+                List.of(new ReplicaGroups.Replica(backup5.node(), "b", 3), new ReplicaGroups.Replica(backup4.node(), "c", 2)));
+        assertEquals(primary5, ReplicaCoordinator.restartedMember(group, List.of(backup5, primary5, backup4)));
+        assertEquals(backup5, ReplicaCoordinator.restartedMember(group, List.of(backup4, backup5, incomplete, fresh)));
+        assertEquals(null, ReplicaCoordinator.restartedMember(group, List.of(backup4, incomplete, fresh)),
+                "a member whose kept region is of an older view");
+    }
+
+    private static MemoryNode.Description description(StandIn node) {
+        return node.description(node.ref);
     }
 }

@@ -101,11 +101,11 @@ final class RegionServer implements AutoCloseable {
     final Replica replica;
 
     private RegionServer(int serverId, Region region, long chunkLength, TcpSettings settings, ReplicaSettings replication,
-                         IoTransport io, java.nio.file.Path fenceFile) {
+                         IoTransport io, java.nio.file.Path fenceFile, ReplicaFile record) {
         this.serverId = serverId;
         // Before it binds: no fenced client greets in between.
         this.fences = new ClientFences(serverId, connections, blockingWork, fenceFile);
-        this.replica = new Replica(serverId, region, settings, replication, io, this::dropClients, fences::recordStreamed);
+        this.replica = new Replica(serverId, region, settings, replication, io, this::dropClients, fences::recordStreamed, record);
         fences.beforeFence = client -> {
             ReplicationStream stream = replica.stream;
             if (stream != null) {
@@ -182,13 +182,17 @@ final class RegionServer implements AutoCloseable {
 
     /** Binds the server; throws {@link IllegalArgumentException} when the address cannot be bound. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io) {
-        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, null);
+        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, null,
+                ReplicaFile.inMemory(serverId));
     }
 
-    /** As {@link #start}, with replica groups' settings and a fence file (null: fences in memory only). */
+    /**
+     * As {@link #start}, with replica groups' settings, a fence file (null: fences in memory only) and the record of the
+     * region's part in its group ({@link ReplicaFile}).
+     */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, ReplicaSettings replication,
-                              IoTransport io, java.nio.file.Path fenceFile) {
-        return new RegionServer(serverId, region, chunkLength, settings, replication, io, fenceFile);
+                              IoTransport io, java.nio.file.Path fenceFile, ReplicaFile record) {
+        return new RegionServer(serverId, region, chunkLength, settings, replication, io, fenceFile, record);
     }
 
     /** Closes every client connection (not a stream's): this replica stopped serving clients. */
@@ -203,7 +207,8 @@ final class RegionServer implements AutoCloseable {
     /** As {@link #start}, keeping the fenced clients in {@code fenceFile} ({@link FenceFile}) from before it binds. */
     static RegionServer start(int serverId, Region region, long chunkLength, TcpSettings settings, IoTransport io,
                               java.nio.file.Path fenceFile) {
-        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, fenceFile);
+        return new RegionServer(serverId, region, chunkLength, settings, ReplicaSettings.DEFAULTS, io, fenceFile,
+                ReplicaFile.inMemory(serverId));
     }
 
     /** {@code host:port} where clients connect. */

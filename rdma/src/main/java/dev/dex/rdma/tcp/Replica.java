@@ -38,6 +38,10 @@ final class Replica {
     private final Runnable dropClients;
     /** Records a fence the primary streamed. */
     private final LongConsumer fence;
+    /** This region's identity and its part in the group, kept beside a region file (docs/replication.md). */
+    private final ReplicaFile record;
+    /** When this replica was made: a restarted backup's old process died before, and its old primary's lease with it. */
+    private final long createdNanos = System.nanoTime();
 
     private volatile ReplicaStatus.Role role = ReplicaStatus.Role.SOLE;
     private volatile long view;
@@ -60,8 +64,9 @@ final class Replica {
     private int copyReported;
 
     Replica(int serverId, Region region, TcpSettings tcp, ReplicaSettings settings, IoTransport io, Runnable dropClients,
-            LongConsumer fence) {
+            LongConsumer fence, ReplicaFile record) {
         this.serverId = serverId;
+        this.record = record;
         this.region = region;
         this.tcp = tcp;
         this.settings = settings;
@@ -85,12 +90,13 @@ final class Replica {
         ReplicationStream primary = stream;
         if (primary != null) {
             return new ReplicaStatus(serverId, role, Math.max(view, primary.view()), primary.streamId(), primary.assigned(),
-                    primary.committed(), true, 0, primary.backups(), null);
+                    primary.committed(), true, 0, primary.backups(), null, record.regionId(), record.freshRegion(), null);
         }
         synchronized (this) {
             long left = role == ReplicaStatus.Role.BACKUP && !complete ? Math.max(0, region.length() - copyReceived) : 0;
             return new ReplicaStatus(serverId, role, view, streamId, applied, applied, role == ReplicaStatus.Role.SOLE || complete,
-                    left, List.of(), primaryLost());
+                    left, List.of(), primaryLost(), record.regionId(), record.freshRegion(),
+                    role == ReplicaStatus.Role.SOLE ? record.kept() : null);
         }
     }
 
@@ -131,6 +137,7 @@ final class Replica {
             throw new IllegalStateException("memory server " + serverId + " is primary of view " + view + "; a primary is not made a backup");
         }
         checkView(newView);
+        record.clear(); // before it counts as a backup: from here on its region may be overwritten by a copy
         view = newView;
         // Its region's contents are of no stream of this view yet (a backup dropped by a view and added again may have
         // missed changes): it must be greeted, and copied unless it holds the new primary's prefix, before it may
@@ -152,6 +159,7 @@ final class Replica {
     void becomePrimary(long newView, List<String> backups) {
         ReplicationStream started;
         long waitUntil;
+        boolean wasSole;
         synchronized (this) {
             checkView(newView);
             if (role == ReplicaStatus.Role.PRIMARY || promoting) {
@@ -174,18 +182,23 @@ final class Replica {
                     streamChannel.close();
                     streamChannel = null;
                 }
-                promoting = true;
             } else {
                 from = 0;
             }
+            wasSole = role == ReplicaStatus.Role.SOLE;
+            promoting = true; // no other change of role until it is primary (or gave up)
             view = newView; // from here on the old primary's frames are refused (their view is older)
             waitUntil = lastAckNanos + settings.lease().toNanos();
+            if (role == ReplicaStatus.Role.SOLE && record.kept() != null && record.kept().role() == ReplicaStatus.Role.BACKUP) {
+                // A backup restarted on its kept region (the whole group was gone): its old primary stopped answering a
+                // lease after this backup's old process stopped acknowledging, which was before this one was made.
+                waitUntil = createdNanos + settings.lease().toNanos();
+            }
             started = new ReplicationStream(serverId, region, tcp, settings, io, id, from, newView, this::demote);
         }
         long asked = System.nanoTime();
         long wait = waitUntil - asked;
-        boolean wasSole = role == ReplicaStatus.Role.SOLE;
-        if (!wasSole && wait > 0) {
+        if (wait > 0 && (!wasSole || record.kept() != null)) {
             try {
                 Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
             } catch (InterruptedException interrupted) {
@@ -198,6 +211,7 @@ final class Replica {
             }
         }
         synchronized (this) {
+            record.claim(new ReplicaStatus.Kept(ReplicaStatus.Role.PRIMARY, newView));
             stream = started;
             role = ReplicaStatus.Role.PRIMARY;
             promoting = false;
@@ -221,8 +235,10 @@ final class Replica {
         if (primary == null) {
             throw new IllegalStateException("memory server " + serverId + " is not primary (" + role + ")");
         }
+        record.claim(new ReplicaStatus.Kept(ReplicaStatus.Role.PRIMARY, newView));
         primary.installView(newView, new LinkedHashSet<>(backups));
         view = newView;
+        LOG.info("memory server {}: view {} installed, backups {}", serverId, newView, backups);
         for (String endpoint : backups) {
             try {
                 primary.addBackup(endpoint);
@@ -244,6 +260,12 @@ final class Replica {
         synchronized (this) {
             primary = stream;
             demotedBecause = primary == null ? "a newer view" : primary.demoted();
+            try {
+                record.clear();
+            } catch (RuntimeException unrecorded) {
+                // Its record claims a view that the map has left already: a restart on it is never taken as the newest.
+                LOG.warn("memory server {}: {}", serverId, unrecorded.getMessage());
+            }
             role = ReplicaStatus.Role.DEMOTED;
         }
         dropClients.run();
@@ -276,6 +298,14 @@ final class Replica {
             throw new IllegalStateException("memory server " + serverId + " at this endpoint is " + role
                     + (promoting ? ", becoming primary" : "") + ", not a backup");
         }
+        boolean holdsPrefix = complete && streamId == id && applied == last;
+        // Recorded before the greeting is answered: incomplete before a copy may overwrite the region, complete in the new
+        // view only once the primary knows this backup holds its stream (it gates answers on it from then on).
+        if (holdsPrefix) {
+            record.claim(new ReplicaStatus.Kept(ReplicaStatus.Role.BACKUP, greetingView));
+        } else {
+            record.clear();
+        }
         view = greetingView;
         if (streamChannel != null && streamChannel != channel) {
             streamChannel.close();
@@ -283,7 +313,7 @@ final class Replica {
         streamChannel = channel;
         streamView = greetingView;
         lastAckNanos = System.nanoTime();
-        if (complete && streamId == id && applied == last) {
+        if (holdsPrefix) {
             return 1;
         }
         streamId = id;
@@ -320,6 +350,7 @@ final class Replica {
             }
         }
         if ((flags & TcpFrameDescriptor.APPLY_COPY_DONE) != 0) {
+            record.claim(new ReplicaStatus.Kept(ReplicaStatus.Role.BACKUP, streamView));
             complete = true;
             LOG.info("memory server {}: copy complete at change {}; this backup holds the stream", serverId, number);
         }

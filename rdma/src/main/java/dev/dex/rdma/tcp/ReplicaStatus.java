@@ -17,9 +17,29 @@ import java.util.List;
  * @param primaryLost a complete backup's: why it thinks its primary is gone (the stream's connection closed, or it was
  *                  silent longer than {@link ReplicaSettings#suspectAfter}); null while the stream is live, and for
  *                  every other replica
+ * @param regionId  the identity of the region this replica serves, the same across restarts of its memory node on a kept
+ *                  region (0: none recorded)
+ * @param freshRegion its region was formatted by this run of its memory node (or lives in its process): it holds an
+ *                  empty index, not an older state of its server
+ * @param kept      a replica that has taken no part since its memory node started: what its kept region held when
+ *                  it last had one ({@link ReplicaFile}), or null when it held nothing its group may serve from
  */
 public record ReplicaStatus(int serverId, Role role, long view, long streamId, long applied, long committed, boolean complete,
-                            long copyLeft, List<Backup> backups, String primaryLost) {
+                            long copyLeft, List<Backup> backups, String primaryLost, long regionId, boolean freshRegion,
+                            Kept kept) {
+
+    /** A status without a region identity or a kept part (tests, and fabrics without replica groups). */
+    public ReplicaStatus(int serverId, Role role, long view, long streamId, long applied, long committed, boolean complete,
+                         long copyLeft, List<Backup> backups, String primaryLost) {
+        this(serverId, role, view, streamId, applied, committed, complete, copyLeft, backups, primaryLost, 0, true, null);
+    }
+
+    /**
+     * What a kept region held when its memory node last ran: every change its group answered in {@code view}, as that
+     * view's {@code role} ({@link Role#PRIMARY} or a complete {@link Role#BACKUP}).
+     */
+    public record Kept(Role role, long view) {
+    }
 
     public enum Role {
         /** Not in a replica group: the only copy of its server, as with {@code dex.memory.replicas = 1}. */

@@ -120,7 +120,7 @@ public final class TcpFabric implements Fabric {
         Region region = Region.offHeap(regionLength);
         RegionFormat.format(region, chunkLength);
         TcpRegion tcpRegion = new TcpRegion(serverId, region,
-                RegionServer.start(serverId, region, chunkLength, settings, replication, io, null), null);
+                RegionServer.start(serverId, region, chunkLength, settings, replication, io, null, ReplicaFile.inMemory(serverId)), null);
         exported.put(serverId, tcpRegion);
         return tcpRegion;
     }
@@ -173,7 +173,11 @@ public final class TcpFabric implements Fabric {
             if (fresh || backing.fresh()) {
                 java.nio.file.Files.deleteIfExists(fences);
             }
-            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, replication, io, fences);
+            // Its part in a replica group, kept with it: a fresh region starts a new record (docs/replication.md).
+            dev.dex.rdma.Region kept = backing.region();
+            ReplicaFile record = ReplicaFile.open(serverId, regionDirectory.resolve("replica-" + serverId + ".properties"),
+                    fresh || backing.fresh(), () -> dev.dex.rdma.RegionFormat.incarnation(kept));
+            server = RegionServer.start(serverId, backing.region(), chunkLength, settings, replication, io, fences, record);
         } catch (java.io.IOException e) {
             backing.detach();
             throw new java.io.UncheckedIOException("memory server " + serverId + ": " + e.getMessage(), e);
