@@ -126,6 +126,10 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
      */
     private static final Duration MAJORITY = Duration.ofMillis(1500);
     private static final Duration STEP_TIMEOUT = Duration.ofSeconds(30);
+    /** A backup's step is quick (no connection, no wait): a dead node must not hold every group's changes for long. */
+    private static final Duration BACKUP_STEP_TIMEOUT = Duration.ofSeconds(5);
+    /** How often a node whose step of the current view did not take is asked again. */
+    static final Duration ASK_AGAIN_AFTER = Duration.ofSeconds(2);
     /**
      * How long a suspected primary's node has to answer before it counts as gone. Costs a killed primary's failover
      * nothing as long as it is below the lease (1 s by default): the backup waits out the lease from its last
@@ -163,6 +167,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
      * (reports that stop for a second end the episode).
      */
     private final Map<String, long[]> backupSuspected = new HashMap<>();
+    /** Nodes last asked again to take their part ({@link #askAgain}), and when. */
+    private final Map<ActorRef<MemoryNode.Command>, Long> askedAgain = new HashMap<>();
     /** Servers without a group in the map: when the first of their memory nodes was described ({@link #FORM_SETTLE}). */
     private final Map<Integer, Long> formingSince = new HashMap<>();
     /** Backups (server and endpoint) being asked whether they still apply the stream. */
@@ -509,6 +515,9 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                     endpoints(group.backups()))), "memory server " + server + ": asking " + group.primary() + " again to be primary");
             return true;
         }
+        if (askAgain(server, group, primary)) {
+            return true;
+        }
         if (group.backups().size() < replicas - 1) {
             for (MemoryNode.Description candidate : here) {
                 ActorRef<MemoryNode.Command> node = candidate.node();
@@ -528,6 +537,46 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             }
         }
         return false;
+    }
+
+    /**
+     * A step of the group's view that failed or timed out (the node was busy, or answered too late) left the map ahead of a
+     * replica: a backup that never took its part (the primary would not stream to it, and the group would run a replica
+     * short while the map says otherwise), or a primary that did not install the view. Asks again, at most every
+     * {@link #ASK_AGAIN_AFTER} per node; true when it did.
+     */
+    private boolean askAgain(int server, ReplicaGroups.Group group, MemoryNode.Description primary) {
+        long now = System.nanoTime();
+        for (ReplicaGroups.Replica backup : group.backups()) {
+            MemoryNode.Description d = described.get(backup.node());
+            String role = d == null ? null : d.replica().role();
+            if ((MemoryNode.Replica.SOLE_ROLE.equals(role) || "DEMOTED".equals(role)) && mayAskAgain(backup.node(), now)) {
+                change(group, List.of(new Step(backup.node(), MemoryNode.Replicate.BECOME_BACKUP, group.view(), List.of()),
+                                new Step(group.primary().node(), MemoryNode.Replicate.INSTALL_VIEW, group.view(),
+                                        endpoints(group.backups()))),
+                        "memory server " + server + ": asking " + backup + " again to be a backup in view " + group.view()
+                                + " (it is " + d.replica().role() + ")");
+                return true;
+            }
+        }
+        if (primary != null && MemoryNode.Replica.PRIMARY_ROLE.equals(primary.replica().role())
+                && primary.replica().view() < group.view() && mayAskAgain(group.primary().node(), now)) {
+            change(group, List.of(new Step(group.primary().node(), MemoryNode.Replicate.INSTALL_VIEW, group.view(),
+                    endpoints(group.backups()))), "memory server " + server + ": asking " + group.primary()
+                    + " again to install view " + group.view() + " (it is in view " + primary.replica().view() + ")");
+            return true;
+        }
+        return false;
+    }
+
+    private boolean mayAskAgain(ActorRef<MemoryNode.Command> node, long now) {
+        Long last = askedAgain.get(node);
+        if (last != null && now - last < ASK_AGAIN_AFTER.toNanos()) {
+            return false;
+        }
+        askedAgain.put(node, now);
+        askedAgain.keySet().retainAll(listed);
+        return true;
     }
 
     /**
@@ -656,7 +705,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         }
         Step step = steps.get(0);
         List<Step> rest = steps.subList(1, steps.size());
-        getContext().ask(MemoryNode.Replicated.class, step.node(), STEP_TIMEOUT,
+        getContext().ask(MemoryNode.Replicated.class, step.node(),
+                MemoryNode.Replicate.BECOME_BACKUP.equals(step.op()) ? BACKUP_STEP_TIMEOUT : STEP_TIMEOUT,
                 replyTo -> new MemoryNode.Replicate(step.op(), step.view(), step.backups(), replyTo),
                 (answer, failure) -> new Acted(step, answer, failure, List.copyOf(rest)));
         return this;

@@ -66,6 +66,8 @@ class ReplicaCoordinatorTest {
         final String endpoint;
         final AtomicReference<MemoryNode.Replica> replica;
         final AtomicBoolean silent = new AtomicBoolean();
+        /** Fails its next become-backup step (a node busy or failing at that moment). */
+        final AtomicBoolean failNextBackupStep = new AtomicBoolean();
         final TestProbe<Asked> asked;
         final long regionId;
         ActorRef<MemoryNode.Command> ref;
@@ -98,6 +100,11 @@ class ReplicaCoordinatorTest {
                         return Behaviors.same();
                     })
                     .onMessage(MemoryNode.Replicate.class, replicate -> {
+                        if (MemoryNode.Replicate.BECOME_BACKUP.equals(replicate.op()) && failNextBackupStep.getAndSet(false)) {
+                            asked.getRef().tell(new Asked(this, replicate));
+                            replicate.replyTo().tell(new MemoryNode.Replicated(description(ref), "injected: the step failed"));
+                            return Behaviors.same();
+                        }
                         String role = MemoryNode.Replicate.BECOME_BACKUP.equals(replicate.op())
                                 ? MemoryNode.Replica.BACKUP_ROLE : MemoryNode.Replica.PRIMARY_ROLE;
                         replica.set(new MemoryNode.Replica(role, replicate.view(), replica.get().applied(),
@@ -205,6 +212,24 @@ class ReplicaCoordinatorTest {
         assertTrue(System.nanoTime() - reported < ReplicaCoordinator.BACKUP_PATIENCE.toNanos(), "dropped on the silence");
         // Not added again while its node stays silent (a step to a dead node would hold the coordinator).
         asked.expectNoMessage(Duration.ofMillis(2500));
+    }
+
+    @Test
+    void aBackupWhoseStepFailedIsAskedAgainSoTheGroupIsNotAReplicaShort() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        first.failNextBackupStep.set(true);
+        second.failNextBackupStep.set(true);
+        kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        // The map says b is a backup of view 2, but b failed its step: the primary was never told to stream to it.
+        assertEquals(b, expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2).node());
+        assertEquals(b, expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2).node(), "asked again");
+        Asked install = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        assertEquals(a, install.node());
+        assertEquals(List.of(b.endpoint), install.replicate().backups());
     }
 
     /** A memory node started again on the kept region of {@code of} (or of another region), as its record says. */
