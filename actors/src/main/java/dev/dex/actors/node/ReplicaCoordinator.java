@@ -465,7 +465,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
                     best = d;
                 }
             }
-            MemoryNode.Description restarted = best == null ? restartedMember(group, here) : null;
+            MemoryNode.Description restarted = best == null ? KeptRegions.restartedMember(group, here) : null;
             if (restarted != null) {
                 reportedLost.remove(server);
                 long view = group.view() + 1;
@@ -586,7 +586,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
      * no complete state, such as a backup whose copy was cut short. Null when none may found it yet.
      */
     private MemoryNode.Description founder(int server, List<MemoryNode.Description> here) {
-        MemoryNode.Description founder = founderOf(here);
+        MemoryNode.Description founder = KeptRegions.founderOf(here);
         if (founder == null && !here.isEmpty() && reportedLost.add(server)) {
             getContext().getLog().error("memory server {}: the replica groups' map has no group for it, and its memory nodes"
                     + " ({}) started on kept regions that held no complete state of their group; it stays unavailable until"
@@ -596,51 +596,6 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             reportedLost.remove(server);
         }
         return founder;
-    }
-
-    /** {@link #founder}'s rule, without the log. */
-    static MemoryNode.Description founderOf(List<MemoryNode.Description> here) {
-        MemoryNode.Description best = null;
-        for (MemoryNode.Description d : here) {
-            if (d.replica().keptRole() != null && (best == null || newer(d.replica(), best.replica()))) {
-                best = d;
-            }
-        }
-        if (best != null) {
-            return best;
-        }
-        return here.stream().filter(d -> d.replica().freshRegion()).min(Comparator.comparing(d -> d.node().path().toString()))
-                .orElse(null);
-    }
-
-    /**
-     * A memory node of {@code group}'s server that restarted on the kept region of a member of the group's last view, and
-     * whose region held every change answered in that view (docs/replication.md, "The whole group restarts"); its primary's
-     * before a complete backup's. Null when none did (yet).
-     */
-    static MemoryNode.Description restartedMember(ReplicaGroups.Group group, List<MemoryNode.Description> here) {
-        Set<Long> members = new HashSet<>();
-        members.add(group.primary().regionId());
-        group.backups().forEach(backup -> members.add(backup.regionId()));
-        members.remove(0L);
-        MemoryNode.Description best = null;
-        for (MemoryNode.Description d : here) {
-            MemoryNode.Replica replica = d.replica();
-            if (MemoryNode.Replica.SOLE_ROLE.equals(replica.role()) && replica.keptRole() != null
-                    && replica.keptView() == group.view() && members.contains(replica.regionId())
-                    && (best == null || newer(replica, best.replica()))) {
-                best = d;
-            }
-        }
-        return best;
-    }
-
-    /** Whether kept region {@code a} is newer than {@code b}: a later view, or the same view's primary. */
-    private static boolean newer(MemoryNode.Replica a, MemoryNode.Replica b) {
-        if (a.keptView() != b.keptView()) {
-            return a.keptView() > b.keptView();
-        }
-        return MemoryNode.Replica.PRIMARY_ROLE.equals(a.keptRole()) && !MemoryNode.Replica.PRIMARY_ROLE.equals(b.keptRole());
     }
 
     private boolean alive(ActorRef<MemoryNode.Command> node, Set<Address> unreachable) {

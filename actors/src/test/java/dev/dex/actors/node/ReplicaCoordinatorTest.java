@@ -293,18 +293,18 @@ class ReplicaCoordinatorTest {
         MemoryNode.Description backup4 = description(restarted(kit, "m-backup-4", asked, 2, MemoryNode.Replica.BACKUP_ROLE, 4));
         MemoryNode.Description backup5 = description(restarted(kit, "m-backup-5", asked, 3, MemoryNode.Replica.BACKUP_ROLE, 5));
         MemoryNode.Description primary5 = description(restarted(kit, "m-primary-5", asked, 4, MemoryNode.Replica.PRIMARY_ROLE, 5));
-        assertEquals(primary5, ReplicaCoordinator.founderOf(List.of(incomplete, backup4, primary5, backup5, fresh)));
-        assertEquals(primary5, ReplicaCoordinator.founderOf(List.of(backup5, primary5)));
-        assertEquals(backup5, ReplicaCoordinator.founderOf(List.of(backup4, backup5, fresh)));
-        assertEquals(fresh, ReplicaCoordinator.founderOf(List.of(incomplete, fresh)), "a new cluster: a fresh region");
-        assertEquals(null, ReplicaCoordinator.founderOf(List.of(incomplete)));
+        assertEquals(primary5, KeptRegions.founderOf(List.of(incomplete, backup4, primary5, backup5, fresh)));
+        assertEquals(primary5, KeptRegions.founderOf(List.of(backup5, primary5)));
+        assertEquals(backup5, KeptRegions.founderOf(List.of(backup4, backup5, fresh)));
+        assertEquals(fresh, KeptRegions.founderOf(List.of(incomplete, fresh)), "a new cluster: a fresh region");
+        assertEquals(null, KeptRegions.founderOf(List.of(incomplete)));
 
         // With a map: members of view 5 only (by region), and the primary's region first.
         ReplicaGroups.Group group = new ReplicaGroups.Group(0, 5, new ReplicaGroups.Replica(primary5.node(), "p", 4),
                 List.of(new ReplicaGroups.Replica(backup5.node(), "b", 3), new ReplicaGroups.Replica(backup4.node(), "c", 2)));
-        assertEquals(primary5, ReplicaCoordinator.restartedMember(group, List.of(backup5, primary5, backup4)));
-        assertEquals(backup5, ReplicaCoordinator.restartedMember(group, List.of(backup4, backup5, incomplete, fresh)));
-        assertEquals(null, ReplicaCoordinator.restartedMember(group, List.of(backup4, incomplete, fresh)),
+        assertEquals(primary5, KeptRegions.restartedMember(group, List.of(backup5, primary5, backup4)));
+        assertEquals(backup5, KeptRegions.restartedMember(group, List.of(backup4, backup5, incomplete, fresh)));
+        assertEquals(null, KeptRegions.restartedMember(group, List.of(backup4, incomplete, fresh)),
                 "a member whose kept region is of an older view");
     }
 
