@@ -117,6 +117,21 @@ class ReplicaCoordinatorTest {
         }
     }
 
+    /** A coordinator and the group it formed of two stand-ins: primary of view 1, then a backup added in view 2. */
+    private record Formed(ActorRef<ReplicaCoordinator.Command> coordinator, StandIn primary, StandIn backup) {
+    }
+
+    private Formed formGroup(TestProbe<Asked> asked) {
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        return new Formed(coordinator, a, b);
+    }
+
     private static Asked expect(TestProbe<Asked> asked, String op, long view) {
         Asked next = asked.expectMessageClass(Asked.class, Duration.ofSeconds(20));
         assertEquals(op + " " + view, next.replicate().op() + " " + next.replicate().view());
@@ -162,13 +177,10 @@ class ReplicaCoordinatorTest {
     @Test
     void aPrimarysReportOfABrokenLinkDropsTheBackupWhenItsNodeIsSilentOrTheLinkStaysBroken() throws InterruptedException {
         TestProbe<Asked> asked = kit.createTestProbe();
-        StandIn first = new StandIn(kit, "memory-a", asked);
-        StandIn second = new StandIn(kit, "memory-b", asked);
-        ActorRef<ReplicaCoordinator.Command> coordinator = kit.spawn(ReplicaCoordinator.create(2), "coordinator");
-        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
-        StandIn b = a == first ? second : first;
-        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
-        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        Formed formed = formGroup(asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = formed.coordinator();
+        StandIn a = formed.primary();
+        StandIn b = formed.backup();
         java.util.Map<String, String> broken = java.util.Map.of(b.endpoint, "the connection closed");
 
         // The backup's node answers as a backup of the view: the link may come back, nothing is dropped yet; nor for a
@@ -197,13 +209,10 @@ class ReplicaCoordinatorTest {
     @Test
     void aPrimarysReportOfABrokenLinkToASilentBackupDropsItAtOnce() {
         TestProbe<Asked> asked = kit.createTestProbe();
-        StandIn first = new StandIn(kit, "memory-a", asked);
-        StandIn second = new StandIn(kit, "memory-b", asked);
-        ActorRef<ReplicaCoordinator.Command> coordinator = kit.spawn(ReplicaCoordinator.create(2), "coordinator");
-        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
-        StandIn b = a == first ? second : first;
-        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
-        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        Formed formed = formGroup(asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = formed.coordinator();
+        StandIn a = formed.primary();
+        StandIn b = formed.backup();
         b.silent.set(true); // killed: the cluster's failure detector has not noticed (it never does in this cluster)
         long reported = System.nanoTime();
         coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(a), java.util.Map.of(b.endpoint, "closed")));
@@ -242,13 +251,9 @@ class ReplicaCoordinatorTest {
     @Test
     void afterEveryReplicaWasLostOnlyTheKeptRegionOfAMemberOfTheLastViewServesAgain() {
         TestProbe<Asked> asked = kit.createTestProbe();
-        StandIn first = new StandIn(kit, "memory-a", asked);
-        StandIn second = new StandIn(kit, "memory-b", asked);
-        kit.spawn(ReplicaCoordinator.create(2), "coordinator");
-        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
-        StandIn b = a == first ? second : first;
-        expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2);
-        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        Formed formed = formGroup(asked);
+        StandIn a = formed.primary();
+        StandIn b = formed.backup();
 
         // Both go: the server has no replica left, and nothing is asked of anyone.
         kit.stop(a.ref);
