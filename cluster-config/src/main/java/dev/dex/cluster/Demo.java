@@ -80,8 +80,8 @@ final class Demo implements Callable<Integer> {
     String fabric;
 
     @Option(names = "--timeline", paramLabel = "FILE",
-            description = "After the join settles, the new compute node leaves again; write the throughput of every 100 ms"
-                    + " of the scale-out and the leave to FILE (CSV) and a plot beside it (.png), as bin/dex reproduce does.")
+            description = "Write the throughput of every 100 ms of the scale-out and the leave that follows it to FILE (CSV)"
+                    + " and a plot beside it (.png), as bin/dex reproduce does.")
     java.nio.file.Path timelineFile;
     /** One line of reading of the timeline, once it is written. */
     String timelineReading;
@@ -291,12 +291,13 @@ final class Demo implements Callable<Integer> {
                 SECONDS_BEFORE_JOIN);
         java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
         java.util.concurrent.atomic.AtomicLongArray perSecond = new java.util.concurrent.atomic.AtomicLongArray(SCALE_OUT_MAX_SECONDS);
+        java.util.concurrent.atomic.AtomicLongArray longest = new java.util.concurrent.atomic.AtomicLongArray(SCALE_OUT_MAX_SECONDS);
         // Operations completed in each 100 ms of the mix during the scale-out (and the leave), when --timeline is given.
         java.util.concurrent.atomic.AtomicLongArray perTick = timelineFile == null ? null : new java.util.concurrent.atomic
                 .AtomicLongArray((int) (SCALE_OUT_MAX_SECONDS * (1_000_000_000L / DemoWorkload.TICK_NANOS)));
         java.util.concurrent.FutureTask<DemoWorkload.Result> during = new java.util.concurrent.FutureTask<>(() ->
                 DemoWorkload.mix(client, n, putPercent, SCALE_OUT_MAX_SECONDS, settings.demoInFlight(), 0, written, stop, perSecond,
-                        perTick, "mix during scale-out (s)"));
+                        longest, perTick, "mix during scale-out (s)"));
         Thread mixer = new Thread(during, "demo-mix-during-scale-out");
         mixer.setDaemon(true);
         long mixStart = System.nanoTime();
@@ -310,19 +311,18 @@ final class Demo implements Callable<Integer> {
                 computeNodes + 1, Duration.ofSeconds(90));
         double settledAt = (System.nanoTime() - joinStart) / 1e9;
         Thread.sleep(1_500);
-        double leaveAt = 0;
-        double leftAt = 0;
-        if (timelineFile != null) {
-            out.println("the new compute node leaves again while the mix goes on...");
-            long leaveStart = System.nanoTime();
-            computeC.terminate();
-            computeC.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
-            DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey, computeNodes, Duration.ofSeconds(90));
-            leaveAt = (leaveStart - mixStart) / 1e9;
-            leftAt = (System.nanoTime() - mixStart) / 1e9;
-            out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
-            Thread.sleep(1_500);
-        }
+        // The new node leaves gracefully (coordinated shutdown: its router refuses what still comes, its partitions are
+        // handed off, then it leaves the cluster), as an operator's Ctrl-C would make it.
+        out.println("the new compute node leaves again while the mix goes on...");
+        long leaveStart = System.nanoTime();
+        computeC.terminate();
+        computeC.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+        systems.remove(computeC);
+        DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey, computeNodes, Duration.ofSeconds(90));
+        double leaveAt = (leaveStart - mixStart) / 1e9;
+        double leftAt = (System.nanoTime() - mixStart) / 1e9;
+        out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
+        Thread.sleep(1_500);
         long stopAt = System.nanoTime();
         int wholeSeconds = (int) ((stopAt - mixStart) / 1_000_000_000L);
         stop.set(true);
@@ -337,7 +337,8 @@ final class Demo implements Callable<Integer> {
             timelineReading = report.writeTimeline(timelineFile, perTick, (joinStart - mixStart) / 1e9,
                     (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt, (stopAt - mixStart) / 1e9);
         }
-        report.printScaleOut(perSecond, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, wholeSeconds);
+        report.printChanges(perSecond, longest, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt,
+                wholeSeconds);
         if (duringScaleOut.ops() == 0) {
             throw new IllegalStateException("no operation completed during the scale-out");
         }

@@ -70,8 +70,7 @@ final class DemoReport {
         out.printf("  %-10.3f %-10.3f %-10.3f %-10.4f %-10.1f%n", delta[0] / ops, delta[1] / ops, delta[2] / ops, delta[3] / ops,
                 delta[4] / ops);
         if (json != null) {
-            com.fasterxml.jackson.databind.ObjectMapper mapper = new com.fasterxml.jackson.databind.ObjectMapper();
-            var root = mapper.createObjectNode();
+            root = MAPPER.createObjectNode();
             root.put("workload", workload).put("mode", "cluster").put("keys", n).put("ops", mix.ops())
                     .put("computeNodes", computeNodes).put("throughputOpsPerSec", throughput)
                     .put("inFlight", settings.demoInFlight()).put("rateOpsPerSec", rate == null ? 0 : rate);
@@ -82,39 +81,64 @@ final class DemoReport {
                     .put("twoSided", delta[3] / ops).put("bytes", delta[4] / ops);
             root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99))
                     .put("p999", h.getValueAtPercentile(99.9));
-            mapper.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+            MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
         }
     }
 
+    private static final com.fasterxml.jackson.databind.ObjectMapper MAPPER = new com.fasterxml.jackson.databind.ObjectMapper();
+    /** What --json holds so far (the mix, then the join and the leave), or null. */
+    private com.fasterxml.jackson.databind.node.ObjectNode root;
+
     /**
-     * Operations completed in each whole second of the mix during the scale-out, and the lowest second from the
-     * join until the map settled against the median second before the join.
+     * Operations completed in each whole second of the mix during the scale-out and the leave, and for each change the
+     * lowest second from its start until the map settled (and a second more) against the usual rate, the median second
+     * before the join (the first, which ramps up, left out), with the longest operation sent meanwhile ({@code longest}:
+     * nanoseconds, by the second an operation was sent); also into --json as {@code join} and {@code leave}.
      */
-    void printScaleOut(java.util.concurrent.atomic.AtomicLongArray perSecond, double joinAt, double settledAt, int seconds) {
+    void printChanges(java.util.concurrent.atomic.AtomicLongArray perSecond, java.util.concurrent.atomic.AtomicLongArray longest,
+            double joinAt, double settledAt, double leaveAt, double leftAt, int seconds) throws java.io.IOException {
         List<Long> counts = new ArrayList<>();
         for (int i = 0; i < Math.min(seconds, perSecond.length()); i++) {
             counts.add(perSecond.get(i));
         }
-        out.printf("operations per second during the scale-out (join at %.1f s, settled at %.1f s): %s%n", joinAt, settledAt,
-                counts.stream().map(c -> String.format("%,d", c)).toList());
+        out.printf("operations per second (join at %.1f s, settled at %.1f s; leave at %.1f s, settled at %.1f s): %s%n", joinAt,
+                settledAt, leaveAt, leftAt, counts.stream().map(c -> String.format("%,d", c)).toList());
         List<Long> before = new ArrayList<>(counts.subList(0, Math.min(counts.size(), (int) joinAt)));
-        // The first second ramps up (the in-flight window fills): the usual rate is the median of the rest.
         if (before.size() > 1) {
             before.remove(0);
         }
-        before.sort(null);
-        int from = (int) joinAt;
-        int to = Math.min(counts.size(), (int) Math.ceil(settledAt) + 1);
-        if (before.isEmpty() || from >= to) {
+        if (before.isEmpty()) {
             return;
         }
+        before.sort(null);
         long usual = before.get(before.size() / 2);
+        printChange("join", counts, longest, usual, joinAt, settledAt);
+        printChange("leave", counts, longest, usual, leaveAt, leftAt);
+        if (root != null) {
+            MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
+    }
+
+    private void printChange(String name, List<Long> counts, java.util.concurrent.atomic.AtomicLongArray longest, long usual,
+            double at, double settledAt) {
+        int from = (int) at;
+        int to = Math.min(counts.size(), (int) Math.ceil(settledAt) + 1);
+        if (from >= to) {
+            return;
+        }
         long lowest = Long.MAX_VALUE;
+        long longestNanos = 0;
         for (int i = from; i < to; i++) {
             lowest = Math.min(lowest, counts.get(i));
+            longestNanos = Math.max(longestNanos, i < longest.length() ? longest.get(i) : 0);
         }
-        out.printf("lowest second from the join until settled: %,d operations, %.0f%% of the usual %,d per second%n", lowest,
-                usual == 0 ? 0.0 : 100.0 * lowest / usual, usual);
+        double share = usual == 0 ? 0.0 : (double) lowest / usual;
+        out.printf("%-5s lowest second until settled: %,d operations, %.0f%% of the usual %,d per second; longest operation %.3f s;"
+                + " settled %.2f s after it began%n", name, lowest, 100 * share, usual, longestNanos / 1e9, settledAt - at);
+        if (root != null) {
+            root.putObject(name).put("lowestSecondOps", lowest).put("usualOpsPerSec", usual).put("lowestShare", share)
+                    .put("longestOpSeconds", longestNanos / 1e9).put("settledSeconds", settledAt - at);
+        }
     }
 
     /** One line per compute node: its address and the partitions it holds. */

@@ -66,16 +66,18 @@ final class DemoWorkload {
      */
     static Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written)
             throws InterruptedException {
-        return mix(client, n, putPercent, seconds, inFlight, rate, written, null, null, null, "mix (s)");
+        return mix(client, n, putPercent, seconds, inFlight, rate, written, null, null, null, null, "mix (s)");
     }
 
     /**
      * The mix, ended early when {@code stop} is set (if given), counting completed operations per second of its
-     * run in {@code perSecond} (if given) and, along with it, per {@link #TICK_NANOS} in {@code perTick} (if given).
+     * run in {@code perSecond} (if given) and, along with it, per {@link #TICK_NANOS} in {@code perTick} (if given); with
+     * {@code perSecond}, the longest operation (ns) sent in each second goes to {@code longest} (if given).
      */
     static Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written,
             java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond,
-            java.util.concurrent.atomic.AtomicLongArray perTick, String task) throws InterruptedException {
+            java.util.concurrent.atomic.AtomicLongArray longest, java.util.concurrent.atomic.AtomicLongArray perTick, String task)
+            throws InterruptedException {
         Semaphore slots = new Semaphore(inFlight);
         Set<Long> writing = ConcurrentHashMap.newKeySet();
         Recorder recorder = new Recorder(3);
@@ -107,7 +109,7 @@ final class DemoWorkload {
                             failures.incrementAndGet();
                         }
                         writing.remove(key);
-                        done(recorder, t0, start, perSecond, perSecond == null ? null : perTick);
+                        done(recorder, t0, start, perSecond, longest, perSecond == null ? null : perTick);
                         slots.release();
                     });
                 } else {
@@ -117,7 +119,7 @@ final class DemoWorkload {
                         } else {
                             failures.incrementAndGet();
                         }
-                        done(recorder, t0, start, perSecond, perSecond == null ? null : perTick);
+                        done(recorder, t0, start, perSecond, longest, perSecond == null ? null : perTick);
                         slots.release();
                     });
                 }
@@ -136,13 +138,17 @@ final class DemoWorkload {
     }
 
     private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond,
-                             java.util.concurrent.atomic.AtomicLongArray perTick) {
+                             java.util.concurrent.atomic.AtomicLongArray longest, java.util.concurrent.atomic.AtomicLongArray perTick) {
         long now = System.nanoTime();
         recorder.recordValue(now - t0);
         if (perSecond != null) {
             int second = (int) ((now - start) / 1_000_000_000L);
             if (second < perSecond.length()) {
                 perSecond.incrementAndGet(second);
+            }
+            int sent = (int) (Math.max(0, t0 - start) / 1_000_000_000L);
+            if (longest != null && sent < longest.length()) {
+                longest.accumulateAndGet(sent, now - t0, Math::max);
             }
         }
         if (perTick != null) {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -135,8 +136,10 @@ class DexCliTest {
     // runs the demo's tcp set-up.
     @ParameterizedTest(name = "--fabric {0}")
     @org.junit.jupiter.params.provider.ValueSource(strings = {"local"})
-    void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric) {
-        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric);
+    void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric, @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws java.io.IOException {
+        java.nio.file.Path json = dir.resolve("demo.json");
+        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric, "--json", json.toString());
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("fabric " + fabric), run.out());
         if (fabric.equals("tcp")) {
@@ -145,8 +148,18 @@ class DexCliTest {
         assertTrue(run.out().contains("bulk-loaded 20,000 keys"), run.out());
         assertTrue(run.out().contains("throughput"), run.out());
         assertTrue(run.out().contains("partition map after scale-out"), run.out());
-        assertTrue(run.out().contains("operations per second during the scale-out (join at "), run.out());
-        assertTrue(run.out().contains("lowest second from the join until settled: "), run.out());
+        assertTrue(run.out().contains("operations per second (join at "), run.out());
+        assertTrue(run.out().contains("the new compute node leaves again"), run.out());
+        var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+        for (String change : List.of("join", "leave")) {
+            assertTrue(run.out().contains(String.format("%-5s lowest second until settled: ", change)), run.out());
+            var figures = result.get(change);
+            assertTrue(figures != null && figures.get("usualOpsPerSec").asLong() > 0, change + " in --json: " + result);
+            assertEquals((double) figures.get("lowestSecondOps").asLong() / figures.get("usualOpsPerSec").asLong(),
+                    figures.get("lowestShare").asDouble(), 1e-9, change + ": " + figures);
+            assertTrue(figures.get("longestOpSeconds").asDouble() > 0 && figures.get("settledSeconds").asDouble() > 0,
+                    change + ": " + figures);
+        }
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
         assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
     }

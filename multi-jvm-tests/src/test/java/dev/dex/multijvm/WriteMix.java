@@ -11,6 +11,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.LongPredicate;
 
 import dev.dex.actors.client.DexClientApi;
@@ -30,6 +31,9 @@ import dev.dex.actors.client.DexClientApi;
  */
 final class WriteMix implements AutoCloseable {
     private static final int EXAMPLES = 10;
+    /** The mix's time line: operations completed, and the longest operation sent, in each 100 ms from its start. */
+    private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+    private static final int TICKS = 6_000;
 
     private final DexClientApi client;
     private final long keys;
@@ -40,6 +44,8 @@ final class WriteMix implements AutoCloseable {
     private final Set<Long> writing = ConcurrentHashMap.newKeySet();
     private final AtomicLong nextValue = new AtomicLong(1L << 40);
     private final AtomicLong completed = new AtomicLong();
+    private final AtomicLongArray completedPerTick = new AtomicLongArray(TICKS);
+    private final AtomicLongArray longestPerTick = new AtomicLongArray(TICKS);
     private final AtomicLong puts = new AtomicLong();
     private final AtomicLong gets = new AtomicLong();
     private final AtomicLong staleReads = new AtomicLong();
@@ -108,6 +114,7 @@ final class WriteMix implements AutoCloseable {
     private void put(long key, KeyHistory history) {
         long value = nextValue.getAndIncrement();
         int index = history.send(value);
+        long sent = System.nanoTime();
         client.put(key, value).whenComplete((replaced, failure) -> {
             if (failure == null) {
                 history.acknowledge(index);
@@ -116,12 +123,13 @@ final class WriteMix implements AutoCloseable {
                 fail("put " + key + " = " + value, failure);
             }
             writing.remove(key);
-            done();
+            done(sent);
         });
     }
 
     private void get(long key, KeyHistory history) {
         int from = history.acknowledged();
+        long sent = System.nanoTime();
         client.get(key).whenComplete((value, failure) -> {
             if (failure != null) {
                 fail("get " + key, failure);
@@ -136,13 +144,81 @@ final class WriteMix implements AutoCloseable {
                 }
             }
             gets.incrementAndGet();
-            done();
+            done(sent);
         });
     }
 
-    private void done() {
+    private void done(long sent) {
+        long now = System.nanoTime();
         completed.incrementAndGet();
+        int tick = tick(now);
+        if (tick < TICKS) {
+            completedPerTick.incrementAndGet(tick);
+        }
+        int sentTick = tick(sent);
+        if (sentTick < TICKS) {
+            longestPerTick.accumulateAndGet(sentTick, now - sent, Math::max);
+        }
         slots.release();
+    }
+
+    private int tick(long nanos) {
+        return (int) Math.max(0, (nanos - startNanos) / TICK_NANOS);
+    }
+
+    /**
+     * How the mix went from {@code fromNanos} to {@code toNanos} ({@link System#nanoTime()}) against the usual rate, the
+     * median of the whole seconds in the {@code beforeSeconds} before {@code fromNanos}: the lowest whole second (a
+     * sliding window of ten 100 ms ticks), and the longest operation sent in the window. Call after {@link #stop}.
+     */
+    Dip dip(long fromNanos, long toNanos, int beforeSeconds) {
+        int from = tick(fromNanos);
+        int to = Math.min(TICKS, tick(toNanos));
+        List<Long> before = new ArrayList<>();
+        for (int end = from; end - 10 >= Math.max(0, from - 10 * beforeSeconds); end -= 10) {
+            before.add(secondEndingAt(end));
+        }
+        Collections.sort(before);
+        long usual = before.isEmpty() ? 0 : before.get(before.size() / 2);
+        long lowest = Long.MAX_VALUE;
+        for (int end = from + 10; end <= to; end++) {
+            lowest = Math.min(lowest, secondEndingAt(end));
+        }
+        long longest = 0;
+        for (int tick = from; tick < to; tick++) {
+            longest = Math.max(longest, longestPerTick.get(tick));
+        }
+        return new Dip(usual, lowest == Long.MAX_VALUE ? usual : lowest, longest / 1e9);
+    }
+
+    /** Operations completed in each 100 ms from {@code fromNanos} to {@code toNanos}, for a test's log. Call after {@link #stop}. */
+    String perTick(long fromNanos, long toNanos) {
+        StringBuilder line = new StringBuilder();
+        for (int tick = tick(fromNanos); tick < Math.min(TICKS, tick(toNanos)); tick++) {
+            line.append(line.length() == 0 ? "" : " ").append(completedPerTick.get(tick));
+        }
+        return line.toString();
+    }
+
+    private long secondEndingAt(int end) {
+        long sum = 0;
+        for (int tick = Math.max(0, end - 10); tick < end; tick++) {
+            sum += completedPerTick.get(tick);
+        }
+        return sum;
+    }
+
+    /** {@link #dip}: the usual operations per second, the lowest second's, and the longest operation in seconds. */
+    record Dip(long usual, long lowest, double longestSeconds) {
+        double lowestShare() {
+            return usual == 0 ? 0 : (double) lowest / usual;
+        }
+
+        @Override
+        public String toString() {
+            return String.format("lowest second %,d operations, %.0f%% of the usual %,d per second; longest operation %.2f s",
+                    lowest, 100 * lowestShare(), usual, longestSeconds);
+        }
     }
 
     private void fail(String what, Throwable failure) {

@@ -84,6 +84,11 @@ final class PartitionLanes {
     private final ActorRef<Ops.ResultsBundle> bundleReplies;
     /** Each compute node's {@link PartitionRouter}, by the node's address (as {@link Ops.Results#host()} names it). */
     private final Map<String, ActorRef<PartitionRouter.Command>> routers = new HashMap<>();
+    /**
+     * Routers that refused a batch because their node is leaving: no batch goes to them again, even while the
+     * Receptionist's listing still names them (it drops them a gossip round or two later).
+     */
+    private final java.util.Set<Object> leavingRouters = new java.util.HashSet<>();
     /** The route each partition's batches took last: a router, or {@link #PROXY}. */
     private final Map<Integer, Object> routes = new HashMap<>();
     /** Batches for each router, sent as one bundle when the message being handled is done. */
@@ -124,9 +129,13 @@ final class PartitionLanes {
     /** The compute nodes' routers, as the Receptionist lists them now. */
     void routersListed(Receptionist.Listing listing) {
         routers.clear();
-        for (ActorRef<PartitionRouter.Command> router : listing.getServiceInstances(PartitionRouter.KEY)) {
-            routers.put(router.path().address().toString(), router);
+        java.util.Set<ActorRef<PartitionRouter.Command>> listed = listing.getServiceInstances(PartitionRouter.KEY);
+        for (ActorRef<PartitionRouter.Command> router : listed) {
+            if (!leavingRouters.contains(router)) {
+                routers.put(router.path().address().toString(), router);
+            }
         }
+        leavingRouters.retainAll(listed);
     }
 
     void enqueue(Pending pending) {
@@ -356,6 +365,17 @@ final class PartitionLanes {
         if (results.host() != null) {
             servedBy.put(flight.partition, results.host());
         }
+        if (results.results().stream().anyMatch(result -> result.status() == Ops.NOT_HELD)) {
+            // The node that answered does not hold the partition (it moved, or the node is leaving): what goes again
+            // goes through the sharding proxy, which asks where the partition is now, not to that node's router.
+            servedBy.remove(flight.partition);
+            Object route = routes.get(flight.partition);
+            if (results.host() == null && route != null && route != PROXY) {
+                // Refused by a leaving node's router (Ops.Results): none of its partitions' batches goes there again.
+                leavingRouters.add(route);
+                routers.values().remove(route);
+            }
+        }
         long[] known = epochs.get(flight.partition);
         if (results.epoch() != 0 && (known == null || known[1] < flight.id)) {
             epochs.put(flight.partition, new long[] {results.epoch(), flight.id});
@@ -380,7 +400,11 @@ final class PartitionLanes {
                 if (result.status() == Ops.STALE) {
                     again(flight.partition, flight.id, pending, result.error(), Duration.ZERO);
                 } else if (retriable(result)) {
-                    again(flight.partition, flight.id, pending, result.error(), DexClient.RETRY_DELAY);
+                    // A leaving node's router refused it without asking the partition (no host): no pause, since the
+                    // partition is where it was, or moving, and the sharding proxy waits for its home either way.
+                    boolean refusedByLeavingRouter = result.status() == Ops.NOT_HELD && results.host() == null;
+                    again(flight.partition, flight.id, pending, result.error(),
+                            refusedByLeavingRouter ? Duration.ZERO : DexClient.RETRY_DELAY);
                 } else {
                     answer(pending, result);
                     taken = true;

@@ -359,7 +359,7 @@ public final class ComputeNode {
                         .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout()))
                         .withRole("compute"));
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
-        context.spawn(PartitionRouter.create(region), "partition-router");
+        PartitionRouter.leaveOnShutdown(context.getSystem(), context.spawn(PartitionRouter.create(region), "partition-router"));
         // Batches sharding drops while a partition moves are answered NOT_HELD at once, not left to time out.
         context.spawn(DroppedBatches.create(context.getSystem().address().toString()), "dropped-batches");
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));

@@ -139,7 +139,8 @@ public final class Ops {
      * {@code Partition.Execute} carried, so that a client with several batches in flight knows which this
      * answers; {@code host} is the address of the compute node that answered (null before a partition stamps
      * it): the client re-sends a batch soon after the node that served its partition is removed from the
-     * cluster, instead of waiting for its timeout; {@code epoch} names the owner of the partition that answered
+     * cluster, instead of waiting for its timeout. An answer {@link Ops#NOT_HELD} without a host comes from the router of a
+     * leaving node, which did not forward the batch: the client sends it again at once through sharding; {@code epoch} names the owner of the partition that answered
      * (0 when unknown: a stand-in, or an answer given before the partition was acquired), which the client puts
      * in its next batches of writes ({@link Partition.Execute#epoch()}). On the wire in {@link BatchSerializer}'s
      * binary layout.

@@ -8,11 +8,14 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
@@ -62,7 +65,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
      * messages.
      */
-    public sealed interface Command permits Bundle, GetStats, Answered, Flush {
+    public sealed interface Command permits Bundle, GetStats, Answered, Flush, Leaving {
     }
 
     /**
@@ -99,6 +102,13 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         INSTANCE
     }
 
+    /**
+     * The node is leaving (its coordinated shutdown began; {@link #leaveOnShutdown}): from now on every batch is answered
+     * {@link Ops#NOT_HELD} at once, and the router leaves the Receptionist's listing; acknowledged to {@code replyTo}.
+     */
+    public record Leaving(ActorRef<Done> replyTo) implements Command, NoSerializationVerificationNeeded {
+    }
+
     private record Origin(ActorRef<Ops.ResultsBundle> client, long batch, long sentNanos) {
     }
 
@@ -108,6 +118,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     private final Map<ActorRef<Ops.ResultsBundle>, Outgoing> outgoing = new HashMap<>();
     private long nextId = 1;
     private boolean flushing;
+    private boolean leaving;
     private long bundles;
     private long batches;
 
@@ -137,6 +148,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
                 .onMessage(Bundle.class, this::onBundle)
                 .onMessage(Answered.class, answered -> onAnswered(answered.results()))
                 .onMessage(Flush.class, flush -> onFlush())
+                .onMessage(Leaving.class, this::onLeaving)
                 .onMessage(GetStats.class, get -> {
                     get.replyTo().tell(new Stats(bundles, batches));
                     return this;
@@ -150,6 +162,10 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
             return this;
         }
         bundles++;
+        if (leaving) {
+            refuse(bundle);
+            return this;
+        }
         long now = System.nanoTime();
         forgetOld(now);
         for (Routed routed : bundle.batches()) {
@@ -160,6 +176,48 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
             batches++;
         }
         return this;
+    }
+
+    private Behavior<Command> onLeaving(Leaving leaving) {
+        if (!this.leaving) {
+            this.leaving = true;
+            getContext().getSystem().receptionist().tell(Receptionist.deregister(KEY, getContext().getSelf()));
+            getContext().getLog().info("leaving: batches that still come here are answered NOT_HELD, and their clients send"
+                    + " them again through sharding, to where each partition is now");
+        }
+        leaving.replyTo().tell(Done.getInstance());
+        return this;
+    }
+
+    /** Answers every batch of {@code bundle} NOT_HELD in one message: nothing of it was applied. */
+    private void refuse(Bundle bundle) {
+        Ops.Result notHeld = Ops.Result.error(Ops.NOT_HELD, "compute node " + host() + " is leaving the cluster; nothing of the"
+                + " batch was applied");
+        List<Ops.Results> answers = new ArrayList<>(bundle.batches().size());
+        for (Routed routed : bundle.batches()) {
+            List<Ops.Result> results = new ArrayList<>(routed.ops() == null ? 0 : routed.ops().size());
+            for (int i = 0; routed.ops() != null && i < routed.ops().size(); i++) {
+                results.add(notHeld);
+            }
+            answers.add(new Ops.Results(routed.batch(), results, null)); // no host: not asked of any partition (Ops.Results)
+            batches++;
+        }
+        bundle.replyTo().tell(new Ops.ResultsBundle(answers));
+    }
+
+    private String host() {
+        return getContext().getSystem().address().toString();
+    }
+
+    /**
+     * Tells {@code router} that its node leaves as soon as the node's coordinated shutdown begins (its first phase,
+     * before sharding hands the node's partitions off), and waits for its acknowledgement: batches that reach the router
+     * after that are answered at once, not forwarded to a region that is handing its partitions off and then stops.
+     */
+    public static void leaveOnShutdown(org.apache.pekko.actor.typed.ActorSystem<?> system, ActorRef<Command> router) {
+        CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "dex-partition-router-leaving",
+                () -> AskPattern.<Command, Done>ask(router, Leaving::new, Duration.ofSeconds(2), system.scheduler())
+                        .exceptionally(failure -> Done.getInstance()));
     }
 
     private Behavior<Command> onAnswered(Ops.Results results) {

@@ -55,6 +55,8 @@ class ClientResendOnRemovalTest {
     /** Which stand-in node (1 or 2) started each partition's entity last. */
     private final Map<Integer, Long> hostOf = new ConcurrentHashMap<>();
     private final List<ActorSystem<?>> systems = new ArrayList<>();
+    /** Each stand-in node's router, by the node's number. */
+    private final Map<Long, org.apache.pekko.actor.typed.ActorRef<PartitionRouter.Command>> routers = new ConcurrentHashMap<>();
 
     private static Config config(String role) {
         return ConfigFactory.parseString("pekko.cluster.roles = [" + role + "]\n"
@@ -83,6 +85,9 @@ class ClientResendOnRemovalTest {
                         }
                         return Behaviors.same();
                     })
+                    // As a real partition, it stops when sharding hands it off: a rebalance would otherwise wait for the
+                    // handoff timeout while the partition's batches are held.
+                    .onMessage(Partition.Handoff.class, handoff -> Behaviors.stopped())
                     .build();
         });
     }
@@ -95,7 +100,7 @@ class ClientResendOnRemovalTest {
                             .withStopMessage(Partition.Handoff.INSTANCE)
                             .withRole("compute"));
             // As a real compute node: the client bundles a partition's batches for this router once it answered.
-            context.spawn(PartitionRouter.create(region), "partition-router");
+            routers.put(node, context.spawn(PartitionRouter.create(region), "partition-router"));
             context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
                     context.spawn(Behaviors.receive(ComputeNode.Command.class)
                             .onMessage(ComputeNode.GetPartitionTable.class, get -> {
@@ -169,6 +174,49 @@ class ClientResendOnRemovalTest {
         } finally {
             TestCluster.terminateAll(systems);
         }
+    }
+
+    /**
+     * A leaving node's router answers a batch NOT_HELD without asking any partition: the client sends it again at once
+     * through its sharding proxy, and its partition's next batches go that way too, until a partition answers from
+     * where it is now. So the router refuses exactly one bundle; were the refusal taken like a moving partition's, the
+     * client would send the batch back to that router every 100 ms until the Receptionist's listing dropped it.
+     */
+    @Test
+    void aBatchRefusedByALeavingNodesRouterGoesAgainThroughShardingAtOnce() throws Exception {
+        try {
+            ActorSystem<Void> node = standIn(2, new AtomicBoolean(), null);
+            ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(ASK_TIMEOUT), "dex", config("client"));
+            systems.add(clientSystem);
+            Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
+            DexClientApi client = new DexClientApi(clientSystem, clientSystem, ASK_TIMEOUT.multipliedBy(2));
+            TestCluster.awaitMembersUp(node, 2);
+            long key = TABLE.upperInclusive(3);
+            // The first answer names the node; the second batch goes through its router.
+            assertEquals(OptionalLong.of(2), client.get(key).toCompletableFuture().get(30, TimeUnit.SECONDS));
+            assertEquals(OptionalLong.of(2), client.get(key).toCompletableFuture().get(30, TimeUnit.SECONDS));
+            org.apache.pekko.actor.typed.ActorRef<PartitionRouter.Command> router = routers.get(2L);
+            PartitionRouter.Stats before = routerStats(clientSystem, router);
+            assertEquals(1, before.batches(), "the second batch went through the router");
+
+            org.apache.pekko.actor.typed.javadsl.AskPattern.<PartitionRouter.Command, org.apache.pekko.Done>ask(router,
+                    PartitionRouter.Leaving::new, Duration.ofSeconds(10), clientSystem.scheduler()).toCompletableFuture()
+                    .get(10, TimeUnit.SECONDS);
+            for (int i = 0; i < 5; i++) {
+                assertEquals(OptionalLong.of(2), client.get(key).toCompletableFuture().get(30, TimeUnit.SECONDS),
+                        "answered by the partition, reached through sharding");
+            }
+            PartitionRouter.Stats after = routerStats(clientSystem, router);
+            assertEquals(before.bundles() + 1, after.bundles(), "the router refused one bundle; the rest went through sharding");
+        } finally {
+            TestCluster.terminateAll(systems);
+        }
+    }
+
+    private static PartitionRouter.Stats routerStats(ActorSystem<?> system,
+            org.apache.pekko.actor.typed.ActorRef<PartitionRouter.Command> router) throws Exception {
+        return org.apache.pekko.actor.typed.javadsl.AskPattern.<PartitionRouter.Command, PartitionRouter.Stats>ask(router,
+                PartitionRouter.GetStats::new, Duration.ofSeconds(10), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     }
 
     @Test

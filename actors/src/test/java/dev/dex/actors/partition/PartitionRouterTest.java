@@ -93,6 +93,49 @@ class PartitionRouterTest {
         assertEquals(new PartitionRouter.Stats(2, 3), stats.receiveMessage());
     }
 
+    /**
+     * A leaving node's router (its coordinated shutdown began) forwards nothing more to a region that is about to hand
+     * its partitions off and stop: each batch is answered NOT_HELD at once, without a host (the client sends it again at
+     * once through sharding), and the router leaves the Receptionist's listing. An answer to a batch it forwarded
+     * before still reaches its client.
+     */
+    @Test
+    void aLeavingRouterAnswersEveryBatchNotHeldAtOnceAndLeavesTheListing() {
+        TestProbe<Partition.Command> region = testKit.createTestProbe();
+        TestProbe<Ops.ResultsBundle> client = testKit.createTestProbe();
+        ActorRef<PartitionRouter.Command> router = testKit.spawn(PartitionRouter.create(region.getRef()));
+        TestProbe<org.apache.pekko.actor.typed.receptionist.Receptionist.Listing> listings = testKit.createTestProbe();
+        testKit.system().receptionist().tell(org.apache.pekko.actor.typed.receptionist.Receptionist.subscribe(PartitionRouter.KEY,
+                listings.getRef()));
+        listings.fishForMessage(Duration.ofSeconds(5), listing -> listing.getServiceInstances(PartitionRouter.KEY).contains(router)
+                ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete()
+                : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.continueAndIgnore());
+        router.tell(new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(10, 1, gets(10))), client.getRef()));
+        Partition.Execute before = region.expectMessageClass(Partition.Execute.class);
+
+        TestProbe<org.apache.pekko.Done> acknowledged = testKit.createTestProbe();
+        router.tell(new PartitionRouter.Leaving(acknowledged.getRef()));
+        acknowledged.expectMessage(org.apache.pekko.Done.getInstance());
+        router.tell(new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(10, 2, gets(10, 11)),
+                new PartitionRouter.Routed(20, 3, gets(20))), client.getRef()));
+
+        Ops.ResultsBundle refused = client.expectMessageClass(Ops.ResultsBundle.class);
+        assertEquals(List.of(2L, 3L), refused.answers().stream().map(Ops.Results::batch).toList());
+        assertEquals(List.of(2, 1), refused.answers().stream().map(answer -> answer.results().size()).toList(), "one result per operation");
+        for (Ops.Results answer : refused.answers()) {
+            assertEquals(null, answer.host(), "no partition was asked");
+            answer.results().forEach(result -> assertEquals(Ops.NOT_HELD, result.status(), String.valueOf(result)));
+        }
+        region.expectNoMessage(Duration.ofMillis(200));
+        listings.fishForMessage(Duration.ofSeconds(5), listing -> listing.getServiceInstances(PartitionRouter.KEY).contains(router)
+                ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.continueAndIgnore()
+                : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete());
+
+        before.replyTo().tell(new Ops.Results(before.batch(), List.of(Ops.Result.of(true, 100)), "node-1"));
+        assertEquals(List.of(new Ops.Results(1, List.of(Ops.Result.of(true, 100)), "node-1")),
+                client.expectMessageClass(Ops.ResultsBundle.class).answers(), "an earlier batch's answer still comes back");
+    }
+
     private record Hold(CountDownLatch holding, CountDownLatch release) implements NoSerializationVerificationNeeded {
     }
 
