@@ -43,8 +43,11 @@ import picocli.CommandLine.Option;
 @Command(name = "demo", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "Run a DEX cluster in this JVM: load, serve a mix, scale out, verify.")
 final class Demo implements Callable<Integer> {
-    /** Seconds of the mix before the third compute node joins: the usual rate the scale-out is compared with. */
-    static final int SECONDS_BEFORE_JOIN = 3;
+    /**
+     * Seconds of the mix before the third compute node joins: the usual rate the join and the leave are compared with is
+     * the median of these seconds but the first (which ramps up), so the median of three.
+     */
+    static final int SECONDS_BEFORE_JOIN = 4;
     /** The longest the mix during the scale-out may run. */
     static final int SCALE_OUT_MAX_SECONDS = 150;
 
