@@ -18,7 +18,7 @@ import dev.dex.rdma.RemoteMemory;
 
 /**
  * A cluster forms from separate JVMs: one memory node, a bulk load from this JVM over the shm fabric, two
- * compute nodes, and this JVM as the client. 50,000 mixed operations (gets, puts that replace and insert,
+ * compute nodes, and this JVM as the client. 50,000 mixed operations ({@link #operations()}: gets, puts that replace and insert,
  * deletes, scans) all agree with a model, and a final scan of everything equals the model.
  */
 class FormationIT {
@@ -45,13 +45,14 @@ class FormationIT {
 
         ModelMix mix = new ModelMix(client, KEYS);
         long start = System.nanoTime();
-        ModelMix.Result result = mix.run(50_000, 64, 2_500, 6);
+        int operations = operations();
+        ModelMix.Result result = mix.run(operations, 64, 2_500, 6);
         double seconds = (System.nanoTime() - start) / 1e9;
-        cluster.log(String.format("50,000 operations in %.1f s (%,.0f ops/s): %,d gets, %,d puts, %,d deletes, %d scans returning"
-                + " %,d entries; %d disagreed with the model", seconds, 50_000 / seconds, result.gets(), result.puts(),
+        cluster.log(String.format("%,d operations in %.1f s (%,.0f ops/s): %,d gets, %,d puts, %,d deletes, %d scans returning"
+                + " %,d entries; %d disagreed with the model", operations, seconds, operations / seconds, result.gets(), result.puts(),
                 result.deletes(), result.scans(), result.scannedEntries(), result.mismatches()));
         assertEquals(0, result.mismatches(), "replies that disagree with the model: " + result.examples());
-        assertEquals(50_000, result.gets() + result.puts() + result.deletes());
+        assertEquals(operations, result.gets() + result.puts() + result.deletes());
 
         int everything = mix.model().size();
         int scanned = mix.scan(Long.MIN_VALUE + 1, everything + 1).get(120, TimeUnit.SECONDS);
@@ -66,6 +67,11 @@ class FormationIT {
         }
         assertTrue(ClusterHarness.eachPartitionHeldOnce(map));
         afterFormation(client);
+    }
+
+    /** How many mixed operations the model checks. */
+    int operations() {
+        return 50_000;
     }
 
     /** More of a subclass's scenario on the formed cluster (4 members), so that it starts no cluster of its own. */

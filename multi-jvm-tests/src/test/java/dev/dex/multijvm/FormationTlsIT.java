@@ -21,6 +21,15 @@ class FormationTlsIT extends FormationIT {
         return ClusterHarness.tls(settings);
     }
 
+    /**
+     * Fewer than {@link FormationIT}'s: the model mix is the same code over another transport, and what this test adds is
+     * that it runs over TLS at all, and the strangers.
+     */
+    @Override
+    int operations() {
+        return 15_000;
+    }
+
     /** A compute node with a certificate of another CA, and one without TLS, cannot join the formed cluster; it keeps serving. */
     @Override
     void afterFormation(DexClientApi client) throws Exception {
