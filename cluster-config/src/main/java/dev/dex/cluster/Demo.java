@@ -126,6 +126,12 @@ final class Demo implements Callable<Integer> {
                     + " copied while the mix goes on, and verify every key.")
     boolean killMemoryNode;
 
+    @Option(names = "--kill-compute-node",
+            description = "After the leave, kill a compute node under the mix (its actor system stops without leaving the"
+                    + " cluster, as a killed process would) and print the time until its partitions serve again on the others"
+                    + " (also in --json); every key is verified after. Needs --compute-nodes 2 or more.")
+    boolean killComputeNode;
+
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
     boolean benchOnly;
 
@@ -152,6 +158,10 @@ final class Demo implements Callable<Integer> {
         if (memoryReplicas > 1 && !fabric.equals("tcp")) {
             throw new IllegalArgumentException("--replicas " + memoryReplicas + " needs --fabric tcp: " + fabric);
         }
+        if (killComputeNode && (memoryReplicas > 1 || benchOnly)) {
+            throw new IllegalArgumentException("--kill-compute-node goes with the demo of one replica: "
+                    + (benchOnly ? "bench --cluster measures the mix only" : "--replicas " + memoryReplicas));
+        }
         if (memoryReplicas > 1 && benchOnly) {
             throw new IllegalArgumentException("bench --cluster runs one replica; use bench --fabric tcp --replicas for the cost");
         }
@@ -166,6 +176,10 @@ final class Demo implements Callable<Integer> {
         }
         if (computeNodes < 1 || computeNodes > 16) {
             throw new IllegalArgumentException("--compute-nodes must be in [1, 16]: " + computeNodes);
+        }
+        if (killComputeNode && computeNodes < 2) {
+            throw new IllegalArgumentException("--kill-compute-node needs --compute-nodes 2 or more: the killed node's partitions"
+                    + " need a node to move to");
         }
         if (json != null && (json.toAbsolutePath().getParent() == null || !java.nio.file.Files.isDirectory(json.toAbsolutePath().getParent()))) {
             throw new IllegalArgumentException("--json " + json + ": its directory does not exist");
@@ -259,8 +273,15 @@ final class Demo implements Callable<Integer> {
         }
         out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9, partitions);
 
+        ActorSystem<Void> victim = null;
         for (int c = 0; c < computeNodes; c++) {
-            systems.add(DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings));
+            // With --kill-compute-node the youngest one's actor system stops, when terminated, without leaving the cluster
+            // first: as a killed process (the demo's own stop at the end still leaves gracefully).
+            Config nodeBase = killComputeNode && c == computeNodes - 1 ? base.withValue(
+                    "pekko.coordinated-shutdown.run-by-actor-system-terminate", ConfigValueFactory.fromAnyRef("off")) : base;
+            ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(nodeBase, "compute", "127.0.0.1", 0, seed), settings);
+            systems.add(node);
+            victim = node;
         }
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed), settings);
         systems.add(clientSystem);
@@ -326,6 +347,23 @@ final class Demo implements Callable<Integer> {
         double leftAt = (System.nanoTime() - mixStart) / 1e9;
         out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
         Thread.sleep(1_500);
+        double killAt = Double.NaN;
+        if (killComputeNode) {
+            String address = victim.address().toString();
+            List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(address))
+                    .findFirst().map(ComputeNode.Status::partitionsHeld).orElse(List.of());
+            out.printf("killing compute node %s under the mix (its actor system stops without leaving the cluster); it holds"
+                    + " partitions %s...%n", address, held);
+            long killed = System.nanoTime();
+            killAt = (killed - mixStart) / 1e9;
+            victim.terminate();
+            systems.remove(victim);
+            double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, Duration.ofSeconds(90));
+            out.printf("its %d partitions served again %.2f s after the kill (the failure detector's verdict, the downing, the"
+                    + " removal, then each new owner replays the partition's redo log)%n", held.size(), servedAgain);
+            report.putKill(servedAgain, held.size());
+            Thread.sleep(1_500);
+        }
         long stopAt = System.nanoTime();
         int wholeSeconds = (int) ((stopAt - mixStart) / 1_000_000_000L);
         stop.set(true);
@@ -340,8 +378,11 @@ final class Demo implements Callable<Integer> {
             timelineReading = report.writeTimeline(timelineFile, perTick, (joinStart - mixStart) / 1e9,
                     (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt, (stopAt - mixStart) / 1e9);
         }
+        if (!Double.isNaN(killAt)) {
+            out.printf("a compute node was killed at %.1f s of the mix%n", killAt);
+        }
         report.printChanges(perSecond, longest, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt,
-                wholeSeconds);
+                killAt, wholeSeconds);
         if (duringScaleOut.ops() == 0) {
             throw new IllegalStateException("no operation completed during the scale-out");
         }

@@ -169,4 +169,31 @@ final class DemoCluster {
         throw new IllegalStateException("partitions did not settle on " + nodes + " compute nodes within "
                 + max.toSeconds() + " s");
     }
+
+    /**
+     * Seconds from {@code since} until each of {@code partitions} answers a get (of a key inside it that the mix never
+     * writes: between two loaded keys), asked one after another, each try waiting at most 2 s.
+     */
+    static double awaitPartitionsServe(DexClientApi client, PartitionTable table, List<Integer> partitions, long since,
+            Duration max) throws Exception {
+        long deadline = System.nanoTime() + max.toNanos();
+        for (int partition : partitions) {
+            long key = table.lowerExclusive(partition) + 1;
+            if (key % DemoWorkload.KEY_SPACING == 0) {
+                key++;
+            }
+            while (true) {
+                try {
+                    client.get(key).toCompletableFuture().get(2, TimeUnit.SECONDS);
+                    break;
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException("partition " + partition + " did not serve again within " + max.toSeconds()
+                                + " s: " + notYet);
+                    }
+                }
+            }
+        }
+        return (System.nanoTime() - since) / 1e9;
+    }
 }

@@ -93,10 +93,12 @@ final class DemoReport {
      * Operations completed in each whole second of the mix during the scale-out and the leave, and for each change the
      * lowest second from its start until the map settled (and a second more) against the usual rate, the median second
      * before the join (the first, which ramps up, left out), with the longest operation sent meanwhile ({@code longest}:
-     * nanoseconds, by the second an operation was sent); also into --json as {@code join} and {@code leave}.
+     * nanoseconds, by the second an operation was sent); also into --json as {@code join} and {@code leave}. The leave's
+     * seconds end a second before the one {@code killAt} falls in (NaN: no kill), so that a kill after it does not count
+     * as the leave's.
      */
     void printChanges(java.util.concurrent.atomic.AtomicLongArray perSecond, java.util.concurrent.atomic.AtomicLongArray longest,
-            double joinAt, double settledAt, double leaveAt, double leftAt, int seconds) throws java.io.IOException {
+            double joinAt, double settledAt, double leaveAt, double leftAt, double killAt, int seconds) throws java.io.IOException {
         List<Long> counts = new ArrayList<>();
         for (int i = 0; i < Math.min(seconds, perSecond.length()); i++) {
             counts.add(perSecond.get(i));
@@ -112,17 +114,25 @@ final class DemoReport {
         }
         before.sort(null);
         long usual = before.get(before.size() / 2);
-        printChange("join", counts, longest, usual, joinAt, settledAt);
-        printChange("leave", counts, longest, usual, leaveAt, leftAt);
+        printChange("join", counts, longest, usual, joinAt, settledAt, Integer.MAX_VALUE);
+        // Not the second the kill falls in, nor the one before it (operations sent then may wait for the killed node).
+        printChange("leave", counts, longest, usual, leaveAt, leftAt, Double.isNaN(killAt) ? Integer.MAX_VALUE : (int) killAt - 1);
         if (root != null) {
             MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
         }
     }
 
+    /** With --json: the killed compute node's partitions and the seconds until they all served again. */
+    void putKill(double servedAgainSeconds, int partitions) {
+        if (root != null) {
+            root.putObject("kill").put("servedAgainSeconds", servedAgainSeconds).put("partitions", partitions);
+        }
+    }
+
     private void printChange(String name, List<Long> counts, java.util.concurrent.atomic.AtomicLongArray longest, long usual,
-            double at, double settledAt) {
+            double at, double settledAt, int before) {
         int from = (int) at;
-        int to = Math.min(counts.size(), (int) Math.ceil(settledAt) + 1);
+        int to = Math.min(Math.min(counts.size(), (int) Math.ceil(settledAt) + 1), before);
         if (from >= to) {
             return;
         }

@@ -64,6 +64,8 @@ class DexCliTest {
             "demo --replicas 4                           | --replicas must be 1, 2 or 3: 4",
             "demo --replicas 2 --fabric local            | --replicas 2 needs --fabric tcp",
             "demo --kill-memory-node                     | --kill-memory-node needs --replicas 2 or 3",
+            "demo --kill-compute-node --compute-nodes 1  | --kill-compute-node needs --compute-nodes 2 or more",
+            "demo --kill-compute-node --replicas 2 --fabric tcp | --kill-compute-node goes with the demo of one replica",
             "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
@@ -139,7 +141,8 @@ class DexCliTest {
     void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric, @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
             throws java.io.IOException {
         java.nio.file.Path json = dir.resolve("demo.json");
-        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric, "--json", json.toString());
+        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric, "--json", json.toString(),
+                "--kill-compute-node");
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("fabric " + fabric), run.out());
         if (fabric.equals("tcp")) {
@@ -160,6 +163,11 @@ class DexCliTest {
             assertTrue(figures.get("longestOpSeconds").asDouble() > 0 && figures.get("settledSeconds").asDouble() > 0,
                     change + ": " + figures);
         }
+        var kill = result.get("kill");
+        assertTrue(kill != null && kill.get("partitions").asInt() > 0 && kill.get("servedAgainSeconds").asDouble() > 0,
+                "the killed node's partitions and the time until they served again, in --json: " + result);
+        assertTrue(run.out().contains("partitions served again "), run.out());
+        // After the kill: every acknowledged write survived (the new owners replayed the killed node's redo logs).
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
         assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
     }
