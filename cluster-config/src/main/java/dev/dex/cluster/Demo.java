@@ -128,7 +128,8 @@ final class Demo implements Callable<Integer> {
 
     @Option(names = "--kill-compute-node",
             description = "After the leave, kill a compute node under the mix (its actor system stops without leaving the"
-                    + " cluster, as a killed process would) and print the time until its partitions serve again on the others"
+                    + " cluster: the closest a demo in one JVM comes to a killed process) and print the time until its"
+                    + " partitions serve again on the others"
                     + " (also in --json); every key is verified after. Needs --compute-nodes 2 or more.")
     boolean killComputeNode;
 
@@ -273,15 +274,15 @@ final class Demo implements Callable<Integer> {
         }
         out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9, partitions);
 
-        ActorSystem<Void> victim = null;
+        List<ActorSystem<Void>> computeSystems = new ArrayList<>();
+        // With --kill-compute-node a compute node's actor system stops, when terminated, without leaving the cluster first
+        // (the demo's own stop at the end still leaves gracefully: ClusterMember.leave).
+        Config computeBase = killComputeNode ? base.withValue("pekko.coordinated-shutdown.run-by-actor-system-terminate",
+                ConfigValueFactory.fromAnyRef("off")) : base;
         for (int c = 0; c < computeNodes; c++) {
-            // With --kill-compute-node the youngest one's actor system stops, when terminated, without leaving the cluster
-            // first: as a killed process (the demo's own stop at the end still leaves gracefully).
-            Config nodeBase = killComputeNode && c == computeNodes - 1 ? base.withValue(
-                    "pekko.coordinated-shutdown.run-by-actor-system-terminate", ConfigValueFactory.fromAnyRef("off")) : base;
-            ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(nodeBase, "compute", "127.0.0.1", 0, seed), settings);
+            ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(computeBase, "compute", "127.0.0.1", 0, seed), settings);
             systems.add(node);
-            victim = node;
+            computeSystems.add(node);
         }
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed), settings);
         systems.add(clientSystem);
@@ -349,15 +350,24 @@ final class Demo implements Callable<Integer> {
         Thread.sleep(1_500);
         double killAt = Double.NaN;
         if (killComputeNode) {
+            // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
+            ActorSystem<Void> victim = computeSystems.stream().filter(candidate -> computeSystems.stream().allMatch(other ->
+                    other == candidate || org.apache.pekko.cluster.typed.Cluster.get(other).selfMember()
+                            .isOlderThan(org.apache.pekko.cluster.typed.Cluster.get(candidate).selfMember())))
+                    .findFirst().orElseThrow();
             String address = victim.address().toString();
             List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(address))
                     .findFirst().map(ComputeNode.Status::partitionsHeld).orElse(List.of());
+            if (held.isEmpty()) {
+                throw new IllegalStateException("the compute node to kill, " + address + ", holds no partition");
+            }
             out.printf("killing compute node %s under the mix (its actor system stops without leaving the cluster); it holds"
                     + " partitions %s...%n", address, held);
             long killed = System.nanoTime();
             killAt = (killed - mixStart) / 1e9;
             victim.terminate();
             systems.remove(victim);
+            victim.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
             double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, Duration.ofSeconds(90));
             out.printf("its %d partitions served again %.2f s after the kill (the failure detector's verdict, the downing, the"
                     + " removal, then each new owner replays the partition's redo log)%n", held.size(), servedAgain);

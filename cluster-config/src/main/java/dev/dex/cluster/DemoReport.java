@@ -93,9 +93,9 @@ final class DemoReport {
      * Operations completed in each whole second of the mix during the scale-out and the leave, and for each change the
      * lowest second from its start until the map settled (and a second more) against the usual rate, the median second
      * before the join (the first, which ramps up, left out), with the longest operation sent meanwhile ({@code longest}:
-     * nanoseconds, by the second an operation was sent); also into --json as {@code join} and {@code leave}. The leave's
-     * seconds end a second before the one {@code killAt} falls in (NaN: no kill), so that a kill after it does not count
-     * as the leave's.
+     * nanoseconds, by the second an operation was sent); also into --json as {@code join} and {@code leave}. The join's
+     * seconds end before the leave's start, and the leave's a second before the one {@code killAt} falls in (NaN: no kill),
+     * so that one change's stall does not count as another's.
      */
     void printChanges(java.util.concurrent.atomic.AtomicLongArray perSecond, java.util.concurrent.atomic.AtomicLongArray longest,
             double joinAt, double settledAt, double leaveAt, double leftAt, double killAt, int seconds) throws java.io.IOException {
@@ -109,14 +109,15 @@ final class DemoReport {
         if (before.size() > 1) {
             before.remove(0);
         }
-        if (before.isEmpty()) {
-            return;
+        if (!before.isEmpty()) {
+            before.sort(null);
+            long usual = before.get(before.size() / 2);
+            // The join's seconds end before the one the leave starts in; the leave's a second before the one the kill
+            // falls in (operations sent then may wait for the killed node); each keeps its first second at least.
+            printChange("join", counts, longest, usual, joinAt, settledAt, Math.max((int) joinAt + 1, (int) leaveAt));
+            printChange("leave", counts, longest, usual, leaveAt, leftAt,
+                    Double.isNaN(killAt) ? Integer.MAX_VALUE : Math.max((int) leaveAt + 1, (int) killAt - 1));
         }
-        before.sort(null);
-        long usual = before.get(before.size() / 2);
-        printChange("join", counts, longest, usual, joinAt, settledAt, Integer.MAX_VALUE);
-        // Not the second the kill falls in, nor the one before it (operations sent then may wait for the killed node).
-        printChange("leave", counts, longest, usual, leaveAt, leftAt, Double.isNaN(killAt) ? Integer.MAX_VALUE : (int) killAt - 1);
         if (root != null) {
             MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
         }

@@ -365,16 +365,14 @@ final class PartitionLanes {
         if (results.host() != null) {
             servedBy.put(flight.partition, results.host());
         }
-        if (results.results().stream().anyMatch(result -> result.status() == Ops.NOT_HELD)) {
-            // The node that answered does not hold the partition (it moved, or the node is leaving): what goes again
-            // goes through the sharding proxy, which asks where the partition is now, not to that node's router.
-            servedBy.remove(flight.partition);
-            Object route = routes.get(flight.partition);
-            if (results.host() == null && route != null && route != PROXY) {
-                // Refused by a leaving node's router (Ops.Results): none of its partitions' batches goes there again.
-                leavingRouters.add(route);
-                routers.values().remove(route);
-            }
+        Object route = routes.get(flight.partition);
+        if (results.host() == null && route != null && route != PROXY
+                && results.results().stream().anyMatch(result -> result.status() == Ops.NOT_HELD)) {
+            // Refused by a leaving node's router (Ops.Results): none of its partitions' batches goes there again, so what
+            // goes again goes through the sharding proxy, which asks where each partition is now. servedBy stays: a
+            // removal of that node still re-sends the partition's batches in flight (onMemberRemoved).
+            leavingRouters.add(route);
+            routers.values().remove(route);
         }
         long[] known = epochs.get(flight.partition);
         if (results.epoch() != 0 && (known == null || known[1] < flight.id)) {
