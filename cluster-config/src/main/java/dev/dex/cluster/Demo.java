@@ -351,10 +351,9 @@ final class Demo implements Callable<Integer> {
         double killAt = Double.NaN;
         if (killComputeNode) {
             // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
-            ActorSystem<Void> victim = computeSystems.stream().filter(candidate -> computeSystems.stream().allMatch(other ->
-                    other == candidate || org.apache.pekko.cluster.typed.Cluster.get(other).selfMember()
-                            .isOlderThan(org.apache.pekko.cluster.typed.Cluster.get(candidate).selfMember())))
-                    .findFirst().orElseThrow();
+            ActorSystem<Void> victim = computeSystems.stream().max(java.util.Comparator.comparing(
+                    node -> org.apache.pekko.cluster.typed.Cluster.get(node).selfMember(),
+                    org.apache.pekko.cluster.Member.ageOrdering())).orElseThrow();
             String address = victim.address().toString();
             List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(address))
                     .findFirst().map(ComputeNode.Status::partitionsHeld).orElse(List.of());

@@ -182,18 +182,29 @@ final class DemoCluster {
             if (key % DemoWorkload.KEY_SPACING == 0) {
                 key++;
             }
-            while (true) {
-                try {
-                    client.get(key).toCompletableFuture().get(2, TimeUnit.SECONDS);
-                    break;
-                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
-                    if (System.nanoTime() > deadline) {
-                        throw new IllegalStateException("partition " + partition + " did not serve again within " + max.toSeconds()
-                                + " s: " + notYet);
-                    }
-                }
-            }
+            long inside = key;
+            awaitAnswer(() -> client.get(inside), deadline, "partition " + partition + " did not serve again within "
+                    + max.toSeconds() + " s");
         }
         return (System.nanoTime() - since) / 1e9;
+    }
+
+    /**
+     * Asks {@code operation} again until it answers (each try waits at most 2 s, then 20 ms between tries); past
+     * {@code deadline} ({@link System#nanoTime()}) it fails with {@code failure} and the last try's error.
+     */
+    static void awaitAnswer(java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> operation, long deadline,
+            String failure) throws InterruptedException {
+        while (true) {
+            try {
+                operation.get().toCompletableFuture().get(2, TimeUnit.SECONDS);
+                return;
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException(failure + ": " + notYet);
+                }
+                Thread.sleep(20);
+            }
+        }
     }
 }

@@ -285,18 +285,9 @@ final class ReplicaDemo {
 
     /** Seconds from {@code since} until a put of a key in each partition's range succeeds again. */
     private static double awaitServing(DexClientApi client, long n, long since, Duration max) throws Exception {
-        long deadline = System.nanoTime() + max.toNanos();
         long key = DemoWorkload.KEY_SPACING * (n / 2) + 1; // between loaded keys: no mix key is touched
-        while (true) {
-            try {
-                client.put(key, key).toCompletableFuture().get(2, TimeUnit.SECONDS);
-                return (System.nanoTime() - since) / 1e9;
-            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("the index did not serve again within " + max.toSeconds() + " s: " + notYet);
-                }
-                Thread.sleep(20);
-            }
-        }
+        DemoCluster.awaitAnswer(() -> client.put(key, key), System.nanoTime() + max.toNanos(),
+                "the index did not serve again within " + max.toSeconds() + " s");
+        return (System.nanoTime() - since) / 1e9;
     }
 }

@@ -365,12 +365,14 @@ final class PartitionLanes {
         if (results.host() != null) {
             servedBy.put(flight.partition, results.host());
         }
+        // NOT_HELD without a host: a leaving node's router refused the batch without asking the partition (Ops.Results).
+        boolean refusedByLeavingRouter = results.host() == null
+                && results.results().stream().anyMatch(result -> result.status() == Ops.NOT_HELD);
         Object route = routes.get(flight.partition);
-        if (results.host() == null && route != null && route != PROXY
-                && results.results().stream().anyMatch(result -> result.status() == Ops.NOT_HELD)) {
-            // Refused by a leaving node's router (Ops.Results): none of its partitions' batches goes there again, so what
-            // goes again goes through the sharding proxy, which asks where each partition is now. servedBy stays: a
-            // removal of that node still re-sends the partition's batches in flight (onMemberRemoved).
+        if (refusedByLeavingRouter && route != null && route != PROXY) {
+            // None of that node's partitions' batches goes there again, so what goes again goes through the sharding proxy,
+            // which asks where each partition is now. servedBy stays: a removal of that node still re-sends the partition's
+            // batches in flight (onMemberRemoved).
             leavingRouters.add(route);
             routers.values().remove(route);
         }
@@ -398,11 +400,11 @@ final class PartitionLanes {
                 if (result.status() == Ops.STALE) {
                     again(flight.partition, flight.id, pending, result.error(), Duration.ZERO);
                 } else if (retriable(result)) {
-                    // A leaving node's router refused it without asking the partition (no host): no pause, since the
-                    // partition is where it was, or moving, and the sharding proxy waits for its home either way.
-                    boolean refusedByLeavingRouter = result.status() == Ops.NOT_HELD && results.host() == null;
+                    // Refused by a leaving node's router: no pause, since the partition is where it was, or moving, and
+                    // the sharding proxy waits for its home either way.
+                    boolean leavingRefusal = refusedByLeavingRouter && result.status() == Ops.NOT_HELD;
                     again(flight.partition, flight.id, pending, result.error(),
-                            refusedByLeavingRouter ? Duration.ZERO : DexClient.RETRY_DELAY);
+                            leavingRefusal ? Duration.ZERO : DexClient.RETRY_DELAY);
                 } else {
                     answer(pending, result);
                     taken = true;

@@ -120,6 +120,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         public static final String SOLE_ROLE = "SOLE";
         public static final String PRIMARY_ROLE = "PRIMARY";
         public static final String BACKUP_ROLE = "BACKUP";
+        public static final String DEMOTED_ROLE = "DEMOTED";
         public static final Replica SOLE = new Replica(SOLE_ROLE, 0, 0, true, 0, null);
 
         /** A replica with no region identity and nothing kept. */

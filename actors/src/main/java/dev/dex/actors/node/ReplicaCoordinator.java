@@ -550,7 +550,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         for (ReplicaGroups.Replica backup : group.backups()) {
             MemoryNode.Description d = described.get(backup.node());
             String role = d == null ? null : d.replica().role();
-            if ((MemoryNode.Replica.SOLE_ROLE.equals(role) || "DEMOTED".equals(role)) && mayAskAgain(backup.node(), now)) {
+            if ((MemoryNode.Replica.SOLE_ROLE.equals(role) || MemoryNode.Replica.DEMOTED_ROLE.equals(role)) && mayAskAgain(backup.node(), now)) {
                 change(group, List.of(new Step(backup.node(), MemoryNode.Replicate.BECOME_BACKUP, group.view(), List.of()),
                                 new Step(group.primary().node(), MemoryNode.Replicate.INSTALL_VIEW, group.view(),
                                         endpoints(group.backups()))),

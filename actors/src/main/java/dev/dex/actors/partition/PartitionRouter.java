@@ -195,10 +195,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
                 + " batch was applied");
         List<Ops.Results> answers = new ArrayList<>(bundle.batches().size());
         for (Routed routed : bundle.batches()) {
-            List<Ops.Result> results = new ArrayList<>(routed.ops() == null ? 0 : routed.ops().size());
-            for (int i = 0; routed.ops() != null && i < routed.ops().size(); i++) {
-                results.add(notHeld);
-            }
+            List<Ops.Result> results = java.util.Collections.nCopies(routed.ops() == null ? 0 : routed.ops().size(), notHeld);
             answers.add(new Ops.Results(routed.batch(), results, null)); // no host: not asked of any partition (Ops.Results)
             batches++;
         }
