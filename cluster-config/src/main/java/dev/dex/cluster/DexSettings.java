@@ -77,8 +77,11 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
     }
 
-    /** dex.compute.rebalance-probe-timeout, positive and under half of sharding's rebalance interval. */
+    /** dex.compute.rebalance-probe-timeout: off (zero), or positive and under half of sharding's rebalance interval. */
     private static Duration probeTimeout(Config config) {
+        if ("off".equals(config.getValue("dex.compute.rebalance-probe-timeout").unwrapped())) {
+            return Duration.ZERO;
+        }
         Duration timeout = positive(config.getConfig("dex"), "compute.rebalance-probe-timeout");
         Duration interval = config.getDuration("pekko.cluster.sharding.rebalance-interval");
         if (timeout.multipliedBy(2).compareTo(interval) >= 0) {

@@ -36,6 +36,16 @@ class DexSettingsTest {
     }
 
     @Test
+    void theRebalanceProbeIsOnByDefaultAndCanBeTurnedOff() {
+        assertEquals(java.time.Duration.ofMillis(500),
+                DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().rebalanceProbeTimeout());
+        assertEquals(java.time.Duration.ZERO, DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.rebalance-probe-timeout = off"))).compute().rebalanceProbeTimeout());
+        assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.rebalance-probe-timeout = 0s"))), "zero is spelt off");
+    }
+
+    @Test
     void theClusterSettingsTurnOffPassivationAndUseTheSplitBrainResolver() {
         Config config = DexNodes.config(ConfigFactory.empty());
         assertEquals("none", config.getString("pekko.cluster.sharding.passivation.strategy"));

@@ -71,8 +71,9 @@ class CrashDuringRebalanceIT {
                 Duration.ofSeconds(90));
         Set<Integer> crashed = new TreeSet<>(before.get(crashing.name()));
         assertFalse(crashed.isEmpty(), "the crashing node holds partitions: " + before);
-        // Away from the round that just moved a partition (rounds run every 2 s): the kill must not land in the
-        // milliseconds between a round's probe and compute-1's acknowledgement, which no strategy can see.
+        // Away from the round that just moved a partition (rounds run every 2 s): a kill in the milliseconds between a
+        // round's probe and compute-1's acknowledgement, which no probe can see, would hold a move between the live
+        // nodes until compute-1's removal (a move away from compute-1 would end then too: MoveFromADeadRegionTest).
         Thread.sleep(1_000);
         long killed = System.nanoTime();
         crashing.kill();

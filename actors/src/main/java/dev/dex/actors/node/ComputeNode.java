@@ -356,7 +356,8 @@ public final class ComputeNode {
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
                         .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
                         .withStopMessage(Partition.Handoff.INSTANCE)
-                        .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout()))
+                        .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout(),
+                                ProbedRebalance.coordinatorPath(context.getSystem(), Partition.TYPE_KEY.name())))
                         .withRole("compute"));
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
         PartitionRouter.leaveOnShutdown(context.getSystem(), context.spawn(PartitionRouter.create(region), "partition-router"));

@@ -1,7 +1,10 @@
 package dev.dex.actors.partition;
 
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -19,6 +22,7 @@ import org.apache.pekko.actor.RootActorPath;
 import org.apache.pekko.cluster.Cluster;
 import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.sharding.ShardCoordinator;
+import org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped;
 import org.apache.pekko.event.Logging;
 import org.apache.pekko.event.LoggingAdapter;
 import org.apache.pekko.pattern.Patterns;
@@ -52,7 +56,18 @@ import com.typesafe.config.Config;
  * nothing. What remains is a node that dies after its answer and before the worker's first message, up to the
  * probe timeout later (docs/durability.md, "A crash during a handoff"). A member that is alive but keeps missing
  * the timeout holds rebalancing back; every {@value #WARN_AFTER}th round in a row is logged as a warning. The
- * member probe relies on {@code /system} answering Identify, which Artery's untrusted mode would forbid.
+ * member probe relies on {@code /system} answering Identify, which Artery's untrusted mode would forbid. A probe
+ * timeout of zero turns the probe off (Pekko's least-shard choice, unchanged).
+ *
+ * <p>A move away from a region that died after its probe answer, or with the probe off, is still cut short. Pekko
+ * 1.7's worker counts the region's removal as its acknowledgement, sends the handoff to the dead region, and then
+ * waits for a termination it has already consumed, until the handoff timeout. But the coordinator passes every
+ * {@code RegionStopped} it receives on to its workers as a termination, even for a region it no longer knows. So at
+ * each call this strategy compares the coordinator's regions with those of its last call, and tells the coordinator
+ * {@code RegionStopped} of each region that is gone: a region leaves the coordinator's state only once terminated
+ * or stopped, so the message changes nothing else, and a worker stuck on that region finishes at once (as Pekko's
+ * own does when the termination comes later). The partition serves again at most a rebalance interval after the
+ * removal instead of after the handoff timeout.
  *
  * <p>Built on Pekko's {@code ActorSystemDependentAllocationStrategy} and least-shard strategy, internal API of Pekko
  * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
@@ -64,13 +79,19 @@ import com.typesafe.config.Config;
  * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
  * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
  * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
- * the fields start() sets are volatile (the coordinator may restart on this node and start it again).
+ * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known}
+ * is touched only by the coordinator's calls, one at a time; it is synchronized because a restarted coordinator
+ * is another actor, whose first call is not ordered after the old one's last by any actor's mailbox.
  * </pre>
  */
 public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
     /** Rounds postponed in a row after which each further one is a warning (and every this many, after). */
     static final int WARN_AFTER = 5;
     private final Duration probeTimeout;
+    /** Where the coordinator that uses this strategy lives, on this node. */
+    private final String coordinatorPath;
+    /** The regions of the coordinator's state at the last call: one gone since is told to the coordinator as stopped. */
+    private final Set<ActorRef> known = new HashSet<>();
     /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
     private final AtomicBoolean probing = new AtomicBoolean();
     private final AtomicInteger postponedInARow = new AtomicInteger();
@@ -79,12 +100,25 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private volatile ActorSystem system;
     private volatile LoggingAdapter log;
 
-    /** @param probeTimeout how long a region or member may take to answer before the round moves nothing */
-    public ProbedRebalance(Duration probeTimeout) {
-        if (probeTimeout.isNegative() || probeTimeout.isZero()) {
-            throw new IllegalArgumentException("the rebalance probe timeout must be positive: " + probeTimeout);
+    /**
+     * @param probeTimeout how long a region or member may take to answer before the round moves nothing; zero: no probe
+     * @param coordinatorPath the path of the coordinator that uses this strategy, on this node ({@link #coordinatorPath})
+     */
+    public ProbedRebalance(Duration probeTimeout, String coordinatorPath) {
+        if (probeTimeout.isNegative()) {
+            throw new IllegalArgumentException("the rebalance probe timeout must not be negative: " + probeTimeout);
         }
         this.probeTimeout = probeTimeout;
+        this.coordinatorPath = coordinatorPath;
+    }
+
+    /**
+     * The path of the shard coordinator of {@code typeName} on the node of {@code system}, as Pekko 1.7's sharding
+     * guardian names it: the guardian, the coordinator's singleton manager, the singleton, the coordinator.
+     */
+    public static String coordinatorPath(org.apache.pekko.actor.typed.ActorSystem<?> system, String typeName) {
+        return "/system/" + system.settings().config().getString("pekko.cluster.sharding.guardian-name") + "/"
+                + URLEncoder.encode(typeName, StandardCharsets.UTF_8) + "Coordinator/singleton/coordinator";
     }
 
     @Override
@@ -108,6 +142,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     @Override
     public Future<ActorRef> allocateShard(ActorRef requester, String shardId,
                                           scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current) {
+        releaseDeparted(CollectionConverters.asJava(current).keySet());
         return delegate.allocateShard(requester, shardId, current);
     }
 
@@ -116,13 +151,34 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current,
             scala.collection.immutable.Set<String> inProgress) {
         Map<ActorRef, IndexedSeq<String>> allocations = CollectionConverters.asJava(current);
+        releaseDeparted(allocations.keySet());
         CompletionStage<Set<String>> confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
                 .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
         return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
     }
 
-    /** The proposed shards if every region and member answered the probe in time, else none. */
+    /**
+     * Tells the coordinator {@code RegionStopped} of each region it knew at the last call and no longer does, so that a
+     * rebalance worker waiting for that region's shard to stop finishes now (see the class comment).
+     */
+    private synchronized void releaseDeparted(Set<ActorRef> regions) {
+        for (ActorRef departed : known) {
+            if (!regions.contains(departed)) {
+                log.info("shard region {} is gone; telling the coordinator, so that no move from it waits for the handoff"
+                        + " timeout", departed.path());
+                system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(departed),
+                        ActorRef.noSender());
+            }
+        }
+        known.clear();
+        known.addAll(regions);
+    }
+
+    /** The proposed shards if every region and member answered the probe in time (or the probe is off), else none. */
     private CompletionStage<Set<String>> confirm(Map<ActorRef, IndexedSeq<String>> allocations, Set<String> proposed) {
+        if (probeTimeout.isZero()) {
+            return CompletableFuture.completedFuture(proposed);
+        }
         if (proposed.isEmpty() || !probing.compareAndSet(false, true)) {
             return CompletableFuture.completedFuture(Set.of());
         }

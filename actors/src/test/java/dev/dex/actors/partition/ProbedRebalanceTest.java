@@ -112,7 +112,7 @@ class ProbedRebalanceTest {
     }
 
     private ProbedRebalance started(Duration timeout) {
-        ProbedRebalance strategy = new ProbedRebalance(timeout);
+        ProbedRebalance strategy = new ProbedRebalance(timeout, "/system/no-coordinator-here");
         strategy.start(system);
         return strategy;
     }
@@ -202,7 +202,58 @@ class ProbedRebalanceTest {
     }
 
     @Test
-    void aProbeTimeoutMustBePositive() {
-        assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ZERO));
+    void aProbeTimeoutMustNotBeNegative() {
+        assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ofMillis(-1), "/system/x"));
+    }
+
+    @Test
+    void withTheProbeOffADeadRegionDoesNotPostponeTheRound() throws Exception {
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(region("live-unprobed"), shards(0, 10));
+        allocations.put(deadRegion("dead-unprobed"), shards(10, 20));
+        allocations.put(region("joined-unprobed"), List.of());
+        assertEquals(6, rebalance(started(Duration.ZERO), allocations).size(), "Pekko's choice, unprobed");
+    }
+
+    @Test
+    void aRegionGoneFromTheCoordinatorsStateIsToldToTheCoordinatorAsStoppedOnce() throws Exception {
+        var coordinator = kit.<Object>createTestProbe();
+        ProbedRebalance strategy = new ProbedRebalance(Duration.ZERO,
+                Adapter.toClassic(coordinator.ref()).path().toStringWithoutAddress());
+        strategy.start(system);
+        ActorRef staying = region("staying");
+        ActorRef going = region("going");
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(staying, shards(0, 4));
+        allocations.put(going, shards(4, 8));
+        rebalance(strategy, allocations);
+        coordinator.expectNoMessage(Duration.ofMillis(200));
+
+        allocations.remove(going);
+        rebalance(strategy, allocations);
+        Object told = coordinator.receiveMessage(Duration.ofSeconds(5));
+        assertEquals(new org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped(going), told);
+        rebalance(strategy, allocations);
+        coordinator.expectNoMessage(Duration.ofMillis(200));
+    }
+
+    @Test
+    void theCoordinatorPathNamesTheCoordinatorThatShardingStarts() throws Exception {
+        var key = org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey.create(String.class, "probed type/1");
+        org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.get(kit.system()).init(
+                org.apache.pekko.cluster.sharding.typed.javadsl.Entity.of(key, entity -> Behaviors.<String>empty()).withRole("compute"));
+        String path = ProbedRebalance.coordinatorPath(kit.system(), key.name());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        boolean found = false;
+        while (!found && System.nanoTime() < deadline) {
+            var identity = (org.apache.pekko.actor.ActorIdentity) FutureConverters.asJava(org.apache.pekko.pattern.Patterns.ask(
+                    system.actorSelection(path), new org.apache.pekko.actor.Identify("coordinator?"), 2_000))
+                    .toCompletableFuture().get(5, TimeUnit.SECONDS);
+            found = identity.getActorRef().isPresent();
+            if (!found) {
+                Thread.sleep(100);
+            }
+        }
+        assertTrue(found, "no coordinator at " + path);
     }
 }

@@ -1,0 +1,215 @@
+package dev.dex.actors.partition;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
+import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Down;
+import org.apache.pekko.cluster.typed.Join;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.actors.CborSerializable;
+import dev.dex.actors.TestCluster;
+
+/**
+ * A rebalance that moves a shard away from a region that is dead but not yet known to be (here: alive in the
+ * cluster, its sharding stalled, so it never acknowledges the move; the probe, which would see that, is off) does
+ * not wait for sharding's handoff timeout once the node is removed. Pekko 1.7's worker counts the removal as the
+ * missing acknowledgement, hands the shard off to the dead region and waits for the termination it has just
+ * consumed; {@link ProbedRebalance} tells the coordinator the region stopped at its next call, and the shard is
+ * placed elsewhere within a rebalance interval (1 s here) instead of the handoff timeout (40 s here).
+ * The cluster is real: three actor systems in this JVM, with Pekko's sharding and coordinator.
+ */
+@ExtendWith(LogCapturingExtension.class)
+class MoveFromADeadRegionTest {
+    private static final int SHARDS = 6;
+    private static final Duration HANDOFF_TIMEOUT = Duration.ofSeconds(40);
+    /**
+     * Well under the handoff timeout; well over the removal (about 5 s: the downed node, in this JVM, shuts down and
+     * is removed once unreachable), the removal margin and two rebalance intervals.
+     */
+    private static final Duration SERVES_AGAIN_WITHIN = Duration.ofSeconds(15);
+    private static final EntityTypeKey<Message> KEY = EntityTypeKey.create(Message.class, "moved");
+
+    /** What the test entities take: a ping, or sharding's stop. */
+    public sealed interface Message extends CborSerializable permits Ping, Stop {
+    }
+
+    /** Answered with the address of the entity's node. */
+    public record Ping(ActorRef<String> replyTo) implements Message {
+    }
+
+    /** The entities' stop message: they stop at once on a handoff. */
+    public record Stop() implements Message {
+    }
+
+    private static Config config(String extra) {
+        return ConfigFactory.parseString("""
+                pekko.cluster.roles = [compute]
+                pekko.cluster.down-removal-margin = 200ms
+                pekko.cluster.sharding.handoff-timeout = %d s
+                pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit = 20
+                stalled-sharding {
+                  type = Dispatcher
+                  executor = thread-pool-executor
+                  thread-pool-executor.fixed-pool-size = 1
+                }
+                %s
+                """.formatted(HANDOFF_TIMEOUT.toSeconds(), extra)).withFallback(ActorTestKit.applicationTestConfig());
+    }
+
+    private static Behavior<Message> entity() {
+        return Behaviors.setup(context -> Behaviors.receive(Message.class)
+                .onMessage(Ping.class, ping -> {
+                    ping.replyTo().tell(context.getSystem().address().toString());
+                    return Behaviors.same();
+                })
+                .onMessage(Stop.class, stop -> Behaviors.stopped())
+                .build());
+    }
+
+    /** A node of the cluster with a region of {@link #KEY}: entity id = shard id, the probe off. */
+    private static ActorSystem<Void> node(String extra, List<ActorSystem<?>> systems, ActorSystem<?> seed) {
+        ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
+            ClusterSharding.get(context.getSystem()).init(Entity.of(KEY, entity -> entity())
+                    .withMessageExtractor(new ShardingMessageExtractor<ShardingEnvelope<Message>, Message>() {
+                        @Override
+                        public String entityId(ShardingEnvelope<Message> envelope) {
+                            return envelope.entityId();
+                        }
+
+                        @Override
+                        public String shardId(String entityId) {
+                            return entityId;
+                        }
+
+                        @Override
+                        public Message unwrapMessage(ShardingEnvelope<Message> envelope) {
+                            return envelope.message();
+                        }
+                    })
+                    .withStopMessage(new Stop())
+                    .withAllocationStrategy(new ProbedRebalance(Duration.ZERO,
+                            ProbedRebalance.coordinatorPath(context.getSystem(), KEY.name())))
+                    .withRole("compute"));
+            return Behaviors.empty();
+        }), "dex", config(extra));
+        systems.add(system);
+        Cluster.get(system).manager().tell(Join.create(Cluster.get(seed == null ? system : seed).selfMember().address()));
+        return system;
+    }
+
+    /** The address of the node that answers shard {@code shard}'s ping within {@code timeout}, or null. */
+    private static String ping(ActorSystem<?> from, int shard, Duration timeout) {
+        try {
+            return ClusterSharding.get(from).entityRefFor(KEY, Integer.toString(shard)).<String>ask(Ping::new, timeout)
+                    .toCompletableFuture().get(timeout.toMillis() + 1_000, TimeUnit.MILLISECONDS);
+        } catch (Exception noAnswer) {
+            return null;
+        }
+    }
+
+    @Test
+    void aMoveAwayFromARemovedRegionIsDoneAtTheNextRoundNotAtTheHandoffTimeout() throws Exception {
+        List<ActorSystem<?>> systems = new ArrayList<>();
+        CountDownLatch release = new CountDownLatch(1);
+        try {
+            // The oldest node holds the coordinator; the doomed one's shard region runs on a dispatcher of one thread.
+            ActorSystem<Void> oldest = node("", systems, null);
+            ActorSystem<Void> doomed = node("pekko.cluster.sharding.use-dispatcher = stalled-sharding", systems, oldest);
+            TestCluster.awaitMembersUp(oldest, 2);
+            String doomedAddress = doomed.address().toString();
+
+            // Every shard answers, and half of them from the doomed node (allocation and rebalancing even them out).
+            Map<Integer, String> hosts = new TreeMap<>();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+            while (hosts.size() < SHARDS || hosts.values().stream().filter(doomedAddress::equals).count() != SHARDS / 2) {
+                assertTrue(System.nanoTime() < deadline, "the shards did not spread over both nodes: " + hosts);
+                hosts.clear();
+                for (int shard = 0; shard < SHARDS; shard++) {
+                    String host = ping(oldest, shard, Duration.ofSeconds(5));
+                    if (host != null) {
+                        hosts.put(shard, host);
+                    }
+                }
+                Thread.sleep(200);
+            }
+
+            // The doomed node's sharding stops: its region will acknowledge no move, as a crashed node's would not.
+            Executor sharding = doomed.dispatchers().lookup(DispatcherSelector.fromConfig("stalled-sharding"));
+            sharding.execute(() -> {
+                try {
+                    release.await();
+                } catch (InterruptedException stop) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            // A third node joins: the next round (1 s) moves a shard of each old node to it. The move of the oldest
+            // node's shard waits for the doomed region's acknowledgement: that shard stops answering.
+            node("", systems, oldest);
+            TestCluster.awaitMembersUp(oldest, 3);
+            int held = -1;
+            deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (held < 0) {
+                assertTrue(System.nanoTime() < deadline, "no move began after the join");
+                for (int shard = 0; shard < SHARDS && held < 0; shard++) {
+                    if (!doomedAddress.equals(hosts.get(shard)) && ping(oldest, shard, Duration.ofMillis(500)) == null) {
+                        held = shard;
+                    }
+                }
+            }
+
+            // The doomed node is removed. Its other shards start elsewhere; the one being moved away from it waits for
+            // the termination the coordinator's worker has already consumed, unless the strategy tells it again.
+            long downed = System.nanoTime();
+            Cluster.get(oldest).manager().tell(new Down(doomed.address()));
+            for (int shard = 0; shard < SHARDS; shard++) {
+                // A ping buffered for a shard being handed off may be dropped (sharding keeps order so): ask again.
+                String host = null;
+                while (host == null && System.nanoTime() - downed < SERVES_AGAIN_WITHIN.toNanos()) {
+                    host = ping(oldest, shard, Duration.ofSeconds(1));
+                }
+                assertFalse(host == null, "shard " + shard + " (on " + hosts.get(shard) + " before; the move of shard " + held
+                        + " was waiting) did not answer within " + SERVES_AGAIN_WITHIN.toSeconds()
+                        + " s of the downing: a move waits for the handoff timeout");
+                assertNotEquals(doomedAddress, host, "shard " + shard + " answered from the removed node");
+            }
+            System.out.printf("every shard answered %.1f s after the downing (the move of shard %d had been waiting)%n",
+                    (System.nanoTime() - downed) / 1e9, held);
+        } finally {
+            release.countDown();
+            for (ActorSystem<?> system : systems) {
+                system.terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+}
