@@ -176,6 +176,16 @@ final class GroupCommit {
             return;
         }
         dropPending();
+        if (engine.held.partitionFailed(p) && engine.held.logs.get(p) == log) {
+            // Its cache failed (a structure change whose writes failed, DexEngine.cacheFailed): the partition is given up
+            // unwritten, which its owner does only once this batch is answered, so these records will never reach the
+            // log. The wait below would last its whole deadline. Fail the log instead, so that every other waiter
+            // fails at once too; the replay of the next owner stops at the hole, before these unacknowledged writes.
+            IllegalStateException lost = notDurable(p);
+            lost.initCause(engine.held.failure(p));
+            log.fail(lost);
+            throw lost;
+        }
         // Not held since the writes. Released: the release wrote every page back before it dropped the log, so
         // they are durable. Abandoned (DexEngine.abandon): the pages were discarded, and these records are lost.
         long deadline = System.nanoTime() + engine.redoLog.awaitNanos();

@@ -5,9 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteOrder;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -17,6 +19,8 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import dev.dex.core.engine.IndexSession;
 import dev.dex.core.log.RedoLog;
@@ -238,13 +242,19 @@ class VerbFailureTest {
         }
     }
 
-    @Test
-    void aSplitWhoseWritesFailIsUndoneAndItsPartitionIsReplayed() {
+    /**
+     * @param commitFirst the batch's commit comes before the partition is given up (as on a compute node, where the
+     *                    owner gives it up once the batch is answered), else after
+     */
+    @ParameterizedTest(name = "commit before the give-up: {0}")
+    @ValueSource(booleans = {false, true})
+    void aSplitWhoseWritesFailIsUndoneAndItsPartitionIsReplayed(boolean commitFirst) {
         Pool pool = new Pool(false, 2, true);
         // The split's first write (its right node) goes through; every try of the second (the parent) fails.
         FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(2).withBurst(StructureChanges.WRITE_ATTEMPTS)
                 .withKinds(FaultPlan.Kind.WRITE).withApplyFirst(0.5));
-        DexEngine engine = pool.engine(faulty, 4096, RedoLogSettings.ON.withBytes(64 * CHUNK));
+        DexEngine engine = pool.engine(faulty, 4096,
+                new RedoLogSettings(true, 64 * CHUNK, TimeUnit.MINUTES.toNanos(10)));
         engine.acquire(0);
         engine.acquire(1);
         int p = pool.table.partitionOf(1001);
@@ -275,8 +285,18 @@ class VerbFailureTest {
                     "no operation enters a failed partition");
         }
         assertEquals(1, engine.pendingUnlocks(), "the node is to be repaired before its partition serves again");
-        engine.abandon(p);
-        assertThrows(IllegalStateException.class, batch::commit, "the batch was not acknowledged, and is not durable");
+        if (commitFirst) {
+            // As a compute node does: the batch is answered (its commit fails) before the partition is given up. The
+            // commit must not wait for the give-up, which waits for it (the log's wait is ten minutes here).
+            IllegalStateException notDurable = assertTimeoutPreemptively(Duration.ofSeconds(30),
+                    () -> assertThrows(IllegalStateException.class, batch::commit));
+            assertTrue(notDurable.getMessage().contains("not durable"), notDurable.getMessage());
+            assertTrue(engine.logFailed(p));
+            engine.abandon(p);
+        } else {
+            engine.abandon(p);
+            assertThrows(IllegalStateException.class, batch::commit, "the batch was not acknowledged, and is not durable");
+        }
         batch.close();
         engine.acquire(p); // repairs the node, then replays the log
         assertEquals(0, engine.pendingUnlocks());
