@@ -64,7 +64,8 @@ import com.typesafe.config.Config;
  * waits for a termination it has already consumed, until the handoff timeout. But the coordinator passes every
  * {@code RegionStopped} it receives on to its workers as a termination, even for a region it no longer knows. So at
  * each call this strategy compares the coordinator's regions with those of its last call, and tells the coordinator
- * {@code RegionStopped} of each region that is gone: a region leaves the coordinator's state only once terminated
+ * {@code RegionStopped} of each region that is gone, at every call for a handoff timeout (a worker still waiting
+ * for another region's acknowledgement hands off to the dead region only later): a region leaves the coordinator's state only once terminated
  * or stopped, so the message changes nothing else, and a worker stuck on that region finishes at once (as Pekko's
  * own does when the termination comes later). The partition serves again at most a rebalance interval after the
  * removal instead of after the handoff timeout.
@@ -80,7 +81,7 @@ import com.typesafe.config.Config;
  * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
  * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
  * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known}
- * is touched only by the coordinator's calls, one at a time; it is synchronized because a restarted coordinator
+ * and {@code departed} are touched only by the coordinator's calls, one at a time; they are synchronized because a restarted coordinator
  * is another actor, whose first call is not ordered after the old one's last by any actor's mailbox.
  * </pre>
  */
@@ -92,6 +93,9 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final String coordinatorPath;
     /** The regions of the coordinator's state at the last call: one gone since is told to the coordinator as stopped. */
     private final Set<ActorRef> known = new HashSet<>();
+    /** Regions gone from the coordinator's state, each until {@code System.nanoTime()} passes its value. */
+    private final Map<ActorRef, Long> departed = new java.util.HashMap<>();
+    private volatile long handOffTimeoutNanos;
     /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
     private final AtomicBoolean probing = new AtomicBoolean();
     private final AtomicInteger postponedInARow = new AtomicInteger();
@@ -136,6 +140,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             startable.start();
         }
         log = Logging.getLogger(system, ProbedRebalance.class);
+        handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
         this.system = system;
     }
 
@@ -158,17 +163,23 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     }
 
     /**
-     * Tells the coordinator {@code RegionStopped} of each region it knew at the last call and no longer does, so that a
-     * rebalance worker waiting for that region's shard to stop finishes now (see the class comment).
+     * Tells the coordinator {@code RegionStopped} of each region it knew at a call and no longer does, so that a
+     * rebalance worker waiting for that region's shard to stop finishes now (see the class comment); at every call
+     * for a handoff timeout, since a worker that was still waiting for other regions' acknowledgements then gets to
+     * that wait only later.
      */
     private synchronized void releaseDeparted(Set<ActorRef> regions) {
-        for (ActorRef departed : known) {
-            if (!regions.contains(departed)) {
+        long now = System.nanoTime();
+        for (ActorRef region : known) {
+            if (!regions.contains(region)) {
                 log.info("shard region {} is gone; telling the coordinator, so that no move from it waits for the handoff"
-                        + " timeout", departed.path());
-                system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(departed),
-                        ActorRef.noSender());
+                        + " timeout", region.path());
+                departed.put(region, now + handOffTimeoutNanos);
             }
+        }
+        departed.values().removeIf(until -> now - until > 0);
+        for (ActorRef region : departed.keySet()) {
+            system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
         }
         known.clear();
         known.addAll(regions);
