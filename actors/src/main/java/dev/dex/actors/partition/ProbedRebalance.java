@@ -63,9 +63,12 @@ import com.typesafe.config.Config;
  * 1.7's worker counts the region's removal as its acknowledgement, sends the handoff to the dead region, and then
  * waits for a termination it has already consumed, until the handoff timeout. But the coordinator passes every
  * {@code RegionStopped} it receives on to its workers as a termination, even for a region it no longer knows. So at
- * each call this strategy compares the coordinator's regions with those of its last call, and tells the coordinator
- * {@code RegionStopped} of each region that is gone, at every call for a handoff timeout (a worker still waiting
- * for another region's acknowledgement hands off to the dead region only later): a region leaves the coordinator's state only once terminated
+ * each rebalance round this strategy compares the coordinator's regions with those of its last round, and tells the coordinator
+ * {@code RegionStopped} of each region that is gone once its node is out of the cluster or down, at every round for
+ * a handoff timeout (a worker still waiting for another region's acknowledgement hands off to the dead region only
+ * later). Only rebalance rounds are compared: an allocation gets the coordinator's regions without those shutting
+ * down gracefully (alive, handing their shards off) and those in their removal margin, which must not be told
+ * stopped: a region leaves the coordinator's state only once terminated
  * or stopped, so the message changes nothing else, and a worker stuck on that region finishes at once (as Pekko's
  * own does when the termination comes later). The partition serves again at most a rebalance interval after the
  * removal instead of after the handoff timeout.
@@ -140,6 +143,11 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             startable.start();
         }
         log = Logging.getLogger(system, ProbedRebalance.class);
+        synchronized (this) {
+            // A coordinator restarted on this node reads its state anew; what the last one saw says nothing about it.
+            known.clear();
+            departed.clear();
+        }
         handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
         this.system = system;
     }
@@ -147,7 +155,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     @Override
     public Future<ActorRef> allocateShard(ActorRef requester, String shardId,
                                           scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current) {
-        releaseDeparted(CollectionConverters.asJava(current).keySet());
+        // Not a place to look for departed regions: the coordinator leaves regions that are shutting down out of it.
         return delegate.allocateShard(requester, shardId, current);
     }
 
@@ -163,26 +171,42 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     }
 
     /**
-     * Tells the coordinator {@code RegionStopped} of each region it knew at a call and no longer does, so that a
-     * rebalance worker waiting for that region's shard to stop finishes now (see the class comment); at every call
-     * for a handoff timeout, since a worker that was still waiting for other regions' acknowledgements then gets to
-     * that wait only later.
+     * Tells the coordinator {@code RegionStopped} of each region that was in its state at an earlier round and is
+     * not any more, once the region's node is out of the cluster (or down), so that a rebalance worker waiting for
+     * that region's shard to stop finishes now (see the class comment); at every round for a handoff timeout, since
+     * a worker that was still waiting for other regions' acknowledgements then gets to that wait only later.
+     * {@code regions} must be the coordinator's whole state, as a rebalance round gets it: the regions an allocation
+     * gets leave out those shutting down gracefully and those in their removal margin, which are alive or may be.
      */
     private synchronized void releaseDeparted(Set<ActorRef> regions) {
         long now = System.nanoTime();
         for (ActorRef region : known) {
-            if (!regions.contains(region)) {
-                log.info("shard region {} is gone; telling the coordinator, so that no move from it waits for the handoff"
-                        + " timeout", region.path());
+            if (!regions.contains(region) && !departed.containsKey(region)) {
                 departed.put(region, now + handOffTimeoutNanos);
             }
         }
+        departed.keySet().removeAll(regions);
         departed.values().removeIf(until -> now - until > 0);
         for (ActorRef region : departed.keySet()) {
-            system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
+            if (outOfTheCluster(region.path().address())) {
+                system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
+            }
         }
         known.clear();
         known.addAll(regions);
+    }
+
+    /** Whether no member at {@code address} is in the cluster, or it is down: its regions have stopped for good. */
+    private boolean outOfTheCluster(Address address) {
+        if (address.hasLocalScope()) {
+            return false; // this node's own region: its stop is the coordinator's to see
+        }
+        for (Member member : Cluster.get(system).state().getMembers()) {
+            if (member.address().equals(address)) {
+                return member.status() == org.apache.pekko.cluster.MemberStatus.down();
+            }
+        }
+        return true;
     }
 
     /** The proposed shards if every region and member answered the probe in time (or the probe is off), else none. */
