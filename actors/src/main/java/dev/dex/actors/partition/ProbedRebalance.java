@@ -83,8 +83,8 @@ import com.typesafe.config.Config;
  * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
  * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
  * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
- * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known}
- * and {@code departed} are touched only by the coordinator's calls, one at a time; they are synchronized because a restarted coordinator
+ * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known},
+ * {@code departed} and {@code memberOf} are touched only by the coordinator's calls, one at a time; they are synchronized because a restarted coordinator
  * is another actor, whose first call is not ordered after the old one's last by any actor's mailbox.
  * </pre>
  */
@@ -98,6 +98,8 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final Set<ActorRef> known = new HashSet<>();
     /** Regions gone from the coordinator's state, each until {@code System.nanoTime()} passes its value. */
     private final Map<ActorRef, Long> departed = new java.util.HashMap<>();
+    /** The member each known remote region was seen on (a node restarted at the same address is another member). */
+    private final Map<ActorRef, org.apache.pekko.cluster.UniqueAddress> memberOf = new java.util.HashMap<>();
     private volatile long handOffTimeoutNanos;
     /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
     private final AtomicBoolean probing = new AtomicBoolean();
@@ -147,6 +149,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             // A coordinator restarted on this node reads its state anew; what the last one saw says nothing about it.
             known.clear();
             departed.clear();
+            memberOf.clear();
         }
         handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
         this.system = system;
@@ -187,23 +190,37 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         }
         departed.keySet().removeAll(regions);
         departed.values().removeIf(until -> now - until > 0);
+        Iterable<Member> members = Cluster.get(system).state().getMembers();
         for (ActorRef region : departed.keySet()) {
-            if (outOfTheCluster(region.path().address())) {
+            if (outOfTheCluster(region, memberOf.get(region), members)) {
                 system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
             }
         }
         known.clear();
         known.addAll(regions);
+        memberOf.keySet().removeIf(region -> !departed.containsKey(region) && !known.contains(region));
+        for (ActorRef region : regions) {
+            if (!memberOf.containsKey(region) && !region.path().address().hasLocalScope()) {
+                for (Member member : members) {
+                    if (member.address().equals(region.path().address())) {
+                        memberOf.put(region, member.uniqueAddress());
+                    }
+                }
+            }
+        }
     }
 
-    /** Whether no member at {@code address} is in the cluster, or it is down: its regions have stopped for good. */
-    private boolean outOfTheCluster(Address address) {
-        if (address.hasLocalScope()) {
-            return false; // this node's own region: its stop is the coordinator's to see
+    /**
+     * Whether the member {@code region} was seen on ({@code member}; null if it never was) is out of the cluster or
+     * down: its regions have stopped for good. Never for this node's own region, whose stop is the coordinator's to see.
+     */
+    static boolean outOfTheCluster(ActorRef region, org.apache.pekko.cluster.UniqueAddress member, Iterable<Member> members) {
+        if (region.path().address().hasLocalScope()) {
+            return false;
         }
-        for (Member member : Cluster.get(system).state().getMembers()) {
-            if (member.address().equals(address)) {
-                return member.status() == org.apache.pekko.cluster.MemberStatus.down();
+        for (Member m : members) {
+            if (member == null ? m.address().equals(region.path().address()) : m.uniqueAddress().equals(member)) {
+                return m.status() == org.apache.pekko.cluster.MemberStatus.down();
             }
         }
         return true;

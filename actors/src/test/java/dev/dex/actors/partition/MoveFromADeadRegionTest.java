@@ -43,7 +43,7 @@ import dev.dex.actors.TestCluster;
  * cluster, its sharding stalled, so it never acknowledges the move; the probe, which would see that, is off) does
  * not wait for sharding's handoff timeout once the node is removed. Pekko 1.7's worker counts the removal as the
  * missing acknowledgement, hands the shard off to the dead region and waits for the termination it has just
- * consumed; {@link ProbedRebalance} tells the coordinator the region stopped at its next call, and the shard is
+ * consumed; {@link ProbedRebalance} tells the coordinator the region stopped at its next round, and the shard is
  * placed elsewhere within a rebalance interval (1 s here) instead of the handoff timeout (40 s here).
  * The cluster is real: three actor systems in this JVM, with Pekko's sharding and coordinator.
  */
@@ -80,6 +80,13 @@ class MoveFromADeadRegionTest {
     private static final Map<String, Long> STOPPED = new java.util.concurrent.ConcurrentHashMap<>();
     /** How long an entity of a node takes to stop after its handoff's stop message, by node address and shard. */
     private static final Map<String, Duration> STOP_DELAY = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @org.junit.jupiter.api.BeforeEach
+    void forgetEarlierNodes() {
+        STARTED.clear();
+        STOPPED.clear();
+        STOP_DELAY.clear();
+    }
 
     private static Config config(String extra) {
         return ConfigFactory.parseString("""

@@ -226,28 +226,61 @@ class ProbedRebalanceTest {
         ActorRef staying = region("staying");
         ActorRef gone = silentRegion(); // of a node that is not a member
         ActorRef ownGone = region("own-gone"); // of this node, which is a member
-        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
-        allocations.put(staying, shards(0, 4));
-        allocations.put(gone, shards(4, 8));
-        allocations.put(ownGone, shards(8, 10));
-        rebalance(strategy, allocations);
-        // An allocation gets the regions without those shutting down or in their removal margin: no departure.
-        allocate(strategy, Map.of(staying, shards(0, 4)));
-        coordinator.expectNoMessage(Duration.ofMillis(300));
+        // Of a second node: a member that is up, then down.
+        org.apache.pekko.actor.typed.ActorSystem<Void> other = org.apache.pekko.actor.typed.ActorSystem.create(
+                Behaviors.empty(), kit.system().name(), kit.system().settings().config());
+        try {
+            Cluster.get(other).manager().tell(Join.create(Cluster.get(kit.system()).selfMember().address()));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (!Cluster.get(other).selfMember().status().equals(MemberStatus.up())) {
+                assertTrue(System.nanoTime() < deadline, "the second node did not come up");
+                Thread.sleep(50);
+            }
+            ActorRef othersGone = ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().resolveActorRef(
+                    Cluster.get(other).selfMember().address() + "/system/sharding/dex-partition");
+            Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+            allocations.put(staying, shards(0, 4));
+            allocations.put(gone, shards(4, 8));
+            allocations.put(ownGone, shards(8, 10));
+            allocations.put(othersGone, shards(10, 12));
+            rebalance(strategy, allocations);
+            // An allocation gets the regions without those shutting down or in their removal margin: no departure.
+            allocate(strategy, Map.of(staying, shards(0, 4)));
+            coordinator.expectNoMessage(Duration.ofMillis(300));
 
-        allocations.remove(gone);
-        allocations.remove(ownGone);
-        rebalance(strategy, allocations);
-        Object told = coordinator.receiveMessage(Duration.ofSeconds(5));
-        assertEquals(new org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped(gone), told);
-        coordinator.expectNoMessage(Duration.ofMillis(300)); // not the region of a member
-        // Again at the next round: a worker may hand off to the dead region only after other regions' acknowledgements.
-        rebalance(strategy, allocations);
-        assertEquals(told, coordinator.receiveMessage(Duration.ofSeconds(5)));
-        // Not after the handoff timeout (2 s here).
-        Thread.sleep(2_100);
-        rebalance(strategy, allocations);
-        coordinator.expectNoMessage(Duration.ofMillis(300));
+            allocations.remove(gone);
+            allocations.remove(ownGone);
+            rebalance(strategy, allocations);
+            var told = new org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped(gone);
+            assertEquals(told, coordinator.receiveMessage(Duration.ofSeconds(5)));
+            coordinator.expectNoMessage(Duration.ofMillis(300)); // not this node's own region
+            // Again at the next round: a worker may hand off to the dead region only after other regions' acknowledgements.
+            rebalance(strategy, allocations);
+            assertEquals(told, coordinator.receiveMessage(Duration.ofSeconds(5)));
+            // Not after the handoff timeout (2 s here).
+            Thread.sleep(2_100);
+            rebalance(strategy, allocations);
+            coordinator.expectNoMessage(Duration.ofMillis(300));
+
+            // The region of a member that is up is gone from the state (it stopped, say): not told while the member is up.
+            allocations.remove(othersGone);
+            rebalance(strategy, allocations);
+            coordinator.expectNoMessage(Duration.ofMillis(300));
+            // Once the member is down, it is.
+            Cluster.get(kit.system()).manager().tell(new org.apache.pekko.cluster.typed.Down(Cluster.get(other).selfMember().address()));
+            deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (Cluster.get(kit.system()).state().members().exists(m -> m.address().equals(othersGone.path().address())
+                    && !m.status().equals(MemberStatus.down()))) {
+                assertTrue(System.nanoTime() < deadline, "the second node was not downed");
+                Thread.sleep(50);
+            }
+            rebalance(strategy, allocations);
+            assertEquals(new org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped(othersGone),
+                    coordinator.receiveMessage(Duration.ofSeconds(5)));
+        } finally {
+            other.terminate();
+            other.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+        }
     }
 
     private static void allocate(ProbedRebalance strategy, Map<ActorRef, List<String>> allocations) throws Exception {
