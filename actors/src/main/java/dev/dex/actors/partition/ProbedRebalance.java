@@ -53,25 +53,24 @@ import com.typesafe.config.Config;
  * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round
  * unless all of them answer within the probe timeout; the next round asks again, until the dead node is unreachable
  * (then Pekko's strategy waits) or removed. One round's probes are out at a time: a tick meanwhile proposes
- * nothing. What remains is a node that dies after its answer and before the worker's first message, up to the
- * probe timeout later (docs/durability.md, "A crash during a handoff"). A member that is alive but keeps missing
+ * nothing. The probe cannot see a node that dies after its answer and before the worker's first message, up to
+ * the probe timeout later (see below for what bounds that case). A member that is alive but keeps missing
  * the timeout holds rebalancing back; every {@value #WARN_AFTER}th round in a row is logged as a warning. The
  * member probe relies on {@code /system} answering Identify, which Artery's untrusted mode would forbid. A probe
  * timeout of zero turns the probe off (Pekko's least-shard choice, unchanged).
  *
- * <p>A move away from a region that died after its probe answer, or with the probe off, is still cut short. Pekko
- * 1.7's worker counts the region's removal as its acknowledgement, sends the handoff to the dead region, and then
- * waits for a termination it has already consumed, until the handoff timeout. But the coordinator passes every
- * {@code RegionStopped} it receives on to its workers as a termination, even for a region it no longer knows. So at
- * each rebalance round this strategy compares the coordinator's regions with those of its last round, and tells the coordinator
- * {@code RegionStopped} of each region that is gone once its node is out of the cluster or down, at every round for
- * a handoff timeout (a worker still waiting for another region's acknowledgement hands off to the dead region only
- * later). Only rebalance rounds are compared: an allocation gets the coordinator's regions without those shutting
- * down gracefully (alive, handing their shards off) and those in their removal margin, which must not be told
- * stopped: a region leaves the coordinator's state only once terminated
- * or stopped, so the message changes nothing else, and a worker stuck on that region finishes at once (as Pekko's
- * own does when the termination comes later). The partition serves again at most a rebalance interval after the
- * removal instead of after the handoff timeout.
+ * <p>A move away from a region that died after its probe answer, or with the probe off, is cut short at the next
+ * round after the node's removal. Pekko 1.7's worker counts the region's removal as its acknowledgement, sends the
+ * handoff to the dead region, and then waits for a termination it has already consumed, until the handoff timeout.
+ * But the coordinator passes every {@code RegionStopped} it receives on to its workers as a termination, even for a
+ * region it no longer knows. So at each rebalance round (which is given the coordinator's whole state) this strategy
+ * compares the coordinator's regions with those of the last round, and tells the coordinator {@code RegionStopped} of
+ * each region that is gone and whose member is out of the cluster or down; at every round for a handoff timeout,
+ * since a worker still waiting for other regions' acknowledgements hands off to the dead region only later. A region
+ * leaves the coordinator's state only once it terminated or stopped, so the message changes nothing else, and a
+ * worker stuck on that region finishes at once, as Pekko's own does when the termination comes after the handoff.
+ * Allocations are not compared: they are given the regions without those shutting down gracefully (alive, handing
+ * their shards off) and those in their removal margin, none of which may be told stopped.
  *
  * <p>Built on Pekko's {@code ActorSystemDependentAllocationStrategy} and least-shard strategy, internal API of Pekko
  * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
@@ -84,8 +83,9 @@ import com.typesafe.config.Config;
  * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
  * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
  * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known},
- * {@code departed} and {@code memberOf} are touched only by the coordinator's calls, one at a time; they are synchronized because a restarted coordinator
- * is another actor, whose first call is not ordered after the old one's last by any actor's mailbox.
+ * {@code departed}, {@code announced} and {@code memberOf} are touched only by the coordinator's calls, one at a
+ * time; they are synchronized because a restarted coordinator is another actor, whose first call is not ordered
+ * after the old one's last by any actor's mailbox.
  * </pre>
  */
 public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
@@ -94,10 +94,12 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final Duration probeTimeout;
     /** Where the coordinator that uses this strategy lives, on this node. */
     private final String coordinatorPath;
-    /** The regions of the coordinator's state at the last call: one gone since is told to the coordinator as stopped. */
+    /** The regions of the coordinator's state at the last round: one gone since is told to the coordinator as stopped. */
     private final Set<ActorRef> known = new HashSet<>();
     /** Regions gone from the coordinator's state, each until {@code System.nanoTime()} passes its value. */
     private final Map<ActorRef, Long> departed = new java.util.HashMap<>();
+    /** Departed regions whose message to the coordinator was logged. */
+    private final Set<ActorRef> announced = new HashSet<>();
     /** The member each known remote region was seen on (a node restarted at the same address is another member). */
     private final Map<ActorRef, org.apache.pekko.cluster.UniqueAddress> memberOf = new java.util.HashMap<>();
     private volatile long handOffTimeoutNanos;
@@ -149,6 +151,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             // A coordinator restarted on this node reads its state anew; what the last one saw says nothing about it.
             known.clear();
             departed.clear();
+            announced.clear();
             memberOf.clear();
         }
         handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
@@ -190,9 +193,14 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         }
         departed.keySet().removeAll(regions);
         departed.values().removeIf(until -> now - until > 0);
+        announced.retainAll(departed.keySet());
         Iterable<Member> members = Cluster.get(system).state().getMembers();
         for (ActorRef region : departed.keySet()) {
             if (outOfTheCluster(region, memberOf.get(region), members)) {
+                if (announced.add(region)) {
+                    log.info("shard region {} is gone and its node out of the cluster; telling the coordinator, so that no"
+                            + " move from it waits for the handoff timeout", region.path());
+                }
                 system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
             }
         }
