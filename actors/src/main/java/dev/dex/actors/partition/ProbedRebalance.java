@@ -4,7 +4,7 @@ import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -21,6 +21,7 @@ import org.apache.pekko.actor.Identify;
 import org.apache.pekko.actor.RootActorPath;
 import org.apache.pekko.cluster.Cluster;
 import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.UniqueAddress;
 import org.apache.pekko.cluster.sharding.ShardCoordinator;
 import org.apache.pekko.cluster.sharding.ShardCoordinator$Internal$RegionStopped;
 import org.apache.pekko.event.Logging;
@@ -82,10 +83,10 @@ import com.typesafe.config.Config;
  * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
  * after the next call: the probes' answers complete on the ask pattern's threads. {@code probing} (set by the call
  * that sends probes, cleared when they are all in) keeps rounds from overlapping; the postponement count is atomic;
- * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known},
- * {@code departed}, {@code announced} and {@code memberOf} are touched only by the coordinator's calls, one at a
- * time; they are synchronized because a restarted coordinator is another actor, whose first call is not ordered
- * after the old one's last by any actor's mailbox.
+ * the fields start() sets are volatile (the coordinator may restart on this node and start it again). {@code known}
+ * and {@code departed} are touched only by the coordinator's calls, one at a time; they are synchronized because a
+ * restarted coordinator is another actor, whose first call is not ordered after the old one's last by any actor's
+ * mailbox.
  * </pre>
  */
 public final class ProbedRebalance implements ShardCoordinator.ActorSystemDependentAllocationStrategy {
@@ -94,14 +95,13 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final Duration probeTimeout;
     /** Where the coordinator that uses this strategy lives, on this node. */
     private final String coordinatorPath;
-    /** The regions of the coordinator's state at the last round: one gone since is told to the coordinator as stopped. */
-    private final Set<ActorRef> known = new HashSet<>();
-    /** Regions gone from the coordinator's state, each until {@code System.nanoTime()} passes its value. */
-    private final Map<ActorRef, Long> departed = new java.util.HashMap<>();
-    /** Departed regions whose message to the coordinator was logged. */
-    private final Set<ActorRef> announced = new HashSet<>();
-    /** The member each known remote region was seen on (a node restarted at the same address is another member). */
-    private final Map<ActorRef, org.apache.pekko.cluster.UniqueAddress> memberOf = new java.util.HashMap<>();
+    /**
+     * The regions of the coordinator's state at the last round, each with the member it was seen on (null: this node's,
+     * or its member was not known); a node restarted at the same address is another member.
+     */
+    private final Map<ActorRef, UniqueAddress> known = new HashMap<>();
+    /** Regions gone from the coordinator's state since, each told to the coordinator as stopped for a while. */
+    private final Map<ActorRef, Departed> departed = new HashMap<>();
     private volatile long handOffTimeoutNanos;
     /** Set while a round's probes are out: a tick meanwhile proposes nothing (its snapshot would be stale). */
     private final AtomicBoolean probing = new AtomicBoolean();
@@ -151,8 +151,6 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             // A coordinator restarted on this node reads its state anew; what the last one saw says nothing about it.
             known.clear();
             departed.clear();
-            announced.clear();
-            memberOf.clear();
         }
         handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
         this.system = system;
@@ -186,35 +184,53 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
      */
     private synchronized void releaseDeparted(Set<ActorRef> regions) {
         long now = System.nanoTime();
-        for (ActorRef region : known) {
-            if (!regions.contains(region) && !departed.containsKey(region)) {
-                departed.put(region, now + handOffTimeoutNanos);
+        known.forEach((region, member) -> {
+            if (!regions.contains(region)) {
+                departed.putIfAbsent(region, new Departed(member, now + handOffTimeoutNanos));
             }
-        }
+        });
         departed.keySet().removeAll(regions);
-        departed.values().removeIf(until -> now - until > 0);
-        announced.retainAll(departed.keySet());
+        departed.values().removeIf(gone -> now - gone.until > 0);
         Iterable<Member> members = Cluster.get(system).state().getMembers();
-        for (ActorRef region : departed.keySet()) {
-            if (outOfTheCluster(region, memberOf.get(region), members)) {
-                if (announced.add(region)) {
+        departed.forEach((region, gone) -> {
+            if (outOfTheCluster(region, gone.member, members)) {
+                if (!gone.announced) {
+                    gone.announced = true;
                     log.info("shard region {} is gone and its node out of the cluster; telling the coordinator, so that no"
                             + " move from it waits for the handoff timeout", region.path());
                 }
                 system.actorSelection(coordinatorPath).tell(new ShardCoordinator$Internal$RegionStopped(region), ActorRef.noSender());
             }
-        }
-        known.clear();
-        known.addAll(regions);
-        memberOf.keySet().removeIf(region -> !departed.containsKey(region) && !known.contains(region));
+        });
+        known.keySet().retainAll(regions);
         for (ActorRef region : regions) {
-            if (!memberOf.containsKey(region) && !region.path().address().hasLocalScope()) {
-                for (Member member : members) {
-                    if (member.address().equals(region.path().address())) {
-                        memberOf.put(region, member.uniqueAddress());
-                    }
+            if (!known.containsKey(region)) { // computeIfAbsent would leave out a region whose member is null
+                known.put(region, memberAt(region.path().address(), members));
+            }
+        }
+    }
+
+    /** The member at {@code address}, or null (this node's own address, or no member there). */
+    private static UniqueAddress memberAt(Address address, Iterable<Member> members) {
+        if (!address.hasLocalScope()) {
+            for (Member member : members) {
+                if (member.address().equals(address)) {
+                    return member.uniqueAddress();
                 }
             }
+        }
+        return null;
+    }
+
+    /** A region gone from the coordinator's state: the member it was seen on (or null), until when it is told, whether logged. */
+    private static final class Departed {
+        final UniqueAddress member;
+        final long until;
+        boolean announced;
+
+        Departed(UniqueAddress member, long until) {
+            this.member = member;
+            this.until = until;
         }
     }
 
@@ -222,7 +238,7 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
      * Whether the member {@code region} was seen on ({@code member}; null if it never was) is out of the cluster or
      * down: its regions have stopped for good. Never for this node's own region, whose stop is the coordinator's to see.
      */
-    static boolean outOfTheCluster(ActorRef region, org.apache.pekko.cluster.UniqueAddress member, Iterable<Member> members) {
+    static boolean outOfTheCluster(ActorRef region, UniqueAddress member, Iterable<Member> members) {
         if (region.path().address().hasLocalScope()) {
             return false;
         }

@@ -185,17 +185,11 @@ class MoveFromADeadRegionTest {
             TestCluster.awaitMembersUp(oldest, 2);
             String leavingAddress = leaving.address().toString();
             List<Integer> itsShards = new ArrayList<>();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
-            while (itsShards.size() != SHARDS / 2) {
-                assertTrue(System.nanoTime() < deadline, "the shards did not spread over both nodes: " + itsShards);
-                itsShards.clear();
-                for (int shard = 0; shard < SHARDS; shard++) {
-                    if (leavingAddress.equals(ping(oldest, shard, Duration.ofSeconds(5)))) {
-                        itsShards.add(shard);
-                    }
+            awaitSpread(oldest, leavingAddress).forEach((shard, host) -> {
+                if (host.equals(leavingAddress)) {
+                    itsShards.add(shard);
                 }
-                Thread.sleep(200);
-            }
+            });
             // The first of its shards stops at once, the others 3 s after their stop message.
             for (int shard : itsShards.subList(1, itsShards.size())) {
                 STOP_DELAY.put(leavingAddress + " " + shard, Duration.ofSeconds(3));
@@ -220,12 +214,7 @@ class MoveFromADeadRegionTest {
                         + (stoppedThere - startedHere) / 1_000_000 + " ms before its entity on the leaving node stopped");
             }
         } finally {
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            stopAll(systems);
         }
     }
 
@@ -240,20 +229,7 @@ class MoveFromADeadRegionTest {
             TestCluster.awaitMembersUp(oldest, 2);
             String doomedAddress = doomed.address().toString();
 
-            // Every shard answers, and half of them from the doomed node (allocation and rebalancing even them out).
-            Map<Integer, String> hosts = new TreeMap<>();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
-            while (hosts.size() < SHARDS || hosts.values().stream().filter(doomedAddress::equals).count() != SHARDS / 2) {
-                assertTrue(System.nanoTime() < deadline, "the shards did not spread over both nodes: " + hosts);
-                hosts.clear();
-                for (int shard = 0; shard < SHARDS; shard++) {
-                    String host = ping(oldest, shard, Duration.ofSeconds(5));
-                    if (host != null) {
-                        hosts.put(shard, host);
-                    }
-                }
-                Thread.sleep(200);
-            }
+            Map<Integer, String> hosts = awaitSpread(oldest, doomedAddress);
 
             // The doomed node's sharding stops: its region will acknowledge no move, as a crashed node's would not.
             Executor sharding = doomed.dispatchers().lookup(DispatcherSelector.fromConfig("stalled-sharding"));
@@ -269,7 +245,7 @@ class MoveFromADeadRegionTest {
             node("", systems, oldest);
             TestCluster.awaitMembersUp(oldest, 3);
             int held = -1;
-            deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (held < 0) {
                 assertTrue(System.nanoTime() < deadline, "no move began after the join");
                 for (int shard = 0; shard < SHARDS && held < 0; shard++) {
@@ -298,12 +274,37 @@ class MoveFromADeadRegionTest {
                     (System.nanoTime() - downed) / 1e9, held);
         } finally {
             release.countDown();
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
+            stopAll(systems);
+        }
+    }
+
+    /**
+     * Waits until every shard answers, half of them from the node at {@code second} (allocation and rebalancing even
+     * them out); the node that answered each shard, by shard.
+     */
+    private static Map<Integer, String> awaitSpread(ActorSystem<?> from, String second) throws InterruptedException {
+        Map<Integer, String> hosts = new TreeMap<>();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+        while (hosts.size() < SHARDS || hosts.values().stream().filter(second::equals).count() != SHARDS / 2) {
+            assertTrue(System.nanoTime() < deadline, "the shards did not spread over both nodes: " + hosts);
+            hosts.clear();
+            for (int shard = 0; shard < SHARDS; shard++) {
+                String host = ping(from, shard, Duration.ofSeconds(5));
+                if (host != null) {
+                    hosts.put(shard, host);
+                }
             }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            Thread.sleep(200);
+        }
+        return hosts;
+    }
+
+    private static void stopAll(List<ActorSystem<?>> systems) throws Exception {
+        for (ActorSystem<?> system : systems) {
+            system.terminate();
+        }
+        for (ActorSystem<?> system : systems) {
+            system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
         }
     }
 }
