@@ -45,9 +45,21 @@ public final class TestCluster implements AutoCloseable {
     public final Fabric fabric = Fabrics.open(new Fabrics.Spec("local", fabricName, null, 0));
     public final List<ActorSystem<?>> systems = new ArrayList<>();
     private ActorSystem<?> first;
+    /** Settings of every system of this cluster over the tests' own. */
+    private final Config overrides;
+
+    public TestCluster() {
+        this(ConfigFactory.empty());
+    }
+
+    /** A cluster whose systems all take {@code overrides} over the tests' configuration. */
+    public TestCluster(Config overrides) {
+        this.overrides = overrides;
+    }
 
     private Config config(String role) {
-        return ConfigFactory.parseString("pekko.cluster.roles = [" + role + "]").withFallback(ActorTestKit.applicationTestConfig());
+        return ConfigFactory.parseString("pekko.cluster.roles = [" + role + "]").withFallback(overrides)
+                .withFallback(ActorTestKit.applicationTestConfig());
     }
 
     private ActorSystem<Void> start(String role, Behavior<?> node, String name) {

@@ -101,6 +101,12 @@ final class Demo implements Callable<Integer> {
                     + " start (default: 0, closed loop: a new operation as soon as one completes).")
     Long rate;
 
+    @Option(names = "--trace-sample", paramLabel = "N",
+            description = "Trace about one in N operations of the measured mix through every hop (the client, the wire, the"
+                    + " node's router, the partition, the engine's worker and back) and print the time spent at each hop"
+                    + " (default: 0, none).")
+    Integer traceSample;
+
     @Option(names = "--warmup", paramLabel = "S",
             description = "Seconds of the mix run first and not measured, so the JIT has compiled the hot paths"
                     + " (default: dex.demo.warmup, 2).")
@@ -133,6 +139,12 @@ final class Demo implements Callable<Integer> {
                     + " (also in --json); every key is verified after. Needs --compute-nodes 2 or more.")
     boolean killComputeNode;
 
+    @Option(names = "--processes",
+            description = "bench --cluster: run the memory node and each compute node in a JVM of its own, this JVM being the"
+                    + " client (started and stopped by the bench; fabric shm unless --fabric tcp), as a deployment on one host"
+                    + " runs, instead of every node's actor system in this JVM.")
+    boolean processes;
+
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
     boolean benchOnly;
 
@@ -154,7 +166,7 @@ final class Demo implements Callable<Integer> {
                     + " takes its part of the index with it");
         }
         if (fabric == null) {
-            fabric = memoryReplicas > 1 ? "tcp" : defaults.getString("dex.demo.fabric");
+            fabric = memoryReplicas > 1 ? "tcp" : processes ? "shm" : defaults.getString("dex.demo.fabric");
         }
         if (memoryReplicas > 1 && !fabric.equals("tcp")) {
             throw new IllegalArgumentException("--replicas " + memoryReplicas + " needs --fabric tcp: " + fabric);
@@ -162,6 +174,9 @@ final class Demo implements Callable<Integer> {
         if (killComputeNode && (memoryReplicas > 1 || benchOnly)) {
             throw new IllegalArgumentException("--kill-compute-node goes with the demo of one replica: "
                     + (benchOnly ? "bench --cluster measures the mix only" : "--replicas " + memoryReplicas));
+        }
+        if (processes && !benchOnly) {
+            throw new IllegalArgumentException("--processes goes with bench --cluster (the demo runs its nodes in one JVM)");
         }
         if (memoryReplicas > 1 && benchOnly) {
             throw new IllegalArgumentException("bench --cluster runs one replica; use bench --fabric tcp --replicas for the cost");
@@ -190,6 +205,9 @@ final class Demo implements Callable<Integer> {
         }
         if (rate != null && (rate < 0 || rate > 100_000_000)) {
             throw new IllegalArgumentException("--rate must be in [0, 100000000] operations per second: " + rate);
+        }
+        if (traceSample != null && (traceSample < 0 || traceSample > 1_000_000)) {
+            throw new IllegalArgumentException("--trace-sample must be in [0, 1000000] (1: every operation; 0: none): " + traceSample);
         }
         if (warmup < 0 || warmup > 600) {
             throw new IllegalArgumentException("--warmup must be in [0, 600] seconds: " + warmup);
@@ -233,6 +251,12 @@ final class Demo implements Callable<Integer> {
         try {
             if (memoryReplicas > 1) {
                 return new ReplicaDemo(out, base, settings, memoryReplicas, computeNodes).run(n, putPercent, killMemoryNode, systems);
+            }
+            if (processes) {
+                double engine = baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
+                return ProcessBench.run(out, base, settings, new ProcessBench.Options(n, putPercent, computeNodes, partitions,
+                        cacheSize, warmup, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate,
+                        traceSample == null ? 0 : traceSample, engine), new DemoReport(out, computeNodes, rate, json), fabricName);
             }
             return run(base, settings, n, putPercent, systems);
         } finally {
@@ -301,10 +325,18 @@ final class Demo implements Callable<Integer> {
             DemoWorkload.mix(client, n, putPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
         }
         List<ComputeNode.Status> measuredFrom = ClusterMember.computeStatuses(clientSystem);
+        dev.dex.actors.client.HopTable hops = traceSample != null && traceSample > 0 ? new dev.dex.actors.client.HopTable() : null;
+        if (hops != null) {
+            client.trace(traceSample, hops);
+        }
         DemoWorkload.Result mix = DemoWorkload.mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(),
                 rate == null ? 0 : rate, written);
+        client.trace(0, null);
         List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
         report.printMix(mix, measuredFrom, after, settings, n, engine);
+        if (hops != null) {
+            report.printHops(hops);
+        }
         if (benchOnly) {
             return 0;
         }
@@ -412,7 +444,7 @@ final class Demo implements Callable<Integer> {
      * uniform keys, cache per compute node, partitions and compute nodes, one thread per worker thread of the
      * cluster, with the redo log and group commit the cluster uses. Its throughput in operations per second.
      */
-    private double engineBaseline(Config base, DexSettings settings, long n) {
+    double engineBaseline(Config base, DexSettings settings, long n) {
         int threads = computeNodes * settings.compute().workerThreads();
         long cacheMiB = Math.max(1, base.getBytes("dex.compute.cache-size") >> 20);
         long ops = Math.max(500_000, Math.min(4_000_000, n * 2));

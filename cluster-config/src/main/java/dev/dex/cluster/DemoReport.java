@@ -85,6 +85,19 @@ final class DemoReport {
         }
     }
 
+    /** The per-hop table of the traced operations of the mix; also into --json as {@code hops} (nanoseconds). */
+    void printHops(dev.dex.actors.client.HopTable hops) throws java.io.IOException {
+        hops.print(out);
+        if (json != null && root != null) {
+            com.fasterxml.jackson.databind.node.ArrayNode rows = root.putArray("hops");
+            for (dev.dex.actors.client.HopTable.Row r : hops.rows()) {
+                rows.addObject().put("hop", r.hop()).put("passed", r.passed()).put("p50Ns", r.p50()).put("p90Ns", r.p90())
+                        .put("p99Ns", r.p99()).put("meanNs", r.mean());
+            }
+            MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
+    }
+
     private static final com.fasterxml.jackson.databind.ObjectMapper MAPPER = new com.fasterxml.jackson.databind.ObjectMapper();
     /** What --json holds so far (the mix, then the join and the leave), or null. */
     private com.fasterxml.jackson.databind.node.ObjectNode root;

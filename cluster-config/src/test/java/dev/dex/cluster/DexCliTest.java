@@ -56,6 +56,9 @@ class DexCliTest {
             "demo --rate -5                              | --rate must be in [0, 100000000]",
             "demo --baseline maybe                       | --baseline must be on or off: maybe",
             "demo --warmup -1                            | --warmup must be in [0, 600] seconds: -1",
+            "demo --trace-sample -2                      | --trace-sample must be in [0, 1000000]",
+            "demo --processes                            | --processes goes with bench --cluster",
+            "bench --cluster --processes --fabric local  | --processes needs --fabric shm or tcp",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
@@ -112,7 +115,8 @@ class DexCliTest {
             throws Exception {
         java.nio.file.Path json = dir.resolve("cluster.json");
         Run run = run("bench", "--cluster", "--keys", "10000", "--seconds", "1", "--partitions", "6", "--compute-nodes", "1",
-                "--workload", "write-intensive", "--in-flight", "64", "--rate", "3k", "--warmup", "1", "--json", json.toString());
+                "--workload", "write-intensive", "--in-flight", "64", "--rate", "3k", "--warmup", "1", "--json", json.toString(),
+                "--trace-sample", "4");
         assertEquals(0, run.exit(), run.out() + run.err());
         var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals("cluster", result.get("mode").asText());
@@ -132,6 +136,29 @@ class DexCliTest {
         assertTrue(latency.get("p50").asLong() <= latency.get("p99").asLong()
                 && latency.get("p99").asLong() <= latency.get("p999").asLong() && latency.get("p50").asLong() > 0, latency.toString());
         assertTrue(!run.out().contains("scale-out"), "the cluster bench does not scale out");
+        assertHops(run, result, 1);
+    }
+
+    /**
+     * The per-hop table of a bench run with --trace-sample, printed and in its JSON: every traced operation passed the
+     * partition, the engine's worker and the wire both ways (client and nodes are separate actor systems), and each hop
+     * took no longer than the whole round; about {@code 1 / sampleFraction} of the operations at least were traced.
+     */
+    static void assertHops(Run run, com.fasterxml.jackson.databind.JsonNode result, int minTraced) {
+        assertTrue(run.out().contains("where the time goes:"), run.out());
+        var hops = result.get("hops");
+        java.util.Map<String, com.fasterxml.jackson.databind.JsonNode> byName = new java.util.HashMap<>();
+        hops.forEach(row -> byName.put(row.get("hop").asText(), row));
+        var round = byName.get(dev.dex.actors.client.HopTable.ROUND);
+        long traced = round.get("passed").asLong();
+        assertTrue(traced >= minTraced, "traced operations: " + hops);
+        for (int hop : new int[] {dev.dex.actors.partition.HopTrace.DECODED, dev.dex.actors.partition.HopTrace.PARTITION,
+                dev.dex.actors.partition.HopTrace.WORKER_END, dev.dex.actors.partition.HopTrace.ANSWER_DECODED,
+                dev.dex.actors.partition.HopTrace.COMPLETED}) {
+            var row = byName.get(dev.dex.actors.partition.HopTrace.hopName(hop));
+            assertEquals(traced, row.get("passed").asLong(), "every traced operation passed " + row);
+            assertTrue(row.get("p50Ns").asLong() <= round.get("p99Ns").asLong() && row.get("p50Ns").asLong() >= 0, row.toString());
+        }
     }
 
     // The demo's default fabric; over tcp the same join is ScaleOutIT's (with processes), and the replicated demo below

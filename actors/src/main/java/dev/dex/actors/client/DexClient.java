@@ -24,6 +24,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 
 import dev.dex.actors.CborSerializable;
 import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.partition.HopTrace;
 import dev.dex.actors.partition.Ops;
 import dev.dex.actors.partition.Partition;
 import dev.dex.actors.partition.PartitionRouter;
@@ -376,7 +377,20 @@ public final class DexClient {
                 }
             } else {
                 CompletableFuture<Reply> future = submitted.reply();
-                enqueue(new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline()));
+                long[] trace = submitted.trace();
+                Pending pending;
+                if (trace == null) {
+                    pending = new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline());
+                } else {
+                    HopTrace.stamp(trace, HopTrace.DRAIN);
+                    pending = new Pending(submitted.op(), reply -> completions.computeIfAbsent(submissions, s -> new ArrayList<>())
+                            .add(() -> {
+                                submissions.completed(trace);
+                                future.complete(reply);
+                            }), null, submitted.deadline());
+                    pending.trace = trace;
+                }
+                enqueue(pending);
             }
             if (++taken == MAX_DRAIN) {
                 // Let answers and timers in between: the rest waits for the next drain, rung here unless a

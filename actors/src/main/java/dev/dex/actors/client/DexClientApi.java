@@ -422,8 +422,20 @@ public final class DexClientApi implements AutoCloseable {
     private CompletableFuture<DexClient.Reply> submit(Ops.Op op) {
         CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.Reply> answered = timed(reply, op.kind());
-        submissions.submit(new Submissions.Submitted(op, reply, null, deadline()), client);
+        submissions.submit(new Submissions.Submitted(op, reply, null, deadline(), submissions.sample()), client);
         return answered;
+    }
+
+    /**
+     * Traces about one in {@code every} of the gets, puts and deletes submitted from now on through the cluster's hops
+     * ({@link dev.dex.actors.partition.HopTrace}) and records them in {@code table}; {@code every} 0 stops tracing.
+     * Scans are not traced.
+     */
+    public void trace(int every, HopTable table) {
+        if (every < 0 || every > 0 && table == null) {
+            throw new IllegalArgumentException("trace every " + every + " operations into " + table);
+        }
+        submissions.trace(every, table);
     }
 
     /**

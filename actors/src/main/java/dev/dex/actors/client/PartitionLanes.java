@@ -11,6 +11,7 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 
+import dev.dex.actors.partition.HopTrace;
 import dev.dex.actors.partition.Ops;
 import dev.dex.actors.partition.Partition;
 import dev.dex.actors.partition.PartitionRouter;
@@ -41,6 +42,8 @@ final class PartitionLanes {
         final int partition;
         final List<Pending> batch;
         final List<Ops.Op> ops;
+        /** The batch's {@link HopTrace} when an operation of it is traced, else null. */
+        final long[] trace;
         /** Its batch timeout passed while batches sent after it were in flight: its answer is taken until they land. */
         boolean overdue;
         /**
@@ -54,6 +57,14 @@ final class PartitionLanes {
             this.partition = partition;
             this.batch = batch;
             this.ops = ops;
+            long[] traced = null;
+            for (Pending pending : batch) {
+                if (pending.trace != null) {
+                    traced = HopTrace.create();
+                    break;
+                }
+            }
+            this.trace = traced;
         }
     }
 
@@ -208,12 +219,14 @@ final class PartitionLanes {
         long[] known = epochs.get(flight.partition);
         long epoch = known == null ? 0 : known[0];
         if (route == PROXY) {
-            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, follows, flight.ops, replies));
+            HopTrace.stamp(flight.trace, HopTrace.SENT);
+            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, follows, flight.ops, replies,
+                    flight.trace));
         } else {
             @SuppressWarnings("unchecked")
             ActorRef<PartitionRouter.Command> router = (ActorRef<PartitionRouter.Command>) route;
             bundling.computeIfAbsent(router, r -> new ArrayList<>())
-                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, follows, flight.ops));
+                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, follows, flight.ops, flight.trace));
         }
         timers.startSingleTimer(flight, new DexClient.FlightTimedOut(flight), askTimeout);
     }
@@ -258,6 +271,7 @@ final class PartitionLanes {
                     part = new ArrayList<>();
                     ops = 0;
                 }
+                HopTrace.stamp(routed.trace(), HopTrace.SENT);
                 part.add(routed);
                 ops += bytes;
             }
@@ -362,6 +376,9 @@ final class PartitionLanes {
             return; // an attempt that landed unanswered since
         }
         landed(flight);
+        if (flight.trace != null) {
+            traced(flight, results.trace());
+        }
         if (results.host() != null) {
             servedBy.put(flight.partition, results.host());
         }
@@ -478,6 +495,21 @@ final class PartitionLanes {
             List<Pending> batch = batches.get(b);
             for (int i = batch.size() - 1; i >= 0; i--) {
                 queue.addFirst(batch.get(i));
+            }
+        }
+    }
+
+    /**
+     * Copies the stamps of a traced batch's last attempt ({@code remote}: what its answer carried back, null if it
+     * carried none) into each traced operation of it, and stamps the answer's arrival.
+     */
+    private static void traced(Flight flight, long[] remote) {
+        for (Pending pending : flight.batch) {
+            if (pending.trace != null) {
+                for (int hop = HopTrace.SENT; hop < HopTrace.CLIENT; hop++) {
+                    pending.trace[hop] = remote == null ? (hop == HopTrace.SENT ? flight.trace[hop] : 0) : remote[hop];
+                }
+                HopTrace.stamp(pending.trace, HopTrace.CLIENT);
             }
         }
     }

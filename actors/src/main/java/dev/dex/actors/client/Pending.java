@@ -19,6 +19,8 @@ final class Pending {
     /** {@link System#nanoTime()} after which the operation is not tried again; far off for actor messages. */
     final long deadline;
     int attempts;
+    /** The operation's {@link dev.dex.actors.partition.HopTrace}, null unless it is traced. */
+    long[] trace;
 
     Pending(Ops.Op op, Consumer<DexClient.Reply> reply, ScanProgress scan) {
         this(op, reply, scan, System.nanoTime() + FOREVER);

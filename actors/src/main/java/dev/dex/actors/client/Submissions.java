@@ -19,7 +19,41 @@ import dev.dex.actors.partition.Ops;
 final class Submissions {
     /** One operation of a {@link DexClientApi}: a get, put or delete ({@code reply}), or a scan ({@code scanReply}). */
     record Submitted(Ops.Op op, CompletableFuture<DexClient.Reply> reply, CompletableFuture<DexClient.ScanReply> scanReply,
-                     long deadline) {
+                     long deadline, long[] trace) {
+        Submitted(Ops.Op op, CompletableFuture<DexClient.Reply> reply, CompletableFuture<DexClient.ScanReply> scanReply,
+                  long deadline) {
+            this(op, reply, scanReply, deadline, null);
+        }
+    }
+
+    /** Where traced operations are recorded, and one in how many is traced (0: none); set together. */
+    private record Tracing(int every, HopTable table) {
+    }
+
+    private volatile Tracing tracing = new Tracing(0, null);
+
+    void trace(int every, HopTable table) {
+        tracing = new Tracing(every, table);
+    }
+
+    /** A new trace stamped with its submission, for about one operation in {@code every}; null for the others. */
+    long[] sample() {
+        Tracing t = tracing;
+        if (t.every == 0 || java.util.concurrent.ThreadLocalRandom.current().nextInt(t.every) != 0) {
+            return null;
+        }
+        long[] trace = dev.dex.actors.partition.HopTrace.create();
+        dev.dex.actors.partition.HopTrace.stamp(trace, dev.dex.actors.partition.HopTrace.SUBMIT);
+        return trace;
+    }
+
+    /** Records a traced operation's completion. */
+    void completed(long[] trace) {
+        dev.dex.actors.partition.HopTrace.stamp(trace, dev.dex.actors.partition.HopTrace.COMPLETED);
+        HopTable table = tracing.table;
+        if (table != null) {
+            table.record(trace);
+        }
     }
 
     final java.util.concurrent.ConcurrentLinkedQueue<Submitted> queue = new java.util.concurrent.ConcurrentLinkedQueue<>();

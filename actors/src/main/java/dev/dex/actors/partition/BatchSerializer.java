@@ -27,24 +27,26 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 5 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | string replyTo
+ *   u8 version = 6 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | trace | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
  *   count x op
  *   op: { i32 kind | u8 r (0..7) | i64 key | i64 value | i32 count | r x i64 }
  *        kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan); key: the key's first word, then its r further words
  *        (a key wider than 8 bytes, KeyFormat)
  * Results (manifest "R"):
- *   u8 version = 5 | i64 batch | i64 epoch | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 6 | i64 batch | i64 epoch | trace | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | u8 w (1..8) | n x w x i64 key words | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 5 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
- *   n x { i64 routingKey | i64 batch | i64 epoch | i64 follows | i32 count (0..WIRE_MAX_OPS) | count x op }
+ *   u8 version = 6 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   n x { i64 routingKey | i64 batch | i64 epoch | i64 follows | trace | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 5 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 6 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ * trace: u8 n (0: not traced, else HopTrace.STAMPS) | n x i64 (HopTrace's stamps; the encoder stamps its own slot, the
+ *   decoder its own)
  * </pre>
  * A result without ENTRIES has no entries, {@code next = Long.MIN_VALUE} and keys of one word (a scan's part of
  * wider keys always has ENTRIES, so the client learns their width even when there are none). Error texts share a budget of
@@ -74,9 +76,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     /**
      * 2 added the guard against late attempts (client, seq and epoch); 3 numbers operation kinds as LeafOps does
      * (docs/cluster.md); 4 carries keys wider than 8 bytes (an op's further words, a scan's words per key); 5 names the
-     * batch each one follows, so that a retry cannot overtake ({@link Partition.Execute#follows()}).
+     * batch each one follows, so that a retry cannot overtake ({@link Partition.Execute#follows()}); 6 carries a sampled
+     * batch's {@link HopTrace}.
      */
-    static final byte VERSION = 5;
+    static final byte VERSION = 6;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
@@ -88,7 +91,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     /** Most operations or results one message may carry on the wire. */
     static final int WIRE_MAX_OPS = 16 * Ops.MAX_BATCH;
     /** A batch's header in a bundle: routing key, batch, epoch, follows, count. */
-    private static final int ROUTED_BYTES = 8 + 8 + 8 + 8 + 4;
+    private static final int ROUTED_BYTES = 8 + 8 + 8 + 8 + 1 + 4;
 
     private final ActorRefResolver resolver;
     private final ConcurrentHashMap<String, ActorRef<?>> resolved = new ConcurrentHashMap<>();
@@ -172,9 +175,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private byte[] execute(Partition.Execute execute) {
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
-        ByteBuffer out = ByteBuffer.allocate(1 + 6 * 8 + 4 + replyTo.length + 4 + opBytes(ops));
+        ByteBuffer out = ByteBuffer.allocate(1 + 6 * 8 + traceBytes(execute.trace()) + 4 + replyTo.length + 4 + opBytes(ops));
         out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
                 .putLong(execute.epoch()).putLong(execute.follows());
+        putTrace(out, execute.trace(), HopTrace.ENCODED);
         putString(out, replyTo);
         out.putInt(ops.size());
         for (Ops.Op op : ops) {
@@ -200,13 +204,14 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         long seq = in.getLong();
         long epoch = in.getLong();
         long follows = in.getLong();
+        long[] trace = readTrace(in, HopTrace.DECODED);
         String path = readString(in, "replyTo");
         if (path == null) {
             throw new NotSerializableException("BatchSerializer: an Execute without a reply address");
         }
         List<Ops.Op> ops = readOps(in, WIRE_MAX_OPS);
         try {
-            return new Partition.Execute(routingKey, batch, client, seq, epoch, follows, ops, resolve(path));
+            return new Partition.Execute(routingKey, batch, client, seq, epoch, follows, ops, resolve(path), trace);
         } catch (IllegalArgumentException e) {
             throw new NotSerializableException("BatchSerializer: " + e.getMessage());
         }
@@ -249,7 +254,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         int size = 1 + 4 + replyTo.length + 8 + 4;
         int ops = 0;
         for (PartitionRouter.Routed routed : batches) {
-            size += ROUTED_BYTES + opBytes(routed.ops());
+            size += ROUTED_BYTES + traceBytes(routed.trace()) - 1 + opBytes(routed.ops());
             ops += routed.ops().size();
         }
         if (ops > WIRE_MAX_OPS) {
@@ -260,8 +265,9 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         putString(out, replyTo);
         out.putLong(bundle.client()).putInt(batches.size());
         for (PartitionRouter.Routed routed : batches) {
-            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putLong(routed.follows())
-                    .putInt(routed.ops().size());
+            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putLong(routed.follows());
+            putTrace(out, routed.trace(), HopTrace.ENCODED);
+            out.putInt(routed.ops().size());
             for (Ops.Op op : routed.ops()) {
                 putOp(out, op);
             }
@@ -287,9 +293,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             long batch = in.getLong();
             long epoch = in.getLong();
             long follows = in.getLong();
+            long[] trace = readTrace(in, HopTrace.DECODED);
             List<Ops.Op> ops = readOps(in, left);
             left -= ops.size();
-            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, follows, ops));
+            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, follows, ops, trace));
         }
         try {
             return new PartitionRouter.Bundle(batches, resolve(path), client);
@@ -376,7 +383,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
     private static byte[] results(Ops.Results results) {
         byte[] host = results.host() == null ? null : utf8(results.host());
         List<Ops.Result> list = results.results();
-        int size = 1 + 8 + 8 + 4 + (host == null ? 0 : host.length) + 4;
+        int size = 1 + 8 + 8 + traceBytes(results.trace()) + 4 + (host == null ? 0 : host.length) + 4;
         byte[][] errors = new byte[list.size()][];
         int withError = 0;
         for (Ops.Result r : list) {
@@ -398,6 +405,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         }
         ByteBuffer out = ByteBuffer.allocate(size);
         out.put(VERSION).putLong(results.batch()).putLong(results.epoch());
+        putTrace(out, results.trace(), HopTrace.ANSWER_ENCODED);
         putString(out, host);
         out.putInt(list.size());
         for (int i = 0; i < list.size(); i++) {
@@ -438,6 +446,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         version(in, RESULTS);
         long batch = in.getLong();
         long epoch = in.getLong();
+        long[] trace = readTrace(in, HopTrace.ANSWER_DECODED);
         String host = readString(in, "host");
         int count = count(in, WIRE_MAX_OPS, 10, "results");
         List<Ops.Result> results = new ArrayList<>(count);
@@ -472,10 +481,47 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             String error = (flags & ERROR) != 0 ? readString(in, "error") : null;
             results.add(new Ops.Result(status, (flags & FOUND) != 0, value, keys, values, next, error, words));
         }
-        return new Ops.Results(batch, results, host, epoch);
+        return new Ops.Results(batch, results, host, epoch, trace);
     }
 
     // ==== fields ===========================================================================================
+
+    private static int traceBytes(long[] trace) {
+        return 1 + (trace == null ? 0 : HopTrace.STAMPS * 8);
+    }
+
+    /** Writes {@code trace} (null: not traced), stamping its slot {@code hop} with the time of the encoding. */
+    private static void putTrace(ByteBuffer out, long[] trace, int hop) {
+        if (trace == null) {
+            out.put((byte) 0);
+            return;
+        }
+        if (trace.length != HopTrace.STAMPS) {
+            throw new IllegalArgumentException("a trace of " + trace.length + " stamps (" + HopTrace.STAMPS + ")");
+        }
+        HopTrace.stamp(trace, hop);
+        out.put((byte) HopTrace.STAMPS);
+        for (long stamp : trace) {
+            out.putLong(stamp);
+        }
+    }
+
+    /** Reads a trace (null when the batch is not traced), stamping its slot {@code hop} with the time of the decoding. */
+    private static long[] readTrace(ByteBuffer in, int hop) throws NotSerializableException {
+        int n = in.get();
+        if (n == 0) {
+            return null;
+        }
+        if (n != HopTrace.STAMPS) {
+            throw new NotSerializableException("BatchSerializer: a trace of " + n + " stamps (0 or " + HopTrace.STAMPS + ")");
+        }
+        long[] trace = new long[n];
+        for (int i = 0; i < n; i++) {
+            trace[i] = in.getLong();
+        }
+        HopTrace.stamp(trace, hop);
+        return trace;
+    }
 
     private static void version(ByteBuffer in, String manifest) throws NotSerializableException {
         byte version = in.get();

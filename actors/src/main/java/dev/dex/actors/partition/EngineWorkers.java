@@ -129,7 +129,13 @@ public final class EngineWorkers implements AutoCloseable {
 
     /** Runs {@code ops} of {@code partition} on a worker. */
     CompletionStage<Ops.Results> execute(int partition, List<Ops.Op> ops) {
+        return execute(partition, ops, null);
+    }
+
+    /** As {@link #execute(int, List)}, stamping the worker's start and end in {@code trace} (a {@link HopTrace}, or null). */
+    CompletionStage<Ops.Results> execute(int partition, List<Ops.Op> ops, long[] trace) {
         return CompletableFuture.supplyAsync(() -> {
+            HopTrace.stamp(trace, HopTrace.WORKER_START);
             DexSession session = sessions.get();
             List<Ops.Result> results = new ArrayList<>(ops.size());
             session.beginBatch();
@@ -146,6 +152,7 @@ public final class EngineWorkers implements AutoCloseable {
                     notDurable(ops, results, e);
                 }
             }
+            HopTrace.stamp(trace, HopTrace.WORKER_END);
             return new Ops.Results(results);
         }, pool);
     }

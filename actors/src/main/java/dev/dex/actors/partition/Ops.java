@@ -143,9 +143,13 @@ public final class Ops {
      * leaving node, which did not forward the batch: the client sends it again at once through sharding; {@code epoch} names the owner of the partition that answered
      * (0 when unknown: a stand-in, or an answer given before the partition was acquired), which the client puts
      * in its next batches of writes ({@link Partition.Execute#epoch()}). On the wire in {@link BatchSerializer}'s
-     * binary layout.
+     * binary layout. {@code trace} is the batch's {@link HopTrace}, null unless it was traced.
      */
-    public record Results(long batch, List<Result> results, String host, long epoch) implements CborSerializable {
+    public record Results(long batch, List<Result> results, String host, long epoch, long[] trace) implements CborSerializable {
+        public Results(long batch, List<Result> results, String host, long epoch) {
+            this(batch, results, host, epoch, null);
+        }
+
         public Results(long batch, List<Result> results, String host) {
             this(batch, results, host, 0);
         }

@@ -75,10 +75,16 @@ public final class Partition {
      * answered). A batch with writes from a named client is applied only under that epoch, and only if no later
      * batch of the client was taken before it; any batch of a named client is taken only if the batch it follows
      * was taken; otherwise it is answered {@link Ops#STALE} (docs/cluster.md, "Late attempts" and "Order"). On
-     * the wire in {@link BatchSerializer}'s binary layout.
+     * the wire in {@link BatchSerializer}'s binary layout. {@code trace} is the batch's {@link HopTrace}, null unless it
+     * is traced.
      */
     public record Execute(long routingKey, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
-                          ActorRef<Ops.Results> replyTo) implements Command {
+                          ActorRef<Ops.Results> replyTo, long[] trace) implements Command {
+        public Execute(long routingKey, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
+                       ActorRef<Ops.Results> replyTo) {
+            this(routingKey, batch, client, seq, epoch, follows, ops, replyTo, null);
+        }
+
         /** A batch of a sender that asks for no guard against late attempts. */
         public Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
             this(routingKey, batch, 0, batch, 0, 0, ops, replyTo);
@@ -258,6 +264,7 @@ public final class Partition {
     }
 
     private Behavior<Command> onExecute(Execute execute) {
+        HopTrace.stamp(execute.trace(), HopTrace.PARTITION);
         if (execute.ops() == null) {
             reply(execute, List.of(Ops.Result.error(Ops.BAD_INPUT, "a batch without operations")));
             return Behaviors.same();
@@ -337,7 +344,7 @@ public final class Partition {
         inFlight++;
         java.util.concurrent.CompletionStage<Ops.Results> running;
         try {
-            running = workers.execute(partition, execute.ops());
+            running = workers.execute(partition, execute.ops(), execute.trace());
         } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
             running = java.util.concurrent.CompletableFuture.failedFuture(shuttingDown);
         }
@@ -410,7 +417,8 @@ public final class Partition {
 
     /** Every answer names its batch and this compute node, so that a client can tell whose removal leaves it unanswered. */
     private void reply(Execute execute, List<Ops.Result> results) {
-        execute.replyTo().tell(new Ops.Results(execute.batch(), results, host, epoch));
+        HopTrace.stamp(execute.trace(), HopTrace.ANSWERED);
+        execute.replyTo().tell(new Ops.Results(execute.batch(), results, host, epoch, execute.trace()));
     }
 
     private static List<Ops.Result> sameForEach(Execute execute, Ops.Result result) {

@@ -72,7 +72,11 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * One partition's batch inside a {@link Bundle}: what a {@link Partition.Execute} carries but the reply
      * address and the client; {@code batch} is also the batch's {@link Partition.Execute#seq()}.
      */
-    public record Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops) {
+    public record Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops, long[] trace) {
+        public Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops) {
+            this(routingKey, batch, epoch, follows, ops, null);
+        }
+
         public Routed(long routingKey, long batch, List<Ops.Op> ops) {
             this(routingKey, batch, 0, 0, ops);
         }
@@ -171,8 +175,9 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         for (Routed routed : bundle.batches()) {
             long id = nextId++;
             origins.put(id, new Origin(bundle.replyTo(), routed.batch(), now));
+            HopTrace.stamp(routed.trace(), HopTrace.ROUTER);
             region.tell(new Partition.Execute(routed.routingKey(), id, bundle.client(), routed.batch(), routed.epoch(), routed.follows(),
-                    routed.ops(), answers));
+                    routed.ops(), answers, routed.trace()));
             batches++;
         }
         return this;
@@ -227,7 +232,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         if (!out.answers.isEmpty() && out.bytes + size > MAX_BUNDLE_BYTES) {
             send(origin.client(), out);
         }
-        out.answers.add(new Ops.Results(origin.batch(), results.results(), results.host(), results.epoch()));
+        out.answers.add(new Ops.Results(origin.batch(), results.results(), results.host(), results.epoch(), results.trace()));
         out.bytes += size;
         if (!flushing) {
             flushing = true;
@@ -245,6 +250,9 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
 
     private void send(ActorRef<Ops.ResultsBundle> client, Outgoing out) {
         if (!out.answers.isEmpty()) {
+            for (Ops.Results answer : out.answers) {
+                HopTrace.stamp(answer.trace(), HopTrace.ROUTER_OUT);
+            }
             client.tell(new Ops.ResultsBundle(out.answers));
             out.answers.clear();
             out.bytes = 0;

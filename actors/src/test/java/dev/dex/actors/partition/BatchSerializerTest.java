@@ -65,7 +65,7 @@ class BatchSerializerTest {
                 new Ops.Op(Ops.PUT, new long[] {Long.MIN_VALUE, Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}, 4, 0));
         Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, Long.MAX_VALUE - 1, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
-        assertEquals(1 + 6 * 8 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
+        assertEquals(1 + 6 * 8 + 1 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
                 "25 bytes per operation, 8 more per further word of a wide key");
         Partition.Execute back = (Partition.Execute) serializer.fromBinary(bytes, serializer.manifest(execute));
         assertEquals(execute, back);
@@ -110,7 +110,7 @@ class BatchSerializerTest {
                 assertEquals(a.keyWords(), b.keyWords(), at);
             }
         }
-        assertEquals(1 + 8 + 8 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
+        assertEquals(1 + 8 + 8 + 1 + 4 + 4 + 10, serializer.toBinary(new Ops.Results(1, List.of(Ops.Result.of(true, 1)), null)).length,
                 "a plain result takes 10 bytes");
     }
 
@@ -162,7 +162,7 @@ class BatchSerializerTest {
         wrongVersion[0] = 9;
         assertRefused(serializer, wrongVersion, "E", "wire version 9");
 
-        int replyAt = 1 + 6 * 8;
+        int replyAt = 1 + 6 * 8 + 1;
         int countAt = replyAt + 4 + serializedPathLength(replies);
         assertRefused(serializer, withInt(execute, countAt, -1), "E", "-1 operations");
         assertRefused(serializer, withInt(execute, countAt, BatchSerializer.WIRE_MAX_OPS + 1), "E",
@@ -180,10 +180,11 @@ class BatchSerializerTest {
 
         byte[] path = "pekko://dex@10.0.0.1:25520/user/x#notanumber".getBytes(java.nio.charset.StandardCharsets.UTF_8);
         ByteBuffer badPath = ByteBuffer.allocate(replyAt + 4 + path.length + 4);
-        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putLong(3).putLong(2).putLong(1).putLong(0).putInt(path.length).put(path).putInt(0);
+        badPath.put(BatchSerializer.VERSION).putLong(1).putLong(2).putLong(3).putLong(2).putLong(1).putLong(0).put((byte) 0)
+                .putInt(path.length).put(path).putInt(0);
         assertRefused(serializer, badPath.array(), "E", "a reply address that does not resolve");
 
-        int firstResult = 1 + 8 + 8 + 4 + 4 + 4;
+        int firstResult = 1 + 8 + 8 + 1 + 4 + 4 + 4;
         byte[] badFlags = results.clone();
         badFlags[firstResult + 1] = (byte) 0x80;
         assertRefused(serializer, badFlags, "R", "result 0 has unknown flags 128");
@@ -220,7 +221,7 @@ class BatchSerializerTest {
 
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(bundle));
         assertInstanceOf(BatchSerializer.class, serialization.findSerializerFor(answers));
-        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 36 + 3 * 25, bundleBytes.length, "36 bytes per batch, 25 per operation");
+        assertEquals(1 + 4 + serializedPathLength(replies) + 8 + 4 + 3 * 37 + 3 * 25, bundleBytes.length, "37 bytes per batch, 25 per operation");
         assertEquals(bundle, serializer.fromBinary(bundleBytes, serializer.manifest(bundle)));
         assertEquals(answers, serializer.fromBinary(answerBytes, serializer.manifest(answers)));
         for (int cut = 0; cut < bundleBytes.length; cut++) {
@@ -234,7 +235,7 @@ class BatchSerializerTest {
         assertRefused(serializer, withInt(bundleBytes, batchesAt, WireLimits.MAX_BUNDLE + 1), "B",
                 (WireLimits.MAX_BUNDLE + 1) + " batches (at most " + WireLimits.MAX_BUNDLE + ")");
         assertRefused(serializer, withInt(bundleBytes, 1, -1), "B", "a Bundle without a reply address");
-        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 32, 100), "B", "100 operations announced");
+        assertRefused(serializer, withInt(bundleBytes, batchesAt + 4 + 33, 100), "B", "100 operations announced");
         assertRefused(serializer, withInt(answerBytes, 1, 0), "S", "a ResultsBundle of no answers");
         assertRefused(serializer, withInt(answerBytes, 1 + 4, 1 << 20), "S", "answer 0 of 1048576 bytes");
         int firstLength = ByteBuffer.wrap(answerBytes).getInt(1 + 4);
@@ -256,9 +257,55 @@ class BatchSerializerTest {
                 new PartitionRouter.Routed(1, 2, half.subList(2, half.size()))), replies);
         byte[] bytes = serializer.toBinary(fits);
         assertEquals(fits, serializer.fromBinary(bytes, "B"));
-        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 36 + half.size() * 25 + 32;
+        int secondCountAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 37 + half.size() * 25 + 33;
         assertRefused(serializer, withInt(bytes, secondCountAt, half.size()), "B",
                 half.size() + " operations (at most " + (BatchSerializer.WIRE_MAX_OPS - half.size()) + ")");
+    }
+
+    @Test
+    void aTracedBatchAndItsAnswerCarryTheirStampsAndTheWireStampsItsOwn() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
+        ActorRef<Ops.Results> answers = testKit.<Ops.Results>createTestProbe().getRef();
+        long[] trace = HopTrace.create();
+        trace[HopTrace.SUBMIT] = 11;
+        trace[HopTrace.SENT] = 13;
+        List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, 5, 0, 0));
+        PartitionRouter.Bundle bundle = new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(5, 1, ops),
+                new PartitionRouter.Routed(6, 2, 0, 0, ops, trace)), replies, 9);
+
+        long before = System.nanoTime();
+        byte[] bytes = serializer.toBinary(bundle);
+        PartitionRouter.Bundle back = (PartitionRouter.Bundle) serializer.fromBinary(bytes, "B");
+        long after = System.nanoTime();
+
+        assertNull(back.batches().get(0).trace(), "an untraced batch stays untraced");
+        long[] carried = back.batches().get(1).trace();
+        assertEquals(11, carried[HopTrace.SUBMIT]);
+        assertEquals(13, carried[HopTrace.SENT]);
+        assertTrue(carried[HopTrace.ENCODED] >= before && carried[HopTrace.ENCODED] <= carried[HopTrace.DECODED]
+                && carried[HopTrace.DECODED] <= after, "the encoder and the decoder stamp their own slots");
+        assertEquals(0, carried[HopTrace.ROUTER], "nothing else is stamped on the way");
+
+        Partition.Execute execute = new Partition.Execute(6, 3, 9, 2, 0, 0, ops, answers, carried.clone());
+        long[] viaExecute = ((Partition.Execute) serializer.fromBinary(serializer.toBinary(execute), "E")).trace();
+        assertEquals(11, viaExecute[HopTrace.SUBMIT]);
+        Ops.Results results = new Ops.Results(3, List.of(Ops.Result.of(true, 4)), "host", 1, carried.clone());
+        Ops.ResultsBundle answered = (Ops.ResultsBundle) serializer.fromBinary(serializer.toBinary(
+                new Ops.ResultsBundle(List.of(results))), "S");
+        long[] answerTrace = answered.answers().get(0).trace();
+        assertEquals(13, answerTrace[HopTrace.SENT]);
+        assertTrue(answerTrace[HopTrace.ANSWER_ENCODED] >= carried[HopTrace.DECODED]
+                && answerTrace[HopTrace.ANSWER_DECODED] >= answerTrace[HopTrace.ANSWER_ENCODED], "the answer's wire stamps");
+
+        byte[] badCount = bytes.clone();
+        int traceAt = 1 + 4 + serializedPathLength(replies) + 8 + 4 + 37 + 25 + 32;
+        assertEquals(HopTrace.STAMPS, badCount[traceAt], "the second batch's trace starts here");
+        badCount[traceAt] = 3;
+        assertRefused(serializer, badCount, "B", "a trace of 3 stamps (0 or " + HopTrace.STAMPS + ")");
+        long[] wrongLength = new long[3];
+        assertThrows(IllegalArgumentException.class, () -> serializer.toBinary(new PartitionRouter.Bundle(
+                List.of(new PartitionRouter.Routed(6, 2, 0, 0, ops, wrongLength)), replies, 9)));
     }
 
     private int serializedPathLength(ActorRef<?> ref) {

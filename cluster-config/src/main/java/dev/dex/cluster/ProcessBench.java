@@ -1,0 +1,153 @@
+package dev.dex.cluster;
+
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.pekko.actor.typed.ActorSystem;
+
+import com.typesafe.config.Config;
+
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.actors.client.HopTable;
+import dev.dex.actors.node.ComputeNode;
+import dev.dex.actors.node.Fabrics;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.partition.Partitioning;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.rdma.Fabric;
+import dev.dex.rdma.RemoteMemory;
+import me.tongfei.progressbar.ProgressBar;
+
+/**
+ * {@code dex bench --cluster --processes}: the cluster bench as a deployment runs, every node in a JVM of its own on this
+ * host. This JVM is the client (and runs the engine alone first, unless {@code --baseline off}); it starts the memory
+ * node, bulk-loads it through the fabric ({@code shm} or {@code tcp}: memory another process can reach), stores the
+ * partition table at the leaves' fences, starts the compute nodes, waits until the partitions have settled on them, and
+ * measures the demo's mix through the client actor. Each node collects its own garbage and has its own threads, so the
+ * figures are not those of four actor systems sharing one heap, as in the in-JVM bench.
+ *
+ * <p>Nodes log into a directory of the run (printed), and are stopped when the bench ends, fails or is interrupted
+ * ({@link NodeProcesses}).
+ */
+final class ProcessBench {
+    private static final Duration NODE_START = Duration.ofSeconds(90);
+
+    private ProcessBench() {
+    }
+
+    /** What the bench takes from {@code dex bench --cluster}'s options. */
+    record Options(long keys, int putPercent, int computeNodes, int partitions, String cacheSize, int warmup, int seconds,
+                   int inFlight, long rate, int traceSample, double engine) {
+    }
+
+    static int run(PrintWriter out, Config base, DexSettings settings, Options options, DemoReport report, String fabricName)
+            throws Exception {
+        String transport = settings.fabric().transport();
+        if (!transport.equals("shm") && !transport.equals("tcp")) {
+            throw new IllegalArgumentException("--processes needs --fabric shm or tcp (memory another process reaches), not " + transport);
+        }
+        if (base.getBoolean("dex.security.tls")) {
+            throw new IllegalArgumentException("--processes runs its nodes without TLS; turn dex.security.tls off for the bench");
+        }
+        Path shm = Path.of("/dev/shm/" + fabricName);
+        Path logs = Files.createTempDirectory("dex-bench-processes-");
+        List<ActorSystem<?>> systems = new ArrayList<>();
+        try (NodeProcesses nodes = new NodeProcesses(logs, jvmFlags())) {
+            out.printf("DEX on Pekko cluster bench, one process per node: 1 memory node, %d compute node(s), and this JVM as the"
+                    + " client; fabric %s; plain TCP on loopback; node logs in %s%n", options.computeNodes(), transport, logs);
+            long n = options.keys();
+            List<String> common = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
+                    "--shm-dir", shm.toString()));
+            for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
+                    "dex.compute.redo-log", "dex.compute.worker-threads")) {
+                common.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
+            }
+            List<String> memoryArguments = new ArrayList<>(List.of("memory-node", "--server-id", "0", "--region-size",
+                    base.getBytes("dex.memory.region-size") / (1 << 20) + "MiB"));
+            memoryArguments.addAll(common);
+            String seed = nodes.start("memory-0", memoryArguments).awaitUp(NODE_START);
+
+            ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0,
+                    List.of(seed)), settings);
+            systems.add(clientSystem);
+            DemoCluster.awaitUp(systems, NODE_START);
+            long loadStart = System.nanoTime();
+            PartitionTable table;
+            Fabric loaderFabric = Fabrics.open(settings.fabric());
+            try (RemoteMemory loader = DemoCluster.awaitFormatted(clientSystem, loaderFabric)) {
+                try (ProgressBar bar = DemoWorkload.bar("load", n)) {
+                    BulkLoader.load(loader, 0.8, DemoWorkload.entries(n), bar::stepTo);
+                }
+                table = Partitioning.fromLeafFences(loader, options.partitions());
+                PartitionTable.store(loader, table);
+            } finally {
+                loaderFabric.close();
+            }
+            out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9,
+                    options.partitions());
+
+            List<NodeProcesses.Node> computeNodes = new ArrayList<>();
+            for (int c = 0; c < options.computeNodes(); c++) {
+                List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", options.cacheSize(), "--seed", seed));
+                arguments.addAll(common);
+                computeNodes.add(nodes.start("compute-" + c, arguments));
+            }
+            for (NodeProcesses.Node node : computeNodes) {
+                node.awaitUp(NODE_START);
+            }
+            DemoCluster.awaitComputeNodes(clientSystem, options.computeNodes(), NODE_START);
+            DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
+            long settleStart = System.nanoTime();
+            DemoCluster.awaitRebalance(client, clientSystem, table, options.partitions(), n * DemoWorkload.KEY_SPACING,
+                    options.computeNodes(), NODE_START);
+            out.printf("partitions settled on %d compute node process(es) in %.2f s%n", options.computeNodes(),
+                    (System.nanoTime() - settleStart) / 1e9);
+            Map<Long, Long> written = new ConcurrentHashMap<>();
+            if (options.warmup() > 0) {
+                out.printf("warming up for %d s (not measured)%n", options.warmup());
+                DemoWorkload.mix(client, n, options.putPercent(), options.warmup(), options.inFlight(), options.rate(), written);
+            }
+            List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
+            HopTable hops = options.traceSample() > 0 ? new HopTable() : null;
+            if (hops != null) {
+                client.trace(options.traceSample(), hops);
+            }
+            DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.seconds(), options.inFlight(),
+                    options.rate(), written);
+            client.trace(0, null);
+            List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
+            report.printMix(mix, before, after, settings, n, options.engine());
+            if (hops != null) {
+                report.printHops(hops);
+            }
+            return 0;
+        } finally {
+            try {
+                DemoCluster.leaveInOrder(systems);
+            } finally {
+                DemoCluster.deleteShmDirectory(shm);
+            }
+        }
+    }
+
+    /**
+     * The node JVMs' flags: those {@code bin/dex} gives every JVM, and this JVM's {@code -Dpekko.*} and {@code -Ddex.*}
+     * settings (from {@code DEX_JAVA_OPTS}), so that a setting tried on the bench applies to its nodes too.
+     */
+    static List<String> jvmFlags() {
+        List<String> flags = new ArrayList<>(List.of("-XX:+UseParallelGC", "-Xss4m", "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"));
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith("pekko.") || name.startsWith("dex.")) {
+                flags.add("-D" + name + "=" + System.getProperty(name));
+            }
+        }
+        return flags;
+    }
+}

@@ -1,0 +1,60 @@
+package dev.dex.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code dex bench --cluster --processes}: the nodes run in JVMs of their own, the bench measures through them and
+ * stops every one of them when it ends, also when a node fails.
+ */
+class ProcessBenchTest {
+    @Test
+    void theBenchRunsEachNodeInAProcessOfItsOwnAndLeavesNoneBehind(@TempDir Path dir) throws Exception {
+        Path json = dir.resolve("processes.json");
+        DexCliTest.Run run = DexCliTest.run("bench", "--cluster", "--processes", "--keys", "10000", "--seconds", "1", "--partitions",
+                "6", "--compute-nodes", "1", "--in-flight", "4", "--warmup", "0", "--baseline", "off", "--trace-sample", "1",
+                "--json", json.toString());
+
+        assertEquals(0, run.exit(), run.out() + run.err());
+        var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+        assertTrue(result.get("ops").asLong() > 0, result.toString());
+        assertTrue(result.get("perOp").get("reads").asDouble() > 0, "the compute node process read the memory node's: " + result);
+        DexCliTest.assertHops(run, result, (int) result.get("ops").asLong());
+        assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count(),
+                "every node process has ended");
+        Matcher logs = Pattern.compile("node logs in (\\S+)").matcher(run.out());
+        assertTrue(logs.find(), run.out());
+        Path directory = Path.of(logs.group(1));
+        assertTrue(Files.readString(directory.resolve("memory-0.log")).contains("memory node 0 up at"), "the memory node's log");
+        assertTrue(Files.readString(directory.resolve("compute-0.log")).contains("up at"), "the compute node's log");
+    }
+
+    @Test
+    void aNodeThatEndsBeforeItIsUpIsReportedWithItsLogAndARunningNodeIsStoppedAtClose(@TempDir Path dir) throws Exception {
+        NodeProcesses.Node running;
+        try (NodeProcesses nodes = new NodeProcesses(dir, ProcessBench.jvmFlags())) {
+            NodeProcesses.Node bad = nodes.start("bad", List.of("memory-node", "--region-size", "banana"));
+            IllegalStateException failure = assertThrows(IllegalStateException.class, () -> bad.awaitUp(Duration.ofSeconds(60)));
+            assertTrue(failure.getMessage().startsWith("bad ended (exit ") && failure.getMessage().contains("banana"),
+                    failure.getMessage());
+            running = nodes.start("memory-0", List.of("memory-node", "--server-id", "0", "--region-size", "64MiB", "--host",
+                    "127.0.0.1", "--port", "0", "--fabric", "tcp"));
+            String hostPort = running.awaitUp(Duration.ofSeconds(60));
+            assertTrue(hostPort.startsWith("127.0.0.1:"), hostPort);
+        }
+        assertFalse(running.process().isAlive(), "close stopped the node");
+        assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count());
+    }
+}
