@@ -340,6 +340,19 @@ final class Demo implements Callable<Integer> {
         if (benchOnly) {
             return 0;
         }
+        double share = base.getDouble("dex.demo.open-loop-share");
+        if ((rate == null || rate == 0) && share > 0) {
+            if (share > 1) {
+                throw new IllegalArgumentException("dex.demo.open-loop-share must be in [0, 1]: " + share);
+            }
+            long openRate = Math.max(1, Math.round(mix.ops() / (mix.nanos() / 1e9) * share));
+            int openSeconds = base.getInt("dex.demo.open-loop-seconds");
+            out.printf("%nthe same mix as an open loop at %,d ops/s (%.0f%% of the closed loop's throughput) for %d s...%n", openRate,
+                    100 * share, openSeconds);
+            DemoWorkload.Result open = DemoWorkload.mix(client, n, putPercent, openSeconds, settings.demoInFlight(), openRate, written,
+                    null, null, null, null, "open loop (s)");
+            report.printOpenLoop(open, openRate, share);
+        }
 
         out.println();
         out.println("partition map before scale-out:");

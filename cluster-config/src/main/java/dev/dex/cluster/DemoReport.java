@@ -85,6 +85,25 @@ final class DemoReport {
         }
     }
 
+    /**
+     * The open loop after the closed one: its rate (a {@code share} of the closed loop's throughput) and latency
+     * percentiles, from each operation's scheduled start; also into --json as {@code openLoop}.
+     */
+    void printOpenLoop(DemoWorkload.Result open, long rate, double share) throws java.io.IOException {
+        Histogram h = open.latency();
+        double throughput = open.ops() / (open.nanos() / 1e9);
+        out.printf("open loop    %,.0f ops/s (started at %,d a second, %.0f%% of the closed loop's):   p50 %.0f us   p99 %.0f us"
+                + "   p99.9 %.0f us%n", throughput, rate, 100 * share, h.getValueAtPercentile(50) / 1e3, h.getValueAtPercentile(99) / 1e3,
+                h.getValueAtPercentile(99.9) / 1e3);
+        if (json != null && root != null) {
+            var node = root.putObject("openLoop").put("rateOpsPerSec", rate).put("share", share).put("throughputOpsPerSec", throughput)
+                    .put("ops", open.ops());
+            node.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99))
+                    .put("p999", h.getValueAtPercentile(99.9));
+            MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
+    }
+
     /** The per-hop table of the traced operations of the mix; also into --json as {@code hops} (nanoseconds). */
     void printHops(dev.dex.actors.client.HopTable hops) throws java.io.IOException {
         hops.print(out);

@@ -190,6 +190,14 @@ class DexCliTest {
             assertTrue(figures.get("longestOpSeconds").asDouble() > 0 && figures.get("settledSeconds").asDouble() > 0,
                     change + ": " + figures);
         }
+        var open = result.get("openLoop");
+        assertTrue(open != null && open.get("share").asDouble() == 0.2, "the open loop after the closed one, in --json: " + result);
+        assertEquals(Math.round(result.get("throughputOpsPerSec").asDouble() * 0.2), open.get("rateOpsPerSec").asLong(), 1,
+                "an open loop at 20% of the closed loop's throughput: " + result);
+        var openLatency = open.get("latencyNs");
+        assertTrue(openLatency.get("p50").asLong() > 0 && openLatency.get("p50").asLong() <= openLatency.get("p99").asLong()
+                && openLatency.get("p99").asLong() <= openLatency.get("p999").asLong(), open.toString());
+        assertTrue(run.out().contains("open loop    "), run.out());
         var kill = result.get("kill");
         assertTrue(kill != null && kill.get("partitions").asInt() > 0 && kill.get("servedAgainSeconds").asDouble() > 0,
                 "the killed node's partitions and the time until they served again, in --json: " + result);
