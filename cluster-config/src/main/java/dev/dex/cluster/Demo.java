@@ -48,6 +48,8 @@ final class Demo implements Callable<Integer> {
      * the median of these seconds but the first (which ramps up), so the median of three.
      */
     static final int SECONDS_BEFORE_JOIN = 4;
+    /** The warm-up of {@code bench --cluster --processes} unless --warmup says otherwise: every node's JVM compiles its own. */
+    static final int PROCESSES_WARMUP = 10;
     /** The longest the mix during the scale-out may run. */
     static final int SCALE_OUT_MAX_SECONDS = 150;
 
@@ -142,7 +144,8 @@ final class Demo implements Callable<Integer> {
     @Option(names = "--processes",
             description = "bench --cluster: run the memory node and each compute node in a JVM of its own, this JVM being the"
                     + " client (started and stopped by the bench; fabric shm unless --fabric tcp), as a deployment on one host"
-                    + " runs, instead of every node's actor system in this JVM.")
+                    + " runs, instead of every node's actor system in this JVM. Its --warmup defaults to " + PROCESSES_WARMUP
+                    + " s (each JVM compiles its own hot paths).")
     boolean processes;
 
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
@@ -156,7 +159,9 @@ final class Demo implements Callable<Integer> {
         Config defaults = DexNodes.config(ConfigFactory.empty());
         long n = keys != null ? keys : defaults.getLong("dex.demo.keys");
         computeNodes = computeNodesOption != null ? computeNodesOption : defaults.getInt("dex.demo.compute-nodes");
-        warmup = warmupOption != null ? warmupOption : defaults.getInt("dex.demo.warmup");
+        // Three JVMs compiling their hot paths at once on a small host need longer than one: with 2 s, the processes
+        // bench at 5,000 ops/s measured the compilers (p50 3.5-5.5 ms), with 15 s the cluster (0.58 ms).
+        warmup = warmupOption != null ? warmupOption : processes ? PROCESSES_WARMUP : defaults.getInt("dex.demo.warmup");
         int memoryReplicas = replicas == null ? 1 : replicas;
         if (memoryReplicas < 1 || memoryReplicas > 3) {
             throw new IllegalArgumentException("--replicas must be 1, 2 or 3: " + memoryReplicas);

@@ -69,6 +69,24 @@ final class DemoReport {
         out.printf("  %-10s %-10s %-10s %-10s %-10s%n", "reads", "writes", "atomics", "two-sided", "bytes");
         out.printf("  %-10.3f %-10.3f %-10.3f %-10.4f %-10.1f%n", delta[0] / ops, delta[1] / ops, delta[2] / ops, delta[3] / ops,
                 delta[4] / ops);
+        // Heap bytes allocated per operation: the nodes' JVMs (each counted once) and this one, the client's.
+        java.util.Map<String, Long> nodeJvms = new java.util.HashMap<>();
+        for (ComputeNode.Status a : after) {
+            for (ComputeNode.Status b : before) {
+                if (b.address().equals(a.address()) && a.jvm() != null && a.jvm().equals(b.jvm()) && a.jvmAllocatedBytes() >= 0
+                        && b.jvmAllocatedBytes() >= 0) {
+                    nodeJvms.put(a.jvm(), a.jvmAllocatedBytes() - b.jvmAllocatedBytes());
+                }
+            }
+        }
+        boolean shared = nodeJvms.containsKey(dev.dex.actors.node.JvmAllocation.jvm());
+        nodeJvms.remove(dev.dex.actors.node.JvmAllocation.jvm());
+        long nodeBytes = nodeJvms.values().stream().mapToLong(Long::longValue).sum();
+        if (mix.allocated() >= 0) {
+            out.printf(shared && nodeJvms.isEmpty() ? "heap allocated per operation: %,.0f bytes (one JVM: the client and every node)%n"
+                    : "heap allocated per operation: %,.0f bytes in the client's JVM, %,.0f in the compute nodes' (%d JVM(s))%n",
+                    mix.allocated() / ops, nodeBytes / ops, nodeJvms.size());
+        }
         if (json != null) {
             root = MAPPER.createObjectNode();
             root.put("workload", workload).put("mode", "cluster").put("keys", n).put("ops", mix.ops())
@@ -79,6 +97,8 @@ final class DemoReport {
             }
             root.putObject("perOp").put("reads", delta[0] / ops).put("writes", delta[1] / ops).put("atomics", delta[2] / ops)
                     .put("twoSided", delta[3] / ops).put("bytes", delta[4] / ops);
+            root.putObject("heapAllocatedPerOp").put("clientJvm", mix.allocated() / ops).put("computeNodeJvms", nodeBytes / ops)
+                    .put("oneJvm", shared && nodeJvms.isEmpty());
             root.putObject("latencyNs").put("p50", h.getValueAtPercentile(50)).put("p99", h.getValueAtPercentile(99))
                     .put("p999", h.getValueAtPercentile(99.9));
             MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);

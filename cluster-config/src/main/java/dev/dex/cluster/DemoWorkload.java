@@ -32,8 +32,11 @@ final class DemoWorkload {
     private DemoWorkload() {
     }
 
-    /** What one mix did: operations completed (gets and puts of them), how long it ran, and their latencies (ns). */
-    record Result(long ops, long gets, long puts, long nanos, Histogram latency) {
+    /**
+     * What one mix did: operations completed (gets and puts of them), how long it ran, their latencies (ns), and the bytes
+     * this JVM allocated meanwhile (-1: not measured).
+     */
+    record Result(long ops, long gets, long puts, long nanos, Histogram latency, long allocated) {
     }
 
     /** The bulk load's entries, ascending: key {@code i * KEY_SPACING} with value {@code key + 1}, for i in [1, n]. */
@@ -85,6 +88,7 @@ final class DemoWorkload {
         AtomicLong puts = new AtomicLong();
         AtomicLong failures = new AtomicLong();
         SplittableRandom random = new SplittableRandom(42);
+        long allocatedBefore = dev.dex.actors.node.JvmAllocation.allocatedBytes();
         long start = System.nanoTime();
         long end = start + TimeUnit.SECONDS.toNanos(seconds);
         long ops = 0;
@@ -134,7 +138,9 @@ final class DemoWorkload {
         if (failures.get() > 0) {
             throw new IllegalStateException(failures.get() + " operations of the mix failed");
         }
-        return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram());
+        long allocatedAfter = dev.dex.actors.node.JvmAllocation.allocatedBytes();
+        return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram(),
+                allocatedBefore < 0 || allocatedAfter < 0 ? -1 : allocatedAfter - allocatedBefore);
     }
 
     private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond,

@@ -64,18 +64,31 @@ final class NodeProcesses implements AutoCloseable {
 
     private final Path logDirectory;
     private final List<String> jvmFlags;
+    /** The nodes' shared-memory directory, deleted once they have stopped; null: none. */
+    private final Path shmDirectory;
     private final List<Node> nodes = new ArrayList<>();
+    /** Set when the nodes are being stopped: no node starts after that (a start racing the shutdown hook would outlive it). */
+    private boolean stopping;
     private final Thread hook = new Thread(this::stopAll, "dex-bench-stop-nodes");
 
     /** Nodes logging into {@code logDirectory}, each JVM started with {@code jvmFlags} besides the class path. */
     NodeProcesses(Path logDirectory, List<String> jvmFlags) throws IOException {
+        this(logDirectory, jvmFlags, null);
+    }
+
+    /** As {@link #NodeProcesses(Path, List)}, deleting {@code shmDirectory} (the nodes' regions) once they have stopped. */
+    NodeProcesses(Path logDirectory, List<String> jvmFlags, Path shmDirectory) throws IOException {
         this.logDirectory = Files.createDirectories(logDirectory);
         this.jvmFlags = List.copyOf(jvmFlags);
+        this.shmDirectory = shmDirectory;
         Runtime.getRuntime().addShutdownHook(hook);
     }
 
-    /** Starts {@code DexCli} with {@code arguments} as {@code name}. */
+    /** Starts {@code DexCli} with {@code arguments} as {@code name}; refused once the nodes are being stopped. */
     synchronized Node start(String name, List<String> arguments) throws IOException {
+        if (stopping) {
+            throw new IllegalStateException("the bench is stopping its nodes; " + name + " is not started");
+        }
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(jvmFlags);
@@ -106,6 +119,7 @@ final class NodeProcesses implements AutoCloseable {
     private void stopAll() {
         List<Node> started;
         synchronized (this) {
+            stopping = true;
             started = List.copyOf(nodes);
         }
         // The nodes started later (compute nodes) first, all at once: their graceful leave may still write back to the
@@ -113,6 +127,13 @@ final class NodeProcesses implements AutoCloseable {
         if (!started.isEmpty()) {
             stop(started.subList(1, started.size()));
             stop(started.subList(0, 1));
+        }
+        if (shmDirectory != null) {
+            try {
+                DemoCluster.deleteShmDirectory(shmDirectory);
+            } catch (IOException e) {
+                System.err.println("could not delete " + shmDirectory + ": " + e);
+            }
         }
     }
 

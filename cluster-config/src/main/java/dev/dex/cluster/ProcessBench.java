@@ -59,90 +59,104 @@ final class ProcessBench {
         Path shm = Path.of("/dev/shm/" + fabricName);
         Path logs = Files.createTempDirectory("dex-bench-processes-");
         List<ActorSystem<?>> systems = new ArrayList<>();
-        try (NodeProcesses nodes = new NodeProcesses(logs, jvmFlags())) {
-            out.printf("DEX on Pekko cluster bench, one process per node: 1 memory node, %d compute node(s), and this JVM as the"
-                    + " client; fabric %s; plain TCP on loopback; node logs in %s%n", options.computeNodes(), transport, logs);
-            long n = options.keys();
-            List<String> common = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
-                    "--shm-dir", shm.toString()));
-            for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
-                    "dex.compute.redo-log", "dex.compute.worker-threads")) {
-                common.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
-            }
-            List<String> memoryArguments = new ArrayList<>(List.of("memory-node", "--server-id", "0", "--region-size",
-                    base.getBytes("dex.memory.region-size") / (1 << 20) + "MiB"));
-            memoryArguments.addAll(common);
-            String seed = nodes.start("memory-0", memoryArguments).awaitUp(NODE_START);
-
-            ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0,
-                    List.of(seed)), settings);
-            systems.add(clientSystem);
-            DemoCluster.awaitUp(systems, NODE_START);
-            long loadStart = System.nanoTime();
-            PartitionTable table;
-            Fabric loaderFabric = Fabrics.open(settings.fabric());
-            try (RemoteMemory loader = DemoCluster.awaitFormatted(clientSystem, loaderFabric)) {
-                try (ProgressBar bar = DemoWorkload.bar("load", n)) {
-                    BulkLoader.load(loader, 0.8, DemoWorkload.entries(n), bar::stepTo);
-                }
-                table = Partitioning.fromLeafFences(loader, options.partitions());
-                PartitionTable.store(loader, table);
-            } finally {
-                loaderFabric.close();
-            }
-            out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9,
-                    options.partitions());
-
-            List<NodeProcesses.Node> computeNodes = new ArrayList<>();
-            for (int c = 0; c < options.computeNodes(); c++) {
-                List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", options.cacheSize(), "--seed", seed));
-                arguments.addAll(common);
-                computeNodes.add(nodes.start("compute-" + c, arguments));
-            }
-            for (NodeProcesses.Node node : computeNodes) {
-                node.awaitUp(NODE_START);
-            }
-            DemoCluster.awaitComputeNodes(clientSystem, options.computeNodes(), NODE_START);
-            DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
-            long settleStart = System.nanoTime();
-            DemoCluster.awaitRebalance(client, clientSystem, table, options.partitions(), n * DemoWorkload.KEY_SPACING,
-                    options.computeNodes(), NODE_START);
-            out.printf("partitions settled on %d compute node process(es) in %.2f s%n", options.computeNodes(),
-                    (System.nanoTime() - settleStart) / 1e9);
-            Map<Long, Long> written = new ConcurrentHashMap<>();
-            if (options.warmup() > 0) {
-                out.printf("warming up for %d s (not measured)%n", options.warmup());
-                DemoWorkload.mix(client, n, options.putPercent(), options.warmup(), options.inFlight(), options.rate(), written);
-            }
-            List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
-            HopTable hops = options.traceSample() > 0 ? new HopTable() : null;
-            if (hops != null) {
-                client.trace(options.traceSample(), hops);
-            }
-            DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.seconds(), options.inFlight(),
-                    options.rate(), written);
-            client.trace(0, null);
-            List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
-            report.printMix(mix, before, after, settings, n, options.engine());
-            if (hops != null) {
-                report.printHops(hops);
-            }
-            return 0;
-        } finally {
+        try (NodeProcesses nodes = new NodeProcesses(logs, jvmFlags(), shm)) {
+            // The client leaves while the nodes still run (closing the nodes stops them after this block).
             try {
-                DemoCluster.leaveInOrder(systems);
+                out.printf("DEX on Pekko cluster bench, one process per node: 1 memory node, %d compute node(s), and this JVM as the"
+                        + " client; fabric %s; plain TCP on loopback; node logs in %s%n", options.computeNodes(), transport, logs);
+                long n = options.keys();
+                List<String> common = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
+                        "--shm-dir", shm.toString()));
+                for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
+                        "dex.compute.redo-log", "dex.compute.worker-threads")) {
+                    common.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
+                }
+                List<String> memoryArguments = new ArrayList<>(List.of("memory-node", "--server-id", "0", "--region-size",
+                        base.getBytes("dex.memory.region-size") / (1 << 20) + "MiB"));
+                memoryArguments.addAll(common);
+                String seed = nodes.start("memory-0", memoryArguments).awaitUp(NODE_START);
+
+                ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0,
+                        List.of(seed)), settings);
+                systems.add(clientSystem);
+                DemoCluster.awaitUp(systems, NODE_START);
+                long loadStart = System.nanoTime();
+                PartitionTable table;
+                Fabric loaderFabric = Fabrics.open(settings.fabric());
+                try (RemoteMemory loader = DemoCluster.awaitFormatted(clientSystem, loaderFabric)) {
+                    try (ProgressBar bar = DemoWorkload.bar("load", n)) {
+                        BulkLoader.load(loader, 0.8, DemoWorkload.entries(n), bar::stepTo);
+                    }
+                    table = Partitioning.fromLeafFences(loader, options.partitions());
+                    PartitionTable.store(loader, table);
+                } finally {
+                    loaderFabric.close();
+                }
+                out.printf("bulk-loaded %,d keys in %.2f s; %d partitions at leaf fences%n", n, (System.nanoTime() - loadStart) / 1e9,
+                        options.partitions());
+
+                List<NodeProcesses.Node> computeNodes = new ArrayList<>();
+                for (int c = 0; c < options.computeNodes(); c++) {
+                    List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", options.cacheSize(), "--seed", seed));
+                    arguments.addAll(common);
+                    computeNodes.add(nodes.start("compute-" + c, arguments));
+                }
+                for (NodeProcesses.Node node : computeNodes) {
+                    node.awaitUp(NODE_START);
+                }
+                DemoCluster.awaitComputeNodes(clientSystem, options.computeNodes(), NODE_START);
+                DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
+                long settleStart = System.nanoTime();
+                DemoCluster.awaitRebalance(client, clientSystem, table, options.partitions(), n * DemoWorkload.KEY_SPACING,
+                        options.computeNodes(), NODE_START);
+                out.printf("partitions settled on %d compute node process(es) in %.2f s%n", options.computeNodes(),
+                        (System.nanoTime() - settleStart) / 1e9);
+                Map<Long, Long> written = new ConcurrentHashMap<>();
+                if (options.warmup() > 0) {
+                    out.printf("warming up for %d s (not measured)%n", options.warmup());
+                    DemoWorkload.mix(client, n, options.putPercent(), options.warmup(), options.inFlight(), options.rate(), written);
+                }
+                List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
+                HopTable hops = options.traceSample() > 0 ? new HopTable() : null;
+                if (hops != null) {
+                    client.trace(options.traceSample(), hops);
+                }
+                DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.seconds(), options.inFlight(),
+                        options.rate(), written);
+                client.trace(0, null);
+                List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
+                report.printMix(mix, before, after, settings, n, options.engine());
+                if (hops != null) {
+                    report.printHops(hops);
+                }
+                return 0;
             } finally {
-                DemoCluster.deleteShmDirectory(shm);
+                DemoCluster.leaveInOrder(systems);
             }
+        } finally {
+            DemoCluster.deleteShmDirectory(shm);
         }
     }
 
     /**
-     * The node JVMs' flags: those {@code bin/dex} gives every JVM, and this JVM's {@code -Dpekko.*} and {@code -Ddex.*}
-     * settings (from {@code DEX_JAVA_OPTS}), so that a setting tried on the bench applies to its nodes too.
+     * The node JVMs' flags: those {@code bin/dex} gives every JVM, this JVM's collector and heap sizes, and its
+     * {@code -Dpekko.*} and {@code -Ddex.*} settings (from {@code DEX_JAVA_OPTS}), so that a collector or a setting tried
+     * on the bench applies to its nodes too. The nodes run on this JVM's Java ({@code java.home}).
      */
     static List<String> jvmFlags() {
-        List<String> flags = new ArrayList<>(List.of("-XX:+UseParallelGC", "-Xss4m", "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"));
+        List<String> flags = new ArrayList<>(List.of("-Xss4m", "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"));
+        boolean collector = false;
+        for (String argument : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            boolean gc = argument.startsWith("-XX:+Use") && argument.endsWith("GC");
+            if (gc || argument.startsWith("-Xmx") || argument.startsWith("-Xms") || argument.startsWith("-Xmn")
+                    || argument.startsWith("-XX:+ZGenerational")) {
+                flags.add(argument);
+                collector |= gc;
+            }
+        }
+        if (!collector) {
+            flags.add("-XX:+UseParallelGC");
+        }
         for (String name : System.getProperties().stringPropertyNames()) {
             if (name.startsWith("pekko.") || name.startsWith("dex.")) {
                 flags.add("-D" + name + "=" + System.getProperty(name));

@@ -137,6 +137,8 @@ class DexCliTest {
                 && latency.get("p99").asLong() <= latency.get("p999").asLong() && latency.get("p50").asLong() > 0, latency.toString());
         assertTrue(!run.out().contains("scale-out"), "the cluster bench does not scale out");
         assertHops(run, result, 1);
+        var heap = result.get("heapAllocatedPerOp");
+        assertTrue(heap.get("oneJvm").asBoolean() && heap.get("clientJvm").asDouble() > 0, "one JVM for every node: " + heap);
     }
 
     /**

@@ -32,6 +32,9 @@ class ProcessBenchTest {
         assertTrue(result.get("ops").asLong() > 0, result.toString());
         assertTrue(result.get("perOp").get("reads").asDouble() > 0, "the compute node process read the memory node's: " + result);
         DexCliTest.assertHops(run, result, (int) result.get("ops").asLong());
+        var heap = result.get("heapAllocatedPerOp");
+        assertTrue(!heap.get("oneJvm").asBoolean() && heap.get("clientJvm").asDouble() > 0 && heap.get("computeNodeJvms").asDouble() > 0,
+                "the client's and the compute node's JVMs are measured apart: " + heap);
         assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count(),
                 "every node process has ended");
         Matcher logs = Pattern.compile("node logs in (\\S+)").matcher(run.out());
@@ -44,7 +47,9 @@ class ProcessBenchTest {
     @Test
     void aNodeThatEndsBeforeItIsUpIsReportedWithItsLogAndARunningNodeIsStoppedAtClose(@TempDir Path dir) throws Exception {
         NodeProcesses.Node running;
-        try (NodeProcesses nodes = new NodeProcesses(dir, ProcessBench.jvmFlags())) {
+        Path shm = Files.createDirectories(dir.resolve("shm"));
+        Files.writeString(shm.resolve("region-0"), "a region");
+        try (NodeProcesses nodes = new NodeProcesses(dir, ProcessBench.jvmFlags(), shm)) {
             NodeProcesses.Node bad = nodes.start("bad", List.of("memory-node", "--region-size", "banana"));
             IllegalStateException failure = assertThrows(IllegalStateException.class, () -> bad.awaitUp(Duration.ofSeconds(60)));
             assertTrue(failure.getMessage().startsWith("bad ended (exit ") && failure.getMessage().contains("banana"),
@@ -55,6 +60,17 @@ class ProcessBenchTest {
             assertTrue(hostPort.startsWith("127.0.0.1:"), hostPort);
         }
         assertFalse(running.process().isAlive(), "close stopped the node");
+        assertFalse(Files.exists(shm), "and deleted the nodes' shared-memory directory");
+        assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count());
+    }
+
+    @Test
+    void noNodeStartsOnceTheNodesAreBeingStopped(@TempDir Path dir) throws Exception {
+        NodeProcesses nodes = new NodeProcesses(dir, ProcessBench.jvmFlags());
+        nodes.close(); // as the shutdown hook does on Ctrl-C, while the bench's thread may still be starting nodes
+        IllegalStateException refused = assertThrows(IllegalStateException.class,
+                () -> nodes.start("compute-0", List.of("compute-node")));
+        assertTrue(refused.getMessage().contains("compute-0 is not started"), refused.getMessage());
         assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count());
     }
 }

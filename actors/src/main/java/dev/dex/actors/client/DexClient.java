@@ -385,8 +385,11 @@ public final class DexClient {
                     HopTrace.stamp(trace, HopTrace.DRAIN);
                     pending = new Pending(submitted.op(), reply -> completions.computeIfAbsent(submissions, s -> new ArrayList<>())
                             .add(() -> {
-                                submissions.completed(trace);
-                                future.complete(reply);
+                                try {
+                                    submissions.completed(trace);
+                                } finally {
+                                    future.complete(reply);
+                                }
                             }), null, submitted.deadline());
                     pending.trace = trace;
                 }

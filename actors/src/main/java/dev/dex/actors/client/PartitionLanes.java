@@ -263,8 +263,9 @@ final class PartitionLanes {
             List<PartitionRouter.Routed> part = new ArrayList<>();
             int ops = 0;
             for (PartitionRouter.Routed routed : entry.getValue()) {
-                // By the operations' bytes on the wire: a key wider than 8 bytes makes an operation longer.
-                int bytes = WireLimits.opBytes(routed.ops());
+                // By the operations' bytes on the wire (a key wider than 8 bytes makes an operation longer), and a traced
+                // batch's stamps, so that a bundle of many traced batches stays as small as one of as many operations.
+                int bytes = WireLimits.opBytes(routed.ops()) + (routed.trace() == null ? 0 : 8 * HopTrace.STAMPS);
                 if (!part.isEmpty() && (ops + bytes > DexClient.BUNDLE_OPS * WireLimits.OP_BYTES
                         || part.size() == WireLimits.MAX_BUNDLE)) {
                     entry.getKey().tell(new PartitionRouter.Bundle(part, bundleReplies, clientId));

@@ -86,10 +86,17 @@ public final class ComputeNode {
      */
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                          long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
-                         List<String> memoryServersLost) implements CborSerializable {
+                         List<String> memoryServersLost, String jvm, long jvmAllocatedBytes) implements CborSerializable {
         public Status {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
             memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
+        }
+
+        /** A status of this JVM ({@link JvmAllocation}). */
+        public Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
+                      long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut, List<String> memoryServersLost) {
+            this(address, partitionsHeld, reads, writes, atomics, twoSided, bytes, cacheHitRatio, offloads, memoryServersOut,
+                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes());
         }
     }
 

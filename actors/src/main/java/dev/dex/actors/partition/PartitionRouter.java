@@ -272,7 +272,8 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
 
     /** An upper bound of the bytes {@code results} takes in a {@link Ops.ResultsBundle} ({@link BatchSerializer}). */
     static int sizeOf(Ops.Results results) {
-        long size = 40 + (results.host() == null ? 0 : 3L * results.host().length());
+        long size = 40 + (results.host() == null ? 0 : 3L * results.host().length())
+                + (results.trace() == null ? 0 : 8L * HopTrace.STAMPS);
         for (Ops.Result r : results.results()) {
             size += 10 + 16L * r.keys().length + 12;
             if (r.error() != null) {
