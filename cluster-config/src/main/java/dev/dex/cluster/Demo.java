@@ -61,7 +61,8 @@ final class Demo implements Callable<Integer> {
     Integer seconds;
 
     @Option(names = "--workload", paramLabel = "W",
-            description = "read-only (100%% get), read-intensive (95/5 get/put), write-intensive (50/50) (default: dex.demo.workload).")
+            description = "read-only (100%% get), read-intensive (95/5 get/put), write-intensive (50/50), scan-intensive (95%% scans"
+                    + " of 100 entries, 5%% puts) (default: dex.demo.workload).")
     String workload;
 
     @Option(names = "--cache-size", paramLabel = "SIZE",
@@ -147,6 +148,8 @@ final class Demo implements Callable<Integer> {
                     + " runs, instead of every node's actor system in this JVM. Its --warmup defaults to " + PROCESSES_WARMUP
                     + " s (each JVM compiles its own hot paths).")
     boolean processes;
+    /** The share of the mix's operations that are scans (--workload scan-intensive: 95). */
+    private int scanPercent;
 
     /** Set by {@code dex bench --cluster}: measure the mix only, without the scale-out and the check. */
     boolean benchOnly;
@@ -249,9 +252,16 @@ final class Demo implements Callable<Integer> {
             case "read-only" -> 0;
             case "read-intensive" -> 5;
             case "write-intensive" -> 50;
-            default -> throw new IllegalArgumentException("--workload must be read-only, read-intensive or write-intensive: "
-                    + settings.demoWorkload());
+            case "scan-intensive" -> 5;
+            default -> throw new IllegalArgumentException("--workload must be read-only, read-intensive, write-intensive or"
+                    + " scan-intensive: " + settings.demoWorkload());
         };
+        int scanPercent = settings.demoWorkload().equals("scan-intensive") ? 95 : 0;
+        if (scanPercent > 0 && memoryReplicas > 1) {
+            throw new IllegalArgumentException("--workload scan-intensive goes with one replica (the replicated demo's mix is gets and"
+                    + " puts)");
+        }
+        this.scanPercent = scanPercent;
         List<ActorSystem<?>> systems = new ArrayList<>();
         try {
             if (memoryReplicas > 1) {
@@ -259,7 +269,7 @@ final class Demo implements Callable<Integer> {
             }
             if (processes) {
                 double engine = baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
-                return ProcessBench.run(out, base, settings, new ProcessBench.Options(n, putPercent, computeNodes, partitions,
+                return ProcessBench.run(out, base, settings, new ProcessBench.Options(n, putPercent, scanPercent, computeNodes, partitions,
                         cacheSize, warmup, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate,
                         traceSample == null ? 0 : traceSample, engine), new DemoReport(out, computeNodes, rate, json), fabricName);
             }
@@ -327,14 +337,14 @@ final class Demo implements Callable<Integer> {
         Map<Long, Long> written = new ConcurrentHashMap<>();
         if (warmup > 0) {
             out.printf("warming up for %d s (not measured)%n", warmup);
-            DemoWorkload.mix(client, n, putPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
+            DemoWorkload.mix(client, n, putPercent, scanPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
         }
         List<ComputeNode.Status> measuredFrom = ClusterMember.computeStatuses(clientSystem);
         dev.dex.actors.client.HopTable hops = traceSample != null && traceSample > 0 ? new dev.dex.actors.client.HopTable() : null;
         if (hops != null) {
             client.trace(traceSample, hops);
         }
-        DemoWorkload.Result mix = DemoWorkload.mix(client, n, putPercent, settings.demoSeconds(), settings.demoInFlight(),
+        DemoWorkload.Result mix = DemoWorkload.mix(client, n, putPercent, scanPercent, settings.demoSeconds(), settings.demoInFlight(),
                 rate == null ? 0 : rate, written);
         client.trace(0, null);
         List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
@@ -354,7 +364,7 @@ final class Demo implements Callable<Integer> {
             int openSeconds = base.getInt("dex.demo.open-loop-seconds");
             out.printf("%nthe same mix as an open loop at %,d ops/s (%.0f%% of the closed loop's throughput) for %d s...%n", openRate,
                     100 * share, openSeconds);
-            DemoWorkload.Result open = DemoWorkload.mix(client, n, putPercent, openSeconds, settings.demoInFlight(), openRate, written,
+            DemoWorkload.Result open = DemoWorkload.mix(client, n, putPercent, scanPercent, openSeconds, settings.demoInFlight(), openRate, written,
                     null, null, null, null, "open loop (s)");
             report.printOpenLoop(open, openRate, share);
         }
@@ -371,7 +381,7 @@ final class Demo implements Callable<Integer> {
         java.util.concurrent.atomic.AtomicLongArray perTick = timelineFile == null ? null : new java.util.concurrent.atomic
                 .AtomicLongArray((int) (SCALE_OUT_MAX_SECONDS * (1_000_000_000L / DemoWorkload.TICK_NANOS)));
         java.util.concurrent.FutureTask<DemoWorkload.Result> during = new java.util.concurrent.FutureTask<>(() ->
-                DemoWorkload.mix(client, n, putPercent, SCALE_OUT_MAX_SECONDS, settings.demoInFlight(), 0, written, stop, perSecond,
+                DemoWorkload.mix(client, n, putPercent, scanPercent, SCALE_OUT_MAX_SECONDS, settings.demoInFlight(), 0, written, stop, perSecond,
                         longest, perTick, "mix during scale-out (s)"));
         Thread mixer = new Thread(during, "demo-mix-during-scale-out");
         mixer.setDaemon(true);

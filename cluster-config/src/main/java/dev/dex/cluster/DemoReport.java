@@ -55,8 +55,9 @@ final class DemoReport {
         double ops = mix.ops();
         Histogram h = mix.latency();
         double throughput = ops / (mix.nanos() / 1e9);
-        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts) in %.2f s, %s%n", workload, mix.ops(),
-                mix.gets(), mix.puts(), mix.nanos() / 1e9, rate != null && rate > 0
+        out.printf("%nmix %s through the client actor: %,d operations (%,d gets, %,d puts%s) in %.2f s, %s%n", workload, mix.ops(),
+                mix.gets(), mix.puts(), mix.scans() > 0 ? String.format(", %,d scans of %d", mix.scans(), DemoWorkload.SCAN_LENGTH) : "",
+                mix.nanos() / 1e9, rate != null && rate > 0
                         ? String.format("open loop at %,d ops/s (at most %,d in flight)", rate, settings.demoInFlight())
                         : String.format("closed loop, %,d in flight", settings.demoInFlight()));
         out.printf("throughput   %,.0f ops/s%n", throughput);

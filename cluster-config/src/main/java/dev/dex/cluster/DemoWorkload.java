@@ -36,8 +36,11 @@ final class DemoWorkload {
      * What one mix did: operations completed (gets and puts of them), how long it ran, their latencies (ns), and the bytes
      * this JVM allocated meanwhile (-1: not measured).
      */
-    record Result(long ops, long gets, long puts, long nanos, Histogram latency, long allocated) {
+    record Result(long ops, long gets, long puts, long nanos, Histogram latency, long allocated, long scans) {
     }
+
+    /** Entries a scan of the mix asks for (the paper's and YCSB E's scan length). */
+    static final int SCAN_LENGTH = 100;
 
     /** The bulk load's entries, ascending: key {@code i * KEY_SPACING} with value {@code key + 1}, for i in [1, n]. */
     static SortedEntries entries(long n) {
@@ -69,7 +72,13 @@ final class DemoWorkload {
      */
     static Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written)
             throws InterruptedException {
-        return mix(client, n, putPercent, seconds, inFlight, rate, written, null, null, null, null, "mix (s)");
+        return mix(client, n, putPercent, 0, seconds, inFlight, rate, written, null, null, null, null, "mix (s)");
+    }
+
+    /** As above, with {@code scanPercent} of the operations scans of {@link #SCAN_LENGTH} entries from a loaded key. */
+    static Result mix(DexClientApi client, long n, int putPercent, int scanPercent, int seconds, int inFlight, long rate,
+                      Map<Long, Long> written) throws InterruptedException {
+        return mix(client, n, putPercent, scanPercent, seconds, inFlight, rate, written, null, null, null, null, "mix (s)");
     }
 
     /**
@@ -77,8 +86,8 @@ final class DemoWorkload {
      * run in {@code perSecond} (if given) and, along with it, per {@link #TICK_NANOS} in {@code perTick} (if given); with
      * {@code perSecond}, the longest operation (ns) sent in each second goes to {@code longest} (if given).
      */
-    static Result mix(DexClientApi client, long n, int putPercent, int seconds, int inFlight, long rate, Map<Long, Long> written,
-            java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond,
+    static Result mix(DexClientApi client, long n, int putPercent, int scanPercent, int seconds, int inFlight, long rate,
+            Map<Long, Long> written, java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond,
             java.util.concurrent.atomic.AtomicLongArray longest, java.util.concurrent.atomic.AtomicLongArray perTick, String task)
             throws InterruptedException {
         Semaphore slots = new Semaphore(inFlight);
@@ -86,6 +95,7 @@ final class DemoWorkload {
         Recorder recorder = new Recorder(3);
         AtomicLong gets = new AtomicLong();
         AtomicLong puts = new AtomicLong();
+        AtomicLong scans = new AtomicLong();
         AtomicLong failures = new AtomicLong();
         SplittableRandom random = new SplittableRandom(42);
         long allocatedBefore = dev.dex.actors.node.JvmAllocation.allocatedBytes();
@@ -103,7 +113,22 @@ final class DemoWorkload {
                 slots.acquire();
                 long key = (1 + random.nextLong(n)) * KEY_SPACING;
                 long t0 = rate > 0 ? scheduled : System.nanoTime();
-                if (random.nextInt(100) < putPercent && writing.add(key)) {
+                int roll = random.nextInt(100);
+                if (roll < scanPercent) {
+                    long from = key;
+                    client.scan(key, SCAN_LENGTH).whenComplete((entries, failure) -> {
+                        // Loaded keys are never deleted: a scan from one holds it first, and a full count unless it ran
+                        // past the last key.
+                        boolean ok = failure == null && !entries.isEmpty() && entries.get(0).key() == from
+                                && (entries.size() == SCAN_LENGTH || from > (n - SCAN_LENGTH) * KEY_SPACING);
+                        (ok ? scans : failures).incrementAndGet();
+                        if (!ok && failures.get() <= 3) {
+                            System.err.println("scan from " + from + ": " + (failure != null ? failure : entries.size() + " entries"));
+                        }
+                        done(recorder, t0, start, perSecond, longest, perSecond == null ? null : perTick);
+                        slots.release();
+                    });
+                } else if (roll < scanPercent + putPercent && writing.add(key)) {
                     long value = random.nextLong();
                     client.put(key, value).whenComplete((replaced, failure) -> {
                         if (failure == null) {
@@ -140,7 +165,7 @@ final class DemoWorkload {
         }
         long allocatedAfter = dev.dex.actors.node.JvmAllocation.allocatedBytes();
         return new Result(ops, gets.get(), puts.get(), System.nanoTime() - start, recorder.getIntervalHistogram(),
-                allocatedBefore < 0 || allocatedAfter < 0 ? -1 : allocatedAfter - allocatedBefore);
+                allocatedBefore < 0 || allocatedAfter < 0 ? -1 : allocatedAfter - allocatedBefore, scans.get());
     }
 
     private static void done(Recorder recorder, long t0, long start, java.util.concurrent.atomic.AtomicLongArray perSecond,

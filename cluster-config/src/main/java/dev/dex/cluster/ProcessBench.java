@@ -43,7 +43,7 @@ final class ProcessBench {
     }
 
     /** What the bench takes from {@code dex bench --cluster}'s options. */
-    record Options(long keys, int putPercent, int computeNodes, int partitions, String cacheSize, int warmup, int seconds,
+    record Options(long keys, int putPercent, int scanPercent, int computeNodes, int partitions, String cacheSize, int warmup, int seconds,
                    int inFlight, long rate, int traceSample, double engine) {
     }
 
@@ -114,14 +114,16 @@ final class ProcessBench {
                 Map<Long, Long> written = new ConcurrentHashMap<>();
                 if (options.warmup() > 0) {
                     out.printf("warming up for %d s (not measured)%n", options.warmup());
-                    DemoWorkload.mix(client, n, options.putPercent(), options.warmup(), options.inFlight(), options.rate(), written);
+                    DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.warmup(), options.inFlight(),
+                            options.rate(), written);
                 }
                 List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
                 HopTable hops = options.traceSample() > 0 ? new HopTable() : null;
                 if (hops != null) {
                     client.trace(options.traceSample(), hops);
                 }
-                DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.seconds(), options.inFlight(),
+                DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.seconds(),
+                        options.inFlight(),
                         options.rate(), written);
                 client.trace(0, null);
                 List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);

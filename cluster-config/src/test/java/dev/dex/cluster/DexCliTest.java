@@ -57,6 +57,7 @@ class DexCliTest {
             "demo --baseline maybe                       | --baseline must be on or off: maybe",
             "demo --warmup -1                            | --warmup must be in [0, 600] seconds: -1",
             "demo --trace-sample -2                      | --trace-sample must be in [0, 1000000]",
+            "demo --workload scanny                      | --workload must be read-only, read-intensive, write-intensive or scan-intensive",
             "demo --processes                            | --processes goes with bench --cluster",
             "bench --cluster --processes --fabric local  | --processes needs --fabric shm or tcp",
             "client --seed nohost get 1                  | a seed node is host:port",
@@ -139,6 +140,17 @@ class DexCliTest {
         assertHops(run, result, 1);
         var heap = result.get("heapAllocatedPerOp");
         assertTrue(heap.get("oneJvm").asBoolean() && heap.get("clientJvm").asDouble() > 0, "one JVM for every node: " + heap);
+    }
+
+    @Test
+    void theClusterBenchScansAHundredEntriesFromLoadedKeys() {
+        // The mix checks every scan (it starts at its key, and holds 100 entries unless it ran past the last key) and fails
+        // the run if one does not.
+        Run run = run("bench", "--cluster", "--keys", "10000", "--seconds", "1", "--partitions", "6", "--compute-nodes", "1",
+                "--workload", "scan-intensive", "--in-flight", "16", "--warmup", "0", "--baseline", "off");
+        assertEquals(0, run.exit(), run.out() + run.err());
+        java.util.regex.Matcher scans = java.util.regex.Pattern.compile("([0-9,]+) scans of 100").matcher(run.out());
+        assertTrue(scans.find() && Long.parseLong(scans.group(1).replace(",", "")) > 0, run.out());
     }
 
     /**
