@@ -144,9 +144,14 @@ public final class DexNodes {
         return system;
     }
 
+    /**
+     * The node's actor runs on Pekko's dispatcher for blocking work: it blocks while it opens the memory pool (a fabric
+     * connection, the engine's first reads) and while it stops (its workers' end), and the default dispatcher, one
+     * thread per core, also runs Artery's streams (dex-cluster.conf). The hot path (partitions, routers) stays there.
+     */
     private static ActorSystem<Void> start(Config config, Behavior<?> node, String name) {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
-            context.spawn(node, name);
+            context.spawn(node, name, org.apache.pekko.actor.typed.DispatcherSelector.blocking());
             return Behaviors.empty();
         }), SYSTEM, config);
         joinSelfIfNoSeeds(system, config);

@@ -138,7 +138,7 @@ final class MemoryNodeProcess {
                                                  Path contactsFile, Config config, int run) {
         try {
             return ActorSystem.create(Behaviors.setup(context -> {
-                context.spawn(MemoryNode.create(region), "memory");
+                context.spawn(MemoryNode.create(region), "memory", org.apache.pekko.actor.typed.DispatcherSelector.blocking());
                 context.spawn(ClusterContacts.create(contacts, contactsFile), "cluster-contacts");
                 return Behaviors.empty();
             }), DexNodes.SYSTEM, config);
