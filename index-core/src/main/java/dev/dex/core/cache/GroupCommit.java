@@ -36,9 +36,13 @@ final class GroupCommit {
     private RedoLog pendingLog;
     private int pendingPartition;
     private final CRC32C crc = new CRC32C();
-    /** The log of the partition this batch read, and the last LSN its reads may have seen (see noteRead). */
-    private RedoLog readLog;
-    private long readUpTo;
+    /**
+     * The logs of the partitions this batch read ({@code reads} of them), and for each the last LSN its reads may have
+     * seen (see noteRead); waited for at the commit, never in the middle of a batch.
+     */
+    private RedoLog[] readLogs = new RedoLog[4];
+    private long[] readUpTo = new long[4];
+    private int reads;
 
     GroupCommit(DexEngine engine, Markers markers) {
         this.engine = engine;
@@ -115,14 +119,17 @@ final class GroupCommit {
      */
     void commit() {
         batching = false;
-        RedoLog reads = readLog;
-        long upTo = readUpTo;
-        readLog = null;
+        int n = reads;
+        reads = 0;
         writePending(false);
-        if (reads != null) {
-            // The batch's reads may have returned writes of other batches: answer them only once those are
-            // durable too, so no answered value can vanish with a crash.
-            reads.awaitDurable(upTo);
+        // The batch's reads may have returned writes of other batches: answer them only once those are durable too, so
+        // no answered value can vanish with a crash. Only now, after this session's own records went to their log: a
+        // wait in the middle of a batch (as for a scan that crossed into another partition) could wait for this
+        // session's own records, still pending, or for those of another session waiting likewise for these: a hang.
+        for (int i = 0; i < n; i++) {
+            RedoLog log = readLogs[i];
+            readLogs[i] = null;
+            log.awaitDurable(readUpTo[i]);
         }
     }
 
@@ -135,11 +142,20 @@ final class GroupCommit {
         if (!batching || log == null) {
             return;
         }
-        if (readLog != null && readLog != log) {
-            readLog.awaitDurable(readUpTo); // a batch reading two partitions: the first one's wait now
+        long upTo = log.nextLsn() - 1;
+        for (int i = 0; i < reads; i++) {
+            if (readLogs[i] == log) {
+                readUpTo[i] = Math.max(readUpTo[i], upTo);
+                return;
+            }
         }
-        readLog = log;
-        readUpTo = log.nextLsn() - 1;
+        if (reads == readLogs.length) {
+            readLogs = java.util.Arrays.copyOf(readLogs, reads * 2);
+            readUpTo = java.util.Arrays.copyOf(readUpTo, reads * 2);
+        }
+        readLogs[reads] = log;
+        readUpTo[reads] = upTo;
+        reads++;
     }
 
     /**

@@ -79,4 +79,51 @@ class ReadDurabilityTest {
             assertTrue(engine.log(0).durableLsn() >= 1);
         }
     }
+
+    /**
+     * A batch that wrote in one partition and then scanned into the next used to wait, in the middle of the scan, for the
+     * first partition's log to hold every LSN taken there: its own record among them, which only its commit writes. The
+     * batch hung, and so did two batches waiting for each other's records. The reads now wait at the commit, after the
+     * batch's own records are written.
+     */
+    @Test
+    void aBatchThatWroteAndThenScannedIntoAnotherPartitionDoesNotWaitForItself() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 64 << 10);
+            RemoteMemory admin = fabric.connect(0);
+            Superblock.format(admin, TreeSettings.defaults());
+            PartitionTable.store(admin, PartitionTable.equalWidth(2, 0, 1_000));
+            DexEngine engine = DexEngine.open(fabric.connect(0), DexEngineSettings.withCache("no-offload", 1 << 20), null,
+                    RedoLogSettings.ON);
+            engine.acquire(0);
+            engine.acquire(1);
+            DexSession loader = engine.newSession();
+            loader.put(800, 8);
+            DexSession[] sessions = {engine.newSession(), engine.newSession()};
+            java.util.concurrent.CyclicBarrier bothWrote = new java.util.concurrent.CyclicBarrier(sessions.length);
+            java.util.List<CompletableFuture<Integer>> batches = new java.util.ArrayList<>();
+            for (int s = 0; s < sessions.length; s++) {
+                DexSession session = sessions[s];
+                long key = 100 + s;
+                batches.add(CompletableFuture.supplyAsync(() -> {
+                    session.beginBatch();
+                    session.put(key, key * 10);
+                    try {
+                        bothWrote.await(5, TimeUnit.SECONDS); // both batches hold a record not yet in partition 0's log
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                    long[] keys = new long[10];
+                    long[] values = new long[10];
+                    int n = session.scan(50, 10, keys, values); // from partition 0 into partition 1
+                    session.commit();
+                    return n;
+                }));
+            }
+            for (CompletableFuture<Integer> batch : batches) {
+                assertEquals(3, batch.get(10, TimeUnit.SECONDS), "the scan saw both writes of partition 0 and the key of partition 1");
+            }
+            assertTrue(engine.log(0).durableLsn() >= 2, "both batches' records are in partition 0's log");
+        }
+    }
 }
