@@ -339,19 +339,11 @@ final class Demo implements Callable<Integer> {
             out.printf("warming up for %d s (not measured)%n", warmup);
             DemoWorkload.mix(client, n, putPercent, scanPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
         }
-        List<ComputeNode.Status> measuredFrom = ClusterMember.computeStatuses(clientSystem);
-        dev.dex.actors.client.HopTable hops = traceSample != null && traceSample > 0 ? new dev.dex.actors.client.HopTable() : null;
-        if (hops != null) {
-            client.trace(traceSample, hops);
-        }
-        DemoWorkload.Result mix = DemoWorkload.mix(client, n, putPercent, scanPercent, settings.demoSeconds(), settings.demoInFlight(),
-                rate == null ? 0 : rate, written);
-        client.trace(0, null);
-        List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
-        report.printMix(mix, measuredFrom, after, settings, n, engine);
-        if (hops != null) {
-            report.printHops(hops);
-        }
+        DemoReport.Measured measured = report.measure(clientSystem, client, traceSample == null ? 0 : traceSample, settings, n, engine,
+                () -> DemoWorkload.mix(client, n, putPercent, scanPercent, settings.demoSeconds(), settings.demoInFlight(),
+                        rate == null ? 0 : rate, written));
+        DemoWorkload.Result mix = measured.mix();
+        List<ComputeNode.Status> after = measured.after();
         if (benchOnly) {
             return 0;
         }

@@ -106,6 +106,40 @@ final class DemoReport {
         }
     }
 
+    /** A mix to measure. */
+    interface Mix {
+        DemoWorkload.Result run() throws InterruptedException;
+    }
+
+    /** A measured mix and the compute nodes' statuses after it. */
+    record Measured(DemoWorkload.Result mix, List<ComputeNode.Status> after) {
+    }
+
+    /**
+     * Runs {@code mix} between two readings of the compute nodes' statuses, tracing about one in {@code traceSample} of its
+     * operations (0: none), then prints it ({@link #printMix}) and, if traced, its per-hop table ({@link #printHops}).
+     */
+    Measured measure(org.apache.pekko.actor.typed.ActorSystem<?> clientSystem, dev.dex.actors.client.DexClientApi client,
+                     int traceSample, DexSettings settings, long n, double engine, Mix mix) throws Exception {
+        List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
+        dev.dex.actors.client.HopTable hops = traceSample > 0 ? new dev.dex.actors.client.HopTable() : null;
+        if (hops != null) {
+            client.trace(traceSample, hops);
+        }
+        DemoWorkload.Result result;
+        try {
+            result = mix.run();
+        } finally {
+            client.trace(0, null);
+        }
+        List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
+        printMix(result, before, after, settings, n, engine);
+        if (hops != null) {
+            printHops(hops);
+        }
+        return new Measured(result, after);
+    }
+
     /**
      * The open loop after the closed one: its rate (a {@code share} of the closed loop's throughput) and latency
      * percentiles, from each operation's scheduled start; also into --json as {@code openLoop}.

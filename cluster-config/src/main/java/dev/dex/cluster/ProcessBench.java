@@ -15,8 +15,6 @@ import com.typesafe.config.Config;
 
 import dev.dex.actors.client.DexClient;
 import dev.dex.actors.client.DexClientApi;
-import dev.dex.actors.client.HopTable;
-import dev.dex.actors.node.ComputeNode;
 import dev.dex.actors.node.Fabrics;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
@@ -117,20 +115,9 @@ final class ProcessBench {
                     DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.warmup(), options.inFlight(),
                             options.rate(), written);
                 }
-                List<ComputeNode.Status> before = ClusterMember.computeStatuses(clientSystem);
-                HopTable hops = options.traceSample() > 0 ? new HopTable() : null;
-                if (hops != null) {
-                    client.trace(options.traceSample(), hops);
-                }
-                DemoWorkload.Result mix = DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.seconds(),
-                        options.inFlight(),
-                        options.rate(), written);
-                client.trace(0, null);
-                List<ComputeNode.Status> after = ClusterMember.computeStatuses(clientSystem);
-                report.printMix(mix, before, after, settings, n, options.engine());
-                if (hops != null) {
-                    report.printHops(hops);
-                }
+                report.measure(clientSystem, client, options.traceSample(), settings, n, options.engine(),
+                        () -> DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.seconds(),
+                                options.inFlight(), options.rate(), written));
                 return 0;
             } finally {
                 DemoCluster.leaveInOrder(systems);

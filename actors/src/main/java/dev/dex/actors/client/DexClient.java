@@ -378,21 +378,10 @@ public final class DexClient {
             } else {
                 CompletableFuture<Reply> future = submitted.reply();
                 long[] trace = submitted.trace();
-                Pending pending;
-                if (trace == null) {
-                    pending = new Pending(submitted.op(), reply -> complete(submissions, future, reply), null, submitted.deadline());
-                } else {
-                    HopTrace.stamp(trace, HopTrace.DRAIN);
-                    pending = new Pending(submitted.op(), reply -> completions.computeIfAbsent(submissions, s -> new ArrayList<>())
-                            .add(() -> {
-                                try {
-                                    submissions.completed(trace);
-                                } finally {
-                                    future.complete(reply);
-                                }
-                            }), null, submitted.deadline());
-                    pending.trace = trace;
-                }
+                HopTrace.stamp(trace, HopTrace.DRAIN);
+                Pending pending = new Pending(submitted.op(), reply -> complete(submissions, future, reply, trace), null,
+                        submitted.deadline());
+                pending.trace = trace;
                 enqueue(pending);
             }
             if (++taken == MAX_DRAIN) {
@@ -408,7 +397,18 @@ public final class DexClient {
     }
 
     private <T> void complete(Submissions submissions, CompletableFuture<T> future, T value) {
-        completions.computeIfAbsent(submissions, s -> new ArrayList<>()).add(() -> future.complete(value));
+        complete(submissions, future, value, null);
+    }
+
+    /** As above, recording a traced operation's {@code trace} (null: not traced) as its future completes. */
+    private <T> void complete(Submissions submissions, CompletableFuture<T> future, T value, long[] trace) {
+        completions.computeIfAbsent(submissions, s -> new ArrayList<>()).add(trace == null ? () -> future.complete(value) : () -> {
+            try {
+                submissions.completed(trace);
+            } finally {
+                future.complete(value);
+            }
+        });
     }
 
     private void flushCompletions() {

@@ -66,13 +66,18 @@ public final class HopTable {
 
     /** How many recorded operations passed {@code hop}. */
     public synchronized long passed(int hop) {
-        return hop == HopTrace.SUBMIT ? round.getTotalCount() : hops[hop].getTotalCount();
+        return histogram(hop).getTotalCount();
     }
 
     /** The median time (ns) spent on {@code hop} by the operations that passed it; -1 if none did. */
     public synchronized long median(int hop) {
-        Histogram h = hop == HopTrace.SUBMIT ? round : hops[hop];
+        Histogram h = histogram(hop);
         return h.getTotalCount() == 0 ? -1 : h.getValueAtPercentile(50);
+    }
+
+    /** The times of {@code hop}; for {@link HopTrace#SUBMIT}, which has no time before it, the whole round's. */
+    private Histogram histogram(int hop) {
+        return hop == HopTrace.SUBMIT ? round : hops[hop];
     }
 
     /** One line of the table: a hop (or the whole round), how many traced operations passed it, and its times in ns. */

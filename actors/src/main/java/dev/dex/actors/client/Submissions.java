@@ -4,6 +4,7 @@ import java.util.concurrent.CompletableFuture;
 
 import org.apache.pekko.actor.typed.ActorRef;
 
+import dev.dex.actors.partition.HopTrace;
 import dev.dex.actors.partition.Ops;
 
 /**
@@ -42,14 +43,14 @@ final class Submissions {
         if (t.every == 0 || java.util.concurrent.ThreadLocalRandom.current().nextInt(t.every) != 0) {
             return null;
         }
-        long[] trace = dev.dex.actors.partition.HopTrace.create();
-        dev.dex.actors.partition.HopTrace.stamp(trace, dev.dex.actors.partition.HopTrace.SUBMIT);
+        long[] trace = HopTrace.create();
+        HopTrace.stamp(trace, HopTrace.SUBMIT);
         return trace;
     }
 
     /** Records a traced operation's completion. */
     void completed(long[] trace) {
-        dev.dex.actors.partition.HopTrace.stamp(trace, dev.dex.actors.partition.HopTrace.COMPLETED);
+        HopTrace.stamp(trace, HopTrace.COMPLETED);
         HopTable table = tracing.table;
         if (table != null) {
             table.record(trace);
