@@ -17,6 +17,7 @@ import dev.dex.rdma.VerbSnapshot;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -52,6 +53,12 @@ public final class DexMetrics implements Extension {
     private final Counter handoffs;
     private final Counter memoryOffloads;
     private final Histogram requestSeconds;
+    /**
+     * {@link #requestSeconds}' data point of each operation kind, by kind (get, insert, update, put, delete, scan);
+     * null until first used (a kind never requested has no series). Racing first uses store the same point.
+     */
+    private final java.util.concurrent.atomic.AtomicReferenceArray<DistributionDataPoint> requestPoints =
+            new java.util.concurrent.atomic.AtomicReferenceArray<>(dev.dex.actors.partition.Ops.SCAN + 1);
 
     DexMetrics() {
         CounterWithCallback.builder().name("dex_verbs").help("Verbs the compute node's engine issued to remote memory, by kind")
@@ -156,6 +163,24 @@ public final class DexMetrics implements Extension {
     /** A client request of kind {@code op} (get, put, delete, scan) took {@code nanos} from call to answer. */
     public void request(String op, long nanos) {
         requestSeconds.labelValues(op).observe(nanos / 1e9);
+    }
+
+    /**
+     * Records a client's request of operation kind {@code kind} ({@link dev.dex.actors.partition.Ops#GET} to
+     * {@link dev.dex.actors.partition.Ops#SCAN}) that took {@code nanos}: as {@link #request(String, long)}, through
+     * a data point looked up once per kind, so that an operation's path allocates nothing for it.
+     */
+    public void request(int kind, long nanos) {
+        if (kind < 0 || kind >= requestPoints.length()) {
+            request(dev.dex.actors.partition.Ops.kindName(kind), nanos);
+            return;
+        }
+        DistributionDataPoint point = requestPoints.get(kind);
+        if (point == null) {
+            point = requestSeconds.labelValues(dev.dex.actors.partition.Ops.kindName(kind));
+            requestPoints.set(kind, point);
+        }
+        point.observe(nanos / 1e9);
     }
 
     /** Every metric in the Prometheus text format (version 0.0.4), as a scrape of {@code /metrics} answers. */

@@ -1,9 +1,6 @@
 package dev.dex.actors.client;
 
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
@@ -199,8 +196,6 @@ public final class DexClient {
     private final java.util.Set<Submissions> apis = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** The compute nodes last listed, asked for the partition table while starting. */
     private java.util.Set<ActorRef<ComputeNode.Command>> computeNodes = java.util.Set.of();
-    /** Futures completed by the message being handled, by the API whose executor completes them. */
-    private final Map<Submissions, List<Runnable>> completions = new java.util.IdentityHashMap<>();
 
     private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout, int window) {
         this.context = context;
@@ -367,21 +362,19 @@ public final class DexClient {
         submissions.doorbell.set(false);
         int taken = 0;
         for (Submissions.Submitted submitted; (submitted = submissions.queue.poll()) != null; ) {
-            if (submitted.scanReply() != null) {
-                CompletableFuture<ScanReply> future = submitted.scanReply();
-                Consumer<ScanReply> replyTo = reply -> complete(submissions, future, reply);
-                if (submitted.op().key().length > 1) {
-                    onWideScan(submitted.op(), replyTo, submitted.deadline());
+            if (submitted instanceof Submissions.ScanCall scan) {
+                CompletableFuture<ScanReply> future = scan.reply();
+                Consumer<ScanReply> replyTo = reply -> submissions.answered(() -> future.complete(reply));
+                if (scan.op().key().length > 1) {
+                    onWideScan(scan.op(), replyTo, scan.deadline());
                 } else {
-                    onScan(submitted.op().first(), submitted.op().count(), replyTo, submitted.deadline());
+                    onScan(scan.op().first(), scan.op().count(), replyTo, scan.deadline());
                 }
             } else {
-                CompletableFuture<Reply> future = submitted.reply();
-                long[] trace = submitted.trace();
-                HopTrace.stamp(trace, HopTrace.DRAIN);
-                Pending pending = new Pending(submitted.op(), reply -> complete(submissions, future, reply, trace), null,
-                        submitted.deadline());
-                pending.trace = trace;
+                Submissions.Call<?> call = (Submissions.Call<?>) submitted;
+                HopTrace.stamp(call.trace(), HopTrace.DRAIN);
+                Pending pending = new Pending(call.op(), call, null, call.deadline());
+                pending.trace = call.trace();
                 enqueue(pending);
             }
             if (++taken == MAX_DRAIN) {
@@ -396,34 +389,11 @@ public final class DexClient {
         return Behaviors.same();
     }
 
-    private <T> void complete(Submissions submissions, CompletableFuture<T> future, T value) {
-        complete(submissions, future, value, null);
-    }
-
-    /** As above, recording a traced operation's {@code trace} (null: not traced) as its future completes. */
-    private <T> void complete(Submissions submissions, CompletableFuture<T> future, T value, long[] trace) {
-        completions.computeIfAbsent(submissions, s -> new ArrayList<>()).add(trace == null ? () -> future.complete(value) : () -> {
-            try {
-                submissions.completed(trace);
-            } finally {
-                future.complete(value);
-            }
-        });
-    }
-
+    /** Hands what each Java API's operations were answered while handling a message to that API's executor. */
     private void flushCompletions() {
-        if (completions.isEmpty()) {
-            return;
+        for (Submissions submissions : apis) {
+            submissions.flushAnswered();
         }
-        for (Map.Entry<Submissions, List<Runnable>> entry : completions.entrySet()) {
-            List<Runnable> batch = entry.getValue();
-            try {
-                entry.getKey().executor.execute(() -> batch.forEach(Runnable::run));
-            } catch (java.util.concurrent.RejectedExecutionException closed) {
-                batch.forEach(Runnable::run); // the API was closed: complete here rather than never
-            }
-        }
-        completions.clear();
     }
 
     private Behavior<Command> onScan(long requestedStart, int count, Consumer<ScanReply> replyTo, long deadline) {

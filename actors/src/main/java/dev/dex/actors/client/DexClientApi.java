@@ -140,38 +140,26 @@ public final class DexClientApi implements AutoCloseable {
             throw new IllegalArgumentException("the timeout must be positive: " + timeout);
         }
         this.ownExecutor = own ? (ExecutorService) executor : null;
-        this.submissions = new Submissions(executor);
+        this.submissions = new Submissions(executor, metrics);
     }
 
     public CompletionStage<OptionalLong> get(long key) {
-        return submit(Ops.GET, key, 0).thenApply(reply -> {
-            check(reply.error());
-            return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
-        });
+        return submit(new Ops.Op(Ops.GET, key, 0, 0), Submissions.Call.VALUE);
     }
 
     /** Inserts or replaces; true if the key existed. */
     public CompletionStage<Boolean> put(long key, long value) {
-        return submit(Ops.PUT, key, value).thenApply(reply -> {
-            check(reply.error());
-            return reply.found();
-        });
+        return submit(new Ops.Op(Ops.PUT, key, value, 0), Submissions.Call.FOUND);
     }
 
     /** Removes; true if the key existed. */
     public CompletionStage<Boolean> delete(long key) {
-        return submit(Ops.DELETE, key, 0).thenApply(reply -> {
-            check(reply.error());
-            return reply.found();
-        });
+        return submit(new Ops.Op(Ops.DELETE, key, 0, 0), Submissions.Call.FOUND);
     }
 
     public CompletionStage<OptionalLong> get(byte[] key) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(new Ops.Op(Ops.GET, words, 0, 0)).thenApply(reply -> {
-                check(reply.error());
-                return reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
-            }));
+            return withWords(key, words -> submit(new Ops.Op(Ops.GET, words, 0, 0), Submissions.Call.VALUE));
         }
         return withKey(key, this::get);
     }
@@ -183,10 +171,7 @@ public final class DexClientApi implements AutoCloseable {
     /** Inserts or replaces; true if the key existed. */
     public CompletionStage<Boolean> put(byte[] key, long value) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(new Ops.Op(Ops.PUT, words, value, 0)).thenApply(reply -> {
-                check(reply.error());
-                return reply.found();
-            }));
+            return withWords(key, words -> submit(new Ops.Op(Ops.PUT, words, value, 0), Submissions.Call.FOUND));
         }
         return withKey(key, k -> put(k, value));
     }
@@ -199,10 +184,7 @@ public final class DexClientApi implements AutoCloseable {
     /** Removes; true if the key existed. */
     public CompletionStage<Boolean> delete(byte[] key) {
         if (keys.words() > 1) {
-            return withWords(key, words -> submit(new Ops.Op(Ops.DELETE, words, 0, 0)).thenApply(reply -> {
-                check(reply.error());
-                return reply.found();
-            }));
+            return withWords(key, words -> submit(new Ops.Op(Ops.DELETE, words, 0, 0), Submissions.Call.FOUND));
         }
         return withKey(key, this::delete);
     }
@@ -233,7 +215,7 @@ public final class DexClientApi implements AutoCloseable {
     private CompletionStage<List<Entry>> wideScan(long[] start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
-        submissions.submit(new Submissions.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        submissions.submit(new Submissions.ScanCall(new Ops.Op(Ops.SCAN, start, 0, count), reply, deadline()), client);
         return answered.thenApply(answer -> {
             check(answer.error());
             int words = answer.keyWords();
@@ -254,7 +236,7 @@ public final class DexClientApi implements AutoCloseable {
     public CompletionStage<List<Entry>> scan(long start, int count) {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
-        submissions.submit(new Submissions.Submitted(new Ops.Op(Ops.SCAN, start, 0, count), null, reply, deadline()), client);
+        submissions.submit(new Submissions.ScanCall(new Ops.Op(Ops.SCAN, start, 0, count), reply, deadline()), client);
         return answered.thenApply(answer -> {
             check(answer.error());
             List<Entry> entries = new ArrayList<>(answer.keys().length);
@@ -415,15 +397,14 @@ public final class DexClientApi implements AutoCloseable {
         return call.apply(engineKey);
     }
 
-    private CompletableFuture<DexClient.Reply> submit(int kind, long key, long value) {
-        return submit(new Ops.Op(kind, key, value, 0));
-    }
-
-    private CompletableFuture<DexClient.Reply> submit(Ops.Op op) {
-        CompletableFuture<DexClient.Reply> reply = new CompletableFuture<>();
-        CompletableFuture<DexClient.Reply> answered = timed(reply, op.kind());
-        submissions.submit(new Submissions.Submitted(op, reply, null, deadline(), submissions.sample()), client);
-        return answered;
+    /**
+     * Submits a get, put or delete; the call is the caller's future too, completed with {@code answer} of the reply (or
+     * failed with its error) after the latency is recorded, so no stage is added per operation.
+     */
+    private <T> CompletableFuture<T> submit(Ops.Op op, java.util.function.Function<DexClient.Reply, T> answer) {
+        Submissions.Call<T> call = new Submissions.Call<>(op, answer, submissions, timeout.toNanos());
+        submissions.submit(call, client);
+        return call;
     }
 
     /**
@@ -447,8 +428,7 @@ public final class DexClientApi implements AutoCloseable {
             return reply;
         }
         long start = System.nanoTime();
-        String op = Ops.kindName(kind);
-        return reply.whenComplete((answer, failure) -> metrics.request(op, System.nanoTime() - start));
+        return reply.whenComplete((answer, failure) -> metrics.request(kind, System.nanoTime() - start));
     }
 
     /**

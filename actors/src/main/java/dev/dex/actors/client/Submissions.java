@@ -1,9 +1,15 @@
 package dev.dex.actors.client;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
+import java.util.function.Function;
 
 import org.apache.pekko.actor.typed.ActorRef;
 
+import dev.dex.actors.DexMetrics;
 import dev.dex.actors.partition.HopTrace;
 import dev.dex.actors.partition.Ops;
 
@@ -15,15 +21,107 @@ import dev.dex.actors.partition.Ops;
  *
  * <p>Concurrency: any number of producer threads, one consumer (the actor). A producer adds to the queue,
  * then rings; the actor clears the doorbell before it polls, so an operation is either polled by a drain
- * already running or rings for the next one.
+ * already running or rings for the next one. The list of answered operations is the actor's alone; it hands
+ * each batch of it to the executor as a new task, which publishes the answers to the executor's thread.
  */
 final class Submissions {
-    /** One operation of a {@link DexClientApi}: a get, put or delete ({@code reply}), or a scan ({@code scanReply}). */
-    record Submitted(Ops.Op op, CompletableFuture<DexClient.Reply> reply, CompletableFuture<DexClient.ScanReply> scanReply,
-                     long deadline, long[] trace) {
-        Submitted(Ops.Op op, CompletableFuture<DexClient.Reply> reply, CompletableFuture<DexClient.ScanReply> scanReply,
-                  long deadline) {
-            this(op, reply, scanReply, deadline, null);
+    /** One operation of a {@link DexClientApi}: a get, put or delete ({@link Call}), or a scan ({@link ScanCall}). */
+    sealed interface Submitted permits Call, ScanCall {
+        Ops.Op op();
+
+        /** {@link System#nanoTime()} after which the operation is not tried again. */
+        long deadline();
+    }
+
+    /** A scan: the client actor answers {@code reply} with all its entries. */
+    record ScanCall(Ops.Op op, CompletableFuture<DexClient.ScanReply> reply, long deadline) implements Submitted {
+    }
+
+    /**
+     * A get, put or delete of a {@link DexClientApi}, one object from the call to its answer: the future the caller
+     * holds ({@code T} is {@code OptionalLong} for a get, {@code Boolean} for a put or delete), the consumer of the
+     * client actor's reply ({@link #accept}), and the task that completes the future on the API's executor
+     * ({@link #run}): it records the request's latency and the trace, then completes with the answer, or fails with
+     * a {@link DexException} carrying the error. This replaces a future, a stage that converts, a stage that times, and
+     * two lambdas per operation.
+     *
+     * <p>Concurrency: made by the caller's thread and published to the client actor through the queue; {@link #accept}
+     * runs on the actor, and {@link #run} on the executor the actor hands it to (the hand-off publishes the reply).
+     * After a stop it is answered by whichever thread fails the queue ({@link #fail}); completing a future twice is a
+     * no-op, so a late answer changes nothing.
+     */
+    static final class Call<T> extends CompletableFuture<T> implements Submitted, Consumer<DexClient.Reply>, Runnable {
+        /** A get's answer. */
+        static final Function<DexClient.Reply, OptionalLong> VALUE =
+                reply -> reply.found() ? OptionalLong.of(reply.value()) : OptionalLong.empty();
+        /** A put's or delete's answer: whether the key existed. */
+        static final Function<DexClient.Reply, Boolean> FOUND = DexClient.Reply::found;
+
+        private final Ops.Op op;
+        private final Function<DexClient.Reply, T> answer;
+        private final Submissions submissions;
+        private final long start;
+        private final long deadline;
+        /** The operation's {@link HopTrace}; null unless it is traced. */
+        private final long[] trace;
+        /** The client actor's reply; written by the actor before it hands this to the executor. */
+        private DexClient.Reply reply;
+
+        Call(Ops.Op op, Function<DexClient.Reply, T> answer, Submissions submissions, long timeoutNanos) {
+            this.op = op;
+            this.answer = answer;
+            this.submissions = submissions;
+            this.start = System.nanoTime();
+            this.deadline = start + timeoutNanos;
+            this.trace = submissions.sample();
+        }
+
+        @Override
+        public Ops.Op op() {
+            return op;
+        }
+
+        @Override
+        public long deadline() {
+            return deadline;
+        }
+
+        long[] trace() {
+            return trace;
+        }
+
+        /** The client actor's reply: kept, and this left for the actor to hand to the API's executor. */
+        @Override
+        public void accept(DexClient.Reply reply) {
+            this.reply = reply;
+            submissions.answered(this);
+        }
+
+        @Override
+        public void run() {
+            try {
+                if (trace != null) {
+                    submissions.completed(trace);
+                }
+                if (submissions.metrics != null) {
+                    submissions.metrics.request(op.kind(), System.nanoTime() - start);
+                }
+            } finally {
+                finish(reply);
+            }
+        }
+
+        /** Fails this call with {@code why}, on the calling thread (the client actor stopped). */
+        void fail(String why) {
+            finish(new DexClient.Reply(false, 0, why));
+        }
+
+        private void finish(DexClient.Reply reply) {
+            if (reply.error() != null) {
+                completeExceptionally(new DexException(reply.error()));
+            } else {
+                complete(answer.apply(reply));
+            }
         }
     }
 
@@ -60,9 +158,14 @@ final class Submissions {
     final java.util.concurrent.ConcurrentLinkedQueue<Submitted> queue = new java.util.concurrent.ConcurrentLinkedQueue<>();
     final java.util.concurrent.atomic.AtomicBoolean doorbell = new java.util.concurrent.atomic.AtomicBoolean();
     final java.util.concurrent.Executor executor;
+    /** Where requests' latencies are recorded; null for none. */
+    final DexMetrics metrics;
+    /** What the client actor answered while handling its current message; confined to the actor. */
+    private List<Runnable> answered = new ArrayList<>();
 
-    Submissions(java.util.concurrent.Executor executor) {
+    Submissions(java.util.concurrent.Executor executor, DexMetrics metrics) {
         this.executor = executor;
+        this.metrics = metrics;
     }
 
     /** Why the client actor stopped, once it has; set before the queue is emptied one last time. */
@@ -78,6 +181,28 @@ final class Submissions {
         }
     }
 
+    /** The client actor answered {@code completion}: it runs on {@link #executor} at the next {@link #flushAnswered}. */
+    void answered(Runnable completion) {
+        answered.add(completion);
+    }
+
+    /**
+     * Hands what the client actor answered to {@link #executor}, in one task; if the executor was shut down (the API
+     * closed), runs it here rather than never. Called by the actor after each message it handles.
+     */
+    void flushAnswered() {
+        if (answered.isEmpty()) {
+            return;
+        }
+        List<Runnable> batch = answered;
+        answered = new ArrayList<>();
+        try {
+            executor.execute(() -> batch.forEach(Runnable::run));
+        } catch (java.util.concurrent.RejectedExecutionException closed) {
+            batch.forEach(Runnable::run);
+        }
+    }
+
     /** The client actor stopped: what waits, and everything submitted from now on, fails with {@code why}. */
     void stop(String why) {
         stopped = why;
@@ -87,10 +212,10 @@ final class Submissions {
     /** Every operation waiting in the queue fails with {@code why}. */
     void failWaiting(String why) {
         for (Submitted submitted; (submitted = queue.poll()) != null; ) {
-            if (submitted.scanReply() != null) {
-                submitted.scanReply().complete(new DexClient.ScanReply(new long[0], new long[0], why));
+            if (submitted instanceof ScanCall scan) {
+                scan.reply().complete(new DexClient.ScanReply(new long[0], new long[0], why));
             } else {
-                submitted.reply().complete(new DexClient.Reply(false, 0, why));
+                ((Call<?>) submitted).fail(why);
             }
         }
     }
