@@ -6,8 +6,10 @@ import static dev.dex.actors.partition.WireLimits.OP_BYTES;
 import static dev.dex.actors.partition.WireLimits.opBytes;
 
 import java.io.NotSerializableException;
+import java.nio.BufferOverflowException;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -17,6 +19,7 @@ import org.apache.pekko.actor.ExtendedActorSystem;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorRefResolver;
 import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.serialization.ByteBufferSerializer;
 import org.apache.pekko.serialization.SerializerWithStringManifest;
 
 /**
@@ -66,7 +69,7 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * reply addresses (reference to text, text to reference), concurrent maps cleared when they outgrow
  * {@link #CACHED_REFS}; a racing miss computes the same entry twice, harmlessly.
  */
-public final class BatchSerializer extends SerializerWithStringManifest {
+public final class BatchSerializer extends SerializerWithStringManifest implements ByteBufferSerializer {
     /** Bound in this module's {@code reference.conf}; unique among the system's serializers. */
     public static final int IDENTIFIER = 7_306_531;
     static final String EXECUTE = "E";
@@ -125,24 +128,72 @@ public final class BatchSerializer extends SerializerWithStringManifest {
 
     @Override
     public byte[] toBinary(Object o) {
+        return encode(o, null).array();
+    }
+
+    /**
+     * Writes {@code o} into {@code buf} at its position (Artery's pooled envelope buffer: no array per message), in
+     * the same big-endian bytes as {@link #toBinary(Object)} whatever the buffer's byte order, and moves the position
+     * past them. A message larger than what remains fails with {@link BufferOverflowException} before anything is
+     * written, as Artery expects of an oversized message.
+     */
+    @Override
+    public void toBinary(Object o, ByteBuffer buf) {
+        ByteBuffer out = buf.slice().order(ByteOrder.BIG_ENDIAN);
+        encode(o, out);
+        buf.position(buf.position() + out.position());
+    }
+
+    /**
+     * {@code o} encoded into {@code target} from its position, or into a heap buffer of exactly its size when
+     * {@code target} is null; returns the buffer written.
+     */
+    private ByteBuffer encode(Object o, ByteBuffer target) {
         if (o instanceof Partition.Execute execute) {
-            return execute(execute);
+            return execute(execute, target);
         }
         if (o instanceof Ops.Results results) {
-            return results(results);
+            return results(results, plan(results), target);
         }
         if (o instanceof PartitionRouter.Bundle bundle) {
-            return bundle(bundle);
+            return bundle(bundle, target);
         }
         if (o instanceof Ops.ResultsBundle answers) {
-            return resultsBundle(answers);
+            return resultsBundle(answers, target);
         }
         throw new IllegalArgumentException("BatchSerializer cannot serialize " + o.getClass().getName());
     }
 
+    /** {@code target}, or a heap buffer of {@code size} bytes; fails if {@code target} has less room. */
+    private static ByteBuffer output(ByteBuffer target, int size) {
+        if (target == null) {
+            return ByteBuffer.allocate(size);
+        }
+        if (target.remaining() < size) {
+            throw new BufferOverflowException();
+        }
+        return target;
+    }
+
     @Override
     public Object fromBinary(byte[] bytes, String manifest) throws NotSerializableException {
-        ByteBuffer in = ByteBuffer.wrap(bytes);
+        return decode(ByteBuffer.wrap(bytes), manifest);
+    }
+
+    /**
+     * Reads a message from {@code buf}'s position to its limit (Artery's envelope buffer: no copy into an array), as
+     * {@link #fromBinary(byte[], String)} reads it from an array.
+     */
+    @Override
+    public Object fromBinary(ByteBuffer buf, String manifest) throws NotSerializableException {
+        ByteBuffer in = buf.slice().order(ByteOrder.BIG_ENDIAN);
+        Object message = decode(in, manifest);
+        buf.position(buf.position() + in.position());
+        return message;
+    }
+
+    private Object decode(ByteBuffer in, String manifest) throws NotSerializableException {
+        int size = in.remaining();
         try {
             Object message = switch (manifest) {
                 case EXECUTE -> readExecute(in);
@@ -156,7 +207,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
             }
             return message;
         } catch (BufferUnderflowException e) {
-            throw new NotSerializableException("BatchSerializer: a truncated " + name(manifest) + " (" + bytes.length + " bytes)");
+            throw new NotSerializableException("BatchSerializer: a truncated " + name(manifest) + " (" + size + " bytes)");
         }
     }
 
@@ -172,10 +223,10 @@ public final class BatchSerializer extends SerializerWithStringManifest {
 
     // ==== Execute ==========================================================================================
 
-    private byte[] execute(Partition.Execute execute) {
+    private ByteBuffer execute(Partition.Execute execute, ByteBuffer target) {
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
-        ByteBuffer out = ByteBuffer.allocate(1 + 6 * 8 + traceBytes(execute.trace()) + 4 + replyTo.length + 4 + opBytes(ops));
+        ByteBuffer out = output(target, 1 + 6 * 8 + traceBytes(execute.trace()) + 4 + replyTo.length + 4 + opBytes(ops));
         out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
                 .putLong(execute.epoch()).putLong(execute.follows());
         putTrace(out, execute.trace(), HopTrace.ENCODED);
@@ -184,7 +235,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         for (Ops.Op op : ops) {
             putOp(out, op);
         }
-        return out.array();
+        return out;
     }
 
     private static void putOp(ByteBuffer out, Ops.Op op) {
@@ -245,7 +296,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
 
     // ==== Bundle ===========================================================================================
 
-    private byte[] bundle(PartitionRouter.Bundle bundle) {
+    private ByteBuffer bundle(PartitionRouter.Bundle bundle, ByteBuffer target) {
         byte[] replyTo = format(bundle.replyTo());
         List<PartitionRouter.Routed> batches = bundle.batches();
         if (batches.isEmpty() || batches.size() > MAX_BUNDLE) {
@@ -260,7 +311,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
         if (ops > WIRE_MAX_OPS) {
             throw new IllegalArgumentException("a bundle of " + ops + " operations (at most " + WIRE_MAX_OPS + ")");
         }
-        ByteBuffer out = ByteBuffer.allocate(size);
+        ByteBuffer out = output(target, size);
         out.put(VERSION);
         putString(out, replyTo);
         out.putLong(bundle.client()).putInt(batches.size());
@@ -272,7 +323,7 @@ public final class BatchSerializer extends SerializerWithStringManifest {
                 putOp(out, op);
             }
         }
-        return out.array();
+        return out;
     }
 
     private PartitionRouter.Bundle readBundle(ByteBuffer in) throws NotSerializableException {
@@ -307,23 +358,25 @@ public final class BatchSerializer extends SerializerWithStringManifest {
 
     // ==== ResultsBundle ====================================================================================
 
-    private static byte[] resultsBundle(Ops.ResultsBundle bundle) {
+    private static ByteBuffer resultsBundle(Ops.ResultsBundle bundle, ByteBuffer target) {
         List<Ops.Results> answers = bundle.answers();
         if (answers.isEmpty() || answers.size() > MAX_BUNDLE) {
             throw new IllegalArgumentException("an answer bundle of " + answers.size() + " answers (1 to " + MAX_BUNDLE + ")");
         }
-        byte[][] frames = new byte[answers.size()][];
+        ResultsPlan[] plans = new ResultsPlan[answers.size()];
         int size = 1 + 4;
-        for (int i = 0; i < frames.length; i++) {
-            frames[i] = results(answers.get(i));
-            size += 4 + frames[i].length;
+        for (int i = 0; i < plans.length; i++) {
+            plans[i] = plan(answers.get(i));
+            size += 4 + plans[i].size;
         }
-        ByteBuffer out = ByteBuffer.allocate(size);
-        out.put(VERSION).putInt(frames.length);
-        for (byte[] frame : frames) {
-            out.putInt(frame.length).put(frame);
+        ByteBuffer out = output(target, size);
+        out.put(VERSION).putInt(plans.length);
+        for (int i = 0; i < plans.length; i++) {
+            // Each answer is written in place after its length: no frame of its own to copy.
+            out.putInt(plans[i].size);
+            results(answers.get(i), plans[i], out);
         }
-        return out.array();
+        return out;
     }
 
     private static Ops.ResultsBundle readResultsBundle(ByteBuffer in) throws NotSerializableException {
@@ -380,15 +433,19 @@ public final class BatchSerializer extends SerializerWithStringManifest {
 
     // ==== Results ==========================================================================================
 
-    private static byte[] results(Ops.Results results) {
+    /** What a Results frame needs besides its results: its size, its host's bytes, and its error texts as cut. */
+    private record ResultsPlan(int size, byte[] host, byte[][] errors) {
+    }
+
+    private static ResultsPlan plan(Ops.Results results) {
         byte[] host = results.host() == null ? null : utf8(results.host());
         List<Ops.Result> list = results.results();
         int size = 1 + 8 + 8 + traceBytes(results.trace()) + 4 + (host == null ? 0 : host.length) + 4;
-        byte[][] errors = new byte[list.size()][];
         int withError = 0;
         for (Ops.Result r : list) {
             withError += r.error() != null ? 1 : 0;
         }
+        byte[][] errors = withError == 0 ? null : new byte[list.size()][];
         // Every answer must fit Artery's frame: at most MAX_SCAN scan entries (128 KiB) plus the error texts,
         // which share ERROR_BUDGET between them (each cut to its share, at least MIN_ERROR characters).
         int errorChars = withError == 0 ? 0 : Math.max(MIN_ERROR, Math.min(MAX_STRING / 4, ERROR_BUDGET / withError));
@@ -403,7 +460,14 @@ public final class BatchSerializer extends SerializerWithStringManifest {
                 size += 4 + errors[i].length;
             }
         }
-        ByteBuffer out = ByteBuffer.allocate(size);
+        return new ResultsPlan(size, host, errors);
+    }
+
+    private static ByteBuffer results(Ops.Results results, ResultsPlan plan, ByteBuffer target) {
+        List<Ops.Result> list = results.results();
+        byte[] host = plan.host;
+        byte[][] errors = plan.errors;
+        ByteBuffer out = output(target, plan.size);
         out.put(VERSION).putLong(results.batch()).putLong(results.epoch());
         putTrace(out, results.trace(), HopTrace.ANSWER_ENCODED);
         putString(out, host);
@@ -431,11 +495,11 @@ public final class BatchSerializer extends SerializerWithStringManifest {
                 }
                 out.putLong(r.next());
             }
-            if (errors[i] != null) {
+            if (errors != null && errors[i] != null) {
                 putString(out, errors[i]);
             }
         }
-        return out.array();
+        return out;
     }
 
     private static boolean hasEntries(Ops.Result r) {

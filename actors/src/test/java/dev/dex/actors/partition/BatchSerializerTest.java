@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.NotSerializableException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -241,6 +242,60 @@ class BatchSerializerTest {
         int firstLength = ByteBuffer.wrap(answerBytes).getInt(1 + 4);
         assertRefused(serializer, withInt(answerBytes, 1 + 4, firstLength + 1), "S", "");
         assertThrows(IllegalArgumentException.class, () -> serializer.toBinary(new PartitionRouter.Bundle(List.of(), replies)));
+    }
+
+    /**
+     * Artery hands a ByteBufferSerializer its pooled envelope buffer: little-endian, direct, positioned after the
+     * envelope's header. Each message is written there in the very bytes of the array path, read back from such a
+     * buffer, and one too large for what remains fails before anything is written.
+     */
+    @Test
+    void theEnvelopeBufferPathWritesAndReadsTheSameBytesAsTheArrayPath() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        ActorRef<Ops.ResultsBundle> bundleReplies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
+        // (untraced: a trace's encoder stamps the time it encodes)
+        List<Object> messages = List.of(
+                new Partition.Execute(-42, 9, -3, 4, 17, 8, List.of(new Ops.Op(Ops.GET, -1, 0, 0),
+                        new Ops.Op(Ops.PUT, new long[] {1, -2, 3}, 4, 0)), replies),
+                new Ops.Results(5, List.of(Ops.Result.of(true, -99), Ops.Result.error(Ops.NOT_HELD, "moving"),
+                        new Ops.Result(Ops.OK, true, 0, new long[] {1, 2}, new long[] {3, 4}, 5, null)), "pekko://dex@127.0.0.1:1", 6),
+                new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(-5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0))),
+                        new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of())), bundleReplies, -77),
+                new Ops.ResultsBundle(List.of(new Ops.Results(7, List.of(Ops.Result.of(true, 4)), null, 3),
+                        new Ops.Results(8, List.of(Ops.Result.error(Ops.FAILED, "x".repeat(300))), "h", 1))));
+        for (Object message : messages) {
+            String manifest = serializer.manifest(message);
+            byte[] bytes = serializer.toBinary(message);
+            ByteBuffer envelope = ByteBuffer.allocateDirect(bytes.length + 64).order(ByteOrder.LITTLE_ENDIAN);
+            envelope.position(13);
+            serializer.toBinary(message, envelope);
+            assertEquals(13 + bytes.length, envelope.position(), manifest + ": the position moves past the message");
+            byte[] written = new byte[bytes.length];
+            envelope.get(13, written);
+            assertArrayEquals(bytes, written, manifest + ": the same big-endian bytes in a little-endian buffer");
+            assertEquals(ByteOrder.LITTLE_ENDIAN, envelope.order(), "the envelope's byte order is left as it was");
+
+            ByteBuffer incoming = ByteBuffer.allocateDirect(bytes.length + 20).order(ByteOrder.LITTLE_ENDIAN);
+            incoming.position(20);
+            incoming.put(bytes).flip().position(20);
+            Object back = serializer.fromBinary(incoming, manifest);
+            assertEquals(incoming.limit(), incoming.position(), manifest + ": read to the end");
+            Object fromArray = serializer.fromBinary(bytes, manifest);
+            if (message instanceof Ops.Results) {
+                assertEquals(serializer.toBinary(fromArray).length, serializer.toBinary(back).length);
+                assertArrayEquals(serializer.toBinary(fromArray), serializer.toBinary(back), manifest);
+            } else {
+                assertEquals(fromArray, back, manifest);
+            }
+
+            ByteBuffer small = ByteBuffer.allocateDirect(bytes.length - 1 + 5).order(ByteOrder.LITTLE_ENDIAN);
+            small.position(5);
+            assertThrows(java.nio.BufferOverflowException.class, () -> serializer.toBinary(message, small), manifest);
+            assertEquals(5, small.position(), manifest + ": nothing written");
+            ByteBuffer truncated = ByteBuffer.wrap(Arrays.copyOf(bytes, bytes.length - 1)).order(ByteOrder.LITTLE_ENDIAN);
+            assertThrows(java.io.NotSerializableException.class, () -> serializer.fromBinary(truncated, manifest), manifest);
+        }
     }
 
     @Test
