@@ -53,13 +53,6 @@ public final class DexMetrics implements Extension {
     private final Counter handoffs;
     private final Counter memoryOffloads;
     private final Histogram requestSeconds;
-    /**
-     * {@link #requestSeconds}' data point of each operation kind, by kind (get, insert, update, put, delete, scan);
-     * null until first used (a kind never requested has no series). Racing first uses store the same point.
-     */
-    private final java.util.concurrent.atomic.AtomicReferenceArray<DistributionDataPoint> requestPoints =
-            new java.util.concurrent.atomic.AtomicReferenceArray<>(dev.dex.actors.partition.Ops.SCAN + 1);
-
     DexMetrics() {
         CounterWithCallback.builder().name("dex_verbs").help("Verbs the compute node's engine issued to remote memory, by kind")
                 .labelNames("kind")
@@ -166,21 +159,12 @@ public final class DexMetrics implements Extension {
     }
 
     /**
-     * Records a client's request of operation kind {@code kind} ({@link dev.dex.actors.partition.Ops#GET} to
-     * {@link dev.dex.actors.partition.Ops#SCAN}) that took {@code nanos}: as {@link #request(String, long)}, through
-     * a data point looked up once per kind, so that an operation's path allocates nothing for it.
+     * A recorder of a client's requests of operation {@code op} (nanoseconds each), as {@link #request(String, long)}
+     * records them but through a data point looked up once: a caller that keeps it allocates nothing per request.
      */
-    public void request(int kind, long nanos) {
-        if (kind < 0 || kind >= requestPoints.length()) {
-            request(dev.dex.actors.partition.Ops.kindName(kind), nanos);
-            return;
-        }
-        DistributionDataPoint point = requestPoints.get(kind);
-        if (point == null) {
-            point = requestSeconds.labelValues(dev.dex.actors.partition.Ops.kindName(kind));
-            requestPoints.set(kind, point);
-        }
-        point.observe(nanos / 1e9);
+    public java.util.function.LongConsumer requests(String op) {
+        DistributionDataPoint point = requestSeconds.labelValues(op);
+        return nanos -> point.observe(nanos / 1e9);
     }
 
     /** Every metric in the Prometheus text format (version 0.0.4), as a scrape of {@code /metrics} answers. */

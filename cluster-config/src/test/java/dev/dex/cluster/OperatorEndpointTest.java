@@ -163,6 +163,7 @@ class OperatorEndpointTest {
         assertEquals(500, sample(clientMetrics, "dex_client_request_seconds_count{op=\"put\"}"), 0.0, clientMetrics);
         assertEquals(500, sample(clientMetrics, "dex_client_request_seconds_count{op=\"get\"}"), 0.0);
         assertTrue(sample(clientMetrics, "dex_client_request_seconds_sum{op=\"get\"}") > 0, "latencies were recorded");
+        assertFalse(clientMetrics.contains("dex_client_request_seconds_count{op=\"delete\"}"), "no series for a kind never requested");
         assertEquals(404, get(computePort, "/no-such-route").statusCode());
     }
 }

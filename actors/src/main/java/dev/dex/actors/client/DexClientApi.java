@@ -428,7 +428,7 @@ public final class DexClientApi implements AutoCloseable {
             return reply;
         }
         long start = System.nanoTime();
-        return reply.whenComplete((answer, failure) -> metrics.request(kind, System.nanoTime() - start));
+        return reply.whenComplete((answer, failure) -> submissions.recordRequest(kind, System.nanoTime() - start));
     }
 
     /**

@@ -103,9 +103,7 @@ final class Submissions {
                 if (trace != null) {
                     submissions.completed(trace);
                 }
-                if (submissions.metrics != null) {
-                    submissions.metrics.request(op.kind(), System.nanoTime() - start);
-                }
+                submissions.recordRequest(op.kind(), System.nanoTime() - start);
             } finally {
                 finish(reply);
             }
@@ -159,7 +157,13 @@ final class Submissions {
     final java.util.concurrent.atomic.AtomicBoolean doorbell = new java.util.concurrent.atomic.AtomicBoolean();
     final java.util.concurrent.Executor executor;
     /** Where requests' latencies are recorded; null for none. */
-    final DexMetrics metrics;
+    private final DexMetrics metrics;
+    /**
+     * {@link #metrics}' recorder of each operation kind (get, insert, update, put, delete, scan), made on first use so
+     * that a kind never requested has no series; racing first uses make equal recorders of one data point.
+     */
+    private final java.util.concurrent.atomic.AtomicReferenceArray<java.util.function.LongConsumer> requests =
+            new java.util.concurrent.atomic.AtomicReferenceArray<>(Ops.SCAN + 1);
     /** What the client actor answered while handling its current message; confined to the actor. */
     private List<Runnable> answered = new ArrayList<>();
 
@@ -179,6 +183,23 @@ final class Submissions {
         } else if (!doorbell.get() && doorbell.compareAndSet(false, true)) {
             client.tell(new DexClient.Drain(this));
         }
+    }
+
+    /** Records a request of operation kind {@code kind} that took {@code nanos}, if there are metrics. */
+    void recordRequest(int kind, long nanos) {
+        if (metrics == null) {
+            return;
+        }
+        if (kind < 0 || kind >= requests.length()) {
+            metrics.request(Ops.kindName(kind), nanos);
+            return;
+        }
+        java.util.function.LongConsumer recorder = requests.get(kind);
+        if (recorder == null) {
+            recorder = metrics.requests(Ops.kindName(kind));
+            requests.set(kind, recorder);
+        }
+        recorder.accept(nanos);
     }
 
     /** The client actor answered {@code completion}: it runs on {@link #executor} at the next {@link #flushAnswered}. */
