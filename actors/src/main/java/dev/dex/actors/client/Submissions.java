@@ -216,7 +216,8 @@ final class Submissions {
             return;
         }
         List<Runnable> batch = answered;
-        answered = new ArrayList<>();
+        // Sized as the last batch: a closed loop's answers come in batches of thousands, which growing would copy.
+        answered = new ArrayList<>(Math.max(16, batch.size()));
         try {
             executor.execute(() -> batch.forEach(Runnable::run));
         } catch (java.util.concurrent.RejectedExecutionException closed) {
