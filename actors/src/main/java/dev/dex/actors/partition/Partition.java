@@ -117,15 +117,21 @@ public final class Partition {
     /** Maps a message to its partition by the key it carries: one entity and one shard per partition. */
     public static final class RangeExtractor extends ShardingMessageExtractor<Command, Command> {
         private final PartitionTable table;
+        /** Each partition's id as text, made once: sharding asks for it several times per message. */
+        private final String[] ids;
 
         public RangeExtractor(PartitionTable table) {
             this.table = table;
+            this.ids = new String[table.count()];
+            for (int p = 0; p < ids.length; p++) {
+                ids[p] = Integer.toString(p);
+            }
         }
 
         @Override
         public String entityId(Command message) {
             if (message instanceof Execute execute) {
-                return Integer.toString(table.partitionOf(execute.routingKey()));
+                return ids[table.partitionOf(execute.routingKey())];
             }
             throw new IllegalArgumentException("not a routable partition message: " + message);
         }
