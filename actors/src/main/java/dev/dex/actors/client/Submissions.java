@@ -90,9 +90,15 @@ final class Submissions {
             return trace;
         }
 
-        /** The client actor's reply: kept, and this left for the actor to hand to the API's executor. */
+        /**
+         * The client actor's reply: kept, and this left for the actor to hand to the API's executor. The first reply
+         * counts; a later one (a duplicate) changes nothing, as a second completion of a future would not.
+         */
         @Override
         public void accept(DexClient.Reply reply) {
+            if (this.reply != null) {
+                return;
+            }
             this.reply = reply;
             submissions.answered(this);
         }
