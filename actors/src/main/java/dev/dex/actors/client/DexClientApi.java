@@ -32,7 +32,9 @@ import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
  * The Java face of a {@link DexClient} actor in the same JVM. Every call returns a {@link CompletionStage},
- * completed exceptionally with {@link DexException} when the cluster answers an error (a bad key, a scan too
+ * completed exceptionally with the {@link DexException} itself (not wrapped: {@code exceptionally} and
+ * {@code whenComplete} see it as it is, {@code join()} wraps it in a {@code CompletionException} as always) when the
+ * cluster answers an error (a bad key, a scan too
  * long, memory full, an overloaded partition, one that stayed unreachable until the timeout: an operation
  * unanswered at its timeout fails at its next retry, so within the timeout plus a batch timeout).
  * {@link #blocking()} gives the same calls blocking.
@@ -216,8 +218,7 @@ public final class DexClientApi implements AutoCloseable {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
         submissions.submit(new Submissions.ScanCall(new Ops.Op(Ops.SCAN, start, 0, count), reply, deadline()), client);
-        return answered.thenApply(answer -> {
-            check(answer.error());
+        return scanned(answered, answer -> {
             int words = answer.keyWords();
             List<Entry> entries = new ArrayList<>(answer.values().length);
             for (int i = 0; i < answer.values().length; i++) {
@@ -237,14 +238,36 @@ public final class DexClientApi implements AutoCloseable {
         CompletableFuture<DexClient.ScanReply> reply = new CompletableFuture<>();
         CompletableFuture<DexClient.ScanReply> answered = timed(reply, Ops.SCAN);
         submissions.submit(new Submissions.ScanCall(new Ops.Op(Ops.SCAN, start, 0, count), reply, deadline()), client);
-        return answered.thenApply(answer -> {
-            check(answer.error());
+        return scanned(answered, answer -> {
             List<Entry> entries = new ArrayList<>(answer.keys().length);
             for (int i = 0; i < answer.keys().length; i++) {
                 entries.add(new Entry(answer.keys()[i], answer.values()[i]));
             }
             return entries;
         });
+    }
+
+    /**
+     * A scan's entries from its reply; an error answer fails the stage with the {@link DexException} itself, as a
+     * get, put or delete does (not wrapped by a stage).
+     */
+    private static CompletionStage<List<Entry>> scanned(CompletableFuture<DexClient.ScanReply> answered,
+                                                        java.util.function.Function<DexClient.ScanReply, List<Entry>> entries) {
+        CompletableFuture<List<Entry>> result = new CompletableFuture<>();
+        answered.whenComplete((answer, failure) -> {
+            if (failure != null) {
+                result.completeExceptionally(failure);
+            } else if (answer.error() != null) {
+                result.completeExceptionally(new DexException(answer.error()));
+            } else {
+                try {
+                    result.complete(entries.apply(answer));
+                } catch (RuntimeException e) {
+                    result.completeExceptionally(e);
+                }
+            }
+        });
+        return result;
     }
 
     /**
@@ -437,11 +460,5 @@ public final class DexClientApi implements AutoCloseable {
      */
     private long deadline() {
         return System.nanoTime() + timeout.toNanos();
-    }
-
-    private static void check(String error) {
-        if (error != null) {
-            throw new DexException(error);
-        }
     }
 }

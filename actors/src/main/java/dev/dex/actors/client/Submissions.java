@@ -64,8 +64,11 @@ final class Submissions {
         private final long deadline;
         /** The operation's {@link HopTrace}; null unless it is traced. */
         private final long[] trace;
-        /** The client actor's reply; written by the actor before it hands this to the executor. */
-        private DexClient.Reply reply;
+        /**
+         * The client actor's reply; written by the actor before it hands this to the executor. Volatile so that its
+         * publication does not rest on the executor's own hand-off (the API takes any {@code Executor}).
+         */
+        private volatile DexClient.Reply reply;
 
         Call(Ops.Op op, Function<DexClient.Reply, T> answer, Submissions submissions, long timeoutNanos) {
             this.op = op;
@@ -103,21 +106,35 @@ final class Submissions {
             submissions.answered(this);
         }
 
+        /**
+         * Records the request's latency and trace, then completes the future with the reply. A recording that throws
+         * is dropped: it must neither fail the operation nor stop the batch this runs in. Does nothing before a reply.
+         */
         @Override
         public void run() {
+            DexClient.Reply answered = reply;
+            if (answered == null) {
+                return;
+            }
+            record();
+            finish(answered);
+        }
+
+        /** Fails this call with {@code why}, on the calling thread (the client actor stopped). */
+        void fail(String why) {
+            record();
+            finish(new DexClient.Reply(false, 0, why));
+        }
+
+        private void record() {
             try {
                 if (trace != null) {
                     submissions.completed(trace);
                 }
                 submissions.recordRequest(op.kind(), System.nanoTime() - start);
-            } finally {
-                finish(reply);
+            } catch (RuntimeException recordingFailed) {
+                // metrics and traces are best effort; the answer is not
             }
-        }
-
-        /** Fails this call with {@code why}, on the calling thread (the client actor stopped). */
-        void fail(String why) {
-            finish(new DexClient.Reply(false, 0, why));
         }
 
         private void finish(DexClient.Reply reply) {
@@ -170,6 +187,8 @@ final class Submissions {
      */
     private final java.util.concurrent.atomic.AtomicReferenceArray<java.util.function.LongConsumer> requests =
             new java.util.concurrent.atomic.AtomicReferenceArray<>(Ops.SCAN + 1);
+    /** The most answers the next batch's list is made room for ahead. */
+    private static final int MAX_PRESIZE = 4096;
     /** What the client actor answered while handling its current message; confined to the actor. */
     private List<Runnable> answered = new ArrayList<>();
 
@@ -222,8 +241,9 @@ final class Submissions {
             return;
         }
         List<Runnable> batch = answered;
-        // Sized as the last batch: a closed loop's answers come in batches of thousands, which growing would copy.
-        answered = new ArrayList<>(Math.max(16, batch.size()));
+        // Sized as the last batch (a closed loop's answers come in batches of thousands, which growing would copy),
+        // within a bound, so that one burst does not keep a large array.
+        answered = new ArrayList<>(Math.min(MAX_PRESIZE, Math.max(16, batch.size())));
         try {
             executor.execute(() -> batch.forEach(Runnable::run));
         } catch (java.util.concurrent.RejectedExecutionException closed) {

@@ -263,7 +263,8 @@ class BatchSerializerTest {
                 new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(-5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0))),
                         new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of())), bundleReplies, -77),
                 new Ops.ResultsBundle(List.of(new Ops.Results(7, List.of(Ops.Result.of(true, 4)), null, 3),
-                        new Ops.Results(8, List.of(Ops.Result.error(Ops.FAILED, "x".repeat(300))), "h", 1))));
+                        new Ops.Results(8, List.of(Ops.Result.error(Ops.FAILED, "x".repeat(300)),
+                                new Ops.Result(Ops.OK, true, 0, new long[] {1, 2, 3, 4}, new long[] {5, 6}, 7, null, 2)), "h", 1))));
         for (Object message : messages) {
             String manifest = serializer.manifest(message);
             byte[] bytes = serializer.toBinary(message);
@@ -282,7 +283,7 @@ class BatchSerializerTest {
             Object back = serializer.fromBinary(incoming, manifest);
             assertEquals(incoming.limit(), incoming.position(), manifest + ": read to the end");
             Object fromArray = serializer.fromBinary(bytes, manifest);
-            if (message instanceof Ops.Results) {
+            if (message instanceof Ops.Results || message instanceof Ops.ResultsBundle) { // arrays: compared by their bytes
                 assertEquals(serializer.toBinary(fromArray).length, serializer.toBinary(back).length);
                 assertArrayEquals(serializer.toBinary(fromArray), serializer.toBinary(back), manifest);
             } else {
@@ -290,9 +291,19 @@ class BatchSerializerTest {
             }
 
             ByteBuffer small = ByteBuffer.allocateDirect(bytes.length - 1 + 5).order(ByteOrder.LITTLE_ENDIAN);
+            while (small.hasRemaining()) {
+                small.put((byte) 0x55);
+            }
             small.position(5);
             assertThrows(java.nio.BufferOverflowException.class, () -> serializer.toBinary(message, small), manifest);
-            assertEquals(5, small.position(), manifest + ": nothing written");
+            assertEquals(5, small.position(), manifest + ": the position is left");
+            for (int i = 0; i < small.capacity(); i++) {
+                assertEquals((byte) 0x55, small.get(i), manifest + ": nothing written, byte " + i);
+            }
+            ByteBuffer longer = ByteBuffer.allocateDirect(bytes.length + 3).order(ByteOrder.LITTLE_ENDIAN);
+            longer.put(bytes).put(new byte[3]).flip();
+            assertThrows(java.io.NotSerializableException.class, () -> serializer.fromBinary(longer, manifest),
+                    manifest + ": bytes after the message are refused");
             ByteBuffer truncated = ByteBuffer.wrap(Arrays.copyOf(bytes, bytes.length - 1)).order(ByteOrder.LITTLE_ENDIAN);
             assertThrows(java.io.NotSerializableException.class, () -> serializer.fromBinary(truncated, manifest), manifest);
         }
