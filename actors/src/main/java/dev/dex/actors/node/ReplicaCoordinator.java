@@ -169,6 +169,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private final Map<String, long[]> backupSuspected = new HashMap<>();
     /** Nodes last asked again to take their part ({@link #askAgain}), and when. */
     private final Map<ActorRef<MemoryNode.Command>, Long> askedAgain = new HashMap<>();
+    /** When each node was last sent a step: a description asked before that is stale, and a backup in it looked sole. */
+    private final Map<ActorRef<MemoryNode.Command>, Long> steppedAt = new HashMap<>();
     /** Servers without a group in the map: when the first of their memory nodes was described ({@link #FORM_SETTLE}). */
     private final Map<Integer, Long> formingSince = new HashMap<>();
     /** Backups (server and endpoint) being asked whether they still apply the stream. */
@@ -364,6 +366,10 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     }
 
     private Behavior<Command> onDescribed(Described answer) {
+        Long stepped = steppedAt.get(answer.node());
+        if (stepped != null && answer.askedAtNanos() - stepped < 0) {
+            return this; // answered before the node took a later step: what it says is no longer so
+        }
         if (answer.failure() == null && listed.contains(answer.node())) {
             described.put(answer.node(), answer.description());
             MemoryNode.Description d = answer.description();
@@ -660,6 +666,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         }
         Step step = steps.get(0);
         List<Step> rest = steps.subList(1, steps.size());
+        steppedAt.keySet().retainAll(listed);
+        steppedAt.put(step.node(), System.nanoTime());
         getContext().ask(MemoryNode.Replicated.class, step.node(),
                 MemoryNode.Replicate.BECOME_BACKUP.equals(step.op()) ? BACKUP_STEP_TIMEOUT : STEP_TIMEOUT,
                 replyTo -> new MemoryNode.Replicate(step.op(), step.view(), step.backups(), replyTo),
