@@ -68,6 +68,11 @@ class ReplicaCoordinatorTest {
         final AtomicBoolean silent = new AtomicBoolean();
         /** Fails its next become-backup step (a node busy or failing at that moment). */
         final AtomicBoolean failNextBackupStep = new AtomicBoolean();
+        /** Holds its answers to Describe (each as it stood when asked) until the test releases them. */
+        final AtomicBoolean holdDescriptions = new AtomicBoolean();
+        /** Starts holding its descriptions when it fails a become-backup step. */
+        final AtomicBoolean holdAfterFailedStep = new AtomicBoolean();
+        final java.util.concurrent.ConcurrentLinkedQueue<Runnable> heldDescriptions = new java.util.concurrent.ConcurrentLinkedQueue<>();
         final TestProbe<Asked> asked;
         final long regionId;
         ActorRef<MemoryNode.Command> ref;
@@ -95,12 +100,20 @@ class ReplicaCoordinatorTest {
             return Behaviors.receive(MemoryNode.Command.class)
                     .onMessage(MemoryNode.Describe.class, describe -> {
                         if (!silent.get()) {
-                            describe.replyTo().tell(description(ref));
+                            MemoryNode.Description now = description(ref);
+                            if (holdDescriptions.get()) {
+                                heldDescriptions.add(() -> describe.replyTo().tell(now));
+                            } else {
+                                describe.replyTo().tell(now);
+                            }
                         }
                         return Behaviors.same();
                     })
                     .onMessage(MemoryNode.Replicate.class, replicate -> {
                         if (MemoryNode.Replicate.BECOME_BACKUP.equals(replicate.op()) && failNextBackupStep.getAndSet(false)) {
+                            if (holdAfterFailedStep.get()) {
+                                holdDescriptions.set(true);
+                            }
                             asked.getRef().tell(new Asked(this, replicate));
                             replicate.replyTo().tell(new MemoryNode.Replicated(description(ref), "injected: the step failed"));
                             return Behaviors.same();
@@ -136,6 +149,37 @@ class ReplicaCoordinatorTest {
         Asked next = asked.expectMessageClass(Asked.class, Duration.ofSeconds(20));
         assertEquals(op + " " + view, next.replicate().op() + " " + next.replicate().view());
         return next;
+    }
+
+    /**
+     * A node answers a Describe it got before a step with its state before the step. If that answer reaches the
+     * coordinator after the step's own, it says nothing any more: a backup that looked sole in it is not asked again.
+     */
+    @Test
+    void aDescriptionAskedBeforeAStepButAnsweredAfterItChangesNothing() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        StandIn first = new StandIn(kit, "memory-a", asked);
+        StandIn second = new StandIn(kit, "memory-b", asked);
+        for (StandIn standIn : List.of(first, second)) {
+            standIn.failNextBackupStep.set(true); // only the one that is to be the backup is asked
+            standIn.holdAfterFailedStep.set(true);
+        }
+        kit.spawn(ReplicaCoordinator.create(2), "coordinator");
+        StandIn a = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 1).node();
+        StandIn b = a == first ? second : first;
+        // b fails its step and from then on holds its answers: the coordinator's next Describe finds it still sole.
+        assertEquals(b, expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2).node());
+        assertEquals(b, expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 2).node()); // asked again; taken this time
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 2);
+        assertTrue(!b.heldDescriptions.isEmpty(), "b was described between its two steps");
+        // Past the coordinator's pause between two asks of one node, and well within a Describe's 5 s: the answers
+        // go, the oldest (b sole, from before its step) first.
+        sleep(ReplicaCoordinator.ASK_AGAIN_AFTER.toMillis() + 500);
+        b.holdDescriptions.set(false);
+        for (Runnable late; (late = b.heldDescriptions.poll()) != null; ) {
+            late.run();
+        }
+        asked.expectNoMessage(Duration.ofSeconds(2));
     }
 
     @Test
@@ -315,5 +359,14 @@ class ReplicaCoordinatorTest {
 
     private static MemoryNode.Description description(StandIn node) {
         return node.description(node.ref);
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError(e);
+        }
     }
 }
