@@ -225,7 +225,7 @@ public final class EngineWorkers implements AutoCloseable {
         }
         long[] keys = new long[op.count()];
         long[] values = new long[op.count()];
-        int n = session.scan(op.first(), op.count(), keys, values);
+        int n = session.scanPartition(op.first(), op.count(), keys, values);
         long upper = engine.partitions().upperInclusive(partition);
         int inPartition = 0;
         while (inPartition < n && keys[inPartition] <= upper) {
@@ -255,7 +255,7 @@ public final class EngineWorkers implements AutoCloseable {
         }
         long[] keys = new long[op.count() * words];
         long[] values = new long[op.count()];
-        int n = session.scan(start, op.count(), keys, values);
+        int n = session.scanPartition(start, op.count(), keys, values);
         long upper = engine.partitions().upperInclusive(partition);
         int inPartition = 0;
         while (inPartition < n && keys[inPartition * words] <= upper) {

@@ -121,10 +121,20 @@ public final class WideKeys {
 
         /** A scan from {@code n}'s key; the entries' keys go back to longs in {@code keys}. */
         public int scan(long n, int count, long[] keys, long[] values) {
+            return scan(n, count, keys, values, false);
+        }
+
+        /** {@link dev.dex.core.cache.DexSession#scanPartition} from {@code n}'s key, as {@link #scan}. */
+        public int scanPartition(long n, int count, long[] keys, long[] values) {
+            return scan(n, count, keys, values, true);
+        }
+
+        private int scan(long n, int count, long[] keys, long[] values, boolean onePartition) {
             if (scanWords.length < count * words) {
                 scanWords = new long[count * words];
             }
-            int found = session.scan(key(n), count, scanWords, values);
+            int found = onePartition ? ((dev.dex.core.cache.DexSession) session).scanPartition(key(n), count, scanWords, values)
+                    : session.scan(key(n), count, scanWords, values);
             for (int i = 0; i < found; i++) {
                 keys[i] = fromWords(scanWords, i * words);
             }
