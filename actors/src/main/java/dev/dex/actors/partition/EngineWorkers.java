@@ -190,7 +190,9 @@ public final class EngineWorkers implements AutoCloseable {
             return Ops.Result.error(Ops.BAD_INPUT, "key " + (words == 1 ? Long.toString(key[0])
                     : "0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))) + " is not in partition " + partition);
         }
-        return guarded(partition, () -> switch (op.kind()) {
+        // What the engine throws is answered: not held, memory full, or a failure (noted). No lambda per operation.
+        try {
+            return switch (op.kind()) {
                 case Ops.GET -> {
                     boolean found = session.lookup(key);
                     yield Ops.Result.of(found, found ? session.value() : 0);
@@ -201,13 +203,7 @@ public final class EngineWorkers implements AutoCloseable {
                 case Ops.DELETE -> Ops.Result.of(session.delete(key), 0);
                 case Ops.SCAN -> words == 1 ? scan(session, partition, op) : scanWide(session, partition, op, key, words);
                 default -> Ops.Result.error(Ops.BAD_INPUT, "unknown operation kind " + op.kind());
-            });
-    }
-
-    /** Runs one operation of {@code partition}, answering what the engine throws: not held, memory full, or a failure (noted). */
-    private Ops.Result guarded(int partition, java.util.function.Supplier<Ops.Result> operation) {
-        try {
-            return operation.get();
+            };
         } catch (PartitionNotHeldException e) {
             return Ops.Result.error(Ops.NOT_HELD, e.getMessage());
         } catch (MemoryFullException e) {
