@@ -374,7 +374,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             described.put(answer.node(), answer.description());
             MemoryNode.Description d = answer.description();
             long[] gone = backupGone.get(d.serverId() + "/" + d.endpoint());
-            if (gone != null && answer.askedAtNanos() > gone[1]) {
+            if (gone != null && answer.askedAtNanos() - gone[1] > 0) {
                 backupGone.remove(d.serverId() + "/" + d.endpoint()); // it answers, asked after it was dropped: it may join again
             }
             ReplicaGroups.Group group = groups == null ? null : groups.group(d.serverId());
@@ -685,6 +685,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             return this;
         }
         described.put(acted.step().node(), acted.answer().description());
+        // A node applies a step off its actor: a Describe it got meanwhile may still say how it was before.
+        steppedAt.put(acted.step().node(), System.nanoTime());
         return next(acted.rest());
     }
 }

@@ -125,7 +125,7 @@ public final class Ops {
             this(status, found, value, keys, values, next, error, 1);
         }
 
-        /** The answers without a value (a write's, a get that found nothing): shared, as records are immutable. */
+        /** The answers without a value (a write's, a get that found nothing): shared; their only arrays are the empty NONE. */
         private static final Result FOUND_NO_VALUE = new Result(OK, true, 0, NONE, NONE, Long.MIN_VALUE, null);
         private static final Result NOT_FOUND = new Result(OK, false, 0, NONE, NONE, Long.MIN_VALUE, null);
 
