@@ -62,8 +62,6 @@ public final class DexSession extends WordKeySession {
     /** The current operation's key (the caller's array, or cutKey), a scan's next key and where its part ends. */
     private long[] opKey;
     private final long[] scanKey;
-    /** Set while {@link #scanPartition} runs: the scan ends at its start partition's end. */
-    private boolean onePartition;
     private final long[] cutKey;
     private final long[] scanStop;
 
@@ -149,30 +147,6 @@ public final class DexSession extends WordKeySession {
     @Override
     public long value() {
         return value;
-    }
-
-    /**
-     * {@link #scan(long[], int, long[], long[])} that ends at the end of the start key's partition instead of going on
-     * into the next partition this engine holds: what a partition's owner answers for that partition alone, without
-     * reading the next one's leaves.
-     */
-    public int scanPartition(long[] startKey, int count, long[] keys, long[] values) {
-        onePartition = true;
-        try {
-            return scan(startKey, count, keys, values);
-        } finally {
-            onePartition = false;
-        }
-    }
-
-    /** {@link #scanPartition(long[], int, long[], long[])} from a long key, as {@link #scan(long, int, long[], long[])}. */
-    public int scanPartition(long startKey, int count, long[] keys, long[] values) {
-        onePartition = true;
-        try {
-            return scan(startKey, count, keys, values);
-        } finally {
-            onePartition = false;
-        }
     }
 
     @Override

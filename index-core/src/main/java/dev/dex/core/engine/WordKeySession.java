@@ -15,6 +15,12 @@ public abstract class WordKeySession implements IndexSession {
     protected final int words;
     private final long[] longKey;
 
+    /**
+     * Set while {@link #scanPartition} runs: a session of an engine of partitions ends the scan at the end of its start
+     * key's partition ({@code DexSession}); one without partitions scans as usual.
+     */
+    protected boolean onePartition;
+
     protected WordKeySession(int words) {
         this.words = words;
         this.longKey = new long[words];
@@ -108,5 +114,29 @@ public abstract class WordKeySession implements IndexSession {
         IndexSession.requireOneWord(words);
         longKey[0] = key;
         return longKey;
+    }
+
+    /**
+     * {@link #scan(long[], int, long[], long[])} that ends at the end of the start key's partition instead of going on
+     * into the next partition this engine holds: what a partition's owner answers for that partition alone, without
+     * reading the next one's leaves.
+     */
+    public final int scanPartition(long[] startKey, int count, long[] keys, long[] values) {
+        onePartition = true;
+        try {
+            return scan(startKey, count, keys, values);
+        } finally {
+            onePartition = false;
+        }
+    }
+
+    /** {@link #scanPartition(long[], int, long[], long[])} from a long key, as {@link #scan(long, int, long[], long[])}. */
+    public final int scanPartition(long startKey, int count, long[] keys, long[] values) {
+        onePartition = true;
+        try {
+            return scan(startKey, count, keys, values);
+        } finally {
+            onePartition = false;
+        }
     }
 }
