@@ -194,17 +194,32 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         return this;
     }
 
-    /** Answers every batch of {@code bundle} NOT_HELD in one message: nothing of it was applied. */
+    /**
+     * Answers every batch of {@code bundle} NOT_HELD: nothing of it was applied. As few messages as fit
+     * {@link #MAX_BUNDLE_BYTES} each: every result carries the refusal's text, and a bundle of many full batches refused in
+     * one message would pass Artery's frame, which drops it (its operations would wait for the client's batch timeout).
+     */
     private void refuse(Bundle bundle) {
         Ops.Result notHeld = Ops.Result.error(Ops.NOT_HELD, "compute node " + host() + " is leaving the cluster; nothing of the"
                 + " batch was applied");
-        List<Ops.Results> answers = new ArrayList<>(bundle.batches().size());
+        List<Ops.Results> answers = new ArrayList<>();
+        int bytes = 0;
         for (Routed routed : bundle.batches()) {
             List<Ops.Result> results = java.util.Collections.nCopies(routed.ops() == null ? 0 : routed.ops().size(), notHeld);
-            answers.add(new Ops.Results(routed.batch(), results, null)); // no host: not asked of any partition (Ops.Results)
+            Ops.Results answer = new Ops.Results(routed.batch(), results, null); // no host: not asked of any partition
+            int size = sizeOf(answer);
+            if (!answers.isEmpty() && bytes + size > MAX_BUNDLE_BYTES) {
+                bundle.replyTo().tell(new Ops.ResultsBundle(answers));
+                answers = new ArrayList<>();
+                bytes = 0;
+            }
+            answers.add(answer);
+            bytes += size;
             batches++;
         }
-        bundle.replyTo().tell(new Ops.ResultsBundle(answers));
+        if (!answers.isEmpty()) {
+            bundle.replyTo().tell(new Ops.ResultsBundle(answers));
+        }
     }
 
     private String host() {

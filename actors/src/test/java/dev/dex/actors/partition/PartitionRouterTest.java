@@ -136,6 +136,49 @@ class PartitionRouterTest {
                 client.expectMessageClass(Ops.ResultsBundle.class).answers(), "an earlier batch's answer still comes back");
     }
 
+    /**
+     * A leaving router that refuses a bundle of many full batches answers in several messages, each within Artery's
+     * frame (every refused operation carries the refusal's text): one message for all of them was dropped by Artery as
+     * oversized, and its operations waited for the client's batch timeout (seen in the demo's leave).
+     */
+    @Test
+    void aLeavingRouterRefusesALargeBundleInMessagesThatEachFitTheFrame() {
+        final int OPS = 160; // 32 batches of gets: about 100 KiB asked, about 500 KiB of refusals
+        TestProbe<Partition.Command> region = testKit.createTestProbe();
+        TestProbe<Ops.ResultsBundle> client = testKit.createTestProbe();
+        ActorRef<PartitionRouter.Command> router = testKit.spawn(PartitionRouter.create(region.getRef()));
+        TestProbe<org.apache.pekko.Done> acknowledged = testKit.createTestProbe();
+        router.tell(new PartitionRouter.Leaving(acknowledged.getRef()));
+        acknowledged.expectMessage(org.apache.pekko.Done.getInstance());
+        List<PartitionRouter.Routed> batches = new ArrayList<>();
+        for (int b = 0; b < 32; b++) {
+            long[] keys = new long[OPS];
+            for (int i = 0; i < keys.length; i++) {
+                keys[i] = (long) b * OPS + i;
+            }
+            batches.add(new PartitionRouter.Routed(b, b, gets(keys)));
+        }
+        router.tell(new PartitionRouter.Bundle(batches, client.getRef()));
+
+        var serialization = org.apache.pekko.serialization.SerializationExtension.get(
+                org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(testKit.system()));
+        List<Long> answered = new ArrayList<>();
+        int messages = 0;
+        while (answered.size() < batches.size()) {
+            Ops.ResultsBundle refused = client.expectMessageClass(Ops.ResultsBundle.class);
+            messages++;
+            int bytes = serialization.serialize(refused).get().length;
+            assertTrue(bytes <= 256 * 1024, "a refusal of " + bytes + " bytes passes Artery's 256 KiB frame");
+            for (Ops.Results answer : refused.answers()) {
+                answered.add(answer.batch());
+                assertEquals(OPS, answer.results().size());
+            }
+        }
+        assertEquals(java.util.stream.LongStream.range(0, batches.size()).boxed().toList(), answered, "each batch once, in order");
+        assertTrue(messages > 1, "several messages");
+        client.expectNoMessage(Duration.ofMillis(200));
+    }
+
     private record Hold(CountDownLatch holding, CountDownLatch release) implements NoSerializationVerificationNeeded {
     }
 
