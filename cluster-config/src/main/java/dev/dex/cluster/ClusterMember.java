@@ -76,9 +76,17 @@ final class ClusterMember {
 
     /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
     static boolean leave(ActorSystem<?> system) throws Exception {
+        return leave(system, org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
+    }
+
+    /**
+     * As {@link #leave(ActorSystem)}, giving coordinated shutdown {@code reason}: {@code LeaveDrain.CLUSTER_STOP} when
+     * every node is being stopped, so that a compute node does not hand its partitions over to nodes that stop next.
+     */
+    static boolean leave(ActorSystem<?> system, org.apache.pekko.actor.CoordinatedShutdown.Reason reason) throws Exception {
         CountDownLatch done = new CountDownLatch(1);
         system.getWhenTerminated().thenRun(done::countDown);
-        org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(org.apache.pekko.actor.CoordinatedShutdown.clusterLeavingReason());
+        org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(reason);
         return done.await(30, TimeUnit.SECONDS);
     }
 }

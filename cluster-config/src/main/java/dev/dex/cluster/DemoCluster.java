@@ -31,7 +31,8 @@ final class DemoCluster {
 
     /**
      * Stops the cluster the way an operator would, so that a normal exit logs nothing alarming: the client
-     * leaves first, then the compute nodes one by one (each hands its partitions off), then the memory node.
+     * leaves first, then the compute nodes one by one (each hands its partitions off together, not a few per round:
+     * the nodes they would go to stop next), then the memory node.
      * Each leaves gracefully (coordinated shutdown), so the others see it removed before its connections
      * close; a system that does not stop within 30 s is terminated.
      */
@@ -49,7 +50,7 @@ final class DemoCluster {
         order.addAll(computeNodes);
         order.addAll(memoryNodes);
         for (ActorSystem<?> system : order) {
-            if (!ClusterMember.leave(system)) {
+            if (!ClusterMember.leave(system, dev.dex.actors.partition.LeaveDrain.CLUSTER_STOP)) {
                 system.terminate();
                 system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
             }

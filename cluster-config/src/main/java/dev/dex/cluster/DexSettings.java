@@ -10,6 +10,7 @@ import dev.dex.actors.node.Backoff;
 import dev.dex.actors.node.ComputeNode;
 import dev.dex.actors.node.Fabrics;
 import dev.dex.actors.node.MemoryNode;
+import dev.dex.actors.partition.LeaveDrain;
 import dev.dex.core.cache.DexEngineSettings;
 import dev.dex.core.cache.EngineMode;
 import dev.dex.core.log.RedoLogSettings;
@@ -69,12 +70,31 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 Backoff.fromConfig(dex.getConfig("compute.handshake")), RedoLogSettings.fromConfig(dex.getConfig("compute")),
                 positive(dex, "compute.checkpoint-interval"),
-                probeTimeout(config), positive(dex, "compute.write-back-timeout"), replicas);
+                probeTimeout(config), positive(dex, "compute.write-back-timeout"), replicas, leave(config));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
                 range(dex, "demo.seconds", dex.getInt("demo.seconds"), 1, 3600),
                 range(dex, "demo.in-flight", dex.getInt("demo.in-flight"), 1, 100_000), dex.getString("demo.workload"));
+    }
+
+    /**
+     * dex.compute.leave: the handoff group (0 to 1024) and the drain timeout, which must leave a second of the first
+     * shutdown phase's timeout ({@code pekko.coordinated-shutdown.phases.before-service-unbind.timeout}, else the default
+     * phase timeout) for the router's acknowledgement: a phase that times out is cut short.
+     */
+    private static LeaveDrain.Settings leave(Config config) {
+        Config dex = config.getConfig("dex");
+        int group = (int) range(dex, "compute.leave.handoff-group", dex.getInt("compute.leave.handoff-group"), 0, 1024);
+        Duration timeout = positive(dex, "compute.leave.drain-timeout");
+        String phase = "pekko.coordinated-shutdown.phases.before-service-unbind.timeout";
+        Duration phaseTimeout = config.hasPath(phase) ? config.getDuration(phase)
+                : config.getDuration("pekko.coordinated-shutdown.default-phase-timeout");
+        if (timeout.plusSeconds(1).compareTo(phaseTimeout) > 0) {
+            throw new IllegalArgumentException("dex.compute.leave.drain-timeout (" + timeout.toMillis() + " ms) must be at least"
+                    + " 1 s under " + phase + " (" + phaseTimeout.toMillis() + " ms): raise that too");
+        }
+        return new LeaveDrain.Settings(group, timeout);
     }
 
     /** dex.compute.rebalance-probe-timeout: off (zero), or positive and under half of sharding's rebalance interval. */

@@ -46,6 +46,25 @@ class DexSettingsTest {
     }
 
     @Test
+    void aLeaveHandsEightPartitionsOverPerRoundByDefaultWithinTheFirstShutdownPhase() {
+        assertEquals(dev.dex.actors.partition.LeaveDrain.Settings.DEFAULTS.group(),
+                DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().leave().group());
+        assertEquals(new dev.dex.actors.partition.LeaveDrain.Settings(8, java.time.Duration.ofSeconds(20)),
+                DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().leave());
+        assertEquals(0, DexSettings.from(DexNodes.config(ConfigFactory.parseString("dex.compute.leave.handoff-group = 0")))
+                .compute().leave().group(), "0: all at once");
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.leave.handoff-group = -1")))).getMessage().contains("dex.compute.leave.handoff-group must be in [0, 1024]"));
+        String tooLong = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.leave.drain-timeout = 25s")))).getMessage();
+        assertTrue(tooLong.contains("at least 1 s under pekko.coordinated-shutdown.phases.before-service-unbind.timeout (25000 ms)"),
+                tooLong);
+        assertEquals(java.time.Duration.ofSeconds(50), DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.leave.drain-timeout = 50s\npekko.coordinated-shutdown.phases.before-service-unbind.timeout = 60s")))
+                .compute().leave().timeout(), "a longer drain with a longer phase");
+    }
+
+    @Test
     void theClusterSettingsTurnOffPassivationAndUseTheSplitBrainResolver() {
         Config config = DexNodes.config(ConfigFactory.empty());
         assertEquals("none", config.getString("pekko.cluster.sharding.passivation.strategy"));

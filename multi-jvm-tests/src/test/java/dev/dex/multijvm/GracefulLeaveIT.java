@@ -4,11 +4,14 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -18,9 +21,9 @@ import dev.dex.actors.client.DexClientApi;
 import dev.dex.rdma.RemoteMemory;
 
 /**
- * A graceful leave under load: SIGTERM to a compute JVM runs Pekko's coordinated shutdown, in which its
- * shard region hands every partition off (the entity writes its dirty pages back) before the node leaves
- * the cluster. The stopped node is the oldest compute node, so the shard coordinator moves as well. Its
+ * A graceful leave under load: SIGTERM to a compute JVM runs Pekko's coordinated shutdown, in which the node
+ * hands its partitions over {@value #GROUP} per rebalance round ({@code LeaveDrain}; each entity writes its dirty pages
+ * back) before the node leaves the cluster; the log's drain progress must show no round of more than {@value #GROUP}. The stopped node is the oldest compute node, so the shard coordinator moves as well. Its
  * partitions move to the survivor and no acknowledged write is lost. Operations complete in every second of the leave
  * (its router refuses what still reaches it, and the client goes through sharding: docs/cluster.md, "A graceful
  * leave"); the lowest second against the usual rate and the longest operation are printed, the figures the issue's
@@ -28,9 +31,12 @@ import dev.dex.rdma.RemoteMemory;
  */
 class GracefulLeaveIT {
     private static final long KEYS = 20_000;
+    /** Partitions handed over per round: the leaving node's 8 go in 4 rounds. */
+    private static final int GROUP = 2;
+    private static final Pattern DRAINED = Pattern.compile("leaving: (\\d+) of (\\d+) partitions still here");
 
     @RegisterExtension
-    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16");
+    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16", "dex.compute.leave.handoff-group=" + GROUP);
 
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
@@ -79,6 +85,22 @@ class GracefulLeaveIT {
         handoffs.forEach(h -> handedOff.add(h.partition()));
         assertTrue(handedOff.containsAll(held), "every partition the leaving node held was handed off (dirty pages written back):"
                 + " held " + held + ", handed off " + handedOff);
+
+        // The drain's progress, as the leaving node logged it every 200 ms: no round handed over more than the group.
+        String log = leaving.logText();
+        List<Integer> left = new ArrayList<>();
+        Matcher line = DRAINED.matcher(log);
+        while (line.find()) {
+            left.add(Integer.parseInt(line.group(1)));
+        }
+        cluster.log("partitions still on the leaving node, as the drain went: " + left);
+        assertTrue(log.contains("leaving: all " + held.size() + " partitions handed over"), "the drain handed every partition over"
+                + " before the region's shutdown");
+        assertFalse(left.isEmpty(), "the drain logged its progress");
+        left.add(0);
+        for (int i = 1; i < left.size(); i++) {
+            assertTrue(left.get(i - 1) - left.get(i) <= GROUP, "a round handed over more than " + GROUP + ": " + left);
+        }
 
         cluster.log("verified: " + mix.assertNothingLost(KEYS));
     }

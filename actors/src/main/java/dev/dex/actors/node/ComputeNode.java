@@ -26,6 +26,7 @@ import dev.dex.actors.DexMetrics;
 import dev.dex.actors.partition.EngineWorkers;
 import dev.dex.actors.partition.Partition;
 import dev.dex.actors.partition.PartitionRouter;
+import dev.dex.actors.partition.LeaveDrain;
 import dev.dex.actors.partition.ProbedRebalance;
 import dev.dex.core.cache.CacheStats;
 import dev.dex.core.cache.DexEngineSettings;
@@ -161,24 +162,17 @@ public final class ComputeNode {
      *                        and leaves the cluster
      * @param replicas        memory nodes per memory server ({@code dex.memory.replicas}): above 1 the node uses only each
      *                        group's primary, as the replica groups' map names it, and runs the group coordinator's singleton
+     * @param leave           how a graceful leave hands the node's partitions over ({@link LeaveDrain})
      */
     public record Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
-                           Duration rebalanceProbeTimeout, Duration writeBackTimeout, int replicas) {
-        /** Memory servers of one replica each ({@code dex.memory.replicas = 1}). */
+                           Duration rebalanceProbeTimeout, Duration writeBackTimeout, int replicas, LeaveDrain.Settings leave) {
+        /** Memory servers of one replica each ({@code dex.memory.replicas = 1}); a leave's default handoff group. */
         public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
                         Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
-                    rebalanceProbeTimeout, writeBackTimeout, 1);
-        }
-
-        /** With the default write-back timeout of 10 s. */
-        public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
-                        Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
-                        Duration rebalanceProbeTimeout) {
-            this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
-                    rebalanceProbeTimeout, Duration.ofSeconds(10));
+                    rebalanceProbeTimeout, writeBackTimeout, 1, LeaveDrain.Settings.DEFAULTS);
         }
 
         /** With the default handshake settings and the redo log on. */
@@ -186,11 +180,11 @@ public final class ComputeNode {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
 
-        /** With the redo log on, checkpoints every 5 s and 500 ms for a rebalance probe. */
+        /** With the redo log on, checkpoints every 5 s, 500 ms for a rebalance probe and a write-back timeout of 10 s. */
         public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
-                    Duration.ofSeconds(5), Duration.ofMillis(500));
+                    Duration.ofSeconds(5), Duration.ofMillis(500), Duration.ofSeconds(10));
         }
     }
 
@@ -364,10 +358,14 @@ public final class ComputeNode {
                         .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
                         .withStopMessage(Partition.Handoff.INSTANCE)
                         .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout(),
-                                ProbedRebalance.coordinatorPath(context.getSystem(), Partition.TYPE_KEY.name())))
+                                ProbedRebalance.coordinatorPath(context.getSystem(), Partition.TYPE_KEY.name()),
+                                settings.leave().group()))
                         .withRole("compute"));
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
-        PartitionRouter.leaveOnShutdown(context.getSystem(), context.spawn(PartitionRouter.create(region), "partition-router"));
+        // A graceful leave hands the partitions over a few per rebalance round, then the router refuses what still comes.
+        ActorRef<PartitionRouter.Command> router = context.spawn(PartitionRouter.create(region), "partition-router");
+        LeaveDrain.onShutdown(context.getSystem(), Partition.TYPE_KEY, settings.leave(), () -> heldBy(engine).size(),
+                () -> PartitionRouter.leave(context.getSystem(), router));
         // Batches sharding drops while a partition moves are answered NOT_HELD at once, not left to time out.
         context.spawn(DroppedBatches.create(context.getSystem().address().toString()), "dropped-batches");
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
@@ -604,6 +602,17 @@ public final class ComputeNode {
         instancesSeen.addAll(now);
     }
 
+    /** The partitions {@code engine} holds (acquired and not yet released), in order. */
+    private static List<Integer> heldBy(DexEngine engine) {
+        List<Integer> held = new ArrayList<>();
+        for (int p = 0; p < engine.partitions().count(); p++) {
+            if (engine.holds(p)) {
+                held.add(p);
+            }
+        }
+        return held;
+    }
+
     private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
         DexMetrics.get(context.getSystem()).engine(engine);
         return Behaviors.receive(Command.class)
@@ -612,12 +621,7 @@ public final class ComputeNode {
                     return Behaviors.same();
                 })
                 .onMessage(GetStatus.class, get -> {
-                    List<Integer> held = new ArrayList<>();
-                    for (int p = 0; p < engine.partitions().count(); p++) {
-                        if (engine.holds(p)) {
-                            held.add(p);
-                        }
-                    }
+                    List<Integer> held = heldBy(engine);
                     VerbSnapshot verbs = engine.verbs();
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),

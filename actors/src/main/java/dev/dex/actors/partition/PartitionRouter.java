@@ -7,9 +7,9 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletionStage;
 
 import org.apache.pekko.Done;
-import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
@@ -227,14 +227,14 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     }
 
     /**
-     * Tells {@code router} that its node leaves as soon as the node's coordinated shutdown begins (its first phase,
-     * before sharding hands the node's partitions off), and waits for its acknowledgement: batches that reach the router
-     * after that are answered at once, not forwarded to a region that is handing its partitions off and then stops.
+     * Tells {@code router} that its node leaves, and waits (up to 2 s) for its acknowledgement: batches that reach the
+     * router after that are answered at once, not forwarded to a region that is handing its partitions off and then
+     * stops. The compute node's {@link LeaveDrain#onShutdown} task calls it in the node's coordinated shutdown, once the node's partitions
+     * have been handed over (or the drain was skipped), before sharding's own shutdown of the region.
      */
-    public static void leaveOnShutdown(org.apache.pekko.actor.typed.ActorSystem<?> system, ActorRef<Command> router) {
-        CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "dex-partition-router-leaving",
-                () -> AskPattern.<Command, Done>ask(router, Leaving::new, Duration.ofSeconds(2), system.scheduler())
-                        .exceptionally(failure -> Done.getInstance()));
+    public static CompletionStage<Done> leave(org.apache.pekko.actor.typed.ActorSystem<?> system, ActorRef<Command> router) {
+        return AskPattern.<Command, Done>ask(router, Leaving::new, Duration.ofSeconds(2), system.scheduler())
+                .exceptionally(failure -> Done.getInstance());
     }
 
     private Behavior<Command> onAnswered(Ops.Results results) {

@@ -12,6 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
 
 import org.apache.pekko.actor.ActorIdentity;
 import org.apache.pekko.actor.Address;
@@ -77,7 +78,14 @@ import com.typesafe.config.Config;
  * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
  * {@code rebalance-absolute-limit} must be positive.
  *
- * <p>Allocation of a new shard is the delegate's, unchanged.
+ * <p><b>A graceful leave, a few partitions at a time.</b> While a compute node leaves gracefully it is listed as draining
+ * ({@link LeaveDrain}). Its region then gets no partition (an allocation is the delegate's among the other regions),
+ * and each round proposes up to {@code group} of the draining regions' partitions, less those still moving, and
+ * nothing else: the delegate's own choice would move partitions of the staying nodes towards the emptying region's
+ * place. With no region to drain to, nothing moves. When no region drains, the delegate decides among the regions
+ * that do not drain.
+ *
+ * <p>Allocation of a new shard is otherwise the delegate's, unchanged.
  *
  * <pre>
  * Concurrency: the coordinator calls it from its own actor, one call at a time, but a round's result may complete
@@ -108,6 +116,11 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final AtomicInteger postponedInARow = new AtomicInteger();
     // Set by start(), before the coordinator's first call, and again if the coordinator restarts on this node.
     private volatile ShardCoordinator.ShardAllocationStrategy delegate;
+    /** Partitions of draining regions a round may move (less those still moving); 0: none. */
+    private final int group;
+    /** The addresses of the draining compute nodes; null until start() when not given. */
+    private volatile Supplier<Set<Address>> draining;
+    private volatile Address selfAddress;
     private volatile ActorSystem system;
     private volatile LoggingAdapter log;
 
@@ -116,11 +129,29 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
      * @param coordinatorPath the path of the coordinator that uses this strategy, on this node ({@link #coordinatorPath})
      */
     public ProbedRebalance(Duration probeTimeout, String coordinatorPath) {
+        this(probeTimeout, coordinatorPath, LeaveDrain.Settings.DEFAULTS.group());
+    }
+
+    /**
+     * @param group partitions of draining compute nodes one round may move ({@code dex.compute.leave.handoff-group});
+     *              the draining nodes are those {@link LeaveDrain#draining} lists on this node
+     */
+    public ProbedRebalance(Duration probeTimeout, String coordinatorPath, int group) {
+        this(probeTimeout, coordinatorPath, group, null);
+    }
+
+    /** With the draining addresses from {@code draining} instead of {@link LeaveDrain#draining} (null: from there). */
+    ProbedRebalance(Duration probeTimeout, String coordinatorPath, int group, Supplier<Set<Address>> draining) {
         if (probeTimeout.isNegative()) {
             throw new IllegalArgumentException("the rebalance probe timeout must not be negative: " + probeTimeout);
         }
+        if (group < 0) {
+            throw new IllegalArgumentException("the leave's handoff group must not be negative: " + group);
+        }
         this.probeTimeout = probeTimeout;
         this.coordinatorPath = coordinatorPath;
+        this.group = group;
+        this.draining = draining;
     }
 
     /**
@@ -153,6 +184,11 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             departed.clear();
         }
         handOffTimeoutNanos = system.settings().config().getDuration("pekko.cluster.sharding.handoff-timeout").toNanos();
+        selfAddress = Cluster.get(system).selfAddress();
+        if (draining == null) {
+            org.apache.pekko.actor.typed.ActorSystem<?> typed = org.apache.pekko.actor.typed.javadsl.Adapter.toTyped(system);
+            draining = () -> LeaveDrain.draining(typed);
+        }
         this.system = system;
     }
 
@@ -160,7 +196,54 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     public Future<ActorRef> allocateShard(ActorRef requester, String shardId,
                                           scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current) {
         // Not a place to look for departed regions: the coordinator leaves regions that are shutting down out of it.
+        Set<Address> drainingNow = draining.get();
+        if (!drainingNow.isEmpty()) {
+            scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> staying = withoutDraining(current, drainingNow);
+            if (!staying.isEmpty()) {
+                return delegate.allocateShard(requester, shardId, staying);
+            }
+        }
         return delegate.allocateShard(requester, shardId, current);
+    }
+
+    /** The address of {@code region}'s node: this node's for a region here. */
+    private Address nodeOf(ActorRef region) {
+        Address address = region.path().address();
+        return address.hasLocalScope() ? selfAddress : address;
+    }
+
+    private scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> withoutDraining(
+            scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> current, Set<Address> drainingNow) {
+        Map<ActorRef, IndexedSeq<String>> staying = new java.util.LinkedHashMap<>();
+        CollectionConverters.asJava(current).forEach((region, shards) -> {
+            if (!drainingNow.contains(nodeOf(region))) {
+                staying.put(region, shards);
+            }
+        });
+        return scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(staying));
+    }
+
+    /**
+     * Up to {@link #group} partitions of draining regions, less {@code inProgress}, in the order of the regions and their
+     * shards; empty if none is left there, or no region is left to take them.
+     */
+    List<String> drainingShards(Map<ActorRef, IndexedSeq<String>> allocations, Set<String> inProgress, Set<Address> drainingNow) {
+        List<String> chosen = new ArrayList<>();
+        boolean anywhere = allocations.keySet().stream().anyMatch(region -> !drainingNow.contains(nodeOf(region)));
+        int room = group - inProgress.size();
+        if (!anywhere || room <= 0) {
+            return chosen;
+        }
+        for (Map.Entry<ActorRef, IndexedSeq<String>> entry : allocations.entrySet()) {
+            if (drainingNow.contains(nodeOf(entry.getKey()))) {
+                for (String shard : CollectionConverters.asJava(entry.getValue())) {
+                    if (chosen.size() < room && !inProgress.contains(shard)) {
+                        chosen.add(shard);
+                    }
+                }
+            }
+        }
+        return chosen;
     }
 
     @Override
@@ -169,8 +252,27 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             scala.collection.immutable.Set<String> inProgress) {
         Map<ActorRef, IndexedSeq<String>> allocations = CollectionConverters.asJava(current);
         releaseDeparted(allocations.keySet());
-        CompletionStage<Set<String>> confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
-                .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+        Set<Address> drainingNow = draining.get();
+        CompletionStage<Set<String>> confirmed;
+        if (drainingNow.isEmpty() || !allocations.keySet().stream().anyMatch(region -> drainingNow.contains(nodeOf(region)))) {
+            confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
+                    .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+        } else if (group == 0) {
+            // Not drained: their region's shutdown hands them off together. Meanwhile nothing moves.
+            confirmed = CompletableFuture.completedFuture(Set.of());
+        } else {
+            List<String> leaving = drainingShards(allocations, CollectionConverters.asJava(inProgress), drainingNow);
+            boolean anyLeft = allocations.entrySet().stream()
+                    .anyMatch(entry -> drainingNow.contains(nodeOf(entry.getKey())) && !entry.getValue().isEmpty());
+            if (!anyLeft) {
+                // Drained, its region not yet shut down: the others balance among themselves, never towards it.
+                scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> staying = withoutDraining(current, drainingNow);
+                confirmed = FutureConverters.asJava(delegate.rebalance(staying, inProgress))
+                        .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+            } else {
+                confirmed = confirm(allocations, new java.util.HashSet<>(leaving));
+            }
+        }
         return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
     }
 

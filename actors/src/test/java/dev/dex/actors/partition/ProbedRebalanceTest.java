@@ -202,6 +202,66 @@ class ProbedRebalanceTest {
         assertFalse(strategy.answers(nobody).get(5, TimeUnit.SECONDS), "no node listens at " + nobody);
     }
 
+    /** A region of a node at {@code port} that is not there; never asked anything here (the probe is off). */
+    private ActorRef regionAt(int port) {
+        return ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().resolveActorRef(
+                addressAt(port) + "/system/sharding/dex-partition");
+    }
+
+    private org.apache.pekko.actor.Address addressAt(int port) {
+        org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
+        return new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", port);
+    }
+
+    private Set<String> rebalance(ProbedRebalance strategy, Map<ActorRef, List<String>> allocations, Set<String> inProgress)
+            throws Exception {
+        Map<ActorRef, IndexedSeq<String>> converted = new LinkedHashMap<>();
+        allocations.forEach((region, shards) -> converted.put(region, CollectionConverters.asScala(shards).toIndexedSeq()));
+        var future = strategy.rebalance(scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(converted)),
+                scala.collection.immutable.Set$.MODULE$.from(CollectionConverters.asScala(inProgress)));
+        return new HashSet<>(CollectionConverters.asJava(FutureConverters.asJava(future).toCompletableFuture().get(10, TimeUnit.SECONDS)));
+    }
+
+    @Test
+    void whileANodeDrainsEachRoundMovesAGroupOfItsPartitionsLessThoseStillMovingAndNothingElse() throws Exception {
+        ActorRef leaving = regionAt(1);
+        ActorRef loaded = regionAt(2);
+        ActorRef joined = regionAt(3);
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(leaving, shards(0, 8));
+        allocations.put(loaded, shards(8, 20));
+        allocations.put(joined, List.of());
+        Set<org.apache.pekko.actor.Address> draining = new java.util.concurrent.CopyOnWriteArraySet<>();
+        ProbedRebalance strategy = new ProbedRebalance(Duration.ZERO, "/system/no-coordinator-here", 3, () -> Set.copyOf(draining));
+        strategy.start(system);
+
+        draining.add(addressAt(1));
+        Set<String> moved = rebalance(strategy, allocations, Set.of());
+        assertEquals(3, moved.size(), "a group of three: " + moved);
+        assertTrue(shards(0, 8).containsAll(moved), "only the draining node's partitions move: " + moved);
+        moved = rebalance(strategy, allocations, Set.of("0", "1"));
+        assertEquals(1, moved.size(), "two of the group are still moving: " + moved);
+        assertFalse(moved.contains("0") || moved.contains("1"), "not a partition already moving: " + moved);
+        assertEquals(Set.of(), rebalance(strategy, allocations, Set.of("0", "1", "9")), "three are moving: the group is full");
+
+        // With every region draining there is nowhere to move to: nothing moves.
+        draining.add(addressAt(2));
+        draining.add(addressAt(3));
+        assertEquals(Set.of(), rebalance(strategy, allocations, Set.of()), "every node drains");
+    }
+
+    @Test
+    void withAHandoffGroupOfZeroADrainingNodesPartitionsAreLeftToItsRegionsShutdown() throws Exception {
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(regionAt(1), shards(0, 8));
+        allocations.put(regionAt(2), List.of());
+        ProbedRebalance strategy = new ProbedRebalance(Duration.ZERO, "/system/no-coordinator-here", 0,
+                () -> Set.of(addressAt(1)));
+        strategy.start(system);
+        assertEquals(Set.of(), rebalance(strategy, allocations, Set.of()));
+        assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ZERO, "/system/x", -1));
+    }
+
     @Test
     void aProbeTimeoutMustNotBeNegative() {
         assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ofMillis(-1), "/system/x"));
