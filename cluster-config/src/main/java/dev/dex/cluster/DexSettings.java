@@ -79,9 +79,9 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
     }
 
     /**
-     * dex.compute.leave: the handoff group (0 to 1024) and the drain timeout, which must leave a second of the first
+     * dex.compute.leave: the handoff group (0 to 1024) and the drain timeout, which must leave 3 s of the first
      * shutdown phase's timeout ({@code pekko.coordinated-shutdown.phases.before-service-unbind.timeout}, else the default
-     * phase timeout) for the router's acknowledgement: a phase that times out is cut short.
+     * phase timeout) for the router's acknowledgement and a poll: a phase that times out is cut short.
      */
     private static LeaveDrain.Settings leave(Config config) {
         Config dex = config.getConfig("dex");
@@ -90,9 +90,9 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         String phase = "pekko.coordinated-shutdown.phases.before-service-unbind.timeout";
         Duration phaseTimeout = config.hasPath(phase) ? config.getDuration(phase)
                 : config.getDuration("pekko.coordinated-shutdown.default-phase-timeout");
-        if (timeout.plusSeconds(1).compareTo(phaseTimeout) > 0) {
-            throw new IllegalArgumentException("dex.compute.leave.drain-timeout (" + timeout.toMillis() + " ms) must be at least"
-                    + " 1 s under " + phase + " (" + phaseTimeout.toMillis() + " ms): raise that too");
+        if (timeout.plus(LeaveDrain.ROUTER_ROOM).compareTo(phaseTimeout) > 0) {
+            throw new IllegalArgumentException("dex.compute.leave.drain-timeout (" + timeout.toMillis() + " ms) must be at least "
+                    + LeaveDrain.ROUTER_ROOM.toSeconds() + " s under " + phase + " (" + phaseTimeout.toMillis() + " ms): raise that too");
         }
         return new LeaveDrain.Settings(group, timeout);
     }

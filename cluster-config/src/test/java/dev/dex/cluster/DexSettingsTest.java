@@ -56,8 +56,8 @@ class DexSettingsTest {
         assertTrue(assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
                 "dex.compute.leave.handoff-group = -1")))).getMessage().contains("dex.compute.leave.handoff-group must be in [0, 1024]"));
         String tooLong = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
-                "dex.compute.leave.drain-timeout = 25s")))).getMessage();
-        assertTrue(tooLong.contains("at least 1 s under pekko.coordinated-shutdown.phases.before-service-unbind.timeout (25000 ms)"),
+                "dex.compute.leave.drain-timeout = 23s")))).getMessage();
+        assertTrue(tooLong.contains("at least 3 s under pekko.coordinated-shutdown.phases.before-service-unbind.timeout (25000 ms)"),
                 tooLong);
         assertEquals(java.time.Duration.ofSeconds(50), DexSettings.from(DexNodes.config(ConfigFactory.parseString(
                 "dex.compute.leave.drain-timeout = 50s\npekko.coordinated-shutdown.phases.before-service-unbind.timeout = 60s")))

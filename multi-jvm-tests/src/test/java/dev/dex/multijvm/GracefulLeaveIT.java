@@ -36,7 +36,9 @@ class GracefulLeaveIT {
     private static final Pattern DRAINED = Pattern.compile("leaving: (\\d+) of (\\d+) partitions still here");
 
     @RegisterExtension
-    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16", "dex.compute.leave.handoff-group=" + GROUP);
+    final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16", "dex.compute.leave.handoff-group=" + GROUP,
+            // A drain of four rounds has time enough on a loaded host, where rounds may be postponed.
+            "dex.compute.leave.drain-timeout=40s", "pekko.coordinated-shutdown.phases.before-service-unbind.timeout=45s");
 
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)

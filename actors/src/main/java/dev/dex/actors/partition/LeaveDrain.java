@@ -70,6 +70,8 @@ public final class LeaveDrain {
     static final ServiceKey<Void> DRAINING = ServiceKey.create(Void.class, "dex-draining-compute-node");
     /** How often the leaving node counts the partitions its region still holds. */
     static final Duration POLL = Duration.ofMillis(200);
+    /** What the first shutdown phase must keep after the drain: the router's acknowledgement (2 s) and a poll. */
+    public static final Duration ROUTER_ROOM = Duration.ofSeconds(3);
     private static final Logger LOG = LoggerFactory.getLogger(LeaveDrain.class);
     /** Names each drain's actor apart (a node drains once; tests may drain more often in one actor system). */
     private static final java.util.concurrent.atomic.AtomicInteger DRAINS = new java.util.concurrent.atomic.AtomicInteger();
@@ -95,8 +97,8 @@ public final class LeaveDrain {
      *                hands the rest off together ({@code dex.compute.leave.drain-timeout})
      */
     public record Settings(int group, Duration timeout) {
-        /** Eight partitions a round, for at most 30 s. */
-        public static final Settings DEFAULTS = new Settings(8, Duration.ofSeconds(30));
+        /** Eight partitions a round, for at most 20 s. */
+        public static final Settings DEFAULTS = new Settings(8, Duration.ofSeconds(20));
 
         public Settings {
             if (group < 0) {
@@ -128,8 +130,9 @@ public final class LeaveDrain {
             system.systemActorOf(Behaviors.<Receptionist.Listing>setup(context -> {
                 context.getSystem().receptionist().tell(Receptionist.subscribe(DRAINING, context.getSelf()));
                 return Behaviors.receiveMessage(listing -> {
+                    // Unreachable ones too: a draining node that is briefly unreachable must not get partitions back.
                     Set<Address> addresses = new HashSet<>();
-                    for (ActorRef<Void> marker : listing.getServiceInstances(DRAINING)) {
+                    for (ActorRef<Void> marker : listing.getAllServiceInstances(DRAINING)) {
                         Address address = marker.path().address();
                         addresses.add(address.hasLocalScope() ? self : address);
                     }
@@ -152,9 +155,23 @@ public final class LeaveDrain {
                                   Supplier<CompletionStage<Done>> afterwards) {
         system.registerExtension(Registry.ID); // subscribed from the start, so a coordinator here knows of drains at once
         CoordinatedShutdown shutdown = CoordinatedShutdown.get(system);
-        shutdown.addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "dex-partition-drain-then-leave",
-                () -> drain(system, type, settings, held, shutdown.getShutdownReason()).exceptionally(failure -> Done.getInstance())
-                        .thenCompose(drained -> afterwards.get()));
+        // The phase's own timeout cuts the task short: leave room for the router's acknowledgement (2 s) and a poll.
+        Duration phase = Duration.ofMillis(shutdown.timeout(CoordinatedShutdown.PhaseBeforeServiceUnbind()).toMillis());
+        Duration room = phase.minus(ROUTER_ROOM);
+        Settings bounded = settings.timeout().compareTo(room) <= 0 ? settings
+                : new Settings(room.isNegative() || room.isZero() ? 0 : settings.group(), room.isNegative() || room.isZero()
+                        ? Duration.ofMillis(1) : room);
+        shutdown.addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "dex-partition-drain-then-leave", () -> {
+            CompletionStage<Done> drained;
+            try {
+                drained = drain(system, type, bounded, held, shutdown.getShutdownReason());
+            } catch (RuntimeException failure) {
+                LOG.warn("leaving: the drain could not start ({}); the region's shutdown hands the partitions off together",
+                        failure.toString());
+                drained = CompletableFuture.completedFuture(Done.getInstance());
+            }
+            return drained.exceptionally(failure -> Done.getInstance()).thenCompose(done -> afterwards.get());
+        });
     }
 
     /** Why the drain is skipped, or empty if it runs. */
@@ -193,6 +210,13 @@ public final class LeaveDrain {
     static CompletionStage<Done> drain(ActorSystem<?> system, EntityTypeKey<?> type, Settings settings, IntSupplier held,
                                        Optional<CoordinatedShutdown.Reason> reason) {
         CompletableFuture<Done> drained = new CompletableFuture<>();
+        int n = DRAINS.incrementAndGet();
+        // Listed as draining even when the drain is skipped: a node that shuts down must get no partition from now on,
+        // and must not count as a place to drain to.
+        system.systemActorOf(Behaviors.<Void>setup(context -> {
+            context.getSystem().receptionist().tell(Receptionist.register(DRAINING, context.getSelf()));
+            return Behaviors.empty();
+        }), "dex-leaving-" + n, Props.empty());
         Optional<String> skip = skipped(system, settings, reason);
         if (skip.isPresent()) {
             LOG.info("leaving: the partitions are handed off together by the shard region's shutdown ({})", skip.get());
@@ -200,11 +224,9 @@ public final class LeaveDrain {
             return drained;
         }
         system.systemActorOf(Behaviors.<Message>setup(context -> Behaviors.<Message>withTimers(timers -> {
-            ActorRef<Void> marker = context.spawn(Behaviors.empty(), "marker");
-            context.getSystem().receptionist().tell(Receptionist.register(DRAINING, marker));
             timers.startTimerWithFixedDelay(Tick.INSTANCE, POLL);
             return new Watcher(context, timers, type, settings, held, drained).behavior();
-        })), "dex-leave-drain", Props.empty());
+        })), "dex-leave-drain-" + n, Props.empty());
         return drained;
     }
 

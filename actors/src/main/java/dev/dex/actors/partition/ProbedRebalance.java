@@ -206,6 +206,24 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         return delegate.allocateShard(requester, shardId, current);
     }
 
+    /**
+     * Pekko's condition for a rebalance round, which a drain's round (not the delegate's) must check itself: no member
+     * unreachable (a move would wait for its acknowledgement) and none joining.
+     */
+    private boolean aGoodTimeToMove() {
+        var state = Cluster.get(system).state();
+        if (!state.getUnreachable().isEmpty()) {
+            return false;
+        }
+        for (Member member : state.getMembers()) {
+            if (member.status() == org.apache.pekko.cluster.MemberStatus.joining()
+                    || member.status() == org.apache.pekko.cluster.MemberStatus.weaklyUp()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** The address of {@code region}'s node: this node's for a region here. */
     private Address nodeOf(ActorRef region) {
         Address address = region.path().address();
@@ -257,8 +275,8 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         if (drainingNow.isEmpty() || !allocations.keySet().stream().anyMatch(region -> drainingNow.contains(nodeOf(region)))) {
             confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
                     .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
-        } else if (group == 0) {
-            // Not drained: their region's shutdown hands them off together. Meanwhile nothing moves.
+        } else if (group == 0 || !aGoodTimeToMove()) {
+            // group 0: not drained, their region's shutdown hands them off together. Meanwhile nothing moves.
             confirmed = CompletableFuture.completedFuture(Set.of());
         } else {
             List<String> leaving = drainingShards(allocations, CollectionConverters.asJava(inProgress), drainingNow);
