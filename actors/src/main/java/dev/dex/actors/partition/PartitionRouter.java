@@ -65,7 +65,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * <p>Sealed, so that the list below is the actor's whole protocol: no class elsewhere can become one of its
      * messages.
      */
-    public sealed interface Command permits Bundle, GetStats, Answered, Flush, Leaving {
+    public sealed interface Command permits Bundle, GetStats, Answered, Flush, Leaving, LeftWaiting {
     }
 
     /**
@@ -107,11 +107,22 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     }
 
     /**
-     * The node is leaving (its coordinated shutdown began; {@link #leaveOnShutdown}): from now on every batch is answered
-     * {@link Ops#NOT_HELD} at once, and the router leaves the Receptionist's listing; acknowledged to {@code replyTo}.
+     * The node is leaving (its coordinated shutdown's first phase: {@link #leave}): from now on every batch is answered
+     * {@link Ops#NOT_HELD} at once, and the router leaves the Receptionist's listing; acknowledged to {@code replyTo} once
+     * every batch it forwarded before has been answered (their answers come back through it), or after
+     * {@link #ANSWERS_WAIT}: the shutdown that follows stops the router, and an answer that comes after that is lost, so
+     * its client would wait for the node's removal to send the batch again.
      */
     public record Leaving(ActorRef<Done> replyTo) implements Command, NoSerializationVerificationNeeded {
     }
+
+    /** The wait for the answers of forwarded batches is over. */
+    private enum LeftWaiting implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
+    /** How long a leaving router waits for the answers of the batches it forwarded before it acknowledges. */
+    static final Duration ANSWERS_WAIT = Duration.ofMillis(1500);
 
     private record Origin(ActorRef<Ops.ResultsBundle> client, long batch, long sentNanos) {
     }
@@ -123,6 +134,8 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     private long nextId = 1;
     private boolean flushing;
     private boolean leaving;
+    /** Who waits for the leave's acknowledgement until the forwarded batches are answered; null: nobody. */
+    private ActorRef<Done> leaveAcknowledgement;
     private long bundles;
     private long batches;
 
@@ -153,6 +166,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
                 .onMessage(Answered.class, answered -> onAnswered(answered.results()))
                 .onMessage(Flush.class, flush -> onFlush())
                 .onMessage(Leaving.class, this::onLeaving)
+                .onMessageEquals(LeftWaiting.INSTANCE, this::acknowledgeLeave)
                 .onMessage(GetStats.class, get -> {
                     get.replyTo().tell(new Stats(bundles, batches));
                     return this;
@@ -188,9 +202,30 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
             this.leaving = true;
             getContext().getSystem().receptionist().tell(Receptionist.deregister(KEY, getContext().getSelf()));
             getContext().getLog().info("leaving: batches that still come here are answered NOT_HELD, and their clients send"
-                    + " them again through sharding, to where each partition is now");
+                    + " them again through sharding, to where each partition is now; waiting for the answers of {} forwarded"
+                    + " batches", origins.size());
         }
-        leaving.replyTo().tell(Done.getInstance());
+        if (origins.isEmpty()) {
+            leaving.replyTo().tell(Done.getInstance());
+        } else {
+            if (leaveAcknowledgement != null) {
+                leaveAcknowledgement.tell(Done.getInstance());
+            }
+            leaveAcknowledgement = leaving.replyTo();
+            getContext().scheduleOnce(ANSWERS_WAIT, getContext().getSelf(), LeftWaiting.INSTANCE);
+        }
+        return this;
+    }
+
+    private Behavior<Command> acknowledgeLeave() {
+        if (leaveAcknowledgement != null) {
+            if (!origins.isEmpty()) {
+                getContext().getLog().info("leaving: {} forwarded batches still unanswered after {} ms; their clients send them"
+                        + " again when this node is removed", origins.size(), ANSWERS_WAIT.toMillis());
+            }
+            leaveAcknowledgement.tell(Done.getInstance());
+            leaveAcknowledgement = null;
+        }
         return this;
     }
 
@@ -241,6 +276,9 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
         Origin origin = origins.remove(results.batch());
         if (origin == null) {
             return this; // forgotten: the client has timed it out long ago
+        }
+        if (leaveAcknowledgement != null && origins.isEmpty()) {
+            getContext().getSelf().tell(LeftWaiting.INSTANCE); // after this answer's flush
         }
         Outgoing out = outgoing.computeIfAbsent(origin.client(), client -> new Outgoing());
         int size = sizeOf(results);

@@ -115,7 +115,8 @@ class PartitionRouterTest {
 
         TestProbe<org.apache.pekko.Done> acknowledged = testKit.createTestProbe();
         router.tell(new PartitionRouter.Leaving(acknowledged.getRef()));
-        acknowledged.expectMessage(org.apache.pekko.Done.getInstance());
+        // The batch forwarded before is not answered yet: the leave is acknowledged only once it is (or after a while).
+        acknowledged.expectNoMessage(Duration.ofMillis(300));
         router.tell(new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(10, 2, gets(10, 11)),
                 new PartitionRouter.Routed(20, 3, gets(20))), client.getRef()));
 
@@ -134,6 +135,23 @@ class PartitionRouterTest {
         before.replyTo().tell(new Ops.Results(before.batch(), List.of(Ops.Result.of(true, 100)), "node-1"));
         assertEquals(List.of(new Ops.Results(1, List.of(Ops.Result.of(true, 100)), "node-1")),
                 client.expectMessageClass(Ops.ResultsBundle.class).answers(), "an earlier batch's answer still comes back");
+        acknowledged.expectMessage(Duration.ofMillis(500), org.apache.pekko.Done.getInstance()); // at once after that answer
+    }
+
+    /** A leaving router whose forwarded batch is never answered acknowledges the leave anyway, after its wait. */
+    @Test
+    void aLeavingRouterDoesNotWaitLongerThanItsWaitForAnswersThatDoNotCome() {
+        TestProbe<Partition.Command> region = testKit.createTestProbe();
+        TestProbe<Ops.ResultsBundle> client = testKit.createTestProbe();
+        ActorRef<PartitionRouter.Command> router = testKit.spawn(PartitionRouter.create(region.getRef()));
+        router.tell(new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(10, 1, gets(10))), client.getRef()));
+        region.expectMessageClass(Partition.Execute.class);
+        TestProbe<org.apache.pekko.Done> acknowledged = testKit.createTestProbe();
+        long asked = System.nanoTime();
+        router.tell(new PartitionRouter.Leaving(acknowledged.getRef()));
+        acknowledged.expectMessage(PartitionRouter.ANSWERS_WAIT.plusSeconds(2), org.apache.pekko.Done.getInstance());
+        assertTrue(System.nanoTime() - asked >= PartitionRouter.ANSWERS_WAIT.toNanos() - 50_000_000L,
+                "acknowledged only after the wait for the forwarded batch's answer");
     }
 
     /**
