@@ -53,6 +53,17 @@ class CrashIT {
 
     /** Runs the scenario; returns the two compute nodes, the killed one first. */
     static List<NodeProcess> crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty) throws Exception {
+        return crashUnderLoad(cluster, table, empty, crashing -> { });
+    }
+
+    /** Something a scenario does to the node about to crash, under the mix and before the kill. */
+    interface BeforeCrash {
+        void run(NodeProcess crashing) throws Exception;
+    }
+
+    /** Runs the scenario, with {@code beforeCrash} just before the kill; returns the two compute nodes, the killed one first. */
+    static List<NodeProcess> crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty, BeforeCrash beforeCrash)
+            throws Exception {
         List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
         NodeProcess crashing = computes.get(0);
         DexClientApi client = cluster.startClient();
@@ -68,6 +79,7 @@ class CrashIT {
                 Duration.ofSeconds(60));
         Set<Integer> crashed = new TreeSet<>(before.get(crashing.name()));
         assertFalse(crashed.isEmpty(), "the crashing node holds partitions: " + before);
+        beforeCrash.run(crashing);
 
         long killed = System.nanoTime();
         crashing.kill();

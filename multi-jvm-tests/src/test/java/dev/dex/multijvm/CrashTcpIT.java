@@ -1,5 +1,7 @@
 package dev.dex.multijvm;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -13,7 +15,8 @@ import dev.dex.rdma.RemoteMemory;
 
 /**
  * {@link CrashIT} on the tcp fabric, where a crashed compute node is also fenced (docs/durability.md): the memory
- * node closes its fabric connections and refuses it once the cluster downs it, and the survivor, finding that
+ * node, finding it unreachable, closes its fabric connections, refuses it and then downs it without waiting for the
+ * split-brain resolver's stable-after ("Fence, then down"), and the survivor, finding that
  * the crashed node never gave its partitions up, fences it again on every memory node before it replays their
  * logs. No acknowledged write is lost, as on shm.
  */
@@ -28,13 +31,32 @@ class CrashTcpIT {
         RemoteMemory memory = cluster.awaitFormatted(0);
         cluster.bulkLoad(memory, CrashIT.KEYS);
 
-        List<NodeProcess> computes = CrashIT.crashUnderLoad(cluster, cluster.table(), false);
+        // First a pause (SIGSTOP) of 1 s, as a long collection: under the failure detector's pause, so the node is never
+        // found unreachable, not fenced and not downed, and keeps its partitions.
+        List<NodeProcess> computes = CrashIT.crashUnderLoad(cluster, cluster.table(), false, crashing -> {
+            signal("STOP", crashing);
+            Thread.sleep(1_000);
+            signal("CONT", crashing);
+            Thread.sleep(4_000);
+            assertTrue(cluster.isMember(crashing), crashing + " is still a member after a pause of 1 s");
+            assertFalse(memoryNode.logText().contains("is unreachable: fenced before its downing"),
+                    "a pause of 1 s fenced the node; the memory node's log:\n" + memoryNode.logTail());
+            cluster.log(crashing + " paused for 1 s: still a member, not fenced");
+        });
 
         String memoryLog = memoryNode.logText();
-        assertTrue(memoryLog.contains("was downed: its fabric connections are closed and it is refused from now on"),
-                "the memory node fenced the downed compute node; its log:\n" + memoryNode.logTail());
+        // Fence, then down (on by default over tcp): the memory node fenced the unreachable node before it downed it.
+        assertTrue(memoryLog.contains("is unreachable: fenced before its downing; its fabric connections are closed"),
+                "the memory node fenced the unreachable compute node; its log:\n" + memoryNode.logTail());
+        assertTrue(memoryLog.contains("downed without waiting for stable-after"),
+                "the memory node downed it once fenced; its log:\n" + memoryNode.logTail());
         String survivorLog = computes.get(1).logText();
         assertTrue(survivorLog.contains("had not given it up; it is fenced on every memory node"),
                 "the survivor found the crashed owner in the partitions' logs and fenced it; its log:\n" + computes.get(1).logTail());
+    }
+
+    private static void signal(String signal, NodeProcess node) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
+        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
     }
 }

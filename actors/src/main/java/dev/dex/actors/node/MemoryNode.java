@@ -71,7 +71,18 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * messages.
      */
     public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone, Replicate, Replicated,
-            WatchPrimary {
+            WatchPrimary, FenceMember {
+    }
+
+    /**
+     * Fence the compute node {@code member} (its address) of unique id {@code uid} now, before it is downed
+     * ({@link FenceThenDown}): answered with {@link MemberFenced}.
+     */
+    public record FenceMember(String member, long uid, ActorRef<MemberFenced> replyTo) implements Command, CborSerializable {
+    }
+
+    /** Whether memory node {@code node} fenced {@code member}; if not, why ({@code error}). */
+    public record MemberFenced(String member, long uid, String node, boolean fenced, String error) implements CborSerializable {
     }
 
     /** Asks which memory server this node is. */
@@ -307,6 +318,9 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         } else {
             coordinator = null;
         }
+        if (FenceThenDown.applies(context.getSystem(), fabric.transport())) {
+            context.spawn(FenceThenDown.create(), "fence-then-down");
+        }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
                 context.messageAdapter(Receptionist.Listing.class, Peers::new)));
@@ -347,6 +361,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(Replicate.class, this::onReplicate)
                 .onMessage(WatchPrimary.class, watch -> onWatchPrimary())
                 .onMessage(Replicated.class, replicated -> dropped("a Replicated answer sent to a memory node"))
+                .onMessage(FenceMember.class, this::onFenceMember)
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
     }
@@ -443,6 +458,36 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             request.replyTo().tell(new ChunkGranted(own.chunkAllocator().allocateChunk(settings.serverId()), null));
         } catch (MemoryFullException e) {
             request.replyTo().tell(new ChunkGranted(0, e.getMessage()));
+        }
+        return this;
+    }
+
+    /** Fences a compute node that {@link FenceThenDown} found unreachable, before it downs it. */
+    private Behavior<Command> onFenceMember(FenceMember request) {
+        if (request.replyTo() == null || request.member() == null) {
+            return dropped("a FenceMember without a member or a reply address");
+        }
+        String node = getContext().getSystem().address().toString();
+        org.apache.pekko.cluster.UniqueAddress member;
+        try {
+            member = new org.apache.pekko.cluster.UniqueAddress(
+                    org.apache.pekko.actor.AddressFromURIString.parse(request.member()), request.uid());
+        } catch (RuntimeException malformed) {
+            request.replyTo().tell(new MemberFenced(request.member(), request.uid(), node, false, malformed.toString()));
+            return this;
+        }
+        long client = Fabrics.clientId(member);
+        try {
+            boolean fenced = fabric.fence(settings.serverId(), client);
+            if (fenced) {
+                fencedMembers.add(member); // its downing, which follows, needs no second fence
+                getContext().getLog().info("compute node {} is unreachable: fenced before its downing; its fabric connections"
+                        + " are closed and it is refused from now on (client {})", member.address(), Long.toHexString(client));
+            }
+            request.replyTo().tell(new MemberFenced(request.member(), request.uid(), node, fenced,
+                    fenced ? null : "the " + fabric.transport() + " fabric cannot fence"));
+        } catch (RuntimeException failed) {
+            request.replyTo().tell(new MemberFenced(request.member(), request.uid(), node, false, failed.toString()));
         }
         return this;
     }

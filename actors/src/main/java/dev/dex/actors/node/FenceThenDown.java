@@ -1,0 +1,292 @@
+package dev.dex.actors.node;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.NoSerializationVerificationNeeded;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.UniqueAddress;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Down;
+
+/**
+ * Fence, then down: on a fabric that fences ({@code tcp}, {@code disni}), a compute node that this memory node's own
+ * failure detector finds unreachable is fenced at every memory node and then downed at once, without waiting for the
+ * split-brain resolver's {@code stable-after}. Its partitions then move as soon as the cluster removes it.
+ *
+ * <p>Why it is safe. {@code stable-after} is there so that a node that is only slow keeps its partitions, and so that
+ * both sides of a network split decide alike. Neither is needed for the data once the node is fenced: nothing it
+ * sends is applied by any memory node any more, so a new owner's first write cannot race its last one, and a node
+ * downed by mistake loses nothing (its acknowledged writes are in the redo logs, which the new owners replay). The
+ * rule acts only where it cannot do harm:
+ * <ul>
+ *   <li>only this node's own failure detector's verdict counts (the cluster's unreachability merges every node's
+ *       observations: a split between two compute nodes must not make a memory node that reaches both down one);</li>
+ *   <li>only on a side that holds a strict majority of the voters (memory and compute nodes), as seen here;</li>
+ *   <li>only once every memory node that is a member answered that it fenced the node: a memory node that cannot be
+ *       reached, or a fabric that cannot fence, leaves the node to the split-brain resolver, as before.</li>
+ * </ul>
+ * A node stalled for longer than the failure detector's verdict (about the heartbeat pause plus an interval: 2.5-3 s
+ * with {@code dex-cluster.conf}) is therefore downed, where before it took that plus {@code stable-after}; one paused
+ * for less (a 1 s collection) is never found unreachable and keeps its partitions. The failure detector only monitors
+ * a node's {@code monitored-by-nr-of-members} (9) neighbours in the heartbeat ring: in a larger cluster a compute node
+ * that no memory node monitors is left to the resolver. Every memory node runs the rule; two that act on the same node
+ * fence it twice and down it twice, which changes nothing.
+ *
+ * <pre>
+ * Concurrency: an actor; its state is touched only by its own messages. The failure detector registry it reads is
+ * Pekko's, safe to read from any thread.
+ * </pre>
+ */
+final class FenceThenDown {
+    /** How often the rule looks at the cluster's reachability. */
+    static final Duration TICK = Duration.ofMillis(100);
+    /** How long the memory nodes have to answer a fence before the node is left to the split-brain resolver. */
+    static final Duration FENCE_TIMEOUT = Duration.ofSeconds(2);
+
+    /**
+     * Holds the rule back after this node itself was paused or starved: a memory node that wakes from a pause (a long
+     * collection, SIGSTOP, a stalled VM) finds every node unreachable whose heartbeat it has not read yet, and could
+     * otherwise take a live compute node for a crashed one while the others' heartbeats already came in. A gap of more
+     * than {@link #GAP} between two ticks (100 ms apart) holds the rule back for {@link #HOLD}, enough for the failure
+     * detector to read the heartbeats that waited. Not an actor: the rule's actor uses one, and tests drive it.
+     */
+    static final class PauseGuard {
+        static final Duration GAP = Duration.ofSeconds(1);
+        static final Duration HOLD = Duration.ofSeconds(5);
+        private long lastTick;
+        private long holdUntil;
+        private boolean started;
+
+        /** Whether the rule may act at {@code now} (nanoTime), a tick; the first tick only starts the clock. */
+        boolean mayAct(long now) {
+            boolean first = !started;
+            started = true;
+            if (!first && now - lastTick > GAP.toNanos()) {
+                holdUntil = now + HOLD.toNanos();
+            }
+            lastTick = now;
+            return !first && now - holdUntil >= 0;
+        }
+    }
+
+    private FenceThenDown() {
+    }
+
+    sealed interface Command permits Tick, MemoryNodes, Answer {
+    }
+
+    private enum Tick implements Command, NoSerializationVerificationNeeded {
+        INSTANCE
+    }
+
+    private record MemoryNodes(Receptionist.Listing listing) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    private record Answer(MemoryNode.MemberFenced fenced) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** A fence asked of every memory node: which have answered that they fenced, and since when. */
+    private static final class Fencing {
+        final Set<Address> asked;
+        final Set<Address> fenced = new HashSet<>();
+        final long since = System.nanoTime();
+
+        Fencing(Set<Address> asked) {
+            this.asked = asked;
+        }
+    }
+
+    /**
+     * Whether a memory node of {@code system} runs the rule: over a fabric that fences ({@code tcp}, {@code disni}) and
+     * with {@code dex.memory.fence-then-down} on.
+     */
+    static boolean applies(org.apache.pekko.actor.typed.ActorSystem<?> system, String transport) {
+        var config = system.settings().config();
+        boolean on = !config.hasPath("dex.memory.fence-then-down") || config.getBoolean("dex.memory.fence-then-down");
+        return on && ("tcp".equals(transport) || "disni".equals(transport));
+    }
+
+    static Behavior<Command> create() {
+        return Behaviors.setup(context -> Behaviors.withTimers(timers -> {
+            context.setLoggerName(FenceThenDown.class);
+            context.getSystem().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY,
+                    context.messageAdapter(Receptionist.Listing.class, MemoryNodes::new)));
+            timers.startTimerWithFixedDelay(Tick.INSTANCE, TICK);
+            return new State(context).behavior();
+        }));
+    }
+
+    private static final class State {
+        private final ActorContext<Command> context;
+        private final ActorRef<MemoryNode.MemberFenced> answers;
+        private Set<ActorRef<MemoryNode.Command>> memoryNodes = Set.of();
+        private final Map<UniqueAddress, Fencing> fencing = new HashMap<>();
+        /** Nodes downed here, or given up on (left to the resolver): each is acted on once. */
+        private final Set<UniqueAddress> done = new HashSet<>();
+        private final PauseGuard guard = new PauseGuard();
+
+        State(ActorContext<Command> context) {
+            this.context = context;
+            this.answers = context.messageAdapter(MemoryNode.MemberFenced.class, Answer::new);
+        }
+
+        Behavior<Command> behavior() {
+            return Behaviors.receive(Command.class)
+                    .onMessage(MemoryNodes.class, nodes -> {
+                        memoryNodes = Set.copyOf(nodes.listing().getAllServiceInstances(MemoryNode.KEY));
+                        return Behaviors.same();
+                    })
+                    .onMessageEquals(Tick.INSTANCE, this::onTick)
+                    .onMessage(Answer.class, answer -> onAnswer(answer.fenced()))
+                    .build();
+        }
+
+        private Behavior<Command> onTick() {
+            Cluster cluster = Cluster.get(context.getSystem());
+            ClusterEvent.CurrentClusterState state = cluster.state();
+            long now = System.nanoTime();
+            boolean mayAct = guard.mayAct(now);
+            fencing.entrySet().removeIf(entry -> {
+                if (now - entry.getValue().since > FENCE_TIMEOUT.toNanos()) {
+                    context.getLog().warn("compute node {} is unreachable, but not every memory node fenced it within {} ms"
+                            + " (fenced at {} of {}): it is left to the split-brain resolver", entry.getKey().address(),
+                            FENCE_TIMEOUT.toMillis(), entry.getValue().fenced, entry.getValue().asked);
+                    done.add(entry.getKey());
+                    return true;
+                }
+                return false;
+            });
+            done.removeIf(member -> state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress().equals(member))
+                    && !isMember(state, member));
+            if (!mayAct) {
+                return Behaviors.same(); // just woken from a pause, or the first tick
+            }
+            var detector = org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(context.getSystem())).failureDetector();
+            for (Member member : suspects(state, cluster.selfMember(), address -> !detector.isAvailable(address))) {
+                if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())) {
+                    continue;
+                }
+                Set<Address> asked = memoryNodeAddresses(state);
+                if (asked == null) {
+                    continue; // a memory node is a member but not listed (yet): the resolver decides
+                }
+                fencing.put(member.uniqueAddress(), new Fencing(asked));
+                context.getLog().info("compute node {} is unreachable from this memory node: asking every memory node ({}) to"
+                        + " fence it before it is downed", member.address(), asked.size());
+                for (ActorRef<MemoryNode.Command> node : memoryNodes) {
+                    node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
+                }
+            }
+            return Behaviors.same();
+        }
+
+        private static boolean isMember(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
+            for (Member m : state.getMembers()) {
+                if (m.uniqueAddress().equals(member)) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /**
+         * The addresses of the memory nodes that are members, if each has a listed memory node actor (a listing at an
+         * address counts once), else null.
+         */
+        private Set<Address> memoryNodeAddresses(ClusterEvent.CurrentClusterState state) {
+            Set<Address> members = new HashSet<>();
+            for (Member m : state.getMembers()) {
+                if (m.hasRole("memory") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()) {
+                    members.add(m.address());
+                }
+            }
+            Set<Address> listed = new HashSet<>();
+            Address self = context.getSystem().address();
+            for (ActorRef<MemoryNode.Command> node : memoryNodes) {
+                Address address = node.path().address();
+                listed.add(address.hasLocalScope() ? self : address);
+            }
+            return !members.isEmpty() && listed.containsAll(members) ? members : null;
+        }
+
+        private Behavior<Command> onAnswer(MemoryNode.MemberFenced answer) {
+            UniqueAddress member = null;
+            for (UniqueAddress candidate : fencing.keySet()) {
+                if (candidate.address().toString().equals(answer.member()) && candidate.longUid() == answer.uid()) {
+                    member = candidate;
+                }
+            }
+            if (member == null) {
+                return Behaviors.same(); // given up on, or downed already
+            }
+            Fencing pending = fencing.get(member);
+            if (!answer.fenced()) {
+                context.getLog().warn("compute node {} is unreachable, but memory node {} could not fence it ({}): it is left to"
+                        + " the split-brain resolver", member.address(), answer.node(), answer.error());
+                fencing.remove(member);
+                done.add(member);
+                return Behaviors.same();
+            }
+            pending.fenced.add(addressOf(answer.node()));
+            if (pending.fenced.containsAll(pending.asked)) {
+                fencing.remove(member);
+                done.add(member);
+                Cluster.get(context.getSystem()).manager().tell(new Down(member.address()));
+                context.getLog().info("compute node {} is unreachable from this memory node and fenced at every memory node"
+                        + " ({}) {} ms after: downed without waiting for stable-after, so that its partitions move now",
+                        member.address(), pending.asked.size(), (System.nanoTime() - pending.since) / 1_000_000);
+            }
+            return Behaviors.same();
+        }
+
+        private Address addressOf(String node) {
+            try {
+                return org.apache.pekko.actor.AddressFromURIString.parse(node);
+            } catch (RuntimeException malformed) {
+                return context.getSystem().address();
+            }
+        }
+    }
+
+    /**
+     * The compute nodes the rule acts on now: members that are not down, that the cluster finds unreachable and
+     * {@code unreachableHere} (this node's own failure detector) too, provided the reachable voters are a strict
+     * majority of the voters. Empty otherwise.
+     */
+    static List<Member> suspects(ClusterEvent.CurrentClusterState state, Member self,
+                                 java.util.function.Predicate<Address> unreachableHere) {
+        Set<Member> unreachable = state.getUnreachable();
+        int voters = 0;
+        int reachable = 0;
+        for (Member m : state.getMembers()) {
+            if (m.hasRole("voter") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()
+                    && m.status() != MemberStatus.exiting()) {
+                voters++;
+                if (!unreachable.contains(m)) {
+                    reachable++;
+                }
+            }
+        }
+        if (2 * reachable <= voters || unreachable.contains(self)) {
+            return List.of();
+        }
+        return unreachable.stream()
+                .filter(m -> m.hasRole("compute") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()
+                        && unreachableHere.test(m.address()))
+                .toList();
+    }
+}

@@ -1,0 +1,189 @@
+package dev.dex.actors.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.UniqueAddress;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.junit.jupiter.api.Test;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.tcp.TcpFabric;
+
+/**
+ * Fence, then down ({@link FenceThenDown}): a real cluster in this JVM, a memory node over {@code tcp} and compute-node
+ * members, the split-brain resolver's {@code stable-after} at 30 s so that only the rule can down anything within the
+ * test. A compute node that stops without leaving (its actor system ends, as a crashed node's would) is fenced at the
+ * memory node, so its fabric client's writes fail, and downed within seconds; with the rule off, or on a side without a
+ * majority of the voters, it is not.
+ */
+class FenceThenDownTest {
+    private static final Duration STABLE_AFTER = Duration.ofSeconds(30);
+    /** Well under stable-after; well over the failure detector's verdict (a 1 s heartbeat pause here) and the down. */
+    private static final Duration DOWNED_WITHIN = Duration.ofSeconds(10);
+    /** How long the negative cases watch for a downing that must not come. */
+    private static final Duration NOT_DOWNED_FOR = Duration.ofSeconds(6);
+
+    private static Config config(String roles, String extra) {
+        return ConfigFactory.parseString("""
+                pekko.cluster.roles = [%s, voter]
+                pekko.cluster.downing-provider-class = "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider"
+                pekko.cluster.split-brain-resolver.active-strategy = keep-majority
+                pekko.cluster.split-brain-resolver.keep-majority.role = voter
+                pekko.cluster.split-brain-resolver.stable-after = %d s
+                pekko.cluster.failure-detector.heartbeat-interval = 200ms
+                pekko.cluster.failure-detector.acceptable-heartbeat-pause = 1s
+                pekko.cluster.unreachable-nodes-reaper-interval = 250ms
+                pekko.coordinated-shutdown.run-by-actor-system-terminate = off
+                %s
+                """.formatted(roles, STABLE_AFTER.toSeconds(), extra)).withFallback(ActorTestKit.applicationTestConfig());
+    }
+
+    /** The victim's status as the memory node sees it, once it is down or gone, within {@code within}; else null. */
+    private static String downedWithin(ActorSystem<?> observer, UniqueAddress victim, Duration within) throws InterruptedException {
+        long deadline = System.nanoTime() + within.toNanos();
+        while (System.nanoTime() < deadline) {
+            boolean member = false;
+            for (Member m : Cluster.get(observer).state().getMembers()) {
+                if (m.uniqueAddress().equals(victim)) {
+                    member = true;
+                    if (m.status() == MemberStatus.down()) {
+                        return "down";
+                    }
+                }
+            }
+            if (!member) {
+                return "removed";
+            }
+            Thread.sleep(50);
+        }
+        return null;
+    }
+
+    private record Crash(Duration downedAfter, boolean fenced) {
+    }
+
+    /**
+     * A memory node and {@code computeNodes} compute-node members; the first compute node writes through its fabric
+     * client, then its actor system stops without leaving. Whether and when it was downed, and whether its client was
+     * fenced.
+     */
+    private static Crash crashOne(int computeNodes, String memoryExtra) throws Exception {
+        MemoryNode.Settings settings = new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, PartitionTable.equalWidth(4, 0, 1000), 3,
+                false, 8);
+        List<ActorSystem<?>> systems = new ArrayList<>();
+        try (TcpFabric fabric = new TcpFabric(); TcpFabric clients = new TcpFabric();
+             MemoryRegion region = MemoryRegion.open(settings, fabric)) {
+            ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
+                context.spawn(MemoryNode.create(region), "memory");
+                return Behaviors.empty();
+            }), "dex", config("memory", memoryExtra));
+            systems.add(memory);
+            Cluster.get(memory).manager().tell(Join.create(Cluster.get(memory).selfMember().address()));
+            for (int c = 0; c < computeNodes; c++) {
+                ActorSystem<Void> compute = ActorSystem.create(Behaviors.empty(), "dex", config("compute", ""));
+                systems.add(compute);
+                Cluster.get(compute).manager().tell(Join.create(Cluster.get(memory).selfMember().address()));
+            }
+            dev.dex.actors.TestCluster.awaitMembersUp(memory, 1 + computeNodes);
+            ActorSystem<?> victim = systems.get(1);
+            UniqueAddress victimAddress = Cluster.get(victim).selfMember().uniqueAddress();
+            RemoteMemory client = clients.connect(Map.of(0, region.region().endpoint()), Fabrics.clientId(victimAddress));
+            UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+            long address = GlobalAddress.of(0, 64L << 10);
+            client.write(address, word, 0, 8);
+
+            long crashed = System.nanoTime();
+            victim.terminate(); // no coordinated shutdown: it does not leave, as a crashed node would not
+            victim.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            String status = downedWithin(memory, victimAddress, computeNodes > 1 ? DOWNED_WITHIN : NOT_DOWNED_FOR);
+            Duration after = status == null ? null : Duration.ofNanos(System.nanoTime() - crashed);
+            boolean fenced = false;
+            if (status != null) {
+                try {
+                    for (int attempt = 0; attempt < 3; attempt++) {
+                        try {
+                            client.write(address, word, 0, 8);
+                        } catch (FencedException refused) {
+                            throw refused;
+                        } catch (FabricException closedFirst) {
+                            // the fence closed the connection under the verb; the reconnect's greeting is refused
+                        }
+                    }
+                } catch (FencedException refused) {
+                    fenced = true;
+                }
+            }
+            client.close();
+            return new Crash(after, fenced);
+        } finally {
+            for (ActorSystem<?> system : systems) {
+                system.terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    @Test
+    void aCrashedComputeNodeIsFencedAtTheMemoryNodeThenDownedWithoutWaitingForStableAfter() throws Exception {
+        Crash crash = crashOne(2, "");
+        assertTrue(crash.downedAfter() != null, "the crashed compute node was not downed within " + DOWNED_WITHIN.toSeconds()
+                + " s (stable-after is " + STABLE_AFTER.toSeconds() + " s)");
+        assertTrue(crash.fenced(), "its fabric client is refused: it was fenced before, or at, its downing");
+        System.out.printf("downed %.1f s after the crash%n", crash.downedAfter().toNanos() / 1e9);
+    }
+
+    /** A memory node that wakes from a pause acts on nobody until the heartbeats that waited have been read. */
+    @Test
+    void afterAGapBetweenTicksTheRuleHoldsBack() {
+        FenceThenDown.PauseGuard guard = new FenceThenDown.PauseGuard();
+        long t = 1_000_000_000L;
+        assertEquals(false, guard.mayAct(t), "the first tick only starts the clock");
+        t += 100_000_000L;
+        assertEquals(true, guard.mayAct(t), "ticks 100 ms apart");
+        t += FenceThenDown.PauseGuard.GAP.toNanos() + 1;
+        assertEquals(false, guard.mayAct(t), "a tick after a gap of more than a second: held back");
+        long woke = t;
+        while (t - woke < FenceThenDown.PauseGuard.HOLD.toNanos()) {
+            assertEquals(false, guard.mayAct(t), "still held back");
+            t += 100_000_000L;
+        }
+        assertEquals(true, guard.mayAct(t), "acts again once the hold is over");
+    }
+
+    @Test
+    void withTheRuleOffOnlyTheResolverDownsAndNotBeforeStableAfter() throws Exception {
+        Crash crash = crashOne(2, "dex.memory.fence-then-down = off");
+        assertEquals(null, crash.downedAfter(), "downed before stable-after with the rule off");
+    }
+
+    @Test
+    void aSideWithoutAMajorityOfTheVotersDownsNobody() throws Exception {
+        // A memory node and one compute node: when the compute node is gone, one voter of two is no majority.
+        Crash crash = crashOne(1, "");
+        assertEquals(null, crash.downedAfter(), "a side of one voter in two downed the other");
+    }
+}
