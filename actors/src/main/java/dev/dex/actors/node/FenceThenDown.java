@@ -35,7 +35,10 @@ import org.apache.pekko.cluster.typed.Down;
  * <ul>
  *   <li>only this node's own failure detector's verdict counts (the cluster's unreachability merges every node's
  *       observations: a split between two compute nodes must not make a memory node that reaches both down one);</li>
- *   <li>only on a side that holds a strict majority of the voters (memory and compute nodes), as seen here;</li>
+ *   <li>only on a side that holds a strict majority of the voters (memory and compute nodes, up or leaving), as seen
+ *       here and confirmed by a probe: the other voters must answer an {@code Identify} within 500 ms right before the
+ *       fence, since nodes are found unreachable one at a time and a node cut off from everybody may count a majority
+ *       for a moment;</li>
  *   <li>only once every memory node that is a member answered that it fenced the node: a memory node that cannot be
  *       reached, or a fabric that cannot fence, leaves the node to the split-brain resolver, as before.</li>
  * </ul>
@@ -86,8 +89,15 @@ final class FenceThenDown {
     private FenceThenDown() {
     }
 
-    sealed interface Command permits Tick, MemoryNodes, Answer {
+    sealed interface Command permits Tick, MemoryNodes, Answer, Probed {
     }
+
+    /** How many of the other voters answered this round's probe, for suspect {@code member}. */
+    private record Probed(UniqueAddress member, int answered, int voters) implements Command, NoSerializationVerificationNeeded {
+    }
+
+    /** How long a voter has to answer the probe that shows this node is on a majority side right now. */
+    static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
 
     private enum Tick implements Command, NoSerializationVerificationNeeded {
         INSTANCE
@@ -135,6 +145,8 @@ final class FenceThenDown {
         private final ActorRef<MemoryNode.MemberFenced> answers;
         private Set<ActorRef<MemoryNode.Command>> memoryNodes = Set.of();
         private final Map<UniqueAddress, Fencing> fencing = new HashMap<>();
+        /** Suspects whose probe of the other voters is out. */
+        private final Set<UniqueAddress> probing = new HashSet<>();
         /** Nodes downed here, or given up on (left to the resolver): each is acted on once. */
         private final Set<UniqueAddress> done = new HashSet<>();
         private final PauseGuard guard = new PauseGuard();
@@ -152,6 +164,7 @@ final class FenceThenDown {
                     })
                     .onMessageEquals(Tick.INSTANCE, this::onTick)
                     .onMessage(Answer.class, answer -> onAnswer(answer.fenced()))
+                    .onMessage(Probed.class, this::onProbed)
                     .build();
         }
 
@@ -177,21 +190,85 @@ final class FenceThenDown {
             }
             var detector = org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(context.getSystem())).failureDetector();
             for (Member member : suspects(state, cluster.selfMember(), address -> !detector.isAvailable(address))) {
-                if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())) {
+                if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())
+                        || probing.contains(member.uniqueAddress())) {
                     continue;
                 }
-                Set<Address> asked = memoryNodeAddresses(state);
-                if (asked == null) {
-                    continue; // a memory node is a member but not listed (yet): the resolver decides
-                }
-                fencing.put(member.uniqueAddress(), new Fencing(asked));
-                context.getLog().info("compute node {} is unreachable from this memory node: asking every memory node ({}) to"
-                        + " fence it before it is downed", member.address(), asked.size());
-                for (ActorRef<MemoryNode.Command> node : memoryNodes) {
-                    node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
-                }
+                probe(state, member);
             }
             return Behaviors.same();
+        }
+
+        /**
+         * Asks every other voter that is up (or leaving) to answer, now: a view of the cluster's reachability lags (nodes
+         * are found unreachable one at a time, each by its own heartbeats), so a node cut off from everybody may still
+         * count a majority for a moment; answers from a majority, within {@link #PROBE_TIMEOUT}, show it is not.
+         */
+        private void probe(ClusterEvent.CurrentClusterState state, Member suspect) {
+            List<Member> voters = voters(state);
+            var classic = Adapter.toClassic(context.getSystem());
+            Address self = Cluster.get(context.getSystem()).selfMember().address();
+            List<java.util.concurrent.CompletableFuture<Boolean>> answers = new java.util.ArrayList<>();
+            for (Member voter : voters) {
+                if (voter.address().equals(self) || voter.uniqueAddress().equals(suspect.uniqueAddress())) {
+                    continue;
+                }
+                answers.add(org.apache.pekko.pattern.Patterns.ask(classic.actorSelection(
+                                new org.apache.pekko.actor.RootActorPath(voter.address(), "/").child("system")),
+                                new org.apache.pekko.actor.Identify("dex-fence-then-down"), PROBE_TIMEOUT)
+                        .thenApply(answer -> answer instanceof org.apache.pekko.actor.ActorIdentity)
+                        .exceptionally(silent -> false).toCompletableFuture());
+            }
+            probing.add(suspect.uniqueAddress());
+            int total = voters.size();
+            context.pipeToSelf(java.util.concurrent.CompletableFuture.allOf(answers.toArray(java.util.concurrent.CompletableFuture[]::new)),
+                    (done, failure) -> new Probed(suspect.uniqueAddress(),
+                            (int) answers.stream().filter(answer -> answer.getNow(false)).count(), total));
+        }
+
+        private Behavior<Command> onProbed(Probed probed) {
+            probing.remove(probed.member());
+            // This node answers for itself; the suspect counts against.
+            if (2 * (probed.answered() + 1) <= probed.voters()) {
+                context.getLog().info("compute node {} is unreachable from this memory node, but only {} of the {} other voters"
+                        + " answered now: not a majority; left to the split-brain resolver", probed.member().address(),
+                        probed.answered(), probed.voters() - 1);
+                done.add(probed.member());
+                return Behaviors.same();
+            }
+            ClusterEvent.CurrentClusterState state = Cluster.get(context.getSystem()).state();
+            Member member = null;
+            for (Member m : state.getUnreachable()) {
+                if (m.uniqueAddress().equals(probed.member())) {
+                    member = m;
+                }
+            }
+            if (member == null || done.contains(probed.member()) || fencing.containsKey(probed.member())) {
+                return Behaviors.same(); // reachable again, or gone, meanwhile
+            }
+            Set<Address> asked = memoryNodeAddresses(state);
+            if (asked == null) {
+                return Behaviors.same(); // a memory node is a member but not listed (yet): the resolver decides
+            }
+            fencing.put(member.uniqueAddress(), new Fencing(asked));
+            context.getLog().info("compute node {} is unreachable from this memory node, and {} of the {} other voters answered"
+                    + " just now: asking every memory node ({}) to fence it before it is downed", member.address(),
+                    probed.answered(), probed.voters() - 1, asked.size());
+            for (ActorRef<MemoryNode.Command> node : memoryNodes) {
+                node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
+            }
+            return Behaviors.same();
+        }
+
+        /** The voters that count for a majority: up or leaving (Pekko's resolver leaves joining ones out too). */
+        private static List<Member> voters(ClusterEvent.CurrentClusterState state) {
+            List<Member> voters = new java.util.ArrayList<>();
+            for (Member m : state.getMembers()) {
+                if (m.hasRole("voter") && (m.status() == MemberStatus.up() || m.status() == MemberStatus.leaving())) {
+                    voters.add(m);
+                }
+            }
+            return voters;
         }
 
         private static boolean isMember(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
@@ -245,6 +322,9 @@ final class FenceThenDown {
             if (pending.fenced.containsAll(pending.asked)) {
                 fencing.remove(member);
                 done.add(member);
+                if (!isMember(Cluster.get(context.getSystem()).state(), member)) {
+                    return Behaviors.same(); // gone meanwhile; a Down by address would hit a new incarnation there
+                }
                 Cluster.get(context.getSystem()).manager().tell(new Down(member.address()));
                 context.getLog().info("compute node {} is unreachable from this memory node and fenced at every memory node"
                         + " ({}) {} ms after: downed without waiting for stable-after, so that its partitions move now",
@@ -273,15 +353,14 @@ final class FenceThenDown {
         int voters = 0;
         int reachable = 0;
         for (Member m : state.getMembers()) {
-            if (m.hasRole("voter") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()
-                    && m.status() != MemberStatus.exiting()) {
+            if (m.hasRole("voter") && (m.status() == MemberStatus.up() || m.status() == MemberStatus.leaving())) {
                 voters++;
                 if (!unreachable.contains(m)) {
                     reachable++;
                 }
             }
         }
-        if (2 * reachable <= voters || unreachable.contains(self)) {
+        if (2 * reachable <= voters) {
             return List.of();
         }
         return unreachable.stream()

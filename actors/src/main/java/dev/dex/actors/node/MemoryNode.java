@@ -480,7 +480,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         try {
             boolean fenced = fabric.fence(settings.serverId(), client);
             if (fenced) {
-                fencedMembers.add(member); // its downing, which follows, needs no second fence
+                // Not added to fencedMembers: its downing, which follows, fences it again (the same set, nothing more) and
+                // marks it downed, so that its offloads are refused on every fabric.
                 getContext().getLog().info("compute node {} is unreachable: fenced before its downing; its fabric connections"
                         + " are closed and it is refused from now on (client {})", member.address(), Long.toHexString(client));
             }
