@@ -80,17 +80,18 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
 
     /**
      * dex.compute.leave: the handoff group (0 to 1024) and the drain timeout, which must leave 3 s of the first
-     * shutdown phase's timeout ({@code pekko.coordinated-shutdown.phases.before-service-unbind.timeout}, else the default
-     * phase timeout) for the router's acknowledgement and a poll: a phase that times out is cut short.
+     * shutdown phase's timeout ({@code pekko.coordinated-shutdown.phases.before-service-unbind.timeout}, where it is set)
+     * for the router's acknowledgement and a poll: a phase that times out is cut short.
      */
     private static LeaveDrain.Settings leave(Config config) {
         Config dex = config.getConfig("dex");
         int group = (int) range(dex, "compute.leave.handoff-group", dex.getInt("compute.leave.handoff-group"), 0, 1024);
         Duration timeout = positive(dex, "compute.leave.drain-timeout");
         String phase = "pekko.coordinated-shutdown.phases.before-service-unbind.timeout";
-        Duration phaseTimeout = config.hasPath(phase) ? config.getDuration(phase)
-                : config.getDuration("pekko.coordinated-shutdown.default-phase-timeout");
-        if (timeout.plus(LeaveDrain.ROUTER_ROOM).compareTo(phaseTimeout) > 0) {
+        // Checked where the phase's timeout is set (dex-cluster.conf sets it); elsewhere the drain is fitted to the
+        // phase when the node starts, with a warning (LeaveDrain.onShutdown).
+        Duration phaseTimeout = config.hasPath(phase) ? config.getDuration(phase) : null;
+        if (phaseTimeout != null && timeout.plus(LeaveDrain.ROUTER_ROOM).compareTo(phaseTimeout) > 0) {
             throw new IllegalArgumentException("dex.compute.leave.drain-timeout (" + timeout.toMillis() + " ms) must be at least "
                     + LeaveDrain.ROUTER_ROOM.toSeconds() + " s under " + phase + " (" + phaseTimeout.toMillis() + " ms): raise that too");
         }

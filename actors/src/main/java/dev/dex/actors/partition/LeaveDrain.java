@@ -161,6 +161,12 @@ public final class LeaveDrain {
         Settings bounded = settings.timeout().compareTo(room) <= 0 ? settings
                 : new Settings(room.isNegative() || room.isZero() ? 0 : settings.group(), room.isNegative() || room.isZero()
                         ? Duration.ofMillis(1) : room);
+        if (bounded != settings) {
+            LOG.warn("dex.compute.leave.drain-timeout ({} ms) does not fit the first shutdown phase's timeout ({} ms, less {} s for"
+                    + " the router): a leave drains for {} ms at most; raise"
+                    + " pekko.coordinated-shutdown.phases.before-service-unbind.timeout", settings.timeout().toMillis(),
+                    phase.toMillis(), ROUTER_ROOM.toSeconds(), bounded.group() == 0 ? 0 : bounded.timeout().toMillis());
+        }
         shutdown.addTask(CoordinatedShutdown.PhaseBeforeServiceUnbind(), "dex-partition-drain-then-leave", () -> {
             CompletionStage<Done> drained;
             try {
