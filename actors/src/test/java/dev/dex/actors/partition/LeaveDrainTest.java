@@ -25,7 +25,6 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.sharding.ShardCoordinator;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
-import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
@@ -101,22 +100,7 @@ class LeaveDrainTest {
     private static ActorSystem<Void> node(boolean probed, Duration drainTimeout, List<ActorSystem<?>> systems, ActorSystem<?> seed) {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
             Entity<Message, ShardingEnvelope<Message>> entity = Entity.of(KEY, e -> entity(e.getEntityId()))
-                    .withMessageExtractor(new ShardingMessageExtractor<ShardingEnvelope<Message>, Message>() {
-                        @Override
-                        public String entityId(ShardingEnvelope<Message> envelope) {
-                            return envelope.entityId();
-                        }
-
-                        @Override
-                        public String shardId(String entityId) {
-                            return entityId;
-                        }
-
-                        @Override
-                        public Message unwrapMessage(ShardingEnvelope<Message> envelope) {
-                            return envelope.message();
-                        }
-                    })
+                    .withMessageExtractor(ShardTestNodes.<Message>shardPerEntity())
                     .withStopMessage(new Stop())
                     .withRole("compute");
             ClusterSharding.get(context.getSystem()).init(probed
@@ -138,12 +122,7 @@ class LeaveDrainTest {
     }
 
     private static String ping(ActorSystem<?> from, int shard, Duration timeout) {
-        try {
-            return ClusterSharding.get(from).entityRefFor(KEY, Integer.toString(shard)).<String>ask(Ping::new, timeout)
-                    .toCompletableFuture().get(timeout.toMillis() + 1_000, TimeUnit.MILLISECONDS);
-        } catch (Exception noAnswer) {
-            return null;
-        }
+        return ShardTestNodes.ping(from, KEY, shard, Ping::new, timeout);
     }
 
     /** Every shard's node once each answers and the leaving node holds about a third of them. */
@@ -316,11 +295,6 @@ class LeaveDrainTest {
     }
 
     private static void stopAll(List<ActorSystem<?>> systems) throws Exception {
-        for (ActorSystem<?> system : systems) {
-            system.terminate();
-        }
-        for (ActorSystem<?> system : systems) {
-            system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
-        }
+        ShardTestNodes.stopAll(systems);
     }
 }

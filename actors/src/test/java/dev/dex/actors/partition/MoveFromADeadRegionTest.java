@@ -22,7 +22,6 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
-import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
@@ -133,22 +132,7 @@ class MoveFromADeadRegionTest {
     private static ActorSystem<Void> node(String extra, List<ActorSystem<?>> systems, ActorSystem<?> seed) {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
             ClusterSharding.get(context.getSystem()).init(Entity.of(KEY, entity -> entity(entity.getEntityId()))
-                    .withMessageExtractor(new ShardingMessageExtractor<ShardingEnvelope<Message>, Message>() {
-                        @Override
-                        public String entityId(ShardingEnvelope<Message> envelope) {
-                            return envelope.entityId();
-                        }
-
-                        @Override
-                        public String shardId(String entityId) {
-                            return entityId;
-                        }
-
-                        @Override
-                        public Message unwrapMessage(ShardingEnvelope<Message> envelope) {
-                            return envelope.message();
-                        }
-                    })
+                    .withMessageExtractor(ShardTestNodes.<Message>shardPerEntity())
                     .withStopMessage(new Stop())
                     .withAllocationStrategy(new ProbedRebalance(Duration.ZERO,
                             ProbedRebalance.coordinatorPath(context.getSystem(), KEY.name())))
@@ -162,12 +146,7 @@ class MoveFromADeadRegionTest {
 
     /** The address of the node that answers shard {@code shard}'s ping within {@code timeout}, or null. */
     private static String ping(ActorSystem<?> from, int shard, Duration timeout) {
-        try {
-            return ClusterSharding.get(from).entityRefFor(KEY, Integer.toString(shard)).<String>ask(Ping::new, timeout)
-                    .toCompletableFuture().get(timeout.toMillis() + 1_000, TimeUnit.MILLISECONDS);
-        } catch (Exception noAnswer) {
-            return null;
-        }
+        return ShardTestNodes.ping(from, KEY, shard, Ping::new, timeout);
     }
 
     /**
@@ -300,11 +279,6 @@ class MoveFromADeadRegionTest {
     }
 
     private static void stopAll(List<ActorSystem<?>> systems) throws Exception {
-        for (ActorSystem<?> system : systems) {
-            system.terminate();
-        }
-        for (ActorSystem<?> system : systems) {
-            system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-        }
+        ShardTestNodes.stopAll(systems);
     }
 }

@@ -1,0 +1,60 @@
+package dev.dex.actors.partition;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
+import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+
+/** What the sharding tests with real nodes in one JVM share: one entity per shard, a ping, and stopping every node. */
+final class ShardTestNodes {
+    private ShardTestNodes() {
+    }
+
+    /** Entity id = shard id: each shard holds one entity, so a test moves entities by moving shards. */
+    static <M> ShardingMessageExtractor<ShardingEnvelope<M>, M> shardPerEntity() {
+        return new ShardingMessageExtractor<>() {
+            @Override
+            public String entityId(ShardingEnvelope<M> envelope) {
+                return envelope.entityId();
+            }
+
+            @Override
+            public String shardId(String entityId) {
+                return entityId;
+            }
+
+            @Override
+            public M unwrapMessage(ShardingEnvelope<M> envelope) {
+                return envelope.message();
+            }
+        };
+    }
+
+    /** The address of the node whose entity of {@code shard} answers {@code ping} within {@code timeout}, or null. */
+    static <M> String ping(ActorSystem<?> from, EntityTypeKey<M> key, int shard, Function<ActorRef<String>, M> ping,
+                           Duration timeout) {
+        try {
+            return ClusterSharding.get(from).entityRefFor(key, Integer.toString(shard)).<String>ask(ping::apply, timeout)
+                    .toCompletableFuture().get(timeout.toMillis() + 1_000, TimeUnit.MILLISECONDS);
+        } catch (Exception noAnswer) {
+            return null;
+        }
+    }
+
+    /** Terminates every system and waits for each (up to 60 s). */
+    static void stopAll(List<ActorSystem<?>> systems) throws Exception {
+        for (ActorSystem<?> system : systems) {
+            system.terminate();
+        }
+        for (ActorSystem<?> system : systems) {
+            system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+        }
+    }
+}
