@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -127,20 +126,8 @@ class LeaveDrainTest {
 
     /** Every shard's node once each answers and the leaving node holds at least a third of them. */
     private static Map<Integer, String> awaitSpread(ActorSystem<?> from, String leaving) throws InterruptedException {
-        Map<Integer, String> hosts = new TreeMap<>();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
-        while (hosts.size() < SHARDS || hosts.values().stream().filter(leaving::equals).count() < SHARDS / 3) {
-            assertTrue(System.nanoTime() < deadline, "the shards did not spread over the nodes: " + hosts);
-            hosts.clear();
-            for (int shard = 0; shard < SHARDS; shard++) {
-                String host = ping(from, shard, Duration.ofSeconds(5));
-                if (host != null) {
-                    hosts.put(shard, host);
-                }
-            }
-            Thread.sleep(200);
-        }
-        return hosts;
+        return ShardTestNodes.awaitSpread(SHARDS, shard -> ping(from, shard, Duration.ofSeconds(5)), leaving,
+                onLeaving -> onLeaving >= SHARDS / 3);
     }
 
     private static List<Integer> held(Map<Integer, String> hosts, String node) {

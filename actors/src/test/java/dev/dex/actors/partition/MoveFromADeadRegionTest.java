@@ -9,7 +9,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
@@ -262,20 +261,8 @@ class MoveFromADeadRegionTest {
      * them out); the node that answered each shard, by shard.
      */
     private static Map<Integer, String> awaitSpread(ActorSystem<?> from, String second) throws InterruptedException {
-        Map<Integer, String> hosts = new TreeMap<>();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
-        while (hosts.size() < SHARDS || hosts.values().stream().filter(second::equals).count() != SHARDS / 2) {
-            assertTrue(System.nanoTime() < deadline, "the shards did not spread over both nodes: " + hosts);
-            hosts.clear();
-            for (int shard = 0; shard < SHARDS; shard++) {
-                String host = ping(from, shard, Duration.ofSeconds(5));
-                if (host != null) {
-                    hosts.put(shard, host);
-                }
-            }
-            Thread.sleep(200);
-        }
-        return hosts;
+        return ShardTestNodes.awaitSpread(SHARDS, shard -> ping(from, shard, Duration.ofSeconds(5)), second,
+                onSecond -> onSecond == SHARDS / 2);
     }
 
     private static void stopAll(List<ActorSystem<?>> systems) throws Exception {

@@ -1,9 +1,15 @@
 package dev.dex.actors.partition;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import java.util.function.IntFunction;
+import java.util.function.LongPredicate;
 
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -12,7 +18,10 @@ import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 
-/** What the sharding tests with real nodes in one JVM share: one entity per shard, a ping, and stopping every node. */
+/**
+ * What the sharding tests with real nodes in one JVM share: one entity per shard, a ping, waiting for the shards to
+ * spread, and stopping every node.
+ */
 final class ShardTestNodes {
     private ShardTestNodes() {
     }
@@ -46,6 +55,29 @@ final class ShardTestNodes {
         } catch (Exception noAnswer) {
             return null;
         }
+    }
+
+    /**
+     * Asks every one of {@code shards} shards where it is ({@code hostOf}: a node's address, or null without an answer)
+     * until every shard answers and the number of them on {@code node} is {@code enough}, for up to 40 s; the node of
+     * each shard.
+     */
+    static Map<Integer, String> awaitSpread(int shards, IntFunction<String> hostOf, String node, LongPredicate enough)
+            throws InterruptedException {
+        Map<Integer, String> hosts = new TreeMap<>();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+        while (hosts.size() < shards || !enough.test(hosts.values().stream().filter(node::equals).count())) {
+            assertTrue(System.nanoTime() < deadline, "the shards did not spread over the nodes: " + hosts);
+            hosts.clear();
+            for (int shard = 0; shard < shards; shard++) {
+                String host = hostOf.apply(shard);
+                if (host != null) {
+                    hosts.put(shard, host);
+                }
+            }
+            Thread.sleep(200);
+        }
+        return hosts;
     }
 
     /** Terminates every system and waits for each (up to 60 s). */
