@@ -22,6 +22,8 @@ import org.apache.pekko.cluster.UniqueAddress;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Down;
 
+import dev.dex.actors.partition.ProbedRebalance;
+
 /**
  * Fence, then down: on a fabric that fences ({@code tcp}, {@code disni}), a compute node that this memory node's own
  * failure detector finds unreachable is fenced at every memory node and then downed at once, without waiting for the
@@ -189,7 +191,7 @@ final class FenceThenDown {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }
             var detector = org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(context.getSystem())).failureDetector();
-            for (Member member : suspects(state, cluster.selfMember(), address -> !detector.isAvailable(address))) {
+            for (Member member : suspects(state, address -> !detector.isAvailable(address))) {
                 if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())
                         || probing.contains(member.uniqueAddress())) {
                     continue;
@@ -210,14 +212,9 @@ final class FenceThenDown {
             Address self = Cluster.get(context.getSystem()).selfMember().address();
             List<java.util.concurrent.CompletableFuture<Boolean>> answers = new java.util.ArrayList<>();
             for (Member voter : voters) {
-                if (voter.address().equals(self) || voter.uniqueAddress().equals(suspect.uniqueAddress())) {
-                    continue;
+                if (!voter.address().equals(self) && !voter.uniqueAddress().equals(suspect.uniqueAddress())) {
+                    answers.add(ProbedRebalance.answers(classic, voter.address(), PROBE_TIMEOUT));
                 }
-                answers.add(org.apache.pekko.pattern.Patterns.ask(classic.actorSelection(
-                                new org.apache.pekko.actor.RootActorPath(voter.address(), "/").child("system")),
-                                new org.apache.pekko.actor.Identify("dex-fence-then-down"), PROBE_TIMEOUT)
-                        .thenApply(answer -> answer instanceof org.apache.pekko.actor.ActorIdentity)
-                        .exceptionally(silent -> false).toCompletableFuture());
             }
             probing.add(suspect.uniqueAddress());
             int total = voters.size();
@@ -258,17 +255,6 @@ final class FenceThenDown {
                 node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
             }
             return Behaviors.same();
-        }
-
-        /** The voters that count for a majority: up or leaving (Pekko's resolver leaves joining ones out too). */
-        private static List<Member> voters(ClusterEvent.CurrentClusterState state) {
-            List<Member> voters = new java.util.ArrayList<>();
-            for (Member m : state.getMembers()) {
-                if (m.hasRole("voter") && (m.status() == MemberStatus.up() || m.status() == MemberStatus.leaving())) {
-                    voters.add(m);
-                }
-            }
-            return voters;
         }
 
         private static boolean isMember(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
@@ -347,25 +333,27 @@ final class FenceThenDown {
      * {@code unreachableHere} (this node's own failure detector) too, provided the reachable voters are a strict
      * majority of the voters. Empty otherwise.
      */
-    static List<Member> suspects(ClusterEvent.CurrentClusterState state, Member self,
-                                 java.util.function.Predicate<Address> unreachableHere) {
+    static List<Member> suspects(ClusterEvent.CurrentClusterState state, java.util.function.Predicate<Address> unreachableHere) {
         Set<Member> unreachable = state.getUnreachable();
-        int voters = 0;
-        int reachable = 0;
-        for (Member m : state.getMembers()) {
-            if (m.hasRole("voter") && (m.status() == MemberStatus.up() || m.status() == MemberStatus.leaving())) {
-                voters++;
-                if (!unreachable.contains(m)) {
-                    reachable++;
-                }
-            }
-        }
-        if (2 * reachable <= voters) {
+        List<Member> voters = voters(state);
+        long reachable = voters.stream().filter(m -> !unreachable.contains(m)).count();
+        if (2 * reachable <= voters.size()) {
             return List.of();
         }
         return unreachable.stream()
                 .filter(m -> m.hasRole("compute") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()
                         && unreachableHere.test(m.address()))
                 .toList();
+    }
+
+    /** The voters that count for a majority: up or leaving (Pekko's resolver leaves joining ones out too). */
+    static List<Member> voters(ClusterEvent.CurrentClusterState state) {
+        List<Member> voters = new java.util.ArrayList<>();
+        for (Member m : state.getMembers()) {
+            if (m.hasRole("voter") && (m.status() == MemberStatus.up() || m.status() == MemberStatus.leaving())) {
+                voters.add(m);
+            }
+        }
+        return voters;
     }
 }

@@ -158,9 +158,14 @@ public final class LeaveDrain {
         // The phase's own timeout cuts the task short: leave room for the router's acknowledgement (2 s) and a poll.
         Duration phase = Duration.ofMillis(shutdown.timeout(CoordinatedShutdown.PhaseBeforeServiceUnbind()).toMillis());
         Duration room = phase.minus(ROUTER_ROOM);
-        Settings bounded = settings.timeout().compareTo(room) <= 0 ? settings
-                : new Settings(room.isNegative() || room.isZero() ? 0 : settings.group(), room.isNegative() || room.isZero()
-                        ? Duration.ofMillis(1) : room);
+        Settings bounded;
+        if (settings.timeout().compareTo(room) <= 0) {
+            bounded = settings;
+        } else if (room.isNegative() || room.isZero()) {
+            bounded = new Settings(0, Duration.ofMillis(1)); // no room at all: no drain
+        } else {
+            bounded = new Settings(settings.group(), room);
+        }
         if (bounded != settings) {
             LOG.warn("dex.compute.leave.drain-timeout ({} ms) does not fit the first shutdown phase's timeout ({} ms, less {} s for"
                     + " the router): a leave drains for {} ms at most; raise"
@@ -203,9 +208,10 @@ public final class LeaveDrain {
         Set<Address> draining = draining(system);
         Set<Address> receivers = new HashSet<>();
         Cluster cluster = Cluster.get(system);
-        for (Member member : cluster.state().getMembers()) {
+        var state = cluster.state();
+        for (Member member : state.getMembers()) {
             if (member.hasRole("compute") && member.status() == MemberStatus.up() && !member.equals(cluster.selfMember())
-                    && !draining.contains(member.address()) && !cluster.state().getUnreachable().contains(member)) {
+                    && !draining.contains(member.address()) && !state.getUnreachable().contains(member)) {
                 receivers.add(member.address());
             }
         }

@@ -272,24 +272,20 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         releaseDeparted(allocations.keySet());
         Set<Address> drainingNow = draining.get();
         CompletionStage<Set<String>> confirmed;
-        if (drainingNow.isEmpty() || !allocations.keySet().stream().anyMatch(region -> drainingNow.contains(nodeOf(region)))) {
+        if (allocations.keySet().stream().noneMatch(region -> drainingNow.contains(nodeOf(region)))) {
             confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
                     .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
         } else if (group == 0 || !aGoodTimeToMove()) {
             // group 0: not drained, their region's shutdown hands them off together. Meanwhile nothing moves.
             confirmed = CompletableFuture.completedFuture(Set.of());
+        } else if (allocations.entrySet().stream()
+                .noneMatch(entry -> drainingNow.contains(nodeOf(entry.getKey())) && !entry.getValue().isEmpty())) {
+            // Drained, its region not yet shut down: the others balance among themselves, never towards it.
+            confirmed = FutureConverters.asJava(delegate.rebalance(withoutDraining(current, drainingNow), inProgress))
+                    .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
         } else {
-            List<String> leaving = drainingShards(allocations, CollectionConverters.asJava(inProgress), drainingNow);
-            boolean anyLeft = allocations.entrySet().stream()
-                    .anyMatch(entry -> drainingNow.contains(nodeOf(entry.getKey())) && !entry.getValue().isEmpty());
-            if (!anyLeft) {
-                // Drained, its region not yet shut down: the others balance among themselves, never towards it.
-                scala.collection.immutable.Map<ActorRef, IndexedSeq<String>> staying = withoutDraining(current, drainingNow);
-                confirmed = FutureConverters.asJava(delegate.rebalance(staying, inProgress))
-                        .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
-            } else {
-                confirmed = confirm(allocations, new java.util.HashSet<>(leaving));
-            }
+            confirmed = confirm(allocations,
+                    new java.util.HashSet<>(drainingShards(allocations, CollectionConverters.asJava(inProgress), drainingNow)));
         }
         return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
     }
@@ -416,8 +412,16 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
 
     /** Whether the node at {@code address} answers at all: its system guardian, within the probe timeout. */
     CompletableFuture<Boolean> answers(Address address) {
+        return answers(system, address, probeTimeout);
+    }
+
+    /**
+     * Whether the node at {@code address} answers at all within {@code timeout}: its system guardian's answer to an
+     * {@link Identify} (also {@code FenceThenDown}'s check that its side is a majority right now).
+     */
+    public static CompletableFuture<Boolean> answers(ActorSystem system, Address address, Duration timeout) {
         return answered(Patterns.ask(system.actorSelection(new RootActorPath(address, "/").child("system")),
-                new Identify("dex-rebalance-probe"), probeTimeout), false);
+                new Identify("dex-probe"), timeout), false);
     }
 
     /** Whether {@code region} answers within the probe timeout that it exists (a stopped actor's answer is empty). */
