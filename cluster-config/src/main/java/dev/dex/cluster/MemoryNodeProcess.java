@@ -5,7 +5,12 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.AddressFromURIString;
@@ -116,8 +121,14 @@ final class MemoryNodeProcess {
                 DexNodes.operatorEndpoint(system, config);
                 out.println("memory node " + serverId + " up at " + DexNodes.hostPort(system) + "; stop with Ctrl-C (a graceful leave)");
                 out.flush();
-                system.getWhenTerminated().toCompletableFuture().get();
-                Optional<CoordinatedShutdown.Reason> reason = CoordinatedShutdown.get(system).getShutdownReason();
+                CoordinatedShutdown shutdown = CoordinatedShutdown.get(system);
+                if (!awaitEnd(system.getWhenTerminated().toCompletableFuture(), shutdown::getShutdownReason,
+                        () -> shutdown.runAll(shutdown.getShutdownReason().orElseThrow()).toCompletableFuture(), TERMINATION_GRACE_MS)) {
+                    LOG.warn("memory node {}'s actor system did not terminate within {} ms of its coordinated shutdown (an"
+                            + " association to a cut-off peer, say); the process goes on without waiting for it", serverId,
+                            TERMINATION_GRACE_MS);
+                }
+                Optional<CoordinatedShutdown.Reason> reason = shutdown.getShutdownReason();
                 if (reason.isEmpty() || !reason.get().equals(CoordinatedShutdown.clusterDowningReason())) {
                     return 0;
                 }
@@ -127,6 +138,50 @@ final class MemoryNodeProcess {
             }
         } finally {
             fabric.close();
+        }
+    }
+
+    /** How long the process waits for its actor system to terminate once the system's coordinated shutdown is done. */
+    static final long TERMINATION_GRACE_MS = 5_000;
+
+    /**
+     * Waits until the actor system has terminated, or its coordinated shutdown (started by anyone, for any reason) has
+     * run every phase and {@code graceMs} more have passed: an actor system whose termination hangs (its last phase
+     * timed out on an association to a peer behind a cut link) must not keep a downed memory node from rejoining.
+     *
+     * @param terminated completes when the actor system has terminated
+     * @param reason the shutdown's reason, present once a coordinated shutdown began
+     * @param shutdownDone the coordinated shutdown's own completion; asked for only once a reason is present
+     * @return true when the system terminated; false when the wait gave up on it
+     */
+    static boolean awaitEnd(CompletableFuture<?> terminated, Supplier<Optional<?>> reason,
+                            Supplier<CompletableFuture<?>> shutdownDone, long graceMs)
+            throws InterruptedException {
+        while (true) {
+            try {
+                terminated.get(500, TimeUnit.MILLISECONDS);
+                return true;
+            } catch (TimeoutException notYet) {
+                if (reason.get().isPresent()) {
+                    break;
+                }
+            } catch (ExecutionException failed) {
+                return true; // terminated all the same
+            }
+        }
+        CompletableFuture<?> done = shutdownDone.get();
+        try {
+            CompletableFuture.anyOf(terminated, done).get();
+        } catch (ExecutionException failed) {
+            // a phase failed: the shutdown is over all the same
+        }
+        try {
+            terminated.get(graceMs, TimeUnit.MILLISECONDS);
+            return true;
+        } catch (TimeoutException hung) {
+            return false;
+        } catch (ExecutionException failed) {
+            return true;
         }
     }
 
