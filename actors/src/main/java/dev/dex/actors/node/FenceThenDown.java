@@ -6,6 +6,8 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Supplier;
 
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.NoSerializationVerificationNeeded;
@@ -28,6 +30,15 @@ import dev.dex.actors.partition.ProbedRebalance;
  * Fence, then down: on a fabric that fences ({@code tcp}, {@code disni}), a compute node that this memory node's own
  * failure detector finds unreachable is fenced at every memory node and then downed at once, without waiting for the
  * split-brain resolver's {@code stable-after}. Its partitions then move as soon as the cluster removes it.
+ *
+ * <p>A faster signal comes first where it exists: a process that dies has its sockets closed by the kernel, so its
+ * fabric connections to this memory node close at once, long before any heartbeat is missed. A compute node that is
+ * up, had connections here and has none left is asked to answer an {@code Identify} within
+ * {@link #SUSPECT_TIMEOUT}; if it does not (and the voters' probe below holds), it is fenced and downed as above, and
+ * quarantined here as well, so that the cluster marks it terminated and removes it without waiting for the failure
+ * detector. A node that answers is alive (a client that reconnects, an actor system still going down) and is asked
+ * again every {@link #REPROBE} while it has no connection. A node that is only slow keeps its connections and is never
+ * asked.
  *
  * <p>Why it is safe. {@code stable-after} is there so that a node that is only slow keeps its partitions, and so that
  * both sides of a network split decide alike. Neither is needed for the data once the node is fenced: nothing it
@@ -94,9 +105,25 @@ final class FenceThenDown {
     sealed interface Command permits Tick, MemoryNodes, Answer, Probed {
     }
 
-    /** How many of the other voters answered this round's probe, for suspect {@code member}. */
-    private record Probed(UniqueAddress member, int answered, int voters) implements Command, NoSerializationVerificationNeeded {
+    /**
+     * How many of the other voters answered this round's probe, for suspect {@code member}; for a suspect whose fabric
+     * connections closed ({@code lost}), also whether it answered itself.
+     */
+    private record Probed(UniqueAddress member, int answered, int voters, boolean lost, boolean suspectAnswered)
+            implements Command, NoSerializationVerificationNeeded {
     }
+
+    /**
+     * How long a compute node whose fabric connections closed has to answer an {@code Identify} to be left alone. It is
+     * probed at the first tick that finds it without a connection: a live one (a client that closed a connection on a
+     * failed verb and opens another) answers, so no grace is needed before the probe.
+     */
+    static final Duration SUSPECT_TIMEOUT = Duration.ofMillis(200);
+    /**
+     * How often a compute node that answered, but has still no fabric connection here, is probed again: an actor system
+     * that is going down (the demo's killed node, whose engine closes its fabric first) answers for a while.
+     */
+    static final Duration REPROBE = Duration.ofMillis(500);
 
     /** How long a voter has to answer the probe that shows this node is on a majority side right now. */
     static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
@@ -132,13 +159,17 @@ final class FenceThenDown {
         return on && ("tcp".equals(transport) || "disni".equals(transport));
     }
 
-    static Behavior<Command> create() {
+    /**
+     * The rule, with {@code connectedClients} the fabric client identities ({@link Fabrics#clientId}) connected to this
+     * memory node's fabric server right now (empty where the fabric does not tell).
+     */
+    static Behavior<Command> create(Supplier<Set<Long>> connectedClients) {
         return Behaviors.setup(context -> Behaviors.withTimers(timers -> {
             context.setLoggerName(FenceThenDown.class);
             context.getSystem().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY,
                     context.messageAdapter(Receptionist.Listing.class, MemoryNodes::new)));
             timers.startTimerWithFixedDelay(Tick.INSTANCE, TICK);
-            return new State(context).behavior();
+            return new State(context, connectedClients).behavior();
         }));
     }
 
@@ -152,9 +183,19 @@ final class FenceThenDown {
         /** Nodes downed here, or given up on (left to the resolver): each is acted on once. */
         private final Set<UniqueAddress> done = new HashSet<>();
         private final PauseGuard guard = new PauseGuard();
+        private final Supplier<Set<Long>> connectedClients;
+        /** Compute nodes seen with a fabric connection here since they were last probed: a loss of them all is a signal. */
+        private final Set<UniqueAddress> connected = new HashSet<>();
+        /** Compute nodes seen with one and without any now: when each was last probed. */
+        private final Map<UniqueAddress, Long> probedAt = new HashMap<>();
+        /** Of those, the ones that answered a probe (logged once per loss). */
+        private final Set<UniqueAddress> answeredWithoutConnections = new HashSet<>();
+        /** Suspects found by their lost connections: downed by quarantine as well, since the cluster may still reach them. */
+        private final Set<UniqueAddress> lostConnections = new HashSet<>();
 
-        State(ActorContext<Command> context) {
+        State(ActorContext<Command> context, Supplier<Set<Long>> connectedClients) {
             this.context = context;
+            this.connectedClients = connectedClients;
             this.answers = context.messageAdapter(MemoryNode.MemberFenced.class, Answer::new);
         }
 
@@ -190,15 +231,53 @@ final class FenceThenDown {
             if (!mayAct) {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }
+            watchConnections(state, now);
             var detector = org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(context.getSystem())).failureDetector();
             for (Member member : suspects(state, address -> !detector.isAvailable(address))) {
                 if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())
                         || probing.contains(member.uniqueAddress())) {
                     continue;
                 }
-                probe(state, member);
+                probe(state, member, false);
             }
             return Behaviors.same();
+        }
+
+        /**
+         * The fast signal of a crash: a compute node that is up and had fabric connections here has none left (seen at a
+         * tick, every {@link #TICK}). A process that dies has its sockets closed by the kernel at once, while the failure
+         * detector waits out the heartbeat pause; a node that is only slow (a collection, SIGSTOP) keeps its
+         * connections. Such a node is probed: if it answers an {@code Identify} itself, it is alive and left alone (probed
+         * again every {@link #REPROBE} while it has no connection); if it does not, and a majority of the other voters
+         * answer, it is fenced and downed.
+         */
+        private void watchConnections(ClusterEvent.CurrentClusterState state, long now) {
+            Set<Long> clients = connectedClients.get();
+            Set<UniqueAddress> up = new HashSet<>();
+            for (Member member : state.getMembers()) {
+                UniqueAddress id = member.uniqueAddress();
+                if (!member.hasRole("compute") || member.status() != MemberStatus.up()) {
+                    continue;
+                }
+                up.add(id);
+                if (clients.contains(Fabrics.clientId(id))) {
+                    connected.add(id);
+                    probedAt.remove(id);
+                    answeredWithoutConnections.remove(id);
+                    continue;
+                }
+                if (!connected.contains(id) || fencing.containsKey(id) || done.contains(id) || probing.contains(id)) {
+                    continue;
+                }
+                Long probed = probedAt.get(id);
+                if (probed == null || now - probed >= REPROBE.toNanos()) {
+                    probedAt.put(id, now);
+                    probe(state, member, true);
+                }
+            }
+            connected.retainAll(up);
+            probedAt.keySet().retainAll(up);
+            answeredWithoutConnections.retainAll(up);
         }
 
         /**
@@ -206,25 +285,36 @@ final class FenceThenDown {
          * are found unreachable one at a time, each by its own heartbeats), so a node cut off from everybody may still
          * count a majority for a moment; answers from a majority, within {@link #PROBE_TIMEOUT}, show it is not.
          */
-        private void probe(ClusterEvent.CurrentClusterState state, Member suspect) {
+        private void probe(ClusterEvent.CurrentClusterState state, Member suspect, boolean lost) {
             List<Member> voters = voters(state);
             var classic = Adapter.toClassic(context.getSystem());
             Address self = Cluster.get(context.getSystem()).selfMember().address();
-            List<java.util.concurrent.CompletableFuture<Boolean>> answers = new java.util.ArrayList<>();
+            List<CompletableFuture<Boolean>> answers = new java.util.ArrayList<>();
             for (Member voter : voters) {
                 if (!voter.address().equals(self) && !voter.uniqueAddress().equals(suspect.uniqueAddress())) {
                     answers.add(ProbedRebalance.answers(classic, voter.address(), PROBE_TIMEOUT));
                 }
             }
+            CompletableFuture<Boolean> itself = lost ? ProbedRebalance.answers(classic, suspect.address(), SUSPECT_TIMEOUT)
+                    : CompletableFuture.completedFuture(false);
             probing.add(suspect.uniqueAddress());
             int total = voters.size();
-            context.pipeToSelf(java.util.concurrent.CompletableFuture.allOf(answers.toArray(java.util.concurrent.CompletableFuture[]::new)),
+            List<CompletableFuture<Boolean>> all = new java.util.ArrayList<>(answers);
+            all.add(itself);
+            context.pipeToSelf(CompletableFuture.allOf(all.toArray(CompletableFuture[]::new)),
                     (done, failure) -> new Probed(suspect.uniqueAddress(),
-                            (int) answers.stream().filter(answer -> answer.getNow(false)).count(), total));
+                            (int) answers.stream().filter(answer -> answer.getNow(false)).count(), total, lost, itself.getNow(false)));
         }
 
         private Behavior<Command> onProbed(Probed probed) {
             probing.remove(probed.member());
+            if (probed.lost() && probed.suspectAnswered()) {
+                if (answeredWithoutConnections.add(probed.member())) {
+                    context.getLog().info("compute node {} has no fabric connection to this memory node any more, but it answers:"
+                            + " left alone while it does (asked again every {} ms)", probed.member().address(), REPROBE.toMillis());
+                }
+                return Behaviors.same();
+            }
             // This node answers for itself; the suspect counts against.
             if (2 * (probed.answered() + 1) <= probed.voters()) {
                 context.getLog().info("compute node {} is unreachable from this memory node, but only {} of the {} other voters"
@@ -235,8 +325,8 @@ final class FenceThenDown {
             }
             ClusterEvent.CurrentClusterState state = Cluster.get(context.getSystem()).state();
             Member member = null;
-            for (Member m : state.getUnreachable()) {
-                if (m.uniqueAddress().equals(probed.member())) {
+            for (Member m : probed.lost() ? state.getMembers() : state.getUnreachable()) {
+                if (m.uniqueAddress().equals(probed.member()) && m.status() != MemberStatus.down()) {
                     member = m;
                 }
             }
@@ -248,8 +338,12 @@ final class FenceThenDown {
                 return Behaviors.same(); // a memory node is a member but not listed (yet): the resolver decides
             }
             fencing.put(member.uniqueAddress(), new Fencing(asked));
-            context.getLog().info("compute node {} is unreachable from this memory node, and {} of the {} other voters answered"
-                    + " just now: asking every memory node ({}) to fence it before it is downed", member.address(),
+            if (probed.lost()) {
+                lostConnections.add(member.uniqueAddress());
+            }
+            context.getLog().info("compute node {} {}, and {} of the {} other voters answered just now: asking every memory node"
+                    + " ({}) to fence it before it is downed", member.address(), probed.lost()
+                            ? "closed every fabric connection to this memory node and does not answer" : "is unreachable from this memory node",
                     probed.answered(), probed.voters() - 1, asked.size());
             for (ActorRef<MemoryNode.Command> node : memoryNodes) {
                 node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
@@ -312,11 +406,30 @@ final class FenceThenDown {
                     return Behaviors.same(); // gone meanwhile; a Down by address would hit a new incarnation there
                 }
                 Cluster.get(context.getSystem()).manager().tell(new Down(member.address()));
-                context.getLog().info("compute node {} is unreachable from this memory node and fenced at every memory node"
-                        + " ({}) {} ms after: downed without waiting for stable-after, so that its partitions move now",
-                        member.address(), pending.asked.size(), (System.nanoTime() - pending.since) / 1_000_000);
+                boolean lost = lostConnections.remove(member);
+                if (lost) {
+                    quarantine(member);
+                }
+                context.getLog().info("compute node {} is {} and fenced at every memory node ({}) {} ms after: downed without"
+                        + " waiting for stable-after, so that its partitions move now", member.address(),
+                        lost ? "gone (its fabric connections closed, it does not answer)" : "unreachable from this memory node",
+                        pending.asked.size(), (System.nanoTime() - pending.since) / 1_000_000);
             }
             return Behaviors.same();
+        }
+
+        /**
+         * Ends this node's association with {@code member}, a node already fenced and downed whose fabric connections
+         * closed: the cluster marks it terminated here, and the leader removes a member that is down and unreachable or
+         * terminated at once, instead of waiting for the failure detector to find what the closed connections showed.
+         * Pekko has no public call for it; the provider's own quarantine is the one its remoting uses.
+         */
+        private void quarantine(UniqueAddress member) {
+            var classic = (org.apache.pekko.actor.ExtendedActorSystem) Adapter.toClassic(context.getSystem());
+            if (classic.provider() instanceof org.apache.pekko.remote.RemoteActorRefProvider remote) {
+                remote.quarantine(member.address(), scala.Option.apply((Object) member.longUid()),
+                        "fenced and downed by this memory node: its fabric connections closed and it does not answer");
+            }
         }
 
         private Address addressOf(String node) {

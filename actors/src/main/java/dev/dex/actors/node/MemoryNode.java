@@ -319,7 +319,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             coordinator = null;
         }
         if (FenceThenDown.applies(context.getSystem(), fabric.transport())) {
-            context.spawn(FenceThenDown.create(), "fence-then-down");
+            context.spawn(FenceThenDown.create(() -> fabric.connectedClients(settings.serverId())), "fence-then-down");
         }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,
@@ -482,8 +482,8 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             if (fenced) {
                 // Not added to fencedMembers: its downing, which follows, fences it again (the same set, nothing more) and
                 // marks it downed, so that its offloads are refused on every fabric.
-                getContext().getLog().info("compute node {} is unreachable: fenced before its downing; its fabric connections"
-                        + " are closed and it is refused from now on (client {})", member.address(), Long.toHexString(client));
+                getContext().getLog().info("compute node {} is fenced before its downing; its fabric connections are closed"
+                        + " and it is refused from now on (client {})", member.address(), Long.toHexString(client));
             }
             request.replyTo().tell(new MemberFenced(request.member(), request.uid(), node, fenced,
                     fenced ? null : "the " + fabric.transport() + " fabric cannot fence"));

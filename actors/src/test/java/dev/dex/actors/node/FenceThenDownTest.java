@@ -62,13 +62,22 @@ class FenceThenDownTest {
 
     /** The victim's status as the memory node sees it, once it is down or gone, within {@code within}; else null. */
     private static String downedWithin(ActorSystem<?> observer, UniqueAddress victim, Duration within) throws InterruptedException {
+        return statusWithin(observer, victim, within, false);
+    }
+
+    /**
+     * The victim's status as {@code observer} sees it once it is down or gone ({@code removedOnly}: gone), within
+     * {@code within}; else null.
+     */
+    private static String statusWithin(ActorSystem<?> observer, UniqueAddress victim, Duration within, boolean removedOnly)
+            throws InterruptedException {
         long deadline = System.nanoTime() + within.toNanos();
         while (System.nanoTime() < deadline) {
             boolean member = false;
             for (Member m : Cluster.get(observer).state().getMembers()) {
                 if (m.uniqueAddress().equals(victim)) {
                     member = true;
-                    if (m.status() == MemberStatus.down()) {
+                    if (m.status() == MemberStatus.down() && !removedOnly) {
                         return "down";
                     }
                 }
@@ -84,12 +93,27 @@ class FenceThenDownTest {
     private record Crash(Duration downedAfter, boolean fenced) {
     }
 
+    /** How a scenario ends the first compute node. */
+    private enum Ending {
+        /** Its actor system stops without leaving; its fabric connections stay open (a node cut off, say). */
+        SYSTEM_STOPS,
+        /** Its actor system stops without leaving and its fabric connections close: a process that dies. */
+        PROCESS_DIES,
+        /** Only its fabric connections close; its actor system carries on: alive. */
+        CONNECTIONS_CLOSE
+    }
+
+    private static Crash crashOne(int computeNodes, String memoryExtra) throws Exception {
+        return crashOne(computeNodes, memoryExtra, "", Ending.SYSTEM_STOPS, computeNodes > 1 ? DOWNED_WITHIN : NOT_DOWNED_FOR, false);
+    }
+
     /**
      * A memory node and {@code computeNodes} compute-node members; the first compute node writes through its fabric
      * client, then its actor system stops without leaving. Whether and when it was downed, and whether its client was
      * fenced.
      */
-    private static Crash crashOne(int computeNodes, String memoryExtra) throws Exception {
+    private static Crash crashOne(int computeNodes, String memoryExtra, String allExtra, Ending ending, Duration within,
+                                  boolean removedOnly) throws Exception {
         MemoryNode.Settings settings = new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, PartitionTable.equalWidth(4, 0, 1000), 3,
                 false, 8);
         List<ActorSystem<?>> systems = new ArrayList<>();
@@ -98,11 +122,11 @@ class FenceThenDownTest {
             ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
                 context.spawn(MemoryNode.create(region), "memory");
                 return Behaviors.empty();
-            }), "dex", config("memory", memoryExtra));
+            }), "dex", config("memory", memoryExtra + "\n" + allExtra));
             systems.add(memory);
             Cluster.get(memory).manager().tell(Join.create(Cluster.get(memory).selfMember().address()));
             for (int c = 0; c < computeNodes; c++) {
-                ActorSystem<Void> compute = ActorSystem.create(Behaviors.empty(), "dex", config("compute", ""));
+                ActorSystem<Void> compute = ActorSystem.create(Behaviors.empty(), "dex", config("compute", allExtra));
                 systems.add(compute);
                 Cluster.get(compute).manager().tell(Join.create(Cluster.get(memory).selfMember().address()));
             }
@@ -114,12 +138,30 @@ class FenceThenDownTest {
             long address = GlobalAddress.of(0, 64L << 10);
             client.write(address, word, 0, 8);
 
+            // The memory node has seen the client's connection before the crash.
+            long seen = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (!region.fabric().connectedClients(0).contains(Fabrics.clientId(victimAddress)) && System.nanoTime() < seen) {
+                Thread.sleep(20);
+            }
+            Thread.sleep(300); // a few of the rule's ticks
             long crashed = System.nanoTime();
-            victim.terminate(); // no coordinated shutdown: it does not leave, as a crashed node would not
-            victim.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            String status = downedWithin(memory, victimAddress, computeNodes > 1 ? DOWNED_WITHIN : NOT_DOWNED_FOR);
+            if (ending != Ending.SYSTEM_STOPS) {
+                client.close(); // as the kernel closes a dead process's sockets
+            }
+            if (ending != Ending.CONNECTIONS_CLOSE) {
+                victim.terminate(); // no coordinated shutdown: it does not leave, as a crashed node would not
+                victim.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+            String status = statusWithin(memory, victimAddress, within, removedOnly);
             Duration after = status == null ? null : Duration.ofNanos(System.nanoTime() - crashed);
             boolean fenced = false;
+            if (status != null && ending != Ending.SYSTEM_STOPS) {
+                try {
+                    client = clients.connect(Map.of(0, region.region().endpoint()), Fabrics.clientId(victimAddress));
+                } catch (FencedException refusedGreeting) {
+                    return new Crash(after, true);
+                }
+            }
             if (status != null) {
                 try {
                     for (int attempt = 0; attempt < 3; attempt++) {
@@ -154,6 +196,29 @@ class FenceThenDownTest {
                 + " s (stable-after is " + STABLE_AFTER.toSeconds() + " s)");
         assertTrue(crash.fenced(), "its fabric client is refused: it was fenced before, or at, its downing");
         System.out.printf("downed %.1f s after the crash%n", crash.downedAfter().toNanos() / 1e9);
+    }
+
+    /**
+     * A process that dies closes its sockets at once: the memory node sees the fabric connections of a compute node
+     * that is up close, finds it silent, fences it, downs it and quarantines it, and the cluster removes it, all long
+     * before a failure detector with a 20 s heartbeat pause (on every node here) could find it unreachable.
+     */
+    @Test
+    void aComputeNodeWhoseConnectionsCloseAndWhichIsSilentIsRemovedBeforeAnyFailureDetectorVerdict() throws Exception {
+        Crash crash = crashOne(2, "", "pekko.cluster.failure-detector.acceptable-heartbeat-pause = 20s", Ending.PROCESS_DIES,
+                Duration.ofSeconds(8), true);
+        assertTrue(crash.downedAfter() != null, "the dead compute node was not removed within 8 s; the failure detectors"
+                + " allow a 20 s pause and stable-after is " + STABLE_AFTER.toSeconds() + " s");
+        assertTrue(crash.fenced(), "its fabric client is refused: it was fenced before its downing");
+        System.out.printf("removed %.2f s after its process died%n", crash.downedAfter().toNanos() / 1e9);
+    }
+
+    /** A compute node whose fabric connections close but which answers is alive: it is not fenced, nor downed. */
+    @Test
+    void aComputeNodeWhoseConnectionsCloseButWhichAnswersIsLeftAlone() throws Exception {
+        Crash crash = crashOne(2, "", "pekko.cluster.failure-detector.acceptable-heartbeat-pause = 20s", Ending.CONNECTIONS_CLOSE,
+                NOT_DOWNED_FOR, false);
+        assertEquals(null, crash.downedAfter(), "a live compute node was downed because its fabric connections closed");
     }
 
     /** A memory node that wakes from a pause acts on nobody until the heartbeats that waited have been read. */
