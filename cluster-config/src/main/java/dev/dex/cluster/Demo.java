@@ -422,7 +422,7 @@ final class Demo implements Callable<Integer> {
             double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, Duration.ofSeconds(90));
             out.printf("its %d partitions served again %.2f s after the kill (the downing, the removal, then each new owner"
                     + " replays the partition's redo log; a node stopped inside this JVM announces its end, so its removal waits"
-                    + " for the failure detector, where a killed process is found by its closed connections: docs/durability.md)%n",
+                    + " for the failure detector, where a killed process is found by its hang-up: docs/durability.md)%n",
                     held.size(), servedAgain);
             report.putKill(servedAgain, held.size());
             Thread.sleep(1_500);

@@ -24,6 +24,9 @@ class CrashTcpIT {
     @RegisterExtension
     final ClusterHarness cluster = ClusterHarness.tcp("dex.tree.partitions=16", "pekko.cluster.split-brain-resolver.stable-after=2s");
 
+    /** A loose bound (the takeover's target, 2 s, is a benchmark's: docs/durability.md, "Where the floor is"). */
+    private static final java.time.Duration SERVE_AGAIN_WITHIN = java.time.Duration.ofSeconds(10);
+
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
     void aCrashedNodeIsFencedAndNoAcknowledgedWriteIsLost() throws Exception {
@@ -42,7 +45,7 @@ class CrashTcpIT {
             assertFalse(memoryNode.logText().contains("is fenced before its downing"),
                     "a pause of 1 s fenced the node; the memory node's log:\n" + memoryNode.logTail());
             cluster.log(crashing + " paused for 1 s: still a member, not fenced");
-        });
+        }, SERVE_AGAIN_WITHIN);
 
         String memoryLog = memoryNode.logText();
         // Fence, then down (on by default over tcp): the memory node fenced the unreachable node before it downed it.
@@ -51,8 +54,8 @@ class CrashTcpIT {
         assertTrue(memoryLog.contains("downed without waiting for stable-after"),
                 "the memory node downed it once fenced; its log:\n" + memoryNode.logTail());
         // A killed process's sockets close at once: the memory node acted on that, not on the failure detector's verdict.
-        assertTrue(memoryLog.contains("closed every fabric connection to this memory node and does not answer"),
-                "the memory node found the killed node by its closed fabric connections; its log:\n" + memoryNode.logTail());
+        assertTrue(memoryLog.contains("hung up its fabric connections to this memory node and does not answer"),
+                "the memory node found the killed node by its hung-up fabric connections; its log:\n" + memoryNode.logTail());
         String survivorLog = computes.get(1).logText();
         assertTrue(survivorLog.contains("had not given it up; it is fenced on every memory node"),
                 "the survivor found the crashed owner in the partitions' logs and fenced it; its log:\n" + computes.get(1).logTail());

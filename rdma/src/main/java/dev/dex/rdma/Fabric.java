@@ -102,6 +102,16 @@ public interface Fabric extends AutoCloseable {
         return java.util.Set.of();
     }
 
+    /**
+     * The clients of memory server {@code serverId} (exported here) whose own side ended a connection in the last few
+     * seconds (an end of stream or a reset: a client that closed it, or a process that died, whose kernel ends every
+     * connection at once) and that have no connection open now, with the {@link System#nanoTime} of the last such end.
+     * A connection the server closed itself (a fence, a refusal) does not count. Empty where the transport cannot tell.
+     */
+    default java.util.Map<Long, Long> hungUpClients(int serverId) {
+        return java.util.Map.of();
+    }
+
     /** Releases what this fabric object holds (its exported regions among them). */
     @Override
     void close();

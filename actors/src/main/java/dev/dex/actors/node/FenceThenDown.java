@@ -32,13 +32,16 @@ import dev.dex.actors.partition.ProbedRebalance;
  * split-brain resolver's {@code stable-after}. Its partitions then move as soon as the cluster removes it.
  *
  * <p>A faster signal comes first where it exists: a process that dies has its sockets closed by the kernel, so its
- * fabric connections to this memory node close at once, long before any heartbeat is missed. A compute node that is
- * up, had connections here and has none left is asked to answer an {@code Identify} within
- * {@link #SUSPECT_TIMEOUT}; if it does not (and the voters' probe below holds), it is fenced and downed as above, and
- * quarantined here as well, so that the cluster marks it terminated and removes it without waiting for the failure
- * detector. A node that answers is alive (a client that reconnects, an actor system still going down) and is asked
- * again every {@link #REPROBE} while it has no connection. A node that is only slow keeps its connections and is never
- * asked.
+ * fabric connections to this memory node end at once, from its side, long before any heartbeat is missed. A compute
+ * node that is up and hung up its last connection here ({@link dev.dex.rdma.Fabric#hungUpClients}: ended by the
+ * client's side, not by this server's fence, refusal or shutdown of a replica) is asked to answer an {@code Identify}
+ * within {@link #SUSPECT_TIMEOUT}; if it does not, and the voters' probe below holds, it is fenced and downed as above,
+ * and quarantined here as well, so that the cluster marks it terminated and removes it without waiting for the
+ * failure detector. A node that answers is alive (a client that closed a connection on a failed verb) and is left to
+ * the failure detector; it is asked again only after another hang-up. A node that is only slow keeps its connections
+ * and is never asked; the price is a live node that hangs up and then does not answer for {@link #SUSPECT_TIMEOUT}
+ * (a client that closes a connection is one in trouble already): it is fenced and downed, and must start again,
+ * losing nothing (the new owners replay its logs).
  *
  * <p>Why it is safe. {@code stable-after} is there so that a node that is only slow keeps its partitions, and so that
  * both sides of a network split decide alike. Neither is needed for the data once the node is fenced: nothing it
@@ -46,8 +49,9 @@ import dev.dex.actors.partition.ProbedRebalance;
  * downed by mistake loses nothing (its acknowledged writes are in the redo logs, which the new owners replay). The
  * rule acts only where it cannot do harm:
  * <ul>
- *   <li>only this node's own failure detector's verdict counts (the cluster's unreachability merges every node's
- *       observations: a split between two compute nodes must not make a memory node that reaches both down one);</li>
+ *   <li>only this node's own evidence counts: its failure detector's verdict, or the node's hang-up of its connections
+ *       here and its silence (the cluster's unreachability merges every node's observations: a split between two
+ *       compute nodes must not make a memory node that reaches both down one);</li>
  *   <li>only on a side that holds a strict majority of the voters (memory and compute nodes, up or leaving), as seen
  *       here and confirmed by a probe: the other voters must answer an {@code Identify} within 500 ms right before the
  *       fence, since nodes are found unreachable one at a time and a node cut off from everybody may count a majority
@@ -106,24 +110,18 @@ final class FenceThenDown {
     }
 
     /**
-     * How many of the other voters answered this round's probe, for suspect {@code member}; for a suspect whose fabric
-     * connections closed ({@code lost}), also whether it answered itself.
+     * How many of the other voters answered this round's probe, for suspect {@code member}; for a suspect that hung up
+     * its fabric connections ({@code lost}), also whether it answered itself.
      */
     private record Probed(UniqueAddress member, int answered, int voters, boolean lost, boolean suspectAnswered)
             implements Command, NoSerializationVerificationNeeded {
     }
 
     /**
-     * How long a compute node whose fabric connections closed has to answer an {@code Identify} to be left alone. It is
-     * probed at the first tick that finds it without a connection: a live one (a client that closed a connection on a
-     * failed verb and opens another) answers, so no grace is needed before the probe.
+     * How long a compute node that hung up its fabric connections has to answer an {@code Identify} to be left alone. It
+     * is probed at the first tick that finds the hang-up: a live one answers, so no grace is needed before the probe.
      */
     static final Duration SUSPECT_TIMEOUT = Duration.ofMillis(200);
-    /**
-     * How often a compute node that answered, but has still no fabric connection here, is probed again: an actor system
-     * that is going down (the demo's killed node, whose engine closes its fabric first) answers for a while.
-     */
-    static final Duration REPROBE = Duration.ofMillis(500);
 
     /** How long a voter has to answer the probe that shows this node is on a majority side right now. */
     static final Duration PROBE_TIMEOUT = Duration.ofMillis(500);
@@ -160,16 +158,17 @@ final class FenceThenDown {
     }
 
     /**
-     * The rule, with {@code connectedClients} the fabric client identities ({@link Fabrics#clientId}) connected to this
-     * memory node's fabric server right now (empty where the fabric does not tell).
+     * The rule, with {@code hungUpClients} the fabric client identities ({@link Fabrics#clientId}) that hung up their last
+     * connection to this memory node's fabric server, with when ({@link dev.dex.rdma.Fabric#hungUpClients}; empty where
+     * the fabric does not tell).
      */
-    static Behavior<Command> create(Supplier<Set<Long>> connectedClients) {
+    static Behavior<Command> create(Supplier<Map<Long, Long>> hungUpClients) {
         return Behaviors.setup(context -> Behaviors.withTimers(timers -> {
             context.setLoggerName(FenceThenDown.class);
             context.getSystem().receptionist().tell(Receptionist.subscribe(MemoryNode.KEY,
                     context.messageAdapter(Receptionist.Listing.class, MemoryNodes::new)));
             timers.startTimerWithFixedDelay(Tick.INSTANCE, TICK);
-            return new State(context, connectedClients).behavior();
+            return new State(context, hungUpClients).behavior();
         }));
     }
 
@@ -183,19 +182,15 @@ final class FenceThenDown {
         /** Nodes downed here, or given up on (left to the resolver): each is acted on once. */
         private final Set<UniqueAddress> done = new HashSet<>();
         private final PauseGuard guard = new PauseGuard();
-        private final Supplier<Set<Long>> connectedClients;
-        /** Compute nodes seen with a fabric connection here since they were last probed: a loss of them all is a signal. */
-        private final Set<UniqueAddress> connected = new HashSet<>();
-        /** Compute nodes seen with one and without any now: when each was last probed. */
-        private final Map<UniqueAddress, Long> probedAt = new HashMap<>();
-        /** Of those, the ones that answered a probe (logged once per loss). */
-        private final Set<UniqueAddress> answeredWithoutConnections = new HashSet<>();
+        private final Supplier<Map<Long, Long>> hungUpClients;
+        /** The hang-up (its time) each compute node was last probed for: one probe per hang-up. */
+        private final Map<UniqueAddress, Long> probedHangUp = new HashMap<>();
         /** Suspects found by their lost connections: downed by quarantine as well, since the cluster may still reach them. */
         private final Set<UniqueAddress> lostConnections = new HashSet<>();
 
-        State(ActorContext<Command> context, Supplier<Set<Long>> connectedClients) {
+        State(ActorContext<Command> context, Supplier<Map<Long, Long>> hungUpClients) {
             this.context = context;
-            this.connectedClients = connectedClients;
+            this.hungUpClients = hungUpClients;
             this.answers = context.messageAdapter(MemoryNode.MemberFenced.class, Answer::new);
         }
 
@@ -231,7 +226,8 @@ final class FenceThenDown {
             if (!mayAct) {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }
-            watchConnections(state, now);
+            lostConnections.retainAll(fencing.keySet());
+            watchHangUps(state);
             var detector = org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(context.getSystem())).failureDetector();
             for (Member member : suspects(state, address -> !detector.isAvailable(address))) {
                 if (fencing.containsKey(member.uniqueAddress()) || done.contains(member.uniqueAddress())
@@ -244,15 +240,14 @@ final class FenceThenDown {
         }
 
         /**
-         * The fast signal of a crash: a compute node that is up and had fabric connections here has none left (seen at a
-         * tick, every {@link #TICK}). A process that dies has its sockets closed by the kernel at once, while the failure
-         * detector waits out the heartbeat pause; a node that is only slow (a collection, SIGSTOP) keeps its
-         * connections. Such a node is probed: if it answers an {@code Identify} itself, it is alive and left alone (probed
-         * again every {@link #REPROBE} while it has no connection); if it does not, and a majority of the other voters
-         * answer, it is fenced and downed.
+         * The fast signal of a crash: a compute node that is up and hung up its last fabric connection here (seen at a
+         * tick, every {@link #TICK}). A process that dies has its connections ended by the kernel at once, while the
+         * failure detector waits out the heartbeat pause; a node that is only slow (a collection, SIGSTOP) keeps its
+         * connections. Such a node is probed once per hang-up: if it answers an {@code Identify} itself, it is alive
+         * and left alone; if it does not, and a majority of the other voters answer, it is fenced and downed.
          */
-        private void watchConnections(ClusterEvent.CurrentClusterState state, long now) {
-            Set<Long> clients = connectedClients.get();
+        private void watchHangUps(ClusterEvent.CurrentClusterState state) {
+            Map<Long, Long> hungUp = hungUpClients.get();
             Set<UniqueAddress> up = new HashSet<>();
             for (Member member : state.getMembers()) {
                 UniqueAddress id = member.uniqueAddress();
@@ -260,24 +255,15 @@ final class FenceThenDown {
                     continue;
                 }
                 up.add(id);
-                if (clients.contains(Fabrics.clientId(id))) {
-                    connected.add(id);
-                    probedAt.remove(id);
-                    answeredWithoutConnections.remove(id);
+                Long at = hungUp.get(Fabrics.clientId(id));
+                if (at == null || at.equals(probedHangUp.get(id)) || fencing.containsKey(id) || done.contains(id)
+                        || probing.contains(id)) {
                     continue;
                 }
-                if (!connected.contains(id) || fencing.containsKey(id) || done.contains(id) || probing.contains(id)) {
-                    continue;
-                }
-                Long probed = probedAt.get(id);
-                if (probed == null || now - probed >= REPROBE.toNanos()) {
-                    probedAt.put(id, now);
-                    probe(state, member, true);
-                }
+                probedHangUp.put(id, at);
+                probe(state, member, true);
             }
-            connected.retainAll(up);
-            probedAt.keySet().retainAll(up);
-            answeredWithoutConnections.retainAll(up);
+            probedHangUp.keySet().retainAll(up);
         }
 
         /**
@@ -309,13 +295,18 @@ final class FenceThenDown {
         private Behavior<Command> onProbed(Probed probed) {
             probing.remove(probed.member());
             if (probed.lost() && probed.suspectAnswered()) {
-                if (answeredWithoutConnections.add(probed.member())) {
-                    context.getLog().info("compute node {} has no fabric connection to this memory node any more, but it answers:"
-                            + " left alone while it does (asked again every {} ms)", probed.member().address(), REPROBE.toMillis());
-                }
+                context.getLog().info("compute node {} hung up its fabric connections to this memory node, but it answers: alive,"
+                        + " left alone", probed.member().address());
                 return Behaviors.same();
             }
             // This node answers for itself; the suspect counts against.
+            if (2 * (probed.answered() + 1) <= probed.voters() && probed.lost()) {
+                // Not given up on: the failure detector's path may still act on it, as may the next hang-up.
+                context.getLog().info("compute node {} hung up its fabric connections to this memory node and does not answer,"
+                        + " but only {} of the {} other voters answered now: not a majority; nothing done", probed.member().address(),
+                        probed.answered(), probed.voters() - 1);
+                return Behaviors.same();
+            }
             if (2 * (probed.answered() + 1) <= probed.voters()) {
                 context.getLog().info("compute node {} is unreachable from this memory node, but only {} of the {} other voters"
                         + " answered now: not a majority; left to the split-brain resolver", probed.member().address(),
@@ -326,7 +317,8 @@ final class FenceThenDown {
             ClusterEvent.CurrentClusterState state = Cluster.get(context.getSystem()).state();
             Member member = null;
             for (Member m : probed.lost() ? state.getMembers() : state.getUnreachable()) {
-                if (m.uniqueAddress().equals(probed.member()) && m.status() != MemberStatus.down()) {
+                if (m.uniqueAddress().equals(probed.member()) && m.status() != MemberStatus.down()
+                        && (!probed.lost() || m.status() == MemberStatus.up())) {
                     member = m;
                 }
             }
@@ -343,7 +335,7 @@ final class FenceThenDown {
             }
             context.getLog().info("compute node {} {}, and {} of the {} other voters answered just now: asking every memory node"
                     + " ({}) to fence it before it is downed", member.address(), probed.lost()
-                            ? "closed every fabric connection to this memory node and does not answer" : "is unreachable from this memory node",
+                            ? "hung up its fabric connections to this memory node and does not answer" : "is unreachable from this memory node",
                     probed.answered(), probed.voters() - 1, asked.size());
             for (ActorRef<MemoryNode.Command> node : memoryNodes) {
                 node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
@@ -412,7 +404,7 @@ final class FenceThenDown {
                 }
                 context.getLog().info("compute node {} is {} and fenced at every memory node ({}) {} ms after: downed without"
                         + " waiting for stable-after, so that its partitions move now", member.address(),
-                        lost ? "gone (its fabric connections closed, it does not answer)" : "unreachable from this memory node",
+                        lost ? "gone (it hung up its fabric connections and does not answer)" : "unreachable from this memory node",
                         pending.asked.size(), (System.nanoTime() - pending.since) / 1_000_000);
             }
             return Behaviors.same();
@@ -421,14 +413,14 @@ final class FenceThenDown {
         /**
          * Ends this node's association with {@code member}, a node already fenced and downed whose fabric connections
          * closed: the cluster marks it terminated here, and the leader removes a member that is down and unreachable or
-         * terminated at once, instead of waiting for the failure detector to find what the closed connections showed.
+         * terminated at once, instead of waiting for the failure detector to find what the hang-up showed.
          * Pekko has no public call for it; the provider's own quarantine is the one its remoting uses.
          */
         private void quarantine(UniqueAddress member) {
             var classic = (org.apache.pekko.actor.ExtendedActorSystem) Adapter.toClassic(context.getSystem());
             if (classic.provider() instanceof org.apache.pekko.remote.RemoteActorRefProvider remote) {
                 remote.quarantine(member.address(), scala.Option.apply((Object) member.longUid()),
-                        "fenced and downed by this memory node: its fabric connections closed and it does not answer");
+                        "fenced and downed by this memory node: it hung up its fabric connections and does not answer");
             }
         }
 

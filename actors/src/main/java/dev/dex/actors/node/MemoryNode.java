@@ -319,7 +319,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             coordinator = null;
         }
         if (FenceThenDown.applies(context.getSystem(), fabric.transport())) {
-            context.spawn(FenceThenDown.create(() -> fabric.connectedClients(settings.serverId())), "fence-then-down");
+            context.spawn(FenceThenDown.create(() -> fabric.hungUpClients(settings.serverId())), "fence-then-down");
         }
         context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
         context.getSystem().receptionist().tell(Receptionist.subscribe(KEY,

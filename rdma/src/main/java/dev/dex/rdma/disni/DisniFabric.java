@@ -220,6 +220,12 @@ public final class DisniFabric implements Fabric {
         return control.connectedClients(serverId);
     }
 
+    /** The clients that hung up their control connection (a process that dies ends it too). */
+    @Override
+    public java.util.Map<Long, Long> hungUpClients(int serverId) {
+        return control.hungUpClients(serverId);
+    }
+
     @Override
     public boolean fence(int serverId, long clientId) {
         if (clientId == 0) {

@@ -34,6 +34,12 @@ final class ClientFences {
     private static final Logger LOG = LoggerFactory.getLogger(ClientFences.class);
     /** The identity a connection greeted with; absent for 0 (anonymous). */
     static final AttributeKey<Long> CLIENT = AttributeKey.valueOf(RegionServer.class, "client");
+    /** Set on a connection this server closes (a fence, a refusal, a malformed request): not a hang-up of the client. */
+    static final AttributeKey<Boolean> CLOSED_HERE = AttributeKey.valueOf(RegionServer.class, "closedHere");
+    /** How long a hang-up is remembered ({@link #hungUpClients}). */
+    static final long HANG_UP_MEMORY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    /** The clients whose side ended a connection (an end of stream, a reset), with when it last happened. */
+    private final ConcurrentHashMap<Long, Long> hungUp = new ConcurrentHashMap<>();
 
     private final int serverId;
     private final ChannelGroup connections;
@@ -133,11 +139,11 @@ final class ClientFences {
             try {
                 channel.eventLoop().execute(() -> {
                     channel.writeAndFlush(notice, channel.voidPromise());
-                    channel.close();
+                    closeHere(channel);
                 });
             } catch (java.util.concurrent.RejectedExecutionException shutDown) {
                 notice.release();
-                channel.close();
+                closeHere(channel);
             }
         }
     }
@@ -175,6 +181,38 @@ final class ClientFences {
             }
         }
         return clients;
+    }
+
+    /** Closes {@code channel} from this side, so that its end is not taken for the client's hang-up. */
+    static io.netty.channel.ChannelFuture closeHere(Channel channel) {
+        channel.attr(CLOSED_HERE).set(Boolean.TRUE);
+        return channel.close();
+    }
+
+    /** A greeted client connection ended, not closed by this server: the client's side hung up (or died). */
+    void hungUp(Channel channel) {
+        Long identity = channel.attr(CLIENT).get();
+        if (identity != null && identity != 0 && channel.attr(CLOSED_HERE).get() == null) {
+            hungUp.put(identity, System.nanoTime());
+        }
+    }
+
+    /**
+     * The clients that hung up a connection in the last {@link #HANG_UP_MEMORY_NANOS} and have none open now, with the
+     * time ({@link System#nanoTime}) of the last hang-up: a process that dies has every connection ended by its kernel.
+     * A connection this server closed does not count.
+     */
+    java.util.Map<Long, Long> hungUpClients() {
+        long now = System.nanoTime();
+        hungUp.values().removeIf(at -> now - at > HANG_UP_MEMORY_NANOS);
+        java.util.Set<Long> open = connectedClients();
+        java.util.Map<Long, Long> gone = new java.util.HashMap<>();
+        hungUp.forEach((client, at) -> {
+            if (!open.contains(client)) {
+                gone.put(client, at);
+            }
+        });
+        return gone;
     }
 
     /** Whether {@code client} is fenced here. */

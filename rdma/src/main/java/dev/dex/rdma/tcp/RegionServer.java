@@ -146,7 +146,7 @@ final class RegionServer implements AutoCloseable {
         if (connections.size() >= settings.maxConnections()) {
             LOG.warn("memory server {}: refused a connection from {}: {} are open, the most it keeps"
                     + " (dex.fabric.tcp.max-connections)", serverId, channel.remoteAddress(), connections.size());
-            channel.close();
+            ClientFences.closeHere(channel);
             return;
         }
         connections.add(channel);
@@ -199,7 +199,7 @@ final class RegionServer implements AutoCloseable {
     private void dropClients() {
         for (Channel channel : connections) {
             if (channel.attr(STREAM).get() == null) {
-                channel.close();
+                ClientFences.closeHere(channel);
             }
         }
     }
@@ -326,6 +326,9 @@ final class RegionServer implements AutoCloseable {
                 frame.release();
             }
             held.drop(); // never answered: the client fails them as verbs of unknown outcome
+            if (ctx.channel().attr(STREAM).get() == null) {
+                fences.hungUp(ctx.channel());
+            }
             ctx.fireChannelInactive();
         }
 
@@ -480,7 +483,7 @@ final class RegionServer implements AutoCloseable {
                     long offset = GlobalAddress.offset(frame.getLongLE(base + ADDRESS_OFFSET));
                     if (count > 0 && !region.contains(offset, count)) {
                         refuse(ctx, id, outside(offset, count));
-                        ctx.close();
+                        ClientFences.closeHere(ctx.channel());
                         return;
                     }
                     ByteBufViews.wrap(view, frame, base + REQUEST_HEADER_LENGTH, count);
@@ -494,7 +497,7 @@ final class RegionServer implements AutoCloseable {
                 // Not a backup now, or another stream's connection: refused and closed; the primary greets again later.
                 refuse(ctx, id, notNow.getMessage());
                 ctx.flush();
-                ctx.close();
+                ClientFences.closeHere(ctx.channel());
             }
         }
 
@@ -505,6 +508,7 @@ final class RegionServer implements AutoCloseable {
             int n = Math.min(text.length, MAX_REASON_BYTES);
             ByteBuf out = header(ctx, TcpFrameDescriptor.STATUS_NOT_PRIMARY, id, 0, n);
             out.writeBytes(text, 0, n);
+            ctx.channel().attr(ClientFences.CLOSED_HERE).set(Boolean.TRUE);
             ctx.writeAndFlush(out).addListener(ChannelFutureListener.CLOSE);
         }
 
@@ -574,6 +578,7 @@ final class RegionServer implements AutoCloseable {
                 ctx.channel().attr(CLIENT).set(client);
                 if (fences.isFenced(client)) {
                     refused = true;
+                    ctx.channel().attr(ClientFences.CLOSED_HERE).set(Boolean.TRUE);
                     ctx.writeAndFlush(fences.fencedAnswer(ctx.alloc(), id, client)).addListener(ChannelFutureListener.CLOSE);
                     LOG.info("memory server {}: refused fenced client {} from {}", serverId, Long.toHexString(client),
                             ctx.channel().remoteAddress());
@@ -619,6 +624,9 @@ final class RegionServer implements AutoCloseable {
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
             LOG.warn("memory server {}: closing the connection from {}: {}", serverId, ctx.channel().remoteAddress(), cause.toString());
+            if (!(cause instanceof java.io.IOException)) { // an IOException (a reset) is the client's side ending it: a hang-up
+                ctx.channel().attr(ClientFences.CLOSED_HERE).set(Boolean.TRUE);
+            }
             ctx.close();
         }
 
@@ -667,7 +675,7 @@ final class RegionServer implements AutoCloseable {
         private void malformed(ChannelHandlerContext ctx, String what) {
             LOG.warn("memory server {}: closing the connection from {}: malformed request: {}", serverId,
                     ctx.channel().remoteAddress(), what);
-            ctx.close();
+            ClientFences.closeHere(ctx.channel());
         }
 
         /** {@link #response} from this connection's allocator. */

@@ -297,6 +297,15 @@ public final class TcpFabric implements Fabric {
     }
 
     @Override
+    public java.util.Map<Long, Long> hungUpClients(int serverId) {
+        TcpRegion region;
+        synchronized (this) {
+            region = exported.get(serverId);
+        }
+        return region == null ? java.util.Map.of() : region.server.fences.hungUpClients();
+    }
+
+    @Override
     public boolean fence(int serverId, long clientId) {
         if (clientId == 0) {
             throw new IllegalArgumentException("client 0 (anonymous) cannot be fenced");

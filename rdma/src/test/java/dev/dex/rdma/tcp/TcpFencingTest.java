@@ -71,6 +71,42 @@ class TcpFencingTest {
         assertFalse(fabric.isFenced(0, NEW_OWNER));
     }
 
+    /**
+     * A client whose own side ends its connection (a close; a dead process's kernel does the same) is listed as hung up
+     * once it has no connection left; a client the server fenced, whose connections the server closed, is not; a client
+     * that hung up and connected again is not either.
+     */
+    @Test
+    void onlyAClientWhoseOwnSideEndedItsLastConnectionIsListedAsHungUp() throws Exception {
+        TcpFabric fabric = resources.closeAfter(new TcpFabric());
+        ExportedRegion region = resources.closeAfter(fabric.export(0, 16L * CHUNK, CHUNK));
+        Map<Integer, String> endpoints = Map.of(0, region.endpoint());
+        long address = GlobalAddress.of(0, CHUNK);
+        RemoteMemory leaving = fabric.connect(endpoints, OLD_OWNER);
+        RemoteMemory fenced = resources.closeAfter(fabric.connect(endpoints, NEW_OWNER));
+        RemoteMemory returning = fabric.connect(endpoints, 0xC0DEL);
+        leaving.write(address, word(1), 0, Long.BYTES);
+        fenced.write(address, word(2), 0, Long.BYTES);
+        returning.write(address, word(3), 0, Long.BYTES);
+        assertTrue(fabric.hungUpClients(0).isEmpty(), "nobody hung up yet: " + fabric.hungUpClients(0));
+
+        long before = System.nanoTime();
+        leaving.close();
+        returning.close();
+        assertTrue(fabric.fence(0, NEW_OWNER));
+        RemoteMemory back = resources.closeAfter(fabric.connect(endpoints, 0xC0DEL));
+        back.write(address, word(4), 0, Long.BYTES);
+
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!fabric.hungUpClients(0).containsKey(OLD_OWNER) && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        Map<Long, Long> hungUp = fabric.hungUpClients(0);
+        assertEquals(java.util.Set.of(OLD_OWNER), hungUp.keySet(), "only the client that closed its last connection: " + hungUp);
+        assertTrue(hungUp.get(OLD_OWNER) - before >= 0, "the hang-up's time is when it happened");
+        assertTrue(fabric.isFenced(0, NEW_OWNER));
+    }
+
     @Test
     void theMemoryNodeFencesAClientItIsToldAboutEvenBeforeItConnects() {
         TcpFabric fabric = resources.closeAfter(new TcpFabric());
