@@ -34,14 +34,17 @@ import dev.dex.actors.partition.ProbedRebalance;
  * <p>A faster signal comes first where it exists: a process that dies has its sockets closed by the kernel, so its
  * fabric connections to this memory node end at once, from its side, long before any heartbeat is missed. A compute
  * node that is up and hung up its last connection here ({@link dev.dex.rdma.Fabric#hungUpClients}: ended by the
- * client's side, not by this server's fence, refusal or shutdown of a replica) is asked to answer an {@code Identify}
- * within {@link #SUSPECT_TIMEOUT}; if it does not, and the voters' probe below holds, it is fenced and downed as above,
+ * client's side, not by this server's fence, refusal or shutdown of a replica) is probed: a TCP connection to its
+ * remoting port ({@link #probePort}) is refused when no process listens there (dead), accepted when one does (alive,
+ * or only paused), and only if neither within {@link #SUSPECT_TIMEOUT} it is asked to answer an {@code Identify}
+ * within as long. Dead or silent, and with the voters' probe below holding, it is fenced and downed as above,
  * and quarantined here as well, so that the cluster marks it terminated and removes it without waiting for the
  * failure detector. A node that answers is alive (a client that closed a connection on a failed verb) and is left to
  * the failure detector; it is asked again only after another hang-up. A node that is only slow keeps its connections
- * and is never asked; the price is a live node that hangs up and then does not answer for {@link #SUSPECT_TIMEOUT}
- * (a client that closes a connection is one in trouble already): it is fenced and downed, and must start again,
- * losing nothing (the new owners replay its logs).
+ * and is never asked. A live node that hangs up (a start-up retry, a move to a new primary) is found alive by its
+ * port at once, even when it is paused; only one whose port tells nothing (a host or link that fails just then) and
+ * that does not answer for {@link #SUSPECT_TIMEOUT} is fenced and downed, and must start again, losing nothing (the
+ * new owners replay its logs).
  *
  * <p>Why it is safe. {@code stable-after} is there so that a node that is only slow keeps its partitions, and so that
  * both sides of a network split decide alike. Neither is needed for the data once the node is fenced: nothing it
@@ -221,8 +224,9 @@ final class FenceThenDown {
                 }
                 return false;
             });
-            done.removeIf(member -> state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress().equals(member))
-                    && !isMember(state, member));
+            // Acted on once while it stays unreachable (or down); one that is up and reachable again may be acted on anew.
+            done.removeIf(member -> !isMember(state, member) || state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress()
+                    .equals(member)) && isUp(state, member));
             if (!mayAct) {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }
@@ -281,8 +285,13 @@ final class FenceThenDown {
                     answers.add(ProbedRebalance.answers(classic, voter.address(), PROBE_TIMEOUT));
                 }
             }
-            CompletableFuture<Boolean> itself = lost ? ProbedRebalance.answers(classic, suspect.address(), SUSPECT_TIMEOUT)
-                    : CompletableFuture.completedFuture(false);
+            // A hang-up's suspect: first its remoting port (refused: no process listens, it is dead; accepted: a process
+            // listens, alive or merely paused), then, if neither, an Identify.
+            CompletableFuture<Boolean> itself = !lost ? CompletableFuture.completedFuture(false)
+                    : probePort(suspect.address(), SUSPECT_TIMEOUT, context.getSystem().dispatchers().lookup(
+                            org.apache.pekko.actor.typed.DispatcherSelector.blocking()))
+                    .thenCompose(port -> port == Port.SILENT ? ProbedRebalance.answers(classic, suspect.address(), SUSPECT_TIMEOUT)
+                            : CompletableFuture.completedFuture(port == Port.ACCEPTED));
             probing.add(suspect.uniqueAddress());
             int total = voters.size();
             List<CompletableFuture<Boolean>> all = new java.util.ArrayList<>(answers);
@@ -295,8 +304,8 @@ final class FenceThenDown {
         private Behavior<Command> onProbed(Probed probed) {
             probing.remove(probed.member());
             if (probed.lost() && probed.suspectAnswered()) {
-                context.getLog().info("compute node {} hung up its fabric connections to this memory node, but it answers: alive,"
-                        + " left alone", probed.member().address());
+                context.getLog().info("compute node {} hung up its fabric connections to this memory node, but a process listens"
+                        + " on its remoting port or it answers: alive, left alone", probed.member().address());
                 return Behaviors.same();
             }
             // This node answers for itself; the suspect counts against.
@@ -341,6 +350,15 @@ final class FenceThenDown {
                 node.tell(new MemoryNode.FenceMember(member.address().toString(), member.uniqueAddress().longUid(), answers));
             }
             return Behaviors.same();
+        }
+
+        private static boolean isUp(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
+            for (Member m : state.getMembers()) {
+                if (m.uniqueAddress().equals(member)) {
+                    return m.status() == MemberStatus.up();
+                }
+            }
+            return false;
         }
 
         private static boolean isMember(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
@@ -449,6 +467,39 @@ final class FenceThenDown {
                 .filter(m -> m.hasRole("compute") && m.status() != MemberStatus.down() && m.status() != MemberStatus.removed()
                         && unreachableHere.test(m.address()))
                 .toList();
+    }
+
+    /** What a TCP connection to a member's remoting port shows. */
+    enum Port {
+        /** Refused: no process listens there, so the member's process is gone (a kernel answers for the host). */
+        REFUSED,
+        /** Accepted: a process listens there (the kernel accepts for a process that is alive, even if paused). */
+        ACCEPTED,
+        /** Nothing within the timeout, or no address to try: tells nothing. */
+        SILENT
+    }
+
+    /**
+     * Opens and at once closes a TCP connection to {@code address}'s host and port (its remoting), on {@code executor}:
+     * the one probe that tells a dead process (refused) from a paused one (accepted) within microseconds. The member's
+     * remoting sees a connection that closes before its handshake.
+     */
+    static CompletableFuture<Port> probePort(Address address, Duration timeout, java.util.concurrent.Executor executor) {
+        if (address.getHost().isEmpty() || address.getPort().isEmpty()) {
+            return CompletableFuture.completedFuture(Port.SILENT);
+        }
+        String host = address.getHost().get();
+        int port = (Integer) address.getPort().get();
+        return CompletableFuture.supplyAsync(() -> {
+            try (java.net.Socket socket = new java.net.Socket()) {
+                socket.connect(new java.net.InetSocketAddress(host, port), (int) Math.max(1, timeout.toMillis()));
+                return Port.ACCEPTED;
+            } catch (java.net.ConnectException refused) {
+                return refused.getMessage() != null && refused.getMessage().contains("refused") ? Port.REFUSED : Port.SILENT;
+            } catch (java.io.IOException | RuntimeException nothing) {
+                return Port.SILENT;
+            }
+        }, executor);
     }
 
     /** The voters that count for a majority: up or leaving (Pekko's resolver leaves joining ones out too). */

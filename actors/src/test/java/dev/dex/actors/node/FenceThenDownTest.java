@@ -226,6 +226,32 @@ class FenceThenDownTest {
         assertEquals(false, crash.fenced(), "a live compute node was fenced because it hung up its fabric connections");
     }
 
+    /**
+     * The port probe that tells a dead process from a paused one: a port where a process listens accepts (the kernel
+     * accepts for it even while it is paused), a port where none does refuses, and an address without a port tells
+     * nothing.
+     */
+    @Test
+    void aRemotingPortWhereNoProcessListensRefusesAndOneWhereOneListensAccepts() throws Exception {
+        java.util.concurrent.ExecutorService executor = java.util.concurrent.Executors.newSingleThreadExecutor();
+        try {
+            int port;
+            try (java.net.ServerSocket listening = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+                port = listening.getLocalPort();
+                org.apache.pekko.actor.Address alive = new org.apache.pekko.actor.Address("pekko", "dex", "127.0.0.1", port);
+                assertEquals(FenceThenDown.Port.ACCEPTED, FenceThenDown.probePort(alive, Duration.ofSeconds(2), executor)
+                        .get(10, TimeUnit.SECONDS));
+            }
+            org.apache.pekko.actor.Address gone = new org.apache.pekko.actor.Address("pekko", "dex", "127.0.0.1", port);
+            assertEquals(FenceThenDown.Port.REFUSED, FenceThenDown.probePort(gone, Duration.ofSeconds(2), executor)
+                    .get(10, TimeUnit.SECONDS), "nothing listens on port " + port + " any more");
+            assertEquals(FenceThenDown.Port.SILENT, FenceThenDown.probePort(new org.apache.pekko.actor.Address("pekko", "dex"),
+                    Duration.ofSeconds(2), executor).get(10, TimeUnit.SECONDS), "a local address has no port to try");
+        } finally {
+            executor.shutdownNow();
+        }
+    }
+
     /** A memory node that wakes from a pause acts on nobody until the heartbeats that waited have been read. */
     @Test
     void afterAGapBetweenTicksTheRuleHoldsBack() {

@@ -189,11 +189,34 @@ final class ClientFences {
         return channel.close();
     }
 
-    /** A greeted client connection ended, not closed by this server: the client's side hung up (or died). */
+    /** Closes every connection (the server's own close): none of their ends is a hang-up. */
+    io.netty.channel.group.ChannelGroupFuture closeAllHere() {
+        for (Channel channel : connections) {
+            channel.attr(CLOSED_HERE).set(Boolean.TRUE);
+        }
+        return connections.close();
+    }
+
+    /** A connection greets as {@code client} (not 0): its identity is recorded, and an earlier hang-up of it forgotten. */
+    void greeting(Channel channel, long client) {
+        channel.attr(CLIENT).set(client);
+        hungUp.remove(client);
+    }
+
+    /**
+     * A greeted client connection ended: unless this server closed it, the client's side hung up (or died). A connection
+     * the server closed leaves no hang-up of that client behind (an earlier one is forgotten).
+     */
     void hungUp(Channel channel) {
         Long identity = channel.attr(CLIENT).get();
-        if (identity != null && identity != 0 && channel.attr(CLOSED_HERE).get() == null) {
-            hungUp.put(identity, System.nanoTime());
+        long now = System.nanoTime();
+        hungUp.values().removeIf(at -> now - at > HANG_UP_MEMORY_NANOS);
+        if (identity != null && identity != 0) {
+            if (channel.attr(CLOSED_HERE).get() == null) {
+                hungUp.put(identity, now);
+            } else {
+                hungUp.remove(identity);
+            }
         }
     }
 

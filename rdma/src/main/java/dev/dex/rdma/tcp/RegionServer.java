@@ -246,7 +246,7 @@ final class RegionServer implements AutoCloseable {
     public void close() {
         replica.close();
         listener.close().awaitUninterruptibly();
-        connections.close().awaitUninterruptibly();
+        fences.closeAllHere().awaitUninterruptibly();
         blockingWork.shutdown();
     }
 
@@ -575,7 +575,7 @@ final class RegionServer implements AutoCloseable {
                 return;
             }
             if (client != 0) {
-                ctx.channel().attr(CLIENT).set(client);
+                fences.greeting(ctx.channel(), client);
                 if (fences.isFenced(client)) {
                     refused = true;
                     ctx.channel().attr(ClientFences.CLOSED_HERE).set(Boolean.TRUE);
@@ -624,7 +624,7 @@ final class RegionServer implements AutoCloseable {
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
             LOG.warn("memory server {}: closing the connection from {}: {}", serverId, ctx.channel().remoteAddress(), cause.toString());
-            if (!(cause instanceof java.io.IOException)) { // an IOException (a reset) is the client's side ending it: a hang-up
+            if (!(cause instanceof java.io.IOException) || cause instanceof javax.net.ssl.SSLException) { // a reset: a hang-up
                 ctx.channel().attr(ClientFences.CLOSED_HERE).set(Boolean.TRUE);
             }
             ctx.close();

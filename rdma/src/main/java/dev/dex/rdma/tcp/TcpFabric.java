@@ -302,7 +302,9 @@ public final class TcpFabric implements Fabric {
         synchronized (this) {
             region = exported.get(serverId);
         }
-        return region == null ? java.util.Map.of() : region.server.fences.hungUpClients();
+        // A replica that does not serve clients (a backup, one replaced or waiting) dropped them itself: no hang-up counts.
+        return region == null || region.server.replica.clientRefusal() != null ? java.util.Map.of()
+                : region.server.fences.hungUpClients();
     }
 
     @Override
