@@ -136,10 +136,10 @@ final class Demo implements Callable<Integer> {
     boolean killMemoryNode;
 
     @Option(names = "--kill-compute-node",
-            description = "After the leave, kill a compute node under the mix (its actor system stops without leaving the"
-                    + " cluster: the closest a demo in one JVM comes to a killed process) and print the time until its"
-                    + " partitions serve again on the others"
-                    + " (also in --json); every key is verified after. Needs --compute-nodes 2 or more.")
+            description = "After the leave, kill a compute node under the mix and print the time until its partitions serve"
+                    + " again on the others (also in --json); every key is verified after. Over tcp or shm (without TLS) the"
+                    + " node is one more compute node started in a process of its own and killed with SIGKILL; otherwise one"
+                    + " of the demo's nodes stops its actor system without leaving. Needs --compute-nodes 2 or more.")
     boolean killComputeNode;
 
     @Option(names = "--processes",
@@ -401,7 +401,15 @@ final class Demo implements Callable<Integer> {
         out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
         Thread.sleep(1_500);
         double killAt = Double.NaN;
-        if (killComputeNode) {
+        String noProcess = DemoKill.notPossible(base, settings.fabric().transport());
+        if (killComputeNode && noProcess == null) {
+            DemoKill.Result kill = DemoKill.killAProcess(out, base, settings, client, clientSystem, table, lastKey, computeNodes,
+                    seed.get(0));
+            killAt = (kill.killedAtNanos() - mixStart) / 1e9;
+            report.putKill(kill.servedAgainSeconds(), kill.partitions());
+            Thread.sleep(1_500);
+        } else if (killComputeNode) {
+            out.printf("(the node to kill is stopped inside this JVM: %s)%n", noProcess);
             // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
             ActorSystem<Void> victim = computeSystems.stream().max(java.util.Comparator.comparing(
                     node -> org.apache.pekko.cluster.typed.Cluster.get(node).selfMember(),

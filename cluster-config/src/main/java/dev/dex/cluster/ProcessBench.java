@@ -63,12 +63,7 @@ final class ProcessBench {
                 out.printf("DEX on Pekko cluster bench, one process per node: 1 memory node, %d compute node(s), and this JVM as the"
                         + " client; fabric %s; plain TCP on loopback; node logs in %s%n", options.computeNodes(), transport, logs);
                 long n = options.keys();
-                List<String> common = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
-                        "--shm-dir", shm.toString()));
-                for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
-                        "dex.compute.redo-log", "dex.compute.worker-threads")) {
-                    common.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
-                }
+                List<String> common = nodeArguments(base, transport, shm);
                 List<String> memoryArguments = new ArrayList<>(List.of("memory-node", "--server-id", "0", "--region-size",
                         base.getBytes("dex.memory.region-size") / (1 << 20) + "MiB"));
                 memoryArguments.addAll(common);
@@ -125,6 +120,20 @@ final class ProcessBench {
         } finally {
             DemoCluster.deleteShmDirectory(shm);
         }
+    }
+
+    /**
+     * A node process's arguments besides its command and role's own: loopback, any port, the fabric, and the settings of
+     * {@code base} that every node of one tree must share.
+     */
+    static List<String> nodeArguments(Config base, String transport, Path shm) {
+        List<String> arguments = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
+                "--shm-dir", shm.toString()));
+        for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
+                "dex.compute.redo-log", "dex.compute.worker-threads")) {
+            arguments.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
+        }
+        return arguments;
     }
 
     /**

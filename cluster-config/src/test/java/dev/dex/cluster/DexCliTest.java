@@ -168,10 +168,9 @@ class DexCliTest {
         }
     }
 
-    // The demo's default fabric; over tcp the same join is ScaleOutIT's (with processes), and the replicated demo below
-    // runs the demo's tcp set-up.
+    // The demo's default fabric, and tcp, where the node the demo kills is a process of its own (DemoKill).
     @ParameterizedTest(name = "--fabric {0}")
-    @org.junit.jupiter.params.provider.ValueSource(strings = {"local"})
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"local", "tcp"})
     void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric, @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
             throws java.io.IOException {
         java.nio.file.Path json = dir.resolve("demo.json");
@@ -209,6 +208,12 @@ class DexCliTest {
         assertTrue(kill != null && kill.get("partitions").asInt() > 0 && kill.get("servedAgainSeconds").asDouble() > 0,
                 "the killed node's partitions and the time until they served again, in --json: " + result);
         assertTrue(run.out().contains("partitions served again "), run.out());
+        // Over tcp the node killed is a process of its own, killed with SIGKILL, that the memory node found gone by its
+        // hang-up (fence, then down); in the local fabric's JVM one of the demo's nodes stops its actor system.
+        assertTrue(run.out().contains(fabric.equals("tcp") ? "with SIGKILL under the mix" : "is stopped inside this JVM"), run.out());
+        if (fabric.equals("tcp")) {
+            assertTrue(run.err().contains("hung up its fabric connections to this memory node and does not answer"), run.err());
+        }
         // After the kill: every acknowledged write survived (the new owners replayed the killed node's redo logs).
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());
         assertTrue(run.err().contains("handed off"), "partitions moved to the third compute node");
