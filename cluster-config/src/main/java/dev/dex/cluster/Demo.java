@@ -402,14 +402,15 @@ final class Demo implements Callable<Integer> {
         Thread.sleep(1_500);
         double killAt = Double.NaN;
         String noProcess = DemoKill.notPossible(base, settings.fabric().transport());
-        if (killComputeNode && noProcess == null) {
-            DemoKill.Result kill = DemoKill.killAProcess(out, base, settings, client, clientSystem, table, lastKey, computeNodes,
-                    seed.get(0));
+        DemoKill.Result kill = killComputeNode && noProcess == null
+                ? DemoKill.killAProcess(out, base, settings, client, clientSystem, table, lastKey, computeNodes, seed.get(0)) : null;
+        if (kill != null) {
             killAt = (kill.killedAtNanos() - mixStart) / 1e9;
             report.putKill(kill.servedAgainSeconds(), kill.partitions());
             Thread.sleep(1_500);
         } else if (killComputeNode) {
-            out.printf("(the node to kill is stopped inside this JVM: %s)%n", noProcess);
+            out.printf("(the node to kill is stopped inside this JVM: %s)%n", noProcess != null ? noProcess
+                    : "the process did not come up");
             // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
             ActorSystem<Void> victim = computeSystems.stream().max(java.util.Comparator.comparing(
                     node -> org.apache.pekko.cluster.typed.Cluster.get(node).selfMember(),

@@ -20,7 +20,8 @@ import dev.dex.core.partition.PartitionTable;
  * {@code shm}) and without TLS, the demo starts one more compute node in a JVM of its own, waits until it holds
  * partitions and kills it with SIGKILL, so that it neither leaves nor tells anyone that it ends (a node stopped inside
  * the demo's JVM does both: it closes its fabric connections while it still answers, and its remoting announces its
- * end). Elsewhere the demo stops a node in its own JVM instead ({@link #possible}).
+ * end). Elsewhere the demo stops a node in its own JVM instead ({@link #notPossible}), as it does when the process does not
+ * come up.
  */
 final class DemoKill {
     private static final Duration NODE_START = Duration.ofSeconds(90);
@@ -45,7 +46,8 @@ final class DemoKill {
 
     /**
      * Starts a compute node process that joins through {@code seed}, waits until the partitions have spread over
-     * {@code computeNodes + 1} nodes, kills it and returns how long until every partition it held served again.
+     * {@code computeNodes + 1} nodes, kills it and returns how long until every partition it held served again; null
+     * when the process did not come up or take partitions (the process is stopped; the caller kills otherwise).
      */
     static Result killAProcess(PrintWriter out, Config base, DexSettings settings, DexClientApi client, ActorSystem<?> clientSystem,
                                PartitionTable table, long lastKey, int computeNodes, String seed) throws Exception {
@@ -53,17 +55,26 @@ final class DemoKill {
         Path logs = Files.createTempDirectory("dex-demo-killed-node-");
         try (NodeProcesses nodes = new NodeProcesses(logs, ProcessBench.jvmFlags())) {
             List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size",
-                    base.getBytes("dex.compute.cache-size") / (1 << 20) + "MiB", "--seed", seed));
+                    base.getBytes("dex.compute.cache-size") + "B", "--seed", seed));
             arguments.addAll(ProcessBench.nodeArguments(base, transport, settings.fabric().shmDirectory()));
             out.printf("starting a compute node in a process of its own, to kill it (its log: %s)...%n", logs);
             NodeProcesses.Node victim = nodes.start("compute-killed", arguments);
-            String address = "pekko://" + DexNodes.SYSTEM + "@" + victim.awaitUp(NODE_START);
-            List<ComputeNode.Status> spread = DemoCluster.awaitRebalance(client, clientSystem, table, table.count(), lastKey,
-                    computeNodes + 1, NODE_START);
-            List<Integer> held = spread.stream().filter(s -> s.address().equals(address)).findFirst()
-                    .map(ComputeNode.Status::partitionsHeld).orElse(List.of());
+            String address;
+            List<Integer> held;
+            try {
+                address = "pekko://" + DexNodes.SYSTEM + "@" + victim.awaitUp(NODE_START);
+                List<ComputeNode.Status> spread = DemoCluster.awaitRebalance(client, clientSystem, table, table.count(), lastKey,
+                        computeNodes + 1, NODE_START);
+                held = spread.stream().filter(s -> s.address().equals(address)).findFirst()
+                        .map(ComputeNode.Status::partitionsHeld).orElse(List.of());
+            } catch (IllegalStateException notUp) {
+                out.printf("the compute node process did not come up or take partitions (%s); its log: %s%n", notUp.getMessage(),
+                        victim.log());
+                return null;
+            }
             if (held.isEmpty()) {
-                throw new IllegalStateException("the compute node process to kill, " + address + ", holds no partition");
+                out.printf("the compute node process %s holds no partition; its log: %s%n", address, victim.log());
+                return null;
             }
             out.printf("killing compute node %s (pid %d) with SIGKILL under the mix; it holds partitions %s...%n", address,
                     victim.process().pid(), held);
@@ -74,7 +85,19 @@ final class DemoKill {
                     + " hung-up fabric connections on tcp, or the failure detector and the split-brain resolver on shm, fenced and"
                     + " downed it; then the removal, and each new owner replays the partition's redo log: docs/durability.md)%n",
                     held.size(), servedAgain);
-            return new Result(held.size(), servedAgain, killed);
+            Result result = new Result(held.size(), servedAgain, killed);
+            deleteLogs(logs);
+            return result;
         }
+    }
+
+    /** The killed node's log, once its kill went as planned: nobody needs it. */
+    private static void deleteLogs(Path logs) throws java.io.IOException {
+        try (var files = Files.list(logs)) {
+            for (Path file : files.toList()) {
+                Files.deleteIfExists(file);
+            }
+        }
+        Files.deleteIfExists(logs);
     }
 }

@@ -138,7 +138,8 @@ final class ProcessBench {
 
     /**
      * The node JVMs' flags: those {@code bin/dex} gives every JVM, this JVM's collector and heap sizes, and its
-     * {@code -Dpekko.*} and {@code -Ddex.*} settings (from {@code DEX_JAVA_OPTS}), so that a collector or a setting tried
+     * {@code -Dpekko.*} and {@code -Ddex.*} settings and its {@code -Dconfig.file}, {@code config.resource} or
+     * {@code config.url} (from {@code DEX_JAVA_OPTS}), so that a collector or a setting tried
      * on the bench applies to its nodes too. The nodes run on this JVM's Java ({@code java.home}).
      */
     static List<String> jvmFlags() {
@@ -156,7 +157,8 @@ final class ProcessBench {
             flags.add("-XX:+UseParallelGC");
         }
         for (String name : System.getProperties().stringPropertyNames()) {
-            if (name.startsWith("pekko.") || name.startsWith("dex.")) {
+            if (name.startsWith("pekko.") || name.startsWith("dex.") || name.equals("config.file") || name.equals("config.resource")
+                    || name.equals("config.url")) {
                 flags.add("-D" + name + "=" + System.getProperty(name));
             }
         }

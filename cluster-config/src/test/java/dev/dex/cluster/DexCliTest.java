@@ -212,7 +212,10 @@ class DexCliTest {
         // hang-up (fence, then down); in the local fabric's JVM one of the demo's nodes stops its actor system.
         assertTrue(run.out().contains(fabric.equals("tcp") ? "with SIGKILL under the mix" : "is stopped inside this JVM"), run.out());
         if (fabric.equals("tcp")) {
-            assertTrue(run.err().contains("hung up its fabric connections to this memory node and does not answer"), run.err());
+            assertTrue(run.err().contains("hung up its fabric connections to this memory node and does not answer")
+                    && run.err().contains("to fence it before it is downed"), run.err());
+            assertEquals(0, ProcessHandle.current().children().filter(ProcessHandle::isAlive).count(),
+                    "the demo left a node process running");
         }
         // After the kill: every acknowledged write survived (the new owners replayed the killed node's redo logs).
         assertTrue(run.out().contains("verified: all 20,000 keys hold their last written value"), run.out());

@@ -491,15 +491,36 @@ final class FenceThenDown {
         String host = address.getHost().get();
         int port = (Integer) address.getPort().get();
         return CompletableFuture.supplyAsync(() -> {
-            try (java.net.Socket socket = new java.net.Socket()) {
-                socket.connect(new java.net.InetSocketAddress(host, port), (int) Math.max(1, timeout.toMillis()));
-                return Port.ACCEPTED;
-            } catch (java.net.ConnectException refused) {
-                return refused.getMessage() != null && refused.getMessage().contains("refused") ? Port.REFUSED : Port.SILENT;
-            } catch (java.io.IOException | RuntimeException nothing) {
+            java.net.InetAddress[] addresses;
+            try {
+                addresses = java.net.InetAddress.getAllByName(host);
+            } catch (java.io.IOException | RuntimeException unresolved) {
                 return Port.SILENT;
             }
-        }, executor);
+            // Refused only where every address of the name refuses: remoting may listen on one family of a dual name.
+            Port seen = Port.REFUSED;
+            for (java.net.InetAddress ip : addresses) {
+                Port at = connect(new java.net.InetSocketAddress(ip, port), timeout);
+                if (at == Port.ACCEPTED) {
+                    return Port.ACCEPTED;
+                }
+                seen = at == Port.SILENT ? Port.SILENT : seen;
+            }
+            return seen;
+        }, executor).completeOnTimeout(Port.SILENT, 2 * timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    private static Port connect(java.net.InetSocketAddress address, Duration timeout) {
+        try (java.net.Socket socket = new java.net.Socket()) {
+            socket.connect(address, (int) Math.max(1, timeout.toMillis()));
+            return Port.ACCEPTED;
+        } catch (java.net.ConnectException refused) {
+            // ECONNREFUSED; not a route or a time-out (those are other classes, or say so), whatever the locale's words.
+            String why = String.valueOf(refused.getMessage()).toLowerCase(java.util.Locale.ROOT);
+            return why.contains("unreachable") || why.contains("timed out") ? Port.SILENT : Port.REFUSED;
+        } catch (java.io.IOException | RuntimeException nothing) {
+            return Port.SILENT;
+        }
     }
 
     /** The voters that count for a majority: up or leaving (Pekko's resolver leaves joining ones out too). */

@@ -145,12 +145,14 @@ class FenceThenDownTest {
             }
             Thread.sleep(300); // a few of the rule's ticks
             long crashed = System.nanoTime();
-            if (ending != Ending.SYSTEM_STOPS) {
-                client.close(); // as the kernel closes a dead process's sockets
-            }
             if (ending != Ending.CONNECTIONS_CLOSE) {
                 victim.terminate(); // no coordinated shutdown: it does not leave, as a crashed node would not
                 victim.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+            if (ending != Ending.SYSTEM_STOPS) {
+                // As the kernel ends a dead process's sockets; after its remoting port closed, as with a SIGKILL, where
+                // both go at once (closed first, a probe could find the port still open and the node alive).
+                client.close();
             }
             String status = statusWithin(memory, victimAddress, within, removedOnly);
             Duration after = status == null ? null : Duration.ofNanos(System.nanoTime() - crashed);

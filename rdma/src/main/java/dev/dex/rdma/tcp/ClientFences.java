@@ -197,15 +197,19 @@ final class ClientFences {
         return connections.close();
     }
 
+    /** When a connection greeted ({@link System#nanoTime}). */
+    static final AttributeKey<Long> GREETED_AT = AttributeKey.valueOf(RegionServer.class, "greetedAt");
+
     /** A connection greets as {@code client} (not 0): its identity is recorded, and an earlier hang-up of it forgotten. */
     void greeting(Channel channel, long client) {
         channel.attr(CLIENT).set(client);
+        channel.attr(GREETED_AT).set(System.nanoTime());
         hungUp.remove(client);
     }
 
     /**
      * A greeted client connection ended: unless this server closed it, the client's side hung up (or died). A connection
-     * the server closed leaves no hang-up of that client behind (an earlier one is forgotten).
+     * the server closed that greeted after the client's last hang-up leaves none behind (the client was back since).
      */
     void hungUp(Channel channel) {
         Long identity = channel.attr(CLIENT).get();
@@ -215,7 +219,8 @@ final class ClientFences {
             if (channel.attr(CLOSED_HERE).get() == null) {
                 hungUp.put(identity, now);
             } else {
-                hungUp.remove(identity);
+                Long greeted = channel.attr(GREETED_AT).get();
+                hungUp.computeIfPresent(identity, (client, at) -> greeted != null && greeted - at > 0 ? null : at);
             }
         }
     }
