@@ -184,7 +184,10 @@ class OffloadExclusionTest {
             worker.join(60_000);
         }
         assertNull(violation.get());
-        assertTrue(writes.get() > 10_000 && escapes.get() > 10_000, "both kinds were held: " + writes + " writes, "
+        // The stress exercised both kinds many times over. How many writes get their range depends on the contention (a
+        // write whose range conflicts is refused), so on the host's scheduling: 9,955 of about 53,000 tried in one CI
+        // run on a loaded 2-core host. The floor only shows both kinds ran; the check that matters is the one above.
+        assertTrue(writes.get() > 2_000 && escapes.get() > 2_000, "both kinds were held: " + writes + " writes, "
                 + escapes + " escapes");
         assertEquals(0, shared.writes(), "every write was ended");
         assertEquals(0, shared.escapes(), "every escape was left");
