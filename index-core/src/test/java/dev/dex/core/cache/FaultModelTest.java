@@ -214,13 +214,17 @@ class FaultModelTest {
             // Bounded by time, not tries: a replay of a long log meets a burst of faults more often than not at this
             // fault rate, and the cluster's entity tries again with every batch for as long as it takes.
             long giveUpAt = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            Map<String, Integer> why = new java.util.TreeMap<>();
             while (true) {
                 try {
                     engine.acquire(p);
                     return;
                 } catch (RuntimeException stillFailing) {
+                    String reason = String.valueOf(stillFailing.getMessage());
+                    why.merge(reason.length() > 120 ? reason.substring(0, 120) : reason, 1, Integer::sum);
                     if (System.nanoTime() > giveUpAt) {
-                        throw stillFailing;
+                        throw new AssertionError("partition " + p + " could not be acquired again within 30 s; the attempts"
+                                + " failed with: " + why, stillFailing);
                     }
                     // The cluster's entity tries again with the next batch; a pause stands for that.
                     java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
