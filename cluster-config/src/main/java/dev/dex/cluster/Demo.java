@@ -279,7 +279,7 @@ final class Demo implements Callable<Integer> {
                 DemoCluster.leaveInOrder(systems);
             } finally {
                 Fabrics.closeLocal(fabricName);
-                DemoCluster.deleteShmDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
+                DemoCluster.deleteFlatDirectory(java.nio.file.Path.of("/dev/shm/" + fabricName));
             }
         }
     }

@@ -69,8 +69,11 @@ final class DemoCluster {
         return Math.max(64, (keys * 96 >> 20) + 1 + logsMiB + 16);
     }
 
-    /** The demo's own shm directory: the memory node keeps its region file there when it stops; the demo does not. */
-    static void deleteShmDirectory(java.nio.file.Path directory) throws java.io.IOException {
+    /**
+     * Deletes a directory of plain files the demo made for itself (its shm directory, where the memory node keeps its
+     * region file when it stops; the log directory of a node process); nothing when it is not there.
+     */
+    static void deleteFlatDirectory(java.nio.file.Path directory) throws java.io.IOException {
         if (!java.nio.file.Files.isDirectory(directory)) {
             return;
         }

@@ -86,18 +86,8 @@ final class DemoKill {
                     + " downed it; then the removal, and each new owner replays the partition's redo log: docs/durability.md)%n",
                     held.size(), servedAgain);
             Result result = new Result(held.size(), servedAgain, killed);
-            deleteLogs(logs);
+            DemoCluster.deleteFlatDirectory(logs); // the kill went as planned: nobody needs its log
             return result;
         }
-    }
-
-    /** The killed node's log, once its kill went as planned: nobody needs it. */
-    private static void deleteLogs(Path logs) throws java.io.IOException {
-        try (var files = Files.list(logs)) {
-            for (Path file : files.toList()) {
-                Files.deleteIfExists(file);
-            }
-        }
-        Files.deleteIfExists(logs);
     }
 }

@@ -130,7 +130,7 @@ final class NodeProcesses implements AutoCloseable {
         }
         if (shmDirectory != null) {
             try {
-                DemoCluster.deleteShmDirectory(shmDirectory);
+                DemoCluster.deleteFlatDirectory(shmDirectory);
             } catch (IOException e) {
                 System.err.println("could not delete " + shmDirectory + ": " + e);
             }

@@ -118,7 +118,7 @@ final class ProcessBench {
                 DemoCluster.leaveInOrder(systems);
             }
         } finally {
-            DemoCluster.deleteShmDirectory(shm);
+            DemoCluster.deleteFlatDirectory(shm);
         }
     }
 

@@ -174,8 +174,8 @@ class DexCliTest {
     void theDemoLoadsServesScalesOutAndVerifiesEveryKey(String fabric, @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
             throws java.io.IOException {
         java.nio.file.Path json = dir.resolve("demo.json");
-        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--partitions", "12", "--fabric", fabric, "--json", json.toString(),
-                "--kill-compute-node");
+        Run run = run("demo", "--keys", "20k", "--seconds", "1", "--warmup", "0", "--partitions", "12", "--fabric", fabric,
+                "--json", json.toString(), "--kill-compute-node");
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("fabric " + fabric), run.out());
         if (fabric.equals("tcp")) {

@@ -121,8 +121,10 @@ final class FenceThenDown {
     }
 
     /**
-     * How long a compute node that hung up its fabric connections has to answer an {@code Identify} to be left alone. It
-     * is probed at the first tick that finds the hang-up: a live one answers, so no grace is needed before the probe.
+     * How long the probe of a compute node that hung up its fabric connections waits, at each of its two steps: for a
+     * TCP connection to its remoting port to be accepted or refused, and then, if neither came, for the node to answer
+     * an {@code Identify} (to be left alone). It is probed at the first tick that finds the hang-up: a live one accepts
+     * or answers at once, so no grace is needed before the probe.
      */
     static final Duration SUSPECT_TIMEOUT = Duration.ofMillis(200);
 
@@ -225,8 +227,8 @@ final class FenceThenDown {
                 return false;
             });
             // Acted on once while it stays unreachable (or down); one that is up and reachable again may be acted on anew.
-            done.removeIf(member -> !isMember(state, member) || state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress()
-                    .equals(member)) && isUp(state, member));
+            done.removeIf(member -> statusOf(state, member) == null || state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress()
+                    .equals(member)) && statusOf(state, member) == MemberStatus.up());
             if (!mayAct) {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }
@@ -247,8 +249,10 @@ final class FenceThenDown {
          * The fast signal of a crash: a compute node that is up and hung up its last fabric connection here (seen at a
          * tick, every {@link #TICK}). A process that dies has its connections ended by the kernel at once, while the
          * failure detector waits out the heartbeat pause; a node that is only slow (a collection, SIGSTOP) keeps its
-         * connections. Such a node is probed once per hang-up: if it answers an {@code Identify} itself, it is alive
-         * and left alone; if it does not, and a majority of the other voters answer, it is fenced and downed.
+         * connections. Such a node is probed once per hang-up ({@link #probePort}, then, only if its port neither accepts
+         * nor refuses within {@link #SUSPECT_TIMEOUT}, an {@code Identify}): a port that accepts, or an answer, means a
+         * process still runs there, and the node is left alone; a port that refuses, or no answer, means it is gone, and
+         * if a majority of the other voters answer, it is fenced and downed.
          */
         private void watchHangUps(ClusterEvent.CurrentClusterState state) {
             Map<Long, Long> hungUp = hungUpClients.get();
@@ -352,22 +356,14 @@ final class FenceThenDown {
             return Behaviors.same();
         }
 
-        private static boolean isUp(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
+        /** The member's status in {@code state}; null when it is not a member (any more). */
+        private static MemberStatus statusOf(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
             for (Member m : state.getMembers()) {
                 if (m.uniqueAddress().equals(member)) {
-                    return m.status() == MemberStatus.up();
+                    return m.status();
                 }
             }
-            return false;
-        }
-
-        private static boolean isMember(ClusterEvent.CurrentClusterState state, UniqueAddress member) {
-            for (Member m : state.getMembers()) {
-                if (m.uniqueAddress().equals(member)) {
-                    return true;
-                }
-            }
-            return false;
+            return null;
         }
 
         /**
@@ -408,11 +404,17 @@ final class FenceThenDown {
                 done.add(member);
                 return Behaviors.same();
             }
-            pending.fenced.add(addressOf(answer.node()));
+            Address fencedAt = addressOf(answer.node());
+            if (fencedAt == null) {
+                context.getLog().warn("a fence answer for compute node {} names no memory node ({}): it counts for none",
+                        member.address(), answer.node());
+                return Behaviors.same();
+            }
+            pending.fenced.add(fencedAt);
             if (pending.fenced.containsAll(pending.asked)) {
                 fencing.remove(member);
                 done.add(member);
-                if (!isMember(Cluster.get(context.getSystem()).state(), member)) {
+                if (statusOf(Cluster.get(context.getSystem()).state(), member) == null) {
                     return Behaviors.same(); // gone meanwhile; a Down by address would hit a new incarnation there
                 }
                 Cluster.get(context.getSystem()).manager().tell(new Down(member.address()));
@@ -442,11 +444,12 @@ final class FenceThenDown {
             }
         }
 
-        private Address addressOf(String node) {
+        /** The memory node an answer names; null when the name is not an address (it then counts for no node). */
+        private static Address addressOf(String node) {
             try {
                 return org.apache.pekko.actor.AddressFromURIString.parse(node);
             } catch (RuntimeException malformed) {
-                return context.getSystem().address();
+                return null;
             }
         }
     }

@@ -68,10 +68,10 @@ class DecoderFuzzTest {
     }
 
     /**
-     * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 20 s
+     * One input for one of the decoders, chosen by its first byte; what {@code mvn -B verify} fuzzes for 10 s
      * (Jazzer fuzzes one test per JVM, so the decoders share one).
      */
-    @FuzzTest(maxDuration = "20s")
+    @FuzzTest(maxDuration = "10s")
     void decoders(FuzzedDataProvider data) {
         fuzzOne(data);
     }
