@@ -37,7 +37,7 @@ class DexSettingsTest {
 
     @Test
     void theRebalanceProbeIsOnByDefaultAndCanBeTurnedOff() {
-        assertEquals(java.time.Duration.ofMillis(500),
+        assertEquals(java.time.Duration.ofMillis(400),
                 DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().rebalanceProbeTimeout());
         assertEquals(java.time.Duration.ZERO, DexSettings.from(DexNodes.config(ConfigFactory.parseString(
                 "dex.compute.rebalance-probe-timeout = off"))).compute().rebalanceProbeTimeout());

@@ -180,11 +180,11 @@ public final class ComputeNode {
             this(memoryNodes, engine, workerThreads, offloadTimeout, Duration.ofSeconds(5), Backoff.DEFAULTS);
         }
 
-        /** With the redo log on, checkpoints every 5 s, 500 ms for a rebalance probe and a write-back timeout of 10 s. */
+        /** With the redo log on, checkpoints every 5 s, 400 ms for a rebalance probe, a write-back timeout of 10 s. */
         public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, RedoLogSettings.ON,
-                    Duration.ofSeconds(5), Duration.ofMillis(500), Duration.ofSeconds(10));
+                    Duration.ofSeconds(5), Duration.ofMillis(400), Duration.ofSeconds(10));
         }
     }
 

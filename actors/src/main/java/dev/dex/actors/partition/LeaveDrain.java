@@ -56,8 +56,8 @@ import org.slf4j.LoggerFactory;
  * region's shutdown hands the rest off together, as before.
  *
  * <p>The listing spreads by the Receptionist's gossip ({@code dex-cluster.conf}: every 250 ms); the first round comes
- * at the coordinator's next rebalance tick ({@code pekko.cluster.sharding.rebalance-interval}, 2 s), so a node with
- * {@code p} partitions leaves in about {@code 2 s * ceil(p / group)} plus a round.
+ * at the coordinator's next rebalance tick ({@code pekko.cluster.sharding.rebalance-interval}, 1 s), so a node with
+ * {@code p} partitions leaves in about {@code 1 s * ceil(p / group)} plus a round.
  *
  * <pre>
  * Concurrency: the drain is an actor ({@link #drain}); its result completes a future on the actor's thread. The
