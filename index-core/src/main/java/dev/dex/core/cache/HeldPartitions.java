@@ -138,13 +138,7 @@ final class HeldPartitions {
             long replayed;
             try (DexSession recovery = engine.newSession()) {
                 recovery.recovering = true;
-                replayed = log.replay((op, key, value) -> {
-                    if (op == RedoLogDescriptor.DELETE) {
-                        recovery.delete(key);
-                    } else {
-                        recovery.put(key, value);
-                    }
-                });
+                replayed = log.replay((op, key, value) -> replayRecord(recovery, op, key, value));
             }
             long pages = checkpoint(partition);
             state.set(partition, HELD);
@@ -164,6 +158,43 @@ final class HeldPartitions {
                 giveUpUnlessWritesFailed(partition, opened);
             }
             throw e;
+        }
+    }
+
+    /**
+     * How many times a replayed record is applied when its verbs fail without a writing verb of this engine failing
+     * meanwhile ({@link #replayRecord}).
+     */
+    static final int REPLAY_RECORD_ATTEMPTS = 8;
+
+    /**
+     * Applies one redo record during a takeover, again (up to {@link #REPLAY_RECORD_ATTEMPTS} times, 1 ms apart) when it
+     * failed with a verb that went unanswered while no writing verb of this engine failed: that is a read (a descent's
+     * miss), which changed nothing, and a replayed put or delete is idempotent, so applying the record again is what
+     * applying it once would have been. Without this a takeover was all or nothing: any one failed verb among the
+     * thousands of a long log's replay gave the whole acquire up, to start again from the log's first record, so at a
+     * steady rate of failed verbs a partition with a long log could never be taken over (seen in FaultModelTest, at
+     * one verb in 250: hundreds of acquires in 30 s, none through). A failed writing verb (a page evicted during the
+     * replay, a split's write-through) is not retried here: it may still land, poisons the partition's cache or is
+     * undone by the structure change, and the takeover is given up as before; so is a fence or a lost memory server.
+     */
+    private void replayRecord(DexSession recovery, int op, long[] key, long value) {
+        for (int attempt = 1; ; attempt++) {
+            long writesFailed = writeFailures.count();
+            try {
+                if (op == RedoLogDescriptor.DELETE) {
+                    recovery.delete(key);
+                } else {
+                    recovery.put(key, value);
+                }
+                return;
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (failed instanceof dev.dex.rdma.FencedException || failed instanceof dev.dex.rdma.MemoryServerLostException
+                        || writeFailures.count() != writesFailed || attempt >= REPLAY_RECORD_ATTEMPTS) {
+                    throw failed;
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1));
+            }
         }
     }
 
