@@ -37,10 +37,15 @@ class CrashDuringRebalanceIT {
     /** Well under the failure detector's 10 s pause here. */
     private static final Duration SURVIVORS_SERVE_WITHIN = Duration.ofSeconds(4);
 
+    /**
+     * One partition per round, and rounds 2 s apart (the default is 1 s), so that the kill, 1 s after a move is seen,
+     * lands well away from the next round's probe (see below).
+     */
     @RegisterExtension
     final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16",
             "pekko.cluster.failure-detector.acceptable-heartbeat-pause=10s",
-            "pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit=1");
+            "pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit=1",
+            "pekko.cluster.sharding.rebalance-interval=2s");
 
     @Test
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
@@ -62,7 +67,7 @@ class CrashDuringRebalanceIT {
         mix.awaitMore(3_000, Duration.ofSeconds(60));
         cluster.awaitPartitions("before the join", ClusterHarness.settledOver(2), Duration.ofSeconds(90));
 
-        // compute-2 joins; sharding moves one partition per round (every 2 s) to it, from whichever old node holds
+        // compute-2 joins; sharding moves one partition per round (every 2 s here) to it, from whichever old node holds
         // more. Once the first has moved, compute-1 is killed: the rounds that follow, while the failure detector (a
         // 10 s pause here, to make the window wide) still counts compute-1 alive, pick partitions of compute-1 too.
         cluster.startComputeNode("compute-2");
@@ -71,7 +76,7 @@ class CrashDuringRebalanceIT {
                 Duration.ofSeconds(90));
         Set<Integer> crashed = new TreeSet<>(before.get(crashing.name()));
         assertFalse(crashed.isEmpty(), "the crashing node holds partitions: " + before);
-        // Away from the round that just moved a partition (rounds run every 2 s): a kill in the milliseconds between a
+        // Away from the round that just moved a partition (rounds run every 2 s here): a kill in the milliseconds between a
         // round's probe and compute-1's acknowledgement, which no probe can see, would hold a move between the live
         // nodes until compute-1's removal (a move away from compute-1 would end then too: MoveFromADeadRegionTest).
         Thread.sleep(1_000);

@@ -49,7 +49,7 @@ import com.typesafe.config.Config;
  * acknowledgement; the worker then sends the handoff to the dead region and waits for a termination it has
  * already consumed, until {@code handoff-timeout} (60 s here, so that a live handoff can write a large cache
  * back). Pekko's own strategy does not rebalance while a member is unreachable, but a crashed node counts as
- * reachable until the failure detector's verdict, and rounds run every 2 s while a join settles (each moves at
+ * reachable until the failure detector's verdict, and rounds run every second while a join settles (each moves at
  * most {@code rebalance-absolute-limit} partitions, so a large cluster needs many). So when the delegate proposes
  * shards to move, this strategy first sends {@link Identify} to every region, and to every cluster member's system
  * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round

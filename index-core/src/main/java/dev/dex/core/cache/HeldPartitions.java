@@ -174,9 +174,12 @@ final class HeldPartitions {
      * applying it once would have been. Without this a takeover was all or nothing: any one failed verb among the
      * thousands of a long log's replay gave the whole acquire up, to start again from the log's first record, so at a
      * steady rate of failed verbs a partition with a long log could never be taken over (seen in FaultModelTest, at
-     * one verb in 250: hundreds of acquires in 30 s, none through). A failed writing verb (a page evicted during the
-     * replay, a split's write-through) is not retried here: it may still land, poisons the partition's cache or is
-     * undone by the structure change, and the takeover is given up as before; so is a fence or a lost memory server.
+     * one verb in 250: hundreds of acquires in 30 s, none through). A record whose failure came after a writing verb
+     * of this engine failed (a split's write-through, which the structure change undoes or marks for repair; any
+     * engine thread's failed write counts) is not retried here and the takeover is given up as before, and so is one
+     * that met a fence or a lost memory server. (A page evicted during the replay whose write-back fails does not
+     * fail the record: the frame stays dirty and cached, the record goes on without a new frame, and the final
+     * checkpoint writes it or gives the takeover up.)
      */
     private void replayRecord(DexSession recovery, int op, long[] key, long value) {
         for (int attempt = 1; ; attempt++) {

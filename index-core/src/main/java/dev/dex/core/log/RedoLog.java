@@ -344,6 +344,30 @@ public final class RedoLog {
         return next.get() - checkpoint;
     }
 
+    /** Reads of a batch of records a replay makes before it gives up ({@link #readRecords}). */
+    static final int REPLAY_READ_ATTEMPTS = 8;
+
+    /**
+     * A replay's read of a batch of records, made again (up to {@link #REPLAY_READ_ATTEMPTS} times, 1 ms apart) when it
+     * goes unanswered: a read changes nothing, so one failed read need not give a whole takeover up to start again
+     * from the first record (see {@code HeldPartitions.replayRecord}, which does the same for the records' own reads).
+     * A fence or a lost memory server is not retried.
+     */
+    private void readRecords(long address, MutableDirectBuffer into, int length) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                memory.read(address, into, 0, length);
+                return;
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (failed instanceof dev.dex.rdma.FencedException || failed instanceof dev.dex.rdma.MemoryServerLostException
+                        || attempt >= REPLAY_READ_ATTEMPTS) {
+                    throw failed;
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+            }
+        }
+    }
+
     /**
      * Applies the records from the checkpoint on, in LSN order, and stops at the first that is not whole
      * (checksum), not the one expected (LSN: unwritten, or a previous lap), or older than the previous one
@@ -361,7 +385,7 @@ public final class RedoLog {
         while (lsn - checkpoint < capacity) {
             int slot = (int) (lsn % capacity);
             int n = (int) Math.min(Math.min(REPLAY_READ_RECORDS, capacity - slot), capacity - (lsn - checkpoint));
-            memory.read(slotAddress(slot), records, 0, n * recordLength);
+            readRecords(slotAddress(slot), records, n * recordLength);
             for (int i = 0; i < n; i++, lsn++) {
                 int at = i * recordLength;
                 long recordEpoch = records.getLong(at + RECORD_EPOCH_OFFSET, ORDER);

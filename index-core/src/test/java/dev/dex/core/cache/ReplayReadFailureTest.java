@@ -8,7 +8,6 @@ import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.agrona.MutableDirectBuffer;
-import org.junit.jupiter.api.Test;
 
 import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.node.NodeHeaderDescriptor;
@@ -24,29 +23,36 @@ import dev.dex.rdma.local.LocalFabric;
 /**
  * A takeover whose replay meets reads that go unanswered: engine A writes keys into a partition and vanishes (its pages
  * never written back, its records only in the redo log), and engine B takes the partition over through a connection on
- * which every third read of a tree node fails. Before a replayed record was applied again after such a read, every
- * acquire met a failed read somewhere in the replay and was given up whole, so the partition could never be taken
- * over; now B's first acquire replays every record and serves every key A acknowledged.
+ * which every third read of a tree node (a replayed record's descent) fails, or every other read of a batch of log
+ * records. Before a replay made such a read again, every acquire met a failed read somewhere in the replay and was
+ * given up whole, so the partition could never be taken over; now B's first acquire replays every record and serves
+ * every key A acknowledged.
  */
 class ReplayReadFailureTest {
     private static final long RANGE = 1L << 20;
     private static final int CHUNK = 64 << 10;
 
-    /** Fails every {@code every}-th read of a whole tree node while on; the failed read does not happen. */
-    private static final class FlakyNodeReads extends ForwardingRemoteMemory {
+    /**
+     * Fails every {@code every}-th read while on, the first one included: of a whole tree node ({@code nodes}), or of
+     * more than a node (a batch of log records); the failed read does not happen.
+     */
+    private static final class FlakyReads extends ForwardingRemoteMemory {
         private final int every;
-        private final AtomicLong nodeReads = new AtomicLong();
+        private final boolean nodes;
+        private final AtomicLong matching = new AtomicLong();
         private final AtomicLong failed = new AtomicLong();
         private volatile boolean on;
 
-        FlakyNodeReads(RemoteMemory delegate, int every) {
+        FlakyReads(RemoteMemory delegate, int every, boolean nodes) {
             super(delegate);
             this.every = every;
+            this.nodes = nodes;
         }
 
         @Override
         public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-            if (on && length == NodeHeaderDescriptor.NODE_LENGTH && nodeReads.incrementAndGet() % every == 0) {
+            boolean matches = nodes ? length == NodeHeaderDescriptor.NODE_LENGTH : length > NodeHeaderDescriptor.NODE_LENGTH;
+            if (on && matches && matching.incrementAndGet() % every == 1) {
                 failed.incrementAndGet();
                 throw new FabricException("memory server " + GlobalAddress.serverId(address) + " did not answer a READ"
                         + " (fault injected by the test)");
@@ -60,8 +66,10 @@ class ReplayReadFailureTest {
                 DexEngineSettings.DEFAULT_COOLING_RATIO, 1.0), null, RedoLogSettings.ON.withBytes(CHUNK));
     }
 
-    @Test
-    void aTakeoverAppliesARecordAgainAfterAFailedReadAndServesEveryAcknowledgedWrite() {
+    @org.junit.jupiter.params.ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"every third node read fails", "every other log read fails, the first one included"})
+    void aTakeoverReadsAgainAfterAFailedReadAndServesEveryAcknowledgedWrite(String faults) {
+        boolean nodes = faults.contains("node");
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 64L << 20, CHUNK);
             RemoteMemory admin = fabric.connect(0);
@@ -81,22 +89,25 @@ class ReplayReadFailureTest {
             }
             assertTrue(a.dirtyFrames.get() > 0, "A holds dirty pages when it vanishes");
 
-            FlakyNodeReads flaky = new FlakyNodeReads(fabric.connect(0), 3);
+            FlakyReads flaky = new FlakyReads(fabric.connect(0), nodes ? 3 : 2, nodes);
             DexEngine b = open(flaky, 64);
-            b.instanceGone(a.instanceId());
-            flaky.on = true;
-            DexEngine.AcquireReport report = b.acquireReport(0);
-            flaky.on = false;
-            assertEquals(600, report.replayed(), "every record of A's log was replayed: " + report);
-            assertTrue(flaky.failed.get() >= 3, "reads of tree nodes failed during the replay: " + flaky.failed.get());
+            try {
+                b.instanceGone(a.instanceId());
+                flaky.on = true;
+                DexEngine.AcquireReport report = b.acquireReport(0);
+                flaky.on = false;
+                assertEquals(600, report.replayed(), "every record of A's log was replayed: " + report);
+                assertTrue(flaky.failed.get() >= 1, faults + " during the replay: " + flaky.failed.get() + " failed");
 
-            try (DexSession reader = b.newSession()) {
-                for (var entry : acknowledged.entrySet()) {
-                    assertTrue(reader.lookup(entry.getKey()), "key " + entry.getKey() + " is served after the takeover");
-                    assertEquals(entry.getValue().longValue(), reader.value(), "key " + entry.getKey());
+                try (DexSession reader = b.newSession()) {
+                    for (var entry : acknowledged.entrySet()) {
+                        assertTrue(reader.lookup(entry.getKey()), "key " + entry.getKey() + " is served after the takeover");
+                        assertEquals(entry.getValue().longValue(), reader.value(), "key " + entry.getKey());
+                    }
                 }
+            } finally {
+                b.close();
             }
-            b.close();
         }
     }
 }
