@@ -15,4 +15,12 @@ public class FabricException extends RuntimeException {
     public FabricException(String message, Throwable cause) {
         super(message, cause);
     }
+
+    /**
+     * Whether sending the verb again cannot help: this client is fenced ({@link FencedException}) or the memory server
+     * lost every replica ({@link MemoryServerLostException}). Otherwise the failure may be over at the next try.
+     */
+    public boolean isFinal() {
+        return false;
+    }
 }

@@ -12,4 +12,9 @@ public final class FencedException extends FabricException {
     public FencedException(String message) {
         super(message);
     }
+
+    @Override
+    public boolean isFinal() {
+        return true;
+    }
 }

@@ -11,4 +11,9 @@ public final class MemoryServerLostException extends FabricException {
     public MemoryServerLostException(String message, Throwable cause) {
         super(message, cause);
     }
+
+    @Override
+    public boolean isFinal() {
+        return true;
+    }
 }

@@ -227,8 +227,11 @@ final class FenceThenDown {
                 return false;
             });
             // Acted on once while it stays unreachable (or down); one that is up and reachable again may be acted on anew.
-            done.removeIf(member -> statusOf(state, member) == null || state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress()
-                    .equals(member)) && statusOf(state, member) == MemberStatus.up());
+            done.removeIf(member -> {
+                MemberStatus status = statusOf(state, member);
+                return status == null || status == MemberStatus.up()
+                        && state.getUnreachable().stream().noneMatch(m -> m.uniqueAddress().equals(member));
+            });
             if (!mayAct) {
                 return Behaviors.same(); // just woken from a pause, or the first tick
             }

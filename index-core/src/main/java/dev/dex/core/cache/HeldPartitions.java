@@ -162,16 +162,10 @@ final class HeldPartitions {
     }
 
     /**
-     * How many times a replayed record is applied when its verbs fail without a writing verb of this engine failing
-     * meanwhile ({@link #replayRecord}).
-     */
-    static final int REPLAY_RECORD_ATTEMPTS = 8;
-
-    /**
-     * Applies one redo record during a takeover, again (up to {@link #REPLAY_RECORD_ATTEMPTS} times, 1 ms apart) when it
-     * failed with a verb that went unanswered while no writing verb of this engine failed: that is a read (a descent's
-     * miss), which changed nothing, and a replayed put or delete is idempotent, so applying the record again is what
-     * applying it once would have been. Without this a takeover was all or nothing: any one failed verb among the
+     * Applies one redo record during a takeover, again (up to {@link RedoLog#REPLAY_READ_ATTEMPTS} times, 1 ms apart)
+     * when it failed with a verb that went unanswered while no writing verb of this engine failed: that is a read (a
+     * descent's miss), which changed nothing, and a replayed put or delete is idempotent, so applying the record again
+     * is what applying it once would have been. Without this a takeover was all or nothing: any one failed verb among the
      * thousands of a long log's replay gave the whole acquire up, to start again from the log's first record, so at a
      * steady rate of failed verbs a partition with a long log could never be taken over (seen in FaultModelTest, at
      * one verb in 250: hundreds of acquires in 30 s, none through). A record whose failure came after a writing verb
@@ -192,8 +186,7 @@ final class HeldPartitions {
                 }
                 return;
             } catch (dev.dex.rdma.FabricException failed) {
-                if (failed instanceof dev.dex.rdma.FencedException || failed instanceof dev.dex.rdma.MemoryServerLostException
-                        || writeFailures.count() != writesFailed || attempt >= REPLAY_RECORD_ATTEMPTS) {
+                if (failed.isFinal() || writeFailures.count() != writesFailed || attempt >= RedoLog.REPLAY_READ_ATTEMPTS) {
                     throw failed;
                 }
                 java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1));

@@ -344,8 +344,11 @@ public final class RedoLog {
         return next.get() - checkpoint;
     }
 
-    /** Reads of a batch of records a replay makes before it gives up ({@link #readRecords}). */
-    static final int REPLAY_READ_ATTEMPTS = 8;
+    /**
+     * How many times a replay tries a read that goes unanswered before it gives the takeover up: a batch of records
+     * ({@link #readRecords}), and a record's own descent ({@code HeldPartitions.replayRecord}).
+     */
+    public static final int REPLAY_READ_ATTEMPTS = 8;
 
     /**
      * A replay's read of a batch of records, made again (up to {@link #REPLAY_READ_ATTEMPTS} times, 1 ms apart) when it
@@ -359,8 +362,7 @@ public final class RedoLog {
                 memory.read(address, into, 0, length);
                 return;
             } catch (dev.dex.rdma.FabricException failed) {
-                if (failed instanceof dev.dex.rdma.FencedException || failed instanceof dev.dex.rdma.MemoryServerLostException
-                        || attempt >= REPLAY_READ_ATTEMPTS) {
+                if (failed.isFinal() || attempt >= REPLAY_READ_ATTEMPTS) {
                     throw failed;
                 }
                 java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
