@@ -320,17 +320,58 @@ final class ClusterHarness implements BeforeEachCallback, AfterEachCallback {
     }
 
     /**
-     * A connection of this JVM to memory server 0 at the region {@code node} serves (a replica group's primary: a backup
-     * serves no client), once it is formatted; the harness takes its partition table ({@link #awaitFormatted}).
+     * A connection of this JVM to the regions {@code nodes} serve, each for the memory server it exported (a replica
+     * group's primary: a backup serves no client), once server 0 is formatted; the harness takes its partition table ({@link #awaitFormatted}).
      */
-    RemoteMemory awaitFormattedOn(NodeProcess node) throws InterruptedException {
+    RemoteMemory awaitFormattedOn(NodeProcess... nodes) throws InterruptedException {
         return awaitFormatted(() -> {
-            Matcher export = TCP_EXPORT.matcher(node.logText());
-            if (!export.find()) {
-                throw new IllegalArgumentException(node + " has not exported its region yet");
+            Map<Integer, String> endpoints = new HashMap<>();
+            for (NodeProcess node : nodes) {
+                Matcher export = TCP_EXPORT.matcher(node.logText());
+                if (!export.find()) {
+                    throw new IllegalArgumentException(node + " has not exported its region yet");
+                }
+                endpoints.put(Integer.parseInt(export.group(1)), export.group(2));
             }
-            return fabric.connect(Map.of(Integer.parseInt(export.group(1)), export.group(2)));
-        }, node + "'s region");
+            return fabric.connect(endpoints);
+        }, Arrays.toString(nodes) + "'s regions");
+    }
+
+    // ---- replica groups (dex.memory.replicas > 1) ----
+
+    /** The memory node that says it is primary of view {@code view}. */
+    static NodeProcess awaitPrimary(List<NodeProcess> nodes, long view) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+        while (System.nanoTime() < deadline) {
+            for (NodeProcess node : nodes) {
+                if (node.logText().contains("this replica is primary of view " + view)) {
+                    return node;
+                }
+            }
+            Thread.sleep(50);
+        }
+        throw new AssertionError("no memory node became primary of view " + view);
+    }
+
+    /** The newest view of at least {@code atLeast} that {@code primary} installed without backups, once there is one. */
+    static long awaitViewWithoutBackups(NodeProcess primary, long atLeast, Duration max) throws InterruptedException {
+        java.util.regex.Pattern installed = java.util.regex.Pattern.compile("view (\\d+) installed, backups \\[\\]");
+        long deadline = System.nanoTime() + max.toNanos();
+        while (true) {
+            long newest = -1;
+            java.util.regex.Matcher found = installed.matcher(primary.logText());
+            while (found.find()) {
+                newest = Math.max(newest, Long.parseLong(found.group(1)));
+            }
+            if (newest >= atLeast) {
+                return newest;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(primary + " installed no view >= " + atLeast + " without backups; its log:\n"
+                        + primary.logTail());
+            }
+            Thread.sleep(100);
+        }
     }
 
     /** Starts compute nodes (cache 8 MiB) named {@code names} at once and waits until each is up. */

@@ -37,9 +37,9 @@ class CrashTcpIT {
         // First a pause (SIGSTOP) of 1 s, as a long collection: under the failure detector's pause, so the node is never
         // found unreachable, not fenced and not downed, and keeps its partitions.
         List<NodeProcess> computes = CrashIT.crashUnderLoad(cluster, cluster.table(), false, crashing -> {
-            signal("STOP", crashing);
+            crashing.signal("STOP");
             Thread.sleep(1_000);
-            signal("CONT", crashing);
+            crashing.signal("CONT");
             Thread.sleep(4_000);
             assertTrue(cluster.isMember(crashing), crashing + " is still a member after a pause of 1 s");
             assertFalse(memoryNode.logText().contains("is fenced before its downing"),
@@ -59,10 +59,5 @@ class CrashTcpIT {
         String survivorLog = computes.get(1).logText();
         assertTrue(survivorLog.contains("had not given it up; it is fenced on every memory node"),
                 "the survivor found the crashed owner in the partitions' logs and fenced it; its log:\n" + computes.get(1).logTail());
-    }
-
-    private static void signal(String signal, NodeProcess node) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
-        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
     }
 }

@@ -40,7 +40,7 @@ class MemoryNodeCrashIT {
         List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
         DexClientApi client = cluster.startClient();
         cluster.awaitMembersUp(5);
-        NodeProcess primary = awaitPrimary(List.of(first, second), 1);
+        NodeProcess primary = ClusterHarness.awaitPrimary(List.of(first, second), 1);
         NodeProcess backup = primary == first ? second : first;
         cluster.awaitFormattedOn(primary);
         backup.awaitLog("copy complete", Duration.ofSeconds(60));
@@ -89,14 +89,14 @@ class MemoryNodeCrashIT {
         // A stale primary: the primary is paused (SIGSTOP) past the failure detector, the replacement takes over, then the
         // paused one resumes. It was replaced without knowing: what it still had in flight is refused by the new view.
         NodeProcess stale = primary;
-        signal("STOP", stale);
+        stale.signal("STOP");
         long paused = System.nanoTime();
         cluster.log(stale + " (the primary) paused");
         replacement.awaitLog("this replica is primary of view " + (3 + 2L * kills), Duration.ofSeconds(60));
         long servedAgain = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("the index serves again %.2f s after the primary was paused", (servedAgain - paused) / 1e9));
         int staleCopies = occurrences(stale.logText(), "copy complete");
-        signal("CONT", stale);
+        stale.signal("CONT");
         stale.awaitLog("this replica stops serving", Duration.ofSeconds(60));
         cluster.log(stale + " resumed and learnt that it was replaced");
         awaitOccurrences(stale, "copy complete", staleCopies + 1, Duration.ofSeconds(90));
@@ -121,7 +121,7 @@ class MemoryNodeCrashIT {
         long backupKilled = System.nanoTime();
         stale.kill();
         // At least view 3 + 2 * kills + 2: the pause's failover, the stale primary back as a backup, then dropped.
-        long lastView = awaitViewWithoutBackups(replacement, 3 + 2L * kills + 2, Duration.ofSeconds(60));
+        long lastView = ClusterHarness.awaitViewWithoutBackups(replacement, 3 + 2L * kills + 2, Duration.ofSeconds(60));
         long dropped = System.nanoTime();
         long servedWithoutIt = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("the backup %s killed: dropped from the group in view %d %.2f s later, the index serves %.2f s"
@@ -192,27 +192,6 @@ class MemoryNodeCrashIT {
         cluster.log("verified after the whole group restarted: " + afterRestart);
     }
 
-    /** The newest view of at least {@code atLeast} that {@code primary} installed without backups, once there is one. */
-    private static long awaitViewWithoutBackups(NodeProcess primary, long atLeast, Duration max) throws InterruptedException {
-        java.util.regex.Pattern installed = java.util.regex.Pattern.compile("view (\\d+) installed, backups \\[\\]");
-        long deadline = System.nanoTime() + max.toNanos();
-        while (true) {
-            long newest = -1;
-            java.util.regex.Matcher found = installed.matcher(primary.logText());
-            while (found.find()) {
-                newest = Math.max(newest, Long.parseLong(found.group(1)));
-            }
-            if (newest >= atLeast) {
-                return newest;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError(primary + " installed no view >= " + atLeast + " without backups; its log:\n"
-                        + primary.logTail());
-            }
-            Thread.sleep(100);
-        }
-    }
-
     private static int occurrences(String text, String of) {
         int count = 0;
         for (int at = text.indexOf(of); at >= 0; at = text.indexOf(of, at + 1)) {
@@ -229,24 +208,5 @@ class MemoryNodeCrashIT {
             }
             Thread.sleep(100);
         }
-    }
-
-    private static void signal(String signal, NodeProcess node) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
-        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
-    }
-
-    /** The memory node that says it is primary of view {@code view}. */
-    private static NodeProcess awaitPrimary(List<NodeProcess> nodes, long view) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
-        while (System.nanoTime() < deadline) {
-            for (NodeProcess node : nodes) {
-                if (node.logText().contains("this replica is primary of view " + view)) {
-                    return node;
-                }
-            }
-            Thread.sleep(50);
-        }
-        throw new AssertionError("no memory node became primary of view " + view);
     }
 }

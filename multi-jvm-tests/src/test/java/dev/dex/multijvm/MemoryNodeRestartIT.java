@@ -51,10 +51,10 @@ class MemoryNodeRestartIT {
 
         // First a pause (SIGSTOP) past the failure detector and stable-after: the compute nodes down the memory node;
         // resumed, its process must not end (a region in its memory would be lost) but rejoin with a new actor system.
-        signal("STOP", memoryNode);
+        memoryNode.signal("STOP");
         cluster.log(memoryNode + " paused");
         cluster.awaitNotMember(memoryNode, Duration.ofSeconds(60)); // the paused memory node is downed and removed
-        signal("CONT", memoryNode);
+        memoryNode.signal("CONT");
         long resumed = System.nanoTime();
         long servedAfterPause = cluster.awaitServing(Duration.ofSeconds(60));
         cluster.log(String.format("resumed after it was removed: the index serves again %.2f s later", (servedAfterPause - resumed) / 1e9));
@@ -107,11 +107,6 @@ class MemoryNodeRestartIT {
         assertTrue(computes.get(0).logText().contains("memory server 0 is back"), "the compute node learnt where the memory node is");
         WriteMix.Verification verification = mix.assertNoAcknowledgedWriteLost(KEYS);
         cluster.log("verified: " + verification);
-    }
-
-    private static void signal(String signal, NodeProcess node) throws Exception {
-        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(node.pid())).inheritIO().start();
-        assertEquals(0, kill.waitFor(), "kill -" + signal + " " + node.pid());
     }
 
 }

@@ -25,11 +25,12 @@ import dev.dex.rdma.RemoteMemory;
  * A memory server lost for good, with one replica (docs/replication.md): two memory nodes over tcp without a region
  * directory, the tree's level-1 subtrees dealt to both, and memory node 1 killed. Its part of the index is gone. What
  * must hold: no operation hangs, every one that fails says which memory server it needed, none returns a value its key
- * never had, the keys of held partitions whose nodes live on memory server 0 (or in the caches) keep serving, and every
- * compute node reports server 1 out (not ready).
+ * never had, the keys of held partitions whose nodes live on memory server 0 (or in the caches) keep serving, those
+ * whose redo log is there too take writes, and every compute node reports server 1 out (not ready).
+ * {@link ReplicaGroupLostIT} does the same with replica groups.
  */
 class MemoryServerLostIT {
-    private static final long KEYS = 20_000;
+    static final long KEYS = 20_000;
 
     @RegisterExtension
     final ClusterHarness cluster = ClusterHarness.tcp("dex.tree.partitions=16", "dex.tree.subtree-level=1",
@@ -54,14 +55,33 @@ class MemoryServerLostIT {
         lost.kill();
         cluster.log(lost + " killed: memory server 1 is lost");
         cluster.awaitNotMember(lost, Duration.ofSeconds(60));
+        assertOutAndTheOthersServe(cluster, client, 1, "memory server 1 is lost: its only replica");
+    }
+
+    /**
+     * Waits until every compute node reports memory server {@code lost} out (and, when {@code lostSays} is given, lost with
+     * a reason that starts with it), then reads every seventh loaded key and writes those it read: each operation is
+     * answered, a failure names server {@code lost} (some of them saying {@code lostSays}), a read returns the loaded value, and some of each kind succeed (keys
+     * whose tree nodes and redo log live on the other server), a write then read back with its new value.
+     */
+    static void assertOutAndTheOthersServe(ClusterHarness cluster, DexClientApi client, int lost, String lostSays)
+            throws Exception {
+        String named = "memory server " + lost;
         List<ComputeNode.Status> statuses = cluster.statuses();
         long waitUntil = System.nanoTime() + Duration.ofSeconds(5).toNanos(); // health ticks run every second
-        while (!statuses.stream().allMatch(s -> s.memoryServersOut().equals(List.of(1))) && System.nanoTime() < waitUntil) {
+        while (!statuses.stream().allMatch(s -> s.memoryServersOut().equals(List.of(lost))
+                && (lostSays == null || s.memoryServersLost().size() == 1)) && System.nanoTime() < waitUntil) {
             Thread.sleep(200);
             statuses = cluster.statuses();
         }
         assertEquals(2, statuses.size());
-        statuses.forEach(status -> assertEquals(List.of(1), status.memoryServersOut(), "server 1 reported out: " + status));
+        for (ComputeNode.Status status : statuses) {
+            assertEquals(List.of(lost), status.memoryServersOut(), named + " reported out: " + status);
+            if (lostSays != null) {
+                assertEquals(1, status.memoryServersLost().size(), named + " reported lost: " + status);
+                assertTrue(status.memoryServersLost().get(0).startsWith(lostSays), status.memoryServersLost().get(0));
+            }
+        }
 
         long started = System.nanoTime();
         List<CompletableFuture<OptionalLong>> gets = new ArrayList<>();
@@ -70,26 +90,56 @@ class MemoryServerLostIT {
             keys.add(ClusterHarness.key(i));
             gets.add(client.get(ClusterHarness.key(i)).toCompletableFuture());
         }
-        int served = 0;
+        List<Long> read = new ArrayList<>();
         int failed = 0;
+        int saying = 0;
         List<String> unclear = new ArrayList<>();
         for (int i = 0; i < gets.size(); i++) {
             try {
                 OptionalLong value = gets.get(i).get(90, TimeUnit.SECONDS);
                 assertEquals(OptionalLong.of(ClusterHarness.loadedValue(keys.get(i))), value, "key " + keys.get(i));
-                served++;
+                read.add(keys.get(i));
             } catch (ExecutionException e) {
                 failed++;
                 String message = String.valueOf(e.getCause().getMessage());
-                if (!message.contains("memory server 1") && unclear.size() < 5) {
+                saying += lostSays != null && message.contains(lostSays) ? 1 : 0;
+                if (!message.contains(named) && unclear.size() < 5) {
                     unclear.add("get " + keys.get(i) + ": " + message);
                 }
             }
         }
         cluster.log(String.format("%d gets after the loss: %d served with their value, %d failed, all answered within %.1f s",
-                gets.size(), served, failed, (System.nanoTime() - started) / 1e9));
+                gets.size(), read.size(), failed, (System.nanoTime() - started) / 1e9));
         assertTrue(unclear.isEmpty(), "every failure names the memory server it needed: " + unclear);
-        assertTrue(served > 0, "keys whose nodes and logs are on memory server 0 keep serving");
+        assertTrue(read.size() > 0, "keys whose nodes are on the other memory server keep serving");
         assertTrue(failed > 0, "keys whose nodes are on the lost server fail");
+        assertTrue(lostSays == null || saying > 0, failed + " gets failed, none saying '" + lostSays + "'");
+
+        started = System.nanoTime();
+        List<CompletableFuture<?>> puts = new ArrayList<>();
+        for (long key : read) {
+            puts.add(client.put(key, ClusterHarness.loadedValue(key) + 1).toCompletableFuture());
+        }
+        List<Long> written = new ArrayList<>();
+        int refused = 0;
+        for (int i = 0; i < puts.size(); i++) {
+            try {
+                puts.get(i).get(90, TimeUnit.SECONDS);
+                written.add(read.get(i));
+            } catch (ExecutionException e) {
+                refused++;
+                String message = String.valueOf(e.getCause().getMessage());
+                if (!message.contains(named) && unclear.size() < 5) {
+                    unclear.add("put " + read.get(i) + ": " + message);
+                }
+            }
+        }
+        cluster.log(String.format("%d puts of keys read: %d written, %d failed (their redo log is on the lost server), all"
+                + " answered within %.1f s", puts.size(), written.size(), refused, (System.nanoTime() - started) / 1e9));
+        assertTrue(unclear.isEmpty(), "every failure names the memory server it needed: " + unclear);
+        assertTrue(written.size() > 0, "keys whose nodes and redo log are on the other memory server take writes");
+        for (long key : written) {
+            assertEquals(OptionalLong.of(ClusterHarness.loadedValue(key) + 1), client.get(key).toCompletableFuture().get(90, TimeUnit.SECONDS), "key " + key);
+        }
     }
 }

@@ -180,6 +180,14 @@ final class NodeProcess {
         process.waitFor(30, TimeUnit.SECONDS);
     }
 
+    /** Sends {@code kill -<signal>} to the node's JVM (STOP pauses it, CONT resumes it) and fails if kill does. */
+    void signal(String signal) throws IOException, InterruptedException {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid())).inheritIO().start();
+        if (kill.waitFor() != 0) {
+            throw new IllegalStateException("kill -" + signal + " " + pid() + " exited with " + kill.exitValue());
+        }
+    }
+
     /** Sends SIGTERM without waiting (so several nodes stop at once). */
     void signalStop() {
         process.destroy();

@@ -89,8 +89,8 @@ public interface RemoteMemory extends AutoCloseable {
     }
 
     /**
-     * Memory server {@code serverId} is lost ({@code why} says how: every replica of its group is out of the cluster), or
-     * back ({@code why} null). While lost, a verb for it that fails fails at once, without waiting for a failover, and
+     * Memory server {@code serverId} is lost ({@code why} says how: every replica of its group, or its only memory node,
+     * is out of the cluster), or back ({@code why} null). While lost, a verb for it that fails fails at once, without waiting for a failover, and
      * its {@link FabricException} starts with {@code why}. A {@link #relocate} to another endpoint clears it. Does
      * nothing on transports without replica groups.
      *

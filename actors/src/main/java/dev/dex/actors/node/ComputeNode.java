@@ -508,8 +508,8 @@ public final class ComputeNode {
         long now = System.nanoTime();
         Set<org.apache.pekko.actor.Address> reachable = LostServers.reachableMemoryNodes(Cluster.get(context.getSystem()));
         List<Integer> out = LostServers.out(memory, reachable);
-        List<String> lost = settings.replicas() <= 1 ? List.of()
-                : lostServers.update(out, memory.keySet(), groups, reachable, connection, context.getLog());
+        List<String> lost = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
+                memory, endpoints, groups, connection, context.getLog());
         // Not ready while a memory server is out: keys whose tree nodes or logs live there cannot be served.
         String problem = out.isEmpty() ? null : "memory server(s) " + out + " are out of the cluster: operations on the keys"
                 + " and partitions they hold fail until they are back" + (lost.isEmpty() ? "" : "; " + String.join("; ", lost));
@@ -674,7 +674,11 @@ public final class ComputeNode {
                 .onMessage(MemoryNodes.class, this::onMemoryNodes)
                 .onMessage(Described.class, described -> onDescribedWhileReady(described, connection))
                 .onMessage(DescribeAgain.class, this::onDescribeAgain)
-                .onMessage(Relocated.class, this::onRelocated)
+                .onMessage(Relocated.class, relocated -> { // back: its lost mark goes now, not at the next tick
+                    lastLost = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(),
+                            settings.replicas(), memory, endpoints, groups, connection, context.getLog());
+                    return onRelocated(relocated);
+                })
                 .onMessage(Groups.class, this::onGroups)
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {

@@ -20,8 +20,12 @@ import dev.dex.rdma.RemoteMemory;
 /**
  * A compute node's view of the memory servers that are out of the cluster, and of those among them that lost every
  * replica (docs/replication.md, "Every replica lost"): a replicated server whose group's primary and backups are all
- * out. Such a server is marked on the compute node's connection ({@link RemoteMemory#markLost}), so that its verbs fail
- * at once, without a failover wait, with an error that names its replicas; the mark goes when one of them is back.
+ * out, or a server of one replica whose memory node was downed or removed (not one that is only unreachable: that may
+ * be a pause or a blip, and its verbs fail or wait as they would), over {@code tcp}, where the region lives in the memory
+ * node's process (over {@code shm} and {@code local} it outlives the process; {@code disni} has no mark yet). Such a server is marked on the compute node's
+ * connection ({@link RemoteMemory#markLost}), so that its verbs fail at once, without a failover wait, with an error
+ * that names its replicas, and a partition that cannot be acquired for it answers its batches failed at once instead of
+ * letting clients send them again until they time out; the mark goes when one of them is back.
  *
  * <p>Concurrency: used by the ComputeNode actor only.
  */
@@ -43,6 +47,22 @@ final class LostServers {
         return reachable;
     }
 
+    /**
+     * Addresses of the memory nodes that are members of the cluster and not on their way out: in any status but Down,
+     * Exiting or Removed, reachable or not.
+     */
+    static Set<Address> presentMemoryNodes(Cluster cluster) {
+        Set<Address> present = new HashSet<>();
+        for (Member member : cluster.state().getMembers()) {
+            MemberStatus status = member.status();
+            if (member.hasRole("memory") && status != MemberStatus.down() && status != MemberStatus.exiting()
+                    && status != MemberStatus.removed()) {
+                present.add(member.address());
+            }
+        }
+        return present;
+    }
+
     /** The servers (sorted) whose memory node in {@code memory} is not in {@code reachable}. */
     static List<Integer> out(Map<Integer, ActorRef<MemoryNode.Command>> memory, Set<Address> reachable) {
         List<Integer> out = new ArrayList<>();
@@ -56,19 +76,38 @@ final class LostServers {
     }
 
     /**
-     * Marks on {@code connection} the servers of {@code out} whose every replica in {@code groups} is out of the cluster,
-     * and unmarks the others; returns why each lost server is lost (empty when none is).
+     * Marks on {@code connection} the servers out of the cluster that are lost, and unmarks the others; returns why each lost
+     * server is lost (empty when none is). With {@code replicas} above 1, a server is lost when every replica in
+     * {@code groups} is out of {@code reachable}; with one, when its memory node ({@code nodes}: per server, the address
+     * of the memory node this compute node uses, and {@code endpoints} its fabric endpoint) is not {@code present}.
      */
-    List<String> update(List<Integer> out, Iterable<Integer> servers, ReplicaGroups groups, Set<Address> reachable,
-                        RemoteMemory connection, Logger log) {
+    List<String> update(Cluster cluster, String transport, int replicas, Map<Integer, ActorRef<MemoryNode.Command>> memory,
+                        Map<Integer, String> endpoints, ReplicaGroups groups, RemoteMemory connection, Logger log) {
+        Set<Address> reachable = reachableMemoryNodes(cluster);
+        Map<Integer, Address> nodes = new HashMap<>();
+        memory.forEach((server, node) -> nodes.put(server, node.path().address()));
+        return transport.equals("tcp") || replicas > 1 ? update(replicas, out(memory, reachable), nodes, endpoints, groups, reachable,
+                presentMemoryNodes(cluster), connection, log) : List.of();
+    }
+
+    /**
+     * {@link #update(Cluster, String, int, Map, Map, ReplicaGroups, RemoteMemory, Logger)} with the cluster's state
+     * given, over {@code tcp} or with replica groups.
+     */
+    List<String> update(int replicas, List<Integer> out, Map<Integer, Address> nodes, Map<Integer, String> endpoints,
+                        ReplicaGroups groups, Set<Address> reachable, Set<Address> present, RemoteMemory connection, Logger log) {
         List<String> lost = new ArrayList<>();
-        for (int server : servers) {
-            String why = out.contains(server) ? whyLost(server, groups.group(server), reachable) : null;
+        for (int server : nodes.keySet()) {
+            String why = !out.contains(server) ? null
+                    : replicas > 1 ? whyLost(server, groups.group(server), reachable)
+                    : whyGone(server, nodes.get(server), endpoints.get(server), present);
             if (why != null) {
                 lost.add(why);
             }
+            if (why != null || marked.containsKey(server)) {
+                connection.markLost(server, why); // again each time: a relocation to a new endpoint clears it
+            }
             if (!Objects.equals(why, marked.get(server))) {
-                connection.markLost(server, why);
                 if (why == null) {
                     marked.remove(server);
                     log.info("memory server {} has a replica in the cluster again", server);
@@ -79,6 +118,15 @@ final class LostServers {
             }
         }
         return lost;
+    }
+
+    /** Why the memory server of one replica whose memory node is {@code node} is lost, or null while it is present. */
+    static String whyGone(int server, Address node, String endpoint, Set<Address> present) {
+        if (present.contains(node)) {
+            return null; // unreachable, perhaps only for a moment: not given up for lost
+        }
+        return "memory server " + server + " is lost: its only replica " + node + " (" + endpoint + ") was downed or left the"
+                + " cluster; operations on its keys fail until it is back with its region";
     }
 
     private static String whyLost(int server, ReplicaGroups.Group group, Set<Address> reachable) {
