@@ -344,7 +344,7 @@ final class Admission {
             // slot spans partitions): an escape for the rest of this operation, entered before the read
             // (OffloadExclusion). A child's low fence is its slot's low bound in every image of a parent that points
             // to it; the bounds were read from the parent before resolve validated it.
-            OffloadExclusion.Range escape = engine.exclusion.enterDescent(low, high, level);
+            OffloadExclusion.Range escape = engine.exclusion.enterDescent(markers.descents, low, high, level);
             if (escape == null) {
                 markers.release(address);
                 return false;

@@ -108,8 +108,8 @@ public final class DexEngine implements PartitionedEngine {
         PartitionTable partitions = table.table();
         this.redoLog = redoLog;
         this.offloadChannel = config.offload().policy() == OffloadSettings.Policy.NEVER ? null : offloadChannel;
-        this.writeFailures = new WriteFailures(memory);
-        this.memory = this.offloadChannel == null ? writeFailures : remoteChanges.track(writeFailures);
+        this.writeFailures = new WriteFailures(memory, this.offloadChannel == null ? null : remoteChanges);
+        this.memory = writeFailures;
         this.config = config;
         this.partitions = partitions;
         this.subtreeLevel = superblock.subtreeLevel();

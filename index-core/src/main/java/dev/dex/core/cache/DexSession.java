@@ -212,6 +212,7 @@ public final class DexSession extends WordKeySession {
         try {
             commit();
         } finally {
+            markers.close();
             engine.closed(this);
         }
     }

@@ -89,17 +89,18 @@ final class FrameWriter {
             long pointer = inner.child(i);
             if (GlobalAddress.isSwizzled(pointer)) {
                 int child = (int) GlobalAddress.unswizzle(pointer);
+                orphaned(child); // while it still hangs below the locked parent: it cannot leave the cache meanwhile
                 inner.child(i, arena.address(child));
                 arena.parent(child, NO_FRAME);
-                orphaned(child);
             }
         }
     }
 
     /**
-     * Frame {@code child} lost its cached parent, whose lock this thread holds: it is an escape from now on. Its low
-     * fence and level do not change while it caches the same node, and it cannot leave the cache meanwhile (it was
-     * swizzled under the locked parent until now).
+     * Frame {@code child} loses its cached parent, whose lock this thread holds: it is an escape from now on. Called
+     * before the child is unswizzled and its parent cleared, so that it cannot leave the cache meanwhile (a frame
+     * with a cached parent is cooled and evicted only through that parent); its low fence and level do not change
+     * while it caches the same node.
      */
     void orphaned(int child) {
         NodeView view = arena.wrap(orphanView, child);

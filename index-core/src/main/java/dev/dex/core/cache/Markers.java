@@ -22,10 +22,20 @@ final class Markers {
     private int count;
     private final java.util.ArrayList<OffloadExclusion.Range> ranges = new java.util.ArrayList<>(4);
 
+    /** This session's slots for its descents' escapes in the exclusion. */
+    final OffloadExclusion.Descents descents;
+
     Markers(MappingTable mapping, OffloadExclusion exclusion, int capacity) {
         this.mapping = mapping;
         this.exclusion = exclusion;
         this.addresses = new long[capacity];
+        this.descents = exclusion.descents();
+    }
+
+    /** The session closed: its (empty) descent slots are dropped from the exclusion. */
+    void close() {
+        releaseAll();
+        exclusion.forget(descents);
     }
 
     /** Records a range this operation entered in the engine's exclusion; left by {@link #releaseAll}. */

@@ -1,10 +1,11 @@
 package dev.dex.core.cache;
 
-import java.util.ArrayList;
-import java.util.Iterator;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
@@ -33,12 +34,32 @@ import dev.dex.core.node.NodeView;
  * offloading level M matter (a write starts at level M or lower), so escapes at level M and above are not kept.
  *
  * <pre>
- * Concurrency: every method is synchronized on this object and runs a few map operations without waiting for
- * anything. An escape is entered before its node is read from remote memory or can be reached through it, a
- * write before it is sent; each checks the other kind under the same monitor, so of an escape and a write that
- * conflict, the one entered second sees the first and gives way (the write falls back, the descent restarts).
- * Two writes whose ranges overlap exclude each other the same way. A frame's escape is left when the frame is
- * evicted or dropped; a descent's and a write's when their operation ends or restarts ({@link Markers#releaseAll}).
+ * Concurrency: entering or leaving an escape takes no lock and waits for nothing, so that the descents and
+ * admissions of every operation pay a few atomic accesses while no write is in flight (the usual case: the cost
+ * model offloads few operations). The rule: of an escape (but an orphan, which never gives way, see
+ * {@link #enterOrphan}) and a write that conflict, at least one sees the other and gives way (the write falls back,
+ * the descent restarts, the frame is not used); both may, so a refusal on either side can be needless. Each side publishes itself with a volatile-mode store or read-modify-write
+ * (AtomicReferenceArray, VarHandle), then reads the other side with volatile-mode reads; these are all in one
+ * total order consistent with each thread's program order, so of two such threads at least one reads after both
+ * published (Dekker's argument):
+ *   escape: store its range in its slot (a descent: a slot of its session; a frame: frames[f], then the frame's
+ *           bit in frameBits);  read writes;  withdraw if a write covers it
+ *   write:  store a new writes array;  read every session's slots and every frame whose bit is set;  withdraw if
+ *           an escape conflicts
+ * Writes are rare: they begin under writeLock, which keeps two overlapping writes apart, serializes the copies of
+ * the writes array and is the only place where a frame's bit is cleared (a write that finds a set bit over a frame
+ * with no escape clears it, then reads the frame again: an escape entered meanwhile stored its range before its
+ * bit, so it is seen then, and the write sets the bit again, or its bit is set after the clear). Leaving an escape
+ * never clears a bit, so a frame's escape has its bit from the moment its entry returned, but for a moment inside a
+ * write's scan that then sets it again ({@link #escapeWithoutBit} is exact at rest).
+ *
+ * A descent's slots are written only by its session's thread (leaving with a release store: seen late, it only
+ * makes a write give way needlessly). A frame's entry is set by compare-and-set from null by an admission, which
+ * the caller does under the frame's lock, and is withdrawn by compare-and-set too, so an orphan's entry (stored over
+ * whatever is there: it is the same node, and it is entered whatever is in flight, see {@link #enterOrphan}) is
+ * never withdrawn by an admission. An admission that finds an entry returns at once without reading the writes:
+ * under the frame's lock, that entry is not withdrawn meanwhile. A frame's escape is left when the frame is evicted or dropped; a descent's and a
+ * write's when their operation ends or restarts ({@link Markers#releaseAll}).
  * </pre>
  */
 final class OffloadExclusion {
@@ -50,35 +71,61 @@ final class OffloadExclusion {
         final int level;
         final int frame;
         final boolean write;
+        /** A descent's session and slot; null and -1 otherwise. */
+        final Descents session;
+        final int slot;
 
         Range(long[] low, long[] high, int level, int frame, boolean write) {
+            this(low, high, level, frame, write, null, -1);
+        }
+
+        private Range(long[] low, long[] high, int level, int frame, boolean write, Descents session, int slot) {
             this.low = low;
             this.high = high;
             this.level = level;
             this.frame = frame;
             this.write = write;
+            this.session = session;
+            this.slot = slot;
         }
     }
+
+    /**
+     * The slots of one session's descent escapes ({@link #descents()}): written only by the session's thread, read by
+     * writes.
+     */
+    static final class Descents {
+        private volatile AtomicReferenceArray<Range> slots = new AtomicReferenceArray<>(8);
+    }
+
+    private static final Range[] NO_WRITES = new Range[0];
 
     private final int subtreeLevel;
     /** The width of the keys, which orders the fences. */
     private final KeyFormat keys;
-    /** Escapes by low fence. */
-    private final TreeMap<long[], List<Range>> escapes;
     /** The escape of each frame that has one. */
-    private final Range[] frames;
-    private final List<Range> writes = new ArrayList<>();
-    private int escapeCount;
+    private final AtomicReferenceArray<Range> frames;
+    /**
+     * One bit per frame, set at least while it has an escape (it may stay set after, until a write clears it): what a
+     * write reads to find them (through {@link #BITS}).
+     */
+    private final long[] frameBits;
+    private static final VarHandle BITS = MethodHandles.arrayElementVarHandle(long[].class);
+    /** The sessions' descent slots. */
+    private final List<Descents> sessions = new CopyOnWriteArrayList<>();
+    /** The writes in flight: replaced whole under {@link #writeLock}, read without it. */
+    private volatile Range[] writes = NO_WRITES;
+    private final Object writeLock = new Object();
 
     /**
      * @param subtreeLevel the offloading level M; 0 for an engine that never offloads, which keeps nothing and
      *                     whose calls return at once
      */
     OffloadExclusion(int frames, int subtreeLevel, KeyFormat keys) {
-        this.frames = new Range[Math.max(1, frames)];
+        this.frames = new AtomicReferenceArray<>(Math.max(1, frames));
+        this.frameBits = new long[(Math.max(1, frames) + 63) >>> 6];
         this.subtreeLevel = subtreeLevel;
         this.keys = keys;
-        this.escapes = new TreeMap<>((a, b) -> keys.compare(a, 0, b, 0));
     }
 
     /** Whether a node at {@code level} can ever lie below a node an offloaded write starts at. */
@@ -86,56 +133,136 @@ final class OffloadExclusion {
         return level < subtreeLevel;
     }
 
+    /** The descent slots of a new session, which {@link #forget} drops when the session closes. */
+    Descents descents() {
+        Descents session = new Descents();
+        sessions.add(session);
+        return session;
+    }
+
+    /** Drops a closed session's slots (it holds no escape any more). */
+    void forget(Descents session) {
+        sessions.remove(session);
+    }
+
     /**
      * Enters an offloaded write into the node {@code (low, high]} at {@code level}; null when it conflicts with an
      * escape below it or with another write in flight (then the caller falls back to its caching path).
      */
-    synchronized Range beginWrite(long[] low, long[] high, int level) {
-        for (Range w : writes) {
-            if (overlap(w.low, w.high, low, high)) {
-                return null;
-            }
-        }
-        for (List<Range> atLow : escapes.subMap(low, true, high, false).values()) {
-            for (Range e : atLow) {
-                if (e.level < level) {
+    Range beginWrite(long[] low, long[] high, int level) {
+        Range w = new Range(low.clone(), high.clone(), level, -1, true);
+        synchronized (writeLock) {
+            Range[] current = writes;
+            for (Range other : current) {
+                if (overlap(other.low, other.high, low, high)) {
                     return null;
                 }
             }
+            Range[] more = Arrays.copyOf(current, current.length + 1);
+            more[current.length] = w;
+            writes = more; // published before the escapes are read (the class comment)
+            if (conflictsWithEscape(low, high, level)) {
+                writes = current;
+                return null;
+            }
         }
-        Range w = new Range(low.clone(), high.clone(), level, -1, true);
-        writes.add(w);
         return w;
     }
 
-    synchronized void endWrite(Range write) {
-        writes.remove(write);
+    /**
+     * Whether an escape below {@code level} has its low fence in {@code [low, high)}. Under {@link #writeLock}: it also
+     * clears the bits of frames that have no escape any more, the only place where a bit is cleared.
+     */
+    private boolean conflictsWithEscape(long[] low, long[] high, int level) {
+        for (Descents session : sessions) {
+            AtomicReferenceArray<Range> slots = session.slots;
+            for (int i = 0; i < slots.length(); i++) {
+                Range e = slots.get(i);
+                if (e != null && below(e, low, high, level)) {
+                    return true;
+                }
+            }
+        }
+        for (int w = 0; w < frameBits.length; w++) {
+            long bits = (long) BITS.getVolatile(frameBits, w);
+            while (bits != 0) {
+                int frame = (w << 6) + Long.numberOfTrailingZeros(bits);
+                bits &= bits - 1;
+                Range e = frames.get(frame);
+                if (e == null) {
+                    // Left: clear its bit, then look again. An escape entered meanwhile stored its range before it
+                    // set the bit, so either it is seen here, or its bit is set after this clear.
+                    BITS.getAndBitwiseAnd(frameBits, w, ~(1L << frame));
+                    e = frames.get(frame);
+                    if (e != null) {
+                        setBit(frame);
+                    }
+                }
+                if (e != null && below(e, low, high, level)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    private boolean below(Range e, long[] low, long[] high, int level) {
+        return e.level < level && compare(e.low, low) >= 0 && compare(e.low, high) < 0;
+    }
+
+    void endWrite(Range write) {
+        synchronized (writeLock) {
+            Range[] current = writes;
+            for (int i = 0; i < current.length; i++) {
+                if (current[i] == write) {
+                    Range[] fewer = new Range[current.length - 1];
+                    System.arraycopy(current, 0, fewer, 0, i);
+                    System.arraycopy(current, i + 1, fewer, i, current.length - i - 1);
+                    writes = fewer.length == 0 ? NO_WRITES : fewer;
+                    return;
+                }
+            }
+        }
     }
 
     /**
-     * Enters an escape for the node {@code (low, high]} at {@code level} for one operation (a descent stepped from
-     * a shared node into it); null, entering nothing, when a write in flight covers it.
+     * Enters an escape of {@code session} for the node {@code (low, high]} at {@code level} for one operation (a
+     * descent stepped from a shared node into it); null, entering nothing, when a write in flight covers it. Called
+     * by the session's own thread.
      */
-    Range enterDescent(long[] low, long[] high, int level) {
+    Range enterDescent(Descents session, long[] low, long[] high, int level) {
         if (!matters(level)) {
             return NOTHING;
         }
-        return enterDescentSync(low, high, level);
-    }
-
-    private synchronized Range enterDescentSync(long[] low, long[] high, int level) {
+        AtomicReferenceArray<Range> slots = session.slots;
+        int slot = 0;
+        while (slot < slots.length() && slots.getPlain(slot) != null) {
+            slot++;
+        }
+        if (slot == slots.length()) { // more descents in one operation than ever before: a larger array, same entries
+            AtomicReferenceArray<Range> larger = new AtomicReferenceArray<>(slots.length() * 2);
+            for (int i = 0; i < slots.length(); i++) {
+                larger.setPlain(i, slots.getPlain(i)); // published by the volatile field below
+            }
+            session.slots = larger;
+            slots = larger;
+        }
+        Range e = new Range(low.clone(), high.clone(), level, -1, false, session, slot);
+        slots.set(slot, e); // published (volatile) before the writes are read
         if (covered(low, level)) {
+            slots.set(slot, null);
             return null;
         }
-        Range e = new Range(low.clone(), high.clone(), level, -1, false);
-        add(e);
         return e;
     }
 
-    /** Leaves a descent's escape ({@link #enterDescent}). */
-    synchronized void leaveDescent(Range escape) {
+    /** Leaves a descent's escape ({@link #enterDescent}); by the session's own thread. */
+    void leaveDescent(Range escape) {
         if (escape != NOTHING) {
-            remove(escape);
+            AtomicReferenceArray<Range> slots = escape.session.slots;
+            if (slots.get(escape.slot) == escape) {
+                slots.setRelease(escape.slot, null); // seen late, it only makes a write give way needlessly
+            }
         }
     }
 
@@ -144,12 +271,12 @@ final class OffloadExclusion {
      * nothing, when a write in flight covers it (the caller must not use the frame's image or make it reachable).
      */
     boolean enterFrame(int frame, NodeView node) {
-        return !matters(node.level()) || enterFrameSync(frame, fences(node, true), fences(node, false), node.level());
+        return !matters(node.level()) || enterFrameEscape(frame, fences(node, true), fences(node, false), node.level());
     }
 
     /** {@link #enterFrame(int, NodeView)} of a node with fences {@code (low, high]} (copied) at {@code level}. */
     boolean enterFrame(int frame, long[] low, long[] high, int level) {
-        return !matters(level) || enterFrameSync(frame, low.clone(), high.clone(), level);
+        return !matters(level) || enterFrameEscape(frame, low.clone(), high.clone(), level);
     }
 
     /** A copy of {@code node}'s low or high fence. */
@@ -163,16 +290,20 @@ final class OffloadExclusion {
         return fence;
     }
 
-    private synchronized boolean enterFrameSync(int frame, long[] low, long[] high, int level) {
-        if (frames[frame] != null) {
+    private boolean enterFrameEscape(int frame, long[] low, long[] high, int level) {
+        if (frames.get(frame) != null) {
             return true;
         }
+        Range e = new Range(low, high, level, frame, false);
+        if (!frames.compareAndSet(frame, null, e)) {
+            return true; // an orphan entered meanwhile: the frame is an escape, by that entry
+        }
+        setBit(frame); // published before the writes are read
         if (covered(low, level)) {
+            // Withdrawn, unless an orphan's entry replaced it meanwhile: that one stands (its bit is set).
+            frames.compareAndSet(frame, e, null);
             return false;
         }
-        Range e = new Range(low, high, level, frame, false);
-        frames[frame] = e;
-        add(e);
         return true;
     }
 
@@ -182,53 +313,73 @@ final class OffloadExclusion {
      */
     void enterOrphan(int frame, NodeView node) {
         if (matters(node.level())) {
-            enterOrphanSync(frame, fences(node, true), fences(node, false), node.level());
+            enterOrphanEscape(frame, fences(node, true), fences(node, false), node.level());
         }
     }
 
     /** {@link #enterOrphan(int, NodeView)} of a node with fences {@code (low, high]} (copied) at {@code level}. */
     void enterOrphan(int frame, long[] low, long[] high, int level) {
         if (matters(level)) {
-            enterOrphanSync(frame, low.clone(), high.clone(), level);
+            enterOrphanEscape(frame, low.clone(), high.clone(), level);
         }
     }
 
-    private synchronized void enterOrphanSync(int frame, long[] low, long[] high, int level) {
-        if (frames[frame] == null) {
-            Range e = new Range(low, high, level, frame, false);
-            frames[frame] = e;
-            add(e);
-        }
+    private void enterOrphanEscape(int frame, long[] low, long[] high, int level) {
+        // Over any entry of the frame (the same node): one an admission may still withdraw must not stand for it.
+        frames.set(frame, new Range(low, high, level, frame, false));
+        setBit(frame);
     }
 
-    /** The frame is evicted or dropped: its escape, if it has one, goes with it. */
+    /**
+     * The frame is evicted or dropped: its escape, if it has one, goes with it. Its bit stays set until a write finds
+     * the frame without an escape and clears it.
+     */
     void leaveFrame(int frame) {
         if (subtreeLevel > 0) {
-            leaveFrameSync(frame);
+            frames.set(frame, null);
         }
     }
 
-    private synchronized void leaveFrameSync(int frame) {
-        Range e = frames[frame];
-        if (e != null) {
-            frames[frame] = null;
-            remove(e);
-        }
+    private void setBit(int frame) {
+        BITS.getAndBitwiseOr(frameBits, frame >>> 6, 1L << frame);
     }
 
-    /** Escapes entered now (frames and descents), for tests and the invariant validator. */
-    synchronized int escapes() {
-        return escapeCount;
+    /** Escapes entered now (frames and descents), for tests and the invariant validator (exact at rest). */
+    int escapes() {
+        int count = 0;
+        for (int f = 0; f < frames.length(); f++) {
+            count += frames.get(f) != null ? 1 : 0;
+        }
+        for (Descents session : sessions) {
+            AtomicReferenceArray<Range> slots = session.slots;
+            for (int i = 0; i < slots.length(); i++) {
+                count += slots.get(i) != null ? 1 : 0;
+            }
+        }
+        return count;
     }
 
     /** Writes in flight now. */
-    synchronized int writes() {
-        return writes.size();
+    int writes() {
+        return writes.length;
     }
 
     /** Whether frame {@code frame} is an escape. */
-    synchronized boolean isEscape(int frame) {
-        return frames[frame] != null;
+    boolean isEscape(int frame) {
+        return frames.get(frame) != null;
+    }
+
+    /**
+     * The first frame that is an escape without its bit set, or -1, for tests and the invariant validator: exact at
+     * rest (while a write scans, it may clear a bit for a moment before it sees the frame's new escape).
+     */
+    int escapeWithoutBit() {
+        for (int f = 0; f < frames.length(); f++) {
+            if (frames.get(f) != null && ((long) BITS.getVolatile(frameBits, f >>> 6) & (1L << f)) == 0) {
+                return f;
+            }
+        }
+        return -1;
     }
 
     /** Entered for a descent at a level that cannot matter: nothing to leave. */
@@ -244,7 +395,7 @@ final class OffloadExclusion {
     }
 
     private boolean covered(long[] low, int level) {
-        for (Range w : writes) {
+        for (Range w : writes) { // one volatile read: the array is never changed in place
             if (level < w.level && compare(low, w.low) >= 0 && compare(low, w.high) < 0) {
                 return true;
             }
@@ -260,38 +411,26 @@ final class OffloadExclusion {
         return keys.compare(a, 0, b, 0);
     }
 
-    private void add(Range e) {
-        escapes.computeIfAbsent(e.low, k -> new ArrayList<>(2)).add(e);
-        escapeCount++;
-    }
-
-    private void remove(Range e) {
-        List<Range> atLow = escapes.get(e.low);
-        if (atLow == null) {
-            return;
-        }
-        for (Iterator<Range> it = atLow.iterator(); it.hasNext(); ) {
-            if (it.next() == e) {
-                it.remove();
-                escapeCount--;
-                break;
-            }
-        }
-        if (atLow.isEmpty()) {
-            escapes.remove(e.low);
-        }
-    }
-
     @Override
-    public synchronized String toString() {
-        StringBuilder out = new StringBuilder("OffloadExclusion[").append(escapeCount).append(" escapes, ")
-                .append(writes.size()).append(" writes");
-        for (Map.Entry<long[], List<Range>> entry : escapes.entrySet()) {
-            for (Range e : entry.getValue()) {
-                out.append(", (").append(java.util.Arrays.toString(e.low)).append(", ").append(java.util.Arrays.toString(e.high))
-                        .append("]@").append(e.level);
+    public String toString() {
+        StringBuilder out = new StringBuilder("OffloadExclusion[").append(escapes()).append(" escapes, ")
+                .append(writes.length).append(" writes");
+        for (int f = 0; f < frames.length(); f++) {
+            append(out, frames.get(f));
+        }
+        for (Descents session : sessions) {
+            AtomicReferenceArray<Range> slots = session.slots;
+            for (int i = 0; i < slots.length(); i++) {
+                append(out, slots.get(i));
             }
         }
         return out.append(']').toString();
+    }
+
+    private static void append(StringBuilder out, Range e) {
+        if (e != null) {
+            out.append(", (").append(Arrays.toString(e.low)).append(", ").append(Arrays.toString(e.high)).append("]@")
+                    .append(e.level);
+        }
     }
 }

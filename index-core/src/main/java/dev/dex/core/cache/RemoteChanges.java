@@ -3,15 +3,10 @@ package dev.dex.core.cache;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 
-import org.agrona.DirectBuffer;
-
-import dev.dex.rdma.ForwardingRemoteMemory;
-import dev.dex.rdma.RemoteMemory;
-
 /**
  * When this compute node last changed each remote node, with one-sided verbs: every write,
- * compare-and-swap and fetch-and-add through {@link #track} takes the next tick of a clock and records it
- * for the node it touched. (Offloaded writes are not recorded: the memory side keeps its own reads and
+ * compare-and-swap and fetch-and-add of the engine ({@link WriteFailures} calls {@link #changed}) takes the next
+ * tick of a clock and records it for the node it touched. (Offloaded writes are not recorded: the memory side keeps its own reads and
  * writes apart, see {@code SubtreeExecutor}.) A one-message offloaded lookup reads the clock before it
  * sends; once it holds the IO markers of the path the answer reports, a change recorded since then for any
  * node of that path makes it fall back, and none shows that the memory side read no node this compute node
@@ -60,47 +55,5 @@ final class RemoteChanges {
     private static int stripe(long address) {
         long node = address >>> 10;
         return (int) ((node * 0x9E3779B97F4A7C15L) >>> STRIPE_SHIFT);
-    }
-
-    /** {@code memory}, with every verb that can change remote memory counted here after it returns. */
-    RemoteMemory track(RemoteMemory memory) {
-        return new Tracked(memory, this);
-    }
-
-    /** Records the changes of every verb that can make one, after it returned or failed. */
-    private static final class Tracked extends ForwardingRemoteMemory {
-        private final RemoteChanges changes;
-
-        Tracked(RemoteMemory memory, RemoteChanges changes) {
-            super(memory);
-            this.changes = changes;
-        }
-
-        @Override
-        public void write(long address, DirectBuffer src, int srcOffset, int length) {
-            try {
-                super.write(address, src, srcOffset, length);
-            } finally {
-                changes.changed(address);
-            }
-        }
-
-        @Override
-        public long compareAndSwap(long address, long expected, long desired) {
-            try {
-                return super.compareAndSwap(address, expected, desired);
-            } finally {
-                changes.changed(address);
-            }
-        }
-
-        @Override
-        public long fetchAndAdd(long address, long delta) {
-            try {
-                return super.fetchAndAdd(address, delta);
-            } finally {
-                changes.changed(address);
-            }
-        }
     }
 }

@@ -116,8 +116,8 @@ final class StructureChanges {
                 if (slot >= 0) {
                     fresh.child(slot, pointer);
                 } else {
+                    writer.orphaned(child); // before its parent is cleared, as FrameWriter.orphanChildren does
                     arena.parent(child, NO_FRAME);
-                    writer.orphaned(child);
                 }
             }
         }

@@ -17,6 +17,9 @@ import dev.dex.rdma.RemoteMemory;
  *       {@code write-back-timeout} make the compute node report itself not ready and leave
  *       ({@link #failingSinceNanos}).</li>
  * </ul>
+ * In an engine that offloads, it also records each of those verbs in {@link RemoteChanges} after the verb returned or
+ * failed, for one-message lookups: here rather than in a layer of its own, so that reads pass through no more layers
+ * than in an engine that never offloads.
  *
  * <pre>
  * Concurrency: called by every thread that issues verbs. The failure count is an atomic counter; the start of the
@@ -34,8 +37,12 @@ final class WriteFailures extends ForwardingRemoteMemory {
     /** Per memory server id: System.nanoTime() of the first failed writing verb to it since the last success, or 0. */
     private final java.util.concurrent.atomic.AtomicLongArray failingSinceByServer;
 
-    WriteFailures(RemoteMemory delegate) {
+    /** Where writing verbs are recorded, or null (an engine that never offloads records nothing). */
+    private final RemoteChanges changes;
+
+    WriteFailures(RemoteMemory delegate, RemoteChanges changes) {
         super(delegate);
+        this.changes = changes;
         int max = 0;
         for (int id : delegate.memoryServerIds()) {
             max = Math.max(max, id);
@@ -49,6 +56,8 @@ final class WriteFailures extends ForwardingRemoteMemory {
             super.write(address, src, srcOffset, length);
         } catch (FabricException e) {
             throw failed(e, address);
+        } finally {
+            changed(address);
         }
         succeeded(address);
     }
@@ -60,6 +69,8 @@ final class WriteFailures extends ForwardingRemoteMemory {
             found = super.compareAndSwap(address, expected, desired);
         } catch (FabricException e) {
             throw failed(e, address);
+        } finally {
+            changed(address);
         }
         succeeded(address);
         return found;
@@ -72,9 +83,18 @@ final class WriteFailures extends ForwardingRemoteMemory {
             found = super.fetchAndAdd(address, delta);
         } catch (FabricException e) {
             throw failed(e, address);
+        } finally {
+            changed(address);
         }
         succeeded(address);
         return found;
+    }
+
+    /** Records a writing verb that returned or failed (it may have been applied) in {@link RemoteChanges}. */
+    private void changed(long address) {
+        if (changes != null) {
+            changes.changed(address);
+        }
     }
 
     private FabricException failed(FabricException e, long address) {

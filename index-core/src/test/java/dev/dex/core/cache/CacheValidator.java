@@ -219,6 +219,9 @@ public final class CacheValidator {
         if (exclusion.writes() != 0) {
             problem(exclusion.writes() + " offloaded writes left in flight: " + exclusion);
         }
+        if (exclusion.escapeWithoutBit() >= 0) {
+            problem("frame " + exclusion.escapeWithoutBit() + " is an escape that writes cannot find (its bit is clear)");
+        }
         int frameEscapes = 0;
         NodeView view = new NodeView(engine.keys);
         for (int f = 0; f < arena.frames(); f++) {

@@ -30,6 +30,7 @@ import dev.dex.core.node.KeyFormat;
 class OffloadExclusionTest {
     /** Offloading level M = 2: writes start at level 1 or 2, escapes matter at levels 0 and 1. */
     private final OffloadExclusion exclusion = new OffloadExclusion(16, 2, KeyFormat.EIGHT);
+    private final OffloadExclusion.Descents descents = exclusion.descents();
 
     @Test
     void aWriteMeetsOnlyEscapesBelowItsNodeInItsRange() {
@@ -72,15 +73,15 @@ class OffloadExclusionTest {
         assertNotNull(write);
         assertFalse(exclusion.enterFrame(1, k(120), k(130), 0), "a leaf admitted below the write");
         assertFalse(exclusion.isEscape(1));
-        assertNull(exclusion.enterDescent(k(100), k(150), 1), "a descent into a level-1 node below it");
+        assertNull(exclusion.enterDescent(descents, k(100), k(150), 1), "a descent into a level-1 node below it");
         assertTrue(exclusion.enterFrame(2, k(100), k(200), 2), "a node at the write's own level matters not");
-        assertSame(OffloadExclusion.NOTHING, exclusion.enterDescent(k(100), k(200), 2), "nor a descent into one");
+        assertSame(OffloadExclusion.NOTHING, exclusion.enterDescent(descents, k(100), k(200), 2), "nor a descent into one");
         assertTrue(exclusion.enterFrame(5, k(200), k(250), 0), "a leaf after the range");
 
         exclusion.enterOrphan(6, k(110), k(120), 0);
         assertTrue(exclusion.isEscape(6), "an orphan was reachable until now: it cannot lie below a write in flight");
         exclusion.endWrite(write);
-        OffloadExclusion.Range descent = exclusion.enterDescent(k(100), k(150), 1);
+        OffloadExclusion.Range descent = exclusion.enterDescent(descents, k(100), k(150), 1);
         assertNotNull(descent);
         assertNull(exclusion.beginWrite(k(100), k(200), 2), "the descent's escape is below it now");
         exclusion.release(descent);
@@ -89,11 +90,113 @@ class OffloadExclusionTest {
     }
 
     @Test
+    void aSessionHoldsAnyNumberOfDescentsAndAWriteSeesEachUntilItIsLeft() {
+        List<OffloadExclusion.Range> held = new ArrayList<>();
+        for (int i = 0; i < 20; i++) { // more than a session's first slots
+            OffloadExclusion.Range descent = exclusion.enterDescent(descents, k(100 + 10 * i), k(110 + 10 * i), 1);
+            assertNotNull(descent);
+            held.add(descent);
+        }
+        assertEquals(20, exclusion.escapes());
+        for (int i = 0; i < 20; i++) {
+            assertNull(exclusion.beginWrite(k(100 + 10 * i), k(110 + 10 * i), 2), "descent " + i + " is below the write");
+        }
+        held.subList(0, 19).forEach(exclusion::release);
+        assertNull(exclusion.beginWrite(k(290), k(300), 2), "the last descent is still held");
+        exclusion.release(held.get(19));
+        assertNotNull(exclusion.beginWrite(k(100), k(300), 2));
+        assertEquals(0, exclusion.escapes());
+    }
+
+    @Test
+    void aFrameEnteredAgainAfterItsEscapeWasLeftIsAnEscapeAgain() {
+        assertTrue(exclusion.enterFrame(9, k(10), k(20), 0));
+        exclusion.leaveFrame(9);
+        assertFalse(exclusion.isEscape(9));
+        assertNotNull(exclusion.beginWrite(k(0), k(100), 1));
+        exclusion.enterOrphan(9, k(110), k(120), 0);
+        assertTrue(exclusion.isEscape(9));
+        assertEquals(-1, exclusion.escapeWithoutBit(), "its range and its bit");
+        assertNull(exclusion.beginWrite(k(100), k(200), 1), "a write finds it by its bit");
+        exclusion.leaveFrame(9);
+        assertNotNull(exclusion.beginWrite(k(100), k(200), 1));
+    }
+
+    /**
+     * One frame, three threads: an admission enters it as an escape (and rolls back when a write covers it), an
+     * orphaning enters it whatever is in flight, and a writer comes and goes over its range. Once both entries
+     * returned, the frame is an escape (the orphan's entry stands, whatever the admission did), and a write over its
+     * range is refused.
+     */
+    @Test
+    void anOrphanEnteredWhileAnAdmissionRollsBackStaysAnEscape() throws Exception {
+        OffloadExclusion shared = new OffloadExclusion(8, 2, KeyFormat.EIGHT);
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread writer = new Thread(() -> {
+            while (!stop.get()) {
+                OffloadExclusion.Range write = shared.beginWrite(k(0), k(1000), 1);
+                if (write != null) {
+                    Thread.onSpinWait();
+                    shared.endWrite(write);
+                }
+            }
+        }, "exclusion-writer");
+        writer.start();
+        java.util.concurrent.CyclicBarrier round = new java.util.concurrent.CyclicBarrier(2);
+        AtomicReference<String> lost = new AtomicReference<>();
+        int rounds = 20_000;
+        Thread admission = new Thread(() -> {
+            try {
+                for (int i = 0; i < rounds && lost.get() == null; i++) {
+                    round.await();
+                    shared.enterFrame(3, k(100), k(200), 0);
+                    round.await();
+                }
+            } catch (Exception e) {
+                lost.compareAndSet(null, e.toString());
+            }
+        }, "exclusion-admission");
+        admission.start();
+        try {
+            for (int i = 0; i < rounds && lost.get() == null; i++) {
+                round.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                shared.enterOrphan(3, k(100), k(200), 0);
+                round.await(10, java.util.concurrent.TimeUnit.SECONDS);
+                if (!shared.isEscape(3)) {
+                    lost.compareAndSet(null, "round " + i + ": the orphan's escape was lost: " + shared);
+                }
+                shared.leaveFrame(3);
+            }
+        } finally {
+            stop.set(true);
+            round.reset();
+            writer.join(10_000);
+            admission.join(10_000);
+        }
+        assertNull(lost.get());
+        shared.enterOrphan(3, k(100), k(200), 0);
+        assertEquals(-1, shared.escapeWithoutBit(), "at rest, an escape has its bit: " + shared);
+        assertNull(shared.beginWrite(k(0), k(1000), 1), "a write finds the orphan");
+    }
+
+    @Test
+    void aClosedSessionIsForgotten() {
+        OffloadExclusion.Descents other = exclusion.descents();
+        OffloadExclusion.Range descent = exclusion.enterDescent(other, k(10), k(20), 0);
+        assertNotNull(descent);
+        assertNull(exclusion.beginWrite(k(0), k(100), 1));
+        exclusion.release(descent);
+        exclusion.forget(other);
+        assertEquals(0, exclusion.escapes());
+        assertNotNull(exclusion.beginWrite(k(0), k(100), 1));
+    }
+
+    @Test
     void anEngineThatNeverOffloadsKeepsNothing() {
         OffloadExclusion off = new OffloadExclusion(4, 0, KeyFormat.EIGHT);
         assertTrue(off.enterFrame(1, k(0), k(10), 0));
         off.enterOrphan(2, k(0), k(10), 0);
-        assertSame(OffloadExclusion.NOTHING, off.enterDescent(k(0), k(10), 0));
+        assertSame(OffloadExclusion.NOTHING, off.enterDescent(off.descents(), k(0), k(10), 0));
         assertEquals(0, off.escapes());
     }
 
@@ -128,6 +231,7 @@ class OffloadExclusionTest {
             int id = t;
             Thread worker = new Thread(() -> {
                 SplittableRandom random = new SplittableRandom(id * 31L + 7);
+                OffloadExclusion.Descents slots = shared.descents();
                 try {
                     start.await();
                 } catch (InterruptedException e) {
@@ -146,7 +250,7 @@ class OffloadExclusionTest {
                         range = shared.beginWrite(k(low), k(low + span), level);
                         token = range;
                     } else if (random.nextBoolean()) {
-                        range = shared.enterDescent(k(low), k(low + span), level);
+                        range = shared.enterDescent(slots, k(low), k(low + span), level);
                         token = range;
                     } else {
                         frame = id * 16 + random.nextInt(16);

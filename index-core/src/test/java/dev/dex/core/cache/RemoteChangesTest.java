@@ -23,7 +23,7 @@ class RemoteChangesTest {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.export(0, 1 << 20, 64 << 10);
             RemoteChanges changes = new RemoteChanges();
-            RemoteMemory memory = changes.track(fabric.connect(0));
+            RemoteMemory memory = new WriteFailures(fabric.connect(0), changes); // where the engine records them
             long node = GlobalAddress.of(0, 8 << 10);
             long other = GlobalAddress.of(0, 9 << 10);
             UnsafeBuffer buffer = new UnsafeBuffer(new byte[1024]);
