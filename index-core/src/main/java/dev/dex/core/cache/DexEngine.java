@@ -255,7 +255,9 @@ public final class DexEngine implements PartitionedEngine {
         return session;
     }
 
-    void closed(DexSession session) {
+    /** {@code session} closed: its counters are kept, its frames and its markers (and descent slots) given back. */
+    void closed(DexSession session, Markers markers) {
+        markers.close();
         if (sessions.remove(session)) {
             for (int i = 0; i < CacheStats.COUNTERS; i++) {
                 closedCounters.addAndGet(i, session.counters().get(i));

@@ -212,8 +212,7 @@ public final class DexSession extends WordKeySession {
         try {
             commit();
         } finally {
-            markers.close();
-            engine.closed(this);
+            engine.closed(this, markers);
         }
     }
 
