@@ -506,10 +506,10 @@ public final class ComputeNode {
     private void onHealthTick(DexEngine engine, EngineWorkers workers, RemoteMemory connection) {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
-        Set<org.apache.pekko.actor.Address> reachable = LostServers.reachableMemoryNodes(Cluster.get(context.getSystem()));
-        List<Integer> out = LostServers.out(memory, reachable);
-        List<String> lost = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
+        LostServers.Seen seen = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
                 memory, endpoints, groups, connection, context.getLog());
+        List<Integer> out = seen.out();
+        List<String> lost = seen.lost();
         // Not ready while a memory server is out: keys whose tree nodes or logs live there cannot be served.
         String problem = out.isEmpty() ? null : "memory server(s) " + out + " are out of the cluster: operations on the keys"
                 + " and partitions they hold fail until they are back" + (lost.isEmpty() ? "" : "; " + String.join("; ", lost));
@@ -676,7 +676,7 @@ public final class ComputeNode {
                 .onMessage(DescribeAgain.class, this::onDescribeAgain)
                 .onMessage(Relocated.class, relocated -> { // back: its lost mark goes now, not at the next tick
                     lastLost = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(),
-                            settings.replicas(), memory, endpoints, groups, connection, context.getLog());
+                            settings.replicas(), memory, endpoints, groups, connection, context.getLog()).lost();
                     return onRelocated(relocated);
                 })
                 .onMessage(Groups.class, this::onGroups)

@@ -34,7 +34,7 @@ final class LostServers {
     private final Map<Integer, String> marked = new HashMap<>();
 
     /** Addresses of the memory nodes that are Up (or WeaklyUp) and reachable, as {@code cluster} sees them now. */
-    static Set<Address> reachableMemoryNodes(Cluster cluster) {
+    private static Set<Address> reachableMemoryNodes(Cluster cluster) {
         Set<Address> reachable = new HashSet<>();
         for (Member member : cluster.state().getMembers()) {
             if (member.hasRole("memory") && (member.status() == MemberStatus.up() || member.status() == MemberStatus.weaklyUp())) {
@@ -64,7 +64,7 @@ final class LostServers {
     }
 
     /** The servers (sorted) whose memory node in {@code memory} is not in {@code reachable}. */
-    static List<Integer> out(Map<Integer, ActorRef<MemoryNode.Command>> memory, Set<Address> reachable) {
+    private static List<Integer> out(Map<Integer, ActorRef<MemoryNode.Command>> memory, Set<Address> reachable) {
         List<Integer> out = new ArrayList<>();
         for (Map.Entry<Integer, ActorRef<MemoryNode.Command>> server : memory.entrySet()) {
             if (!reachable.contains(server.getValue().path().address())) {
@@ -75,19 +75,27 @@ final class LostServers {
         return out;
     }
 
+    /** The memory servers out of the cluster (sorted), and why each lost one among them is lost. */
+    record Seen(List<Integer> out, List<String> lost) {
+    }
+
     /**
-     * Marks on {@code connection} the servers out of the cluster that are lost, and unmarks the others; returns why each lost
-     * server is lost (empty when none is). With {@code replicas} above 1, a server is lost when every replica in
+     * Marks on {@code connection} the servers out of the cluster that are lost, and unmarks the others; returns the
+     * servers out of the cluster and why each lost one is lost (empty when none is). With {@code replicas} above 1, a server is lost when every replica in
      * {@code groups} is out of {@code reachable}; with one, when its memory node ({@code nodes}: per server, the address
      * of the memory node this compute node uses, and {@code endpoints} its fabric endpoint) is not {@code present}.
      */
-    List<String> update(Cluster cluster, String transport, int replicas, Map<Integer, ActorRef<MemoryNode.Command>> memory,
-                        Map<Integer, String> endpoints, ReplicaGroups groups, RemoteMemory connection, Logger log) {
+    Seen update(Cluster cluster, String transport, int replicas, Map<Integer, ActorRef<MemoryNode.Command>> memory,
+                Map<Integer, String> endpoints, ReplicaGroups groups, RemoteMemory connection, Logger log) {
         Set<Address> reachable = reachableMemoryNodes(cluster);
+        List<Integer> out = out(memory, reachable);
+        if (!transport.equals("tcp") && replicas <= 1) {
+            return new Seen(out, List.of());
+        }
         Map<Integer, Address> nodes = new HashMap<>();
         memory.forEach((server, node) -> nodes.put(server, node.path().address()));
-        return transport.equals("tcp") || replicas > 1 ? update(replicas, out(memory, reachable), nodes, endpoints, groups, reachable,
-                presentMemoryNodes(cluster), connection, log) : List.of();
+        return new Seen(out, update(replicas, out, nodes, endpoints, groups, reachable, presentMemoryNodes(cluster), connection,
+                log));
     }
 
     /**

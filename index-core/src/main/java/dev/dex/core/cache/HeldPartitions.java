@@ -176,22 +176,13 @@ final class HeldPartitions {
      * checkpoint writes it or gives the takeover up.)
      */
     private void replayRecord(DexSession recovery, int op, long[] key, long value) {
-        for (int attempt = 1; ; attempt++) {
-            long writesFailed = writeFailures.count();
-            try {
-                if (op == RedoLogDescriptor.DELETE) {
-                    recovery.delete(key);
-                } else {
-                    recovery.put(key, value);
-                }
-                return;
-            } catch (dev.dex.rdma.FabricException failed) {
-                if (failed.isFinal() || writeFailures.count() != writesFailed || attempt >= RedoLog.REPLAY_READ_ATTEMPTS) {
-                    throw failed;
-                }
-                java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1));
+        RedoLog.retryingReads(() -> {
+            if (op == RedoLogDescriptor.DELETE) {
+                recovery.delete(key);
+            } else {
+                recovery.put(key, value);
             }
-        }
+        }, writeFailures::count);
     }
 
     /**

@@ -2,6 +2,7 @@ package dev.dex.core.cache;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -63,27 +64,25 @@ import dev.dex.core.node.NodeView;
  * </pre>
  */
 final class OffloadExclusion {
-    /** One range at one level: a write in flight, or an escape of a frame ({@code frame >= 0}) or of a descent. */
+    /** One range at one level: a write in flight, or an escape of a frame or of a descent. */
     static final class Range {
         /** The node's fences: its own copies of the words. */
         final long[] low;
         final long[] high;
         final int level;
-        final int frame;
         final boolean write;
         /** A descent's session and slot; null and -1 otherwise. */
         final Descents session;
         final int slot;
 
-        Range(long[] low, long[] high, int level, int frame, boolean write) {
-            this(low, high, level, frame, write, null, -1);
+        Range(long[] low, long[] high, int level, boolean write) {
+            this(low, high, level, write, null, -1);
         }
 
-        private Range(long[] low, long[] high, int level, int frame, boolean write, Descents session, int slot) {
+        private Range(long[] low, long[] high, int level, boolean write, Descents session, int slot) {
             this.low = low;
             this.high = high;
             this.level = level;
-            this.frame = frame;
             this.write = write;
             this.session = session;
             this.slot = slot;
@@ -150,7 +149,7 @@ final class OffloadExclusion {
      * escape below it or with another write in flight (then the caller falls back to its caching path).
      */
     Range beginWrite(long[] low, long[] high, int level) {
-        Range w = new Range(low.clone(), high.clone(), level, -1, true);
+        Range w = new Range(low.clone(), high.clone(), level, true);
         synchronized (writeLock) {
             Range[] current = writes;
             for (Range other : current) {
@@ -247,7 +246,7 @@ final class OffloadExclusion {
             session.slots = larger;
             slots = larger;
         }
-        Range e = new Range(low.clone(), high.clone(), level, -1, false, session, slot);
+        Range e = new Range(low.clone(), high.clone(), level, false, session, slot);
         slots.set(slot, e); // published (volatile) before the writes are read
         if (covered(low, level)) {
             slots.set(slot, null);
@@ -294,7 +293,7 @@ final class OffloadExclusion {
         if (frames.get(frame) != null) {
             return true;
         }
-        Range e = new Range(low, high, level, frame, false);
+        Range e = new Range(low, high, level, false);
         if (!frames.compareAndSet(frame, null, e)) {
             return true; // an orphan entered meanwhile: the frame is an escape, by that entry
         }
@@ -326,7 +325,7 @@ final class OffloadExclusion {
 
     private void enterOrphanEscape(int frame, long[] low, long[] high, int level) {
         // Over any entry of the frame (the same node): one an admission may still withdraw must not stand for it.
-        frames.set(frame, new Range(low, high, level, frame, false));
+        frames.set(frame, new Range(low, high, level, false));
         setBit(frame);
     }
 
@@ -346,17 +345,26 @@ final class OffloadExclusion {
 
     /** Escapes entered now (frames and descents), for tests and the invariant validator (exact at rest). */
     int escapes() {
-        int count = 0;
+        return entered().size();
+    }
+
+    /** The escapes entered now, frames' then descents'. */
+    private List<Range> entered() {
+        List<Range> entered = new ArrayList<>();
         for (int f = 0; f < frames.length(); f++) {
-            count += frames.get(f) != null ? 1 : 0;
+            if (frames.get(f) != null) {
+                entered.add(frames.get(f));
+            }
         }
         for (Descents session : sessions) {
             AtomicReferenceArray<Range> slots = session.slots;
             for (int i = 0; i < slots.length(); i++) {
-                count += slots.get(i) != null ? 1 : 0;
+                if (slots.get(i) != null) {
+                    entered.add(slots.get(i));
+                }
             }
         }
-        return count;
+        return entered;
     }
 
     /** Writes in flight now. */
@@ -383,7 +391,7 @@ final class OffloadExclusion {
     }
 
     /** Entered for a descent at a level that cannot matter: nothing to leave. */
-    static final Range NOTHING = new Range(new long[1], new long[1], 0, -1, false);
+    static final Range NOTHING = new Range(new long[1], new long[1], 0, false);
 
     /** Ends a write or leaves a descent's escape, whichever {@code range} is. */
     void release(Range range) {
@@ -413,24 +421,13 @@ final class OffloadExclusion {
 
     @Override
     public String toString() {
-        StringBuilder out = new StringBuilder("OffloadExclusion[").append(escapes()).append(" escapes, ")
+        List<Range> entered = entered();
+        StringBuilder out = new StringBuilder("OffloadExclusion[").append(entered.size()).append(" escapes, ")
                 .append(writes.length).append(" writes");
-        for (int f = 0; f < frames.length(); f++) {
-            append(out, frames.get(f));
-        }
-        for (Descents session : sessions) {
-            AtomicReferenceArray<Range> slots = session.slots;
-            for (int i = 0; i < slots.length(); i++) {
-                append(out, slots.get(i));
-            }
-        }
-        return out.append(']').toString();
-    }
-
-    private static void append(StringBuilder out, Range e) {
-        if (e != null) {
+        for (Range e : entered) {
             out.append(", (").append(Arrays.toString(e.low)).append(", ").append(Arrays.toString(e.high)).append("]@")
                     .append(e.level);
         }
+        return out.append(']').toString();
     }
 }

@@ -345,24 +345,26 @@ public final class RedoLog {
     }
 
     /**
-     * How many times a replay tries a read that goes unanswered before it gives the takeover up: a batch of records
-     * ({@link #readRecords}), and a record's own descent ({@code HeldPartitions.replayRecord}).
+     * How many times a replay tries a read that goes unanswered before it gives the takeover up ({@link
+     * #retryingReads}).
      */
     public static final int REPLAY_READ_ATTEMPTS = 8;
 
     /**
-     * A replay's read of a batch of records, made again (up to {@link #REPLAY_READ_ATTEMPTS} times, 1 ms apart) when it
-     * goes unanswered: a read changes nothing, so one failed read need not give a whole takeover up to start again
-     * from the first record (see {@code HeldPartitions.replayRecord}, which does the same for the records' own reads).
-     * A fence or a lost memory server is not retried.
+     * Runs a replay's {@code step} again (up to {@link #REPLAY_READ_ATTEMPTS} times, 1 ms apart) when it fails with a
+     * verb that went unanswered and {@code writesFailed} (a count of the engine's failed writing verbs) did not change
+     * during the attempt: the step then failed on a read, which changed nothing, so one failed read need not give a
+     * whole takeover up to start again from the first record. A fence or a lost memory server is not retried. Used for
+     * a batch of records ({@link #replay}) and for a record's own descent ({@code HeldPartitions.replayRecord}).
      */
-    private void readRecords(long address, MutableDirectBuffer into, int length) {
+    public static void retryingReads(Runnable step, java.util.function.LongSupplier writesFailed) {
         for (int attempt = 1; ; attempt++) {
+            long before = writesFailed.getAsLong();
             try {
-                memory.read(address, into, 0, length);
+                step.run();
                 return;
             } catch (dev.dex.rdma.FabricException failed) {
-                if (failed.isFinal() || attempt >= REPLAY_READ_ATTEMPTS) {
+                if (failed.isFinal() || writesFailed.getAsLong() != before || attempt >= REPLAY_READ_ATTEMPTS) {
                     throw failed;
                 }
                 java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
@@ -387,7 +389,9 @@ public final class RedoLog {
         while (lsn - checkpoint < capacity) {
             int slot = (int) (lsn % capacity);
             int n = (int) Math.min(Math.min(REPLAY_READ_RECORDS, capacity - slot), capacity - (lsn - checkpoint));
-            readRecords(slotAddress(slot), records, n * recordLength);
+            long address = slotAddress(slot);
+            int length = n * recordLength;
+            retryingReads(() -> memory.read(address, records, 0, length), () -> 0); // a read only: no write to watch
             for (int i = 0; i < n; i++, lsn++) {
                 int at = i * recordLength;
                 long recordEpoch = records.getLong(at + RECORD_EPOCH_OFFSET, ORDER);
