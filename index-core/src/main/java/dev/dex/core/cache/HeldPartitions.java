@@ -169,9 +169,13 @@ final class HeldPartitions {
      * thousands of a long log's replay gave the whole acquire up, to start again from the log's first record, so at a
      * steady rate of failed verbs a partition with a long log could never be taken over (seen in FaultModelTest, at
      * one verb in 250: hundreds of acquires in 30 s, none through). A record whose failure came after a writing verb
-     * of this engine failed (a split's write-through, which the structure change undoes or marks for repair; any
-     * engine thread's failed write counts) is not retried here and the takeover is given up as before, and so is one
-     * that met a fence or a lost memory server. (A page evicted during the replay whose write-back fails does not
+     * of the replaying thread failed (a split's write-through, which the structure change undoes or marks for repair)
+     * is not retried here and the takeover is given up as before, and so is one that met a fence or a lost memory
+     * server. Other threads' failed writes do not count: they are not the replayed record's writes, and what they leave
+     * (a half-done structure change, a remote lock pending release) any operation of this engine may meet and handles;
+     * counting them (as a first version did) let
+     * a steady rate of failed writes elsewhere in the engine turn the retry off, and the takeover could again never
+     * get through (ReplayReadFailureTest). (A page evicted during the replay whose write-back fails does not
      * fail the record: the frame stays dirty and cached, the record goes on without a new frame, and the final
      * checkpoint writes it or gives the takeover up.)
      */
@@ -182,7 +186,7 @@ final class HeldPartitions {
             } else {
                 recovery.put(key, value);
             }
-        }, writeFailures::count);
+        }, writeFailures::countOnThisThread);
     }
 
     /**

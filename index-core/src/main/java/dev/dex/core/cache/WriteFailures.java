@@ -22,7 +22,8 @@ import dev.dex.rdma.RemoteMemory;
  * than in an engine that never offloads.
  *
  * <pre>
- * Concurrency: called by every thread that issues verbs. The failure count is an atomic counter; the start of the
+ * Concurrency: called by every thread that issues verbs. The failure count is an atomic counter, and each thread
+ * counts its own failures again in a thread-local cell that no other thread touches; the start of the
  * current run of failures is a volatile word that a failure sets when it is 0 and any successful write clears
  * (a success costs one volatile read when nothing is failing); the same per memory server in an atomic array (one
  * more plain-volatile read per success). Races between a success and a failure at the same
@@ -31,6 +32,8 @@ import dev.dex.rdma.RemoteMemory;
  */
 final class WriteFailures extends ForwardingRemoteMemory {
     private final java.util.concurrent.atomic.AtomicLong failures = new java.util.concurrent.atomic.AtomicLong();
+    /** The failures of each thread, in a cell only that thread reads and writes. */
+    private final ThreadLocal<long[]> failuresOnThread = ThreadLocal.withInitial(() -> new long[1]);
     /** System.nanoTime() of the first failure since the last success, or 0. */
     private volatile long failingSince;
     private volatile Throwable last;
@@ -99,6 +102,7 @@ final class WriteFailures extends ForwardingRemoteMemory {
 
     private FabricException failed(FabricException e, long address) {
         failures.incrementAndGet();
+        failuresOnThread.get()[0]++;
         last = e;
         long now = Math.max(1, System.nanoTime());
         if (failingSince == 0) {
@@ -129,6 +133,11 @@ final class WriteFailures extends ForwardingRemoteMemory {
     /** Writing verbs that failed so far; compare two readings to learn whether one failed in between. */
     long count() {
         return failures.get();
+    }
+
+    /** As {@link #count()}, of the calling thread's writing verbs only. */
+    long countOnThisThread() {
+        return failuresOnThread.get()[0];
     }
 
     /** Whether a writing verb failed after the reading {@code count} of {@link #count}. */

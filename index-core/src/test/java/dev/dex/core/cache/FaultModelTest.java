@@ -146,10 +146,37 @@ class FaultModelTest {
                     }
                 }, "fault-model-" + t));
             }
+            // The compute node's health tick (ComputeNode, every second): while writes fail or a failed verb left remote
+            // locks held, it repairs (DexEngine.repair), which releases them. Without it a lock that engine 0 left on a
+            // shared node stayed held while every worker waited for a partition of engine 1 whose replay could not get
+            // past that node (1 run in about 12: 30 s of acquires, each ended by a fault in the wait for the lock).
+            java.util.concurrent.atomic.AtomicBoolean running = new java.util.concurrent.atomic.AtomicBoolean(true);
+            Thread healthTick = new Thread(() -> {
+                while (running.get()) {
+                    for (DexEngine engine : engines) {
+                        if (engine.writesFailingSinceNanos() != 0 || engine.pendingUnlocks() > 0) {
+                            try {
+                                engine.repair();
+                            } catch (RuntimeException stillFailing) {
+                                // tried again at the next tick, as the compute node does
+                            }
+                        }
+                    }
+                    java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(200));
+                }
+            }, "health-tick");
+            healthTick.setDaemon(true);
+            healthTick.start();
             threads.forEach(Thread::start);
-            for (Thread thread : threads) {
-                thread.join(TimeUnit.SECONDS.toMillis(150));
-                assertTrue(!thread.isAlive(), "a worker is stuck: " + Arrays.toString(thread.getStackTrace()));
+            try {
+                for (Thread thread : threads) {
+                    thread.join(TimeUnit.SECONDS.toMillis(150));
+                    assertTrue(!thread.isAlive(), "a worker is stuck: " + Arrays.toString(thread.getStackTrace()));
+                }
+            } finally {
+                running.set(false);
+                healthTick.join(TimeUnit.SECONDS.toMillis(30));
+                assertTrue(!healthTick.isAlive(), "the health tick is stuck: " + Arrays.toString(healthTick.getStackTrace()));
             }
             faults.forEach(f -> f.enabled(false));
             if (!errors.isEmpty()) {
