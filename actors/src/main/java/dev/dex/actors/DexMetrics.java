@@ -79,6 +79,10 @@ public final class DexMetrics implements Extension {
                     callback.call(accesses == 0 ? 0 : (double) hits / accesses);
                 })
                 .register(registry);
+        GaugeWithCallback.builder().name("dex_leaf_admission").help("P_A now: the probability that a leaf read on a miss is"
+                        + " admitted (fixed, or tuned with dex.compute.leaf-admission = auto)")
+                .callback(callback -> callback.call(engines.stream().mapToDouble(DexEngine::leafAdmission).average().orElse(0)))
+                .register(registry);
         GaugeWithCallback.builder().name("dex_partitions_held").help("Partitions the compute node holds now")
                 .callback(callback -> callback.call(engines.stream().mapToLong(DexMetrics::held).sum())).register(registry);
         this.handoffs = Counter.builder().name("dex_partition_handoffs")

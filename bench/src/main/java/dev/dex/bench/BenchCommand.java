@@ -92,9 +92,9 @@ public final class BenchCommand implements Callable<Integer> {
     private Double cacheRatio;
 
     @Option(names = "--leaf-admission", paramLabel = "P_A",
-            description = "DEX modes: the probability that a leaf read on a miss is admitted into the cache, in [0, 1]"
-                    + " (default: the engine's, dex.compute.leaf-admission of reference.conf).")
-    private Double leafAdmission;
+            description = "DEX modes: the probability that a leaf read on a miss is admitted into the cache, in [0, 1],"
+                    + " or auto: tuned while the run goes (default: the engine's, dex.compute.leaf-admission of reference.conf).")
+    private String leafAdmission;
 
     @Option(names = "--cache-mb", paramLabel = "MIB", converter = CountConverter.class,
             description = "Cache per compute node in MiB. Not with --cache-ratio.")
@@ -324,7 +324,16 @@ public final class BenchCommand implements Callable<Integer> {
             check(theta == null, "--theta applies only to --dist zipf");
         }
         check(cacheRatio == null || cacheMb == null, "--cache-ratio and --cache-mb are mutually exclusive");
-        check(leafAdmission == null || leafAdmission >= 0 && leafAdmission <= 1, "--leaf-admission must be in [0, 1]: " + leafAdmission);
+        double admission = DexEngineSettings.DEFAULT_LEAF_ADMISSION;
+        if (leafAdmission != null) {
+            try {
+                admission = DexEngineSettings.parseLeafAdmission(leafAdmission);
+            } catch (IllegalArgumentException e) {
+                admission = Double.NaN;
+            }
+            check(admission == DexEngineSettings.AUTO_LEAF_ADMISSION || admission >= 0 && admission <= 1,
+                    "--leaf-admission must be auto or in [0, 1]: " + leafAdmission);
+        }
         double ratio = Double.NaN;
         long cacheBytes = -1;
         if (cacheMb != null) {
@@ -384,7 +393,7 @@ public final class BenchCommand implements Callable<Integer> {
         }
         return new BenchSettings(workload, mode, distribution, skew, keys, ops, warmup, threads, ratio, cacheBytes,
                 computeNodes, memoryNodes, memoryThreads, partitions, latencyNs, fabric, seed, json, redoLog.equals("on"), commitBatch,
-                leafAdmission == null ? DexEngineSettings.DEFAULT_LEAF_ADMISSION : leafAdmission, keyBytes, faults, replicas,
+                admission, keyBytes, faults, replicas,
                 copyUnderLoad, copyRateMib == null ? dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.copyRate() : copyRateMib << 20);
     }
 

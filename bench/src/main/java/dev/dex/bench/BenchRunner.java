@@ -252,6 +252,7 @@ final class BenchRunner {
             start = Math.min(start, worker.startNanos());
             end = Math.max(end, worker.endNanos());
         }
-        return new RunStats(Math.max(1, end - start), latency, outcomes, engines.verbs(), engines.cacheHitRatio(), failures);
+        return new RunStats(Math.max(1, end - start), latency, outcomes, engines.verbs(), engines.cacheHitRatio(),
+                engines.leafAdmission(), failures);
     }
 }

@@ -122,6 +122,12 @@ final class EngineCluster implements AutoCloseable {
         return n == 0 ? Double.NaN : sum / n;
     }
 
+    /** The mean P_A of the DEX engines now (where tuning took it, with {@code --leaf-admission auto}), or NaN. */
+    double leafAdmission() {
+        return engines.stream().filter(e -> e instanceof dev.dex.core.cache.DexEngine)
+                .mapToDouble(e -> ((dev.dex.core.cache.DexEngine) e).leafAdmission()).average().orElse(Double.NaN);
+    }
+
     void resetStats() {
         for (IndexEngine engine : engines) {
             engine.resetStats();

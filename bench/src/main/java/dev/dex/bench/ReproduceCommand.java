@@ -23,7 +23,7 @@ public final class ReproduceCommand implements Callable<Integer> {
     @Spec
     private CommandLine.Model.CommandSpec spec;
 
-    @Option(names = "--quick", description = "1M keys and 500k operations per run: about 2 minutes on 2 cores"
+    @Option(names = "--quick", description = "1M keys and 500k operations per run: about 3 minutes on 2 cores"
             + " (default: 2M keys and 1M operations per run, about 3 minutes).")
     private boolean quick;
 

@@ -14,6 +14,7 @@ import dev.dex.rdma.VerbSnapshot;
  * A {@link BenchResult} as one JSON object:
  * {@code {"workload","mode","fabric","dist","theta","keys","keyBytes","ops","threads","computeNodes","cacheRatio","cacheBytes",
  * "throughputOpsPerSec","perOp":{"reads","writes","atomics","twoSided","bytes"},"cacheHitRatio",
+ * "leafAdmission","leafAdmissionAuto",
  * "latencyNs":{"p50","p99","p999"}}}. {@code cacheHitRatio} is null for engines without a cache; {@code theta}
  * is 0 for the uniform distribution (Zipf with theta 0); per-op values are verbs over measured operations.
  */
@@ -52,6 +53,12 @@ final class ResultJson {
         } else {
             root.put("cacheHitRatio", r.cacheHitRatio());
         }
+        if (Double.isNaN(r.leafAdmission())) {
+            root.putNull("leafAdmission");
+        } else {
+            root.put("leafAdmission", r.leafAdmission());
+        }
+        root.put("leafAdmissionAuto", r.config().leafAdmission() == dev.dex.core.cache.DexEngineSettings.AUTO_LEAF_ADMISSION);
         ObjectNode latency = root.putObject("latencyNs");
         latency.put("p50", r.p50Nanos());
         latency.put("p99", r.p99Nanos());

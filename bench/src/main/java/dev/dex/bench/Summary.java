@@ -49,6 +49,11 @@ final class Summary {
                 r.perOp(v.verbs()), r.perOp(v.bytes()));
         line(out, "cache hits", "%s", Double.isNaN(r.cacheHitRatio()) ? "n/a"
                 : String.format(Locale.ROOT, "%.2f%%", 100 * r.cacheHitRatio()));
+        if (!Double.isNaN(r.leafAdmission())) {
+            line(out, "leaf admission", "%s", c.leafAdmission() == dev.dex.core.cache.DexEngineSettings.AUTO_LEAF_ADMISSION
+                    ? String.format(Locale.ROOT, "auto, P_A %.4f at the end", r.leafAdmission())
+                    : String.format(Locale.ROOT, "P_A %.4f", r.leafAdmission()));
+        }
         StringBuilder outcomes = new StringBuilder();
         for (Outcome o : Outcome.values()) {
             if (o == Outcome.FAILED && c.faults() == null) {

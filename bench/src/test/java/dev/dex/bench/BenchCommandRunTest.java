@@ -1,6 +1,7 @@
 package dev.dex.bench;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -26,7 +27,8 @@ import picocli.CommandLine;
 /** Runs the whole command in-process on tiny configurations. */
 class BenchCommandRunTest {
     private static final Set<String> TOP_LEVEL = Set.of("workload", "mode", "fabric", "dist", "theta", "keys", "ops", "threads",
-            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs", "keyBytes", "replicas");
+            "computeNodes", "cacheRatio", "cacheBytes", "throughputOpsPerSec", "perOp", "cacheHitRatio", "latencyNs", "keyBytes", "replicas",
+            "leafAdmission", "leafAdmissionAuto");
 
     @TempDir
     Path dir;
@@ -139,6 +141,33 @@ class BenchCommandRunTest {
         assertTrue(perOp.get("reads").asDouble() < 3, "cached inner nodes: fewer reads than one validated node read: " + perOp);
         assertTrue(result.get("cacheHitRatio").asDouble() > 0.5, result.toString());
         assertEquals(20_000, run.result().outcome(Outcome.FOUND));
+        assertEquals(0.1, result.get("leafAdmission").asDouble(), 1e-9, "the default P_A, fixed");
+        assertFalse(result.get("leafAdmissionAuto").asBoolean());
+        assertTrue(run.out().contains("leaf admission P_A 0.1000"), run.out());
+    }
+
+    @Test
+    void autoLeafAdmissionReportsWhereTuningTookP_A() throws IOException {
+        Path json = dir.resolve("auto.json");
+        Run run = bench(tiny("--mode", "dex", "--workload", "read-intensive", "--leaf-admission", "auto", "--json",
+                json.toString()));
+        assertEquals(0, run.exitCode(), run.err());
+        JsonNode result = readJson(json);
+        assertTrue(result.get("leafAdmissionAuto").asBoolean(), result.toString());
+        double pa = result.get("leafAdmission").asDouble();
+        // 22,000 operations are one period of 16,384 (and a report of 256 per session to start): one step, from 0.1 to 0.05.
+        assertEquals(0.05, pa, 1e-9, "tuned from where it started, 0.1, by the first step: " + pa);
+        assertTrue(run.out().contains(String.format(java.util.Locale.ROOT, "leaf admission auto, P_A %.4f at the end", pa)),
+                run.out());
+    }
+
+    @Test
+    void noCacheReportsNoLeafAdmission() throws IOException {
+        Path json = dir.resolve("skiplist.json");
+        Run run = bench(tiny("--mode", "skiplist", "--workload", "read-only", "--json", json.toString()));
+        assertEquals(0, run.exitCode(), run.err());
+        assertTrue(readJson(json).get("leafAdmission").isNull());
+        assertFalse(run.out().contains("leaf admission"), run.out());
     }
 
     @Test

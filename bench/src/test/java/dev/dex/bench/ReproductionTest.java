@@ -68,6 +68,18 @@ class ReproductionTest {
     }
 
     @Test
+    void theLeafAdmissionReadingSetsAutoAgainstTheBestFixedValueOfEachWorkload() {
+        java.util.Map<String, java.util.Map<String, Double>> points = new java.util.LinkedHashMap<>();
+        points.put("read-only 1% cache", new java.util.LinkedHashMap<>(java.util.Map.of("0.01", 100.0, "0.05", 120.0, "0.1",
+                110.0, "0.3", 90.0, "1", 80.0, "auto", 114.0)));
+        points.put("write-intensive 8% cache", new java.util.LinkedHashMap<>(java.util.Map.of("0.01", 50.0, "0.05", 40.0,
+                "0.1", 30.0, "0.3", 20.0, "1", 60.0, "auto", 66.0)));
+        String reading = Reproduction.admissionReading(points);
+        assertTrue(reading.contains("read-only 1% cache 0.95x (best fixed 0.05)"), reading);
+        assertTrue(reading.contains("write-intensive 8% cache 1.10x (best fixed 1)"), reading);
+    }
+
+    @Test
     void anUnknownExperimentIsAClearError() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> new Reproduction(TINY, 16, new PrintWriter(new StringWriter())).run(dir, Set.of("latency")));

@@ -31,6 +31,8 @@ class DexSettingsTest {
         assertEquals(OffloadSettings.Policy.COST_MODEL, settings.compute().engine().offload().policy());
         assertEquals(256L << 20, settings.compute().engine().cacheBytes());
         assertEquals(0.1, settings.compute().engine().leafAdmission());
+        assertTrue(DexSettings.from(DexNodes.config(ConfigFactory.parseString("dex.compute.leaf-admission = auto"))).compute()
+                .engine().tunesLeafAdmission(), "auto: P_A tuned by the engine");
         assertEquals(java.time.Duration.ofSeconds(5), settings.compute().describeTimeout());
         assertEquals(dev.dex.actors.node.Backoff.DEFAULTS, settings.compute().handshake());
     }
@@ -92,7 +94,8 @@ class DexSettingsTest {
             "dex.tree.subtree-level   | 16     | dex.tree.subtree-level must be in [0, 15]",
             "dex.tree.partitions      | 0      | partition count must be in [1, 256]",
             "dex.compute.mode         | fast   | dex.compute.mode: engine mode must be one of dex, offload-only, no-offload, sherman, partitioned: fast",
-            "dex.compute.leaf-admission | 2    | leaf admission probability must be in [0, 1]",
+            "dex.compute.leaf-admission | 2    | leaf admission probability must be auto or in [0, 1]",
+            "dex.compute.leaf-admission | often | leaf admission must be auto or a probability in [0, 1]: often",
             "dex.compute.worker-threads | 0    | dex.compute.worker-threads must be in [1, 1024]",
             "dex.compute.handshake.describe-timeout | 0s | dex.compute.handshake.describe-timeout must be positive",
             "dex.compute.handshake.min-backoff | 10s | dex.compute.handshake: a backoff needs 0 < min <= max",

@@ -157,6 +157,8 @@ class OperatorEndpointTest {
         assertTrue(sample(after, "dex_cache_hits_total") > hits + 500, "the gets hit the cache");
         double ratio = sample(after, "dex_cache_hit_ratio");
         assertTrue(ratio > 0 && ratio <= 1, "a hit ratio: " + ratio);
+        assertEquals(dev.dex.core.cache.DexEngineSettings.DEFAULT_LEAF_ADMISSION, sample(after, "dex_leaf_admission"), 1e-9,
+                "P_A, fixed at its default: " + after);
         assertTrue(after.contains("# HELP dex_cache_evictions_total") && after.contains("dex_offloads_total"), after);
 
         String clientMetrics = get(clientPort, "/metrics").body();

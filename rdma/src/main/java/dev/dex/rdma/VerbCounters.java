@@ -57,6 +57,14 @@ public final class VerbCounters {
         baseline = total();
     }
 
+    /**
+     * Verbs of every thread since these counters were made, whatever {@link #reset()} did: for a rate between two
+     * points in time that a reset by someone else must not upset.
+     */
+    public VerbSnapshot sinceStart() {
+        return total();
+    }
+
     private VerbSnapshot total() {
         long reads = 0;
         long writes = 0;
@@ -101,6 +109,11 @@ public final class VerbCounters {
         private long bytes;
 
         Cell() {
+        }
+
+        /** Writes this cell counted so far (an opaque load: any thread may ask, its owner sees its own count). */
+        public long writes() {
+            return (long) WRITES.getOpaque(this);
         }
 
         public void recordRead(int n) {

@@ -12,6 +12,7 @@ import java.util.function.IntConsumer;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.VerbCounters;
 
 /**
  * What one session puts into the cache and how it links it in (paper §5.1): a node read on a miss is installed
@@ -44,7 +45,20 @@ final class Admission {
     /** Times the remote reads the cost model samples. */
     private final Offloader offloader;
     private final SplittableRandom random;
-    private final double leafAdmission;
+    /** P_A, as the tuner last answered. */
+    private double leafAdmission;
+    private final AdmissionTuner tuner;
+    /** What this session reports to the tuner: operations, admissions, sampled read and admission times. */
+    private int reportOps;
+    private int reportAdmitted;
+    private long reportReadNs;
+    private int reportReads;
+    private long reportAdmissionNs;
+    private int reportAdmissions;
+    private long reportAdmissionWrites;
+    /** Reads and admissions since the last one timed. */
+    private int untimedReads;
+    private int untimedAdmissions;
     /** Counts hits, admissions and repairs in the session's statistics. */
     private final IntConsumer counts;
 
@@ -61,13 +75,29 @@ final class Admission {
         this.remote = remote;
         this.offloader = offloader;
         this.random = random;
-        this.leafAdmission = engine.config.leafAdmission();
+        this.tuner = engine.admissionTuner;
+        this.leafAdmission = tuner.probability();
         this.counts = counts;
         int words = engine.keys.words();
         this.slotLow = new long[words];
         this.slotHigh = new long[words];
         this.clipLow = new long[words];
         this.clipHigh = new long[words];
+    }
+
+    /** An operation begins: every {@link AdmissionTuner#REPORT_EVERY} of them, the session reports to the tuner. */
+    void begin() {
+        if (++reportOps == AdmissionTuner.REPORT_EVERY) {
+            leafAdmission = tuner.report(reportOps, reportAdmitted, reportReadNs, reportReads, reportAdmissionNs, reportAdmissions,
+                    reportAdmissionWrites);
+            reportOps = 0;
+            reportAdmitted = 0;
+            reportReadNs = 0;
+            reportReads = 0;
+            reportAdmissionNs = 0;
+            reportAdmissions = 0;
+            reportAdmissionWrites = 0;
+        }
     }
 
     /** A missed node's slot in its parent (resolve, then miss), and a clip's slot. */
@@ -358,9 +388,10 @@ final class Admission {
                 return false;
             }
         } else if (offloader.samplesRead()) {
-            long start = System.nanoTime();
-            remote.readOnce(address, image);
-            offloader.recordRead(System.nanoTime() - start);
+            timedRead(address, image, true);
+        } else if (tuner.tunes() && ++untimedReads >= AdmissionTuner.SAMPLE_EVERY) {
+            untimedReads = 0;
+            timedRead(address, image, false);
         } else {
             remote.readOnce(address, image);
         }
@@ -380,9 +411,25 @@ final class Admission {
         boolean admit = engine.config.cachesInner() && image.covers(searchKey)
                 && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
         if (admit) {
+            boolean timed = tuner.tunes() && ++untimedAdmissions >= AdmissionTuner.SAMPLE_EVERY;
+            if (timed) {
+                untimedAdmissions = 0;
+            }
+            // A timed admission's write-backs (of evicted dirty frames) are verbs the tuner prices already.
+            VerbCounters.Cell cell = timed ? engine.memory.counters().cell() : null;
+            long writesBefore = timed ? cell.writes() : 0;
+            long start = timed ? System.nanoTime() : 0;
             int f = frames.allocate();
             if (f != NO_FRAME) {
                 admit(f, address, image, shared, d, clipped && !shared);
+                reportAdmitted++;
+                if (timed) {
+                    reportAdmissionNs += System.nanoTime() - start;
+                    reportAdmissionWrites += cell.writes() - writesBefore;
+                    reportAdmissions++;
+                }
+            }
+            if (f != NO_FRAME) {
                 return false;
             }
         }
@@ -395,6 +442,20 @@ final class Admission {
         return true;
     }
 
+
+    /** Reads a node, timed for the tuner's price of a verb, and for the cost model when it sampled this read. */
+    private void timedRead(long address, NodeView image, boolean forCostModel) {
+        long start = System.nanoTime();
+        remote.readOnce(address, image);
+        long took = System.nanoTime() - start;
+        if (forCostModel) {
+            offloader.recordRead(took);
+        }
+        if (tuner.tunes()) {
+            reportReadNs += took;
+            reportReads++;
+        }
+    }
 
     /**
      * Clips a node read from remote memory to the slot of its parent's image at depth {@code pd} when it

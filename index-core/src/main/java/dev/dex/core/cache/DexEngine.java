@@ -74,6 +74,8 @@ public final class DexEngine implements PartitionedEngine {
     final RemoteChanges remoteChanges = new RemoteChanges();
     /** Escapes and offloaded writes in flight, for one-message offloaded writes; kept only when offloading. */
     final OffloadExclusion exclusion;
+    /** P_A, fixed or tuned. */
+    final AdmissionTuner admissionTuner;
 
     /** The engine's writing verbs that failed: for the decision to give a partition up, and for the node's health. */
     final WriteFailures writeFailures;
@@ -122,6 +124,7 @@ public final class DexEngine implements PartitionedEngine {
         this.coolingTarget = Math.min(cooling.capacity(), Math.max(1, (int) (arena.frames() * config.coolingRatio())));
         this.mapping = new MappingTable(Math.max(1024, arena.frames()), Runtime.getRuntime().availableProcessors());
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
+        this.admissionTuner = new AdmissionTuner(config, arena.frames(), this.memory.counters()::sinceStart);
         this.registry = new InstanceRegistry(this.memory);
         this.held = new HeldPartitions(this, table.version());
     }
@@ -510,6 +513,16 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public double cacheHitRatio() {
         return stats().hitRatio();
+    }
+
+    /** P_A now: the setting, or where tuning took it ({@code leaf-admission = auto}). */
+    public double leafAdmission() {
+        return admissionTuner.probability();
+    }
+
+    /** How P_A is set: its value, or {@code auto, now P after N periods}. */
+    public String leafAdmissionState() {
+        return admissionTuner.toString();
     }
 
     /** What the sessions did since the last {@link #resetStats()}, summed on demand. */

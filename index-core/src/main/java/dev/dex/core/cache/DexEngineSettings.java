@@ -8,7 +8,8 @@ import dev.dex.core.offload.OffloadSettings;
  * @param mode          how the engine caches and offloads ({@link EngineMode})
  * @param cacheBytes    bytes of the frame arena; each frame takes 1088 bytes (0 for no cache)
  * @param coolingRatio  fraction of the frames the cooling map holds
- * @param leafAdmission probability P_A that a leaf read from remote memory is admitted
+ * @param leafAdmission probability P_A that a leaf read from remote memory is admitted, or {@link #AUTO_LEAF_ADMISSION}
+ *                      for a P_A that the engine tunes itself ({@link AdmissionTuner})
  * @param offload       offloading policy and cost-model parameters; offloading also needs an
  *                      {@code OffloadChannel} when the engine is opened
  */
@@ -16,7 +17,26 @@ public record DexEngineSettings(EngineMode mode, long cacheBytes, double cooling
     /** {@code dex.compute.cooling-ratio} of index-core's reference.conf, its one home. */
     public static final double DEFAULT_COOLING_RATIO = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getDouble("dex.compute.cooling-ratio");
     /** {@code dex.compute.leaf-admission} of index-core's reference.conf, its one home. */
-    public static final double DEFAULT_LEAF_ADMISSION = com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getDouble("dex.compute.leaf-admission");
+    public static final double DEFAULT_LEAF_ADMISSION =
+            parseLeafAdmission(com.typesafe.config.ConfigFactory.defaultReferenceUnresolved().getString("dex.compute.leaf-admission"));
+    /** {@code leafAdmission} of an engine that tunes P_A itself ({@code leaf-admission = auto}). */
+    public static final double AUTO_LEAF_ADMISSION = -1;
+
+    /**
+     * P_A as a setting or an option gives it: {@code auto}, or a probability in [0, 1].
+     *
+     * @throws IllegalArgumentException naming what was given and what is accepted
+     */
+    public static double parseLeafAdmission(String value) {
+        if ("auto".equals(value.trim())) {
+            return AUTO_LEAF_ADMISSION;
+        }
+        try {
+            return Double.parseDouble(value.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("leaf admission must be auto or a probability in [0, 1]: " + value, e);
+        }
+    }
 
     /**
      * The engine of a {@code dex.compute} section: {@code mode}, {@code cache-size}, {@code cooling-ratio},
@@ -31,7 +51,7 @@ public record DexEngineSettings(EngineMode mode, long cacheBytes, double cooling
         }
         try {
             return new DexEngineSettings(mode, compute.getBytes("cache-size"), compute.getDouble("cooling-ratio"),
-                    compute.getDouble("leaf-admission"), OffloadSettings.fromConfig(mode.policy(), compute.getConfig("offload")));
+                    parseLeafAdmission(compute.getString("leaf-admission")), OffloadSettings.fromConfig(mode.policy(), compute.getConfig("offload")));
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("dex.compute: " + e.getMessage(), e);
         }
@@ -52,8 +72,8 @@ public record DexEngineSettings(EngineMode mode, long cacheBytes, double cooling
         if (!(coolingRatio > 0 && coolingRatio < 1)) {
             throw new IllegalArgumentException("cooling ratio must be in (0, 1): " + coolingRatio);
         }
-        if (!(leafAdmission >= 0 && leafAdmission <= 1)) {
-            throw new IllegalArgumentException("leaf admission probability must be in [0, 1]: " + leafAdmission);
+        if (!(leafAdmission >= 0 && leafAdmission <= 1) && leafAdmission != AUTO_LEAF_ADMISSION) {
+            throw new IllegalArgumentException("leaf admission probability must be auto or in [0, 1]: " + leafAdmission);
         }
         if (mode == EngineMode.PARTITIONED) {
             cacheBytes = 0;
@@ -105,6 +125,11 @@ public record DexEngineSettings(EngineMode mode, long cacheBytes, double cooling
 
     public DexEngineSettings withOffload(OffloadSettings settings) {
         return new DexEngineSettings(mode, cacheBytes, coolingRatio, leafAdmission, settings);
+    }
+
+    /** Whether the engine tunes P_A itself ({@code leaf-admission = auto}). */
+    public boolean tunesLeafAdmission() {
+        return leafAdmission == AUTO_LEAF_ADMISSION;
     }
 
     /** Whether inner nodes are cached at all. */

@@ -374,12 +374,10 @@ public final class DexSession extends WordKeySession {
         opCode = op;
         opValue = newValue;
         offloader.begin();
+        admission.begin();
     }
 
-    /**
-     * The user's key, checked and used as given, from the batch decoder to the leaf: the operation only reads it, and
-     * {@link PublishedKey} copies what other threads see. Only an array longer than the width is cut into cutKey.
-     */
+    /** The user's key, checked and used as given (the operation only reads it); only a longer array is cut into cutKey. */
     private long[] checkedKey(long[] key) {
         if (key.length < words) {
             throw new IllegalArgumentException("a key of " + key.length + " words; this index's keys are " + words + " words");
