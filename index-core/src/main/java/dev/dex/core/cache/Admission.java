@@ -49,13 +49,7 @@ final class Admission {
     private double leafAdmission;
     private final AdmissionTuner tuner;
     /** What this session reports to the tuner: operations, admissions, sampled read and admission times. */
-    private int reportOps;
-    private int reportAdmitted;
-    private long reportReadNs;
-    private int reportReads;
-    private long reportAdmissionNs;
-    private int reportAdmissions;
-    private long reportAdmissionWrites;
+    private final AdmissionTuner.Counts report = new AdmissionTuner.Counts();
     /** Reads and admissions since the last one timed. */
     private int untimedReads;
     private int untimedAdmissions;
@@ -87,16 +81,8 @@ final class Admission {
 
     /** An operation begins: every {@link AdmissionTuner#REPORT_EVERY} of them, the session reports to the tuner. */
     void begin() {
-        if (++reportOps == AdmissionTuner.REPORT_EVERY) {
-            leafAdmission = tuner.report(reportOps, reportAdmitted, reportReadNs, reportReads, reportAdmissionNs, reportAdmissions,
-                    reportAdmissionWrites);
-            reportOps = 0;
-            reportAdmitted = 0;
-            reportReadNs = 0;
-            reportReads = 0;
-            reportAdmissionNs = 0;
-            reportAdmissions = 0;
-            reportAdmissionWrites = 0;
+        if (++report.operations == AdmissionTuner.REPORT_EVERY) {
+            leafAdmission = tuner.report(report);
         }
     }
 
@@ -422,11 +408,11 @@ final class Admission {
             int f = frames.allocate();
             if (f != NO_FRAME) {
                 admit(f, address, image, shared, d, clipped && !shared);
-                reportAdmitted++;
+                report.admissions++;
                 if (timed) {
-                    reportAdmissionNs += System.nanoTime() - start;
-                    reportAdmissionWrites += cell.writes() - writesBefore;
-                    reportAdmissions++;
+                    report.admissionNanos += System.nanoTime() - start;
+                    report.writesInAdmissions += cell.writes() - writesBefore;
+                    report.admissionsTimed++;
                 }
             }
             if (f != NO_FRAME) {
@@ -452,8 +438,8 @@ final class Admission {
             offloader.recordRead(took);
         }
         if (tuner.tunes()) {
-            reportReadNs += took;
-            reportReads++;
+            report.readNanos += took;
+            report.reads++;
         }
     }
 

@@ -53,14 +53,43 @@ final class AdmissionTuner {
     private final HillClimber climber;
     private volatile double probability;
 
+    /**
+     * What happened since a point: operations, admissions, the sampled times of reads and admissions, and the writes
+     * made within the timed admissions (write-backs). A session keeps one (its thread alone touches it) and hands it to
+     * {@link #report}; the tuner sums them into its period's, under its monitor.
+     */
+    static final class Counts {
+        long operations;
+        long admissions;
+        long readNanos;
+        long reads;
+        long admissionNanos;
+        long admissionsTimed;
+        long writesInAdmissions;
+
+        private void add(Counts c) {
+            operations += c.operations;
+            admissions += c.admissions;
+            readNanos += c.readNanos;
+            reads += c.reads;
+            admissionNanos += c.admissionNanos;
+            admissionsTimed += c.admissionsTimed;
+            writesInAdmissions += c.writesInAdmissions;
+        }
+
+        void clear() {
+            operations = 0;
+            admissions = 0;
+            readNanos = 0;
+            reads = 0;
+            admissionNanos = 0;
+            admissionsTimed = 0;
+            writesInAdmissions = 0;
+        }
+    }
+
     // guarded by this
-    private long operations;
-    private long admissions;
-    private long readNanos;
-    private long readSamples;
-    private long admissionNanos;
-    private long admissionSamples;
-    private long admissionWrites;
+    private final Counts period = new Counts();
     private VerbSnapshot periodStart;
     private double verbNanos = Double.NaN;
     private double admissionCost = Double.NaN;
@@ -116,28 +145,24 @@ final class AdmissionTuner {
     }
 
     /**
-     * A session's report: {@code ops} operations, {@code admitted} admissions, the sampled times of its reads and
-     * admissions since its last report, and the writes made within the timed admissions (write-backs). Returns P_A
-     * for the session's next operations.
+     * A session's report of what happened since its last one; {@code counts} is cleared. Returns P_A for the session's
+     * next operations.
      */
-    double report(int ops, int admitted, long readNs, int reads, long admissionNs, int admissionsTimed, long writesInAdmissions) {
+    double report(Counts counts) {
         if (!auto) {
+            counts.clear();
             return probability;
         }
         synchronized (this) {
             if (periodStart == null) {
                 periodStart = verbs.get();
+                counts.clear();
                 return probability;
             }
-            operations += ops;
-            admissions += admitted;
-            readNanos += readNs;
-            readSamples += reads;
-            readsTimed += reads;
-            admissionNanos += admissionNs;
-            admissionSamples += admissionsTimed;
-            admissionWrites += writesInAdmissions;
-            if (operations >= periodOperations) {
+            period.add(counts);
+            readsTimed += counts.reads;
+            counts.clear();
+            if (period.operations >= periodOperations) {
                 endPeriod();
             }
             return probability;
@@ -148,8 +173,8 @@ final class AdmissionTuner {
     private void endPeriod() {
         VerbSnapshot now = verbs.get();
         long verbCount = now.minus(periodStart).verbs();
-        if (readSamples > 0) {
-            verbNanos = average(verbNanos, (double) readNanos / readSamples);
+        if (period.reads > 0) {
+            verbNanos = average(verbNanos, (double) period.readNanos / period.reads);
         }
         if (Double.isNaN(verbNanos)) {
             // No read timed yet: nothing can be priced, so P_A stays; the next period starts here.
@@ -157,12 +182,13 @@ final class AdmissionTuner {
             return;
         }
         double verbPrice = verbNanos;
-        if (admissionSamples > 0) {
-            admissionCost = average(admissionCost, Math.max(0, admissionNanos - admissionWrites * verbPrice) / admissionSamples);
+        if (period.admissionsTimed > 0) {
+            admissionCost = average(admissionCost,
+                    Math.max(0, period.admissionNanos - period.writesInAdmissions * verbPrice) / period.admissionsTimed);
         }
         double admissionPrice = Double.isNaN(admissionCost) ? 0 : admissionCost;
-        double verbsPerOp = (double) verbCount / operations;
-        double admissionsPerOp = (double) admissions / operations;
+        double verbsPerOp = (double) verbCount / period.operations;
+        double admissionsPerOp = (double) period.admissions / period.operations;
         double cost = verbsPerOp * verbPrice + admissionsPerOp * admissionPrice;
         double before = lastVerbsPerOp * verbPrice + lastAdmissionsPerOp * admissionPrice;
         lastCost = cost;
@@ -175,13 +201,7 @@ final class AdmissionTuner {
 
     private void startPeriod(VerbSnapshot now) {
         periodStart = now;
-        operations = 0;
-        admissions = 0;
-        readNanos = 0;
-        readSamples = 0;
-        admissionNanos = 0;
-        admissionSamples = 0;
-        admissionWrites = 0;
+        period.clear();
     }
 
     private static double average(double previous, double sample) {

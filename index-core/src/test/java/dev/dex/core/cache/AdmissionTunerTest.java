@@ -29,7 +29,7 @@ class AdmissionTunerTest {
                                  long writeBackNs, int periods) {
         long[] verbCount = {0};
         AdmissionTuner tuner = new AdmissionTuner(AUTO, 100, () -> new VerbSnapshot(verbCount[0], 0, 0, 0, 0));
-        double p = tuner.report(0, 0, 0, 0, 0, 0, 0);
+        double p = tuner.report(new AdmissionTuner.Counts());
         int reports = (int) (periods * tuner.periodOperations() / AdmissionTuner.REPORT_EVERY);
         double carried = 0;
         for (int i = 0; i < reports; i++) {
@@ -38,11 +38,24 @@ class AdmissionTunerTest {
             verbCount[0] += (long) made;
             carried = made - (long) made;
             int admitted = (int) Math.round(ops * admissions.applyAsDouble(p));
-            p = tuner.report(ops, admitted, readNs * 16, 16, admissionNs * 4 + writeBackNs * 4, admitted > 0 ? 4 : 0,
-                    writeBackNs > 0 && admitted > 0 ? 4 : 0);
+            p = tuner.report(counts(ops, admitted, readNs * 16, 16, admissionNs * 4 + writeBackNs * 4, admitted > 0 ? 4 : 0,
+                    writeBackNs > 0 && admitted > 0 ? 4 : 0));
         }
         assertEquals(periods, tuner.periods(), 1);
         return p;
+    }
+
+    private static AdmissionTuner.Counts counts(long ops, long admitted, long readNs, long reads, long admissionNs,
+                                                long admissionsTimed, long writesInAdmissions) {
+        AdmissionTuner.Counts c = new AdmissionTuner.Counts();
+        c.operations = ops;
+        c.admissions = admitted;
+        c.readNanos = readNs;
+        c.reads = reads;
+        c.admissionNanos = admissionNs;
+        c.admissionsTimed = admissionsTimed;
+        c.writesInAdmissions = writesInAdmissions;
+        return c;
     }
 
     @Test
@@ -73,13 +86,13 @@ class AdmissionTunerTest {
         AdmissionTuner fixed = new AdmissionTuner(DexEngineSettings.dex(1 << 20).withLeafAdmission(0.3), 100,
                 () -> { throw new AssertionError("a fixed P_A reads no verbs"); });
         for (int i = 0; i < 1000; i++) {
-            assertEquals(0.3, fixed.report(AdmissionTuner.REPORT_EVERY, 100, 1000, 1, 1000, 1, 0));
+            assertEquals(0.3, fixed.report(counts(AdmissionTuner.REPORT_EVERY, 100, 1000, 1, 1000, 1, 0)));
         }
         assertEquals(0, fixed.periods());
         assertEquals("0.3000", fixed.toString());
         AdmissionTuner noCache = new AdmissionTuner(DexEngineSettings.dex(0).withLeafAdmission(DexEngineSettings.AUTO_LEAF_ADMISSION),
                 0, () -> { throw new AssertionError("no cache: nothing to tune"); });
-        assertTrue(!noCache.tunes() && noCache.report(256, 0, 0, 0, 0, 0, 0) == 0, "no cache, no tuning, no leaf admitted");
+        assertTrue(!noCache.tunes() && noCache.report(counts(256, 0, 0, 0, 0, 0, 0)) == 0, "no cache, no tuning, no leaf admitted");
     }
 
     /**

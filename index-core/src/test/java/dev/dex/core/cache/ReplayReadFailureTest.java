@@ -85,21 +85,8 @@ class ReplayReadFailureTest {
     @org.junit.jupiter.api.Test
     void aRecordWhoseOwnWriteFailedIsNotAppliedAgainAndTheTakeoverIsGivenUp() {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 64L << 20, CHUNK);
-            RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
-            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, RANGE));
-            DexEngine a = open(fabric.connect(0), 4096);
-            a.acquire(0);
             TreeMap<Long, Long> acknowledged = new TreeMap<>();
-            SplittableRandom random = new SplittableRandom(7);
-            DexSession session = a.newSession();
-            for (int i = 0; i < 600; i++) {
-                long key = random.nextLong(1, RANGE);
-                long value = random.nextLong();
-                session.put(key, value);
-                acknowledged.put(key, value);
-            }
+            DexEngine a = writeAndVanish(fabric, acknowledged);
             FlakyReads flaky = new FlakyReads(fabric.connect(0), 3, true);
             DexEngine b = open(flaky, 4); // a few frames: the replay writes leaves through
             try {
@@ -114,14 +101,42 @@ class ReplayReadFailureTest {
                 flaky.failingWriter = null;
                 DexEngine.AcquireReport report = b.acquireReport(0);
                 assertEquals(600, report.replayed(), "the next acquire replays every record: " + report);
-                try (DexSession reader = b.newSession()) {
-                    for (var entry : acknowledged.entrySet()) {
-                        assertTrue(reader.lookup(entry.getKey()), "key " + entry.getKey());
-                        assertEquals(entry.getValue().longValue(), reader.value(), "key " + entry.getKey());
-                    }
-                }
+                assertServes(b, acknowledged);
             } finally {
                 b.close();
+            }
+        }
+    }
+
+    /**
+     * Formats a tree of one partition on {@code fabric}'s server 0, and has engine A write 600 keys into it and vanish:
+     * its pages never written back, its records only in the redo log. Returns A; its writes go to {@code acknowledged}.
+     */
+    private static DexEngine writeAndVanish(LocalFabric fabric, TreeMap<Long, Long> acknowledged) {
+        fabric.export(0, 64L << 20, CHUNK);
+        RemoteMemory admin = fabric.connect(0);
+        Superblock.format(admin, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+        PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, RANGE));
+        DexEngine a = open(fabric.connect(0), 4096);
+        a.acquire(0);
+        SplittableRandom random = new SplittableRandom(7);
+        DexSession session = a.newSession(); // never closed, never checkpointed: A vanishes with its pages dirty
+        for (int i = 0; i < 600; i++) {
+            long key = random.nextLong(1, RANGE);
+            long value = random.nextLong();
+            session.put(key, value);
+            acknowledged.put(key, value);
+        }
+        assertTrue(a.dirtyFrames.get() > 0, "A holds dirty pages when it vanishes");
+        return a;
+    }
+
+    /** {@code engine} serves every key of {@code acknowledged} with its value. */
+    private static void assertServes(DexEngine engine, TreeMap<Long, Long> acknowledged) {
+        try (DexSession reader = engine.newSession()) {
+            for (var entry : acknowledged.entrySet()) {
+                assertTrue(reader.lookup(entry.getKey()), "key " + entry.getKey() + " is served after the takeover");
+                assertEquals(entry.getValue().longValue(), reader.value(), "key " + entry.getKey());
             }
         }
     }
@@ -138,23 +153,8 @@ class ReplayReadFailureTest {
         boolean nodes = faults.contains("node");
         boolean failingWrites = faults.contains("another thread");
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 64L << 20, CHUNK);
-            RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
-            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, RANGE));
-
-            DexEngine a = open(fabric.connect(0), 4096);
-            a.acquire(0);
             TreeMap<Long, Long> acknowledged = new TreeMap<>();
-            SplittableRandom random = new SplittableRandom(7);
-            DexSession session = a.newSession(); // never closed, never checkpointed: A vanishes with its pages dirty
-            for (int i = 0; i < 600; i++) {
-                long key = random.nextLong(1, RANGE);
-                long value = random.nextLong();
-                session.put(key, value);
-                acknowledged.put(key, value);
-            }
-            assertTrue(a.dirtyFrames.get() > 0, "A holds dirty pages when it vanishes");
+            DexEngine a = writeAndVanish(fabric, acknowledged);
 
             FlakyReads flaky = new FlakyReads(fabric.connect(0), nodes ? 3 : 2, nodes);
             DexEngine b = open(flaky, 64);
@@ -194,12 +194,7 @@ class ReplayReadFailureTest {
                 assertEquals(600, report.replayed(), "every record of A's log was replayed: " + report);
                 assertTrue(flaky.failed.get() >= 1, faults + " during the replay: " + flaky.failed.get() + " failed");
 
-                try (DexSession reader = b.newSession()) {
-                    for (var entry : acknowledged.entrySet()) {
-                        assertTrue(reader.lookup(entry.getKey()), "key " + entry.getKey() + " is served after the takeover");
-                        assertEquals(entry.getValue().longValue(), reader.value(), "key " + entry.getKey());
-                    }
-                }
+                assertServes(b, acknowledged);
             } finally {
                 b.close();
             }
