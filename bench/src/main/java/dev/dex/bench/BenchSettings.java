@@ -38,6 +38,11 @@ record BenchSettings(Workload workload, Mode mode, Distribution distribution, do
                 false, dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.copyRate());
     }
 
+    /** Whether the DEX engines tune P_A themselves ({@code --leaf-admission auto}). */
+    boolean tunesLeafAdmission() {
+        return leafAdmission == dev.dex.core.cache.DexEngineSettings.AUTO_LEAF_ADMISSION;
+    }
+
     /** The cache bytes per compute node for a tree of {@code treeBytes}. */
     long cacheBytesFor(long treeBytes) {
         return cacheBytes >= 0 ? cacheBytes : (long) Math.ceil(cacheRatio * treeBytes);

@@ -24,7 +24,7 @@ public final class ReproduceCommand implements Callable<Integer> {
     private CommandLine.Model.CommandSpec spec;
 
     @Option(names = "--quick", description = "1M keys and 500k operations per run: about 3 minutes on 2 cores"
-            + " (default: 2M keys and 1M operations per run, about 3 minutes).")
+            + " (default: 2M keys and 1M operations per run, about 6 minutes).")
     private boolean quick;
 
     @Option(names = "--out", paramLabel = "DIR", defaultValue = "reproduce",

@@ -58,7 +58,7 @@ final class ResultJson {
         } else {
             root.put("leafAdmission", r.leafAdmission());
         }
-        root.put("leafAdmissionAuto", r.config().leafAdmission() == dev.dex.core.cache.DexEngineSettings.AUTO_LEAF_ADMISSION);
+        root.put("leafAdmissionAuto", r.config().tunesLeafAdmission());
         ObjectNode latency = root.putObject("latencyNs");
         latency.put("p50", r.p50Nanos());
         latency.put("p99", r.p99Nanos());

@@ -50,7 +50,7 @@ final class Summary {
         line(out, "cache hits", "%s", Double.isNaN(r.cacheHitRatio()) ? "n/a"
                 : String.format(Locale.ROOT, "%.2f%%", 100 * r.cacheHitRatio()));
         if (!Double.isNaN(r.leafAdmission())) {
-            line(out, "leaf admission", "%s", c.leafAdmission() == dev.dex.core.cache.DexEngineSettings.AUTO_LEAF_ADMISSION
+            line(out, "leaf admission", "%s", c.tunesLeafAdmission()
                     ? String.format(Locale.ROOT, "auto, P_A %.4f at the end", r.leafAdmission())
                     : String.format(Locale.ROOT, "P_A %.4f", r.leafAdmission()));
         }

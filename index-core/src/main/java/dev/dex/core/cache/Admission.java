@@ -414,8 +414,6 @@ final class Admission {
                     report.writesInAdmissions += cell.writes() - writesBefore;
                     report.admissionsTimed++;
                 }
-            }
-            if (f != NO_FRAME) {
                 return false;
             }
         }

@@ -95,7 +95,6 @@ final class AdmissionTuner {
     private double admissionCost = Double.NaN;
     private long periods;
     private long readsTimed;
-    private double lastCost = Double.NaN;
     /** The last period's verbs and admissions per operation, priced again at the next period's prices. */
     private double lastVerbsPerOp = Double.NaN;
     private double lastAdmissionsPerOp = Double.NaN;
@@ -132,11 +131,6 @@ final class AdmissionTuner {
     /** Reads the sessions timed and reported so far (0 when P_A is fixed). */
     synchronized long readsTimed() {
         return readsTimed;
-    }
-
-    /** The cost per operation the last period measured, in nanoseconds (NaN before the first, or when fixed). */
-    synchronized double lastCost() {
-        return lastCost;
     }
 
     /** Operations per period. */
@@ -191,7 +185,6 @@ final class AdmissionTuner {
         double admissionsPerOp = (double) period.admissions / period.operations;
         double cost = verbsPerOp * verbPrice + admissionsPerOp * admissionPrice;
         double before = lastVerbsPerOp * verbPrice + lastAdmissionsPerOp * admissionPrice;
-        lastCost = cost;
         lastVerbsPerOp = verbsPerOp;
         lastAdmissionsPerOp = admissionsPerOp;
         periods++;
