@@ -17,6 +17,7 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbBatch;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.tcp.TcpFabric;
 import dev.dex.rdma.tcp.TcpSettings;
@@ -32,7 +33,9 @@ import picocli.CommandLine.Spec;
  * on loopback by event loops of its own, reached by a compute side with others, as on two hosts), and for each
  * verb (a read and a write of {@code --bytes}, a compare-and-swap) it measures the round trip of one thread
  * issuing one verb at a time, then the verbs per second of {@code --threads} threads issuing them at once
- * (pipelined on the connections), with their latency under that load.
+ * (pipelined on the connections), with their latency under that load. A last row issues reads in batches of
+ * {@code --batch} ({@link dev.dex.rdma.VerbBatch}): each thread keeps that many reads in flight together and waits once
+ * for all of them; its latencies are a whole batch's.
  */
 @Command(name = "dex bench --verbs", mixinStandardHelpOptions = true, usageHelpAutoWidth = true,
         description = "Measures the fabric's verbs: single-thread round trip (p50/p99) and pipelined verbs per second.")
@@ -71,6 +74,10 @@ public final class VerbBenchCommand implements Callable<Integer> {
             description = "tcp: event-loop threads on each side (default: ${DEFAULT-VALUE}).")
     int ioThreads;
 
+    @Option(names = "--batch", paramLabel = "N", defaultValue = "16",
+            description = "Reads per batch in the batched row, 0 for no such row (default: ${DEFAULT-VALUE}).")
+    int batch;
+
     private final List<Row> rows = new ArrayList<>();
 
     /** One verb's figures. */
@@ -91,12 +98,14 @@ public final class VerbBenchCommand implements Callable<Integer> {
         check(connections >= 1 && connections <= 64, "--connections must be in [1, 64]: " + connections);
         check(spinNanos >= 0, "--spin-ns must be >= 0: " + spinNanos);
         check(ioThreads >= 1 && ioThreads <= 256, "--io-threads must be in [1, 256]: " + ioThreads);
+        check(batch >= 0 && batch <= 1024, "--batch must be in [0, 1024]: " + batch);
         PrintWriter out = spec.commandLine().getOut();
         TcpSettings tcp = new TcpSettings("127.0.0.1", 0, connections, TcpSettings.DEFAULTS.window(),
                 TcpSettings.DEFAULTS.verbTimeout(), TcpSettings.DEFAULTS.connectTimeout(), ioThreads, spinNanos,
                 TcpSettings.DEFAULTS.maxTransfer());
         boolean overTcp = fabric.equals("tcp");
-        long regionLength = (long) REGION_CHUNK * (2 + (long) Math.ceil((double) (threads + 1) * bytes / REGION_CHUNK));
+        long regionLength = (long) REGION_CHUNK
+                * (2 + (long) Math.ceil((double) (threads + 1) * bytes * Math.max(1, batch) / REGION_CHUNK));
         try (Fabric memorySide = overTcp ? new TcpFabric(tcp, 0) : new LocalFabric();
              Fabric computeSide = overTcp ? new TcpFabric(tcp, 0) : null) {
             ExportedRegion region = memorySide.export(0, regionLength, REGION_CHUNK);
@@ -108,13 +117,20 @@ public final class VerbBenchCommand implements Callable<Integer> {
                 for (String verb : List.of("read", "write", "cas")) {
                     rows.add(measure(memory, verb));
                 }
+                if (batch > 0) {
+                    rows.add(measure(memory, "read*" + batch));
+                }
             }
         }
-        out.printf(Locale.ROOT, "%-6s %12s %12s | %14s %12s %12s%n", "verb", "1 thr p50 us", "1 thr p99 us",
+        out.printf(Locale.ROOT, "%-9s %12s %12s | %14s %12s %12s%n", "verb", "1 thr p50 us", "1 thr p99 us",
                 threads + " thr verbs/s", "p50 us", "p99 us");
         for (Row row : rows) {
-            out.printf(Locale.ROOT, "%-6s %12.1f %12.1f | %,14.0f %12.1f %12.1f%n", row.verb(), row.p50Nanos() / 1e3,
+            out.printf(Locale.ROOT, "%-9s %12.1f %12.1f | %,14.0f %12.1f %12.1f%n", row.verb(), row.p50Nanos() / 1e3,
                     row.p99Nanos() / 1e3, row.verbsPerSecond(), row.loadedP50Nanos() / 1e3, row.loadedP99Nanos() / 1e3);
+        }
+        if (batch > 0) {
+            out.printf(Locale.ROOT, "read*%d: reads in batches of %d; its latencies are a whole batch's, its rate counts reads%n",
+                    batch, batch);
         }
         out.flush();
         return 0;
@@ -127,7 +143,7 @@ public final class VerbBenchCommand implements Callable<Integer> {
 
     private Row measure(RemoteMemory memory, String verb) throws Exception {
         Histogram single = new Histogram(3);
-        VerbLoop one = new VerbLoop(memory, verb, 0, bytes);
+        VerbLoop one = new VerbLoop(memory, verb, 0, bytes, batch);
         for (int i = 0; i < LATENCY_SAMPLES / 4; i++) {
             one.issue();
         }
@@ -148,18 +164,17 @@ public final class VerbBenchCommand implements Callable<Integer> {
             workers[t] = new Thread(() -> {
                 Histogram mine = new Histogram(3);
                 try {
-                    VerbLoop loop = new VerbLoop(memory, verb, thread + 1, bytes);
+                    VerbLoop loop = new VerbLoop(memory, verb, thread + 1, bytes, batch);
                     barrier.await();
                     long start = System.nanoTime();
                     long end = start + runNanos;
                     long now = start;
                     long n = 0;
                     while (now < end) {
-                        loop.issue();
+                        n += loop.issue();
                         long after = System.nanoTime();
                         mine.recordValue(after - now);
                         now = after;
-                        n++;
                     }
                     counts[thread] = n;
                     elapsed[thread] = now - start;
@@ -192,24 +207,38 @@ public final class VerbBenchCommand implements Callable<Integer> {
         }
     }
 
-    /** One thread's verbs on a slot of its own (a node-sized range, or one word for CAS). */
+    /** One thread's verbs on a slot of its own (a range of node-sized ranges, or one word for CAS). */
     private static final class VerbLoop {
         private final RemoteMemory memory;
         private final String verb;
         private final long address;
         private final int bytes;
         private final UnsafeBuffer buffer;
+        private final VerbBatch reads;
+        private final int span;
         private long expected;
 
-        VerbLoop(RemoteMemory memory, String verb, int slot, int bytes) {
+        VerbLoop(RemoteMemory memory, String verb, int slot, int bytes, int batch) {
             this.memory = memory;
             this.verb = verb;
             this.bytes = bytes;
-            this.address = GlobalAddress.of(0, REGION_CHUNK + (long) slot * bytes);
-            this.buffer = new UnsafeBuffer(BufferUtil.allocateDirectAligned(Math.max(bytes, 64), 64));
+            this.span = Math.max(1, batch);
+            this.address = GlobalAddress.of(0, REGION_CHUNK + (long) slot * bytes * span);
+            this.buffer = new UnsafeBuffer(BufferUtil.allocateDirectAligned(Math.max(bytes * span, 64), 64));
+            this.reads = new VerbBatch(span);
         }
 
-        void issue() {
+        /** Issues one verb, or one batch of reads; returns the verbs done. */
+        int issue() {
+            if (verb.startsWith("read*")) {
+                reads.clear();
+                for (int i = 0; i < span; i++) {
+                    reads.read(address + (long) i * bytes, buffer, i * bytes, bytes);
+                }
+                memory.submit(reads);
+                reads.throwIfFailed();
+                return reads.size();
+            }
             switch (verb) {
                 case "read" -> memory.read(address, buffer, 0, bytes);
                 case "write" -> memory.write(address, buffer, 0, bytes);
@@ -221,6 +250,7 @@ public final class VerbBenchCommand implements Callable<Integer> {
                     expected++;
                 }
             }
+            return 1;
         }
     }
 }

@@ -33,16 +33,25 @@ class VerbBenchCommandTest {
     @ParameterizedTest(name = "--fabric {0}")
     @ValueSource(strings = {"local", "tcp"})
     void eachVerbIsMeasuredAloneAndUnderLoad(String fabric) {
-        Run run = verbs("--fabric", fabric, "--threads", "3", "--seconds", "1", "--bytes", "512");
+        Run run = verbs("--fabric", fabric, "--threads", "3", "--seconds", "1", "--bytes", "512", "--batch", "4");
 
         assertEquals(0, run.exitCode(), run.err());
-        assertEquals(List.of("read", "write", "cas"), run.rows().stream().map(VerbBenchCommand.Row::verb).toList());
+        assertEquals(List.of("read", "write", "cas", "read*4"), run.rows().stream().map(VerbBenchCommand.Row::verb).toList());
         for (VerbBenchCommand.Row row : run.rows()) {
             assertTrue(row.p50Nanos() > 0 && row.p99Nanos() >= row.p50Nanos(), row.toString());
             assertTrue(row.verbsPerSecond() > 0 && row.loadedP99Nanos() >= row.loadedP50Nanos(), row.toString());
         }
         assertTrue(run.out().contains("fabric " + fabric), run.out());
         assertTrue(run.out().contains("3 thr verbs/s"), run.out());
+        assertTrue(run.out().contains("read*4: reads in batches of 4"), run.out());
+    }
+
+    @org.junit.jupiter.api.Test
+    void batchZeroLeavesTheBatchedRowOut() {
+        Run run = verbs("--fabric", "local", "--threads", "1", "--seconds", "1", "--batch", "0");
+
+        assertEquals(0, run.exitCode(), run.err());
+        assertEquals(List.of("read", "write", "cas"), run.rows().stream().map(VerbBenchCommand.Row::verb).toList());
     }
 
     @ParameterizedTest(name = "{0}")
@@ -53,7 +62,8 @@ class VerbBenchCommandTest {
             "--seconds 0       | --seconds must be in [1, 600]: 0",
             "--connections 0   | --connections must be in [1, 64]: 0",
             "--spin-ns -1      | --spin-ns must be >= 0: -1",
-            "--io-threads 0    | --io-threads must be in [1, 256]: 0"})
+            "--io-threads 0    | --io-threads must be in [1, 256]: 0",
+            "--batch 1025      | --batch must be in [0, 1024]: 1025"})
     void badInputExitsWithTwoAndSaysWhy(String args, String message) {
         Run run = verbs(args.trim().split("\\s+"));
 

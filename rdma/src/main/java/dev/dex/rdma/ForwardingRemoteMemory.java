@@ -39,6 +39,15 @@ public abstract class ForwardingRemoteMemory implements RemoteMemory {
         return delegate.fetchAndAdd(address, delta);
     }
 
+    /**
+     * Starts {@code batch} on the delegate, keeping its verbs in flight together, for a subclass that watches a batch
+     * as a whole ({@link VerbBatch#onCompletion}). The default {@link #start} runs each verb through this object's
+     * own verbs instead, so that a subclass that overrides a verb sees batched verbs too.
+     */
+    protected final void startOnDelegate(VerbBatch batch) {
+        delegate.start(batch);
+    }
+
     @Override
     public int[] memoryServerIds() {
         return delegate.memoryServerIds();

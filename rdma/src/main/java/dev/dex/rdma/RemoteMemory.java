@@ -42,6 +42,22 @@ public interface RemoteMemory extends AutoCloseable {
     /** Atomically adds {@code delta} to the 8-byte word at {@code address}; returns the previous value. */
     long fetchAndAdd(long address, long delta);
 
+    /**
+     * Issues every verb of {@code batch} together and returns, possibly before they complete: {@link VerbBatch#await}
+     * waits for them. Verbs this thread issued before take effect first; the batch's own verbs are not ordered among
+     * themselves. This default runs them one after the other now, through this object's own verbs, which is correct
+     * for every transport and every layer; transports that can keep verbs in flight together override it.
+     */
+    default void start(VerbBatch batch) {
+        batch.runEach(this);
+    }
+
+    /** {@link #start Starts} the batch and {@link VerbBatch#await awaits} it: every verb has completed or failed. */
+    default void submit(VerbBatch batch) {
+        start(batch);
+        batch.await();
+    }
+
     /** Ids of the memory servers this client is connected to, ascending. */
     int[] memoryServerIds();
 

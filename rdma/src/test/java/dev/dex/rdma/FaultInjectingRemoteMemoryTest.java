@@ -55,6 +55,34 @@ class FaultInjectingRemoteMemoryTest {
         return new FaultInjectingRemoteMemory(plain, plan);
     }
 
+    /**
+     * A batch through the injector meets the same faults as single verbs (its verbs run through the injector's own, one
+     * after the other): the chosen writes fail with the injected error and the batch's other verbs complete.
+     */
+    @Test
+    void aBatchsVerbsMeetTheFaultsOfSingleVerbs() {
+        FaultInjectingRemoteMemory memory = inject(FaultPlan.none().withRate(1).withKinds(Kind.WRITE).withServer(1).withApplyFirst(0));
+        writeLong(plain, word(0, 1), 11);
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[16]);
+        buffer.putLong(8, 42);
+        VerbBatch batch = new VerbBatch();
+        int read = batch.read(word(0, 1), buffer, 0, 8);
+        int failing = batch.write(word(1, 1), buffer, 8, 8);
+        int passing = batch.write(word(0, 2), buffer, 8, 8);
+        int added = batch.fetchAndAdd(word(1, 3), 2);
+        memory.submit(batch);
+
+        assertEquals(11, buffer.getLong(0));
+        assertTrue(batch.failure(failing) instanceof FabricException failure && failure.getMessage().contains("fault injected"),
+                String.valueOf(batch.failure(failing)));
+        assertEquals(0, plain.readLong(word(1, 1)), "the failed write was not applied");
+        assertEquals(null, batch.failure(passing));
+        assertEquals(42, plain.readLong(word(0, 2)));
+        assertEquals(0, batch.value(added));
+        assertEquals(null, batch.failure(read));
+        assertEquals(1, memory.injected(Kind.WRITE));
+    }
+
     @Test
     void theNthMatchingVerbFailsAndNoOther() {
         FaultInjectingRemoteMemory memory = inject(FaultPlan.none().withNthVerb(5).withKinds(Kind.WRITE).withApplyFirst(0));

@@ -17,9 +17,9 @@ import org.junit.jupiter.api.Test;
  * The behaviour every {@link Fabric} transport promises. A transport's test extends this class and
  * supplies {@link #newFabric}; everything a test creates through the helpers is closed after it, clients
  * first. The reads, writes and atomics of the contract, and the helpers, are in {@link RemoteMemoryVerbContract};
- * this class adds chunk allocation, errors, counters and latency.
+ * batches of verbs in {@link RemoteMemoryBatchContract}; this class adds chunk allocation, errors, counters and latency.
  */
-public abstract class RemoteMemoryContractTest extends RemoteMemoryVerbContract {
+public abstract class RemoteMemoryContractTest extends RemoteMemoryBatchContract {
     // ---- chunk allocation
 
     @Test

@@ -10,7 +10,11 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
+import dev.dex.rdma.VerbBatch;
 
 /**
  * Drops one partition's frames for a release (logical repartitioning): every cached node whose fence
@@ -35,6 +39,14 @@ final class Flush {
     private final boolean writeBack;
     /** Dirty frames dropped without being written back. */
     private long discardedDirty;
+
+    /** Pages written back in one batch. */
+    static final int BATCH = 32;
+    private final VerbBatch batch = new VerbBatch(BATCH);
+    /** The staged images of a batched write-back, allocated at the first dirty frame. */
+    private UnsafeBuffer staging;
+    private final int[] stagedFrames = new int[BATCH];
+    private int staged;
 
     Flush(DexEngine engine) {
         this(engine, true);
@@ -78,35 +90,82 @@ final class Flush {
      * Operations may run meanwhile: each frame is locked while written, and a frame dirtied after the scan
      * passed it holds only writes newer than the checkpoint being taken.
      *
+     * <p>The pages go {@value #BATCH} at a time in one {@link VerbBatch} (their round trips overlap): each frame is
+     * locked, its image staged with its version bumped, and the batch written; a frame whose write succeeded is marked
+     * clean, and every frame of the batch is unlocked before a failure is thrown (those frames stay dirty, for the next
+     * write-back). A frame found locked is waited for only once the frames this flush holds are written and unlocked,
+     * so a flush never waits while it holds a lock.
+     *
      * @return pages written
      */
     long writeBackPartition(int partition) {
         long before = writer.pagesWritten();
-        for (int f = 0; f < arena.frames(); f++) {
-            if (!arena.flag(f, DIRTY)) {
-                continue;
-            }
-            for (int spins = 0; !arena.tryLock(f); spins++) {
-                // Held by an operation for the length of a remote verb at most; do not burn a core meanwhile.
-                if (spins < 64) {
-                    Thread.onSpinWait();
-                } else {
-                    Thread.yield();
+        try {
+            for (int f = 0; f < arena.frames(); f++) {
+                if (!arena.flag(f, DIRTY)) {
+                    continue;
                 }
-            }
-            try {
-                int state = arena.state(f);
-                if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
-                    NodeView node = arena.wrap(view, f);
-                    if (engine.partitions.ownerOf(node) == partition && engine.held.mayWriteBack(node)) {
-                        writer.writeBack(f);
+                if (!arena.tryLock(f)) {
+                    writeStaged();
+                    for (int spins = 0; !arena.tryLock(f); spins++) {
+                        // Held by an operation for the length of a remote verb at most; do not burn a core meanwhile.
+                        if (spins < 64) {
+                            Thread.onSpinWait();
+                        } else {
+                            Thread.yield();
+                        }
                     }
                 }
-            } finally {
-                arena.unlock(f);
+                int state = arena.state(f);
+                NodeView node = arena.wrap(view, f);
+                if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY) && engine.partitions.ownerOf(node) == partition
+                        && engine.held.mayWriteBack(node)) {
+                    if (staging == null) {
+                        staging = new UnsafeBuffer(new byte[BATCH * NodeHeaderDescriptor.NODE_LENGTH]);
+                    }
+                    writer.stageWriteBack(f, staging, staged * NodeHeaderDescriptor.NODE_LENGTH);
+                    stagedFrames[staged++] = f;
+                    if (staged == BATCH) {
+                        writeStaged();
+                    }
+                } else {
+                    arena.unlock(f);
+                }
             }
+            writeStaged();
+        } finally {
+            unlockStaged(); // only after a throw: an unexpected one, with frames still staged
         }
         return writer.pagesWritten() - before;
+    }
+
+    /** Writes the staged frames in one batch, marks those written clean and unlocks them all; throws a failure after. */
+    private void writeStaged() {
+        if (staged == 0) {
+            return;
+        }
+        batch.clear();
+        for (int i = 0; i < staged; i++) {
+            batch.write(arena.address(stagedFrames[i]), staging, i * NodeHeaderDescriptor.NODE_LENGTH, NodeHeaderDescriptor.NODE_LENGTH);
+        }
+        try {
+            engine.memory.submit(batch);
+            for (int i = 0; i < staged; i++) {
+                if (batch.failure(i) == null) {
+                    writer.wroteBack(stagedFrames[i]);
+                }
+            }
+        } finally {
+            unlockStaged();
+        }
+        batch.throwIfFailed();
+    }
+
+    private void unlockStaged() {
+        for (int i = 0; i < staged; i++) {
+            arena.unlock(stagedFrames[i]);
+        }
+        staged = 0;
     }
 
     /** Frames of nodes inside {@code partition}, as {level, frame, address}; each read is retried until valid. */

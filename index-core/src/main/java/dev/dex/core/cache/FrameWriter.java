@@ -41,6 +41,13 @@ final class FrameWriter {
 
     /** Writes {@code view} to {@code address}, unswizzled, with {@code lockWord} in word 0. */
     void write(long address, NodeView view, long lockWord) {
+        unswizzledImage(view, lockWord);
+        memory.write(address, out.buffer(), out.offset(), NodeHeaderDescriptor.NODE_LENGTH);
+        pagesWritten++;
+    }
+
+    /** Puts {@code view}'s image into {@link #out}, with every swizzled child pointer turned into its address. */
+    private void unswizzledImage(NodeView view, long lockWord) {
         out.copyFrom(view);
         out.lockWord(lockWord);
         if (!out.isLeaf()) {
@@ -51,8 +58,6 @@ final class FrameWriter {
                 }
             }
         }
-        memory.write(address, out.buffer(), out.offset(), NodeHeaderDescriptor.NODE_LENGTH);
-        pagesWritten++;
     }
 
     /** Writes a locked dirty frame back (version bumped) and marks it clean. */
@@ -60,6 +65,23 @@ final class FrameWriter {
         NodeView view = arena.wrap(frameView, frame);
         view.version(view.version() + 1);
         write(arena.address(frame), view, 0);
+        markClean(frame);
+    }
+
+    /**
+     * The first half of a batched write-back of a locked dirty frame: bumps its version, as {@link #writeBack} does, and
+     * copies its unswizzled image to {@code dst[offset..]}. Once the batch's write of it succeeded, {@link #wroteBack}.
+     */
+    void stageWriteBack(int frame, org.agrona.MutableDirectBuffer dst, int offset) {
+        NodeView view = arena.wrap(frameView, frame);
+        view.version(view.version() + 1);
+        unswizzledImage(view, 0);
+        dst.putBytes(offset, out.buffer(), out.offset(), NodeHeaderDescriptor.NODE_LENGTH);
+    }
+
+    /** The second half: the locked frame's staged image was written; it is clean now. */
+    void wroteBack(int frame) {
+        pagesWritten++;
         markClean(frame);
     }
 

@@ -340,6 +340,8 @@ final class HeldPartitions {
         Flush flush = new Flush(engine);
         while (true) {
             try {
+                // Written back in batches first (their round trips overlap), so the drop finds the pages clean.
+                flush.writeBackPartition(partition);
                 return flush.dropPartition(partition);
             } catch (dev.dex.rdma.FabricException failed) {
                 if (failed instanceof dev.dex.rdma.FencedException || System.nanoTime() - deadline > 0) {

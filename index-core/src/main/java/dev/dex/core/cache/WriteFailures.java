@@ -93,6 +93,33 @@ final class WriteFailures extends ForwardingRemoteMemory {
         return found;
     }
 
+    /**
+     * Keeps the batch's verbs in flight together on the transport, and accounts for its writing verbs once they have all
+     * completed, as for single ones: each one recorded in {@link RemoteChanges}, each failure counted (on this thread,
+     * which awaits), each success clearing the run of failures.
+     */
+    @Override
+    public void start(dev.dex.rdma.VerbBatch batch) {
+        batch.onCompletion(this::account);
+        startOnDelegate(batch);
+    }
+
+    private void account(dev.dex.rdma.VerbBatch batch) {
+        for (int slot = 0; slot < batch.size(); slot++) {
+            if (!batch.writes(slot)) {
+                continue;
+            }
+            long address = batch.address(slot);
+            RuntimeException failure = batch.failure(slot);
+            changed(address);
+            if (failure instanceof FabricException fabric) {
+                failed(fabric, address);
+            } else if (failure == null) {
+                succeeded(address);
+            }
+        }
+    }
+
     /** Records a writing verb that returned or failed (it may have been applied) in {@link RemoteChanges}. */
     private void changed(long address) {
         if (changes != null) {

@@ -184,6 +184,40 @@ class VerbFailureTest {
         model.check(pool.stored());
     }
 
+    /**
+     * A write-back goes in batches of {@link Flush#BATCH} pages; one page of a batch fails: the flush throws with every
+     * frame unlocked, the batch's other pages are clean, the failed page and the pages after the batch stay dirty, and
+     * the next write-back writes them.
+     */
+    @Test
+    void aBatchedWriteBackWithOneFailedPageCleansOnlyWhatWasWritten() {
+        Pool pool = new Pool(false, 1, true);
+        FaultInjectingRemoteMemory faulty = pool.connect(0, FaultPlan.none().withNthVerb(5).withKinds(FaultPlan.Kind.WRITE)
+                .withApplyFirst(0));
+        DexEngine engine = pool.engine(faulty, 1024, RedoLogSettings.OFF);
+        engine.acquire(0);
+        Model model = new Model();
+        try (IndexSession session = engine.newSession()) {
+            for (long k = 2; k <= 2 * LOADED; k += 20) { // a write in every leaf or two: many dirty pages
+                session.put(k, k * 3);
+                model.acknowledged(k, k * 3);
+            }
+        }
+        long dirty = engine.dirtyFrames.get();
+        assertTrue(dirty > 2 * Flush.BATCH, "enough dirty pages for three batches: " + dirty);
+        faulty.enabled(true);
+        FabricException failed = assertThrows(FabricException.class, () -> new Flush(engine).writeBackPartition(0));
+        faulty.enabled(false);
+        assertTrue(failed.getMessage().contains("fault injected"), failed.getMessage());
+        assertEquals(0, engine.lockedFrames(), "no frame stays locked after the failed batch");
+        assertEquals(dirty - (Flush.BATCH - 1), engine.dirtyFrames.get(),
+                "the first batch's pages are clean but the failed one; the batches after it were not written");
+        assertEquals(dirty - (Flush.BATCH - 1), new Flush(engine).writeBackPartition(0), "the next write-back writes the rest");
+        assertEquals(0, engine.dirtyFrames.get());
+        engine.close();
+        model.check(pool.stored());
+    }
+
     @Test
     void aSharedLeafWriteThatFailsReleasesItsRemoteLock() {
         // Equal-width bounds: the leaves that straddle a bound are shared, written through under their remote lock.

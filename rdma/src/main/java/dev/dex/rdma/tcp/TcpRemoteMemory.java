@@ -149,6 +149,163 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     }
 
     /**
+     * Puts every verb of the batch on its server's connection at once: the thread's verbs for one connection go out with
+     * one flush (the first rings the doorbell, the rest find it rung), and the caller waits once, for the batch. Verbs
+     * longer than the largest transfer run alone when the batch is awaited. The injected latency is paid once.
+     */
+    @Override
+    public void start(dev.dex.rdma.VerbBatch batch) {
+        InFlight inFlight = batch.transportState() instanceof InFlight mine && mine.owner() == this
+                && mine.thread == Thread.currentThread() ? mine : new InFlight();
+        batch.transportState(inFlight);
+        inFlight.begin(batch.size());
+        batch.pending(inFlight);
+        if (batch.isEmpty()) {
+            return;
+        }
+        VerbChecks.spin(latencyNs);
+        long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
+        inFlight.deadline = deadline;
+        for (int slot = 0; slot < batch.size(); slot++) {
+            if (batch.completed(slot)) {
+                continue;
+            }
+            byte op = batch.op(slot);
+            long address = batch.address(slot);
+            Link link = null;
+            try {
+                boolean word = op == dev.dex.rdma.VerbBatch.COMPARE_AND_SWAP || op == dev.dex.rdma.VerbBatch.FETCH_AND_ADD;
+                link = word ? wordLinkOf(address) : linkOf(address, batch.length(slot));
+                inFlight.links[slot] = link;
+                if (!word) {
+                    (op == dev.dex.rdma.VerbBatch.READ ? batch.destination(slot) : batch.source(slot))
+                            .boundsCheck(batch.bufferOffset(slot), batch.length(slot));
+                    if (batch.length(slot) > link.maxTransfer) {
+                        continue; // runs alone at the await, as several requests
+                    }
+                }
+                VerbCall call = inFlight.call(slot);
+                switch (op) {
+                    case dev.dex.rdma.VerbBatch.READ -> {
+                        call.prepare(OP_READ, address, batch.length(slot), 0, 0);
+                        call.dst = batch.destination(slot);
+                        call.dstOffset = batch.bufferOffset(slot);
+                    }
+                    case dev.dex.rdma.VerbBatch.WRITE -> {
+                        call.prepare(OP_WRITE, address, batch.length(slot), 0, 0);
+                        call.src = batch.source(slot);
+                        call.srcOffset = batch.bufferOffset(slot);
+                    }
+                    case dev.dex.rdma.VerbBatch.COMPARE_AND_SWAP -> call.prepare(OP_CAS, address, 0, batch.operand1(slot), batch.operand2(slot));
+                    default -> call.prepare(OP_FAA, address, 0, batch.operand1(slot), 0);
+                }
+                Connection connection = link.connection();
+                inFlight.connections[slot] = connection;
+                connection.submit(call, deadline);
+                inFlight.submitted[slot] = true;
+            } catch (IllegalArgumentException | IllegalStateException refused) {
+                batch.fail(slot, refused);
+            } catch (FabricException failed) {
+                inFlight.failures[slot] = failed; // a read may still run again once its server is relocated
+            }
+        }
+    }
+
+    /** The batch's calls, one per verb, owned by the thread that started it; calls abandoned after a timeout are replaced. */
+    private final class InFlight implements dev.dex.rdma.VerbBatch.Pending {
+        final Thread thread = Thread.currentThread();
+        VerbCall[] calls = new VerbCall[0];
+        Link[] links = new Link[0];
+        Connection[] connections = new Connection[0];
+        boolean[] submitted = new boolean[0];
+        FabricException[] failures = new FabricException[0];
+        long deadline;
+
+        TcpRemoteMemory owner() {
+            return TcpRemoteMemory.this;
+        }
+
+        void begin(int n) {
+            if (calls.length < n) {
+                calls = java.util.Arrays.copyOf(calls, n);
+                links = new Link[n];
+                connections = new Connection[n];
+                submitted = new boolean[n];
+                failures = new FabricException[n];
+            }
+            java.util.Arrays.fill(links, null);
+            java.util.Arrays.fill(connections, null);
+            java.util.Arrays.fill(submitted, false);
+            java.util.Arrays.fill(failures, null);
+        }
+
+        VerbCall call(int slot) {
+            VerbCall call = calls[slot];
+            if (call == null || call.isAbandoned()) {
+                call = new VerbCall();
+                calls[slot] = call;
+            }
+            return call;
+        }
+
+        @Override
+        public void await(dev.dex.rdma.VerbBatch batch) {
+            for (int slot = 0; slot < batch.size(); slot++) {
+                if (batch.completed(slot)) {
+                    continue;
+                }
+                Link link = links[slot];
+                FabricException failed = submitted[slot] ? outcome(batch, slot) : failures[slot];
+                if (batch.completed(slot)) {
+                    continue;
+                }
+                // A write of a batch is never an owned write (OwnedWrites): like a single write, it does not run twice.
+                boolean again = failed == null || batch.op(slot) == dev.dex.rdma.VerbBatch.READ && failoverWaitNanos > 0
+                        && !(failed instanceof FencedException) && !closed && link.lost == null;
+                if (!again) {
+                    batch.fail(slot, lostOr(link, failed));
+                    continue;
+                }
+                // Longer than one transfer, or a read failed on a broken connection: alone, with the single read's failover.
+                batch.runOne(TcpRemoteMemory.this, slot);
+            }
+        }
+
+        /** Waits for the call in {@code slot}: completes the batch's verb, or returns its transport failure. */
+        private FabricException outcome(dev.dex.rdma.VerbBatch batch, int slot) {
+            VerbCall call = calls[slot];
+            Connection connection = connections[slot];
+            Link link = links[slot];
+            if (!call.await(settings.spinNanos(), deadline)) {
+                FabricException timeout = new FabricException("memory server " + link.serverId + " at " + connection.endpoint()
+                        + " did not answer a " + TcpFrameDescriptor.opName(call.op) + " within " + settings.verbTimeout().toMillis()
+                        + " ms; the connection is closed and the verb may or may not have taken effect");
+                connection.breakWith(timeout);
+                batch.fail(slot, lostOr(link, timeout));
+                return timeout;
+            }
+            if (call.failure != null) {
+                return Connection.copy(call.failure);
+            }
+            if (call.status == TcpFrameDescriptor.STATUS_NOT_PRIMARY) {
+                return notPrimary(connection, call);
+            }
+            if (call.status != STATUS_OK) {
+                batch.fail(slot, new IllegalArgumentException("memory server " + link.serverId + " refused a "
+                        + TcpFrameDescriptor.opName(call.op) + ": " + call.reason));
+                return null;
+            }
+            switch (call.op) {
+                case OP_READ -> counters.recordRead(call.count);
+                case OP_WRITE -> counters.recordWrite(call.count);
+                default -> counters.recordAtomic();
+            }
+            batch.complete(slot, call.value);
+            return null;
+        }
+    }
+
+    /**
      * Whether a read or write that failed with {@code failed} may run again: its server was relocated since the verb
      * began (at {@code relocations}), or is within the failover wait. A fenced client, a closed memory and a client
      * without a failover wait fail at once.
@@ -303,12 +460,17 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         try {
             runOnce(link, call);
         } catch (FabricException failed) {
-            String lost = link.lost;
-            if (lost == null || failed instanceof FencedException) {
-                throw failed;
-            }
-            throw new dev.dex.rdma.MemoryServerLostException(lost + " (" + failed.getMessage() + ")", failed);
+            throw lostOr(link, failed);
         }
+    }
+
+    /** {@code failed}, or a {@link dev.dex.rdma.MemoryServerLostException} saying so when its server is marked lost. */
+    private static FabricException lostOr(Link link, FabricException failed) {
+        String lost = link.lost;
+        if (lost == null || failed instanceof FencedException) {
+            return failed;
+        }
+        return new dev.dex.rdma.MemoryServerLostException(lost + " (" + failed.getMessage() + ")", failed);
     }
 
     private void runOnce(Link link, VerbCall call) {

@@ -21,7 +21,8 @@ import dev.dex.rdma.FabricException;
  * caller's destination buffer), then publishes {@code DONE} with a volatile write; a caller that gives up
  * moves {@code WAITING -> ABANDONED} instead, after which the event loop touches nothing of the call. The
  * caller spins for a while, then announces {@code parked} before it parks; the completer writes {@code DONE}
- * before it reads {@code parked}, so one of the two always sees the other and no wake-up is lost.
+ * before it reads {@code parked}, so one of the two always sees the other and no wake-up is lost. The thread to wake
+ * is written before {@code parked} and read after it, so the completer wakes the thread that waits.
  */
 final class VerbCall {
     static final int WAITING = 0;
@@ -47,7 +48,8 @@ final class VerbCall {
         }
     }
 
-    private final Thread owner = Thread.currentThread();
+    /** The thread to wake: the one that waits (a batch may be started by one thread and awaited by another). */
+    private Thread owner = Thread.currentThread();
     private volatile int state = DONE;
     private volatile boolean parked;
 
@@ -152,6 +154,7 @@ final class VerbCall {
                 }
                 return true;
             }
+            owner = Thread.currentThread(); // published to the completer by the volatile write below
             parked = true;
             if (state != DONE) {
                 LockSupport.parkNanos(this, deadline - now);
