@@ -47,6 +47,8 @@ final class Admission {
     private final SplittableRandom random;
     /** P_A, as the tuner last answered. */
     private double leafAdmission;
+    /** Whether every leaf read is admitted (while P_A is above 0): the session that replays a takeover's log. */
+    private boolean everyLeaf;
     private final AdmissionTuner tuner;
     /** What this session reports to the tuner: operations, admissions, sampled read and admission times. */
     private final AdmissionTuner.Counts report = new AdmissionTuner.Counts();
@@ -84,6 +86,16 @@ final class Admission {
         if (++report.operations == AdmissionTuner.REPORT_EVERY) {
             leafAdmission = tuner.report(report);
         }
+    }
+
+    /**
+     * From now on every owned leaf this session reads is admitted, unless P_A is 0: the session that replays a takeover's
+     * log. Its records are the partition's latest writes, several to a leaf as often as not: a leaf left out would be
+     * read and written through for each of them (two round trips a record), where an admitted one is read once and
+     * written back with the others at the takeover's checkpoint, in batches.
+     */
+    void admitEveryLeaf() {
+        everyLeaf = true;
     }
 
     /** A missed node's slot in its parent (resolve, then miss), and a clip's slot. */
@@ -395,7 +407,7 @@ final class Admission {
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
         boolean admit = engine.config.cachesInner() && image.covers(searchKey)
-                && (!image.isLeaf() || !shared && leafAdmission > 0 && random.nextDouble() < leafAdmission);
+                && (!image.isLeaf() || !shared && leafAdmission > 0 && (everyLeaf || random.nextDouble() < leafAdmission));
         if (admit) {
             boolean timed = tuner.tunes() && ++untimedAdmissions >= AdmissionTuner.SAMPLE_EVERY;
             if (timed) {

@@ -48,15 +48,12 @@ public final class DexSession extends WordKeySession {
     private final Admission admission;
     /** The write at the end of the path, and its record for the redo log. */
     private final LeafWrites leafWrites;
-
     /** This session's remote side: validated reads, remote locks. */
     private final RemoteNodes remote;
-
     /** The IO markers this thread holds (paper's I/O flags), released when the operation ends or restarts. */
     private final Markers markers;
     /** This thread's free frames, and the cooling and eviction that refill them. */
     private final FrameSupply frames;
-
     private long value;
     private final SessionCounters counters = new SessionCounters();
     /** The current operation's key (the caller's array, or cutKey), a scan's next key and where its part ends. */
@@ -64,7 +61,6 @@ public final class DexSession extends WordKeySession {
     private final long[] scanKey;
     private final long[] cutKey;
     private final long[] scanStop;
-
     /** Offloading of misses to the memory side (paper §6), with its cost model. */
     private final Offloader offloader;
     /** The operation in progress, for offloading: a LeafOps code, or Admission.NO_OFFLOAD. */
@@ -80,7 +76,13 @@ public final class DexSession extends WordKeySession {
     /** The partition of the lookup or write in progress. */
     private int opPartition;
     /** Set on the session that replays a log while its partition is acquired: it enters and does not log. */
-    boolean recovering;
+    private boolean recovering;
+
+    /** Makes this the session that replays a log: see {@link #recovering} and {@link Admission#admitEveryLeaf}. */
+    void recover() {
+        recovering = true;
+        admission.admitEveryLeaf();
+    }
     /** This session's records of writes on their way to their partitions' redo logs (group commit). */
     private final GroupCommit log;
 

@@ -137,7 +137,7 @@ final class HeldPartitions {
             logs.set(partition, log);
             long replayed;
             try (DexSession recovery = engine.newSession()) {
-                recovery.recovering = true;
+                recovery.recover();
                 replayed = log.replay((op, key, value) -> replayRecord(recovery, op, key, value));
             }
             long pages = checkpoint(partition);

@@ -109,6 +109,35 @@ class ReplayReadFailureTest {
     }
 
     /**
+     * A takeover's replay admits every leaf it reads, whatever P_A (here 0.1): each record lands in the cache and none is
+     * written through, so the takeover's only page writes are its checkpoint's, one per page. With the leaves admitted at
+     * P_A, most records of a leaf were each read and written through (about ten per leaf before one was admitted).
+     */
+    @org.junit.jupiter.api.Test
+    void aTakeoverAdmitsEveryLeafItReplaysWhateverTheAdmissionProbability() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            TreeMap<Long, Long> acknowledged = new TreeMap<>();
+            DexEngine a = writeAndVanish(fabric, acknowledged);
+            RemoteMemory memory = fabric.connect(0);
+            DexEngine b = DexEngine.open(memory, new DexEngineSettings("no-offload", 4096L * FrameHeaderDescriptor.FRAME_LENGTH,
+                    DexEngineSettings.DEFAULT_COOLING_RATIO, 0.1), null, RedoLogSettings.ON.withBytes(CHUNK));
+            try {
+                b.instanceGone(a.instanceId());
+                dev.dex.rdma.VerbSnapshot before = memory.counters().snapshot();
+                DexEngine.AcquireReport report = b.acquireReport(0);
+                dev.dex.rdma.VerbSnapshot during = memory.counters().snapshot().minus(before);
+                assertEquals(600, report.replayed());
+                assertTrue(report.pages() > 5, "the replay dirtied the partition's leaves: " + report);
+                assertTrue(during.writes() - report.pages() < 20, "every page write was the checkpoint's: " + during.writes()
+                        + " writes, " + report.pages() + " pages written back");
+                assertServes(b, acknowledged);
+            } finally {
+                b.close();
+            }
+        }
+    }
+
+    /**
      * Formats a tree of one partition on {@code fabric}'s server 0, and has engine A write 600 keys into it and vanish:
      * its pages never written back, its records only in the redo log. Returns A; its writes go to {@code acknowledged}.
      */
