@@ -26,12 +26,16 @@ import org.agrona.MutableDirectBuffer;
  * would have thrown; {@link #value(int)} is a compare-and-swap's or fetch-and-add's result. A read that fails because
  * its connection broke is retried as a single read is (the transport's failover rules).
  *
- * <p>Reuse: {@link #clear()} empties a batch for its next use; the arrays it grew stay.
+ * <p>Reuse: a batch is started once; {@link #clear()} empties it for its next use (the arrays it grew stay).
+ *
+ * <p>The methods below "for transports" are what a transport and the layers over it use to run a batch and record its
+ * outcomes; callers that only issue verbs need none of them.
  *
  * <pre>
- * Concurrency: a batch is used by one thread at a time, from its first verb to its await (it is not thread-safe).
- * The transport's event loops write a verb's outcome into the transport's own state; the batch's arrays are
- * written only by the thread that awaits, so nothing here is shared.
+ * Concurrency: not thread-safe. A batch is used by one thread at a time: the one that adds its verbs and starts it
+ * (a transport may record outcomes then, on that thread), then the one that awaits it (outcomes recorded on that
+ * thread); a hand-over between the two needs a happens-before edge, as any object's does. The transport's event loops
+ * write a verb's answer into the transport's own state, never into the batch.
  * </pre>
  */
 public final class VerbBatch {
@@ -151,8 +155,8 @@ public final class VerbBatch {
 
     /**
      * Waits until every verb has completed or failed, then runs what the layers that started it asked to run at the
-     * end ({@link #onCompletion}), once. Never throws for a failed verb: see {@link #failure}. Awaiting a batch that
-     * was not started, or awaiting twice, returns at once.
+     * end ({@link #onCompletion}), once. Never throws for a failed verb: see {@link #failure}. Awaiting twice returns
+     * at once; awaiting a batch that was not started fails its verbs as never issued.
      */
     public void await() {
         Pending left = pending;
@@ -233,7 +237,7 @@ public final class VerbBatch {
      * ({@link ForwardingRemoteMemory}).
      */
     public void runEach(RemoteMemory memory) {
-        started = true;
+        started();
         for (int slot = 0; slot < size; slot++) {
             if (!completed[slot]) {
                 runOne(memory, slot);
@@ -256,17 +260,21 @@ public final class VerbBatch {
         }
     }
 
-    /** Marks the batch started: it takes no more verbs until cleared. */
+    /**
+     * Marks the batch started: it takes no more verbs until cleared.
+     *
+     * @throws IllegalStateException when it was started already (a batch is started once, then cleared)
+     */
     public void started() {
+        if (started) {
+            throw new IllegalStateException("the batch was started already: await it and clear() it before starting it again");
+        }
         started = true;
     }
 
-    /** The transport's verbs in flight, completed by {@link #await}; replaces nothing (one transport runs a batch). */
+    /** Marks the batch {@link #started()}, with the transport's verbs in flight, completed by {@link #await}. */
     public void pending(Pending inFlight) {
-        if (pending != null) {
-            throw new IllegalStateException("the batch is already in flight");
-        }
-        started = true;
+        started();
         pending = inFlight;
     }
 

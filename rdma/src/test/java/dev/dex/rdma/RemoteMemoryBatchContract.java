@@ -162,6 +162,7 @@ public abstract class RemoteMemoryBatchContract extends RemoteMemoryVerbContract
         int misaligned = batch.compareAndSwap(GlobalAddress.of(0, CHUNK_LENGTH + 4), 0, 1);
         int unconnected = batch.fetchAndAdd(GlobalAddress.of(3, CHUNK_LENGTH), 1);
         int added = batch.fetchAndAdd(GlobalAddress.of(0, CHUNK_LENGTH + 8), 5);
+        int tooSmall = batch.read(GlobalAddress.of(0, CHUNK_LENGTH), new UnsafeBuffer(new byte[4]), 0, 8);
         memory.submit(batch);
 
         assertInstanceOf(IllegalArgumentException.class, batch.failure(outside));
@@ -173,6 +174,9 @@ public abstract class RemoteMemoryBatchContract extends RemoteMemoryVerbContract
         assertEquals(0, batch.value(added));
         assertEquals(5, memory.readLong(GlobalAddress.of(0, CHUNK_LENGTH + 8)));
         assertInstanceOf(IllegalArgumentException.class, batch.firstFailure());
+        assertTrue(batch.failure(tooSmall) instanceof IndexOutOfBoundsException || batch.failure(tooSmall) instanceof IllegalArgumentException,
+                "a buffer too small for its read fails that read alone: " + batch.failure(tooSmall));
+        assertThrows(IllegalStateException.class, () -> memory.start(batch), "a batch is started once, then cleared");
         assertThrows(IllegalStateException.class, () -> batch.read(GlobalAddress.of(0, CHUNK_LENGTH), buffer, 0, 8),
                 "a started batch takes no verb until cleared");
     }

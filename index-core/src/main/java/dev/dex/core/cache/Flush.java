@@ -116,20 +116,8 @@ final class Flush {
                         }
                     }
                 }
-                int state = arena.state(f);
-                NodeView node = arena.wrap(view, f);
-                if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY) && engine.partitions.ownerOf(node) == partition
-                        && engine.held.mayWriteBack(node)) {
-                    if (staging == null) {
-                        staging = new UnsafeBuffer(new byte[BATCH * NodeHeaderDescriptor.NODE_LENGTH]);
-                    }
-                    writer.stageWriteBack(f, staging, staged * NodeHeaderDescriptor.NODE_LENGTH);
-                    stagedFrames[staged++] = f;
-                    if (staged == BATCH) {
-                        writeStaged();
-                    }
-                } else {
-                    arena.unlock(f);
+                if (stage(f, partition) && staged == BATCH) {
+                    writeStaged();
                 }
             }
             writeStaged();
@@ -137,6 +125,33 @@ final class Flush {
             unlockStaged(); // only after a throw: an unexpected one, with frames still staged
         }
         return writer.pagesWritten() - before;
+    }
+
+    /**
+     * Stages the locked frame {@code f} if it is a dirty page of {@code partition} that may be written back, else unlocks
+     * it; it is unlocked too if staging throws.
+     *
+     * @return whether it was staged (it stays locked until its batch is written)
+     */
+    private boolean stage(int f, int partition) {
+        try {
+            int state = arena.state(f);
+            NodeView node = arena.wrap(view, f);
+            if ((state == HOT || state == COOLING) && arena.flag(f, DIRTY) && engine.partitions.ownerOf(node) == partition
+                    && engine.held.mayWriteBack(node)) {
+                if (staging == null) {
+                    staging = new UnsafeBuffer(new byte[BATCH * NodeHeaderDescriptor.NODE_LENGTH]);
+                }
+                writer.stageWriteBack(f, staging, staged * NodeHeaderDescriptor.NODE_LENGTH);
+                stagedFrames[staged++] = f;
+                return true;
+            }
+        } catch (RuntimeException | Error e) {
+            arena.unlock(f);
+            throw e;
+        }
+        arena.unlock(f);
+        return false;
     }
 
     /** Writes the staged frames in one batch, marks those written clean and unlocks them all; throws a failure after. */

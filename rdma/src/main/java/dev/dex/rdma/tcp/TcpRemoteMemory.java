@@ -26,6 +26,7 @@ import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbBatch;
 import dev.dex.rdma.VerbChecks;
 import dev.dex.rdma.VerbCounters;
 
@@ -151,75 +152,70 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
     /**
      * Puts every verb of the batch on its server's connection at once: the thread's verbs for one connection go out with
      * one flush (the first rings the doorbell, the rest find it rung), and the caller waits once, for the batch. Verbs
-     * longer than the largest transfer run alone when the batch is awaited. The injected latency is paid once.
+     * longer than the largest transfer run alone when the batch is awaited. The injected latency is paid once. A verb
+     * that cannot be sent (a bad address or buffer) fails alone.
      */
     @Override
-    public void start(dev.dex.rdma.VerbBatch batch) {
+    public void start(VerbBatch batch) {
         InFlight inFlight = batch.transportState() instanceof InFlight mine && mine.owner() == this
                 && mine.thread == Thread.currentThread() ? mine : new InFlight();
+        batch.pending(inFlight); // throws for a batch already started: before anything of the calls is touched
         batch.transportState(inFlight);
         inFlight.begin(batch.size());
-        batch.pending(inFlight);
         if (batch.isEmpty()) {
             return;
         }
         VerbChecks.spin(latencyNs);
-        long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
-        inFlight.deadline = deadline;
         for (int slot = 0; slot < batch.size(); slot++) {
             if (batch.completed(slot)) {
                 continue;
             }
             byte op = batch.op(slot);
-            long address = batch.address(slot);
-            Link link = null;
             try {
-                boolean word = op == dev.dex.rdma.VerbBatch.COMPARE_AND_SWAP || op == dev.dex.rdma.VerbBatch.FETCH_AND_ADD;
-                link = word ? wordLinkOf(address) : linkOf(address, batch.length(slot));
+                boolean word = op == VerbBatch.COMPARE_AND_SWAP || op == VerbBatch.FETCH_AND_ADD;
+                Link link = word ? wordLinkOf(batch.address(slot)) : linkOf(batch.address(slot), batch.length(slot));
                 inFlight.links[slot] = link;
+                inFlight.relocations[slot] = link.relocations;
                 if (!word) {
-                    (op == dev.dex.rdma.VerbBatch.READ ? batch.destination(slot) : batch.source(slot))
+                    (op == VerbBatch.READ ? batch.destination(slot) : batch.source(slot))
                             .boundsCheck(batch.bufferOffset(slot), batch.length(slot));
                     if (batch.length(slot) > link.maxTransfer) {
                         continue; // runs alone at the await, as several requests
                     }
                 }
                 VerbCall call = inFlight.call(slot);
-                switch (op) {
-                    case dev.dex.rdma.VerbBatch.READ -> {
-                        call.prepare(OP_READ, address, batch.length(slot), 0, 0);
-                        call.dst = batch.destination(slot);
-                        call.dstOffset = batch.bufferOffset(slot);
-                    }
-                    case dev.dex.rdma.VerbBatch.WRITE -> {
-                        call.prepare(OP_WRITE, address, batch.length(slot), 0, 0);
-                        call.src = batch.source(slot);
-                        call.srcOffset = batch.bufferOffset(slot);
-                    }
-                    case dev.dex.rdma.VerbBatch.COMPARE_AND_SWAP -> call.prepare(OP_CAS, address, 0, batch.operand1(slot), batch.operand2(slot));
-                    default -> call.prepare(OP_FAA, address, 0, batch.operand1(slot), 0);
-                }
+                call.prepare(batch, slot);
                 Connection connection = link.connection();
                 inFlight.connections[slot] = connection;
+                // Each call's deadline from its own submission: a reconnect above may have taken a while.
+                long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
+                inFlight.deadlines[slot] = deadline;
                 connection.submit(call, deadline);
                 inFlight.submitted[slot] = true;
-            } catch (IllegalArgumentException | IllegalStateException refused) {
-                batch.fail(slot, refused);
             } catch (FabricException failed) {
                 inFlight.failures[slot] = failed; // a read may still run again once its server is relocated
+            } catch (RuntimeException refused) {
+                batch.fail(slot, refused); // a bad address or buffer: this verb alone, nothing of it was sent
             }
         }
     }
 
-    /** The batch's calls, one per verb, owned by the thread that started it; calls abandoned after a timeout are replaced. */
-    private final class InFlight implements dev.dex.rdma.VerbBatch.Pending {
+    /**
+     * The batch's calls, one per verb, owned by the thread that started it; calls abandoned after a timeout are replaced.
+     * At the await, each verb's outcome is what the single verb's would be: a read that failed in the transport (its
+     * connection broke or timed out) waits for its server's relocation within the failover wait, as {@link #transfer}
+     * does, and runs once more there; a write or an atomic fails; a server that was not relocated within the wait is
+     * waited for once per batch, not once per read.
+     */
+    private final class InFlight implements VerbBatch.Pending {
         final Thread thread = Thread.currentThread();
         VerbCall[] calls = new VerbCall[0];
         Link[] links = new Link[0];
         Connection[] connections = new Connection[0];
+        int[] relocations = new int[0];
+        long[] deadlines = new long[0];
         boolean[] submitted = new boolean[0];
         FabricException[] failures = new FabricException[0];
-        long deadline;
 
         TcpRemoteMemory owner() {
             return TcpRemoteMemory.this;
@@ -230,6 +226,8 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
                 calls = java.util.Arrays.copyOf(calls, n);
                 links = new Link[n];
                 connections = new Connection[n];
+                relocations = new int[n];
+                deadlines = new long[n];
                 submitted = new boolean[n];
                 failures = new FabricException[n];
             }
@@ -249,39 +247,59 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         }
 
         @Override
-        public void await(dev.dex.rdma.VerbBatch batch) {
+        public void await(VerbBatch batch) {
+            // Every call is waited for before anything runs again, so no call of the batch is still in flight then.
+            for (int slot = 0; slot < batch.size(); slot++) {
+                if (submitted[slot] && !batch.completed(slot)) {
+                    failures[slot] = outcome(batch, slot);
+                }
+            }
+            java.util.List<Link> notRelocated = null;
             for (int slot = 0; slot < batch.size(); slot++) {
                 if (batch.completed(slot)) {
                     continue;
                 }
                 Link link = links[slot];
-                FabricException failed = submitted[slot] ? outcome(batch, slot) : failures[slot];
-                if (batch.completed(slot)) {
+                FabricException failed = failures[slot];
+                if (failed == null) {
+                    batch.runOne(TcpRemoteMemory.this, slot); // longer than one transfer: alone, as a single verb
                     continue;
                 }
+                boolean waitedOut = notRelocated != null && notRelocated.contains(link);
                 // A write of a batch is never an owned write (OwnedWrites): like a single write, it does not run twice.
-                boolean again = failed == null || batch.op(slot) == dev.dex.rdma.VerbBatch.READ && failoverWaitNanos > 0
-                        && !(failed instanceof FencedException) && !closed && link.lost == null;
-                if (!again) {
+                if (batch.op(slot) != VerbBatch.READ || waitedOut || !awaitFailover(link, relocations[slot], failed)) {
+                    if (batch.op(slot) == VerbBatch.READ && !waitedOut) {
+                        notRelocated = notRelocated == null ? new java.util.ArrayList<>(2) : notRelocated;
+                        notRelocated.add(link);
+                    }
                     batch.fail(slot, lostOr(link, failed));
                     continue;
                 }
-                // Longer than one transfer, or a read failed on a broken connection: alone, with the single read's failover.
-                batch.runOne(TcpRemoteMemory.this, slot);
+                try {
+                    // Relocated to the group's new primary: the read runs once more there, as a single read does.
+                    transferPart(OP_READ, link, GlobalAddress.offset(batch.address(slot)), batch.length(slot),
+                            batch.destination(slot), null, batch.bufferOffset(slot));
+                    counters.recordRead(batch.length(slot));
+                    batch.complete(slot, 0);
+                } catch (RuntimeException e) {
+                    batch.fail(slot, e);
+                }
             }
         }
 
-        /** Waits for the call in {@code slot}: completes the batch's verb, or returns its transport failure. */
-        private FabricException outcome(dev.dex.rdma.VerbBatch batch, int slot) {
+        /**
+         * Waits for the call in {@code slot}: completes the batch's verb, or fails it when the server refused it, or
+         * returns its transport failure (a broken connection, a timeout, a replica that does not serve clients).
+         */
+        private FabricException outcome(VerbBatch batch, int slot) {
             VerbCall call = calls[slot];
             Connection connection = connections[slot];
             Link link = links[slot];
-            if (!call.await(settings.spinNanos(), deadline)) {
+            if (!call.await(settings.spinNanos(), deadlines[slot])) {
                 FabricException timeout = new FabricException("memory server " + link.serverId + " at " + connection.endpoint()
                         + " did not answer a " + TcpFrameDescriptor.opName(call.op) + " within " + settings.verbTimeout().toMillis()
                         + " ms; the connection is closed and the verb may or may not have taken effect");
                 connection.breakWith(timeout);
-                batch.fail(slot, lostOr(link, timeout));
                 return timeout;
             }
             if (call.failure != null) {

@@ -93,6 +93,25 @@ final class VerbCall {
         state = WAITING;
     }
 
+    /** Starts the verb in {@code slot} of {@code batch}; the call must be DONE (never ABANDONED). */
+    void prepare(dev.dex.rdma.VerbBatch batch, int slot) {
+        long address = batch.address(slot);
+        switch (batch.op(slot)) {
+            case dev.dex.rdma.VerbBatch.READ -> {
+                prepare(TcpFrameDescriptor.OP_READ, address, batch.length(slot), 0, 0);
+                dst = batch.destination(slot);
+                dstOffset = batch.bufferOffset(slot);
+            }
+            case dev.dex.rdma.VerbBatch.WRITE -> {
+                prepare(TcpFrameDescriptor.OP_WRITE, address, batch.length(slot), 0, 0);
+                src = batch.source(slot);
+                srcOffset = batch.bufferOffset(slot);
+            }
+            case dev.dex.rdma.VerbBatch.COMPARE_AND_SWAP -> prepare(TcpFrameDescriptor.OP_CAS, address, 0, batch.operand1(slot), batch.operand2(slot));
+            default -> prepare(TcpFrameDescriptor.OP_FAA, address, 0, batch.operand1(slot), 0);
+        }
+    }
+
     boolean isAbandoned() {
         return state == ABANDONED;
     }

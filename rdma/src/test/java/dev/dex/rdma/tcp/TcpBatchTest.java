@@ -85,6 +85,52 @@ class TcpBatchTest {
     }
 
     /**
+     * Reads of a batch that time out wait for their server's relocation, as a single read does, and run again there; a
+     * server that is not relocated within the failover wait is waited for once per batch, not once per read.
+     */
+    @Test
+    void timedOutReadsWaitOnceForARelocationAndRunAgainThere() throws Exception {
+        TcpFabric memorySide = fabric(Duration.ofSeconds(30));
+        ExportedRegion region = resources.closeAfter(memorySide.export(0, REGION, CHUNK));
+        ChaosProxy silent = resources.closeAfter(new ChaosProxy(region.endpoint()));
+        ChaosProxy moved = resources.closeAfter(new ChaosProxy(region.endpoint()));
+        TcpFabric clients = resources.closeAfter(new TcpFabric(TcpSettings.DEFAULTS.withVerbTimeout(Duration.ofMillis(300)),
+                ReplicaSettings.DEFAULTS.withFailoverWait(Duration.ofSeconds(1)), 0, null, null));
+        RemoteMemory memory = resources.closeAfter(clients.connect(Map.of(0, silent.endpoint())));
+        memory.readLong(GlobalAddress.of(0, CHUNK));
+
+        silent.freeze();
+        VerbBatch unmoved = mixed(new UnsafeBuffer(new byte[6 * 64]));
+        long start = System.nanoTime();
+        assertTimeoutPreemptively(Duration.ofSeconds(20), () -> memory.submit(unmoved));
+        long took = System.nanoTime() - start;
+        for (int slot = 0; slot < unmoved.size(); slot++) {
+            assertInstanceOf(FabricException.class, unmoved.failure(slot), "slot " + slot);
+        }
+        assertTrue(took < 3_000_000_000L, "six reads waited once for a relocation (1 s), not six times: " + took / 1_000_000 + " ms");
+
+        UnsafeBuffer buffer = new UnsafeBuffer(new byte[6 * 64]);
+        buffer.setMemory(0, buffer.capacity(), (byte) 9);
+        VerbBatch relocated = mixed(buffer);
+        Thread mover = new Thread(() -> {
+            try {
+                Thread.sleep(500);
+                memory.relocate(0, moved.endpoint());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        mover.start();
+        assertTimeoutPreemptively(Duration.ofSeconds(20), () -> memory.submit(relocated));
+        mover.join();
+        silent.thaw();
+        for (int slot = 0; slot < 6; slot++) {
+            assertNull(relocated.failure(slot), "read " + slot + " ran again where the server moved");
+        }
+        assertArrayEquals(new byte[6 * 64], buffer.byteArray(), "the region's bytes were read");
+    }
+
+    /**
      * With a failover wait, the batch's reads that failed because their connection was cut run again once the server is
      * relocated (a replica group's new primary), and read the region's bytes; its write and atomics fail, since running
      * them again could undo another client's change.
