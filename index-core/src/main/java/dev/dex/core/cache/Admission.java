@@ -49,6 +49,9 @@ final class Admission {
     private double leafAdmission;
     /** Whether every leaf read is admitted (while P_A is above 0): the session that replays a takeover's log. */
     private boolean everyLeaf;
+    /** The leaves this session's scan read ahead, which a miss takes instead of reading. */
+    final ScanPrefetch prefetch;
+    final java.util.function.BooleanSupplier admitsOwnedLeaf = this::admitsOwnedLeaf;
     private final AdmissionTuner tuner;
     /** What this session reports to the tuner: operations, admissions, sampled read and admission times. */
     private final AdmissionTuner.Counts report = new AdmissionTuner.Counts();
@@ -73,6 +76,7 @@ final class Admission {
         this.random = random;
         this.tuner = engine.admissionTuner;
         this.leafAdmission = tuner.probability();
+        this.prefetch = new ScanPrefetch(engine);
         this.counts = counts;
         int words = engine.keys.words();
         this.slotLow = new long[words];
@@ -96,6 +100,15 @@ final class Admission {
      */
     void admitEveryLeaf() {
         everyLeaf = true;
+    }
+
+    /**
+     * The draw of lazy leaf admission for an owned leaf not read yet: whether its read admits it. A scan reading leaves
+     * ahead draws here for each ({@link ScanPrefetch}), so that the leaves it reads ahead, which are never cached, are
+     * those the draw would not have admitted.
+     */
+    boolean admitsOwnedLeaf() {
+        return engine.config.cachesInner() && leafAdmission > 0 && (everyLeaf || random.nextDouble() < leafAdmission);
     }
 
     /** A missed node's slot in its parent (resolve, then miss), and a clip's slot. */
@@ -380,11 +393,14 @@ final class Admission {
             markers.hold(escape);
         }
         NodeView image = path.scratchAt[d];
+        boolean readAhead = false;
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {
                 markers.release(address);
                 return false;
             }
+        } else if (prefetch.take(address, image)) {
+            readAhead = true;
         } else if (offloader.samplesRead()) {
             timedRead(address, image, true);
         } else if (tuner.tunes() && ++untimedReads >= AdmissionTuner.SAMPLE_EVERY) {
@@ -406,8 +422,10 @@ final class Admission {
         boolean shared = engine.treatAsShared(image);
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
-        boolean admit = engine.config.cachesInner() && image.covers(searchKey)
-                && (!image.isLeaf() || !shared && leafAdmission > 0 && (everyLeaf || random.nextDouble() < leafAdmission));
+        // An image a scan read ahead may be older than the node (ScanPrefetch): never cached.
+        boolean drawn = !readAhead && prefetch.drawnToAdmit(address);
+        boolean admit = !readAhead && engine.config.cachesInner() && image.covers(searchKey)
+                && (!image.isLeaf() || !shared && leafAdmission > 0 && (everyLeaf || drawn || random.nextDouble() < leafAdmission));
         if (admit) {
             boolean timed = tuner.tunes() && ++untimedAdmissions >= AdmissionTuner.SAMPLE_EVERY;
             if (timed) {

@@ -130,9 +130,7 @@ public final class DexSession extends WordKeySession {
                     int pos = leaf.search(key);
                     long found = pos >= 0 ? leaf.value(pos) : 0;
                     if (path.frameAt[d] == NO_FRAME || arena.validate(path.frameAt[d], path.versionAt[d])) {
-                        if (pos >= 0) {
-                            value = found;
-                        }
+                        value = pos >= 0 ? found : value;
                         return pos >= 0;
                     }
                 }
@@ -195,11 +193,13 @@ public final class DexSession extends WordKeySession {
                 if (engine.keys.isPosInfinity(scanStop, 0)) {
                     break;
                 }
+                admission.prefetch.ahead(path, d, count - n, partition, admission.admitsOwnedLeaf); // the next leaves, together
                 System.arraycopy(scanStop, 0, key, 0, words);
                 IndexSession.successor(key, words);
             }
             return n;
         } finally {
+            admission.prefetch.clear();
             markers.releaseAll();
             activeKey.clear();
             if (partition >= 0) {

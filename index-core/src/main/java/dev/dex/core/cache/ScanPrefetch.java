@@ -1,0 +1,195 @@
+package dev.dex.core.cache;
+
+import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
+import static dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.core.node.NodeView;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.VerbBatch;
+
+/**
+ * A scan's next leaves, read together: when a scan needs more entries than the leaf it is at holds, the uncached leaves
+ * that follow it under the same cached parent are read in one {@link VerbBatch} (their round trips overlap), and the
+ * scan's next descents take their images from here instead of reading each one on its own.
+ *
+ * <p>Why an image read ahead may serve the scan. A scan reads each leaf atomically, and the scan as a whole is not a
+ * snapshot (docs/baseline-tree.md): an image read ahead is the leaf as it was at a moment after the scan began and
+ * after the leaves before it were read, which a scan that descended to it at that moment would have read. The image is
+ * used only for the address the descent arrives at, and fences only shrink, so every key the descent looks for in it was
+ * in its range when it was read; an image wider than its slot now is clipped to the slot like any read
+ * ({@code Admission.clipToSlot}); a torn image (front and back versions differ) is not used. What makes it different
+ * from a read under the IO marker is that another thread may change the leaf between the read and its use: so an image
+ * read ahead is <b>never admitted</b> into the cache (a cached image must be current), and it serves only scans, which
+ * write nothing. Lazy leaf admission keeps its odds: the draw for each leaf is made when it would be read ahead, and a
+ * leaf the draw admits is left to the scan's own read under its IO marker, which admits it. Only owned leaves of the scan's own partition are read ahead (a shared leaf needs the validated read),
+ * only under a cached parent whose version still holds after its slots were read.
+ *
+ * <p>Verbs: each leaf read ahead is one read, counted when it is issued, as the scan's own read of it would have been;
+ * the leaves looked at are as many as the scan's remaining entries need if every leaf were full (at most {@link #MAX}),
+ * so the scan needs each of them, unless it ends at its partition's end or another thread cached one meanwhile: a read
+ * ahead is not a read more.
+ *
+ * <pre>
+ * Concurrency: owned by one DexSession, so by one thread. The parent frame is read optimistically and validated after
+ * its slots were read; the leaves are read without markers, and their images are private to this object.
+ * </pre>
+ */
+final class ScanPrefetch {
+    /** At most this many leaves are read ahead at once. */
+    static final int MAX = 16;
+
+    private final DexEngine engine;
+    private final FrameArena arena;
+    private final VerbBatch batch = new VerbBatch(MAX);
+    private final UnsafeBuffer images = new UnsafeBuffer(new byte[MAX * NODE_LENGTH]);
+    private final NodeView view;
+    private final long[] addresses = new long[MAX];
+    /** Leaves passed over whose draw admitted them: their miss admits them without drawing again. */
+    private final long[] toAdmit = new long[MAX];
+    private int admitting;
+    private final long[] low;
+    private final long[] high;
+    /** Leaves read ahead in the last batch, and of those, not yet taken. */
+    private int count;
+    private int pending;
+    /** The parent frame of the last leaves read ahead, and the slot of the last of them. */
+    private int lastParent = NO_FRAME;
+    private int lastSlot;
+    /** Leaves read ahead, and of those, used by a descent: for tests and statistics. */
+    private long readAhead;
+    private long used;
+
+    ScanPrefetch(DexEngine engine) {
+        this.engine = engine;
+        this.arena = engine.arena;
+        this.view = new NodeView(engine.keys);
+        this.low = new long[engine.keys.words()];
+        this.high = new long[engine.keys.words()];
+    }
+
+    /**
+     * Reads ahead the uncached leaves after the one at depth {@code d} of {@code path} under its cached parent, as many
+     * as {@code entriesWanted} more entries need in full leaves, all of them in {@code partition}. Does
+     * nothing when the parent is not a cached frame, or changed meanwhile, or while leaves read ahead are still ahead of
+     * the scan; images the scan passed without taking them (their leaf was cached meanwhile) are dropped.
+     */
+    void ahead(SessionPath path, int d, int entriesWanted, int partition, java.util.function.BooleanSupplier admits) {
+        if (d == 0 || entriesWanted <= 0) {
+            return;
+        }
+        int pd = d - 1;
+        int f = path.frameAt[pd];
+        if (pending > 0 && f == lastParent && path.childIndexAt[pd] < lastSlot) {
+            return; // leaves read ahead are still to come
+        }
+        count = 0;
+        pending = 0;
+        admitting = 0;
+        NodeView parent = path.viewAt[pd];
+        if (f == NO_FRAME || parent.level() != 1) {
+            return;
+        }
+        lastParent = f;
+        // Leaves hold at most leafCapacity entries each: fewer leaves than that count cannot give the entries wanted, so
+        // none of them is read for nothing (unless the scan ends at its partition's end first).
+        int perLeaf = engine.keys.leafCapacity();
+        int wanted = Math.min(MAX, (entriesWanted + perLeaf - 1) / perLeaf);
+        int last = Math.min(parent.count(), parent.capacity());
+        batch.clear();
+        int considered = 0;
+        for (int j = path.childIndexAt[pd] + 1; j <= last && considered < wanted; j++) {
+            long child = parent.child(j);
+            if (j == 0) {
+                parent.lowFence(low);
+            } else {
+                parent.key(j - 1, low, 0);
+            }
+            if (j == parent.count()) {
+                parent.highFence(high);
+            } else {
+                parent.key(j, high, 0);
+            }
+            if (engine.partitions.ownerOf(low, high, engine.keys.words()) != partition) {
+                break; // the partition ends, or the slot straddles its end: its leaf is shared
+            }
+            considered++; // a cached leaf gives the scan its entries too: only the next `wanted` leaves are looked at
+            if (GlobalAddress.isSwizzled(child) || engine.mapping.get(child) != MappingTable.ABSENT) {
+                continue; // cached, or being read by another thread
+            }
+            if (admits.getAsBoolean()) {
+                // The scan's own read admits it: lazy leaf admission, drawn here rather than at its miss.
+                toAdmit[admitting++] = child;
+                continue;
+            }
+            lastSlot = j;
+            addresses[count] = child;
+            batch.read(child, images, count * NODE_LENGTH, NODE_LENGTH);
+            count++;
+        }
+        if (!arena.validate(f, path.versionAt[pd])) {
+            count = 0; // the parent changed while its slots were read: they may name other nodes
+            admitting = 0;
+            return;
+        }
+        if (count == 0) {
+            return;
+        }
+        engine.memory.submit(batch);
+        readAhead += count;
+        pending = count;
+    }
+
+    /**
+     * Copies the image of {@code address} read ahead into {@code image}, if there is a whole one; it is used once.
+     *
+     * @return whether {@code image} holds it now
+     */
+    boolean take(long address, NodeView image) {
+        for (int i = 0; i < count; i++) {
+            if (addresses[i] != address) {
+                continue;
+            }
+            addresses[i] = 0;
+            pending--;
+            if (batch.failure(i) != null) {
+                return false;
+            }
+            view.wrap(images, i * NODE_LENGTH);
+            if (view.version() != view.backVersion() || view.address() != address) {
+                return false;
+            }
+            image.buffer().putBytes(image.offset(), images, i * NODE_LENGTH, NODE_LENGTH);
+            used++;
+            return true;
+        }
+        return false;
+    }
+
+    /** Whether the leaf at {@code address} was passed over because its draw admitted it; answers true once. */
+    boolean drawnToAdmit(long address) {
+        for (int i = 0; i < admitting; i++) {
+            if (toAdmit[i] == address) {
+                toAdmit[i] = 0;
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Forgets what was read ahead: the scan ended. */
+    void clear() {
+        count = 0;
+        pending = 0;
+        admitting = 0;
+    }
+
+    long readAhead() {
+        return readAhead;
+    }
+
+    long used() {
+        return used;
+    }
+}
