@@ -87,7 +87,8 @@ final class Admission {
 
     /** An operation begins: every {@link AdmissionTuner#REPORT_EVERY} of them, the session reports to the tuner. */
     void begin() {
-        if (++report.operations == AdmissionTuner.REPORT_EVERY) {
+        // The replay's session admits every leaf: its counts would be charged to whichever P_A the tuner is trying.
+        if (!everyLeaf && ++report.operations == AdmissionTuner.REPORT_EVERY) {
             leafAdmission = tuner.report(report);
         }
     }
@@ -394,6 +395,8 @@ final class Admission {
         }
         NodeView image = path.scratchAt[d];
         boolean readAhead = false;
+        // Drawn when the scan looked at it, before the read below may start a batch of its own (ScanPrefetch).
+        boolean drawn = prefetch.drawnToAdmit(address);
         if (sharedGuess) {
             if (!remote.readValidated(address, image)) {
                 markers.release(address);
@@ -401,6 +404,8 @@ final class Admission {
             }
         } else if (prefetch.take(address, image)) {
             readAhead = true;
+        } else if (prefetch.readWithNext(path, d, address, image, admitsOwnedLeaf)) {
+            // Read under its marker like any miss, in one batch with the leaves after it that the scan needs.
         } else if (offloader.samplesRead()) {
             timedRead(address, image, true);
         } else if (tuner.tunes() && ++untimedReads >= AdmissionTuner.SAMPLE_EVERY) {
@@ -423,7 +428,6 @@ final class Admission {
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
         // An image a scan read ahead may be older than the node (ScanPrefetch): never cached.
-        boolean drawn = !readAhead && prefetch.drawnToAdmit(address);
         boolean admit = !readAhead && engine.config.cachesInner() && image.covers(searchKey)
                 && (!image.isLeaf() || !shared && leafAdmission > 0 && (everyLeaf || drawn || random.nextDouble() < leafAdmission));
         if (admit) {

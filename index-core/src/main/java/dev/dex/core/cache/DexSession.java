@@ -172,13 +172,13 @@ public final class DexSession extends WordKeySession {
                     }
                     partition = p;
                 }
+                admission.prefetch.want(count - n, partition); // its next leaf is read with those after it
                 int d = descend(key, false);
                 if (d == RESTART) {
                     restart();
                     continue;
                 }
-                NodeView leaf = path.viewAt[d];
-                // The scan stops at the leaf's high fence or its partition's end, whichever comes first.
+                NodeView leaf = path.viewAt[d]; // it stops at the leaf's high fence or its partition's end, the first
                 partitions.upperInclusive(partition, scanStop, words);
                 if (leaf.compareHighFence(scanStop) > 0) {
                     leaf.highFence(scanStop);

@@ -10,9 +10,13 @@ import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.VerbBatch;
 
 /**
- * A scan's next leaves, read together: when a scan needs more entries than the leaf it is at holds, the uncached leaves
- * that follow it under the same cached parent are read in one {@link VerbBatch} (their round trips overlap), and the
- * scan's next descents take their images from here instead of reading each one on its own.
+ * A scan's leaves, read together: the miss of the scan's next leaf reads it (under its IO marker, as any miss) in one
+ * {@link VerbBatch} with the uncached leaves right after it under the same cached level-1 parent, as many as the scan's
+ * remaining entries need ({@link #readWithNext}); after each leaf, once those are used, the next run is read the same way
+ * ({@link #ahead}). The scan's next descents take the images read ahead from here ({@link #take}) instead of reading
+ * each leaf on its own. Only the run right after the current leaf is read (it ends at the first cached leaf, or one
+ * that lazy admission admits), so the scan reads its leaves in key order: every transport runs a batch's reads to one
+ * memory server in slot order.
  *
  * <p>Why an image read ahead may serve the scan. A scan reads each leaf atomically, and the scan as a whole is not a
  * snapshot (docs/baseline-tree.md): an image read ahead is the leaf as it was at a moment after the scan began and
@@ -23,8 +27,9 @@ import dev.dex.rdma.VerbBatch;
  * from a read under the IO marker is that another thread may change the leaf between the read and its use: so an image
  * read ahead is <b>never admitted</b> into the cache (a cached image must be current), and it serves only scans, which
  * write nothing. Lazy leaf admission keeps its odds: the draw for each leaf is made when it would be read ahead, and a
- * leaf the draw admits is left to the scan's own read under its IO marker, which admits it. Only owned leaves of the scan's own partition are read ahead (a shared leaf needs the validated read),
- * only under a cached parent whose version still holds after its slots were read.
+ * leaf the draw admits ends the run and is admitted by its own miss without a second draw ({@link #drawnToAdmit}). Only
+ * owned leaves of the scan's own partition are read ahead (a shared leaf needs the validated read), only under a cached
+ * parent whose version still holds after its slots were read.
  *
  * <p>Verbs: each leaf read ahead is one read, counted when it is issued, as the scan's own read of it would have been;
  * the leaves looked at are as many as the scan's remaining entries need if every leaf were full (at most {@link #MAX}),
@@ -57,6 +62,11 @@ final class ScanPrefetch {
     /** The parent frame of the last leaves read ahead, and the slot of the last of them. */
     private int lastParent = NO_FRAME;
     private int lastSlot;
+    /** 1 when the last batch began with the scan's own next leaf ({@link #readWithNext}), else 0. */
+    private int firstSlots;
+    /** What the scan in progress still wants ({@link #want}); 0 outside scans. */
+    private int wanting;
+    private int wantingPartition;
     /** Leaves read ahead, and of those, used by a descent: for tests and statistics. */
     private long readAhead;
     private long used;
@@ -84,20 +94,69 @@ final class ScanPrefetch {
         if (pending > 0 && f == lastParent && path.childIndexAt[pd] < lastSlot) {
             return; // leaves read ahead are still to come
         }
-        count = 0;
-        pending = 0;
-        admitting = 0;
-        NodeView parent = path.viewAt[pd];
-        if (f == NO_FRAME || parent.level() != 1) {
-            return;
+        readAhead(path, pd, leavesFor(entriesWanted), partition, admits, 0, null);
+    }
+
+    /** Entries the scan in progress still wants, before the descent to its next leaf; 0 ends it. */
+    void want(int entries, int partition) {
+        wanting = entries;
+        wantingPartition = partition;
+    }
+
+    /**
+     * The scan's miss of its next leaf at depth {@code d} (its IO marker held, owned): when the scan wants more entries
+     * than one leaf holds and the parent is a cached level-1 frame, reads the leaf into {@code image} in one batch with
+     * the leaves after it that the scan will need (read ahead, as {@link #ahead}), so that a scan of a few leaves costs
+     * one round trip, not two.
+     *
+     * @return whether {@code image} holds the whole leaf; false when nothing was done or the image is torn (read it alone)
+     */
+    boolean readWithNext(SessionPath path, int d, long address, NodeView image, java.util.function.BooleanSupplier admits) {
+        int perLeaf = engine.keys.leafCapacity();
+        if (wanting <= perLeaf || d == 0 || path.frameAt[d - 1] == NO_FRAME || path.viewAt[d - 1].level() != 1
+                || pending > 0 && path.frameAt[d - 1] == lastParent && path.childIndexAt[d - 1] < lastSlot) {
+            return false; // one leaf is enough, or no cached parent, or the leaves after it were read already
         }
-        lastParent = f;
+        if (!readAhead(path, d - 1, leavesFor(wanting) - 1, wantingPartition, admits, address, image)) {
+            return false;
+        }
+        RuntimeException failed = batch.failure(0);
+        if (failed != null) {
+            throw failed;
+        }
+        return image.version() == image.backVersion();
+    }
+
+    private int leavesFor(int entries) {
         // Leaves hold at most leafCapacity entries each: fewer leaves than that count cannot give the entries wanted, so
         // none of them is read for nothing (unless the scan ends at its partition's end first).
         int perLeaf = engine.keys.leafCapacity();
-        int wanted = Math.min(MAX, (entriesWanted + perLeaf - 1) / perLeaf);
+        return Math.min(MAX, (entries + perLeaf - 1) / perLeaf);
+    }
+
+    /**
+     * Reads, in one batch, {@code first} into {@code firstImage} (if {@code first} is not 0) and the uncached leaves of the
+     * {@code wanted} slots after the parent's slot at {@code childIndexAt[pd]}, owned by {@code partition}, whose draw does
+     * not admit them. Returns false, reading nothing, when the parent changed while its slots were read.
+     */
+    private boolean readAhead(SessionPath path, int pd, int wanted, int partition, java.util.function.BooleanSupplier admits,
+                              long first, NodeView firstImage) {
+        count = 0;
+        pending = 0;
+        admitting = 0;
+        int f = path.frameAt[pd];
+        NodeView parent = path.viewAt[pd];
+        if (f == NO_FRAME || parent.level() != 1) {
+            return false;
+        }
+        lastParent = f;
         int last = Math.min(parent.count(), parent.capacity());
         batch.clear();
+        firstSlots = 0;
+        if (first != 0) {
+            batch.read(first, firstImage.buffer(), firstImage.offset(), NODE_LENGTH);
+            firstSlots = 1;
+        }
         int considered = 0;
         for (int j = path.childIndexAt[pd] + 1; j <= last && considered < wanted; j++) {
             long child = parent.child(j);
@@ -114,14 +173,16 @@ final class ScanPrefetch {
             if (engine.partitions.ownerOf(low, high, engine.keys.words()) != partition) {
                 break; // the partition ends, or the slot straddles its end: its leaf is shared
             }
-            considered++; // a cached leaf gives the scan its entries too: only the next `wanted` leaves are looked at
+            considered++;
+            // Only the run of leaves right after the current one is read ahead, so that the scan reads its leaves in key
+            // order: a leaf after a cached one (read from its frame later) would be older than it.
             if (GlobalAddress.isSwizzled(child) || engine.mapping.get(child) != MappingTable.ABSENT) {
-                continue; // cached, or being read by another thread
+                break; // cached, or being read by another thread
             }
             if (admits.getAsBoolean()) {
                 // The scan's own read admits it: lazy leaf admission, drawn here rather than at its miss.
                 toAdmit[admitting++] = child;
-                continue;
+                break;
             }
             lastSlot = j;
             addresses[count] = child;
@@ -131,14 +192,15 @@ final class ScanPrefetch {
         if (!arena.validate(f, path.versionAt[pd])) {
             count = 0; // the parent changed while its slots were read: they may name other nodes
             admitting = 0;
-            return;
+            return false;
         }
-        if (count == 0) {
-            return;
+        if (batch.isEmpty() || first == 0 && count == 0) {
+            return false;
         }
         engine.memory.submit(batch);
         readAhead += count;
         pending = count;
+        return true;
     }
 
     /**
@@ -153,7 +215,7 @@ final class ScanPrefetch {
             }
             addresses[i] = 0;
             pending--;
-            if (batch.failure(i) != null) {
+            if (batch.failure(firstSlots + i) != null) {
                 return false;
             }
             view.wrap(images, i * NODE_LENGTH);
@@ -183,6 +245,7 @@ final class ScanPrefetch {
         count = 0;
         pending = 0;
         admitting = 0;
+        wanting = 0;
     }
 
     long readAhead() {
