@@ -293,24 +293,12 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
          */
         private FabricException outcome(VerbBatch batch, int slot) {
             VerbCall call = calls[slot];
-            Connection connection = connections[slot];
-            Link link = links[slot];
-            if (!call.await(settings.spinNanos(), deadlines[slot])) {
-                FabricException timeout = new FabricException("memory server " + link.serverId + " at " + connection.endpoint()
-                        + " did not answer a " + TcpFrameDescriptor.opName(call.op) + " within " + settings.verbTimeout().toMillis()
-                        + " ms; the connection is closed and the verb may or may not have taken effect");
-                connection.breakWith(timeout);
-                return timeout;
+            RuntimeException failed = awaitOutcome(links[slot], connections[slot], call, deadlines[slot]);
+            if (failed instanceof FabricException transport) {
+                return transport;
             }
-            if (call.failure != null) {
-                return Connection.copy(call.failure);
-            }
-            if (call.status == TcpFrameDescriptor.STATUS_NOT_PRIMARY) {
-                return notPrimary(connection, call);
-            }
-            if (call.status != STATUS_OK) {
-                batch.fail(slot, new IllegalArgumentException("memory server " + link.serverId + " refused a "
-                        + TcpFrameDescriptor.opName(call.op) + ": " + call.reason));
+            if (failed != null) {
+                batch.fail(slot, failed);
                 return null;
             }
             switch (call.op) {
@@ -495,23 +483,37 @@ public final class TcpRemoteMemory implements RemoteMemory, MessageSender {
         Connection connection = link.connection();
         long deadline = System.nanoTime() + settings.verbTimeout().toNanos();
         connection.submit(call, deadline);
+        RuntimeException failed = awaitOutcome(link, connection, call, deadline);
+        if (failed != null) {
+            throw failed;
+        }
+    }
+
+    /**
+     * Waits for {@code call}'s answer until {@code deadline}. Returns null when the verb was applied; a
+     * {@link FabricException} when the transport failed it (no answer in time: the connection is closed and the verb may
+     * or may not have taken effect; a broken connection; a replica that does not serve clients); an
+     * {@link IllegalArgumentException} when the server refused it.
+     */
+    private RuntimeException awaitOutcome(Link link, Connection connection, VerbCall call, long deadline) {
         if (!call.await(settings.spinNanos(), deadline)) {
             FabricException timeout = new FabricException("memory server " + link.serverId + " at " + connection.endpoint()
                     + " did not answer a " + TcpFrameDescriptor.opName(call.op) + " within " + settings.verbTimeout().toMillis()
                     + " ms; the connection is closed and the verb may or may not have taken effect");
             connection.breakWith(timeout);
-            throw timeout;
+            return timeout;
         }
         if (call.failure != null) {
-            throw Connection.copy(call.failure);
+            return Connection.copy(call.failure);
         }
         if (call.status == TcpFrameDescriptor.STATUS_NOT_PRIMARY) {
-            throw notPrimary(connection, call);
+            return notPrimary(connection, call);
         }
         if (call.status != STATUS_OK) {
-            throw new IllegalArgumentException("memory server " + link.serverId + " refused a " + TcpFrameDescriptor.opName(call.op)
+            return new IllegalArgumentException("memory server " + link.serverId + " refused a " + TcpFrameDescriptor.opName(call.op)
                     + ": " + call.reason);
         }
+        return null;
     }
 
     /**

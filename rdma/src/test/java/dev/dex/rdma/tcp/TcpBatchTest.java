@@ -109,21 +109,27 @@ class TcpBatchTest {
         }
         assertTrue(took < 3_000_000_000L, "six reads waited once for a relocation (1 s), not six times: " + took / 1_000_000 + " ms");
 
+        // A second client, connected through a proxy that goes silent only once it is connected.
+        ChaosProxy silentLater = resources.closeAfter(new ChaosProxy(region.endpoint()));
+        RemoteMemory second = resources.closeAfter(clients.connect(Map.of(0, silentLater.endpoint())));
+        second.readLong(GlobalAddress.of(0, CHUNK));
+        silentLater.freeze();
         UnsafeBuffer buffer = new UnsafeBuffer(new byte[6 * 64]);
         buffer.setMemory(0, buffer.capacity(), (byte) 9);
         VerbBatch relocated = mixed(buffer);
         Thread mover = new Thread(() -> {
             try {
                 Thread.sleep(500);
-                memory.relocate(0, moved.endpoint());
+                second.relocate(0, moved.endpoint());
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
         });
         mover.start();
-        assertTimeoutPreemptively(Duration.ofSeconds(20), () -> memory.submit(relocated));
+        assertTimeoutPreemptively(Duration.ofSeconds(20), () -> second.submit(relocated));
         mover.join();
         silent.thaw();
+        silentLater.thaw();
         for (int slot = 0; slot < 6; slot++) {
             assertNull(relocated.failure(slot), "read " + slot + " ran again where the server moved");
         }
