@@ -51,7 +51,6 @@ final class Admission {
     private boolean everyLeaf;
     /** The leaves this session's scan read ahead, which a miss takes instead of reading. */
     final ScanPrefetch prefetch;
-    final java.util.function.BooleanSupplier admitsOwnedLeaf = this::admitsOwnedLeaf;
     private final AdmissionTuner tuner;
     /** What this session reports to the tuner: operations, admissions, sampled read and admission times. */
     private final AdmissionTuner.Counts report = new AdmissionTuner.Counts();
@@ -76,7 +75,7 @@ final class Admission {
         this.random = random;
         this.tuner = engine.admissionTuner;
         this.leafAdmission = tuner.probability();
-        this.prefetch = new ScanPrefetch(engine);
+        this.prefetch = new ScanPrefetch(engine, this::admitsOwnedLeaf);
         this.counts = counts;
         int words = engine.keys.words();
         this.slotLow = new long[words];
@@ -404,7 +403,7 @@ final class Admission {
             }
         } else if (prefetch.take(address, image)) {
             readAhead = true;
-        } else if (prefetch.readWithNext(path, d, address, image, admitsOwnedLeaf)) {
+        } else if (prefetch.readWithNext(path, d, address, image)) {
             // Read under its marker like any miss, in one batch with the leaves after it that the scan needs.
         } else if (offloader.samplesRead()) {
             timedRead(address, image, true);
@@ -429,7 +428,7 @@ final class Admission {
         // in a partition this engine does not hold, and must not be cached as if it were current.
         // An image a scan read ahead may be older than the node (ScanPrefetch): never cached.
         boolean admit = !readAhead && engine.config.cachesInner() && image.covers(searchKey)
-                && (!image.isLeaf() || !shared && leafAdmission > 0 && (everyLeaf || drawn || random.nextDouble() < leafAdmission));
+                && (!image.isLeaf() || !shared && (drawn || admitsOwnedLeaf()));
         if (admit) {
             boolean timed = tuner.tunes() && ++untimedAdmissions >= AdmissionTuner.SAMPLE_EVERY;
             if (timed) {

@@ -193,7 +193,7 @@ public final class DexSession extends WordKeySession {
                 if (engine.keys.isPosInfinity(scanStop, 0)) {
                     break;
                 }
-                admission.prefetch.ahead(path, d, count - n, partition, admission.admitsOwnedLeaf); // the next leaves, together
+                admission.prefetch.ahead(path, d, count - n, partition); // the next leaves, read together
                 System.arraycopy(scanStop, 0, key, 0, words);
                 IndexSession.successor(key, words);
             }

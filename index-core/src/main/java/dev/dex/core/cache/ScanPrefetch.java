@@ -51,9 +51,10 @@ final class ScanPrefetch {
     private final UnsafeBuffer images = new UnsafeBuffer(new byte[MAX * NODE_LENGTH]);
     private final NodeView view;
     private final long[] addresses = new long[MAX];
-    /** Leaves passed over whose draw admitted them: their miss admits them without drawing again. */
-    private final long[] toAdmit = new long[MAX];
-    private int admitting;
+    /** The leaf that ended the last run because its draw admitted it (0: none): its miss admits it without drawing again. */
+    private long drawnLeaf;
+    /** Lazy leaf admission's draw for an owned leaf not read yet ({@code Admission.admitsOwnedLeaf}). */
+    private final java.util.function.BooleanSupplier admits;
     private final long[] low;
     private final long[] high;
     /** Leaves read ahead in the last batch, and of those, not yet taken. */
@@ -71,8 +72,9 @@ final class ScanPrefetch {
     private long readAhead;
     private long used;
 
-    ScanPrefetch(DexEngine engine) {
+    ScanPrefetch(DexEngine engine, java.util.function.BooleanSupplier admits) {
         this.engine = engine;
+        this.admits = admits;
         this.arena = engine.arena;
         this.view = new NodeView(engine.keys);
         this.low = new long[engine.keys.words()];
@@ -85,16 +87,16 @@ final class ScanPrefetch {
      * nothing when the parent is not a cached frame, or changed meanwhile, or while leaves read ahead are still ahead of
      * the scan; images the scan passed without taking them (their leaf was cached meanwhile) are dropped.
      */
-    void ahead(SessionPath path, int d, int entriesWanted, int partition, java.util.function.BooleanSupplier admits) {
-        if (d == 0 || entriesWanted <= 0) {
+    void ahead(SessionPath path, int d, int entriesWanted, int partition) {
+        if (d == 0 || entriesWanted <= 0 || stillAhead(path, d - 1)) {
             return;
         }
-        int pd = d - 1;
-        int f = path.frameAt[pd];
-        if (pending > 0 && f == lastParent && path.childIndexAt[pd] < lastSlot) {
-            return; // leaves read ahead are still to come
-        }
-        readAhead(path, pd, leavesFor(entriesWanted), partition, admits, 0, null);
+        readAhead(path, d - 1, leavesFor(entriesWanted), partition, 0, null);
+    }
+
+    /** Whether leaves read ahead under the parent at depth {@code pd} are still ahead of the scan's slot there. */
+    private boolean stillAhead(SessionPath path, int pd) {
+        return pending > 0 && path.frameAt[pd] == lastParent && path.childIndexAt[pd] < lastSlot;
     }
 
     /** Entries the scan in progress still wants, before the descent to its next leaf; 0 ends it. */
@@ -111,13 +113,14 @@ final class ScanPrefetch {
      *
      * @return whether {@code image} holds the whole leaf; false when nothing was done or the image is torn (read it alone)
      */
-    boolean readWithNext(SessionPath path, int d, long address, NodeView image, java.util.function.BooleanSupplier admits) {
-        int perLeaf = engine.keys.leafCapacity();
-        if (wanting <= perLeaf || d == 0 || path.frameAt[d - 1] == NO_FRAME || path.viewAt[d - 1].level() != 1
-                || pending > 0 && path.frameAt[d - 1] == lastParent && path.childIndexAt[d - 1] < lastSlot) {
-            return false; // one leaf is enough, or no cached parent, or the leaves after it were read already
+    boolean readWithNext(SessionPath path, int d, long address, NodeView image) {
+        if (wanting <= engine.keys.leafCapacity() || d == 0 || path.frameAt[d - 1] == NO_FRAME
+                || path.viewAt[d - 1].level() != 1 || stillAhead(path, d - 1)) {
+            // One leaf is enough, or no cached level-1 parent (an inner node's miss: what was read ahead stays), or
+            // the leaves after it were read already.
+            return false;
         }
-        if (!readAhead(path, d - 1, leavesFor(wanting) - 1, wantingPartition, admits, address, image)) {
+        if (!readAhead(path, d - 1, leavesFor(wanting) - 1, wantingPartition, address, image)) {
             return false;
         }
         RuntimeException failed = batch.failure(0);
@@ -137,13 +140,13 @@ final class ScanPrefetch {
     /**
      * Reads, in one batch, {@code first} into {@code firstImage} (if {@code first} is not 0) and the uncached leaves of the
      * {@code wanted} slots after the parent's slot at {@code childIndexAt[pd]}, owned by {@code partition}, whose draw does
-     * not admit them. Returns false, reading nothing, when the parent changed while its slots were read.
+     * not admit them. Returns false, reading nothing, when the parent is not a cached level-1 frame or changed while its
+     * slots were read.
      */
-    private boolean readAhead(SessionPath path, int pd, int wanted, int partition, java.util.function.BooleanSupplier admits,
-                              long first, NodeView firstImage) {
+    private boolean readAhead(SessionPath path, int pd, int wanted, int partition, long first, NodeView firstImage) {
         count = 0;
         pending = 0;
-        admitting = 0;
+        drawnLeaf = 0;
         int f = path.frameAt[pd];
         NodeView parent = path.viewAt[pd];
         if (f == NO_FRAME || parent.level() != 1) {
@@ -160,16 +163,8 @@ final class ScanPrefetch {
         int considered = 0;
         for (int j = path.childIndexAt[pd] + 1; j <= last && considered < wanted; j++) {
             long child = parent.child(j);
-            if (j == 0) {
-                parent.lowFence(low);
-            } else {
-                parent.key(j - 1, low, 0);
-            }
-            if (j == parent.count()) {
-                parent.highFence(high);
-            } else {
-                parent.key(j, high, 0);
-            }
+            parent.slotLow(j, low);
+            parent.slotHigh(j, high);
             if (engine.partitions.ownerOf(low, high, engine.keys.words()) != partition) {
                 break; // the partition ends, or the slot straddles its end: its leaf is shared
             }
@@ -181,7 +176,7 @@ final class ScanPrefetch {
             }
             if (admits.getAsBoolean()) {
                 // The scan's own read admits it: lazy leaf admission, drawn here rather than at its miss.
-                toAdmit[admitting++] = child;
+                drawnLeaf = child;
                 break;
             }
             lastSlot = j;
@@ -191,7 +186,7 @@ final class ScanPrefetch {
         }
         if (!arena.validate(f, path.versionAt[pd])) {
             count = 0; // the parent changed while its slots were read: they may name other nodes
-            admitting = 0;
+            drawnLeaf = 0;
             return false;
         }
         if (batch.isEmpty() || first == 0 && count == 0) {
@@ -231,20 +226,18 @@ final class ScanPrefetch {
 
     /** Whether the leaf at {@code address} was passed over because its draw admitted it; answers true once. */
     boolean drawnToAdmit(long address) {
-        for (int i = 0; i < admitting; i++) {
-            if (toAdmit[i] == address) {
-                toAdmit[i] = 0;
-                return true;
-            }
+        if (address != drawnLeaf) { // a missed node's address is never 0, NULL
+            return false;
         }
-        return false;
+        drawnLeaf = 0;
+        return true;
     }
 
     /** Forgets what was read ahead: the scan ended. */
     void clear() {
         count = 0;
         pending = 0;
-        admitting = 0;
+        drawnLeaf = 0;
         wanting = 0;
     }
 

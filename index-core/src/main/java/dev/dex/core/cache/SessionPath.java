@@ -132,22 +132,11 @@ final class SessionPath {
 
     /** The exclusive low bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}, into {@code out}. */
     void slotLow(int pd, long[] out) {
-        int index = childIndexAt[pd];
-        if (index == 0) {
-            viewAt[pd].lowFence(out);
-        } else {
-            viewAt[pd].key(index - 1, out, 0);
-        }
+        viewAt[pd].slotLow(childIndexAt[pd], out);
     }
 
     /** The inclusive high bound of the slot at {@code childIndexAt[pd]} in the parent's image at depth {@code pd}, into {@code out}. */
     void slotHigh(int pd, long[] out) {
-        NodeView parent = viewAt[pd];
-        int index = childIndexAt[pd];
-        if (index >= parent.count()) {
-            parent.highFence(out);
-        } else {
-            parent.key(index, out, 0);
-        }
+        viewAt[pd].slotHigh(childIndexAt[pd], out);
     }
 }

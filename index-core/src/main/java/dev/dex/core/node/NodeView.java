@@ -152,6 +152,30 @@ public final class NodeView {
         copyWords(format.highFenceOffset(), out, 0);
     }
 
+    /**
+     * The exclusive low bound of child {@code index}'s slot in this inner node, into {@code out}: the key before it, or
+     * the low fence for the first child.
+     */
+    public void slotLow(int index, long[] out) {
+        if (index == 0) {
+            lowFence(out);
+        } else {
+            key(index - 1, out, 0);
+        }
+    }
+
+    /**
+     * The inclusive high bound of child {@code index}'s slot in this inner node, into {@code out}: its key, or the high
+     * fence for the last child.
+     */
+    public void slotHigh(int index, long[] out) {
+        if (index >= count()) {
+            highFence(out);
+        } else {
+            key(index, out, 0);
+        }
+    }
+
     /** Sets both fences from their words. */
     public void fences(long[] low, long[] high) {
         putWords(LOW_FENCE_OFFSET, low);

@@ -215,11 +215,7 @@ public final class RemoteNodes {
                 if (child != address) {
                     return true;
                 }
-                if (slot < parent.count()) {
-                    parent.key(slot, slotHigh, 0);
-                } else {
-                    parent.highFence(slotHigh);
-                }
+                parent.slotHigh(slot, slotHigh);
                 if (node.compareHighFence(slotHigh) < 0) {
                     // Read again just before the write: a node the clip leaves inside one partition may meanwhile
                     // have been clipped, cached and written back by that partition's owner (a plain write, lock
