@@ -257,6 +257,10 @@ public final class BenchCommand implements Callable<Integer> {
                                 + " %,.0f ops/s before it with one replica: %.0f%%%n", copy.bytes() >> 20, copy.copyNanos() / 1e9,
                         copy.megabytesPerSecond(), copy.completed() ? "" : ", NOT complete when the run ended",
                         copy.during(), copy.before(), 100 * copy.during() / copy.before());
+                if (!Double.isNaN(copy.after())) {
+                    out.printf("copy under load: %,.0f ops/s after it with every replica complete: the copy kept %.0f%% of that%n",
+                            copy.after(), 100 * copy.during() / copy.after());
+                }
             } else if (config.copyUnderLoad()) {
                 out.println("copy under load: the run ended before a third of it was done; no copy was made");
             }

@@ -5,6 +5,7 @@ import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
 
 import org.HdrHistogram.Histogram;
 
@@ -46,9 +47,11 @@ final class BenchRunner {
      * @param copyNanos  from the start of the copy to every backup complete (or to the end of the run)
      * @param before     operations per second of the measured run before the copy (one replica)
      * @param during     operations per second while the copy ran
+     * @param after      operations per second from the copy's end to the end of the run (every replica complete, so
+     *                   every change also waits for the backups' acknowledgements); NaN when the copy did not complete
      * @param completed  false when the run ended first (then {@code during} ends with the run)
      */
-    record CopyReport(long bytes, long copyNanos, double before, double during, boolean completed) {
+    record CopyReport(long bytes, long copyNanos, double before, double during, double after, boolean completed) {
         double megabytesPerSecond() {
             return bytes / 1e6 / (copyNanos / 1e9);
         }
@@ -147,8 +150,19 @@ final class BenchRunner {
                 }
             }
             long ended = System.nanoTime();
-            copyReport = new CopyReport(copy.bytes(), ended - started, before, (done.sum() - opsAtStart) / ((ended - started) / 1e9),
-                    complete);
+            long opsAtEnd = done.sum();
+            copyReport = new CopyReport(copy.bytes(), ended - started, before, (opsAtEnd - opsAtStart) / ((ended - started) / 1e9),
+                    Double.NaN, complete);
+            if (complete) {
+                // The rest of the run, with every backup complete: what the copy is measured against besides the run before it.
+                while (!copyStop) {
+                    LockSupport.parkNanos(1_000_000);
+                }
+                long now = System.nanoTime();
+                CopyReport report = copyReport;
+                copyReport = new CopyReport(report.bytes(), report.copyNanos(), report.before(), report.during(),
+                        (done.sum() - opsAtEnd) / ((now - ended) / 1e9), true);
+            }
         }, "bench-copy");
         copyThread.setDaemon(true);
         copyThread.start();

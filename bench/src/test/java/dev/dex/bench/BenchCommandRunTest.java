@@ -278,9 +278,10 @@ class BenchCommandRunTest {
         BenchRunner.CopyReport copy = lastCopy;
         assertTrue(copy != null && copy.completed(), "the copy ran and completed: " + run.out());
         // How fast, and how much of the throughput stays, is the benchmark's figure (docs/replication.md), not a check.
-        assertTrue(copy.bytes() >= 16L << 20 && copy.megabytesPerSecond() > 0 && copy.before() > 0 && copy.during() >= 0,
-                copy.toString());
+        assertTrue(copy.bytes() >= 16L << 20 && copy.megabytesPerSecond() > 0 && copy.before() > 0 && copy.during() >= 0
+                && copy.after() >= 0, copy.toString());
         assertTrue(run.out().contains("copy under load: " + (copy.bytes() >> 20) + " MiB to the backups"), run.out());
+        assertTrue(run.out().contains("ops/s after it with every replica complete"), run.out());
     }
 
     /**
