@@ -217,6 +217,25 @@ public abstract class RemoteMemoryBatchContract extends RemoteMemoryVerbContract
         assertEquals(threads * batches * perBatch, memory.readLong(counter));
     }
 
+    /** Reads and writes of zero bytes complete and count, as alone, also in a batch that holds nothing else. */
+    @Test
+    void zeroByteReadsAndWritesCompleteAndCount() {
+        Fabric fabric = fabric();
+        export(fabric, 0);
+        RemoteMemory memory = connect(fabric, 0);
+        VerbSnapshot before = memory.counters().snapshot();
+        VerbBatch batch = new VerbBatch();
+        int read = batch.read(GlobalAddress.of(0, CHUNK_LENGTH), new UnsafeBuffer(new byte[8]), 0, 0);
+        int write = batch.write(GlobalAddress.of(0, CHUNK_LENGTH), new UnsafeBuffer(new byte[8]), 0, 0);
+        memory.submit(batch);
+
+        assertNull(batch.failure(read));
+        assertNull(batch.failure(write));
+        VerbSnapshot counted = memory.counters().snapshot().minus(before);
+        assertEquals(1, counted.reads());
+        assertEquals(1, counted.writes());
+    }
+
     /** An empty batch completes at once; awaiting twice, or without a start, changes nothing. */
     @Test
     void anEmptyOrAwaitedBatchIsHarmless() {

@@ -2,7 +2,6 @@ package dev.dex.rdma.disni;
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -10,9 +9,7 @@ import java.util.IdentityHashMap;
 import java.util.LinkedList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -23,15 +20,12 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import com.ibm.disni.RdmaActiveEndpoint;
 import com.ibm.disni.RdmaActiveEndpointGroup;
 import com.ibm.disni.verbs.IbvMr;
 import com.ibm.disni.verbs.IbvPd;
 import com.ibm.disni.verbs.IbvSendWR;
 import com.ibm.disni.verbs.IbvSge;
 import com.ibm.disni.verbs.IbvWC;
-import com.ibm.disni.verbs.RdmaCmEvent;
-import com.ibm.disni.verbs.RdmaCmId;
 import com.ibm.disni.verbs.SVCPostSend;
 
 import dev.dex.rdma.FabricException;
@@ -43,10 +37,13 @@ import dev.dex.rdma.FabricException;
  *
  * <p>Per calling thread ({@link ThreadContext}): a page-aligned staging buffer of
  * {@link DisniSettings#maxTransfer()} bytes, registered once per protection domain for local write; per
- * server a stateful, reused {@link SVCPostSend} for READ and one for WRITE, whose work request id, remote
- * address, rkey and length are rewritten in place before each post; and a {@link CompletionSlot}. A READ
- * lands in the staging buffer and is copied out; a WRITE is copied in first. Each request is signaled and
- * awaited, so one thread's requests take effect in issue order.
+ * server and opcode, stateful, reused {@link SVCPostSend} chains of 1 to {@link #MAX_CHAIN} work requests, made
+ * on first use, whose ids, remote addresses, rkeys and lengths are rewritten in place before each post; and a
+ * {@link CompletionSlot}. A READ lands in the staging buffer and is copied out; a WRITE is copied in first. Each
+ * request is signaled and awaited, so one thread's requests take effect in issue order. {@link #postAll} posts
+ * several at once ({@link ChainPoster}): each gets its own part of the staging buffer and its own entry of the
+ * slot, the requests of one opcode to one server go in chains (one post each), and the thread waits once for the
+ * round.
  *
  * <p>Failures: a completion with an error status, a post that fails, a request that does not complete within
  * {@link DisniSettings#verbTimeout()} or a disconnect marks that server's connection broken, and every later
@@ -67,6 +64,8 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
     static final int EVENT_TIMEOUT_MS = 200;
     /** Transport retries of a request before its completion reports an error: the RC maximum. */
     private static final byte RETRY_COUNT = 7;
+    /** Work requests one post carries at most: a chain of one opcode to one server. */
+    static final int MAX_CHAIN = 16;
     /** Completions arrive within microseconds; spin that long before parking. */
     private static final long SPIN_NANOS = 20_000;
     private static final int PAGE = 4096;
@@ -81,6 +80,7 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
     private final List<ThreadContext> contexts = new CopyOnWriteArrayList<>();
     private final ThreadLocal<ThreadContext> local = ThreadLocal.withInitial(this::newContext);
     private volatile boolean closed;
+    private final ChainPoster poster;
 
     /**
      * Connects to every server, one after the other.
@@ -94,6 +94,18 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
         int maxId = servers.stream().mapToInt(RdmaRegionDescriptor::serverId).max()
                 .orElseThrow(() -> new IllegalArgumentException("a disni client needs at least one memory server"));
         this.endpoints = new ClientEndpoint[maxId + 1];
+        this.poster = new ChainPoster(settings.maxTransfer(), settings.queueDepth(), MAX_CHAIN, verbTimeoutNanos, SPIN_NANOS) {
+            @Override
+            protected Connection connection(int serverId) {
+                return serverId >= 0 && serverId < endpoints.length ? endpoints[serverId] : null;
+            }
+
+            @Override
+            protected void post(Round round, WorkList work, Connection connection, int serverId, boolean read, long first, int k)
+                    throws IOException {
+                ((ThreadContext) round).postChain(work, (ClientEndpoint) connection, serverId, read, first, k);
+            }
+        };
         RdmaActiveEndpointGroup<ClientEndpoint> endpointGroup;
         try {
             // All connections of the group share one completion queue per device, so it holds every request in flight.
@@ -161,6 +173,25 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
         }
     }
 
+    /** Posts the requests in rounds of chains ({@link ChainPoster}), one wait for each round's completions. */
+    @Override
+    public void postAll(WorkList work) {
+        ThreadContext context;
+        try {
+            context = enter();
+        } catch (IllegalStateException closedNow) {
+            for (int i = 0; i < work.size(); i++) {
+                work.fail(i, closedNow);
+            }
+            return;
+        }
+        try {
+            poster.postAll(context, work, () -> closed);
+        } finally {
+            context.busy = false;
+        }
+    }
+
     @Override
     public void close() {
         synchronized (this) {
@@ -217,11 +248,11 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
         if (failure != null) {
             throw new FabricException(verb(opcode, length, serverId) + " failed: the connection is broken since " + failure);
         }
-        WorkRequest request = context.lane(serverId, endpoint, opcode);
+        WorkRequest request = context.chain(serverId, endpoint, opcode, 1);
         IbvMr staging = context.staging.registration(endpoint.getPd());
         acquireCredit(endpoint, opcode, length, serverId);
         long wrId = context.slot.arm();
-        request.prepare(wrId, remoteAddress, rkey, staging.getAddr(), length, staging.getLkey());
+        request.prepare(0, wrId, remoteAddress, rkey, staging.getAddr(), length, staging.getLkey());
         try {
             request.call.execute();
         } catch (IOException e) {
@@ -257,8 +288,12 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
     }
 
     private void acquireCredit(ClientEndpoint endpoint, int opcode, int length, int serverId) {
+        acquireCredits(endpoint, 1, opcode, length, serverId);
+    }
+
+    private void acquireCredits(ClientEndpoint endpoint, int count, int opcode, int length, int serverId) {
         try {
-            if (!endpoint.credits.tryAcquire(verbTimeoutNanos, TimeUnit.NANOSECONDS)) {
+            if (!endpoint.credits.tryAcquire(count, verbTimeoutNanos, TimeUnit.NANOSECONDS)) {
                 throw new FabricException(verb(opcode, length, serverId) + " found the send queue full for "
                         + settings.verbTimeout().toMillis() + " ms");
             }
@@ -305,40 +340,67 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
     }
 
     /** One thread's staging buffers, work requests and completion slot; see the class comment. */
-    private final class ThreadContext {
-        final CompletionSlot slot;
-        final WorkRequest[] reads = new WorkRequest[endpoints.length];
-        final WorkRequest[] writes = new WorkRequest[endpoints.length];
+    private final class ThreadContext extends ChainPoster.Round {
+        /** Per server, chains of 1 to {@link #MAX_CHAIN} work requests, made on first use. */
+        final WorkRequest[][] reads = new WorkRequest[endpoints.length][];
+        final WorkRequest[][] writes = new WorkRequest[endpoints.length][];
         final List<Staging> retired = new ArrayList<>();
         Staging staging = new Staging(settings.maxTransfer());
         volatile boolean busy;
 
         ThreadContext(CompletionSlot slot) {
-            this.slot = slot;
+            super(slot);
         }
 
-        WorkRequest lane(int serverId, ClientEndpoint endpoint, int opcode) {
-            WorkRequest[] lane = opcode == IbvSendWR.IBV_WR_RDMA_READ ? reads : writes;
-            if (lane[serverId] == null) {
+        @Override
+        UnsafeBuffer staging() {
+            return staging.view;
+        }
+
+        /** Posts {@code chain[0..k)} of the round as one chain of work requests ({@link ChainPoster#post}). */
+        void postChain(WorkList work, ClientEndpoint endpoint, int serverId, boolean read, long first, int k) throws IOException {
+            IbvMr registered = staging.registration(endpoint.getPd());
+            WorkRequest requests = chain(serverId, endpoint, read ? IbvSendWR.IBV_WR_RDMA_READ : IbvSendWR.IBV_WR_RDMA_WRITE, k);
+            for (int c = 0; c < k; c++) {
+                int e = chain[c];
+                int r = request[e];
+                requests.prepare(c, first + e, work.remoteAddress(r), work.rkey(r), registered.getAddr() + at[e], work.length(r),
+                        registered.getLkey());
+            }
+            requests.call.execute();
+        }
+
+        /** The chain of {@code length} work requests of {@code opcode} to server {@code serverId}. */
+        WorkRequest chain(int serverId, ClientEndpoint endpoint, int opcode, int length) {
+            WorkRequest[][] lanes = opcode == IbvSendWR.IBV_WR_RDMA_READ ? reads : writes;
+            if (lanes[serverId] == null) {
+                lanes[serverId] = new WorkRequest[MAX_CHAIN];
+            }
+            WorkRequest[] lane = lanes[serverId];
+            if (lane[length - 1] == null) {
                 try {
-                    lane[serverId] = new WorkRequest(endpoint, opcode);
+                    lane[length - 1] = new WorkRequest(endpoint, opcode, length);
                 } catch (IOException e) {
-                    throw new FabricException("could not prepare a work request for memory server " + serverId + ": " + messageOf(e), e);
+                    throw new FabricException("could not prepare " + length + " work request(s) for memory server " + serverId + ": "
+                            + messageOf(e), e);
                 }
             }
-            return lane[serverId];
+            return lane[length - 1];
         }
 
+        @Override
         void retireStaging() {
             retired.add(staging);
             staging = new Staging(settings.maxTransfer());
         }
 
         void release() {
-            for (WorkRequest[] lane : List.of(reads, writes)) {
-                for (WorkRequest request : lane) {
-                    if (request != null) {
-                        request.call.free();
+            for (WorkRequest[][] lanes : List.of(reads, writes)) {
+                for (WorkRequest[] lane : lanes) {
+                    for (WorkRequest request : lane == null ? new WorkRequest[0] : lane) {
+                        if (request != null) {
+                            request.call.free();
+                        }
                     }
                 }
             }
@@ -381,148 +443,46 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
         }
     }
 
-    /** A stateful post-send call for one signaled READ or WRITE with one scatter-gather element, rewritten per use. */
+    /**
+     * A stateful post-send call for a chain of signaled READs or WRITEs, each with one scatter-gather element, rewritten
+     * per use; one post (one doorbell) sends the whole chain.
+     */
     private static final class WorkRequest {
         final SVCPostSend call;
-        private final SVCPostSend.SendWRMod wr;
-        private final SVCPostSend.RdmaMod rdma;
-        private final SVCPostSend.SgeMod sge;
+        private final SVCPostSend.SendWRMod[] wrs;
+        private final SVCPostSend.RdmaMod[] rdmas;
+        private final SVCPostSend.SgeMod[] sges;
 
-        WorkRequest(ClientEndpoint endpoint, int opcode) throws IOException {
-            LinkedList<IbvSge> sges = new LinkedList<>();
-            sges.add(new IbvSge());
-            IbvSendWR template = new IbvSendWR();
-            template.setSg_list(sges);
-            template.setOpcode(opcode);
-            template.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
-            this.call = endpoint.postSend(List.of(template));
-            this.wr = call.getWrMod(0);
-            this.rdma = wr.getRdmaMod();
-            this.sge = wr.getSgeMod(0);
-        }
-
-        void prepare(long wrId, long remoteAddress, int rkey, long localAddress, int length, int lkey) {
-            wr.setWr_id(wrId);
-            rdma.setRemote_addr(remoteAddress);
-            rdma.setRkey(rkey);
-            sge.setAddr(localAddress);
-            sge.setLength(length);
-            sge.setLkey(lkey);
-        }
-    }
-
-    /**
-     * A client's connection to one memory server. DiSNI's connect waits without bound for its connection
-     * manager events and ignores the error events, so {@link #connectWithin} interrupts it on an error event or
-     * when the connect timeout passes.
-     *
-     * <p>Concurrency: {@code failure} is written by verb threads and the connection-manager thread, first reason
-     * wins in practice and any reason is a true one; the connect fields are guarded by {@code connectLock}.
-     */
-    static final class ClientEndpoint extends RdmaActiveEndpoint {
-        final Semaphore credits;
-        volatile String failure;
-        private final DisniOneSidedVerbs owner;
-        private final Object connectLock = new Object();
-        private Thread connecting;
-        private String connectFailure;
-
-        ClientEndpoint(RdmaActiveEndpointGroup<ClientEndpoint> group, RdmaCmId id, boolean serverSide, DisniOneSidedVerbs owner,
-                       int queueDepth) throws IOException {
-            super(group, id, serverSide);
-            this.owner = owner;
-            this.credits = new Semaphore(queueDepth);
-        }
-
-        @Override
-        public void dispatchCqEvent(IbvWC wc) {
-            owner.complete(wc.getWr_id(), wc.getStatus());
-        }
-
-        @Override
-        public synchronized void dispatchCmEvent(RdmaCmEvent event) throws IOException {
-            int type = event.getEvent();
-            if (type == RdmaCmEvent.EventType.RDMA_CM_EVENT_DISCONNECTED.ordinal()) {
-                breakWith("the memory server disconnected");
-            } else if (isError(type)) {
-                String reason = RdmaCmEvent.EventType.values()[type].name() + " (status " + event.getStatus() + ")";
-                breakWith(reason);
-                abortConnect(reason);
+        WorkRequest(ClientEndpoint endpoint, int opcode, int length) throws IOException {
+            List<IbvSendWR> templates = new ArrayList<>(length);
+            for (int i = 0; i < length; i++) {
+                LinkedList<IbvSge> sgList = new LinkedList<>();
+                sgList.add(new IbvSge());
+                IbvSendWR template = new IbvSendWR();
+                template.setSg_list(sgList);
+                template.setOpcode(opcode);
+                template.setSend_flags(IbvSendWR.IBV_SEND_SIGNALED);
+                templates.add(template);
             }
-            super.dispatchCmEvent(event);
-        }
-
-        /**
-         * Closes the connection. DiSNI 2.1 unregisters an active endpoint from its completion-queue processor
-         * after releasing it, which fails for a connection that never got a queue pair (a connect that failed):
-         * by then the endpoint is released and removed from its group, and there is nothing to unregister, so
-         * that failure is dropped.
-         */
-        @Override
-        public void close() throws IOException, InterruptedException {
-            boolean hadQueuePair = getQp() != null;
-            try {
-                super.close();
-            } catch (IOException | RuntimeException e) {
-                if (hadQueuePair) {
-                    throw e;
-                }
+            this.call = endpoint.postSend(templates);
+            this.wrs = new SVCPostSend.SendWRMod[length];
+            this.rdmas = new SVCPostSend.RdmaMod[length];
+            this.sges = new SVCPostSend.SgeMod[length];
+            for (int i = 0; i < length; i++) {
+                wrs[i] = call.getWrMod(i);
+                rdmas[i] = wrs[i].getRdmaMod();
+                sges[i] = wrs[i].getSgeMod(0);
             }
         }
 
-        void breakWith(String reason) {
-            if (failure == null) {
-                failure = reason;
-            }
-        }
-
-        /** Connects, or fails with the connection manager's error event or after {@code timeout}. */
-        void connectWithin(InetSocketAddress address, Duration timeout) throws IOException {
-            int timeoutMs = (int) timeout.toMillis();
-            synchronized (connectLock) {
-                connecting = Thread.currentThread();
-            }
-            CompletableFuture<Void> watchdog = CompletableFuture.runAsync(
-                    () -> abortConnect("no connection within " + timeoutMs + " ms"),
-                    CompletableFuture.delayedExecutor(timeoutMs, TimeUnit.MILLISECONDS));
-            try {
-                connect(address, timeoutMs);
-            } catch (Exception e) {
-                String reason;
-                synchronized (connectLock) {
-                    reason = connectFailure;
-                }
-                throw new IOException(reason != null ? reason : messageOf(e), e);
-            } finally {
-                watchdog.cancel(false);
-                boolean aborted;
-                synchronized (connectLock) {
-                    connecting = null;
-                    aborted = connectFailure != null;
-                }
-                if (aborted) {
-                    // abortConnect interrupted this thread to end DiSNI's wait; the interrupt is spent.
-                    Thread.interrupted();
-                }
-            }
-        }
-
-        private void abortConnect(String reason) {
-            synchronized (connectLock) {
-                if (connecting != null && connectFailure == null) {
-                    connectFailure = reason;
-                    connecting.interrupt();
-                }
-            }
-        }
-
-        private static boolean isError(int type) {
-            return type == RdmaCmEvent.EventType.RDMA_CM_EVENT_ADDR_ERROR.ordinal()
-                    || type == RdmaCmEvent.EventType.RDMA_CM_EVENT_ROUTE_ERROR.ordinal()
-                    || type == RdmaCmEvent.EventType.RDMA_CM_EVENT_CONNECT_ERROR.ordinal()
-                    || type == RdmaCmEvent.EventType.RDMA_CM_EVENT_UNREACHABLE.ordinal()
-                    || type == RdmaCmEvent.EventType.RDMA_CM_EVENT_REJECTED.ordinal()
-                    || type == RdmaCmEvent.EventType.RDMA_CM_EVENT_DEVICE_REMOVAL.ordinal();
+        /** Rewrites work request {@code index} of the chain. */
+        void prepare(int index, long wrId, long remoteAddress, int rkey, long localAddress, int length, int lkey) {
+            wrs[index].setWr_id(wrId);
+            rdmas[index].setRemote_addr(remoteAddress);
+            rdmas[index].setRkey(rkey);
+            sges[index].setAddr(localAddress);
+            sges[index].setLength(length);
+            sges[index].setLkey(lkey);
         }
     }
 }

@@ -40,6 +40,9 @@ import dev.dex.rdma.VerbCounters;
  * {@link dev.dex.rdma.FabricException}, and {@link FencedException} when the memory server fenced this client
  * (revoked its keys; the control connection tells).
  *
+ * <p>A {@link dev.dex.rdma.VerbBatch batch}'s reads and writes are posted together ({@link #start}); its atomics,
+ * which are two-sided here, run one after the other.
+ *
  * <p>Concurrency: immutable apart from the closed flag and the counters; the verbs and the control connection
  * are thread-safe. A verb racing with {@link #close()} either completes or fails with
  * {@link IllegalStateException}.
@@ -51,6 +54,8 @@ final class DisniRemoteMemory implements RemoteMemory {
     private final RemoteMemory control;
     private final int maxTransfer;
     private final VerbCounters counters = new VerbCounters();
+    /** Each thread's pieces of its current single verb. */
+    private final ThreadLocal<WorkList> single = ThreadLocal.withInitial(WorkList::new);
     private final ChunkAllocator chunkAllocator;
     private final Runnable releaseKeys;
     /** Set once a failure was found to be a fence: later failures say so at once. */
@@ -106,10 +111,93 @@ final class DisniRemoteMemory implements RemoteMemory {
     }
 
     /**
-     * An RDMA READ into {@code dst} or WRITE from {@code src}, as one work request per piece that lies in one
-     * segment and is at most the maximum transfer.
+     * Posts the reads and writes of {@code batch} together ({@link OneSidedVerbs#postAll}: one work request per piece,
+     * as {@link #pieces} splits them), waits for all their completions, then runs its atomics on the control
+     * connection one after the other. A verb fails as it would alone: with the first failure of its pieces, a fence
+     * said as {@link FencedException}.
      */
-    private void transfer(long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
+    @Override
+    public void start(dev.dex.rdma.VerbBatch batch) {
+        batch.started();
+        WorkList work = batch.transportState() instanceof WorkList kept ? kept : new WorkList();
+        batch.transportState(work);
+        work.clear();
+        boolean atomics = false;
+        for (int slot = 0; slot < batch.size(); slot++) {
+            byte op = batch.op(slot);
+            if (batch.completed(slot)) {
+                continue;
+            }
+            if (op != dev.dex.rdma.VerbBatch.READ && op != dev.dex.rdma.VerbBatch.WRITE) {
+                atomics = true;
+                continue;
+            }
+            try {
+                pieces(work, slot, batch.address(slot), op == dev.dex.rdma.VerbBatch.READ ? batch.destination(slot) : null,
+                        op == dev.dex.rdma.VerbBatch.READ ? null : batch.source(slot), batch.bufferOffset(slot), batch.length(slot));
+            } catch (RuntimeException e) {
+                batch.fail(slot, e);
+            }
+        }
+        try {
+            if (work.size() > 0) {
+                verbs.postAll(work);
+                failPieces(batch, work);
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < work.size(); i++) {
+                if (batch.failure(work.tag(i)) == null) {
+                    batch.fail(work.tag(i), e);
+                }
+            }
+        } finally {
+            work.clear();
+        }
+        for (int slot = 0; slot < batch.size(); slot++) {
+            byte op = batch.op(slot);
+            if (!batch.completed(slot) && (op == dev.dex.rdma.VerbBatch.READ || op == dev.dex.rdma.VerbBatch.WRITE)) {
+                batch.complete(slot, 0);
+                if (op == dev.dex.rdma.VerbBatch.READ) {
+                    counters.recordRead(batch.length(slot));
+                } else {
+                    counters.recordWrite(batch.length(slot));
+                }
+            }
+        }
+        if (atomics) {
+            for (int slot = 0; slot < batch.size(); slot++) {
+                if (!batch.completed(slot)) {
+                    batch.runOne(this, slot);
+                }
+            }
+        }
+    }
+
+    /**
+     * Fails each verb of {@code batch} with the first failure of its pieces. A fence is looked for first: on a
+     * connection whose keys were revoked only one request fails with the access error and the others are flushed, and
+     * every piece's verb is to say {@link FencedException} then, whatever order they come in.
+     */
+    private void failPieces(dev.dex.rdma.VerbBatch batch, WorkList work) {
+        for (int i = 0; i < work.size() && fenced == null; i++) {
+            if (work.failure(i) instanceof FabricException failed && String.valueOf(failed.getMessage()).contains("REM_ACCESS_ERR")) {
+                fencedOr(work.serverId(i), failed);
+            }
+        }
+        for (int i = 0; i < work.size(); i++) {
+            int slot = work.tag(i);
+            RuntimeException failed = work.failure(i);
+            if (failed != null && batch.failure(slot) == null) {
+                batch.fail(slot, failed instanceof FabricException fabric ? fencedOr(work.serverId(i), fabric) : failed);
+            }
+        }
+    }
+
+    /**
+     * Checks one read into {@code dst} or write from {@code src} and adds its work requests to {@code work}, tagged
+     * {@code tag}: one per piece that lies in one segment and is at most the maximum transfer.
+     */
+    private void pieces(WorkList work, int tag, long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
         Target target = targetOf(address);
         VerbChecks.range(address, length, target.regionLength);
         (dst != null ? dst : src).boundsCheck(bufferOffset, length);
@@ -121,16 +209,34 @@ final class DisniRemoteMemory implements RemoteMemory {
             int inSegment = (int) ((offset + done) & target.mask);
             int n = Math.min(Math.min(length - done, target.lengths[segment] - inSegment), maxTransfer);
             long remote = target.addresses[segment] + inSegment;
-            try {
-                if (dst != null) {
-                    verbs.read(serverId, remote, target.rkeys[segment], dst, bufferOffset + done, n);
-                } else {
-                    verbs.write(serverId, remote, target.rkeys[segment], src, bufferOffset + done, n);
-                }
-            } catch (FabricException failed) {
-                throw fencedOr(serverId, failed);
+            if (dst != null) {
+                work.read(tag, serverId, remote, target.rkeys[segment], dst, bufferOffset + done, n);
+            } else {
+                work.write(tag, serverId, remote, target.rkeys[segment], src, bufferOffset + done, n);
             }
             done += n;
+        }
+    }
+
+    /** An RDMA READ into {@code dst} or WRITE from {@code src}, its pieces ({@link #pieces}) one after the other. */
+    private void transfer(long address, MutableDirectBuffer dst, DirectBuffer src, int bufferOffset, int length) {
+        WorkList work = single.get();
+        work.clear();
+        try {
+            pieces(work, 0, address, dst, src, bufferOffset, length);
+            for (int i = 0; i < work.size(); i++) {
+                try {
+                    if (dst != null) {
+                        verbs.read(work.serverId(i), work.remoteAddress(i), work.rkey(i), dst, work.offset(i), work.length(i));
+                    } else {
+                        verbs.write(work.serverId(i), work.remoteAddress(i), work.rkey(i), src, work.offset(i), work.length(i));
+                    }
+                } catch (FabricException failed) {
+                    throw fencedOr(work.serverId(i), failed);
+                }
+            }
+        } finally {
+            work.clear();
         }
     }
 

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
@@ -94,6 +95,116 @@ class DisniCompletionSlotTest {
         assertEquals(Integer.MAX_VALUE, CompletionSlot.slotIdOf(c));
         assertTrue(c > 0, "ids stay positive");
         assertThrows(IllegalArgumentException.class, () -> new CompletionSlot(-1));
+    }
+
+    @Test
+    void aRoundCompletedOutOfOrderFromAnotherThreadHandsOverEveryStatus() throws Exception {
+        CompletionSlot slot = new CompletionSlot(6);
+        int count = CompletionSlot.CAPACITY;
+        long first = slot.arm(count);
+        Thread completer = new Thread(() -> {
+            for (int i = count - 1; i >= 0; i--) {
+                if (i % 7 == 0) {
+                    sleepQuietly(1);
+                }
+                slot.complete(first + i, i % 5 == 0 ? 10 + i : 0);
+            }
+        });
+        completer.start();
+        int[] status = new int[count];
+
+        assertEquals(0, slot.await(first, count, status, LONG_WAIT, SPIN), "nothing timed out");
+
+        completer.join();
+        for (int i = 0; i < count; i++) {
+            assertEquals(i % 5 == 0 ? 10 + i : 0, status[i], "entry " + i);
+        }
+    }
+
+    @Test
+    void aRoundThatTimesOutReportsWhichEntriesCompletedAndDropsTheLateOnes() {
+        CompletionSlot slot = new CompletionSlot(7);
+        long first = slot.arm(4);
+        slot.complete(first + 1, 0);
+        slot.complete(first + 3, 13);
+        int[] status = new int[4];
+
+        assertEquals(2, slot.await(first, 4, status, TimeUnit.MILLISECONDS.toNanos(5), SPIN));
+        assertEquals(List.of(CompletionSlot.TIMED_OUT, 0, CompletionSlot.TIMED_OUT, 13), List.of(status[0], status[1], status[2], status[3]));
+
+        long next = slot.arm(2);
+        slot.complete(first, 0);
+        slot.complete(first + 2, 0);
+        slot.complete(next + 1, 4);
+        assertEquals(1, slot.await(next, 2, status, TimeUnit.MILLISECONDS.toNanos(5), SPIN),
+                "the earlier round's late completions completed nothing of this one");
+        assertEquals(CompletionSlot.TIMED_OUT, status[0]);
+        assertEquals(4, status[1]);
+    }
+
+    @Test
+    void aCancelledEntryOfARoundIsNotWaitedFor() {
+        CompletionSlot slot = new CompletionSlot(8);
+        long first = slot.arm(3);
+        slot.cancel(first + 2);
+        slot.complete(first, 0);
+        slot.complete(first + 1, 0);
+        slot.complete(first + 2, 9);
+        int[] status = new int[3];
+
+        assertEquals(0, slot.await(first, 3, status, LONG_WAIT, SPIN));
+        assertEquals(0, status[2], "the cancelled entry's completion was dropped");
+        assertThrows(IllegalArgumentException.class, () -> slot.arm(CompletionSlot.CAPACITY + 1));
+        assertThrows(IllegalArgumentException.class, () -> slot.arm(0));
+    }
+
+    /** Many rounds of every size, each completed by another thread in a shuffled order, some entries late. */
+    @Test
+    void roundsCompletedConcurrentlyNeverMixUp() throws Exception {
+        CompletionSlot slot = new CompletionSlot(9);
+        java.util.concurrent.BlockingQueue<long[]> toComplete = new java.util.concurrent.LinkedBlockingQueue<>();
+        Thread completer = new Thread(() -> {
+            try {
+                while (true) {
+                    long[] work = toComplete.take();
+                    if (work.length == 0) {
+                        return;
+                    }
+                    for (long wrId : work) {
+                        slot.complete(wrId, (int) (wrId & 0x3F));
+                    }
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        completer.start();
+        java.util.SplittableRandom random = new java.util.SplittableRandom(31);
+        int[] status = new int[CompletionSlot.CAPACITY];
+        long[] previousLate = new long[0];
+        for (int round = 0; round < 2_000; round++) {
+            int count = 1 + random.nextInt(CompletionSlot.CAPACITY);
+            long first = slot.arm(count);
+            List<Long> ids = new java.util.ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                ids.add(first + i);
+            }
+            java.util.Collections.shuffle(ids, new java.util.Random(round));
+            long[] work = new long[count + previousLate.length];
+            for (int i = 0; i < count; i++) {
+                work[i] = ids.get(i);
+            }
+            // The last round's ids come again, as late completions would: they must complete nothing here.
+            System.arraycopy(previousLate, 0, work, count, previousLate.length);
+            toComplete.put(work);
+            assertEquals(0, slot.await(first, count, status, LONG_WAIT, SPIN));
+            for (int i = 0; i < count; i++) {
+                assertEquals((int) ((first + i) & 0x3F), status[i], "round " + round + " entry " + i);
+            }
+            previousLate = new long[] {first, first + count - 1};
+        }
+        toComplete.put(new long[0]);
+        completer.join();
     }
 
     private static void sleepQuietly(long ms) {

@@ -46,7 +46,10 @@ class DisniDeviceTest extends RemoteMemoryContractTest {
         assumeTrue(RdmaDevices.available(), RdmaDevices.reason());
     }
 
-    /** disni runs a batch's verbs one after the other (RemoteMemory's default); posting them together is not built. */
+    /**
+     * The device posts a batch's work requests together, but the latency of this test is added per verb by a
+     * forwarding layer ({@link RecordingFabric#delayed}), which runs a batch one verb at a time.
+     */
     @Override
     protected boolean pipelinesBatches() {
         return false;

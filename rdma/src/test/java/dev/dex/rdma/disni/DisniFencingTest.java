@@ -91,6 +91,22 @@ class DisniFencingTest {
     }
 
     @Test
+    void aFencedClientsBatchFailsAsFencedVerbByVerbAndNothingReachesTheRegion() {
+        RemoteMemory old = resources.closeAfter(computeSide.connect(endpoints, OLD_OWNER));
+        old.write(WORD, word(1), 0, Long.BYTES);
+        assertTrue(assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memorySide.fence(SERVER, OLD_OWNER)));
+
+        dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch();
+        int write = batch.write(WORD, word(66), 0, Long.BYTES);
+        int read = batch.read(WORD, new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
+        old.submit(batch);
+
+        assertTrue(batch.failure(write) instanceof FencedException, String.valueOf(batch.failure(write)));
+        assertTrue(batch.failure(read) instanceof FencedException, String.valueOf(batch.failure(read)));
+        assertEquals(1, region.region().getLongVolatile(CHUNK), "the fenced client's batched write did not land");
+    }
+
+    @Test
     void aNewOwnersFenceThroughItsOwnConnectionRevokesTheOldOwnersKeys() {
         RemoteMemory old = resources.closeAfter(computeSide.connect(endpoints, OLD_OWNER));
         RemoteMemory fresh = resources.closeAfter(computeSide.connect(endpoints, NEW_OWNER));

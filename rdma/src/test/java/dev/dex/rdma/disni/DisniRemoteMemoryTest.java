@@ -17,12 +17,6 @@ import dev.dex.rdma.local.LocalFabric;
 class DisniRemoteMemoryTest extends RemoteMemoryContractTest {
     private static final DisniSettings SETTINGS = DisniSettings.DEFAULTS;
 
-    /** disni runs a batch's verbs one after the other (RemoteMemory's default); posting them together is not built. */
-    @Override
-    protected boolean pipelinesBatches() {
-        return false;
-    }
-
     @Override
     protected Fabric newFabric(long latencyNs) {
         return new DisniFabric(new LocalFabric(latencyNs), SETTINGS, new InJvmRdmaTransport(SETTINGS.maxTransfer(), latencyNs));

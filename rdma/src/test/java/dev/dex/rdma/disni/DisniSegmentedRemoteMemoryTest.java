@@ -30,12 +30,6 @@ class DisniSegmentedRemoteMemoryTest extends RemoteMemoryContractTest {
 
     private InJvmRdmaTransport transport;
 
-    /** disni runs a batch's verbs one after the other (RemoteMemory's default); posting them together is not built. */
-    @Override
-    protected boolean pipelinesBatches() {
-        return false;
-    }
-
     @Override
     protected Fabric newFabric(long latencyNs) {
         transport = new InJvmRdmaTransport(SETTINGS.maxTransfer(), latencyNs);
@@ -83,6 +77,57 @@ class DisniSegmentedRemoteMemoryTest extends RemoteMemoryContractTest {
         byte[] seenByServer = new byte[length];
         exported.region().getBytes(start, new UnsafeBuffer(seenByServer), 0, length);
         assertArrayEquals(bytes, seenByServer);
+    }
+
+    /**
+     * A batch's reads and writes are split as single verbs are and posted together: the device sees the same work
+     * requests as for the verbs one by one, in one {@code postAll}; a failed work request fails its own verb only, and
+     * the batch's atomic runs on the control connection.
+     */
+    @Test
+    void aBatchIsSplitAsSingleVerbsArePostedTogetherAndFailsPerVerb() {
+        Fabric fabric = fabric();
+        export(fabric, 0);
+        RemoteMemory memory = connect(fabric, 0);
+        long start = SEGMENT_LENGTH - 50;
+        int length = 3 * SETTINGS.maxTransfer() + 100;
+        byte[] bytes = pattern(length, 7);
+        transport.record();
+        memory.write(GlobalAddress.of(0, start), new UnsafeBuffer(bytes), 0, length);
+        List<InJvmRdmaTransport.WorkRequest> single = transport.recorded();
+
+        transport.record();
+        int posted = transport.postedTogether();
+        dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch();
+        UnsafeBuffer back = new UnsafeBuffer(new byte[length]);
+        long far = 6L * SEGMENT_LENGTH;
+        batch.write(GlobalAddress.of(0, far), new UnsafeBuffer(bytes), 0, 1000);
+        int read = batch.read(GlobalAddress.of(0, start), back, 0, length);
+        int add = batch.fetchAndAdd(GlobalAddress.of(0, 5L * SEGMENT_LENGTH), 5);
+        memory.submit(batch);
+        List<InJvmRdmaTransport.WorkRequest> batched = transport.recorded();
+
+        batch.throwIfFailed();
+        assertEquals(posted + 1, transport.postedTogether(), "the reads and writes were posted together, once");
+        assertArrayEquals(bytes, back.byteArray());
+        assertEquals(0, batch.value(add));
+        assertEquals(5, memory.readLong(GlobalAddress.of(0, 5L * SEGMENT_LENGTH)), "the atomic ran");
+        assertEquals(1 + single.size(), batched.size(), "one work request for the write, the read's pieces as the single write's: " + batched);
+        for (int i = 0; i < single.size(); i++) {
+            InJvmRdmaTransport.WorkRequest piece = single.get(i);
+            assertEquals(new InJvmRdmaTransport.WorkRequest(0, true, piece.remoteAddress(), piece.rkey(), piece.length()), batched.get(1 + i));
+        }
+
+        batch.clear();
+        int failing = batch.read(GlobalAddress.of(0, start), back, 0, length);
+        int write = batch.write(GlobalAddress.of(0, far), new UnsafeBuffer(new byte[8]), 0, 8);
+        int outside = batch.read(GlobalAddress.of(0, REGION_LENGTH - 4), back, 0, 8);
+        transport.failNextWorkRequest(new dev.dex.rdma.FabricException("RDMA READ completed with IBV_WC_RETRY_EXC_ERR (12)"));
+        memory.submit(batch);
+
+        assertTrue(batch.failure(failing) instanceof dev.dex.rdma.FabricException, "the read whose first piece failed failed");
+        assertEquals(null, batch.failure(write), "the write of the same batch completed");
+        assertTrue(batch.failure(outside) instanceof IllegalArgumentException, "a range outside the region fails before any post");
     }
 
     @Test

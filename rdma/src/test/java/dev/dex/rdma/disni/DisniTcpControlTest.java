@@ -26,12 +26,6 @@ import dev.dex.rdma.tcp.TcpSettings;
 class DisniTcpControlTest extends RemoteMemoryContractTest {
     private static final DisniSettings SETTINGS = DisniSettings.DEFAULTS;
 
-    /** disni runs a batch's verbs one after the other (RemoteMemory's default); posting them together is not built. */
-    @Override
-    protected boolean pipelinesBatches() {
-        return false;
-    }
-
     @Override
     protected Fabric newFabric(long latencyNs) {
         return new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, latencyNs), SETTINGS,
