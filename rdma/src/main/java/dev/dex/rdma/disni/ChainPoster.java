@@ -21,9 +21,10 @@ import dev.dex.rdma.FabricException;
  * completions, copies each READ out of its slice and records each request's outcome in the work list.
  *
  * <p>Credits. A chain takes one credit (a slot of the connection's send queue) per request, and gives each back
- * when its completion arrived. A thread waits for credits only while it holds none (its round's first chain), up to
- * the verb timeout; a later chain that finds too few ends the round, and its requests go in the next. So no thread
- * waits while it holds credits another one may be waiting for, and every round posts or fails at least one chain.
+ * when its completion arrived. A thread waits only while it holds no credit of its round, and then for one credit,
+ * within one deadline per round (the verb timeout); otherwise, and for the rest of a chain, it takes what is free, and
+ * the requests it found no credit for wait for a later chain or round. So no thread waits while it holds credits
+ * another one may be waiting for, no chain needs an idle queue, and every round posts or fails at least one request.
  *
  * <p>Failures, each on its request alone, as a single verb's: an invalid length ({@link IllegalArgumentException}),
  * an unconnected server, a broken connection, no credit within the verb timeout, an error status (the connection is
@@ -31,8 +32,9 @@ import dev.dex.rdma.FabricException;
  * credit stays taken and the staging buffer is given up: a late READ may still land in it). A post that fails
  * may have sent some of its chain (DiSNI does not say which): its requests fail, the connection is broken, and their
  * completions are still awaited like posted ones, so no slice or credit is reused while one may be in flight.
- * Closing: each round first asks whether the owner closed, and fails what is left with
- * {@link IllegalStateException} if so.
+ * Closing: each round, and each wait for credits, first asks whether the owner closed, and fails what is left with
+ * {@link IllegalStateException} if so. A round thus takes at most two verb timeouts (credits, then completions), as
+ * a single verb does.
  *
  * <p>Concurrency: one poster serves every thread; each thread brings its own {@link Round}. Connections are shared,
  * and their credits and failure are thread-safe.
@@ -132,11 +134,11 @@ abstract class ChainPoster {
                 }
                 return;
             }
-            postRound(round, work, from);
+            postRound(round, work, from, closed);
         }
     }
 
-    private void postRound(Round round, WorkList work, int from) {
+    private void postRound(Round round, WorkList work, int from, BooleanSupplier closed) {
         int capacity = round.staging().capacity();
         int count = 0;
         int bytes = 0;
@@ -151,6 +153,12 @@ abstract class ChainPoster {
                 continue;
             }
             if (bytes + length > capacity) {
+                if (count == 0) {
+                    round.done[r] = true;
+                    work.fail(r, new IllegalArgumentException("a transfer of " + length + " bytes exceeds the staging buffer of "
+                            + capacity));
+                    continue;
+                }
                 break;
             }
             round.request[count] = r;
@@ -163,6 +171,9 @@ abstract class ChainPoster {
             return;
         }
         long first = round.slot.arm(count);
+        // One deadline for every wait for credits in this round: with the wait for completions, a round takes at most
+        // two verb timeouts, as a single verb does, which is what close() waits for.
+        long creditDeadline = System.nanoTime() + timeoutNanos;
         boolean holding = false;
         for (int e = 0; e < count; e++) {
             if (round.state[e] != NEW) {
@@ -176,7 +187,7 @@ abstract class ChainPoster {
                     round.chain[k++] = j;
                 }
             }
-            byte outcome = postChain(round, work, first, k, serverId, read, holding);
+            byte outcome = postChain(round, work, first, k, serverId, read, holding, creditDeadline, closed);
             if (outcome == NO_CREDIT) {
                 break; // this chain and the rest of the round go in the next
             }
@@ -237,9 +248,14 @@ abstract class ChainPoster {
         return false;
     }
 
-    /** Posts one chain ({@code round.chain[0..k)}); its entries' state tells the outcome, which it returns too. */
-    private byte postChain(Round round, WorkList work, long first, int k, int serverId, boolean read, boolean holding) {
+    /**
+     * Posts one chain, {@code round.chain[0..k)} or the prefix of it that credits were found for (the rest stay for
+     * another chain); its entries' state tells the outcome, which it returns too.
+     */
+    private byte postChain(Round round, WorkList work, long first, int k, int serverId, boolean read, boolean holding,
+                           long creditDeadline, BooleanSupplier closed) {
         Connection connection = connection(serverId);
+        int got = 0;
         try {
             if (connection == null) {
                 throw new IllegalArgumentException("not connected to memory server " + serverId);
@@ -248,13 +264,23 @@ abstract class ChainPoster {
             if (failure != null) {
                 throw new FabricException(verb(work, round.request[round.chain[0]]) + " failed: the connection is broken since " + failure);
             }
-            if (holding) {
-                if (!connection.credits().tryAcquire(k)) {
-                    return NO_CREDIT;
+            if (!holding) {
+                // Waits for one credit only, then takes what is free: a chain never needs an idle queue.
+                if (closed.getAsBoolean()) {
+                    throw new IllegalStateException("remote memory is closed");
                 }
-            } else if (!connection.credits().tryAcquire(k, timeoutNanos, TimeUnit.NANOSECONDS)) {
-                throw new FabricException(verb(work, round.request[round.chain[0]]) + " found the send queue full for "
-                        + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms");
+                long left = creditDeadline - System.nanoTime();
+                if (left <= 0 || !connection.credits().tryAcquire(left, TimeUnit.NANOSECONDS)) {
+                    throw new FabricException(verb(work, round.request[round.chain[0]]) + " found the send queue full for "
+                            + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms");
+                }
+                got = 1;
+            }
+            while (got < k && connection.credits().tryAcquire()) {
+                got++;
+            }
+            if (got == 0) {
+                return NO_CREDIT;
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -263,24 +289,40 @@ abstract class ChainPoster {
         } catch (RuntimeException e) {
             return mark(round, work, k, FAILED, e);
         }
-        try {
-            if (!read) {
-                for (int c = 0; c < k; c++) {
-                    int e = round.chain[c];
-                    int r = round.request[e];
+        // Entries past the credits found stay NEW: a later chain of this round, or the next round, takes them.
+        int n = 0;
+        for (int c = 0; c < got; c++) {
+            int e = round.chain[c];
+            int r = round.request[e];
+            try {
+                if (!read) {
                     round.staging().putBytes(round.at[e], work.source(r), work.offset(r), work.length(r));
                 }
+                round.chain[n++] = e;
+            } catch (RuntimeException copy) {
+                round.state[e] = FAILED;
+                work.fail(r, copy);
+                connection.credits().release();
             }
-            post(round, work, connection, serverId, read, first, k);
+        }
+        if (n == 0) {
+            return FAILED;
+        }
+        if (closed.getAsBoolean()) {
+            connection.credits().release(n);
+            return mark(round, work, n, FAILED, new IllegalStateException("remote memory is closed"));
+        }
+        try {
+            post(round, work, connection, serverId, read, first, n);
         } catch (IOException e) {
             connection.breakWith("a post failed: " + DisniOneSidedVerbs.messageOf(e));
-            return mark(round, work, k, MAYBE_POSTED, new FabricException(verb(work, round.request[round.chain[0]]) + " and " + (k - 1)
+            return mark(round, work, n, MAYBE_POSTED, new FabricException(verb(work, round.request[round.chain[0]]) + " and " + (n - 1)
                     + " more could not be posted: " + DisniOneSidedVerbs.messageOf(e), e));
         } catch (RuntimeException e) {
-            connection.credits().release(k);
-            return mark(round, work, k, FAILED, e);
+            connection.credits().release(n);
+            return mark(round, work, n, FAILED, e);
         }
-        return mark(round, work, k, POSTED, null);
+        return mark(round, work, n, POSTED, null);
     }
 
     private static byte mark(Round round, WorkList work, int k, byte state, RuntimeException failure) {

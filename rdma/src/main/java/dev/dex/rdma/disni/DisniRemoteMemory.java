@@ -179,16 +179,24 @@ final class DisniRemoteMemory implements RemoteMemory {
      * every piece's verb is to say {@link FencedException} then, whatever order they come in.
      */
     private void failPieces(dev.dex.rdma.VerbBatch batch, WorkList work) {
+        java.util.BitSet asked = null;
         for (int i = 0; i < work.size() && fenced == null; i++) {
             if (work.failure(i) instanceof FabricException failed && String.valueOf(failed.getMessage()).contains("REM_ACCESS_ERR")) {
-                fencedOr(work.serverId(i), failed);
+                if (asked == null) {
+                    asked = new java.util.BitSet();
+                }
+                if (!asked.get(work.serverId(i))) {
+                    asked.set(work.serverId(i)); // one round trip on the control connection per server and batch
+                    fencedOr(work.serverId(i), failed);
+                }
             }
         }
+        FencedException known = fenced;
         for (int i = 0; i < work.size(); i++) {
             int slot = work.tag(i);
             RuntimeException failed = work.failure(i);
             if (failed != null && batch.failure(slot) == null) {
-                batch.fail(slot, failed instanceof FabricException fabric ? fencedOr(work.serverId(i), fabric) : failed);
+                batch.fail(slot, known != null && failed instanceof FabricException && !(failed instanceof FencedException) ? known : failed);
             }
         }
     }

@@ -56,6 +56,10 @@ class ChainPosterTest {
         volatile IOException failNextPost;
         volatile int failStatusOfRemote = -1;
         volatile long holdBackRemote = -1;
+        /** When set, each thread's first post waits here, and every completion comes that much later. */
+        volatile java.util.concurrent.CyclicBarrier firstPosts;
+        volatile long completionDelayMillis;
+        final ThreadLocal<Boolean> passed = ThreadLocal.withInitial(() -> false);
 
         Device(int servers, int queueDepth, long timeoutNanos) {
             super(MAX_TRANSFER, queueDepth, DisniOneSidedVerbs.MAX_CHAIN, timeoutNanos, 1_000);
@@ -76,6 +80,15 @@ class ChainPosterTest {
                 throws IOException {
             posts.incrementAndGet();
             chains.add(new int[] {serverId, read ? 1 : 0, k});
+            if (firstPosts != null && !passed.get()) {
+                passed.set(true);
+                try {
+                    firstPosts.await(5, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    throw new AssertionError("the other thread did not post", e);
+                }
+            }
+            long delay = completionDelayMillis;
             IOException failure = failNextPost;
             if (failure != null) {
                 failNextPost = null;
@@ -98,6 +111,13 @@ class ChainPosterTest {
                 int slice = round.at[e];
                 int length = work.length(r);
                 completer.execute(() -> {
+                    if (delay > 0) {
+                        try {
+                            Thread.sleep(delay);
+                        } catch (InterruptedException stopped) {
+                            return;
+                        }
+                    }
                     if (status == 0) {
                         if (read) {
                             staging.putBytes(slice, memory, remote, length);
@@ -203,7 +223,8 @@ class ChainPosterTest {
             }
             assertArrayEquals(bytes, seen, (work.isRead(i) ? "read " : "write ") + i);
         }
-        assertTrue(device.chains.stream().allMatch(chain -> chain[2] >= 1 && chain[2] <= DisniOneSidedVerbs.MAX_CHAIN));
+        assertTrue(device.chains.stream().allMatch(chain -> chain[2] <= DisniOneSidedVerbs.MAX_CHAIN));
+        assertEquals(work.size(), posted(device), "every request posted once");
         assertTrue(device.posts.get() < work.size() / 2, "requests went in chains: " + device.posts.get() + " posts");
         for (FakeConnection connection : device.connections) {
             assertEquals(64, connection.credits.availablePermits(), "every credit back");
@@ -223,16 +244,21 @@ class ChainPosterTest {
             assertNull(work.failure(i));
         }
         assertTrue(device.chains.stream().allMatch(chain -> chain[2] <= 4), "chains of at most the queue depth");
+        assertEquals(40, posted(device), "every request posted once, those carried to a later chain too");
         assertEquals(4, device.connections[0].credits.availablePermits());
     }
 
     /**
-     * Two threads, each with 64 requests to the same server whose send queue holds 64: neither waits for credits while
-     * it holds some, so neither waits out the verb timeout (10 s) for the other.
+     * Two threads, each with rounds of 64 requests to the same server whose send queue holds 64, post their first
+     * chains together and get their completions 2 ms late, so that both hold credits while they post the rest: neither
+     * waits for credits while it holds some, so neither waits out the verb timeout (10 s) for the other. (Where a thread
+     * waits for a whole chain's credits while it holds some, both wait, and the test fails by its 20 s limit.)
      */
     @Test
     void twoThreadsFillingOneSendQueueDoNotWaitForEachOther() throws Exception {
         Device device = new Device(1, 64, TIMEOUT);
+        device.firstPosts = new java.util.concurrent.CyclicBarrier(2);
+        device.completionDelayMillis = 2;
         ExecutorService threads = Executors.newFixedThreadPool(2);
         try {
             List<Future<WorkList>> done = new ArrayList<>();
@@ -240,7 +266,7 @@ class ChainPosterTest {
                 int base = t * 64;
                 done.add(threads.submit(() -> {
                     WorkList work = writes(base, 64, 64);
-                    for (int round = 0; round < 50; round++) {
+                    for (int round = 0; round < 10; round++) {
                         device.postAll(new TestRound(), work, () -> false);
                     }
                     return work;
@@ -256,6 +282,59 @@ class ChainPosterTest {
             threads.shutdownNow();
         }
         assertEquals(64, device.connections[0].credits.availablePermits());
+        assertEquals(2 * 10 * 64, posted(device));
+    }
+
+    /**
+     * A chain takes the credits that are free instead of waiting for all it wants: with 60 of 64 taken elsewhere for
+     * 50 ms, 16 requests go in shorter chains and all complete, none waiting out the timeout.
+     */
+    @Test
+    void aChainTakesTheCreditsThatAreFree() throws Exception {
+        Device device = new Device(1, 64, TIMEOUT);
+        Semaphore credits = device.connections[0].credits;
+        credits.acquire(60);
+        Thread giveBack = new Thread(() -> {
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                return;
+            }
+            credits.release(60);
+        });
+        giveBack.start();
+        WorkList work = writes(0, 16, 64);
+
+        assertTimeoutPreemptively(Duration.ofSeconds(5), () -> device.postAll(new TestRound(), work, () -> false));
+
+        giveBack.join();
+        for (int i = 0; i < work.size(); i++) {
+            assertNull(work.failure(i));
+        }
+        assertEquals(16, posted(device));
+        assertTrue(device.chains.get(0)[2] <= 4, "the first chain took the 4 free credits, not 16: " + device.chains.get(0)[2]);
+        assertEquals(64, credits.availablePermits());
+    }
+
+    /** A write whose source cannot be copied fails alone; the others of its chain are posted and complete. */
+    @Test
+    void aWriteThatCannotBeCopiedFailsAloneInItsChain() {
+        Device device = new Device(1, 64, TIMEOUT);
+        WorkList work = new WorkList();
+        work.write(0, 0, 0, 7, new UnsafeBuffer(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}), 0, 8);
+        work.write(1, 0, 64, 7, new UnsafeBuffer(new byte[4]), 0, 8); // 8 bytes from a buffer of 4
+        work.write(2, 0, 128, 7, new UnsafeBuffer(new byte[] {9, 9, 9, 9, 9, 9, 9, 9}), 0, 8);
+
+        device.postAll(new TestRound(), work, () -> false);
+
+        assertNull(work.failure(0));
+        assertTrue(work.failure(1) instanceof IndexOutOfBoundsException, String.valueOf(work.failure(1)));
+        assertNull(work.failure(2));
+        assertEquals(8, device.servers[0][7]);
+        assertEquals(9, device.servers[0][135]);
+        assertEquals(2, posted(device));
+        assertEquals(64, device.connections[0].credits.availablePermits());
+        assertNull(device.connections[0].failure, "a bad source breaks no connection");
     }
 
     /** An error status fails its request alone and breaks its connection; later requests there fail at once. */
@@ -288,14 +367,14 @@ class ChainPosterTest {
      */
     @Test
     void aRequestThatNeverCompletesTimesOutKeepsItsCreditAndRetiresTheStaging() {
-        Device device = new Device(1, 64, TimeUnit.MILLISECONDS.toNanos(100));
+        Device device = new Device(1, 64, TimeUnit.MILLISECONDS.toNanos(500));
         device.holdBackRemote = 64;
         WorkList work = writes(0, 3, 64);
         TestRound round = new TestRound();
 
         device.postAll(round, work, () -> false);
 
-        assertTrue(work.failure(1).getMessage().contains("did not complete within 100 ms"), work.failure(1).getMessage());
+        assertTrue(work.failure(1).getMessage().contains("did not complete within 500 ms"), work.failure(1).getMessage());
         assertNull(work.failure(0));
         assertNull(work.failure(2));
         assertEquals(1, round.retired, "the staging buffer was given up");
@@ -310,7 +389,7 @@ class ChainPosterTest {
      */
     @Test
     void aFailedPostFailsItsChainAndAwaitsWhatMayBeInFlight() {
-        Device device = new Device(2, 64, TimeUnit.MILLISECONDS.toNanos(100));
+        Device device = new Device(2, 64, TimeUnit.MILLISECONDS.toNanos(500));
         device.failNextPost = new IOException("ibv_post_send failed: ENOMEM");
         WorkList work = new WorkList();
         for (int i = 0; i < 3; i++) {
@@ -348,14 +427,13 @@ class ChainPosterTest {
         assertEquals(64, device.connections[0].credits.availablePermits());
     }
 
-    /** Closed after the first round: what is left fails as closed, and nothing more is posted. */
+    /** Closed after the third round: what is left fails as closed, and nothing more is posted. */
     @Test
     void aCloseBetweenRoundsFailsTheRest() {
         Device device = new Device(1, 64, TIMEOUT);
         WorkList work = writes(0, 200, MAX_TRANSFER); // one request per round: the staging buffer holds one
-        AtomicInteger rounds = new AtomicInteger();
 
-        device.postAll(new TestRound(), work, () -> rounds.incrementAndGet() > 3);
+        device.postAll(new TestRound(), work, () -> device.posts.get() >= 3);
 
         for (int i = 0; i < 3; i++) {
             assertNull(work.failure(i));
@@ -364,6 +442,12 @@ class ChainPosterTest {
             assertTrue(work.failure(i) instanceof IllegalStateException, "request " + i);
         }
         assertEquals(3, device.posts.get());
+    }
+
+    private static int posted(Device device) {
+        synchronized (device.chains) {
+            return device.chains.stream().mapToInt(chain -> chain[2]).sum();
+        }
     }
 
     /** {@code count} writes of {@code length} bytes to server 0, from remote address {@code base * length} on. */

@@ -106,6 +106,26 @@ class DisniFencingTest {
         assertEquals(1, region.region().getLongVolatile(CHUNK), "the fenced client's batched write did not land");
     }
 
+    /**
+     * On a device only the first request on a fenced connection fails with the access error; the others are flushed.
+     * Every verb of the batch says fenced, even one whose flushed piece comes before the access error.
+     */
+    @Test
+    void aBatchSaysFencedWhenAFlushedRequestComesBeforeTheAccessError() {
+        RemoteMemory old = resources.closeAfter(computeSide.connect(endpoints, OLD_OWNER));
+        old.write(WORD, word(1), 0, Long.BYTES);
+        assertTrue(assertTimeoutPreemptively(Duration.ofSeconds(10), () -> memorySide.fence(SERVER, OLD_OWNER)));
+        network.failNextWorkRequest(new FabricException("RDMA WRITE on memory server " + SERVER + " completed with IBV_WC_WR_FLUSH_ERR (5)"));
+
+        dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch();
+        int flushed = batch.write(WORD, word(66), 0, Long.BYTES);
+        int denied = batch.write(WORD + Long.BYTES, word(67), 0, Long.BYTES);
+        old.submit(batch);
+
+        assertTrue(batch.failure(flushed) instanceof FencedException, String.valueOf(batch.failure(flushed)));
+        assertTrue(batch.failure(denied) instanceof FencedException, String.valueOf(batch.failure(denied)));
+    }
+
     @Test
     void aNewOwnersFenceThroughItsOwnConnectionRevokesTheOldOwnersKeys() {
         RemoteMemory old = resources.closeAfter(computeSide.connect(endpoints, OLD_OWNER));
