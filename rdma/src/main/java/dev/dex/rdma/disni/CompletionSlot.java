@@ -116,28 +116,38 @@ final class CompletionSlot {
      * @return how many entries timed out
      */
     int await(long first, int count, int[] status, long timeoutNanos, long spinNanos) {
-        long start = System.nanoTime();
-        int done = 0; // entries below are collected
-        while (true) {
-            while (done < count) {
-                long current = entries.get(done);
-                if (current == first + done) {
-                    break;
+        // A request in flight is not given up for an interrupt: the flag is kept for the caller, and cleared while the
+        // thread waits, since a thread whose flag is set does not park but spins.
+        boolean interrupted = Thread.interrupted();
+        try {
+            long start = System.nanoTime();
+            int done = 0; // entries below are collected
+            while (true) {
+                while (done < count) {
+                    long current = entries.get(done);
+                    if (current == first + done) {
+                        break;
+                    }
+                    status[done] = (int) current;
+                    entries.set(done, IDLE);
+                    done++;
                 }
-                status[done] = (int) current;
-                entries.set(done, IDLE);
-                done++;
+                if (done == count) {
+                    return 0;
+                }
+                long waited = System.nanoTime() - start;
+                if (waited >= timeoutNanos) {
+                    return giveUp(first, done, count, status);
+                } else if (waited < spinNanos) {
+                    Thread.onSpinWait();
+                } else {
+                    LockSupport.parkNanos(this, timeoutNanos - waited);
+                    interrupted |= Thread.interrupted();
+                }
             }
-            if (done == count) {
-                return 0;
-            }
-            long waited = System.nanoTime() - start;
-            if (waited >= timeoutNanos) {
-                return giveUp(first, done, count, status);
-            } else if (waited < spinNanos) {
-                Thread.onSpinWait();
-            } else {
-                LockSupport.parkNanos(this, timeoutNanos - waited);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
             }
         }
     }

@@ -158,6 +158,48 @@ class DisniCompletionSlotTest {
         assertThrows(IllegalArgumentException.class, () -> slot.arm(0));
     }
 
+    /**
+     * An interrupted thread waits parked, not spinning, and keeps its interrupt for after the wait: interrupted before
+     * and during the wait, it uses almost no CPU, then gets its completion, with the flag still set.
+     */
+    @Test
+    void anInterruptedWaiterParksAndKeepsItsInterrupt() throws Exception {
+        java.util.concurrent.atomic.AtomicReference<CompletionSlot> made = new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.concurrent.atomic.AtomicLong armed = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.CountDownLatch ready = new java.util.concurrent.CountDownLatch(1);
+        int[] seen = new int[2];
+        Thread waiter = new Thread(() -> {
+            CompletionSlot slot = new CompletionSlot(10);
+            made.set(slot);
+            armed.set(slot.arm());
+            Thread.currentThread().interrupt();
+            ready.countDown();
+            seen[0] = slot.await(armed.get(), LONG_WAIT, SPIN);
+            seen[1] = Thread.currentThread().isInterrupted() ? 1 : 0;
+        });
+        waiter.start();
+        ready.await();
+        awaitParked(waiter);
+        waiter.interrupt();
+        awaitParked(waiter);
+
+        made.get().complete(armed.get(), 3);
+        waiter.join(10_000);
+
+        assertEquals(3, seen[0], "the completion's status");
+        assertEquals(1, seen[1], "the interrupt is kept");
+    }
+
+    /** The waiter uses less than a quarter of the CPU over 200 ms: it is parked, not spinning. */
+    private static void awaitParked(Thread thread) {
+        java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
+        sleepQuietly(20); // past the spin
+        long before = threads.getThreadCpuTime(thread.getId());
+        sleepQuietly(200);
+        long used = threads.getThreadCpuTime(thread.getId()) - before;
+        assertTrue(used < TimeUnit.MILLISECONDS.toNanos(50), "the waiter used " + used / 1_000_000 + " ms of CPU in 200 ms");
+    }
+
     /** Many rounds of every size, each completed by another thread in a shuffled order, some entries late. */
     @Test
     void roundsCompletedConcurrentlyNeverMixUp() throws Exception {
