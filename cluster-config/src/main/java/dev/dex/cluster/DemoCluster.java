@@ -11,6 +11,8 @@ import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
 import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
 
 import dev.dex.actors.node.ComputeNode;
 import dev.dex.actors.client.DexClientApi;
@@ -26,6 +28,32 @@ import dev.dex.rdma.RemoteMemory;
  * decides when to wait for what.
  */
 final class DemoCluster {
+    /** Compute nodes one demo JVM runs with the cluster's own failure-detection settings (at most). */
+    static final int CROWDED = 9;
+    static final String HEARTBEAT_PAUSE = "pekko.cluster.failure-detector.acceptable-heartbeat-pause";
+    static final String STABLE_AFTER = "pekko.cluster.split-brain-resolver.stable-after";
+
+    /**
+     * {@code base} for a demo JVM that runs {@code computeNodes} compute nodes (the joining one included): beyond
+     * {@link #CROWDED}, a failure detector that allows pauses of 10 s and a split-brain resolver that waits 10 s,
+     * unless {@code userSettings} (system properties, application.conf) set them. With the cluster's own 2 s and 3 s,
+     * 16 compute nodes in one JVM on a 2-core host missed heartbeats while they formed, and the resolver downed them
+     * all (docs/cluster.md). Otherwise {@code base} itself.
+     */
+    static Config forCrowdedJvm(Config base, int computeNodes, Config userSettings) {
+        if (computeNodes <= CROWDED) {
+            return base;
+        }
+        Config relaxed = ConfigFactory.empty();
+        if (!userSettings.hasPath(HEARTBEAT_PAUSE)) {
+            relaxed = relaxed.withValue(HEARTBEAT_PAUSE, ConfigValueFactory.fromAnyRef("10s"));
+        }
+        if (!userSettings.hasPath(STABLE_AFTER)) {
+            relaxed = relaxed.withValue(STABLE_AFTER, ConfigValueFactory.fromAnyRef("10s"));
+        }
+        return relaxed.isEmpty() ? base : relaxed.withFallback(base);
+    }
+
     private DemoCluster() {
     }
 
@@ -142,11 +170,15 @@ final class DemoCluster {
         long deadline = System.nanoTime() + max.toNanos();
         String previous = "";
         while (System.nanoTime() < deadline) {
+            // Every partition answers a get, asked all at once: one after another, 256 partitions of a crowded demo took
+            // 10-15 s a pass, which the settled time then measured instead of the rebalance.
+            java.util.concurrent.CompletableFuture<?>[] gets = new java.util.concurrent.CompletableFuture<?>[partitions];
             for (int p = 0; p < partitions; p++) {
                 // A partition's upper bound is a loaded key (bounds are leaf fences); the last one is the largest key.
                 long key = p == partitions - 1 ? lastKey : table.upperInclusive(p);
-                client.get(key).toCompletableFuture().get(60, TimeUnit.SECONDS);
+                gets[p] = client.get(key).toCompletableFuture();
             }
+            java.util.concurrent.CompletableFuture.allOf(gets).get(60, TimeUnit.SECONDS);
             List<ComputeNode.Status> statuses;
             try {
                 statuses = ClusterMember.computeStatuses(system);

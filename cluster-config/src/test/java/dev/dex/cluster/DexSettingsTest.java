@@ -216,4 +216,28 @@ class DexSettingsTest {
             assertThrows(IllegalArgumentException.class, () -> DexNodes.seedAddress(bad), bad);
         }
     }
+
+    /**
+     * A demo JVM with more compute nodes than {@link DemoCluster#CROWDED} allows heartbeat pauses and waits of 10 s (with
+     * the cluster's 2 s and 3 s, 16 nodes in one JVM on two cores downed themselves while forming); up to that it keeps
+     * the cluster's settings, and a value the user set wins either way.
+     */
+    @Test
+    void aCrowdedDemoJvmToleratesLongerPausesUnlessTheUserSaysOtherwise() {
+        com.typesafe.config.Config base = DexNodes.config(com.typesafe.config.ConfigFactory.empty());
+        com.typesafe.config.Config none = com.typesafe.config.ConfigFactory.empty();
+
+        assertEquals(base, DemoCluster.forCrowdedJvm(base, DemoCluster.CROWDED, none), "up to the limit, the cluster's own");
+        com.typesafe.config.Config crowded = DemoCluster.forCrowdedJvm(base, 17, none);
+        assertEquals(java.time.Duration.ofSeconds(10), crowded.getDuration(DemoCluster.HEARTBEAT_PAUSE));
+        assertEquals(java.time.Duration.ofSeconds(10), crowded.getDuration(DemoCluster.STABLE_AFTER));
+        assertEquals(java.time.Duration.ofSeconds(2), base.getDuration(DemoCluster.HEARTBEAT_PAUSE), "the cluster's own setting");
+        assertEquals(base.getDuration("pekko.cluster.gossip-interval"), crowded.getDuration("pekko.cluster.gossip-interval"),
+                "nothing else changes");
+
+        com.typesafe.config.Config user = com.typesafe.config.ConfigFactory.parseString(DemoCluster.STABLE_AFTER + " = 4s");
+        com.typesafe.config.Config chosen = DemoCluster.forCrowdedJvm(user.withFallback(base), 17, user);
+        assertEquals(java.time.Duration.ofSeconds(4), chosen.getDuration(DemoCluster.STABLE_AFTER), "the user's value");
+        assertEquals(java.time.Duration.ofSeconds(10), chosen.getDuration(DemoCluster.HEARTBEAT_PAUSE));
+    }
 }
