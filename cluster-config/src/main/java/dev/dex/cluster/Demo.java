@@ -246,7 +246,16 @@ final class Demo implements Callable<Integer> {
         if (inFlight != null) {
             overrides = overrides.withValue("dex.demo.in-flight", ConfigValueFactory.fromAnyRef(inFlight));
         }
-        Config base = DexNodes.config(overrides);
+        Config given = DexNodes.config(overrides);
+        // Every node in this JVM (the one that joins the demo's cluster too): more than DemoCluster.CROWDED need longer pauses.
+        int inThisJvm = processes ? 0 : computeNodes + (memoryReplicas > 1 || benchOnly ? 0 : 1);
+        Config base = DemoCluster.forCrowdedJvm(given, inThisJvm, ConfigFactory.defaultOverrides().withFallback(
+                ConfigFactory.defaultApplication()));
+        if (base != given) {
+            out.printf("%d compute nodes in one JVM: the failure detector allows pauses of %s and the split-brain resolver waits %s"
+                    + " (a crowded JVM misses heartbeats while it forms and rebalances; docs/cluster.md)%n", inThisJvm,
+                    base.getString(DemoCluster.HEARTBEAT_PAUSE), base.getString(DemoCluster.STABLE_AFTER));
+        }
         DexSettings settings = DexSettings.from(base);
         int putPercent = switch (settings.demoWorkload()) {
             case "read-only" -> 0;
@@ -284,21 +293,14 @@ final class Demo implements Callable<Integer> {
         }
     }
 
-    private int run(Config given, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
+    private int run(Config base, DexSettings settings, long n, int putPercent, List<ActorSystem<?>> systems) throws Exception {
         // The engine alone first, while no actor system of the cluster shares the cores or the memory.
-        double engine = benchOnly && baseline.equals("on") ? engineBaseline(given, settings, n) : Double.NaN;
+        double engine = benchOnly && baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
         DemoReport report = new DemoReport(out, computeNodes, rate, json);
         out.printf("DEX on Pekko %s: 1 memory node, %d compute node(s) and a client, each its own actor system in this JVM;"
                 + " fabric %s; %s%n", benchOnly ? "cluster bench" : "demo", computeNodes, settings.fabric().transport(),
-                given.getBoolean("dex.security.tls") ? "mutual TLS between the nodes"
+                base.getBoolean("dex.security.tls") ? "mutual TLS between the nodes"
                         : "plain TCP on loopback (no TLS: for a cluster across hosts see docs/security.md)");
-        Config base = DemoCluster.forCrowdedJvm(given, computeNodes + 1, ConfigFactory.defaultOverrides().withFallback(
-                ConfigFactory.defaultApplication()));
-        if (base != given) {
-            out.printf("%d compute nodes in one JVM: the failure detector allows pauses of %s and the split-brain resolver waits %s"
-                    + " (a crowded JVM misses heartbeats while it forms and rebalances; docs/cluster.md)%n", computeNodes + 1,
-                    base.getString(DemoCluster.HEARTBEAT_PAUSE), base.getString(DemoCluster.STABLE_AFTER));
-        }
         ActorSystem<Void> memory = DexNodes.memoryNode(DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of()), settings);
         systems.add(memory);
         List<String> seed = List.of(DexNodes.hostPort(memory));

@@ -45,13 +45,21 @@ final class DemoCluster {
             return base;
         }
         Config relaxed = ConfigFactory.empty();
-        if (!userSettings.hasPath(HEARTBEAT_PAUSE)) {
+        if (!setBy(userSettings, HEARTBEAT_PAUSE)) {
             relaxed = relaxed.withValue(HEARTBEAT_PAUSE, ConfigValueFactory.fromAnyRef("10s"));
         }
-        if (!userSettings.hasPath(STABLE_AFTER)) {
+        if (!setBy(userSettings, STABLE_AFTER)) {
             relaxed = relaxed.withValue(STABLE_AFTER, ConfigValueFactory.fromAnyRef("10s"));
         }
         return relaxed.isEmpty() ? base : relaxed.withFallback(base);
+    }
+
+    private static boolean setBy(Config userSettings, String path) {
+        try {
+            return userSettings.hasPath(path);
+        } catch (com.typesafe.config.ConfigException.NotResolved substitution) {
+            return true; // set through a substitution: the user's
+        }
     }
 
     private DemoCluster() {
@@ -190,12 +198,17 @@ final class DemoCluster {
             }
             int total = 0;
             int smallest = Integer.MAX_VALUE;
+            int largest = 0;
             for (ComputeNode.Status s : statuses) {
                 total += s.partitionsHeld().size();
                 smallest = Math.min(smallest, s.partitionsHeld().size());
+                largest = Math.max(largest, s.partitionsHeld().size());
             }
             String map = statuses.stream().map(ComputeNode.Status::partitionsHeld).toList().toString();
-            boolean balanced = statuses.size() == nodes && total == partitions && smallest >= partitions / nodes - 1;
+            // Where the least-shard strategy stops: every node within one of the rounded-up share, and no more. A looser
+            // check (the rounded-down share minus one) took a map one round early for settled.
+            int share = (partitions + nodes - 1) / nodes;
+            boolean balanced = statuses.size() == nodes && total == partitions && largest <= share && smallest >= share - 1;
             if (balanced && map.equals(previous)) {
                 return statuses;
             }

@@ -129,8 +129,10 @@ final class ProcessBench {
     static List<String> nodeArguments(Config base, String transport, Path shm) {
         List<String> arguments = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", "0", "--fabric", transport,
                 "--shm-dir", shm.toString()));
+        // The failure detection too: a node process that joins the demo's crowded JVM (DemoKill) must judge it, and be
+        // judged, as that JVM's nodes are (DemoCluster.forCrowdedJvm).
         for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
-                "dex.compute.redo-log", "dex.compute.worker-threads")) {
+                "dex.compute.redo-log", "dex.compute.worker-threads", DemoCluster.HEARTBEAT_PAUSE, DemoCluster.STABLE_AFTER)) {
             arguments.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
         }
         return arguments;

@@ -239,5 +239,10 @@ class DexSettingsTest {
         com.typesafe.config.Config chosen = DemoCluster.forCrowdedJvm(user.withFallback(base), 17, user);
         assertEquals(java.time.Duration.ofSeconds(4), chosen.getDuration(DemoCluster.STABLE_AFTER), "the user's value");
         assertEquals(java.time.Duration.ofSeconds(10), chosen.getDuration(DemoCluster.HEARTBEAT_PAUSE));
+        // Set through a substitution that only the full configuration resolves: still the user's.
+        com.typesafe.config.Config substituted = com.typesafe.config.ConfigFactory.parseString(
+                DemoCluster.STABLE_AFTER + " = ${dex.demo.user-stable-after}");
+        assertEquals(base.getDuration(DemoCluster.STABLE_AFTER),
+                DemoCluster.forCrowdedJvm(base, 17, substituted).getDuration(DemoCluster.STABLE_AFTER));
     }
 }

@@ -160,44 +160,98 @@ class DisniCompletionSlotTest {
 
     /**
      * An interrupted thread waits parked, not spinning, and keeps its interrupt for after the wait: interrupted before
-     * and during the wait, it uses almost no CPU, then gets its completion, with the flag still set.
+     * the wait and again during it, it is parked whenever looked at, then gets its completion with the flag still set.
      */
     @Test
     void anInterruptedWaiterParksAndKeepsItsInterrupt() throws Exception {
-        java.util.concurrent.atomic.AtomicReference<CompletionSlot> made = new java.util.concurrent.atomic.AtomicReference<>();
-        java.util.concurrent.atomic.AtomicLong armed = new java.util.concurrent.atomic.AtomicLong();
-        java.util.concurrent.CountDownLatch ready = new java.util.concurrent.CountDownLatch(1);
-        int[] seen = new int[2];
-        Thread waiter = new Thread(() -> {
-            CompletionSlot slot = new CompletionSlot(10);
-            made.set(slot);
-            armed.set(slot.arm());
-            Thread.currentThread().interrupt();
-            ready.countDown();
-            seen[0] = slot.await(armed.get(), LONG_WAIT, SPIN);
-            seen[1] = Thread.currentThread().isInterrupted() ? 1 : 0;
-        });
-        waiter.start();
-        ready.await();
-        awaitParked(waiter);
-        waiter.interrupt();
-        awaitParked(waiter);
+        Waiter waiter = new Waiter(true, LONG_WAIT);
+        waiter.awaitParked();
+        waiter.thread.interrupt();
+        waiter.awaitParked();
 
-        made.get().complete(armed.get(), 3);
-        waiter.join(10_000);
+        waiter.slot.complete(waiter.wrId, 3);
 
-        assertEquals(3, seen[0], "the completion's status");
-        assertEquals(1, seen[1], "the interrupt is kept");
+        assertEquals(3, waiter.result());
+        assertTrue(waiter.interruptedAfter, "the interrupt is kept");
     }
 
-    /** The waiter uses less than a quarter of the CPU over 200 ms: it is parked, not spinning. */
-    private static void awaitParked(Thread thread) {
-        java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
-        sleepQuietly(20); // past the spin
-        long before = threads.getThreadCpuTime(thread.getId());
-        sleepQuietly(200);
-        long used = threads.getThreadCpuTime(thread.getId()) - before;
-        assertTrue(used < TimeUnit.MILLISECONDS.toNanos(50), "the waiter used " + used / 1_000_000 + " ms of CPU in 200 ms");
+    /** Interrupted only while it waits, the thread still gets its completion, and its interrupt afterwards. */
+    @Test
+    void anInterruptDuringTheWaitIsKeptForAfterIt() throws Exception {
+        Waiter waiter = new Waiter(false, LONG_WAIT);
+        waiter.awaitParked();
+        waiter.thread.interrupt();
+        waiter.awaitParked();
+
+        waiter.slot.complete(waiter.wrId, 0);
+
+        assertEquals(0, waiter.result());
+        assertTrue(waiter.interruptedAfter, "the interrupt is kept");
+    }
+
+    /** Interrupted, a request that never completes still times out at its deadline, with the flag set after. */
+    @Test
+    void anInterruptedWaiterTimesOutAtItsDeadline() throws Exception {
+        Waiter waiter = new Waiter(true, TimeUnit.MILLISECONDS.toNanos(300));
+
+        assertEquals(CompletionSlot.TIMED_OUT, waiter.result());
+        assertTrue(waiter.interruptedAfter);
+        assertTrue(waiter.waitedNanos >= TimeUnit.MILLISECONDS.toNanos(300), "waited " + waiter.waitedNanos / 1_000_000 + " ms");
+    }
+
+    /** A thread of its own that arms a slot and waits for it, optionally interrupted first. */
+    private static final class Waiter {
+        final CompletionSlot slot;
+        final long wrId;
+        final Thread thread;
+        volatile int status = Integer.MIN_VALUE;
+        volatile boolean interruptedAfter;
+        volatile long waitedNanos;
+
+        Waiter(boolean interruptedBefore, long timeoutNanos) throws InterruptedException {
+            java.util.concurrent.SynchronousQueue<Object[]> made = new java.util.concurrent.SynchronousQueue<>();
+            thread = new Thread(() -> {
+                CompletionSlot own = new CompletionSlot(10);
+                long id = own.arm();
+                try {
+                    made.put(new Object[] {own, id});
+                } catch (InterruptedException e) {
+                    return;
+                }
+                if (interruptedBefore) {
+                    Thread.currentThread().interrupt();
+                }
+                long start = System.nanoTime();
+                status = own.await(id, timeoutNanos, SPIN);
+                waitedNanos = System.nanoTime() - start;
+                interruptedAfter = Thread.currentThread().isInterrupted();
+            });
+            thread.setDaemon(true);
+            thread.start();
+            Object[] both = made.take();
+            slot = (CompletionSlot) both[0];
+            wrId = (long) both[1];
+        }
+
+        /** Looked at 50 times over 100 ms, the thread is parked on the slot every time: it does not spin. */
+        void awaitParked() {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (java.util.concurrent.locks.LockSupport.getBlocker(thread) != slot) {
+                assertTrue(System.nanoTime() < deadline, "the waiter parks; it is " + thread.getState());
+                Thread.onSpinWait();
+            }
+            for (int i = 0; i < 50; i++) {
+                assertTrue(thread.getState() == Thread.State.TIMED_WAITING
+                        && java.util.concurrent.locks.LockSupport.getBlocker(thread) == slot, "look " + i + ": " + thread.getState());
+                sleepQuietly(2);
+            }
+        }
+
+        int result() throws InterruptedException {
+            thread.join(10_000);
+            assertTrue(!thread.isAlive(), "the waiter returned");
+            return status;
+        }
     }
 
     /** Many rounds of every size, each completed by another thread in a shuffled order, some entries late. */
