@@ -288,12 +288,8 @@ final class DisniOneSidedVerbs implements OneSidedVerbs {
     }
 
     private void acquireCredit(ClientEndpoint endpoint, int opcode, int length, int serverId) {
-        acquireCredits(endpoint, 1, opcode, length, serverId);
-    }
-
-    private void acquireCredits(ClientEndpoint endpoint, int count, int opcode, int length, int serverId) {
         try {
-            if (!endpoint.credits.tryAcquire(count, verbTimeoutNanos, TimeUnit.NANOSECONDS)) {
+            if (!endpoint.credits.tryAcquire(verbTimeoutNanos, TimeUnit.NANOSECONDS)) {
                 throw new FabricException(verb(opcode, length, serverId) + " found the send queue full for "
                         + settings.verbTimeout().toMillis() + " ms");
             }

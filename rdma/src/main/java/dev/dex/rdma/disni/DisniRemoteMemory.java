@@ -234,11 +234,7 @@ final class DisniRemoteMemory implements RemoteMemory {
             pieces(work, 0, address, dst, src, bufferOffset, length);
             for (int i = 0; i < work.size(); i++) {
                 try {
-                    if (dst != null) {
-                        verbs.read(work.serverId(i), work.remoteAddress(i), work.rkey(i), dst, work.offset(i), work.length(i));
-                    } else {
-                        verbs.write(work.serverId(i), work.remoteAddress(i), work.rkey(i), src, work.offset(i), work.length(i));
-                    }
+                    verbs.post(work, i);
                 } catch (FabricException failed) {
                     throw fencedOr(work.serverId(i), failed);
                 }

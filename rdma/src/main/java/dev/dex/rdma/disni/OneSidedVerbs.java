@@ -43,14 +43,19 @@ interface OneSidedVerbs extends AutoCloseable {
     default void postAll(WorkList work) {
         for (int i = 0; i < work.size(); i++) {
             try {
-                if (work.isRead(i)) {
-                    read(work.serverId(i), work.remoteAddress(i), work.rkey(i), work.destination(i), work.offset(i), work.length(i));
-                } else {
-                    write(work.serverId(i), work.remoteAddress(i), work.rkey(i), work.source(i), work.offset(i), work.length(i));
-                }
+                post(work, i);
             } catch (RuntimeException e) {
                 work.fail(i, e);
             }
+        }
+    }
+
+    /** Runs request {@code i} of {@code work} alone, as {@link #read} or {@link #write}, and throws what it throws. */
+    default void post(WorkList work, int i) {
+        if (work.isRead(i)) {
+            read(work.serverId(i), work.remoteAddress(i), work.rkey(i), work.destination(i), work.offset(i), work.length(i));
+        } else {
+            write(work.serverId(i), work.remoteAddress(i), work.rkey(i), work.source(i), work.offset(i), work.length(i));
         }
     }
 
