@@ -7,7 +7,6 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
-import dev.dex.core.partition.PartitionTable;
 import dev.dex.rdma.RemoteMemory;
 
 /**
@@ -96,7 +95,8 @@ final class InstanceRegistry {
         if (at != 0) {
             return at;
         }
-        long directory = create ? RedoLog.directory(memory, PartitionTable.MAX_PARTITIONS)
+        // The directory's partition words are checked by each log that is opened; here only the instances' word.
+        long directory = create ? RedoLog.directory(memory, 0)
                 : memory.readLong(RedoLogDescriptor.DIRECTORY_POINTER_ADDRESS);
         if (directory == 0) {
             return 0;

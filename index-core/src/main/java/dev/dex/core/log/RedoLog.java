@@ -131,7 +131,7 @@ public final class RedoLog {
     /** {@link #open(RemoteMemory, int, int, long, long, long)} for an index of keys in {@code keys}. */
     public static RedoLog open(RemoteMemory memory, int partition, int partitions, long owner, long logBytes,
                                long awaitNanos, KeyFormat keys) {
-        long slot = directory(memory, partitions) + (long) partition * Long.BYTES;
+        long slot = directory(memory, partitions) + RedoLogDescriptor.slotOffset(partition);
         long log = memory.readLong(slot);
         if (log == 0) {
             long created = create(memory, partition, logBytes, RedoLogDescriptor.recordLength(keys.bytes()));
@@ -198,8 +198,11 @@ public final class RedoLog {
 
     /**
      * The log directory's address, created (one chunk on the first server) by whoever needs it first. Its word at
-     * {@link RedoLogDescriptor#INSTANCES_POINTER_OFFSET}, after the slots of the most partitions a tree can have,
-     * points to the engine instances' registry ({@code InstanceRegistry}).
+     * {@link RedoLogDescriptor#INSTANCES_POINTER_OFFSET}, between the words of partitions 255 and 256, points to the
+     * engine instances' registry ({@code InstanceRegistry}).
+     *
+     * @throws IllegalStateException when a chunk cannot hold the words of {@code partitions} partitions (0: only the
+     *                               instances' word)
      */
     public static long directory(RemoteMemory memory, int partitions) {
         long directory = memory.readLong(DIRECTORY_POINTER_ADDRESS);
@@ -207,8 +210,7 @@ public final class RedoLog {
             return directory;
         }
         int server = memory.memoryServerIds()[0];
-        if (memory.chunkAllocator().chunkLength(server) < RedoLogDescriptor.INSTANCES_POINTER_OFFSET + Long.BYTES
-                || memory.chunkAllocator().chunkLength(server) < (long) partitions * Long.BYTES) {
+        if (memory.chunkAllocator().chunkLength(server) < RedoLogDescriptor.directoryLength(partitions)) {
             throw new IllegalStateException("a chunk cannot hold the log directory of " + partitions + " partitions");
         }
         long created = memory.chunkAllocator().allocateChunk(server);

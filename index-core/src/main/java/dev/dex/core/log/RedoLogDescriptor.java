@@ -9,12 +9,13 @@ import dev.dex.core.tree.SuperblockDescriptor;
  * <pre>
  * superblock word at offset 40 (server 0): address of the log directory, 0 until the first log exists
  *
- * log directory (one chunk): one 8-byte word per partition, the address of its log or 0; at 2048 (after the
- * slots of the 256 partitions a tree can have) the address of the engine instances' registry or 0
- *   0          8          16                           8 * (partitions - 1)            2048
- *   +----------+----------+-------- ... --------------+----------+-------- ... -------+-------------+
- *   | log p=0  | log p=1  |                           | log p=n-1|                   | instances   |
- *   +----------+----------+-------- ... --------------+----------+-------- ... -------+-------------+
+ * log directory (one chunk): one 8-byte word per partition, the address of its log or 0 ({@link #slotOffset}); at
+ * 2048 the address of the engine instances' registry or 0. Partitions 256 and up (trees of more than the 256
+ * partitions the first layout had room for) have their words after it, so a directory written then reads the same.
+ *   0          8                    2040         2048        2056          2064                 8 * partitions
+ *   +----------+-------- ... -------+------------+-----------+-------------+-------- ... --------+
+ *   | log p=0  |                    | log p=255  | instances | log p=256   |                     |
+ *   +----------+-------- ... -------+------------+-----------+-------------+-------- ... --------+
  *
  * a log (one or more adjacent chunks on memory server p mod servers):
  *   0          8            12           16         24         32               40                 48             56       64
@@ -54,7 +55,19 @@ public final class RedoLogDescriptor {
 
     public static final long DIRECTORY_POINTER_ADDRESS = SuperblockDescriptor.ADDRESS + SuperblockDescriptor.LOG_DIRECTORY_OFFSET;
     /** Offset in the log directory of the word that points to the engine instances' registry. */
-    public static final int INSTANCES_POINTER_OFFSET = dev.dex.core.partition.PartitionTable.MAX_PARTITIONS * Long.BYTES;
+    public static final int INSTANCES_POINTER_OFFSET = 2048;
+
+
+    /** Offset in the log directory of partition {@code partition}'s word: past the instances' word from 256 on. */
+    public static long slotOffset(int partition) {
+        long offset = (long) partition * Long.BYTES;
+        return offset < INSTANCES_POINTER_OFFSET ? offset : offset + Long.BYTES;
+    }
+
+    /** Bytes of the log directory of a tree of {@code partitions} partitions (0: only the instances' word). */
+    public static long directoryLength(int partitions) {
+        return Math.max(INSTANCES_POINTER_OFFSET + Long.BYTES, partitions == 0 ? 0 : slotOffset(partitions - 1) + Long.BYTES);
+    }
 
     public static final int MAGIC_OFFSET = 0;
     public static final int PARTITION_OFFSET = 8;

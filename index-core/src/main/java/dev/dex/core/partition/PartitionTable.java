@@ -20,8 +20,12 @@ import dev.dex.rdma.RemoteMemory;
  * <em>shared</em> otherwise. Immutable and thread-safe.
  */
 public final class PartitionTable {
-    /** Partitions the superblock can store in the smallest root area. */
-    public static final int MAX_PARTITIONS = 256;
+    /**
+     * Most partitions a tree can have. Their bounds take {@code (n - 1)} words of memory server 0's root area
+     * ({@link #maxPartitions(long)}): a chunk of 4 KiB holds 497 partitions, one of 16 KiB or more (the default is
+     * 1 MiB) all of them.
+     */
+    public static final int MAX_PARTITIONS = 1024;
 
     /** Byte order of the table in the superblock, as of every superblock field. */
     private static final ByteOrder STORED_ORDER = ByteOrder.LITTLE_ENDIAN;
@@ -65,6 +69,16 @@ public final class PartitionTable {
             bounds[i] = minKey - 1 + (long) Math.floor(width * (i + 1));
         }
         return ofUpperBounds(bounds);
+    }
+
+    /**
+     * The most partitions whose bounds fit the root area of a chunk of {@code chunkLength} bytes (chunk 0 of memory
+     * server 0 holds the superblock), at most {@link #MAX_PARTITIONS}.
+     */
+    public static int maxPartitions(long chunkLength) {
+        long words = (chunkLength - dev.dex.rdma.RegionHeaderDescriptor.ROOT_AREA_OFFSET - SuperblockDescriptor.PARTITION_BOUNDS_OFFSET)
+                / Long.BYTES;
+        return (int) Math.max(0, Math.min(MAX_PARTITIONS, words + 1));
     }
 
     public int count() {
@@ -201,6 +215,12 @@ public final class PartitionTable {
      */
     public static void store(RemoteMemory memory, PartitionTable table) {
         Superblock.read(memory);
+        long chunk = memory.chunkAllocator().chunkLength(0);
+        if (table.count() > maxPartitions(chunk)) {
+            throw new IllegalArgumentException(table.count() + " partitions do not fit the superblock in memory server 0's chunks of "
+                    + chunk + " bytes, which hold " + maxPartitions(chunk) + "; format its region with larger chunks"
+                    + " (dex.memory.chunk-size, 16 KiB or more holds " + MAX_PARTITIONS + ")");
+        }
         // Odd while the table is rewritten: a reader that sees an odd or a moved version reads again.
         memory.fetchAndAdd(SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
         long[] bounds = table.upperBounds();

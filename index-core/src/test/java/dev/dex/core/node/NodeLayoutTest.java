@@ -70,8 +70,13 @@ class NodeLayoutTest {
         assertTrue(SuperblockDescriptor.ADDRESS >= dev.dex.rdma.RegionHeaderDescriptor.HEADER_LENGTH);
         long rootAreaEnd = dev.dex.rdma.GlobalAddress.offset(SuperblockDescriptor.ADDRESS) + SuperblockDescriptor.PARTITION_BOUNDS_OFFSET
                 + (dev.dex.core.partition.PartitionTable.MAX_PARTITIONS - 1) * 8L;
-        assertTrue(rootAreaEnd <= dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH,
-                "the largest partition table fits the root area of the smallest chunk: " + rootAreaEnd);
+        assertTrue(rootAreaEnd <= 16 * 1024, "the largest partition table fits the root area of a 16 KiB chunk: " + rootAreaEnd);
+        // What the smallest chunk holds: at least the 256 partitions of the first layout, and exactly what fits.
+        int smallest = dev.dex.core.partition.PartitionTable.maxPartitions(dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+        assertEquals(497, smallest);
+        assertTrue(dev.dex.rdma.GlobalAddress.offset(SuperblockDescriptor.ADDRESS) + SuperblockDescriptor.PARTITION_BOUNDS_OFFSET
+                + (smallest - 1) * 8L <= dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+        assertEquals(1024, dev.dex.core.partition.PartitionTable.maxPartitions(16 * 1024));
     }
 
     @Test
