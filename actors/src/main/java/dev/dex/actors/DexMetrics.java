@@ -53,6 +53,8 @@ public final class DexMetrics implements Extension {
     private final Counter handoffs;
     private final Counter memoryOffloads;
     private final Histogram requestSeconds;
+    private final java.util.concurrent.atomic.AtomicLong rebalanceRounds = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong rebalanceMoves = new java.util.concurrent.atomic.AtomicLong();
     DexMetrics() {
         CounterWithCallback.builder().name("dex_verbs").help("Verbs the compute node's engine issued to remote memory, by kind")
                 .labelNames("kind")
@@ -88,6 +90,12 @@ public final class DexMetrics implements Extension {
         this.handoffs = Counter.builder().name("dex_partition_handoffs")
                 .help("Partitions acquired (a move to this node or a start) and released (a move away) by this compute node")
                 .labelNames("event").register(registry);
+        CounterWithCallback.builder().name("dex_rebalance_rounds")
+                .help("Rebalance rounds that moved partitions, run by the shard coordinator while it was on this node")
+                .callback(callback -> callback.call(rebalanceRounds.get())).register(registry);
+        CounterWithCallback.builder().name("dex_rebalance_moves")
+                .help("Partitions those rounds moved (a join's, a leave's drain, a balance among the others)")
+                .callback(callback -> callback.call(rebalanceMoves.get())).register(registry);
         this.memoryOffloads = Counter.builder().name("dex_memory_offloads")
                 .help("Offloaded operations this memory node ran, by outcome").labelNames("outcome").register(registry);
         this.requestSeconds = Histogram.builder().name("dex_client_request_seconds")
@@ -150,6 +158,22 @@ public final class DexMetrics implements Extension {
     /** A partition was released by this compute node (handed off). */
     public void released() {
         handoffs.labelValues("released").inc();
+    }
+
+    /** The shard coordinator on this node started a rebalance round that moves {@code partitions} partitions (&gt; 0). */
+    public void rebalanceRound(int partitions) {
+        rebalanceRounds.incrementAndGet();
+        rebalanceMoves.addAndGet(partitions);
+    }
+
+    /** Rebalance rounds that moved partitions, run by the shard coordinator while it was on this node. */
+    public long rebalanceRounds() {
+        return rebalanceRounds.get();
+    }
+
+    /** Partitions those rounds moved. */
+    public long rebalanceMoves() {
+        return rebalanceMoves.get();
     }
 
     /** This memory node ran an offloaded operation with {@code outcome} (ok, refused, ...). */

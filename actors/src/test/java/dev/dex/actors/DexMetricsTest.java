@@ -10,6 +10,17 @@ import org.junit.jupiter.api.Test;
 /** A client's request latencies, recorded by operation through a recorder looked up once. */
 class DexMetricsTest {
     @Test
+    void rebalanceRoundsAndTheirMovesAreCountedAndScraped() {
+        DexMetrics metrics = new DexMetrics();
+        metrics.rebalanceRound(8);
+        metrics.rebalanceRound(3);
+        assertTrue(metrics.rebalanceRounds() == 2 && metrics.rebalanceMoves() == 11, "2 rounds, 11 moves");
+        String scrape = metrics.scrape();
+        assertTrue(scrape.contains("dex_rebalance_rounds_total 2.0"), scrape);
+        assertTrue(scrape.contains("dex_rebalance_moves_total 11.0"), scrape);
+    }
+
+    @Test
     void aRecorderCountsIntoItsOperationsSeriesAsRequestByNameDoes() {
         DexMetrics metrics = new DexMetrics();
         LongConsumer gets = metrics.requests("get");

@@ -277,6 +277,7 @@ final class Demo implements Callable<Integer> {
                 return new ReplicaDemo(out, base, settings, memoryReplicas, computeNodes).run(n, putPercent, killMemoryNode, systems);
             }
             if (processes) {
+                ProcessBench.check(base, settings); // before the engine's own run, which takes seconds
                 double engine = baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
                 return ProcessBench.run(out, base, settings, new ProcessBench.Options(n, putPercent, scanPercent, computeNodes, partitions,
                         cacheSize, warmup, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate,
@@ -390,21 +391,26 @@ final class Demo implements Callable<Integer> {
         mixer.start();
         Thread.sleep(TimeUnit.SECONDS.toMillis(SECONDS_BEFORE_JOIN));
         long joinStart = System.nanoTime();
+        DemoReport.Rounds roundsBeforeJoin = DemoReport.Rounds.of(systems);
         ActorSystem<Void> computeC = DexNodes.computeNode(DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed), settings);
         systems.add(computeC);
         DemoCluster.awaitUp(systems, Duration.ofSeconds(60));
         List<ComputeNode.Status> settled = DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey,
                 computeNodes + 1, Duration.ofSeconds(90));
         double settledAt = (System.nanoTime() - joinStart) / 1e9;
+        DemoReport.Rounds joinRounds = DemoReport.Rounds.of(systems).since(roundsBeforeJoin);
         Thread.sleep(1_500);
         // The new node leaves gracefully (coordinated shutdown: its router refuses what still comes, its partitions are
         // handed off, then it leaves the cluster), as an operator's Ctrl-C would make it.
         out.println("the new compute node leaves again while the mix goes on...");
         long leaveStart = System.nanoTime();
+        DemoReport.Rounds roundsBeforeLeave = DemoReport.Rounds.of(systems);
         computeC.terminate();
         computeC.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
         systems.remove(computeC);
         DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey, computeNodes, Duration.ofSeconds(90));
+        // The shard coordinator runs on the oldest compute node, never the one that left: its count is still here.
+        DemoReport.Rounds leaveRounds = DemoReport.Rounds.of(systems).since(roundsBeforeLeave);
         double leaveAt = (leaveStart - mixStart) / 1e9;
         double leftAt = (System.nanoTime() - mixStart) / 1e9;
         out.printf("partitions back on %d compute node(s) %.2f s after the leave%n", computeNodes, leftAt - leaveAt);
@@ -463,7 +469,7 @@ final class Demo implements Callable<Integer> {
             out.printf("a compute node was killed at %.1f s of the mix%n", killAt);
         }
         report.printChanges(perSecond, longest, (joinStart - mixStart) / 1e9, (joinStart - mixStart) / 1e9 + settledAt, leaveAt, leftAt,
-                killAt, wholeSeconds);
+                killAt, wholeSeconds, joinRounds, leaveRounds);
         if (duringScaleOut.ops() == 0) {
             throw new IllegalStateException("no operation completed during the scale-out");
         }

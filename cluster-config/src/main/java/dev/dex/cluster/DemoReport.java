@@ -185,7 +185,8 @@ final class DemoReport {
      * so that one change's stall does not count as another's.
      */
     void printChanges(java.util.concurrent.atomic.AtomicLongArray perSecond, java.util.concurrent.atomic.AtomicLongArray longest,
-            double joinAt, double settledAt, double leaveAt, double leftAt, double killAt, int seconds) throws java.io.IOException {
+            double joinAt, double settledAt, double leaveAt, double leftAt, double killAt, int seconds, Rounds joinRounds,
+            Rounds leaveRounds) throws java.io.IOException {
         List<Long> counts = new ArrayList<>();
         for (int i = 0; i < Math.min(seconds, perSecond.length()); i++) {
             counts.add(perSecond.get(i));
@@ -201,9 +202,9 @@ final class DemoReport {
             long usual = before.get(before.size() / 2);
             // The join's seconds end before the one the leave starts in; the leave's a second before the one the kill
             // falls in (operations sent then may wait for the killed node); each keeps its first second at least.
-            printChange("join", counts, longest, usual, joinAt, settledAt, Math.max((int) joinAt + 1, (int) leaveAt));
+            printChange("join", counts, longest, usual, joinAt, settledAt, Math.max((int) joinAt + 1, (int) leaveAt), joinRounds);
             printChange("leave", counts, longest, usual, leaveAt, leftAt,
-                    Double.isNaN(killAt) ? Integer.MAX_VALUE : Math.max((int) leaveAt + 1, (int) killAt - 1));
+                    Double.isNaN(killAt) ? Integer.MAX_VALUE : Math.max((int) leaveAt + 1, (int) killAt - 1), leaveRounds);
         }
         if (root != null) {
             MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
@@ -218,7 +219,7 @@ final class DemoReport {
     }
 
     private void printChange(String name, List<Long> counts, java.util.concurrent.atomic.AtomicLongArray longest, long usual,
-            double at, double settledAt, int before) {
+            double at, double settledAt, int before, Rounds rounds) {
         int from = (int) at;
         int to = Math.min(Math.min(counts.size(), (int) Math.ceil(settledAt) + 1), before);
         if (from >= to) {
@@ -232,10 +233,34 @@ final class DemoReport {
         }
         double share = usual == 0 ? 0.0 : (double) lowest / usual;
         out.printf("%-5s lowest second until settled: %,d operations, %.0f%% of the usual %,d per second; longest operation %.3f s;"
-                + " settled %.2f s after it began%n", name, lowest, 100 * share, usual, longestNanos / 1e9, settledAt - at);
+                + " settled %.2f s after it began, in %d rebalance round(s) that moved %d partitions%n", name, lowest, 100 * share,
+                usual, longestNanos / 1e9, settledAt - at, rounds.rounds(), rounds.moves());
         if (root != null) {
             root.putObject(name).put("lowestSecondOps", lowest).put("usualOpsPerSec", usual).put("lowestShare", share)
-                    .put("longestOpSeconds", longestNanos / 1e9).put("settledSeconds", settledAt - at);
+                    .put("longestOpSeconds", longestNanos / 1e9).put("settledSeconds", settledAt - at)
+                    .put("rebalanceRounds", rounds.rounds()).put("partitionsMoved", rounds.moves());
+        }
+    }
+
+    /**
+     * Rebalance rounds that moved partitions, and the partitions they moved, as counted by the shard coordinator of the
+     * nodes in this JVM ({@code dex_rebalance_rounds}, {@code dex_rebalance_moves}).
+     */
+    record Rounds(long rounds, long moves) {
+        /** The counts summed over {@code systems}: the coordinator's node counts them, whichever it is. */
+        static Rounds of(List<? extends org.apache.pekko.actor.typed.ActorSystem<?>> systems) {
+            long rounds = 0;
+            long moves = 0;
+            for (var system : systems) {
+                dev.dex.actors.DexMetrics metrics = dev.dex.actors.DexMetrics.get(system);
+                rounds += metrics.rebalanceRounds();
+                moves += metrics.rebalanceMoves();
+            }
+            return new Rounds(rounds, moves);
+        }
+
+        Rounds since(Rounds before) {
+            return new Rounds(rounds - before.rounds, moves - before.moves);
         }
     }
 

@@ -52,6 +52,11 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         }
         TreeSettings tree = TreeSettings.fromConfig(dex.getConfig("tree"));
         int partitions = dex.getInt("tree.partitions");
+        if (partitions <= PartitionTable.MAX_PARTITIONS && partitions > PartitionTable.maxPartitions(chunkSize)) {
+            throw new IllegalArgumentException("dex.tree.partitions (" + partitions + ") do not fit the superblock in chunks of "
+                    + chunkSize + " bytes, which hold " + PartitionTable.maxPartitions(chunkSize) + "; raise dex.memory.chunk-size"
+                    + " (16 KiB or more holds " + PartitionTable.MAX_PARTITIONS + ")");
+        }
         PartitionTable table = PartitionTable.equalWidth(partitions, dex.getLong("tree.partition-key-min"),
                 dex.getLong("tree.partition-key-max"));
         MemoryNode.Settings memory = new MemoryNode.Settings(
@@ -64,6 +69,8 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 tree.subtreeLevel(), dex.getBoolean("memory.format"), tree.keyFormat().bytes(), replicas);
 
         DexEngineSettings engine = DexEngineSettings.fromConfig(dex.getConfig("compute"));
+        // Read by the shard coordinator's strategy where it starts; checked here, where a bad value stops the node at once.
+        dev.dex.actors.partition.ProbedRebalance.RoundLimit.of(config);
         ComputeNode.Settings compute = new ComputeNode.Settings(
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),

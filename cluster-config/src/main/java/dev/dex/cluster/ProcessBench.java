@@ -45,8 +45,8 @@ final class ProcessBench {
                    int inFlight, long rate, int traceSample, double engine) {
     }
 
-    static int run(PrintWriter out, Config base, DexSettings settings, Options options, DemoReport report, String fabricName)
-            throws Exception {
+    /** Fails clearly when the bench cannot run with these settings: before anything is measured. */
+    static void check(Config base, DexSettings settings) {
         String transport = settings.fabric().transport();
         if (!transport.equals("shm") && !transport.equals("tcp")) {
             throw new IllegalArgumentException("--processes needs --fabric shm or tcp (memory another process reaches), not " + transport);
@@ -54,6 +54,12 @@ final class ProcessBench {
         if (base.getBoolean("dex.security.tls")) {
             throw new IllegalArgumentException("--processes runs its nodes without TLS; turn dex.security.tls off for the bench");
         }
+    }
+
+    static int run(PrintWriter out, Config base, DexSettings settings, Options options, DemoReport report, String fabricName)
+            throws Exception {
+        check(base, settings);
+        String transport = settings.fabric().transport();
         Path shm = Path.of("/dev/shm/" + fabricName);
         Path logs = Files.createTempDirectory("dex-bench-processes-");
         List<ActorSystem<?>> systems = new ArrayList<>();

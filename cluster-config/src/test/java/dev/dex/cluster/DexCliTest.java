@@ -195,6 +195,9 @@ class DexCliTest {
                     figures.get("lowestShare").asDouble(), 1e-9, change + ": " + figures);
             assertTrue(figures.get("longestOpSeconds").asDouble() > 0 && figures.get("settledSeconds").asDouble() > 0,
                     change + ": " + figures);
+            // 12 partitions over 2 nodes, then 3: the new node takes 4 and gives them back, in rounds the coordinator counted.
+            assertTrue(figures.get("rebalanceRounds").asInt() >= 1 && figures.get("partitionsMoved").asInt() >= 4,
+                    change + "'s rounds: " + figures);
         }
         var open = result.get("openLoop");
         assertTrue(open != null && open.get("share").asDouble() == 0.2, "the open loop after the closed one, in --json: " + result);

@@ -48,10 +48,10 @@ class DexSettingsTest {
     }
 
     @Test
-    void aLeaveHandsEightPartitionsOverPerRoundByDefaultWithinTheFirstShutdownPhase() {
+    void aLeaveHandsAtMostSixteenPartitionsOverPerRoundByDefaultWithinTheFirstShutdownPhase() {
         assertEquals(dev.dex.actors.partition.LeaveDrain.Settings.DEFAULTS.group(),
                 DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().leave().group());
-        assertEquals(new dev.dex.actors.partition.LeaveDrain.Settings(8, java.time.Duration.ofSeconds(20)),
+        assertEquals(new dev.dex.actors.partition.LeaveDrain.Settings(16, java.time.Duration.ofSeconds(20)),
                 DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().leave());
         assertEquals(0, DexSettings.from(DexNodes.config(ConfigFactory.parseString("dex.compute.leave.handoff-group = 0")))
                 .compute().leave().group(), "0: all at once");
@@ -92,7 +92,11 @@ class DexSettingsTest {
             "dex.memory.chunk-size    | 3000   | dex.memory.chunk-size",
             "dex.memory.offload-threads | 0    | dex.memory.offload-threads must be in [1, 1024]",
             "dex.tree.subtree-level   | 16     | dex.tree.subtree-level must be in [0, 15]",
-            "dex.tree.partitions      | 0      | partition count must be in [1, 256]",
+            "dex.tree.partitions      | 0      | partition count must be in [1, 1024]",
+            "dex.tree.partitions      | 1025   | partition count must be in [1, 1024]",
+            "dex.compute.rebalance-rounds | 0 | dex.compute.rebalance-rounds must be at least 1: 0",
+            "dex.compute.rebalance-round-minimum | 0 | dex.compute.rebalance-round-minimum must be at least 1: 0",
+            "dex.compute.rebalance-round-maximum | 7 | dex.compute.rebalance-round-maximum (7) must be at least dex.compute.rebalance-round-minimum (8)",
             "dex.compute.mode         | fast   | dex.compute.mode: engine mode must be one of dex, offload-only, no-offload, sherman, partitioned: fast",
             "dex.compute.leaf-admission | 2    | leaf admission probability must be auto or in [0, 1]",
             "dex.compute.leaf-admission | often | leaf admission must be auto or a probability in [0, 1]: often",
@@ -101,7 +105,19 @@ class DexSettingsTest {
             "dex.compute.handshake.min-backoff | 10s | dex.compute.handshake: a backoff needs 0 < min <= max",
             "dex.demo.seconds         | 0      | dex.demo.seconds must be in [1, 3600]"})
     void aBadSettingFailsWithItsKeyInTheMessage(String key, String value, String message) {
-        Config config = DexNodes.config(ConfigFactory.parseString(key + " = \"" + value + "\""));
+        assertBad(key + " = \"" + value + "\"", message);
+    }
+
+    @Test
+    void morePartitionsThanTheChunksHoldFailNamingBothSettings() {
+        assertBad("dex.memory.chunk-size = 4KiB\ndex.memory.region-size = 1MiB\ndex.tree.partitions = 498",
+                "dex.tree.partitions (498) do not fit the superblock in chunks of 4096 bytes, which hold 497; raise dex.memory.chunk-size");
+        DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.memory.chunk-size = 4KiB\ndex.memory.region-size = 1MiB\ndex.tree.partitions = 497")));
+    }
+
+    private static void assertBad(String settings, String message) {
+        Config config = DexNodes.config(ConfigFactory.parseString(settings));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> DexSettings.from(config));
         assertTrue(e.getMessage().contains(message), e.getMessage());
     }

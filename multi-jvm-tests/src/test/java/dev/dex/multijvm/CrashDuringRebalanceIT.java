@@ -44,7 +44,7 @@ class CrashDuringRebalanceIT {
     @RegisterExtension
     final ClusterHarness cluster = new ClusterHarness("dex.tree.partitions=16",
             "pekko.cluster.failure-detector.acceptable-heartbeat-pause=10s",
-            "pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit=1",
+            "dex.compute.rebalance-round-minimum=1", "dex.compute.rebalance-round-maximum=1",
             "pekko.cluster.sharding.rebalance-interval=2s");
 
     @Test

@@ -97,8 +97,11 @@ public final class LeaveDrain {
      *                hands the rest off together ({@code dex.compute.leave.drain-timeout})
      */
     public record Settings(int group, Duration timeout) {
-        /** Eight partitions a round, for at most 20 s. */
-        public static final Settings DEFAULTS = new Settings(8, Duration.ofSeconds(20));
+        /**
+         * At most 16 partitions a round (and no more than a rebalance round's limit, {@link ProbedRebalance.RoundLimit}:
+         * 8 of 64 partitions on 3 nodes), for at most 20 s.
+         */
+        public static final Settings DEFAULTS = new Settings(16, Duration.ofSeconds(20));
 
         public Settings {
             if (group < 0) {

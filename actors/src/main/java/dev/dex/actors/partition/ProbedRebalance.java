@@ -37,7 +37,8 @@ import scala.jdk.javaapi.FutureConverters;
 import com.typesafe.config.Config;
 
 /**
- * Pekko's least-shard allocation, except that a rebalance round starts only when every shard region and every
+ * Pekko's least-shard allocation, with rebalance rounds of its own: each balances the map in one pass
+ * ({@link #balance}), at most a {@link RoundLimit} of partitions, and starts only when every shard region and every
  * cluster member answers a probe: a rebalance does not wait on a node that died and is not yet known to be dead.
  *
  * <p>Why. A rebalance (a {@code RebalanceWorker} of the coordinator) asks every region to acknowledge the start
@@ -50,7 +51,7 @@ import com.typesafe.config.Config;
  * already consumed, until {@code handoff-timeout} (60 s here, so that a live handoff can write a large cache
  * back). Pekko's own strategy does not rebalance while a member is unreachable, but a crashed node counts as
  * reachable until the failure detector's verdict, and rounds run every second while a join settles (each moves at
- * most {@code rebalance-absolute-limit} partitions, so a large cluster needs many). So when the delegate proposes
+ * most a {@link RoundLimit} of partitions, so a large move needs several). So when the delegate proposes
  * shards to move, this strategy first sends {@link Identify} to every region, and to every cluster member's system
  * guardian (clients' sharding proxies acknowledge moves too, and are no regions), and proposes nothing this round
  * unless all of them answer within the probe timeout; the next round asks again, until the dead node is unreachable
@@ -75,15 +76,17 @@ import com.typesafe.config.Config;
  * their shards off) and those in their removal margin, none of which may be told stopped.
  *
  * <p>Built on Pekko's {@code ActorSystemDependentAllocationStrategy} and least-shard strategy, internal API of Pekko
- * 1.7 (the version pinned in the root pom); the delegate is always the improved least-shard strategy, so
- * {@code rebalance-absolute-limit} must be positive.
+ * 1.7 (the version pinned in the root pom). The delegate, the improved least-shard strategy, only allocates (the
+ * region with fewest partitions); the rounds are {@link #balance}'s, limited by {@code dex.compute.rebalance-rounds}
+ * and {@code rebalance-round-minimum} and {@code -maximum}, so {@code pekko.cluster.sharding.least-shard-allocation-strategy} is not read.
+ * A round waits, as Pekko's does, until the last one's moves are done, no member is unreachable and none joining.
  *
  * <p><b>A graceful leave, a few partitions at a time.</b> While a compute node leaves gracefully it is listed as draining
  * ({@link LeaveDrain}). Its region then gets no partition (an allocation is the delegate's among the other regions),
- * and each round proposes up to {@code group} of the draining regions' partitions, less those still moving, and
- * nothing else: the delegate's own choice would move partitions of the staying nodes towards the emptying region's
- * place. With no region to drain to, nothing moves. When no region drains, the delegate decides among the regions
- * that do not drain.
+ * and each round proposes up to {@code group} of the draining regions' partitions (and no more than the round's limit),
+ * less those still moving, and nothing else: the delegate's own choice would move partitions of the staying
+ * nodes towards the emptying region's place. With no region to drain to, nothing moves. When no region drains, the
+ * delegate decides among the regions that do not drain.
  *
  * <p>Allocation of a new shard is otherwise the delegate's, unchanged.
  *
@@ -116,8 +119,14 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     private final AtomicInteger postponedInARow = new AtomicInteger();
     // Set by start(), before the coordinator's first call, and again if the coordinator restarts on this node.
     private volatile ShardCoordinator.ShardAllocationStrategy delegate;
-    /** Partitions of draining regions a round may move (less those still moving); 0: none. */
+    /**
+     * Partitions of draining regions a round may move at most (less those still moving), and no more than the round's
+     * limit ({@link RoundLimit}); 0: none.
+     */
     private final int group;
+    /** What a round may move; from dex.compute.rebalance-round* at start() unless given. */
+    private volatile RoundLimit roundLimit;
+    private volatile dev.dex.actors.DexMetrics metrics;
     /** The addresses of the draining compute nodes; null until start() when not given. */
     private volatile Supplier<Set<Address>> draining;
     private volatile Address selfAddress;
@@ -142,6 +151,12 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
 
     /** With the draining addresses from {@code draining} instead of {@link LeaveDrain#draining} (null: from there). */
     ProbedRebalance(Duration probeTimeout, String coordinatorPath, int group, Supplier<Set<Address>> draining) {
+        this(probeTimeout, coordinatorPath, group, draining, null);
+    }
+
+    /** With {@code roundLimit} instead of the one configured (null: the configured one). */
+    ProbedRebalance(Duration probeTimeout, String coordinatorPath, int group, Supplier<Set<Address>> draining,
+                    RoundLimit roundLimit) {
         if (probeTimeout.isNegative()) {
             throw new IllegalArgumentException("the rebalance probe timeout must not be negative: " + probeTimeout);
         }
@@ -152,6 +167,49 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         this.coordinatorPath = coordinatorPath;
         this.group = group;
         this.draining = draining;
+        this.roundLimit = roundLimit;
+    }
+
+    /**
+     * What one rebalance round may move: a node's share of the partitions (all of them over the regions, rounded up)
+     * in {@code rounds} rounds, within {@code [minimum, maximum]} ({@code dex.compute.rebalance-rounds},
+     * {@code rebalance-round-minimum}, {@code rebalance-round-maximum}). A join takes about a share to its new node and
+     * a leave gives one away, so either settles in {@code rounds} rounds wherever the maximum does not bind. A round
+     * stops the partitions it moves together, the longer the more it moves (docs/cluster.md, "Rebalance rounds"): the
+     * maximum bounds that stop where a node's share is large.
+     */
+    public record RoundLimit(int rounds, int minimum, int maximum) {
+        /** A share in three rounds, 8 to 16 a round: 8 of 64 partitions on 3 nodes, 11 of 1,024 on 33. */
+        public static final RoundLimit DEFAULTS = new RoundLimit(3, 8, 16);
+
+        public RoundLimit {
+            if (rounds < 1) {
+                throw new IllegalArgumentException("dex.compute.rebalance-rounds must be at least 1: " + rounds);
+            }
+            if (minimum < 1) {
+                throw new IllegalArgumentException("dex.compute.rebalance-round-minimum must be at least 1: " + minimum);
+            }
+            if (maximum < minimum) {
+                throw new IllegalArgumentException("dex.compute.rebalance-round-maximum (" + maximum
+                        + ") must be at least dex.compute.rebalance-round-minimum (" + minimum + ")");
+            }
+        }
+
+        /** The configured limit of {@code config} (its {@code dex.compute} keys), or {@link #DEFAULTS} where they are absent. */
+        public static RoundLimit of(Config config) {
+            String rounds = "dex.compute.rebalance-rounds";
+            String minimum = "dex.compute.rebalance-round-minimum";
+            String maximum = "dex.compute.rebalance-round-maximum";
+            return new RoundLimit(config.hasPath(rounds) ? config.getInt(rounds) : DEFAULTS.rounds,
+                    config.hasPath(minimum) ? config.getInt(minimum) : DEFAULTS.minimum,
+                    config.hasPath(maximum) ? config.getInt(maximum) : DEFAULTS.maximum);
+        }
+
+        /** The partitions a round may move, of {@code shards} in all over {@code regions} shard regions. */
+        public int of(int shards, int regions) {
+            int share = regions == 0 ? shards : (shards + regions - 1) / regions;
+            return Math.min(maximum, Math.max(minimum, (share + rounds - 1) / rounds));
+        }
     }
 
     /**
@@ -165,18 +223,18 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
 
     @Override
     public void start(ActorSystem system) {
-        Config least = system.settings().config().getConfig("pekko.cluster.sharding.least-shard-allocation-strategy");
-        if (least.getInt("rebalance-absolute-limit") <= 0) {
-            throw new IllegalArgumentException("pekko.cluster.sharding.least-shard-allocation-strategy.rebalance-absolute-limit"
-                    + " must be positive for dev.dex.actors.partition.ProbedRebalance: " + least.getInt("rebalance-absolute-limit"));
+        if (roundLimit == null) {
+            roundLimit = RoundLimit.of(system.settings().config());
         }
-        delegate = ShardCoordinator.leastShardAllocationStrategy(least.getInt("rebalance-absolute-limit"),
-                least.getDouble("rebalance-relative-limit"));
-        if (delegate instanceof ShardCoordinator.ActorSystemDependentAllocationStrategy dependent) {
+        this.system = system;
+        // Only its allocation is used: the least-shard region. Rebalance rounds are this strategy's own (balance).
+        ShardCoordinator.ShardAllocationStrategy made = ShardCoordinator.leastShardAllocationStrategy(1, 1.0);
+        if (made instanceof ShardCoordinator.ActorSystemDependentAllocationStrategy dependent) {
             dependent.start(system);
-        } else if (delegate instanceof ShardCoordinator.StartableAllocationStrategy startable) {
+        } else if (made instanceof ShardCoordinator.StartableAllocationStrategy startable) {
             startable.start();
         }
+        delegate = made;
         log = Logging.getLogger(system, ProbedRebalance.class);
         synchronized (this) {
             // A coordinator restarted on this node reads its state anew; what the last one saw says nothing about it.
@@ -189,7 +247,54 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
             org.apache.pekko.actor.typed.ActorSystem<?> typed = org.apache.pekko.actor.typed.javadsl.Adapter.toTyped(system);
             draining = () -> LeaveDrain.draining(typed);
         }
-        this.system = system;
+        metrics = dev.dex.actors.DexMetrics.get(org.apache.pekko.actor.typed.javadsl.Adapter.toTyped(system));
+    }
+
+    /** The partitions one round may move, by {@link #roundLimit}, with {@code allocations} as they are. */
+    private int roundLimit(Map<ActorRef, IndexedSeq<String>> allocations) {
+        return roundLimit.of(allocations.values().stream().mapToInt(IndexedSeq::size).sum(), allocations.size());
+    }
+
+    /**
+     * The partitions to move so that every region ends with the rounded-down or rounded-up share of all of them, at
+     * most {@code limit}: each region above its target gives its excess. The regions that hold the most keep the
+     * rounded-up targets (fewest moves; ties in the order given). Taken round-robin from the givers, so a round that
+     * cannot move all of it takes from every one. Where they go is the allocation's choice, the region with fewest,
+     * which fills the regions below their targets. Unlike Pekko's least-shard rounds (the regions above the rounded-up
+     * share first, then one partition per full region towards those two below it), one pass reaches the balanced map,
+     * so a join or leave needs no extra round for the remainder.
+     */
+    static List<String> balance(Map<ActorRef, IndexedSeq<String>> allocations, int limit) {
+        int shards = allocations.values().stream().mapToInt(IndexedSeq::size).sum();
+        int regions = allocations.size();
+        List<String> chosen = new ArrayList<>();
+        if (regions < 2 || shards == 0 || limit <= 0) {
+            return chosen;
+        }
+        List<List<String>> byLoad = new ArrayList<>();
+        allocations.values().forEach(held -> byLoad.add(CollectionConverters.asJava(held)));
+        byLoad.sort((a, b) -> Integer.compare(b.size(), a.size()));
+        int floor = shards / regions;
+        int roundedUp = shards % regions;
+        List<java.util.Iterator<String>> givers = new ArrayList<>();
+        for (int i = 0; i < byLoad.size(); i++) {
+            int target = floor + (i < roundedUp ? 1 : 0);
+            List<String> held = byLoad.get(i);
+            if (held.size() > target) {
+                givers.add(held.subList(target, held.size()).iterator());
+            }
+        }
+        boolean more = true;
+        while (more && chosen.size() < limit) {
+            more = false;
+            for (java.util.Iterator<String> giver : givers) {
+                if (giver.hasNext() && chosen.size() < limit) {
+                    chosen.add(giver.next());
+                    more = true;
+                }
+            }
+        }
+        return chosen;
     }
 
     @Override
@@ -242,13 +347,14 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
     }
 
     /**
-     * Up to {@link #group} partitions of draining regions, less {@code inProgress}, in the order of the regions and their
-     * shards; empty if none is left there, or no region is left to take them.
+     * Up to {@link #group} partitions of draining regions and no more than a round's limit, less {@code inProgress},
+     * in the order of the regions and their shards; empty if none is left there, or no region is left to take them. So
+     * a leave takes as many rounds as a join of a node's share, with rounds no larger than a join's.
      */
     List<String> drainingShards(Map<ActorRef, IndexedSeq<String>> allocations, Set<String> inProgress, Set<Address> drainingNow) {
         List<String> chosen = new ArrayList<>();
         boolean anywhere = allocations.keySet().stream().anyMatch(region -> !drainingNow.contains(nodeOf(region)));
-        int room = group - inProgress.size();
+        int room = Math.min(group, roundLimit(allocations)) - inProgress.size();
         if (!anywhere || room <= 0) {
             return chosen;
         }
@@ -273,21 +379,28 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         Set<Address> drainingNow = draining.get();
         CompletionStage<Set<String>> confirmed;
         if (allocations.keySet().stream().noneMatch(region -> drainingNow.contains(nodeOf(region)))) {
-            confirmed = FutureConverters.asJava(delegate.rebalance(current, inProgress))
-                    .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+            // One round at a time, as Pekko's: the next one balances the map this one left.
+            confirmed = !inProgress.isEmpty() || !aGoodTimeToMove() ? CompletableFuture.completedFuture(Set.of())
+                    : confirm(allocations, new java.util.HashSet<>(balance(allocations, roundLimit(allocations))));
         } else if (group == 0 || !aGoodTimeToMove()) {
             // group 0: not drained, their region's shutdown hands them off together. Meanwhile nothing moves.
             confirmed = CompletableFuture.completedFuture(Set.of());
         } else if (allocations.entrySet().stream()
                 .noneMatch(entry -> drainingNow.contains(nodeOf(entry.getKey())) && !entry.getValue().isEmpty())) {
             // Drained, its region not yet shut down: the others balance among themselves, never towards it.
-            confirmed = FutureConverters.asJava(delegate.rebalance(withoutDraining(current, drainingNow), inProgress))
-                    .thenCompose(proposed -> confirm(allocations, CollectionConverters.asJava(proposed)));
+            Map<ActorRef, IndexedSeq<String>> staying = CollectionConverters.asJava(withoutDraining(current, drainingNow));
+            confirmed = !inProgress.isEmpty() ? CompletableFuture.completedFuture(Set.of())
+                    : confirm(allocations, new java.util.HashSet<>(balance(staying, roundLimit(staying))));
         } else {
             confirmed = confirm(allocations,
                     new java.util.HashSet<>(drainingShards(allocations, CollectionConverters.asJava(inProgress), drainingNow)));
         }
-        return FutureConverters.asScala(confirmed.thenApply(set -> CollectionConverters.asScala(set).toSet()));
+        return FutureConverters.asScala(confirmed.thenApply(set -> {
+            if (!set.isEmpty()) {
+                metrics.rebalanceRound(set.size());
+            }
+            return CollectionConverters.asScala(set).toSet();
+        }));
     }
 
     /**

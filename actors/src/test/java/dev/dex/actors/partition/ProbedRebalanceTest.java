@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.HashSet;
+import java.util.IntSummaryStatistics;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -232,6 +233,7 @@ class ProbedRebalanceTest {
         allocations.put(loaded, shards(8, 20));
         allocations.put(joined, List.of());
         Set<org.apache.pekko.actor.Address> draining = new java.util.concurrent.CopyOnWriteArraySet<>();
+        // The round's limit is 8 here (the minimum): the group of 3 decides.
         ProbedRebalance strategy = new ProbedRebalance(Duration.ZERO, "/system/no-coordinator-here", 3, () -> Set.copyOf(draining));
         strategy.start(system);
 
@@ -260,6 +262,56 @@ class ProbedRebalanceTest {
         strategy.start(system);
         assertEquals(Set.of(), rebalance(strategy, allocations, Set.of()));
         assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ZERO, "/system/x", -1));
+    }
+
+    /**
+     * {@link ProbedRebalance#balance} on 300 random maps (2-40 regions, 0-1,100 partitions, dealt unevenly): without a
+     * limit, the partitions it picks, placed one by one on the region with fewest (as the allocation places them),
+     * leave every region within one of the others in one pass, with no partition picked twice or picked where it is
+     * not; with a limit, it picks no more than that, from every region that must give (round-robin).
+     */
+    @Test
+    void balanceReachesABalancedMapInOnePassAndTakesFromEveryGiverUnderALimit() {
+        java.util.SplittableRandom random = new java.util.SplittableRandom(32);
+        List<ActorRef> regions = IntStream.range(0, 40).mapToObj(r -> regionAt(10_000 + r)).toList();
+        for (int run = 0; run < 300; run++) {
+            int n = random.nextInt(2, 41);
+            int shards = random.nextInt(0, 1_101);
+            Map<ActorRef, List<String>> map = new LinkedHashMap<>();
+            regions.subList(0, n).forEach(region -> map.put(region, new java.util.ArrayList<>()));
+            double[] weights = random.doubles(n, 0, 1).map(w -> w * w * w).toArray();
+            double sum = java.util.Arrays.stream(weights).sum();
+            for (int s = 0; s < shards; s++) {
+                double pick = random.nextDouble() * sum;
+                int r = 0;
+                while (r < n - 1 && (pick -= weights[r]) > 0) {
+                    r++;
+                }
+                map.get(regions.get(r)).add(Integer.toString(s));
+            }
+            Map<ActorRef, IndexedSeq<String>> converted = new LinkedHashMap<>();
+            map.forEach((region, held) -> converted.put(region, CollectionConverters.asScala(held).toIndexedSeq()));
+
+            int limit = random.nextInt(1, 40);
+            List<String> limited = ProbedRebalance.balance(converted, limit);
+            List<String> all = ProbedRebalance.balance(converted, Integer.MAX_VALUE);
+            assertTrue(limited.size() == Math.min(limit, all.size()), "a limit of " + limit + ": " + limited.size() + " of " + all.size());
+            long giversInAll = map.values().stream().filter(held -> held.stream().anyMatch(all::contains)).count();
+            long giversLimited = map.values().stream().filter(held -> held.stream().anyMatch(limited::contains)).count();
+            assertEquals(Math.min(giversInAll, limited.size()), giversLimited, "round-robin over the givers");
+
+            assertEquals(all.size(), new HashSet<>(all).size(), "no partition picked twice");
+            for (String shard : all) {
+                map.values().stream().filter(held -> held.remove(shard)).findFirst()
+                        .orElseThrow(() -> new AssertionError("picked " + shard + ", held nowhere"));
+            }
+            for (String shard : all) {
+                map.values().stream().min(java.util.Comparator.comparingInt(List::size)).orElseThrow().add(shard);
+            }
+            IntSummaryStatistics sizes = map.values().stream().mapToInt(List::size).summaryStatistics();
+            assertTrue(sizes.getMax() - sizes.getMin() <= 1, "balanced in one pass: " + sizes + " after moving " + all.size());
+            assertEquals(shards, sizes.getSum());
+        }
     }
 
     @Test
