@@ -329,6 +329,23 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         return true;
     }
 
+    /** The regions of {@code allocations} whose node is a member that is Up. */
+    private Map<ActorRef, IndexedSeq<String>> ofMembersUp(Map<ActorRef, IndexedSeq<String>> allocations) {
+        Set<Address> up = new java.util.HashSet<>();
+        for (Member member : Cluster.get(system).state().getMembers()) {
+            if (member.status() == org.apache.pekko.cluster.MemberStatus.up()) {
+                up.add(member.address());
+            }
+        }
+        Map<ActorRef, IndexedSeq<String>> chosen = new java.util.LinkedHashMap<>();
+        allocations.forEach((region, shards) -> {
+            if (up.contains(nodeOf(region))) {
+                chosen.put(region, shards);
+            }
+        });
+        return chosen;
+    }
+
     /** The address of {@code region}'s node: this node's for a region here. */
     private Address nodeOf(ActorRef region) {
         Address address = region.path().address();
@@ -379,16 +396,19 @@ public final class ProbedRebalance implements ShardCoordinator.ActorSystemDepend
         Set<Address> drainingNow = draining.get();
         CompletionStage<Set<String>> confirmed;
         if (allocations.keySet().stream().noneMatch(region -> drainingNow.contains(nodeOf(region)))) {
-            // One round at a time, as Pekko's: the next one balances the map this one left.
+            // One round at a time, as Pekko's: the next one balances the map this one left. Among the regions of members
+            // that are Up: a leaving member's region hands its partitions off by its own shutdown, and the coordinator
+            // allocates nothing to it, so balancing towards it would only move partitions back where they were.
+            Map<ActorRef, IndexedSeq<String>> up = ofMembersUp(allocations);
             confirmed = !inProgress.isEmpty() || !aGoodTimeToMove() ? CompletableFuture.completedFuture(Set.of())
-                    : confirm(allocations, new java.util.HashSet<>(balance(allocations, roundLimit(allocations))));
+                    : confirm(allocations, new java.util.HashSet<>(balance(up, roundLimit(up))));
         } else if (group == 0 || !aGoodTimeToMove()) {
             // group 0: not drained, their region's shutdown hands them off together. Meanwhile nothing moves.
             confirmed = CompletableFuture.completedFuture(Set.of());
         } else if (allocations.entrySet().stream()
                 .noneMatch(entry -> drainingNow.contains(nodeOf(entry.getKey())) && !entry.getValue().isEmpty())) {
             // Drained, its region not yet shut down: the others balance among themselves, never towards it.
-            Map<ActorRef, IndexedSeq<String>> staying = CollectionConverters.asJava(withoutDraining(current, drainingNow));
+            Map<ActorRef, IndexedSeq<String>> staying = ofMembersUp(CollectionConverters.asJava(withoutDraining(current, drainingNow)));
             confirmed = !inProgress.isEmpty() ? CompletableFuture.completedFuture(Set.of())
                     : confirm(allocations, new java.util.HashSet<>(balance(staying, roundLimit(staying))));
         } else {

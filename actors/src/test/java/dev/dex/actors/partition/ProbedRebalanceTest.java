@@ -314,6 +314,21 @@ class ProbedRebalanceTest {
         }
     }
 
+    /**
+     * A round balances only among regions whose member is Up: a region of a node that is not a member that is Up (here
+     * not a member at all; a leaving node's region alike, which the coordinator allocates nothing to) gets nothing moved
+     * towards it, which would only move partitions off a live node and back.
+     */
+    @Test
+    void aRoundMovesNothingTowardsARegionWhoseMemberIsNotUp() throws Exception {
+        Map<ActorRef, List<String>> allocations = new LinkedHashMap<>();
+        allocations.put(region("up-and-full"), shards(0, 10));
+        allocations.put(regionAt(10_999), List.of());
+        assertEquals(Set.of(), rebalance(started(Duration.ZERO), allocations), "nothing towards a region not Up");
+        allocations.put(region("up-and-empty"), List.of());
+        assertEquals(5, rebalance(started(Duration.ZERO), allocations).size(), "half of them towards the one that is Up");
+    }
+
     @Test
     void aProbeTimeoutMustNotBeNegative() {
         assertThrows(IllegalArgumentException.class, () -> new ProbedRebalance(Duration.ofMillis(-1), "/system/x"));
