@@ -36,8 +36,10 @@ class MemoryNodeCrashIT {
     @Timeout(value = 15, unit = TimeUnit.MINUTES) // a hang guard for -Ddex.it.kills=10; one round takes about 45 s
     void killingThePrimaryLosesNothingAndTheBackupServesThenAReplacementIsCopied() throws Exception {
         NodeProcess first = cluster.startMemoryNode("memory-0-a", 0);
-        NodeProcess second = cluster.startMemoryNode("memory-0-b", 0);
+        // The backup's JVM starts while the compute nodes' do: it joins a view that is formed, whenever it comes.
+        NodeProcess second = cluster.startMemoryNodeAsync("memory-0-b", 0);
         List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
+        second.awaitPort(ClusterHarness.NODE_START);
         DexClientApi client = cluster.startClient();
         cluster.awaitMembersUp(5);
         NodeProcess primary = ClusterHarness.awaitPrimary(List.of(first, second), 1);

@@ -38,12 +38,14 @@ class ReplicaGroupLostIT {
         NodeProcess first0 = cluster.startMemoryNode("memory-0-a", 0);
         List<NodeProcess> others = List.of(cluster.startMemoryNodeAsync("memory-0-b", 0),
                 cluster.startMemoryNodeAsync("memory-1-a", 1), cluster.startMemoryNodeAsync("memory-1-b", 1));
+        // The replica groups' coordinator runs on compute nodes, and a compute node's engine must open on the loaded
+        // tree's partition table: a compute node that serves nothing forms the groups for the load, then leaves. Its JVM
+        // starts while the other memory nodes' do (it needs only the seed to join).
+        NodeProcess former = cluster.startComputeNodeAsync("compute-forms-groups", "--memory-nodes", "2");
         for (NodeProcess node : others) {
             node.awaitPort(ClusterHarness.NODE_START);
         }
-        // The replica groups' coordinator runs on compute nodes, and a compute node's engine must open on the loaded
-        // tree's partition table: a compute node that serves nothing forms the groups for the load, then leaves.
-        NodeProcess former = cluster.startComputeNode("compute-forms-groups", "--memory-nodes", "2");
+        former.awaitPort(ClusterHarness.NODE_START);
         NodeProcess primary0 = ClusterHarness.awaitPrimary(List.of(first0, others.get(0)), 1);
         NodeProcess primary1 = ClusterHarness.awaitPrimary(others.subList(1, 3), 1);
         NodeProcess backup0 = primary0 == first0 ? others.get(0) : first0;

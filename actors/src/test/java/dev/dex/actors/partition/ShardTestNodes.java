@@ -80,10 +80,11 @@ final class ShardTestNodes {
         return hosts;
     }
 
-    /** Terminates every system and waits for each (up to 60 s). */
+    /** Stops every system as the whole cluster ({@link LeaveDrain#CLUSTER_STOP}: nothing drains) and waits for each (up to 60 s). */
     static void stopAll(List<ActorSystem<?>> systems) throws Exception {
         for (ActorSystem<?> system : systems) {
-            system.terminate();
+            org.apache.pekko.actor.CoordinatedShutdown.get(org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(system))
+                    .runAll(LeaveDrain.CLUSTER_STOP);
         }
         for (ActorSystem<?> system : systems) {
             system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
