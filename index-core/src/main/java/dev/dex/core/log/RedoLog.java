@@ -206,12 +206,14 @@ public final class RedoLog {
      */
     public static long directory(RemoteMemory memory, int partitions) {
         long directory = memory.readLong(DIRECTORY_POINTER_ADDRESS);
-        if (directory != 0) {
-            return directory;
-        }
-        int server = memory.memoryServerIds()[0];
+        // Checked also for a directory that exists: one made for the instances' word alone is a chunk of its server's
+        // length, which must hold this tree's partition words too.
+        int server = directory != 0 ? dev.dex.rdma.GlobalAddress.serverId(directory) : memory.memoryServerIds()[0];
         if (memory.chunkAllocator().chunkLength(server) < RedoLogDescriptor.directoryLength(partitions)) {
             throw new IllegalStateException("a chunk cannot hold the log directory of " + partitions + " partitions");
+        }
+        if (directory != 0) {
+            return directory;
         }
         long created = memory.chunkAllocator().allocateChunk(server);
         long found = memory.compareAndSwap(DIRECTORY_POINTER_ADDRESS, 0, created);

@@ -12,7 +12,7 @@ import dev.dex.core.tree.SuperblockDescriptor;
  * log directory (one chunk): one 8-byte word per partition, the address of its log or 0 ({@link #slotOffset}); at
  * 2048 the address of the engine instances' registry or 0. Partitions 256 and up (trees of more than the 256
  * partitions the first layout had room for) have their words after it, so a directory written then reads the same.
- *   0          8                    2040         2048        2056          2064                 8 * partitions
+ *   0          8                    2040         2048        2056          2064                 8 * partitions + 8
  *   +----------+-------- ... -------+------------+-----------+-------------+-------- ... --------+
  *   | log p=0  |                    | log p=255  | instances | log p=256   |                     |
  *   +----------+-------- ... -------+------------+-----------+-------------+-------- ... --------+

@@ -95,7 +95,9 @@ class ManyPartitionsTest {
             PartitionTable most = PartitionTable.equalWidth(fits, 0, RANGE);
             PartitionTable.store(admin, most);
             assertEquals(most, PartitionTable.load(admin), fits + " partitions fit a 4 KiB chunk");
-            // A directory of one 4 KiB chunk holds the words of 511 partitions, not 1,024.
+            // A directory of one 4 KiB chunk holds the words of 511 partitions, not 1,024: refused also when the directory
+            // exists already (the engine instances' registry makes it for its own word).
+            new InstanceRegistry(admin).register(1, 2);
             IllegalStateException directory = assertThrows(IllegalStateException.class,
                     () -> RedoLog.open(admin, 0, 1024, 1, 4096, 1_000_000_000L));
             assertTrue(directory.getMessage().contains("1024 partitions"), directory.getMessage());
