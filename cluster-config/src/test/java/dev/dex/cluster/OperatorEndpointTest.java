@@ -48,10 +48,21 @@ class OperatorEndpointTest {
         }
     }
 
+    /**
+     * A free port below the kernel's ephemeral range (32768 up): a port the kernel handed out could be handed out again,
+     * to a node's remoting, before the endpoint binds it, as a CI run saw ("could not listen at 127.0.0.1:37607").
+     */
     private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return socket.getLocalPort();
+        int start = 20_000 + java.util.concurrent.ThreadLocalRandom.current().nextInt(12_000);
+        for (int i = 0; i < 12_000; i++) {
+            int port = 20_000 + (start - 20_000 + i) % 12_000;
+            try (ServerSocket socket = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
+                return socket.getLocalPort();
+            } catch (IOException taken) {
+                // the next one
+            }
         }
+        throw new IOException("no free port in [20000, 32000)");
     }
 
     private static Config config(String role, String fabric, int managementPort, List<String> seeds) {
