@@ -246,7 +246,7 @@ class FenceThenDownTest {
         java.util.concurrent.ExecutorService executor = java.util.concurrent.Executors.newSingleThreadExecutor();
         try {
             int port;
-            try (java.net.ServerSocket listening = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            try (java.net.ServerSocket listening = dev.dex.rdma.testing.LoopbackPorts.listen()) {
                 port = listening.getLocalPort();
                 org.apache.pekko.actor.Address alive = new org.apache.pekko.actor.Address("pekko", "dex", "127.0.0.1", port);
                 assertEquals(FenceThenDown.Port.ACCEPTED, FenceThenDown.probePort(alive, Duration.ofSeconds(2), executor)

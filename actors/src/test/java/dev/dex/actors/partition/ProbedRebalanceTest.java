@@ -99,10 +99,7 @@ class ProbedRebalanceTest {
 
     /** The address of a node that is not there: this system's name at a closed loopback port. */
     private org.apache.pekko.actor.Address nobody() throws Exception {
-        int closed;
-        try (java.net.ServerSocket socket = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            closed = socket.getLocalPort();
-        }
+        int closed = dev.dex.rdma.testing.LoopbackPorts.free();
         org.apache.pekko.actor.Address self = Cluster.get(kit.system()).selfMember().address();
         return new org.apache.pekko.actor.Address(self.protocol(), self.system(), "127.0.0.1", closed);
     }
