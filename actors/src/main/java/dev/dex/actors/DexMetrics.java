@@ -25,7 +25,7 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 /**
  * A node's metrics, for Prometheus to scrape ({@code docs/operations.md} lists each one): the verbs its engine
  * issued by kind, its cache's hits, misses, admissions, evictions and offloads, the partitions it holds and hands
- * off, the offloads a memory node ran, and a client's request latencies. One per actor system (a Pekko extension, {@link #get});
+ * off, the operations it ran per partition, the offloads a memory node ran, and a client's request latencies. One per actor system (a Pekko extension, {@link #get});
  * the engine's own counters are read when scraped, so nothing is added to an operation's path.
  *
  * <p>The recording methods ({@link #engine}, {@link #acquired}, {@link #memoryOffload}, {@link #request}, ...) are
@@ -33,7 +33,7 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
  * code outside the module.
  *
  * <pre>
- * Concurrency: thread-safe. Engines are registered in a copy-on-write list (a compute node registers one when it
+ * Concurrency: thread-safe. Engines (and their partitions' loads) are registered in copy-on-write lists (a compute node registers one when it
  * is ready, and removes it when it stops); the counters are the Prometheus client's (lock-free adds); a scrape
  * reads the engines' counters, which are sums of per-session counters written with opaque stores, so a scrape
  * sees each counter as of some moment during the scrape.
@@ -50,6 +50,7 @@ public final class DexMetrics implements Extension {
 
     private final PrometheusRegistry registry = new PrometheusRegistry();
     private final List<DexEngine> engines = new CopyOnWriteArrayList<>();
+    private final List<PartitionLoad> loads = new CopyOnWriteArrayList<>();
     private final Counter handoffs;
     private final Counter memoryOffloads;
     private final Histogram requestSeconds;
@@ -87,6 +88,20 @@ public final class DexMetrics implements Extension {
                 .register(registry);
         GaugeWithCallback.builder().name("dex_partitions_held").help("Partitions the compute node holds now")
                 .callback(callback -> callback.call(engines.stream().mapToLong(DexMetrics::held).sum())).register(registry);
+        CounterWithCallback.builder().name("dex_partition_operations")
+                .help("Operations the compute node ran for each partition since it started (kept after a move away)")
+                .labelNames("partition")
+                .callback(callback -> {
+                    for (PartitionLoad load : loads) {
+                        for (int p = 0; p < load.partitions(); p++) {
+                            long operations = load.operations(p);
+                            if (operations > 0) {
+                                callback.call(operations, Integer.toString(p));
+                            }
+                        }
+                    }
+                })
+                .register(registry);
         this.handoffs = Counter.builder().name("dex_partition_handoffs")
                 .help("Partitions acquired (a move to this node or a start) and released (a move away) by this compute node")
                 .labelNames("event").register(registry);
@@ -140,14 +155,16 @@ public final class DexMetrics implements Extension {
         return held;
     }
 
-    /** A compute node's engine, ready: its counters are exported from now on. */
-    public void engine(DexEngine engine) {
+    /** A compute node's engine and the load its workers measure, ready: their counters are exported from now on. */
+    public void engine(DexEngine engine, PartitionLoad load) {
         engines.add(engine);
+        loads.add(load);
     }
 
-    /** The compute node stopped: its engine is no longer exported. */
-    public void engineStopped(DexEngine engine) {
+    /** The compute node stopped: its engine and load are no longer exported. */
+    public void engineStopped(DexEngine engine, PartitionLoad load) {
         engines.remove(engine);
+        loads.remove(load);
     }
 
     /** A partition was acquired by this compute node. */

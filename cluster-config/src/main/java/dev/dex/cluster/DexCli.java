@@ -441,7 +441,11 @@ public final class DexCli implements Callable<Integer> {
         List<ComputeNode.Status> statuses = ClusterMember.computeStatuses(system);
         out.println("compute nodes:");
         for (ComputeNode.Status s : statuses) {
-            out.printf("  %-32s partitions %s%n", s.address(), s.partitionsHeld());
+            out.printf("  %-32s partitions (%d) %s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld());
+            String load = loadLine(s);
+            if (!load.isEmpty()) {
+                out.printf("  %-32s %s%n", "", load);
+            }
             if (!s.memoryServersOut().isEmpty()) {
                 out.printf("  %-32s NOT READY: memory server(s) %s out of the cluster; their keys are not served until they are back%n",
                         "", s.memoryServersOut());
@@ -452,7 +456,64 @@ public final class DexCli implements Callable<Integer> {
             out.printf("  %-32s verbs: reads %,d writes %,d atomics %,d two-sided %,d bytes %,d; cache hits %.1f%%; offloads %,d%n",
                     "", s.reads(), s.writes(), s.atomics(), s.twoSided(), s.bytes(), 100 * s.cacheHitRatio(), s.offloads());
         }
+        String balance = balanceLine(statuses);
+        if (!balance.isEmpty()) {
+            out.println(balance);
+        }
         out.flush();
         return statuses;
+    }
+
+    /** The operations per second of all partitions {@code status}'s node holds over its last window; NaN before its first. */
+    static double load(ComputeNode.Status status) {
+        if (!(status.loadWindowSeconds() > 0)) {
+            return Double.NaN;
+        }
+        return status.partitionRates().stream().mapToDouble(Double::doubleValue).sum();
+    }
+
+    /** The busiest partitions {@link #loadLine} names. */
+    static final int BUSIEST_SHOWN = 3;
+
+    /**
+     * A compute node's load as it measured it over its last complete window ({@code dex.compute.load-window}): the
+     * operations per second of all its partitions and of its busiest ones; empty before its first window closed.
+     */
+    static String loadLine(ComputeNode.Status status) {
+        double total = load(status);
+        if (Double.isNaN(total)) {
+            return "";
+        }
+        List<Integer> held = status.partitionsHeld();
+        List<Integer> order = new java.util.ArrayList<>(java.util.stream.IntStream.range(0, held.size()).boxed().toList());
+        order.sort(java.util.Comparator.comparingDouble((Integer i) -> status.partitionRates().get(i)).reversed()
+                .thenComparing(held::get));
+        StringBuilder busiest = new StringBuilder();
+        for (int i = 0; i < Math.min(BUSIEST_SHOWN, order.size()); i++) {
+            int at = order.get(i);
+            busiest.append(i == 0 ? "; busiest: " : ", ").append(String.format("%d at %,.0f", held.get(at),
+                    status.partitionRates().get(at)));
+        }
+        return String.format("load: %,.0f operations per second over its last %s s%s", total,
+                new java.text.DecimalFormat("0.###").format(status.loadWindowSeconds()), busiest);
+    }
+
+    /**
+     * How evenly the compute nodes share partitions and load: the fewest and most partitions a node holds, and, once
+     * every node measured a window, the busiest and least busy node's operations per second. Empty without nodes.
+     */
+    static String balanceLine(List<ComputeNode.Status> statuses) {
+        if (statuses.isEmpty()) {
+            return "";
+        }
+        java.util.IntSummaryStatistics held = statuses.stream().mapToInt(s -> s.partitionsHeld().size()).summaryStatistics();
+        String line = String.format("balance: %d to %d partitions per compute node", held.getMin(), held.getMax());
+        if (statuses.stream().anyMatch(s -> Double.isNaN(load(s)))) {
+            return line;
+        }
+        java.util.DoubleSummaryStatistics load = statuses.stream().mapToDouble(DexCli::load).summaryStatistics();
+        String ratio = load.getMin() > 0 ? String.format(" (%.2fx)", load.getMax() / load.getMin()) : "";
+        return line + String.format("; load from %,.0f to %,.0f operations per second per node%s", load.getMin(), load.getMax(),
+                ratio);
     }
 }

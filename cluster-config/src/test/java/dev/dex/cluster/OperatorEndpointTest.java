@@ -4,8 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -48,23 +46,6 @@ class OperatorEndpointTest {
         }
     }
 
-    /**
-     * A free port below the kernel's ephemeral range (32768 up): a port the kernel handed out could be handed out again,
-     * to a node's remoting, before the endpoint binds it, as a CI run saw ("could not listen at 127.0.0.1:37607").
-     */
-    private static int freePort() throws IOException {
-        int start = 20_000 + java.util.concurrent.ThreadLocalRandom.current().nextInt(12_000);
-        for (int i = 0; i < 12_000; i++) {
-            int port = 20_000 + (start - 20_000 + i) % 12_000;
-            try (ServerSocket socket = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
-                return socket.getLocalPort();
-            } catch (IOException taken) {
-                // the next one
-            }
-        }
-        throw new IOException("no free port in [20000, 32000)");
-    }
-
     private static Config config(String role, String fabric, int managementPort, List<String> seeds) {
         Config overrides = ConfigFactory.parseString("""
                 dex.fabric.transport = local
@@ -72,6 +53,7 @@ class OperatorEndpointTest {
                 dex.memory.region-size = 64MiB
                 dex.tree.partitions = 4
                 dex.compute.cache-size = 8MiB
+                dex.compute.load-window = 1s
                 dex.management.port = %d
                 """.formatted(fabric, managementPort));
         return DexNodes.nodeConfig(DexNodes.config(overrides), role, "127.0.0.1", 0, seeds);
@@ -104,9 +86,9 @@ class OperatorEndpointTest {
     @Test
     void membersShardsReadinessAndMetricsThatMoveWithLoad() throws Exception {
         String fabric = "operator-" + UUID.randomUUID();
-        int memoryPort = freePort();
-        int computePort = freePort();
-        int clientPort = freePort();
+        int memoryPort = dev.dex.rdma.testing.LoopbackPorts.free();
+        int computePort = dev.dex.rdma.testing.LoopbackPorts.free();
+        int clientPort = dev.dex.rdma.testing.LoopbackPorts.free();
         Config memory = config("memory", fabric, memoryPort, List.of());
         ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
         systems.add(memorySystem);
@@ -171,6 +153,24 @@ class OperatorEndpointTest {
         assertEquals(dev.dex.core.cache.DexEngineSettings.DEFAULT_LEAF_ADMISSION, sample(after, "dex_leaf_admission"), 1e-9,
                 "P_A, fixed at its default: " + after);
         assertTrue(after.contains("# HELP dex_cache_evictions_total") && after.contains("dex_offloads_total"), after);
+        // The compute node counted each operation against its partition, and none against the partitions it never ran.
+        assertEquals(1_000, sample(after, "dex_partition_operations_total{partition=\"0\"}"), 0.0, after);
+        assertFalse(after.contains("dex_partition_operations_total{partition=\"1\"}"), after);
+        // Its status carries the load of its last window (1 s here), which dex status prints.
+        long measured = System.nanoTime() + WAIT.toNanos();
+        dev.dex.actors.node.ComputeNode.Status loaded;
+        do {
+            Thread.sleep(100);
+            loaded = ClusterMember.computeStatuses(clientSystem).get(0);
+        } while (loaded.loadWindowSeconds() == 0 && System.nanoTime() < measured);
+        assertEquals(1.0, loaded.loadWindowSeconds(), 0.0, "a window closed: " + loaded);
+        assertEquals(List.of(0), loaded.partitionsHeld());
+        assertTrue(loaded.partitionRates().get(0) >= 0 && loaded.partitionRates().get(0) <= 1_000, loaded.toString());
+        java.io.StringWriter withLoad = new java.io.StringWriter();
+        DexCli.printStatus(clientSystem, new java.io.PrintWriter(withLoad));
+        assertTrue(withLoad.toString().contains("partitions (1) [0]") && withLoad.toString().contains("load: ")
+                && withLoad.toString().contains("over its last 1 s; busiest: 0 at "), withLoad.toString());
+        assertTrue(withLoad.toString().contains("balance: 1 to 1 partitions per compute node; load from "), withLoad.toString());
 
         String clientMetrics = get(clientPort, "/metrics").body();
         assertEquals(500, sample(clientMetrics, "dex_client_request_seconds_count{op=\"put\"}"), 0.0, clientMetrics);

@@ -1,7 +1,6 @@
 package dev.dex.actors.node;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -83,21 +82,29 @@ public final class ComputeNode {
     /**
      * What a compute node holds and did: partitions, verbs per kind, cache hit ratio, offloads, and the memory servers
      * it uses whose memory node is out of the cluster as it last looked (empty while all are members), and, for replicated
-     * servers that lost every replica, why each is lost ({@code memoryServersLost}, naming the replicas).
+     * servers that lost every replica, why each is lost ({@code memoryServersLost}, naming the replicas). And the operations
+     * per second of each partition held ({@code partitionRates}, in that order) over its last window of
+     * {@code loadWindowSeconds} ({@code dex.compute.load-window}; 0 with no rates before the first window closed).
      */
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                          long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
-                         List<String> memoryServersLost, String jvm, long jvmAllocatedBytes) implements CborSerializable {
+                         List<String> memoryServersLost, String jvm, long jvmAllocatedBytes, List<Double> partitionRates,
+                         double loadWindowSeconds) implements CborSerializable {
         public Status {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
             memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
+            partitionRates = partitionRates == null ? List.of() : List.copyOf(partitionRates);
+            if (loadWindowSeconds > 0 && (partitionsHeld == null || partitionRates.size() != partitionsHeld.size())) {
+                throw new IllegalArgumentException(partitionRates.size() + " partition rates for " + partitionsHeld.size()
+                        + " partitions held: " + partitionsHeld);
+            }
         }
 
         /** A status of this JVM ({@link JvmAllocation}). */
         public Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                       long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut, List<String> memoryServersLost) {
             this(address, partitionsHeld, reads, writes, atomics, twoSided, bytes, cacheHitRatio, offloads, memoryServersOut,
-                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes());
+                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), List.of(), 0);
         }
     }
 
@@ -350,7 +357,8 @@ public final class ComputeNode {
                     + " locks over should it die without leaving", engine.instanceId(), notNow.toString());
         }
         engine.instanceLiveness(uid -> isMember(cluster, uid));
-        EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute");
+        EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute",
+                context.getSystem().settings().config().getDuration("dex.compute.load-window"));
         ActorRef<Command> self = context.getSelf();
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
         ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
@@ -364,7 +372,7 @@ public final class ComputeNode {
         // Clients send this node the batches of all the partitions it serves in one message (PartitionRouter).
         // A graceful leave hands the partitions over a few per rebalance round, then the router refuses what still comes.
         ActorRef<PartitionRouter.Command> router = context.spawn(PartitionRouter.create(region), "partition-router");
-        LeaveDrain.onShutdown(context.getSystem(), Partition.TYPE_KEY, settings.leave(), () -> heldBy(engine).size(),
+        LeaveDrain.onShutdown(context.getSystem(), Partition.TYPE_KEY, settings.leave(), () -> workers.held().size(),
                 () -> PartitionRouter.leave(context.getSystem(), router));
         // Batches sharding drops while a partition moves are answered NOT_HELD at once, not left to time out.
         context.spawn(DroppedBatches.create(context.getSystem().address().toString()), "dropped-batches");
@@ -506,6 +514,7 @@ public final class ComputeNode {
     private void onHealthTick(DexEngine engine, EngineWorkers workers, RemoteMemory connection) {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
+        workers.load().roll(now);
         LostServers.Seen seen = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
                 memory, endpoints, groups, connection, context.getLog());
         List<Integer> out = seen.out();
@@ -602,31 +611,21 @@ public final class ComputeNode {
         instancesSeen.addAll(now);
     }
 
-    /** The partitions {@code engine} holds (acquired and not yet released), in order. */
-    private static List<Integer> heldBy(DexEngine engine) {
-        List<Integer> held = new ArrayList<>();
-        for (int p = 0; p < engine.partitions().count(); p++) {
-            if (engine.holds(p)) {
-                held.add(p);
-            }
-        }
-        return held;
-    }
-
     private Behavior<Command> ready(DexEngine engine, EngineWorkers workers, RemoteMemory connection, OffloadChannel channel) {
-        DexMetrics.get(context.getSystem()).engine(engine);
+        DexMetrics.get(context.getSystem()).engine(engine, workers.load());
         return Behaviors.receive(Command.class)
                 .onMessage(GetPartitionTable.class, get -> {
                     get.replyTo().tell(new PartitionTableReply(engine.partitions().upperBounds()));
                     return Behaviors.same();
                 })
                 .onMessage(GetStatus.class, get -> {
-                    List<Integer> held = heldBy(engine);
+                    List<Integer> held = workers.held();
                     VerbSnapshot verbs = engine.verbs();
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
                             verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut,
-                            lastLost));
+                            lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), workers.load().rates(held),
+                            workers.load().measuredWindowSeconds()));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {
@@ -682,7 +681,7 @@ public final class ComputeNode {
                 .onMessage(Groups.class, this::onGroups)
                 .onMessage(Retry.class, retry -> Behaviors.same())
                 .onSignal(PostStop.class, stop -> {
-                    DexMetrics.get(context.getSystem()).engineStopped(engine);
+                    DexMetrics.get(context.getSystem()).engineStopped(engine, workers.load());
                     if (!workers.closeAndWait()) {
                         // A worker is still inside an operation: closing the connection would unmap memory it
                         // uses (shm). The process is going away; its mappings go with it.

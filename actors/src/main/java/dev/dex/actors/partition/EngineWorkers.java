@@ -9,6 +9,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
+import dev.dex.actors.PartitionLoad;
 import dev.dex.core.cache.DexEngine;
 import dev.dex.core.cache.DexSession;
 import dev.dex.core.engine.PartitionNotHeldException;
@@ -44,9 +45,16 @@ public final class EngineWorkers implements AutoCloseable {
     static final long ACQUIRE_LOG_INTERVAL_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     /** Per partition, what last failed an operation or the commit of one of its batches. */
     private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
+    private final PartitionLoad load;
 
     public EngineWorkers(DexEngine engine, int threads, String name) {
+        this(engine, threads, name, PartitionLoad.DEFAULT_WINDOW);
+    }
+
+    /** Workers that measure each partition's load over windows of {@code loadWindow} ({@code dex.compute.load-window}). */
+    public EngineWorkers(DexEngine engine, int threads, String name, java.time.Duration loadWindow) {
         this.engine = engine;
+        this.load = new PartitionLoad(engine.partitions().count(), loadWindow, System.nanoTime());
         AtomicInteger ids = new AtomicInteger();
         this.pool = Executors.newFixedThreadPool(threads, task -> {
             Thread thread = new Thread(task, name + "-worker-" + ids.getAndIncrement());
@@ -64,6 +72,22 @@ public final class EngineWorkers implements AutoCloseable {
 
     DexEngine engine() {
         return engine;
+    }
+
+    /** The partitions the engine holds (acquired and not yet released), in order. */
+    public List<Integer> held() {
+        List<Integer> held = new ArrayList<>();
+        for (int p = 0; p < engine.partitions().count(); p++) {
+            if (engine.holds(p)) {
+                held.add(p);
+            }
+        }
+        return held;
+    }
+
+    /** The operations the workers ran per partition, and their rates: the load this node measures. */
+    public PartitionLoad load() {
+        return load;
     }
 
     /** What to do (once) when a memory node turns out to have fenced this compute node. */
@@ -136,6 +160,7 @@ public final class EngineWorkers implements AutoCloseable {
     CompletionStage<Ops.Results> execute(int partition, List<Ops.Op> ops, long[] trace) {
         return CompletableFuture.supplyAsync(() -> {
             HopTrace.stamp(trace, HopTrace.WORKER_START);
+            load.add(partition, ops.size());
             DexSession session = sessions.get();
             List<Ops.Result> results = new ArrayList<>(ops.size());
             session.beginBatch();
