@@ -92,12 +92,16 @@ public final class DexMetrics implements Extension {
                 .help("Operations the compute node ran for each partition since it started (kept after a move away)")
                 .labelNames("partition")
                 .callback(callback -> {
+                    // Summed over the loads registered (one per compute node; a label may be reported only once).
+                    long[] operations = new long[loads.stream().mapToInt(PartitionLoad::partitions).max().orElse(0)];
                     for (PartitionLoad load : loads) {
                         for (int p = 0; p < load.partitions(); p++) {
-                            long operations = load.operations(p);
-                            if (operations > 0) {
-                                callback.call(operations, Integer.toString(p));
-                            }
+                            operations[p] += load.operations(p);
+                        }
+                    }
+                    for (int p = 0; p < operations.length; p++) {
+                        if (operations[p] > 0) {
+                            callback.call(operations[p], Integer.toString(p));
                         }
                     }
                 })

@@ -16,8 +16,8 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * <pre>
  * Concurrency: workers add into an AtomicLongArray (lock-free, any thread). One thread at a time rolls the window
  * (the compute node's actor, on its health tick): the counts at the window's start are that thread's alone, and each
- * complete window's rates are published as a new array through a volatile field, never changed afterwards. Readers
- * (a status request, a metrics scrape) read that array, or the counters, from any thread. A rate is that of the
+ * complete window (its length and rates) is published as a new object through a volatile field, never changed
+ * afterwards. Readers (a status request, a metrics scrape) read that object, or the counters, from any thread. A rate is that of the
  * adds its window's roll saw; an add racing the roll counts in the next window.
  * </pre>
  */
@@ -30,8 +30,20 @@ public final class PartitionLoad {
     /** Counts at the open window's start, and when it opened (System.nanoTime): the rolling thread's alone. */
     private final long[] atStart;
     private long startNanos;
-    /** Operations per second of each partition over the last complete window; null before the first one closed. */
-    private volatile double[] rates;
+    /** The last complete window; null before the first one closed. */
+    private volatile Window last;
+
+    /** A closed window: how long it really lasted (it closes on the first roll after its length), and each rate in it. */
+    private record Window(double seconds, double[] rates) {
+    }
+
+    /**
+     * The last complete window's rates of some partitions, in the order asked for, and how long that window lasted;
+     * {@link #NONE} before the first window closed.
+     */
+    public record Measured(List<Double> rates, double seconds) {
+        public static final Measured NONE = new Measured(List.of(), 0);
+    }
 
     /** A load of {@code partitions} partitions measured over windows of {@code window}, the first opening at {@code nowNanos}. */
     public PartitionLoad(int partitions, Duration window, long nowNanos) {
@@ -83,29 +95,19 @@ public final class PartitionLoad {
             atStart[p] = now;
         }
         startNanos = nowNanos;
-        rates = closed;
+        last = new Window(elapsed / 1e9, closed);
         return true;
     }
 
-    /** Whether a window has closed: the rates are measured. */
-    public boolean measured() {
-        return rates != null;
-    }
-
-    /** The rates of the partitions {@code held}, in its order; empty before the first window closed. */
-    public List<Double> rates(List<Integer> held) {
-        double[] last = rates;
-        return last == null ? List.of() : held.stream().map(p -> last[p]).toList();
-    }
-
-    /** The window's length in seconds once one has closed (the rates are measured); 0 before. */
-    public double measuredWindowSeconds() {
-        return measured() ? windowNanos / 1e9 : 0;
+    /** The rates of the partitions {@code held} over the last complete window, one window read once. */
+    public Measured last(List<Integer> held) {
+        Window window = last;
+        return window == null ? Measured.NONE : new Measured(held.stream().map(p -> window.rates()[p]).toList(), window.seconds());
     }
 
     /** {@code partition}'s operations per second over the last complete window; NaN before the first one closed. */
     public double rate(int partition) {
-        double[] last = rates;
-        return last == null ? Double.NaN : last[partition];
+        Window window = last;
+        return window == null ? Double.NaN : window.rates()[partition];
     }
 }

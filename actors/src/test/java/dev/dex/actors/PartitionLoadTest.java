@@ -26,7 +26,7 @@ class PartitionLoadTest {
         load.add(3, 20);
         assertFalse(load.roll(10 * SECOND - 1), "the window is not complete yet");
         assertTrue(Double.isNaN(load.rate(1)), "no rate before the first window closed");
-        assertTrue(load.rates(List.of(1)).isEmpty() && load.measuredWindowSeconds() == 0, "nor a window");
+        assertEquals(PartitionLoad.Measured.NONE, load.last(List.of(1)), "nor a window");
         assertTrue(load.roll(10 * SECOND));
         assertEquals(5.0, load.rate(1), 1e-9);
         assertEquals(2.0, load.rate(3), 1e-9);
@@ -40,8 +40,16 @@ class PartitionLoadTest {
         assertEquals(0.0, load.rate(3), 1e-9, "no operation in this window");
         assertEquals(80, load.operations(1), "the count goes on over windows");
         assertEquals(Duration.ofSeconds(10), load.window());
-        assertEquals(10.0, load.measuredWindowSeconds(), 0.0);
-        assertEquals(List.of(2.0, 0.0), load.rates(List.of(1, 3)), "the rates of the partitions asked for, in their order");
+        assertEquals(new PartitionLoad.Measured(List.of(2.0, 0.0), 15.0), load.last(List.of(1, 3)),
+                "the rates of the partitions asked for, in their order, over the 15 s the window lasted");
+    }
+
+    private static long total(PartitionLoad load) {
+        long total = 0;
+        for (int p = 0; p < load.partitions(); p++) {
+            total += load.operations(p);
+        }
+        return total;
     }
 
     @Test
@@ -53,9 +61,9 @@ class PartitionLoadTest {
     }
 
     /**
-     * Workers add from four threads while one thread rolls windows of one second (its own clock): every operation
-     * counts in exactly one window, so the windows' rates times their length add up, per partition, to what the
-     * workers added, and so does the count.
+     * Workers add from four threads while one thread rolls 200 windows of one second (its own clock), then they stop
+     * and a last window closes: every operation counts in exactly one window, so the windows' rates times their length
+     * add up, per partition, to what the workers added, and so does the count.
      */
     @Test
     void concurrentAddsCountInExactlyOneWindowEach() throws Exception {
@@ -71,7 +79,7 @@ class PartitionLoadTest {
             Thread worker = new Thread(() -> {
                 ThreadLocalRandom random = ThreadLocalRandom.current();
                 started.countDown();
-                for (int i = 0; i < 200_000 && !stop.get(); i++) {
+                while (!stop.get()) {
                     int p = random.nextInt(partitions);
                     int count = 1 + random.nextInt(64);
                     load.add(p, count);
@@ -84,24 +92,30 @@ class PartitionLoadTest {
         assertTrue(started.await(10, TimeUnit.SECONDS));
         double[] seen = new double[partitions];
         long now = 0;
-        int windows = 0;
-        while (workers.stream().anyMatch(Thread::isAlive)) {
+        for (int w = 0; w < 200; w++) {
+            // Each window takes some adds: the rolls interleave with the workers.
+            long before = total(load);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (total(load) == before && System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
+            assertTrue(total(load) > before, "the workers add while windows roll");
             now += SECOND;
             assertTrue(load.roll(now));
-            windows++;
             for (int p = 0; p < partitions; p++) {
                 seen[p] += load.rate(p);
             }
         }
+        stop.set(true);
         for (Thread worker : workers) {
             worker.join(TimeUnit.SECONDS.toMillis(30));
+            assertFalse(worker.isAlive(), worker.getName() + " stopped");
         }
         now += SECOND;
         assertTrue(load.roll(now), "the last window takes what came after the previous roll");
         for (int p = 0; p < partitions; p++) {
             seen[p] += load.rate(p);
         }
-        assertTrue(windows > 1, "the adds spread over several windows: " + windows);
         for (int p = 0; p < partitions; p++) {
             long expected = 0;
             for (long[] mine : added) {

@@ -494,8 +494,8 @@ public final class DexCli implements Callable<Integer> {
             busiest.append(i == 0 ? "; busiest: " : ", ").append(String.format("%d at %,.0f", held.get(at),
                     status.partitionRates().get(at)));
         }
-        return String.format("load: %,.0f operations per second over its last %s s%s", total,
-                new java.text.DecimalFormat("0.###").format(status.loadWindowSeconds()), busiest);
+        return String.format("load: %,.0f operations per second over its last %.1f s%s", total, status.loadWindowSeconds(),
+                busiest);
     }
 
     /**

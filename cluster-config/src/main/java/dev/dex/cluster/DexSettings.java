@@ -71,8 +71,11 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         DexEngineSettings engine = DexEngineSettings.fromConfig(dex.getConfig("compute"));
         // Read by the shard coordinator's strategy where it starts; checked here, where a bad value stops the node at once.
         dev.dex.actors.partition.ProbedRebalance.RoundLimit.of(config);
-        // Read by the compute node where its workers start.
-        positive(dex, "compute.load-window");
+        // Read by the compute node where its workers start; its windows close on its health tick, every second.
+        if (dex.getDuration("compute.load-window").compareTo(Duration.ofSeconds(1)) < 0) {
+            throw new IllegalArgumentException("dex.compute.load-window must be at least 1s (a compute node closes its"
+                    + " windows on its health tick, every second): " + dex.getDuration("compute.load-window"));
+        }
         ComputeNode.Settings compute = new ComputeNode.Settings(
                 range(dex, "compute.memory-nodes", dex.getInt("compute.memory-nodes"), 1, 32768), engine,
                 range(dex, "compute.worker-threads", dex.getInt("compute.worker-threads"), 1, 1024),

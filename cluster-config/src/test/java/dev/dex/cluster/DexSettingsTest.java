@@ -102,7 +102,7 @@ class DexSettingsTest {
             "dex.compute.leaf-admission | often | leaf admission must be auto or a probability in [0, 1]: often",
             "dex.compute.worker-threads | 0    | dex.compute.worker-threads must be in [1, 1024]",
             "dex.compute.handshake.describe-timeout | 0s | dex.compute.handshake.describe-timeout must be positive",
-            "dex.compute.load-window | 0s | dex.compute.load-window must be positive",
+            "dex.compute.load-window | 500ms | dex.compute.load-window must be at least 1s (a compute node closes its windows on its health tick, every second): PT0.5S",
             "dex.compute.handshake.min-backoff | 10s | dex.compute.handshake: a backoff needs 0 < min <= max",
             "dex.demo.seconds         | 0      | dex.demo.seconds must be in [1, 3600]"})
     void aBadSettingFailsWithItsKeyInTheMessage(String key, String value, String message) {

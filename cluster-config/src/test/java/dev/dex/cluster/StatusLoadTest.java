@@ -23,10 +23,10 @@ class StatusLoadTest {
     @Test
     void aNodesLineNamesItsTotalAndItsBusiestPartitions() {
         var status = node("a", List.of(2, 5, 9, 11), List.of(100.0, 4_000.0, 0.0, 1_500.0));
-        assertEquals("load: 5,600 operations per second over its last 10 s; busiest: 5 at 4,000, 11 at 1,500, 2 at 100",
+        assertEquals("load: 5,600 operations per second over its last 10.0 s; busiest: 5 at 4,000, 11 at 1,500, 2 at 100",
                 DexCli.loadLine(status));
         // Ties go to the lower partition; a node with fewer partitions than the busiest shown names them all.
-        assertEquals("load: 20 operations per second over its last 10 s; busiest: 3 at 10, 7 at 10",
+        assertEquals("load: 20 operations per second over its last 10.0 s; busiest: 3 at 10, 7 at 10",
                 DexCli.loadLine(node("b", List.of(7, 3), List.of(10.0, 10.0))));
     }
 
@@ -35,7 +35,7 @@ class StatusLoadTest {
         assertEquals("", DexCli.loadLine(fresh("a", List.of(1, 2))));
         assertEquals("", DexCli.loadLine(new ComputeNode.Status("a", List.of(1), 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of())),
                 "a status without the load (a node not ready yet)");
-        assertEquals("load: 0 operations per second over its last 10 s", DexCli.loadLine(node("a", List.of(), List.of())),
+        assertEquals("load: 0 operations per second over its last 10.0 s", DexCli.loadLine(node("a", List.of(), List.of())),
                 "a node that holds nothing measured nothing, which is a load of 0");
     }
 

@@ -84,7 +84,8 @@ public final class ComputeNode {
      * it uses whose memory node is out of the cluster as it last looked (empty while all are members), and, for replicated
      * servers that lost every replica, why each is lost ({@code memoryServersLost}, naming the replicas). And the operations
      * per second of each partition held ({@code partitionRates}, in that order) over its last window of
-     * {@code loadWindowSeconds} ({@code dex.compute.load-window}; 0 with no rates before the first window closed).
+     * {@code loadWindowSeconds} ({@code dex.compute.load-window}; 0 with no rates before the first window closed, or if
+     * the rates do not match the partitions).
      */
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                          long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
@@ -94,9 +95,9 @@ public final class ComputeNode {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
             memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
             partitionRates = partitionRates == null ? List.of() : List.copyOf(partitionRates);
-            if (loadWindowSeconds > 0 && (partitionsHeld == null || partitionRates.size() != partitionsHeld.size())) {
-                throw new IllegalArgumentException(partitionRates.size() + " partition rates for " + partitionsHeld.size()
-                        + " partitions held: " + partitionsHeld);
+            if (partitionsHeld == null || partitionRates.size() != partitionsHeld.size()) { // not measured, or malformed
+                partitionRates = List.of();
+                loadWindowSeconds = 0;
             }
         }
 
@@ -620,12 +621,12 @@ public final class ComputeNode {
                 })
                 .onMessage(GetStatus.class, get -> {
                     List<Integer> held = workers.held();
+                    dev.dex.actors.PartitionLoad.Measured load = workers.load().last(held);
                     VerbSnapshot verbs = engine.verbs();
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
                             verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut,
-                            lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), workers.load().rates(held),
-                            workers.load().measuredWindowSeconds()));
+                            lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), load.rates(), load.seconds()));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {
