@@ -148,6 +148,13 @@ final class Demo implements Callable<Integer> {
                     + " runs, instead of every node's actor system in this JVM. Its --warmup defaults to " + PROCESSES_WARMUP
                     + " s (each JVM compiles its own hot paths).")
     boolean processes;
+
+    @Option(names = "--join-leave",
+            description = "bench --cluster: after the mix, join one more compute node under the mix and make it leave again,"
+                    + " as the demo does, and print for each the rebalance rounds, the partitions moved, the seconds until the"
+                    + " map settled, the lowest second and the longest operation (also in --json); every key is verified"
+                    + " after. The scale test bed of docs/benchmarks.md.")
+    boolean joinLeave;
     /** The share of the mix's operations that are scans (--workload scan-intensive: 95). */
     private int scanPercent;
 
@@ -182,6 +189,10 @@ final class Demo implements Callable<Integer> {
         if (killComputeNode && (memoryReplicas > 1 || benchOnly)) {
             throw new IllegalArgumentException("--kill-compute-node goes with the demo of one replica: "
                     + (benchOnly ? "bench --cluster measures the mix only" : "--replicas " + memoryReplicas));
+        }
+        if (joinLeave && (!benchOnly || processes)) {
+            throw new IllegalArgumentException("--join-leave goes with bench --cluster in one JVM"
+                    + (benchOnly ? ", not --processes" : " (the demo always joins and leaves)"));
         }
         if (processes && !benchOnly) {
             throw new IllegalArgumentException("--processes goes with bench --cluster (the demo runs its nodes in one JVM)");
@@ -248,7 +259,7 @@ final class Demo implements Callable<Integer> {
         }
         Config given = DexNodes.config(overrides);
         // Every node in this JVM (the one that joins the demo's cluster too): more than DemoCluster.CROWDED need longer pauses.
-        int inThisJvm = processes ? 0 : computeNodes + (memoryReplicas > 1 || benchOnly ? 0 : 1);
+        int inThisJvm = processes ? 0 : computeNodes + (memoryReplicas > 1 || benchOnly && !joinLeave ? 0 : 1);
         Config base = DemoCluster.forCrowdedJvm(given, inThisJvm, ConfigFactory.defaultOverrides().withFallback(
                 ConfigFactory.defaultApplication()));
         if (base != given) {
@@ -354,11 +365,11 @@ final class Demo implements Callable<Integer> {
                         rate == null ? 0 : rate, written));
         DemoWorkload.Result mix = measured.mix();
         List<ComputeNode.Status> after = measured.after();
-        if (benchOnly) {
+        if (benchOnly && !joinLeave) {
             return 0;
         }
         double share = base.getDouble("dex.demo.open-loop-share");
-        if ((rate == null || rate == 0) && share > 0) {
+        if ((rate == null || rate == 0) && share > 0 && !benchOnly) {
             if (share > 1) {
                 throw new IllegalArgumentException("dex.demo.open-loop-share must be in [0, 1]: " + share);
             }

@@ -60,6 +60,8 @@ class DexCliTest {
             "demo --workload scanny                      | --workload must be read-only, read-intensive, write-intensive or scan-intensive",
             "demo --processes                            | --processes goes with bench --cluster",
             "bench --cluster --processes --fabric local  | --processes needs --fabric shm or tcp",
+            "bench --cluster --join-leave --processes    | --join-leave goes with bench --cluster in one JVM, not --processes",
+            "demo --join-leave                           | --join-leave goes with bench --cluster in one JVM (the demo always joins and leaves)",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
             "demo --keys 10                              | --keys must be in [1000",
@@ -109,6 +111,28 @@ class DexCliTest {
         for (String command : new String[] {"demo", "memory-node", "compute-node", "client", "status", "bench", "certs"}) {
             assertTrue(run.out().contains(command), run.out());
         }
+    }
+
+    /** The scale test bed: the bench's mix, then a join and a leave measured as the demo measures them. */
+    @Test
+    void theClusterBenchWithJoinLeaveMeasuresBothChangesAndVerifiesEveryKey(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path json = dir.resolve("scale.json");
+        Run run = run("bench", "--cluster", "--join-leave", "--keys", "10k", "--seconds", "1", "--warmup", "0", "--partitions", "6",
+                "--compute-nodes", "1", "--baseline", "off", "--json", json.toString());
+        assertEquals(0, run.exit(), run.out() + run.err());
+        var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+        assertEquals("cluster", result.get("mode").asText());
+        assertTrue(result.get("ops").asLong() > 0, "the mix ran first: " + result);
+        assertTrue(result.get("openLoop") == null, "the bench runs no open loop: " + result);
+        for (String change : List.of("join", "leave")) {
+            var figures = result.get(change);
+            // 6 partitions on 1 node, then 2: the new node takes 3 and gives them back, in rounds the coordinator counted.
+            assertTrue(figures != null && figures.get("rebalanceRounds").asInt() >= 1 && figures.get("partitionsMoved").asInt() >= 3
+                    && figures.get("settledSeconds").asDouble() > 0 && figures.get("usualOpsPerSec").asLong() > 0, change + ": " + result);
+            assertTrue(run.out().contains(String.format("%-5s lowest second until settled: ", change)), run.out());
+        }
+        assertTrue(run.out().contains("verified: all 10,000 keys hold their last written value"), run.out());
     }
 
     @Test
