@@ -75,8 +75,10 @@ final class Demo implements Callable<Integer> {
     private int partitions;
 
     @Option(names = "--compute-nodes", paramLabel = "C",
-            description = "Compute nodes before the scale-out (default: dex.demo.compute-nodes, 2).")
+            description = "Compute nodes before the scale-out, 1 to " + MAX_COMPUTE_NODES + " (default: dex.demo.compute-nodes, 2).")
     Integer computeNodesOption;
+    /** The most compute nodes the demo and bench --cluster start (the scale test bed runs 32 in one JVM). */
+    static final int MAX_COMPUTE_NODES = 64;
     /** --compute-nodes, or the setting. */
     int computeNodes;
 
@@ -209,8 +211,8 @@ final class Demo implements Callable<Integer> {
         if (n < 1000 || n > 50_000_000) {
             throw new IllegalArgumentException("--keys must be in [1000, 50000000]: " + n);
         }
-        if (computeNodes < 1 || computeNodes > 16) {
-            throw new IllegalArgumentException("--compute-nodes must be in [1, 16]: " + computeNodes);
+        if (computeNodes < 1 || computeNodes > MAX_COMPUTE_NODES) {
+            throw new IllegalArgumentException("--compute-nodes must be in [1, " + MAX_COMPUTE_NODES + "]: " + computeNodes);
         }
         if (killComputeNode && computeNodes < 2) {
             throw new IllegalArgumentException("--kill-compute-node needs --compute-nodes 2 or more: the killed node's partitions"
@@ -266,6 +268,11 @@ final class Demo implements Callable<Integer> {
             out.printf("%d compute nodes in one JVM: the failure detector allows pauses of %s and the split-brain resolver waits %s"
                     + " (a crowded JVM misses heartbeats while it forms and rebalances; docs/cluster.md)%n", inThisJvm,
                     base.getString(DemoCluster.HEARTBEAT_PAUSE), base.getString(DemoCluster.STABLE_AFTER));
+            if (inThisJvm > DemoCluster.VERY_CROWDED) {
+                out.printf("more than %d: the cluster's gossip, leader and heartbeat ticks are Pekko's defaults (gossip every %s),"
+                        + " and the nodes start %d at a time%n", DemoCluster.VERY_CROWDED, base.getString("pekko.cluster.gossip-interval"),
+                        DemoCluster.START_GROUP);
+            }
         }
         DexSettings settings = DexSettings.from(base);
         int putPercent = switch (settings.demoWorkload()) {
@@ -343,6 +350,10 @@ final class Demo implements Callable<Integer> {
             ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(computeBase, "compute", "127.0.0.1", 0, seed), settings);
             systems.add(node);
             computeSystems.add(node);
+            if (computeNodes > DemoCluster.CROWDED && (c + 1) % DemoCluster.START_GROUP == 0) {
+                // A crowded JVM starts its nodes a group at a time: all at once, their start-up starves the heartbeats.
+                DemoCluster.awaitUp(systems, Duration.ofSeconds(60));
+            }
         }
         ActorSystem<DexClient.Command> clientSystem = DexNodes.client(DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed), settings);
         systems.add(clientSystem);

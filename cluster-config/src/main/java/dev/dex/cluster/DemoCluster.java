@@ -30,6 +30,23 @@ import dev.dex.rdma.RemoteMemory;
 final class DemoCluster {
     /** Compute nodes one demo JVM runs with the cluster's own failure-detection settings (at most). */
     static final int CROWDED = 9;
+    /** How many compute nodes a crowded JVM starts before it waits for them to be Up. */
+    static final int START_GROUP = 4;
+    /** Compute nodes beyond which the cluster's fast ticks ({@link #PEKKO_TICKS}) go back to Pekko's defaults too. */
+    static final int VERY_CROWDED = 24;
+    /**
+     * dex-cluster.conf's ticks (gossip, leader actions and the reaper every 0.1-0.25 s, heartbeats every 0.5 s, the
+     * replicators' gossip every 0.25 s) at Pekko's defaults. With 33 compute nodes in one 2-core JVM the fast ones
+     * starved the heartbeats (intervals of 10-50 s) and the resolver downed everyone, even with pauses of 30 s.
+     */
+    static final java.util.Map<String, String> PEKKO_TICKS = java.util.Map.of(
+            "pekko.cluster.gossip-interval", "1s",
+            "pekko.cluster.leader-actions-interval", "1s",
+            "pekko.cluster.unreachable-nodes-reaper-interval", "1s",
+            "pekko.cluster.failure-detector.heartbeat-interval", "1s",
+            "pekko.cluster.distributed-data.gossip-interval", "2s",
+            "pekko.cluster.distributed-data.notify-subscribers-interval", "500ms",
+            "pekko.cluster.typed.receptionist.distributed-data.gossip-interval", "2s");
     static final String HEARTBEAT_PAUSE = "pekko.cluster.failure-detector.acceptable-heartbeat-pause";
     static final String STABLE_AFTER = "pekko.cluster.split-brain-resolver.stable-after";
 
@@ -38,7 +55,7 @@ final class DemoCluster {
      * {@link #CROWDED}, a failure detector that allows pauses of 10 s and a split-brain resolver that waits 10 s,
      * unless {@code userSettings} (system properties, application.conf) set them. With the cluster's own 2 s and 3 s,
      * 16 compute nodes in one JVM on a 2-core host missed heartbeats while they formed, and the resolver downed them
-     * all (docs/cluster.md). Otherwise {@code base} itself.
+     * all (docs/cluster.md). Beyond {@link #VERY_CROWDED}, also {@link #PEKKO_TICKS}. Otherwise {@code base} itself.
      */
     static Config forCrowdedJvm(Config base, int computeNodes, Config userSettings) {
         if (computeNodes <= CROWDED) {
@@ -50,6 +67,13 @@ final class DemoCluster {
         }
         if (!setBy(userSettings, STABLE_AFTER)) {
             relaxed = relaxed.withValue(STABLE_AFTER, ConfigValueFactory.fromAnyRef("10s"));
+        }
+        if (computeNodes > VERY_CROWDED) {
+            for (var tick : new java.util.TreeMap<>(PEKKO_TICKS).entrySet()) {
+                if (!setBy(userSettings, tick.getKey())) {
+                    relaxed = relaxed.withValue(tick.getKey(), ConfigValueFactory.fromAnyRef(tick.getValue()));
+                }
+            }
         }
         return relaxed.isEmpty() ? base : relaxed.withFallback(base);
     }
@@ -83,14 +107,38 @@ final class DemoCluster {
         // Compute nodes youngest first: the oldest runs the sharding coordinator, which moves once, if at all.
         java.util.Collections.reverse(computeNodes);
         List<ActorSystem<?>> order = new ArrayList<>(clients);
-        order.addAll(computeNodes);
+        if (computeNodes.size() > CROWDED) {
+            // One by one, 33 nodes took minutes (each leave waits for gossip to converge). All but the oldest leave
+            // together; the oldest keeps the coordinator, which their regions' handoffs ask, until they are gone.
+            leave(order);
+            order.clear();
+            leave(computeNodes.subList(0, computeNodes.size() - 1));
+            order.add(computeNodes.get(computeNodes.size() - 1));
+        } else {
+            order.addAll(computeNodes);
+        }
         order.addAll(memoryNodes);
         for (ActorSystem<?> system : order) {
-            if (!ClusterMember.leave(system, dev.dex.actors.partition.LeaveDrain.CLUSTER_STOP)) {
-                system.terminate();
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
+            leave(List.of(system));
         }
+    }
+
+    /** {@code systems} leave at once (the whole cluster stops); one that does not stop within 30 s is terminated. */
+    private static void leave(List<ActorSystem<?>> systems) throws Exception {
+        List<java.util.concurrent.CompletableFuture<Void>> leaving = new ArrayList<>();
+        for (ActorSystem<?> system : systems) {
+            leaving.add(java.util.concurrent.CompletableFuture.runAsync(() -> {
+                try {
+                    if (!ClusterMember.leave(system, dev.dex.actors.partition.LeaveDrain.CLUSTER_STOP)) {
+                        system.terminate();
+                        system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                    }
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, runnable -> new Thread(runnable, "demo-leave").start()));
+        }
+        java.util.concurrent.CompletableFuture.allOf(leaving.toArray(java.util.concurrent.CompletableFuture[]::new)).get();
     }
 
     /**

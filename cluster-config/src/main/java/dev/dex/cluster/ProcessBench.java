@@ -137,8 +137,11 @@ final class ProcessBench {
                 "--shm-dir", shm.toString()));
         // The failure detection too: a node process that joins the demo's crowded JVM (DemoKill) must judge it, and be
         // judged, as that JVM's nodes are (DemoCluster.forCrowdedJvm).
-        for (String key : List.of("dex.tree.partitions", "dex.tree.partition-key-min", "dex.tree.partition-key-max",
-                "dex.compute.redo-log", "dex.compute.worker-threads", DemoCluster.HEARTBEAT_PAUSE, DemoCluster.STABLE_AFTER)) {
+        List<String> shared = new ArrayList<>(List.of("dex.tree.partitions", "dex.tree.partition-key-min",
+                "dex.tree.partition-key-max", "dex.compute.redo-log", "dex.compute.worker-threads", DemoCluster.HEARTBEAT_PAUSE,
+                DemoCluster.STABLE_AFTER));
+        shared.addAll(new java.util.TreeSet<>(DemoCluster.PEKKO_TICKS.keySet()));
+        for (String key : shared) {
             arguments.addAll(List.of("--set", key + "=" + base.getValue(key).render()));
         }
         return arguments;

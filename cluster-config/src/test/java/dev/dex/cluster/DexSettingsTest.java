@@ -251,6 +251,22 @@ class DexSettingsTest {
         assertEquals(java.time.Duration.ofSeconds(2), base.getDuration(DemoCluster.HEARTBEAT_PAUSE), "the cluster's own setting");
         assertEquals(base.getDuration("pekko.cluster.gossip-interval"), crowded.getDuration("pekko.cluster.gossip-interval"),
                 "nothing else changes");
+        // Beyond VERY_CROWDED the fast ticks go back to Pekko's defaults as well, each unless the user set it.
+        com.typesafe.config.Config userTick = com.typesafe.config.ConfigFactory.parseString("pekko.cluster.gossip-interval = 300ms");
+        com.typesafe.config.Config veryCrowded = DemoCluster.forCrowdedJvm(userTick.withFallback(base), DemoCluster.VERY_CROWDED + 1,
+                userTick);
+        assertEquals(java.time.Duration.ofMillis(300), veryCrowded.getDuration("pekko.cluster.gossip-interval"), "the user's value");
+        assertEquals(java.time.Duration.ofSeconds(1), veryCrowded.getDuration("pekko.cluster.leader-actions-interval"));
+        assertEquals(java.time.Duration.ofSeconds(10), veryCrowded.getDuration(DemoCluster.HEARTBEAT_PAUSE), "the tiers add up");
+        for (var tick : DemoCluster.PEKKO_TICKS.entrySet()) {
+            com.typesafe.config.Config ticks = DemoCluster.forCrowdedJvm(base, DemoCluster.VERY_CROWDED + 1, none);
+            assertEquals(com.typesafe.config.ConfigFactory.parseString("x = " + tick.getValue()).getDuration("x"),
+                    ticks.getDuration(tick.getKey()), tick.getKey());
+            assertTrue(base.getDuration(tick.getKey()).compareTo(ticks.getDuration(tick.getKey())) < 0,
+                    tick.getKey() + " is faster in dex-cluster.conf: " + base.getDuration(tick.getKey()));
+        }
+        assertEquals(base.getDuration("pekko.cluster.gossip-interval"), DemoCluster.forCrowdedJvm(base, DemoCluster.VERY_CROWDED, none)
+                .getDuration("pekko.cluster.gossip-interval"), "up to VERY_CROWDED the ticks stay");
 
         com.typesafe.config.Config user = com.typesafe.config.ConfigFactory.parseString(DemoCluster.STABLE_AFTER + " = 4s");
         com.typesafe.config.Config chosen = DemoCluster.forCrowdedJvm(user.withFallback(base), 17, user);
