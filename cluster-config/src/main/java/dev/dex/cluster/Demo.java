@@ -79,8 +79,12 @@ final class Demo implements Callable<Integer> {
     Integer computeNodesOption;
     /** The most compute nodes the demo and bench --cluster start (the scale test bed runs 32 in one JVM). */
     static final int MAX_COMPUTE_NODES = 64;
+    /** The most with --processes (a JVM each) or --replicas (which starts its nodes all at once). */
+    static final int MAX_COMPUTE_NODES_ELSEWHERE = 16;
     /** --compute-nodes, or the setting. */
     int computeNodes;
+    /** Compute nodes this JVM runs (the one that joins too): more than DemoCluster.CROWDED start a group at a time. */
+    private int inThisJvm;
 
     @Option(names = "--fabric", paramLabel = "TRANSPORT",
             description = "How the compute nodes reach the memory node: local (in this JVM's memory), tcp (over loopback "
@@ -214,6 +218,10 @@ final class Demo implements Callable<Integer> {
         if (computeNodes < 1 || computeNodes > MAX_COMPUTE_NODES) {
             throw new IllegalArgumentException("--compute-nodes must be in [1, " + MAX_COMPUTE_NODES + "]: " + computeNodes);
         }
+        if (computeNodes > MAX_COMPUTE_NODES_ELSEWHERE && (processes || memoryReplicas > 1)) {
+            throw new IllegalArgumentException("--compute-nodes above " + MAX_COMPUTE_NODES_ELSEWHERE + " goes with the demo and"
+                    + " bench --cluster in one JVM, not with " + (processes ? "--processes" : "--replicas"));
+        }
         if (killComputeNode && computeNodes < 2) {
             throw new IllegalArgumentException("--kill-compute-node needs --compute-nodes 2 or more: the killed node's partitions"
                     + " need a node to move to");
@@ -261,7 +269,7 @@ final class Demo implements Callable<Integer> {
         }
         Config given = DexNodes.config(overrides);
         // Every node in this JVM (the one that joins the demo's cluster too): more than DemoCluster.CROWDED need longer pauses.
-        int inThisJvm = processes ? 0 : computeNodes + (memoryReplicas > 1 || benchOnly && !joinLeave ? 0 : 1);
+        inThisJvm = processes ? 0 : computeNodes + (memoryReplicas > 1 || benchOnly && !joinLeave ? 0 : 1);
         Config base = DemoCluster.forCrowdedJvm(given, inThisJvm, ConfigFactory.defaultOverrides().withFallback(
                 ConfigFactory.defaultApplication()));
         if (base != given) {
@@ -350,7 +358,7 @@ final class Demo implements Callable<Integer> {
             ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(computeBase, "compute", "127.0.0.1", 0, seed), settings);
             systems.add(node);
             computeSystems.add(node);
-            if (computeNodes > DemoCluster.CROWDED && (c + 1) % DemoCluster.START_GROUP == 0) {
+            if (inThisJvm > DemoCluster.CROWDED && (c + 1) % DemoCluster.START_GROUP == 0) {
                 // A crowded JVM starts its nodes a group at a time: all at once, their start-up starves the heartbeats.
                 DemoCluster.awaitUp(systems, Duration.ofSeconds(60));
             }

@@ -36,7 +36,8 @@ final class DemoCluster {
     static final int VERY_CROWDED = 24;
     /**
      * dex-cluster.conf's ticks (gossip, leader actions and the reaper every 0.1-0.25 s, heartbeats every 0.5 s, the
-     * replicators' gossip every 0.25 s) at Pekko's defaults. With 33 compute nodes in one 2-core JVM the fast ones
+     * replicators' gossip every 0.25 s) at Pekko's defaults. (Sharding's replicator keeps Pekko's own: its copy of the
+     * settings resolves from Pekko's reference, not from dex-cluster.conf.) With 33 compute nodes in one 2-core JVM the fast ones
      * starved the heartbeats (intervals of 10-50 s) and the resolver downed everyone, even with pauses of 30 s.
      */
     static final java.util.Map<String, String> PEKKO_TICKS = java.util.Map.of(
@@ -104,22 +105,36 @@ final class DemoCluster {
             var roles = Cluster.get(system).selfMember().getRoles();
             (roles.contains("memory") ? memoryNodes : roles.contains("compute") ? computeNodes : clients).add(system);
         }
-        // Compute nodes youngest first: the oldest runs the sharding coordinator, which moves once, if at all.
-        java.util.Collections.reverse(computeNodes);
-        List<ActorSystem<?>> order = new ArrayList<>(clients);
+        // Compute nodes youngest first: the oldest runs the sharding coordinator, which moves once, if at all. (Their
+        // age is the cluster's, not their start order: nodes Up in one leader round are ordered by address.)
+        computeNodes.sort(java.util.Comparator.comparing((ActorSystem<?> node) -> Cluster.get(node).selfMember(),
+                org.apache.pekko.cluster.Member.ageOrdering()).reversed());
+        List<List<ActorSystem<?>>> phases = new ArrayList<>();
+        clients.forEach(client -> phases.add(List.of(client)));
         if (computeNodes.size() > CROWDED) {
             // One by one, 33 nodes took minutes (each leave waits for gossip to converge). All but the oldest leave
             // together; the oldest keeps the coordinator, which their regions' handoffs ask, until they are gone.
-            leave(order);
-            order.clear();
-            leave(computeNodes.subList(0, computeNodes.size() - 1));
-            order.add(computeNodes.get(computeNodes.size() - 1));
+            phases.add(computeNodes.subList(0, computeNodes.size() - 1));
+            phases.add(List.of(computeNodes.get(computeNodes.size() - 1)));
         } else {
-            order.addAll(computeNodes);
+            computeNodes.forEach(node -> phases.add(List.of(node)));
         }
-        order.addAll(memoryNodes);
-        for (ActorSystem<?> system : order) {
-            leave(List.of(system));
+        memoryNodes.forEach(memory -> phases.add(List.of(memory)));
+        // Every phase runs, whatever an earlier one threw: no node is left running under a fabric that closes next.
+        Exception first = null;
+        for (List<ActorSystem<?>> phase : phases) {
+            try {
+                leave(phase);
+            } catch (Exception e) {
+                if (first == null) {
+                    first = e;
+                } else {
+                    first.addSuppressed(e);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
         }
     }
 
@@ -138,7 +153,12 @@ final class DemoCluster {
                 }
             }, runnable -> new Thread(runnable, "demo-leave").start()));
         }
-        java.util.concurrent.CompletableFuture.allOf(leaving.toArray(java.util.concurrent.CompletableFuture[]::new)).get();
+        try {
+            java.util.concurrent.CompletableFuture.allOf(leaving.toArray(java.util.concurrent.CompletableFuture[]::new)).get();
+        } catch (java.util.concurrent.ExecutionException e) {
+            Throwable cause = e.getCause() instanceof java.util.concurrent.CompletionException wrapped ? wrapped.getCause() : e.getCause();
+            throw cause instanceof Exception exception ? exception : e;
+        }
     }
 
     /**

@@ -62,6 +62,8 @@ class DexCliTest {
             "bench --cluster --processes --fabric local  | --processes needs --fabric shm or tcp",
             "bench --cluster --join-leave --processes    | --join-leave goes with bench --cluster in one JVM, not --processes",
             "bench --cluster --compute-nodes 65          | --compute-nodes must be in [1, 64]: 65",
+            "bench --cluster --processes --compute-nodes 17 | --compute-nodes above 16 goes with the demo and bench --cluster in one JVM, not with --processes",
+            "demo --replicas 2 --compute-nodes 17        | --compute-nodes above 16 goes with the demo and bench --cluster in one JVM, not with --replicas",
             "demo --join-leave                           | --join-leave goes with bench --cluster in one JVM (the demo always joins and leaves)",
             "client --seed nohost get 1                  | a seed node is host:port",
             "status                                      | status needs --seed",
