@@ -54,7 +54,7 @@ class TlsClusterTest {
                 dex.fabric.transport = tcp
                 dex.fabric.local-name = "%s"
                 dex.memory.region-size = 64MiB
-                dex.memory.partitions = 4
+                dex.tree.partitions = 4
                 dex.compute.cache-size = 8MiB
                 """.formatted(fabric));
         if (keyStore != null) {

@@ -60,8 +60,9 @@ final class NodeProcess {
         List<String> command = new ArrayList<>(prefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(JVM_FLAGS);
+        command.addAll(ClassArchive.flags());
         command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
+        command.add(ClassArchive.classPath());
         command.add("dev.dex.cluster.DexCli");
         command.addAll(arguments);
         Path log = logDirectory.resolve(name + ".log");

@@ -1,0 +1,198 @@
+package dev.dex.multijvm;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalLong;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+
+import dev.dex.actors.client.DexClient;
+import dev.dex.actors.client.DexClientApi;
+import dev.dex.cluster.DexNodes;
+import dev.dex.cluster.DexSettings;
+
+/**
+ * A dynamic class-data archive (CDS) of what a node JVM loads, made once per test JVM and mapped by every node JVM
+ * the harness starts after it.
+ *
+ * <p>Why: a node JVM spends most of its start loading and verifying Pekko's, Scala's and the project's classes. With
+ * the archive a memory node was up in 2.0 s instead of 4.0 s on this project's two-core machine, and the multi-JVM
+ * tests start dozens of node JVMs one after another. The archive changes no behaviour: a JVM that cannot map it (a
+ * changed class path, an old JDK) starts as it would without it ({@code -Xshare:auto}, the default).
+ *
+ * <p>How: a training JVM with the node JVMs' flags and class path runs {@link #main}: a memory node, a compute node
+ * and a client in one actor system each, over the tcp fabric, one put and one get, then exits, and the JVM writes
+ * the classes it loaded ({@code -XX:ArchiveClassesAtExit}) to {@code target/it-cds/nodes.jsa}. If the training
+ * fails, the nodes start without the archive and the reason is printed; no test depends on it.
+ *
+ * <p>The class path. The JVM archives nothing from a class path with a directory that is not empty, and this test
+ * JVM's starts with {@code target/test-classes}. So node JVMs get {@link #classPath}: this JVM's, less this module's
+ * directories, then {@code target/it-cds/it-node.jar}, which holds what they need of the test classes: this class
+ * (the training's main) and the nodes' logback file.
+ *
+ * <p>Concurrency: {@link #flags} and {@link #classPath} are synchronized; the first caller trains, the others wait.
+ */
+final class ClassArchive {
+    private static final Duration TRAINING_TIMEOUT = Duration.ofSeconds(120);
+    /** What node JVMs need of the test classes, in {@link #NODE_JAR}. */
+    private static final List<String> NODE_FILES = List.of(ClassArchive.class.getName().replace('.', '/') + ".class",
+            "dex-it-node-logback.xml");
+    private static final String NODE_JAR = "it-node.jar";
+    private static List<String> flags;
+    private static String classPath;
+
+    private ClassArchive() {
+    }
+
+    /** The node JVMs' flags that map the archive, made by the first call; empty if it could not be made. */
+    static synchronized List<String> flags() {
+        if (flags == null) {
+            flags = make();
+        }
+        return flags;
+    }
+
+    /**
+     * The node JVMs' class path: this JVM's, less its directories, plus a jar of {@link #NODE_FILES}; this JVM's own
+     * if that jar cannot be made.
+     */
+    static synchronized String classPath() {
+        if (classPath == null) {
+            classPath = System.getProperty("java.class.path");
+            try {
+                Path jar = directory().resolve(NODE_JAR);
+                Files.createDirectories(jar.getParent());
+                try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(jar))) {
+                    for (String name : NODE_FILES) {
+                        try (var in = ClassArchive.class.getClassLoader().getResourceAsStream(name)) {
+                            if (in == null) {
+                                throw new IOException("no " + name + " on the class path");
+                            }
+                            out.putNextEntry(new JarEntry(name));
+                            in.transferTo(out);
+                            out.closeEntry();
+                        }
+                    }
+                }
+                // This module's directories (target/classes, target/test-classes); another module's would stay, and
+                // then the training fails and the nodes start without an archive, as they did before it.
+                Path module = Path.of(System.getProperty("basedir", ".")).toAbsolutePath().normalize();
+                List<String> entries = new ArrayList<>();
+                for (String entry : classPath.split(java.io.File.pathSeparator)) {
+                    Path file = Path.of(entry).toAbsolutePath().normalize();
+                    if (!entry.isEmpty() && !(Files.isDirectory(file) && file.startsWith(module))) {
+                        entries.add(entry);
+                    }
+                }
+                entries.add(jar.toString());
+                classPath = String.join(java.io.File.pathSeparator, entries);
+            } catch (IOException e) {
+                System.out.println("[ClassArchive] node JVMs get this JVM's class path (no class-data archive): " + e);
+                flags = List.of();
+            }
+        }
+        return classPath;
+    }
+
+    private static Path directory() {
+        return Path.of(System.getProperty("basedir", "."), "target", "it-cds");
+    }
+
+    private static List<String> make() {
+        String path = classPath();
+        if (flags != null) {
+            return flags;
+        }
+        Path directory = directory();
+        Path archive = directory.resolve("nodes.jsa");
+        Path log = directory.resolve("training.log");
+        long started = System.nanoTime();
+        try {
+            Files.createDirectories(directory);
+            Files.deleteIfExists(archive);
+            List<String> command = new ArrayList<>();
+            command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+            command.addAll(NodeProcess.JVM_FLAGS);
+            command.addAll(List.of("-XX:ArchiveClassesAtExit=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off"));
+            command.addAll(List.of("-cp", path, ClassArchive.class.getName()));
+            Process training = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+            if (!training.waitFor(TRAINING_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
+                training.destroyForcibly().waitFor();
+                return without("its training JVM did not exit within " + TRAINING_TIMEOUT.toSeconds() + " s; see " + log);
+            }
+            if (training.exitValue() != 0 || !Files.isRegularFile(archive) || Files.size(archive) == 0) {
+                return without("its training JVM exited with " + training.exitValue() + "; see " + log);
+            }
+            System.out.printf("[ClassArchive] node JVMs map %s (%d MiB), made in %.1f s%n", archive,
+                    Files.size(archive) >> 20, (System.nanoTime() - started) / 1e9);
+            return List.of("-XX:SharedArchiveFile=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off");
+        } catch (IOException e) {
+            return without(e.toString());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return without("interrupted");
+        }
+    }
+
+    private static List<String> without(String why) {
+        System.out.println("[ClassArchive] node JVMs start without a class-data archive: " + why);
+        return List.of();
+    }
+
+    /** The training: a memory node, a compute node and a client over tcp in this JVM, a put and a get, then exit. */
+    public static void main(String[] args) throws Exception {
+        Config base = DexNodes.config(ConfigFactory.parseString("""
+                dex.fabric.transport = tcp
+                dex.memory.region-size = 64MiB
+                dex.tree.partitions = 4
+                dex.compute.cache-size = 8MiB
+                """));
+        List<ActorSystem<?>> systems = new ArrayList<>();
+        int status = 1;
+        try {
+            Config memory = DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of());
+            ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
+            systems.add(memorySystem);
+            List<String> seed = List.of(DexNodes.hostPort(memorySystem));
+            Config compute = DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed);
+            systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
+            Config clientConfig = DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed);
+            ActorSystem<DexClient.Command> clientSystem = DexNodes.client(clientConfig, DexSettings.from(clientConfig));
+            systems.add(clientSystem);
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (Cluster.get(clientSystem).selfMember().status() != MemberStatus.up()) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("the training client was not up within 60 s");
+                }
+                Thread.sleep(50);
+            }
+            DexClientApi client = new DexClientApi(clientSystem, clientSystem, Duration.ofSeconds(30));
+            client.put(42, 4200).toCompletableFuture().get(60, TimeUnit.SECONDS);
+            OptionalLong read = client.get(42).toCompletableFuture().get(60, TimeUnit.SECONDS);
+            if (read.orElse(-1) != 4200) {
+                throw new IllegalStateException("the training read " + read + " back, not 4200");
+            }
+            status = 0;
+        } finally {
+            for (ActorSystem<?> system : systems) {
+                system.terminate();
+            }
+            for (ActorSystem<?> system : systems) {
+                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            }
+        }
+        System.exit(status);
+    }
+}
