@@ -21,7 +21,7 @@ import dev.dex.rdma.tcp.TcpSettings;
 
 /**
  * The {@code dex} settings of {@code reference.conf}, read once and checked; a bad value fails with a
- * message naming its key.
+ * message naming its key, and so does a key under {@code dex} that no reference.conf names.
  */
 public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, ComputeNode.Settings compute,
                           Duration batchTimeout, int clientWindow, Duration requestTimeout, long demoKeys, int demoSeconds, int demoInFlight,
@@ -29,6 +29,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
 
     public static DexSettings from(Config config) {
         Config dex = config.getConfig("dex");
+        checkKnown(dex, com.typesafe.config.ConfigFactory.defaultReference().getConfig("dex"));
         TcpSettings tcp = TcpSettings.fromConfig(dex.getConfig("fabric.tcp"));
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
         DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS
@@ -122,6 +123,76 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                     + " half of pekko.cluster.sharding.rebalance-interval (" + interval.toMillis() + " ms)");
         }
         return timeout;
+    }
+
+    /**
+     * Fails on a key under {@code dex} that {@code reference} (the modules' reference.conf) does not name: a misspelt
+     * setting would otherwise be ignored and its default used without a word. The message suggests the nearest
+     * known key.
+     */
+    static void checkKnown(Config dex, Config reference) {
+        java.util.Set<String> known = new java.util.TreeSet<>();
+        reference.entrySet().forEach(entry -> known.add(entry.getKey()));
+        java.util.List<String> unknown = new java.util.ArrayList<>();
+        dex.entrySet().forEach(entry -> {
+            if (!known.contains(entry.getKey())) {
+                unknown.add(entry.getKey());
+            }
+        });
+        if (unknown.isEmpty()) {
+            return;
+        }
+        java.util.Collections.sort(unknown);
+        StringBuilder message = new StringBuilder(unknown.size() == 1 ? "unknown setting" : "unknown settings");
+        for (String key : unknown) {
+            message.append(key.equals(unknown.get(0)) ? " " : ", ").append("dex.").append(key);
+            String near = nearest(key, known);
+            if (near != null) {
+                message.append(" (did you mean dex.").append(near).append("?)");
+            }
+        }
+        throw new IllegalArgumentException(message.append("; the modules' reference.conf name every dex setting (README.md, Configuration)").toString());
+    }
+
+    /**
+     * The known key nearest to {@code key}: one with the same last name (a setting put under the wrong section), else
+     * the one fewest single-character edits away, if at most a third of the key's length; null if none is near.
+     */
+    static String nearest(String key, java.util.Set<String> known) {
+        String name = key.substring(key.lastIndexOf('.') + 1);
+        String best = null;
+        int bestDistance = Integer.MAX_VALUE;
+        for (String candidate : known) {
+            if (candidate.substring(candidate.lastIndexOf('.') + 1).equals(name)) {
+                return candidate;
+            }
+            int distance = editDistance(key, candidate);
+            if (distance < bestDistance) {
+                best = candidate;
+                bestDistance = distance;
+            }
+        }
+        return bestDistance <= Math.max(1, key.length() / 3) ? best : null;
+    }
+
+    /** Levenshtein's distance: the fewest insertions, deletions and substitutions that turn {@code a} into {@code b}. */
+    static int editDistance(String a, String b) {
+        int[] previous = new int[b.length() + 1];
+        int[] current = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            previous[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            current[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int substitution = previous[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1);
+                current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
+            }
+            int[] swap = previous;
+            previous = current;
+            current = swap;
+        }
+        return previous[b.length()];
     }
 
     private static Duration positive(Config dex, String key) {

@@ -76,6 +76,7 @@ class DexCliTest {
             "demo --kill-compute-node --compute-nodes 1  | --kill-compute-node needs --compute-nodes 2 or more",
             "demo --kill-compute-node --replicas 2 --fabric tcp | --kill-compute-node goes with the demo of one replica",
             "memory-node --set dex.fabric.tcp.window=0   | dex.fabric.tcp.window must be in [1, 65536]",
+            "compute-node --set dex.compute.cache-sise=8MiB | unknown setting dex.compute.cache-sise (did you mean dex.compute.cache-size?)",
             "memory-node --port 70000                    | --port must be in [0, 65535]",
             "compute-node --set nokeyvalue               | --set takes KEY=VALUE",
             "memory-node --config /nonexistent.conf      | no such readable file",

@@ -109,6 +109,32 @@ class DexSettingsTest {
         assertBad(key + " = \"" + value + "\"", message);
     }
 
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', value = {
+            // a setting under the wrong section: the one with its last name
+            "dex.memory.partitions = 4          | unknown setting dex.memory.partitions (did you mean dex.tree.partitions?)",
+            // a typo: the one a few edits away
+            "dex.compute.cache-sise = 8MiB      | unknown setting dex.compute.cache-sise (did you mean dex.compute.cache-size?)",
+            // nothing near: no suggestion
+            "dex.nothing-like-it = 1            | unknown setting dex.nothing-like-it; the modules' reference.conf",
+            // every one, sorted
+            "dex.zz = 1\\ndex.memory.partitions = 4 | unknown settings dex.memory.partitions (did you mean dex.tree.partitions?), dex.zz;"})
+    void aKeyNoReferenceConfNamesFailsWithTheNearestKnownOne(String settings, String message) {
+        assertBad(settings.replace("\\n", "\n"), message);
+    }
+
+    @Test
+    void everyKeyOfTheShippedConfigurationIsKnown() {
+        // The cluster's file and the role files must set no dex key the check would refuse.
+        for (String role : new String[] {"memory", "compute", "client"}) {
+            Config config = DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, java.util.List.of());
+            DexSettings.checkKnown(config.getConfig("dex"), ConfigFactory.defaultReference().getConfig("dex"));
+        }
+        assertEquals(1, DexSettings.editDistance("cache-size", "cache-sise"));
+        assertEquals(3, DexSettings.editDistance("kitten", "sitting"));
+        assertEquals(0, DexSettings.editDistance("", ""));
+    }
+
     @Test
     void morePartitionsThanTheChunksHoldFailNamingBothSettings() {
         assertBad("dex.memory.chunk-size = 4KiB\ndex.memory.region-size = 1MiB\ndex.tree.partitions = 498",
