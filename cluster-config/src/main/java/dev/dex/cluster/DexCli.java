@@ -67,6 +67,10 @@ public final class DexCli implements Callable<Integer> {
 
     /** Runs a command line and returns its exit code. */
     public static int run(String... args) {
+        if (args.length == 1 && args[0].equals(ClassArchiveTraining.COMMAND)) {
+            // Not a user's command: bin/dex runs it to make the node JVMs' class-data archive (ClassArchiveTraining).
+            return ClassArchiveTraining.run(new PrintWriter(System.out, true), new PrintWriter(System.err, true));
+        }
         if (args.length > 0 && args[0].equals("reproduce")) {
             int partitions = com.typesafe.config.ConfigFactory.load().getInt("dex.tree.partitions");
             CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions, DexCli::timeline).setCommandName("dex reproduce");

@@ -92,6 +92,7 @@ final class NodeProcesses implements AutoCloseable {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(jvmFlags);
+        command.addAll(classArchiveFlags());
         command.addAll(List.of("-cp", System.getProperty("java.class.path"), DexCli.class.getName()));
         command.addAll(arguments);
         Path log = logDirectory.resolve(name + ".log");
@@ -103,6 +104,22 @@ final class NodeProcesses implements AutoCloseable {
 
     Path logDirectory() {
         return logDirectory;
+    }
+
+    /** The system property through which bin/dex names the node JVMs' class-data archive ({@link ClassArchiveTraining}). */
+    static final String CLASS_ARCHIVE = "dex.node-class-archive";
+
+    /**
+     * The flags that map the node JVMs' class-data archive that {@link #CLASS_ARCHIVE} names, if it names a file: bin/dex
+     * made it with this JVM's class path, which the nodes get too; none otherwise. A JVM that cannot map it starts
+     * without it.
+     */
+    static List<String> classArchiveFlags() {
+        String archive = System.getProperty(CLASS_ARCHIVE, "");
+        if (archive.isEmpty() || !Files.isRegularFile(Path.of(archive))) {
+            return List.of();
+        }
+        return List.of("-XX:SharedArchiveFile=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off");
     }
 
     /** Stops every node: SIGTERM, then SIGKILL for those still running after {@link #STOP_WAIT}. */

@@ -130,6 +130,15 @@ class DexSettingsTest {
             Config config = DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, java.util.List.of());
             DexSettings.checkKnown(config.getConfig("dex"), ConfigFactory.defaultReference().getConfig("dex"));
         }
+        // A system property is a tool's, not a setting: bin/dex passes -Ddex.progress to every command.
+        System.setProperty("dex.progress", "plain");
+        try {
+            com.typesafe.config.ConfigFactory.invalidateCaches();
+            DexSettings.from(DexNodes.config(ConfigFactory.empty()));
+        } finally {
+            System.clearProperty("dex.progress");
+            com.typesafe.config.ConfigFactory.invalidateCaches();
+        }
         assertEquals(1, DexSettings.editDistance("cache-size", "cache-sise"));
         assertEquals(3, DexSettings.editDistance("kitten", "sitting"));
         assertEquals(0, DexSettings.editDistance("", ""));

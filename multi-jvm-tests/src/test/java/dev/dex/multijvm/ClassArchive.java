@@ -4,24 +4,11 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.jar.JarEntry;
-import java.util.jar.JarOutputStream;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
-
-import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
-
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
-
-import dev.dex.actors.client.DexClient;
-import dev.dex.actors.client.DexClientApi;
-import dev.dex.cluster.DexNodes;
-import dev.dex.cluster.DexSettings;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
 
 /**
  * A dynamic class-data archive (CDS) of what a node JVM loads, made once per test JVM and mapped by every node JVM
@@ -32,23 +19,23 @@ import dev.dex.cluster.DexSettings;
  * tests start dozens of node JVMs one after another. The archive changes no behaviour: a JVM that cannot map it (a
  * changed class path, an old JDK) starts as it would without it ({@code -Xshare:auto}, the default).
  *
- * <p>How: a training JVM with the node JVMs' flags and class path runs {@link #main}: a memory node, a compute node
- * and a client in one actor system each, over the tcp fabric, one put and one get, then exits, and the JVM writes
- * the classes it loaded ({@code -XX:ArchiveClassesAtExit}) to {@code target/it-cds/nodes.jsa}. If the training
- * fails, the nodes start without the archive and the reason is printed; no test depends on it.
+ * <p>How: a training JVM with the node JVMs' flags and class path runs {@code DexCli class-archive-training} (the
+ * product's, which bin/dex runs too: a memory node, a compute node and a client in one actor system each, over the tcp
+ * fabric, a put and a get), exits, and writes the classes it loaded ({@code -XX:ArchiveClassesAtExit}) to
+ * {@code target/it-cds/nodes.jsa}. A JVM with {@code -Xshare:on} then checks that the nodes' class path maps it. If
+ * either fails, the nodes start without the archive and the reason is printed; {@code ClassArchiveIT} fails then.
  *
  * <p>The class path. The JVM archives nothing from a class path with a directory that is not empty, and this test
  * JVM's starts with {@code target/test-classes}. So node JVMs get {@link #classPath}: this JVM's, less this module's
- * directories, then {@code target/it-cds/it-node.jar}, which holds what they need of the test classes: this class
- * (the training's main) and the nodes' logback file.
+ * directories, then {@code target/it-cds/it-node.jar}, which holds what they need of the test classes: the nodes'
+ * logback file.
  *
  * <p>Concurrency: {@link #flags} and {@link #classPath} are synchronized; the first caller trains, the others wait.
  */
 final class ClassArchive {
     private static final Duration TRAINING_TIMEOUT = Duration.ofSeconds(120);
     /** What node JVMs need of the test classes, in {@link #NODE_JAR}. */
-    private static final List<String> NODE_FILES = List.of(ClassArchive.class.getName().replace('.', '/') + ".class",
-            "dex-it-node-logback.xml");
+    private static final List<String> NODE_FILES = List.of("dex-it-node-logback.xml");
     private static final String NODE_JAR = "it-node.jar";
     private static List<String> flags;
     private static String classPath;
@@ -126,7 +113,7 @@ final class ClassArchive {
             command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
             command.addAll(NodeProcess.JVM_FLAGS);
             command.addAll(List.of("-XX:ArchiveClassesAtExit=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off"));
-            command.addAll(List.of("-cp", path, ClassArchive.class.getName()));
+            command.addAll(List.of("-cp", path, "dev.dex.cluster.DexCli", "class-archive-training"));
             Process training = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
             if (!training.waitFor(TRAINING_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
                 training.destroyForcibly().waitFor();
@@ -135,9 +122,21 @@ final class ClassArchive {
             if (training.exitValue() != 0 || !Files.isRegularFile(archive) || Files.size(archive) == 0) {
                 return without("its training JVM exited with " + training.exitValue() + "; see " + log);
             }
+            List<String> flags = List.of("-XX:SharedArchiveFile=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off");
+            // -Xshare:on: a JVM that cannot map the archive with the nodes' class path exits instead of going on without.
+            List<String> check = new ArrayList<>();
+            check.add(command.get(0));
+            check.addAll(flags);
+            check.addAll(List.of("-Xshare:on", "-cp", path, "dev.dex.cluster.DexCli", "--help"));
+            Process mapped = new ProcessBuilder(check).redirectErrorStream(true).redirectOutput(directory.resolve("check.log").toFile())
+                    .start();
+            if (!mapped.waitFor(60, TimeUnit.SECONDS) || mapped.exitValue() != 0) {
+                mapped.destroyForcibly();
+                return without("a JVM with -Xshare:on could not map it; see " + directory.resolve("check.log"));
+            }
             System.out.printf("[ClassArchive] node JVMs map %s (%d MiB), made in %.1f s%n", archive,
                     Files.size(archive) >> 20, (System.nanoTime() - started) / 1e9);
-            return List.of("-XX:SharedArchiveFile=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off");
+            return flags;
         } catch (IOException e) {
             return without(e.toString());
         } catch (InterruptedException e) {
@@ -149,50 +148,5 @@ final class ClassArchive {
     private static List<String> without(String why) {
         System.out.println("[ClassArchive] node JVMs start without a class-data archive: " + why);
         return List.of();
-    }
-
-    /** The training: a memory node, a compute node and a client over tcp in this JVM, a put and a get, then exit. */
-    public static void main(String[] args) throws Exception {
-        Config base = DexNodes.config(ConfigFactory.parseString("""
-                dex.fabric.transport = tcp
-                dex.memory.region-size = 64MiB
-                dex.tree.partitions = 4
-                dex.compute.cache-size = 8MiB
-                """));
-        List<ActorSystem<?>> systems = new ArrayList<>();
-        int status = 1;
-        try {
-            Config memory = DexNodes.nodeConfig(base, "memory", "127.0.0.1", 0, List.of());
-            ActorSystem<Void> memorySystem = DexNodes.memoryNode(memory, DexSettings.from(memory));
-            systems.add(memorySystem);
-            List<String> seed = List.of(DexNodes.hostPort(memorySystem));
-            Config compute = DexNodes.nodeConfig(base, "compute", "127.0.0.1", 0, seed);
-            systems.add(DexNodes.computeNode(compute, DexSettings.from(compute)));
-            Config clientConfig = DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed);
-            ActorSystem<DexClient.Command> clientSystem = DexNodes.client(clientConfig, DexSettings.from(clientConfig));
-            systems.add(clientSystem);
-            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-            while (Cluster.get(clientSystem).selfMember().status() != MemberStatus.up()) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("the training client was not up within 60 s");
-                }
-                Thread.sleep(50);
-            }
-            DexClientApi client = new DexClientApi(clientSystem, clientSystem, Duration.ofSeconds(30));
-            client.put(42, 4200).toCompletableFuture().get(60, TimeUnit.SECONDS);
-            OptionalLong read = client.get(42).toCompletableFuture().get(60, TimeUnit.SECONDS);
-            if (read.orElse(-1) != 4200) {
-                throw new IllegalStateException("the training read " + read + " back, not 4200");
-            }
-            status = 0;
-        } finally {
-            for (ActorSystem<?> system : systems) {
-                system.terminate();
-            }
-            for (ActorSystem<?> system : systems) {
-                system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-            }
-        }
-        System.exit(status);
     }
 }
