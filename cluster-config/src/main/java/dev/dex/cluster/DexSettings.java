@@ -27,9 +27,15 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                           Duration batchTimeout, int clientWindow, Duration requestTimeout, long demoKeys, int demoSeconds, int demoInFlight,
                           String demoWorkload) {
 
+    /**
+     * Every reference.conf on the class path, merged: the settings there are. Not ConfigFactory.defaultReference(),
+     * which lays the JVM's system properties over them.
+     */
+    private static final Config REFERENCE = com.typesafe.config.ConfigFactory.parseResources("reference.conf").resolve();
+
     public static DexSettings from(Config config) {
         Config dex = config.getConfig("dex");
-        checkKnown(dex, com.typesafe.config.ConfigFactory.defaultReference().getConfig("dex"));
+        checkKnown(dex, REFERENCE.getConfig("dex"));
         TcpSettings tcp = TcpSettings.fromConfig(dex.getConfig("fabric.tcp"));
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
         DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS
@@ -157,22 +163,29 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
     }
 
     /**
-     * The known key nearest to {@code key}: one with the same last name (a setting put under the wrong section), else
-     * the one fewest single-character edits away, if at most a third of the key's length; null if none is near.
+     * The known key nearest to {@code key}: of those with the same last name (a setting put under the wrong section),
+     * the one fewest single-character edits away; else the nearest of all, if at most a third of the key's length
+     * away; null if none is near.
      */
     static String nearest(String key, java.util.Set<String> known) {
         String name = key.substring(key.lastIndexOf('.') + 1);
         String best = null;
         int bestDistance = Integer.MAX_VALUE;
+        String sameName = null;
+        int sameNameDistance = Integer.MAX_VALUE;
         for (String candidate : known) {
-            if (candidate.substring(candidate.lastIndexOf('.') + 1).equals(name)) {
-                return candidate;
-            }
             int distance = editDistance(key, candidate);
+            if (candidate.substring(candidate.lastIndexOf('.') + 1).equals(name) && distance < sameNameDistance) {
+                sameName = candidate;
+                sameNameDistance = distance;
+            }
             if (distance < bestDistance) {
                 best = candidate;
                 bestDistance = distance;
             }
+        }
+        if (sameName != null) {
+            return sameName;
         }
         return bestDistance <= Math.max(1, key.length() / 3) ? best : null;
     }

@@ -113,6 +113,8 @@ class DexSettingsTest {
     @CsvSource(delimiter = '|', value = {
             // a setting under the wrong section: the one with its last name
             "dex.memory.partitions = 4          | unknown setting dex.memory.partitions (did you mean dex.tree.partitions?)",
+            // of keys with that last name, the nearest: tcp's host, not disni's
+            "dex.fabric.tpc.host = x           | unknown setting dex.fabric.tpc.host (did you mean dex.fabric.tcp.host?)",
             // a typo: the one a few edits away
             "dex.compute.cache-sise = 8MiB      | unknown setting dex.compute.cache-sise (did you mean dex.compute.cache-size?)",
             // nothing near: no suggestion
@@ -130,11 +132,13 @@ class DexSettingsTest {
             Config config = DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, java.util.List.of());
             DexSettings.checkKnown(config.getConfig("dex"), ConfigFactory.defaultReference().getConfig("dex"));
         }
-        // A system property is a tool's, not a setting: bin/dex passes -Ddex.progress to every command.
+        // A system property is a tool's, not a setting: bin/dex passes -Ddex.progress to every command. A file's
+        // unknown key beside it still fails, and names only itself.
         System.setProperty("dex.progress", "plain");
         try {
             com.typesafe.config.ConfigFactory.invalidateCaches();
             DexSettings.from(DexNodes.config(ConfigFactory.empty()));
+            assertBad("dex.tree.partitionz = 4", "unknown setting dex.tree.partitionz (did you mean dex.tree.partitions?);");
         } finally {
             System.clearProperty("dex.progress");
             com.typesafe.config.ConfigFactory.invalidateCaches();

@@ -114,25 +114,22 @@ final class ClassArchive {
             command.addAll(NodeProcess.JVM_FLAGS);
             command.addAll(List.of("-XX:ArchiveClassesAtExit=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off"));
             command.addAll(List.of("-cp", path, "dev.dex.cluster.DexCli", "class-archive-training"));
-            Process training = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-            if (!training.waitFor(TRAINING_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
-                training.destroyForcibly().waitFor();
-                return without("its training JVM did not exit within " + TRAINING_TIMEOUT.toSeconds() + " s; see " + log);
+            if (!runs(command, log, TRAINING_TIMEOUT)) {
+                return without("its training JVM failed or did not exit within " + TRAINING_TIMEOUT.toSeconds() + " s; see " + log);
             }
-            if (training.exitValue() != 0 || !Files.isRegularFile(archive) || Files.size(archive) == 0) {
-                return without("its training JVM exited with " + training.exitValue() + "; see " + log);
+            if (!Files.isRegularFile(archive) || Files.size(archive) == 0) {
+                return without("its training JVM wrote no archive; see " + log);
             }
             List<String> flags = List.of("-XX:SharedArchiveFile=" + archive, "-Xlog:cds=off", "-Xlog:cds+dynamic=off");
-            // -Xshare:on: a JVM that cannot map the archive with the nodes' class path exits instead of going on without.
+            // -Xshare:on, with the nodes' own flags: a JVM that cannot map the archive exits instead of going on without.
             List<String> check = new ArrayList<>();
             check.add(command.get(0));
+            check.addAll(NodeProcess.JVM_FLAGS);
             check.addAll(flags);
             check.addAll(List.of("-Xshare:on", "-cp", path, "dev.dex.cluster.DexCli", "--help"));
-            Process mapped = new ProcessBuilder(check).redirectErrorStream(true).redirectOutput(directory.resolve("check.log").toFile())
-                    .start();
-            if (!mapped.waitFor(60, TimeUnit.SECONDS) || mapped.exitValue() != 0) {
-                mapped.destroyForcibly();
-                return without("a JVM with -Xshare:on could not map it; see " + directory.resolve("check.log"));
+            Path checkLog = directory.resolve("check.log");
+            if (!runs(check, checkLog, Duration.ofSeconds(60))) {
+                return without("a JVM with -Xshare:on could not map it; see " + checkLog);
             }
             System.out.printf("[ClassArchive] node JVMs map %s (%d MiB), made in %.1f s%n", archive,
                     Files.size(archive) >> 20, (System.nanoTime() - started) / 1e9);
@@ -142,6 +139,19 @@ final class ClassArchive {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return without("interrupted");
+        }
+    }
+
+    /** Runs {@code command}, its output to {@code log}; true if it exited with 0 within {@code max}. Never leaves it running. */
+    private static boolean runs(List<String> command, Path log, Duration max) throws IOException, InterruptedException {
+        Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        try {
+            return process.waitFor(max.toMillis(), TimeUnit.MILLISECONDS) && process.exitValue() == 0;
+        } finally {
+            if (process.isAlive()) {
+                process.destroyForcibly();
+                process.waitFor(10, TimeUnit.SECONDS);
+            }
         }
     }
 
