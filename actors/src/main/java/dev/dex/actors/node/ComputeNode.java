@@ -227,6 +227,7 @@ public final class ComputeNode {
 
     public static Behavior<Command> create(Settings settings, Fabric fabric) {
         return Behaviors.setup(context -> Behaviors.withTimers(timers -> {
+            context.setLoggerName(ComputeNode.class); // as ReplicaCoordinator's: not from the stack of its first use
             // One adapter per message class: listings of both keys come through it, told apart by their key.
             ActorRef<Receptionist.Listing> listings = context.messageAdapter(Receptionist.Listing.class,
                     listing -> listing.isForKey(ENGINES) ? new Engines(listing) : new MemoryNodes(listing));

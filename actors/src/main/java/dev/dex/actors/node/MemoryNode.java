@@ -291,6 +291,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
     private MemoryNode(ActorContext<Command> context, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
                        MemoryRegion memoryRegion, boolean ownsRegion) {
         super(context);
+        context.setLoggerName(MemoryNode.class); // as ReplicaCoordinator's: not from the stack of its first use
         this.memoryRegion = memoryRegion;
         this.ownsRegion = ownsRegion;
         this.settings = memoryRegion.settings();

@@ -184,6 +184,9 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private ReplicaCoordinator(ActorContext<Command> context, TimerScheduler<Command> timers, int replicas,
                                ReplicatorMessageAdapter<Command, LWWRegister<ReplicaGroups>> replicator) {
         super(context);
+        // Named here: Pekko otherwise names an actor's logger from the stack of its first use, and when that was a
+        // message adapter's it became ActorCell's, whose INFO the nodes' logging drops (MemoryNodeCrashIT, 2026-11-28).
+        context.setLoggerName(ReplicaCoordinator.class);
         this.replicas = replicas;
         this.timers = timers;
         this.replicator = replicator;

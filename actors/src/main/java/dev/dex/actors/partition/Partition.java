@@ -188,6 +188,7 @@ public final class Partition {
     /** The entity for {@code partition} on a compute node whose engine runs on {@code workers}. */
     public static Behavior<Command> create(int partition, EngineWorkers workers) {
         return Behaviors.withStash(STASH, stash -> Behaviors.setup(context -> {
+            context.setLoggerName(Partition.class); // as ReplicaCoordinator's: not from the stack of its first use
             Partition entity = new Partition(context, stash, workers, partition);
             java.util.concurrent.CompletionStage<DexEngine.AcquireReport> acquiring =
                     workers.submit(() -> workers.engine().acquireReport(partition));

@@ -154,6 +154,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
     /** A router over this node's sharding {@code region}, registered under {@link #KEY}. */
     public static Behavior<Command> create(ActorRef<Partition.Command> region) {
         return Behaviors.setup(context -> {
+            context.setLoggerName(PartitionRouter.class); // as ReplicaCoordinator's: not from the stack of its first use
             context.getSystem().receptionist().tell(Receptionist.register(KEY, context.getSelf()));
             return new PartitionRouter(context, region);
         });
