@@ -8,8 +8,6 @@ import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
@@ -56,13 +54,7 @@ final class ClassArchiveTraining {
             Config clientConfig = DexNodes.nodeConfig(base, "client", "127.0.0.1", 0, seed);
             ActorSystem<DexClient.Command> clientSystem = DexNodes.client(clientConfig, DexSettings.from(clientConfig));
             systems.add(clientSystem);
-            long deadline = System.nanoTime() + WAIT.toNanos();
-            while (Cluster.get(clientSystem).selfMember().status() != MemberStatus.up()) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("the client was not up within " + WAIT.toSeconds() + " s");
-                }
-                Thread.sleep(20);
-            }
+            ClusterMember.awaitSelfUp(clientSystem, WAIT);
             DexClientApi client = new DexClientApi(clientSystem, clientSystem, Duration.ofSeconds(30));
             client.put(42, 4200).toCompletableFuture().get(WAIT.toSeconds(), TimeUnit.SECONDS);
             OptionalLong read = client.get(42).toCompletableFuture().get(WAIT.toSeconds(), TimeUnit.SECONDS);

@@ -28,14 +28,22 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                           String demoWorkload) {
 
     /**
-     * Every reference.conf on the class path, merged: the settings there are. Not ConfigFactory.defaultReference(),
-     * which lays the JVM's system properties over them.
+     * The keys under {@code dex} of every reference.conf on the class path, merged: the settings there are. Not from
+     * ConfigFactory.defaultReference(), which lays the JVM's system properties over them.
      */
-    private static final Config REFERENCE = com.typesafe.config.ConfigFactory.parseResources("reference.conf").resolve();
+    private static final java.util.Set<String> KNOWN = knownKeys();
+
+    private static java.util.Set<String> knownKeys() {
+        java.util.Set<String> keys = new java.util.TreeSet<>();
+        for (var entry : com.typesafe.config.ConfigFactory.parseResources("reference.conf").resolve().getConfig("dex").entrySet()) {
+            keys.add(entry.getKey());
+        }
+        return java.util.Collections.unmodifiableSet(keys);
+    }
 
     public static DexSettings from(Config config) {
         Config dex = config.getConfig("dex");
-        checkKnown(dex, REFERENCE.getConfig("dex"));
+        checkKnown(dex);
         TcpSettings tcp = TcpSettings.fromConfig(dex.getConfig("fabric.tcp"));
         // Checked only where used: a wildcard --host suits a tcp node's bind address but could not be advertised over RDMA.
         DisniSettings disni = !dex.getString("fabric.transport").equals("disni") ? DisniSettings.DEFAULTS
@@ -132,18 +140,16 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
     }
 
     /**
-     * Fails on a key under {@code dex} that {@code reference} (the modules' reference.conf) does not name: a misspelt
+     * Fails on a key under {@code dex} that the modules' reference.conf ({@link #KNOWN}) do not name: a misspelt
      * setting would otherwise be ignored and its default used without a word. The message suggests the nearest
      * known key. Keys set as JVM system properties are not checked: tools set {@code dex.*} properties of their own.
      */
-    static void checkKnown(Config dex, Config reference) {
-        java.util.Set<String> known = new java.util.TreeSet<>();
-        reference.entrySet().forEach(entry -> known.add(entry.getKey()));
+    static void checkKnown(Config dex) {
         java.util.List<String> unknown = new java.util.ArrayList<>();
         dex.entrySet().forEach(entry -> {
             // A JVM system property is no setting of ours unless reference.conf names it: the tools set their own
             // (-Ddex.progress by bin/dex, -Ddex.lincheck.scale by the tests), so only files and --set are checked.
-            if (!known.contains(entry.getKey()) && !entry.getValue().origin().description().contains("system properties")) {
+            if (!KNOWN.contains(entry.getKey()) && !entry.getValue().origin().description().contains("system properties")) {
                 unknown.add(entry.getKey());
             }
         });
@@ -154,7 +160,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         StringBuilder message = new StringBuilder(unknown.size() == 1 ? "unknown setting" : "unknown settings");
         for (String key : unknown) {
             message.append(key.equals(unknown.get(0)) ? " " : ", ").append("dex.").append(key);
-            String near = nearest(key, known);
+            String near = nearest(key, KNOWN);
             if (near != null) {
                 message.append(" (did you mean dex.").append(near).append("?)");
             }

@@ -129,8 +129,7 @@ class DexSettingsTest {
     void everyKeyOfTheShippedConfigurationIsKnown() {
         // The cluster's file and the role files must set no dex key the check would refuse.
         for (String role : new String[] {"memory", "compute", "client"}) {
-            Config config = DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, java.util.List.of());
-            DexSettings.checkKnown(config.getConfig("dex"), ConfigFactory.defaultReference().getConfig("dex"));
+            DexSettings.from(DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, java.util.List.of()));
         }
         // A system property is a tool's, not a setting: bin/dex passes -Ddex.progress to every command. A file's
         // unknown key beside it still fails, and names only itself.
