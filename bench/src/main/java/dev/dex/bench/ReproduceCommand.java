@@ -33,7 +33,9 @@ public final class ReproduceCommand implements Callable<Integer> {
 
     @Option(names = "--only", paramLabel = "NAME", split = ",",
             description = "Only these experiments: verbs, ablation, threads, cache, skew, leaf-admission, offload-threads,"
-                    + " timeline (a cluster in this JVM: throughput per 100 ms while a compute node joins and leaves).")
+                    + " timeline (a cluster in this JVM: throughput per 100 ms while a compute node joins and leaves); and, only"
+                    + " when named, scale (clusters of 2 to 32 compute nodes in this JVM, 8 with --quick: a join, a leave and the"
+                    + " shard coordinator's failover at each size; about 15 minutes, 5 with --quick).")
     private List<String> only = List.of();
 
     @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")
@@ -41,18 +43,21 @@ public final class ReproduceCommand implements Callable<Integer> {
 
     private final int defaultPartitions;
     private final Reproduction.Timeline timeline;
+    private final Reproduction.ScaleBed scaleBed;
 
-    private ReproduceCommand(int defaultPartitions, Reproduction.Timeline timeline) {
+    private ReproduceCommand(int defaultPartitions, Reproduction.Timeline timeline, Reproduction.ScaleBed scaleBed) {
         this.defaultPartitions = defaultPartitions;
         this.timeline = timeline;
+        this.scaleBed = scaleBed;
     }
 
     /**
      * @param defaultPartitions the bench's --partitions default ({@code dex.tree.partitions})
      * @param timeline          runs the repartitioning timeline (a cluster), or null to leave it out
+     * @param scaleBed          runs the scale page's clusters, or null to leave it out
      */
-    public static CommandLine commandLine(int defaultPartitions, Reproduction.Timeline timeline) {
-        return new CommandLine(new ReproduceCommand(defaultPartitions, timeline));
+    public static CommandLine commandLine(int defaultPartitions, Reproduction.Timeline timeline, Reproduction.ScaleBed scaleBed) {
+        return new CommandLine(new ReproduceCommand(defaultPartitions, timeline, scaleBed));
     }
 
     @Override
@@ -61,7 +66,7 @@ public final class ReproduceCommand implements Callable<Integer> {
         // An unknown experiment name is Reproduction.run's IllegalArgumentException: exit 2 with the names (DexCli).
         Set<String> names = new LinkedHashSet<>(only);
         Reproduction.Scale scale = quick ? Reproduction.Scale.QUICK : Reproduction.Scale.FULL;
-        List<Path> written = new Reproduction(scale, defaultPartitions, err).withTimeline(timeline).run(out, names);
+        List<Path> written = new Reproduction(scale, defaultPartitions, err).withTimeline(timeline).withScaleBed(scaleBed).run(out, names);
         PrintWriter stdout = spec.commandLine().getOut();
         stdout.printf("wrote %d files to %s; open %s%n", written.size(), out, out.resolve("index.md"));
         stdout.flush();

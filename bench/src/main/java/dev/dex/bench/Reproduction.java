@@ -52,9 +52,13 @@ public final class Reproduction {
                               ToDoubleFunction<BenchResult> y, Function<Map<String, Map<String, Double>>, String> reading) {
     }
 
-    /** The names of every experiment, in the order they run; {@code timeline} is a cluster run ({@link #timeline}). */
+    /**
+     * The names of every experiment, in the order they run; {@code timeline} and {@code scale} are cluster runs
+     * ({@link #timeline}, {@link ScaleBed}). All but {@code scale} run by default; {@code scale} only when named (it
+     * runs clusters of up to 32 compute nodes: about 15 minutes at full scale).
+     */
     public static final List<String> EXPERIMENTS = List.of("verbs", "ablation", "threads", "cache", "skew", "leaf-admission",
-            "offload-threads", "timeline");
+            "offload-threads", "timeline", "scale");
 
     /**
      * The repartitioning timeline, which needs a cluster: given the output directory and the scale, it writes
@@ -66,6 +70,23 @@ public final class Reproduction {
     }
 
     private Timeline timeline;
+
+    /**
+     * The scale test bed at one size: runs {@code bench --cluster --join-leave --kill-coordinator} with
+     * {@code computeNodes} compute nodes and {@code partitions} partitions at {@code scale}, and writes its --json to
+     * {@code json}. Set by the command line (cluster-config); without it the scale page is left out.
+     */
+    public interface ScaleBed {
+        void run(int computeNodes, int partitions, Scale scale, Path json) throws Exception;
+    }
+
+    private ScaleBed scaleBed;
+
+    /** Runs the scale page's clusters with {@code scaleBed} (see {@link ScaleBed}). */
+    public Reproduction withScaleBed(ScaleBed scaleBed) {
+        this.scaleBed = scaleBed;
+        return this;
+    }
 
     /** Runs the repartitioning timeline with {@code timeline} (see {@link Timeline}). */
     public Reproduction withTimeline(Timeline timeline) {
@@ -111,10 +132,12 @@ public final class Reproduction {
         int done = 0;
         long started = System.nanoTime();
         List<Path> written = new ArrayList<>();
+        String made = "bin/dex reproduce" + (scale == Scale.QUICK ? " --quick" : "") + (only.isEmpty() ? ""
+                : " --only " + String.join(",", only.stream().sorted().toList()));
         StringBuilder index = new StringBuilder("# DEX on Pekko: the paper's experiments, " + scale.name() + " scale\n\n"
-                + String.format(Locale.ROOT, "%,d keys bulk-loaded per run, %,d operations measured after %,d of warm-up; one"
-                + " JVM, this machine. Made by `bin/dex reproduce%s`.%n%n", scale.keys(), scale.ops(), scale.warmup(),
-                scale == Scale.QUICK ? " --quick" : ""));
+                + (chosen.isEmpty() ? String.format(Locale.ROOT, "Cluster runs only; one JVM, this machine. Made by `%s`.%n%n", made)
+                : String.format(Locale.ROOT, "%,d keys bulk-loaded per engine run, %,d operations measured after %,d of warm-up;"
+                + " one JVM, this machine. Made by `%s`.%n%n", scale.keys(), scale.ops(), scale.warmup(), made)));
         for (Experiment e : chosen) {
             Map<String, Map<String, Double>> points = new LinkedHashMap<>();
             StringBuilder csv = new StringBuilder("series,x,throughput_ops_per_s,reads_per_op,writes_per_op,atomics_per_op,"
@@ -164,7 +187,20 @@ public final class Reproduction {
                 index.append("Not run here: the repartitioning timeline, which needs a cluster (`bin/dex reproduce` runs it).\n\n");
             }
         }
-        index.append("Not reproduced: key width (the index takes 8-byte keys).\n");
+        if (only.contains("scale")) {
+            if (scaleBed != null) {
+                try {
+                    index.append(new ScalePage(scaleBed, progress).run(out, scale, written)).append("\n\n");
+                } catch (IOException | RuntimeException e) {
+                    throw e;
+                } catch (Exception e) {
+                    throw new IllegalStateException("the scale test bed failed: " + e, e);
+                }
+            } else {
+                index.append("Not run here: the scale page, which needs a cluster (`bin/dex reproduce --only scale` runs it).\n\n");
+            }
+        }
+        index.append("Not on these pages: key width, which `bin/dex bench --key-bytes` measures (docs/benchmarks.md).\n");
         Path indexFile = out.resolve("index.md");
         Files.writeString(indexFile, index);
         written.add(indexFile);

@@ -79,6 +79,56 @@ class ReproductionTest {
         assertTrue(reading.contains("write-intensive 8% cache 1.10x (best fixed 1)"), reading);
     }
 
+    /**
+     * The scale page from its test bed's --json files: a stand-in bed writes, per size, figures that grow with the
+     * size (a real bed runs clusters: DemoRunsTest and docs/benchmarks.md), and the page must carry each into its CSV
+     * row, its plots and its reading.
+     */
+    @Test
+    void theScalePageRunsEverySizeAndPlotsItsFigures() throws Exception {
+        List<Integer> asked = new java.util.ArrayList<>();
+        Reproduction.ScaleBed bed = (nodes, partitions, scale, json) -> {
+            asked.add(nodes);
+            assertEquals(ScalePage.PARTITIONS, partitions);
+            Files.writeString(json, String.format(java.util.Locale.ROOT, """
+                    {"join": {"settledSeconds": %d.5, "rebalanceRounds": %d, "partitionsMoved": %d, "lowestShare": 0.%02d,
+                              "longestOpSeconds": 1.25, "usualOpsPerSec": %d},
+                     "leave": {"settledSeconds": %d.0, "rebalanceRounds": 3, "partitionsMoved": %d, "lowestShare": 0.5,
+                               "longestOpSeconds": 0.5, "usualOpsPerSec": %d},
+                     "coordinatorKill": {"newCoordinatorSeconds": %d.25, "servedAgainSeconds": %d.75, "partitions": %d}}
+                    """, nodes, nodes + 1, 1024 / (nodes + 1), 90 - nodes, 1000 * nodes, nodes, 1024 / (nodes + 1), 1000 * nodes,
+                    nodes, nodes + 1, 1024 / nodes));
+        };
+        StringWriter progress = new StringWriter();
+        List<Path> written = new Reproduction(TINY, 16, new PrintWriter(progress, true)).withScaleBed(bed).run(dir, Set.of("scale"));
+        assertEquals(ScalePage.sizes(TINY), asked, "every size, smallest first");
+        assertEquals(List.of(2, 4, 8), asked, "a scale other than full runs 2 to 8 compute nodes");
+
+        List<String> csv = Files.readAllLines(dir.resolve("scale.csv"));
+        assertEquals(1 + 3, csv.size(), "a row per size: " + csv);
+        assertTrue(csv.get(0).startsWith("compute_nodes,partitions,usual_ops_per_s,join_settled_s,join_rounds,"), csv.get(0));
+        assertEquals("4,1024,4000,4.50,5,204,0.860,1.250,4.00,3,204,0.500,0.500,4.25,5.75,256", csv.get(2));
+        for (String name : List.of("scale-seconds", "scale-rounds", "scale-lowest")) {
+            BufferedImage image = ImageIO.read(dir.resolve(name + ".png").toFile());
+            assertNotNull(image, name + ".png decodes");
+            assertTrue(written.contains(dir.resolve(name + ".png")), name + " is listed: " + written);
+        }
+        String index = Files.readString(dir.resolve("index.md"));
+        assertTrue(index.contains("![Seconds](scale-seconds.png)") && index.contains("(scale.csv)"), index);
+        assertTrue(index.contains("Cluster runs only; one JVM, this machine. Made by `bin/dex reproduce --only scale`."), index);
+        assertTrue(index.contains("- 8 compute nodes (usual 8,000 ops/s): join settled in 8.5 s, 9 rounds, 113 moved, lowest"
+                + " second 82%; leave 8.0 s, 3 rounds, 113 moved, lowest 50%; the coordinator's node killed: a new coordinator"
+                + " after 8.3 s, its 128 partitions served again after 9.8 s."), index);
+        assertTrue(progress.toString().contains("[scale 3/3] 8 compute nodes, 1024 partitions"), progress.toString());
+    }
+
+    @Test
+    void theScalePageIsLeftOutWithoutItsBedAndSaysSo() throws Exception {
+        new Reproduction(TINY, 16, new PrintWriter(new StringWriter())).run(dir, Set.of("scale"));
+        assertTrue(Files.readString(dir.resolve("index.md")).contains("Not run here: the scale page"));
+        assertTrue(!Files.exists(dir.resolve("scale.csv")));
+    }
+
     @Test
     void anUnknownExperimentIsAClearError() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,

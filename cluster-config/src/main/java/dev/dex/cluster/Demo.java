@@ -148,6 +148,15 @@ final class Demo implements Callable<Integer> {
                     + " of the demo's nodes stops its actor system without leaving. Needs --compute-nodes 2 or more.")
     boolean killComputeNode;
 
+    @Option(names = "--kill-coordinator",
+            description = "After the leave, stop the compute node that runs the shard coordinator inside this JVM without"
+                    + " leaving the cluster, and print the time until a new coordinator runs and until the stopped node's"
+                    + " partitions serve again on the others (also in --json as coordinatorKill); every key is verified after."
+                    + " With bench --cluster --processes: after the measured mix, kill that node's process with SIGKILL under"
+                    + " the mix instead. Goes with the demo, bench --cluster --join-leave and bench --cluster --processes; needs"
+                    + " --compute-nodes 2 or more.")
+    boolean killCoordinator;
+
     @Option(names = "--processes",
             description = "bench --cluster: run the memory node and each compute node in a JVM of its own, this JVM being the"
                     + " client (started and stopped by the bench; fabric shm unless --fabric tcp), as a deployment on one host"
@@ -195,6 +204,13 @@ final class Demo implements Callable<Integer> {
         if (killComputeNode && (memoryReplicas > 1 || benchOnly)) {
             throw new IllegalArgumentException("--kill-compute-node goes with the demo of one replica: "
                     + (benchOnly ? "bench --cluster measures the mix only" : "--replicas " + memoryReplicas));
+        }
+        boolean killable = !benchOnly || joinLeave || processes;
+        if (killCoordinator && (killComputeNode || memoryReplicas > 1 || !killable || computeNodes < 2)) {
+            throw new IllegalArgumentException("--kill-coordinator " + (killComputeNode ? "and --kill-compute-node: one kill per run"
+                    : memoryReplicas > 1 ? "goes with the demo of one replica" : !killable
+                    ? "goes with the demo, bench --cluster --join-leave or bench --cluster --processes"
+                    : "needs --compute-nodes 2 or more: the coordinator's node's partitions need a node to move to"));
         }
         if (joinLeave && (!benchOnly || processes)) {
             throw new IllegalArgumentException("--join-leave goes with bench --cluster in one JVM"
@@ -307,7 +323,7 @@ final class Demo implements Callable<Integer> {
                 double engine = baseline.equals("on") ? engineBaseline(base, settings, n) : Double.NaN;
                 return ProcessBench.run(out, base, settings, new ProcessBench.Options(n, putPercent, scanPercent, computeNodes, partitions,
                         cacheSize, warmup, settings.demoSeconds(), settings.demoInFlight(), rate == null ? 0 : rate,
-                        traceSample == null ? 0 : traceSample, engine), new DemoReport(out, computeNodes, rate, json), fabricName);
+                        traceSample == null ? 0 : traceSample, engine, killCoordinator), new DemoReport(out, computeNodes, rate, json), fabricName);
             }
             return run(base, settings, n, putPercent, systems);
         } finally {
@@ -352,7 +368,7 @@ final class Demo implements Callable<Integer> {
         List<ActorSystem<Void>> computeSystems = new ArrayList<>();
         // With --kill-compute-node a compute node's actor system stops, when terminated, without leaving the cluster first
         // (the demo's own stop at the end still leaves gracefully: ClusterMember.leave).
-        Config computeBase = killComputeNode ? base.withValue("pekko.coordinated-shutdown.run-by-actor-system-terminate",
+        Config computeBase = killComputeNode || killCoordinator ? base.withValue("pekko.coordinated-shutdown.run-by-actor-system-terminate",
                 ConfigValueFactory.fromAnyRef("off")) : base;
         for (int c = 0; c < computeNodes; c++) {
             ActorSystem<Void> node = DexNodes.computeNode(DexNodes.nodeConfig(computeBase, "compute", "127.0.0.1", 0, seed), settings);
@@ -437,7 +453,7 @@ final class Demo implements Callable<Integer> {
         DemoReport.Rounds roundsBeforeLeave = DemoReport.Rounds.of(systems);
         computeC.terminate();
         computeC.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
-        systems.remove(computeC);
+        DemoCluster.removeSame(systems, computeC);
         DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey, computeNodes, Duration.ofSeconds(90));
         // The shard coordinator runs on the oldest compute node, never the one that left: its count is still here.
         DemoReport.Rounds leaveRounds = DemoReport.Rounds.of(systems).since(roundsBeforeLeave);
@@ -453,13 +469,21 @@ final class Demo implements Callable<Integer> {
             killAt = (kill.killedAtNanos() - mixStart) / 1e9;
             report.putKill(kill.servedAgainSeconds(), kill.partitions());
             Thread.sleep(1_500);
-        } else if (killComputeNode) {
-            out.printf("(the node to kill is stopped inside this JVM: %s)%n", noProcess != null ? noProcess
-                    : "the process did not come up");
-            // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
-            ActorSystem<Void> victim = computeSystems.stream().max(java.util.Comparator.comparing(
-                    node -> org.apache.pekko.cluster.typed.Cluster.get(node).selfMember(),
-                    org.apache.pekko.cluster.Member.ageOrdering())).orElseThrow();
+        } else if (killComputeNode || killCoordinator) {
+            ActorSystem<Void> victim;
+            if (killCoordinator) {
+                org.apache.pekko.actor.Address coordinator = DemoCluster.coordinatorNode(clientSystem,
+                        computeSystems.stream().map(ActorSystem::address).toList());
+                victim = computeSystems.stream().filter(node -> node.address().equals(coordinator)).findFirst().orElseThrow();
+                out.printf("killing the shard coordinator's compute node, %s, under the mix...%n", victim.address());
+            } else {
+                out.printf("(the node to kill is stopped inside this JVM: %s)%n", noProcess != null ? noProcess
+                        : "the process did not come up");
+                // The youngest: the oldest runs the shard coordinator, whose move would be measured too.
+                victim = computeSystems.stream().max(java.util.Comparator.comparing(
+                        node -> org.apache.pekko.cluster.typed.Cluster.get(node).selfMember(),
+                        org.apache.pekko.cluster.Member.ageOrdering())).orElseThrow();
+            }
             String address = victim.address().toString();
             List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(address))
                     .findFirst().map(ComputeNode.Status::partitionsHeld).orElse(List.of());
@@ -471,14 +495,26 @@ final class Demo implements Callable<Integer> {
             long killed = System.nanoTime();
             killAt = (killed - mixStart) / 1e9;
             victim.terminate();
-            systems.remove(victim);
+            DemoCluster.removeSame(systems, victim);
+            DemoCluster.removeSame(computeSystems, victim);
             victim.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+            double coordinatorAgain = Double.NaN;
+            if (killCoordinator) {
+                org.apache.pekko.actor.Address next = DemoCluster.awaitCoordinator(clientSystem,
+                        computeSystems.stream().map(ActorSystem::address).toList(), Duration.ofSeconds(90));
+                coordinatorAgain = (System.nanoTime() - killed) / 1e9;
+                out.printf("a new shard coordinator runs on %s %.2f s after the kill%n", next, coordinatorAgain);
+            }
             double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, Duration.ofSeconds(90));
             out.printf("its %d partitions served again %.2f s after the kill (the downing, the removal, then each new owner"
                     + " replays the partition's redo log; a node stopped inside this JVM announces its end, so its removal waits"
                     + " for the failure detector, where a killed process is found by its hang-up: docs/durability.md)%n",
                     held.size(), servedAgain);
-            report.putKill(servedAgain, held.size());
+            if (killCoordinator) {
+                report.putCoordinatorKill(coordinatorAgain, servedAgain, held.size());
+            } else {
+                report.putKill(servedAgain, held.size());
+            }
             Thread.sleep(1_500);
         }
         long stopAt = System.nanoTime();

@@ -149,6 +149,17 @@ final class DemoCluster {
     }
 
     /**
+     * Removes {@code system} itself from {@code systems}. Not {@link List#remove(Object)}: a typed actor system is an
+     * actor reference (its user guardian), equal to every other system of the same name in this JVM (same local path,
+     * uid 0), so that would remove the first system named {@code dex}, the memory node, and leave the stopped one in.
+     */
+    static void removeSame(List<? extends ActorSystem<?>> systems, ActorSystem<?> system) {
+        if (!systems.removeIf(s -> s == system)) {
+            throw new IllegalArgumentException(system.address() + " is not in the list");
+        }
+    }
+
+    /**
      * The memory node's region: the loaded tree (about 96 bytes a key, splits included), one redo log per
      * partition in whole 1 MiB chunks plus the log directory's chunk, and room for the chunks each compute
      * node allocates for its splits.
@@ -275,22 +286,116 @@ final class DemoCluster {
     }
 
     /**
-     * Seconds from {@code since} until each of {@code partitions} answers a get (of a key inside it that the mix never
-     * writes: between two loaded keys), asked one after another, each try waiting at most 2 s.
+     * Seconds from {@code since} until every one of {@code partitions} has answered a get (of a key inside it that the
+     * mix never writes: between two loaded keys). All are asked at once, and each again 20 ms after a failed try (a try
+     * waits at most 2 s): asked one after another, 512 partitions took 18 s to check behind the mix, after they all
+     * served again within a second.
      */
     static double awaitPartitionsServe(DexClientApi client, PartitionTable table, List<Integer> partitions, long since,
             Duration max) throws Exception {
         long deadline = System.nanoTime() + max.toNanos();
+        List<java.util.concurrent.CompletableFuture<Long>> answered = new ArrayList<>();
         for (int partition : partitions) {
             long key = table.lowerExclusive(partition) + 1;
             if (key % DemoWorkload.KEY_SPACING == 0) {
                 key++;
             }
             long inside = key;
-            awaitAnswer(() -> client.get(inside), deadline, "partition " + partition + " did not serve again within "
-                    + max.toSeconds() + " s");
+            java.util.concurrent.CompletableFuture<Long> at = new java.util.concurrent.CompletableFuture<>();
+            askUntilAnswered(() -> client.get(inside), deadline, at);
+            answered.add(at.exceptionally(notYet -> {
+                throw new IllegalStateException("partition " + partition + " did not serve again within " + max.toSeconds()
+                        + " s: " + notYet);
+            }));
         }
-        return (System.nanoTime() - since) / 1e9;
+        long last = since;
+        try {
+            for (java.util.concurrent.CompletableFuture<Long> at : answered) {
+                last = Math.max(last, at.get());
+            }
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
+        }
+        return (last - since) / 1e9;
+    }
+
+    /** Completes {@code at} with the time {@code operation} first answers, asking again 20 ms after each failed try. */
+    private static void askUntilAnswered(java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> operation,
+            long deadline, java.util.concurrent.CompletableFuture<Long> at) {
+        java.util.concurrent.CompletableFuture<?> asked;
+        try {
+            asked = operation.get().toCompletableFuture();
+        } catch (RuntimeException refused) {
+            asked = java.util.concurrent.CompletableFuture.failedFuture(refused);
+        }
+        asked.orTimeout(2, TimeUnit.SECONDS).whenComplete((answer, failure) -> {
+            if (failure == null) {
+                at.complete(System.nanoTime());
+            } else if (System.nanoTime() > deadline) {
+                at.completeExceptionally(failure);
+            } else {
+                java.util.concurrent.CompletableFuture.delayedExecutor(20, TimeUnit.MILLISECONDS)
+                        .execute(() -> askUntilAnswered(operation, deadline, at));
+            }
+        });
+    }
+
+    /**
+     * The address, of {@code computeNodes}, of the node that runs the partitions' shard coordinator (the oldest compute
+     * node, once the cluster has settled), as {@code asker} finds it: a lookup of the coordinator's path at each address.
+     *
+     * @throws IllegalStateException when none of them runs it
+     */
+    static org.apache.pekko.actor.Address coordinatorNode(ActorSystem<?> asker, List<org.apache.pekko.actor.Address> computeNodes) {
+        for (org.apache.pekko.actor.Address node : computeNodes) {
+            if (runsCoordinator(asker, node)) {
+                return node;
+            }
+        }
+        throw new IllegalStateException("none of the " + computeNodes.size() + " compute nodes runs the shard coordinator");
+    }
+
+    /** Waits until one of {@code computeNodes} runs the shard coordinator (after its node was killed) and returns it. */
+    static org.apache.pekko.actor.Address awaitCoordinator(ActorSystem<?> asker, List<org.apache.pekko.actor.Address> computeNodes,
+            Duration max) throws InterruptedException {
+        long deadline = System.nanoTime() + max.toNanos();
+        while (true) {
+            for (org.apache.pekko.actor.Address node : computeNodes) {
+                if (runsCoordinator(asker, node)) {
+                    return node;
+                }
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("no compute node ran the shard coordinator within " + max.toSeconds() + " s");
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    /** Whether the node at {@code node} runs the partitions' shard coordinator, as {@code asker} looks it up. */
+    private static boolean runsCoordinator(ActorSystem<?> asker, org.apache.pekko.actor.Address node) {
+        String path = node + dev.dex.actors.partition.ProbedRebalance.coordinatorPath(asker, dev.dex.actors.partition.Partition.TYPE_KEY.name());
+        try {
+            org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(asker).actorSelection(path).resolveOne(Duration.ofSeconds(1))
+                    .toCompletableFuture().get(2, TimeUnit.SECONDS);
+            return true;
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notThere) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /** The addresses of the compute nodes that {@code system}'s cluster has Up. */
+    static List<org.apache.pekko.actor.Address> upComputeNodes(ActorSystem<?> system) {
+        List<org.apache.pekko.actor.Address> nodes = new ArrayList<>();
+        for (org.apache.pekko.cluster.Member member : Cluster.get(system).state().getMembers()) {
+            if (member.status() == MemberStatus.up() && member.hasRole("compute")) {
+                nodes.add(member.address());
+            }
+        }
+        return nodes;
     }
 
     /**

@@ -218,6 +218,24 @@ final class DemoReport {
         }
     }
 
+    /**
+     * With --json: the shard coordinator's node was killed; the seconds until a new coordinator ran and until the killed
+     * node's partitions all served again, and how many it held.
+     */
+    void putCoordinatorKill(double coordinatorSeconds, double servedAgainSeconds, int partitions) {
+        if (root != null) {
+            root.putObject("coordinatorKill").put("newCoordinatorSeconds", coordinatorSeconds)
+                    .put("servedAgainSeconds", servedAgainSeconds).put("partitions", partitions);
+        }
+    }
+
+    /** Writes --json as it stands (when given and measured). */
+    void write() throws java.io.IOException {
+        if (root != null) {
+            MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+        }
+    }
+
     private void printChange(String name, List<Long> counts, java.util.concurrent.atomic.AtomicLongArray longest, long usual,
             double at, double settledAt, int before, Rounds rounds) {
         int from = (int) at;

@@ -73,7 +73,7 @@ public final class DexCli implements Callable<Integer> {
         }
         if (args.length > 0 && args[0].equals("reproduce")) {
             int partitions = com.typesafe.config.ConfigFactory.load().getInt("dex.tree.partitions");
-            CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions, DexCli::timeline).setCommandName("dex reproduce");
+            CommandLine cli = dev.dex.bench.ReproduceCommand.commandLine(partitions, DexCli::timeline, DexCli::scaleBed).setCommandName("dex reproduce");
             cli.setExecutionExceptionHandler(DexCli::handle);
             return cli.execute(Arrays.copyOfRange(args, 1, args.length));
         }
@@ -117,6 +117,23 @@ public final class DexCli implements Callable<Integer> {
         }
         return "## Repartitioning: throughput while a compute node joins and leaves\n\n![Repartitioning timeline](timeline.png)\n\n"
                 + demo.timelineReading + " Data: [timeline.csv](timeline.csv).";
+    }
+
+    /**
+     * One size of {@code dex reproduce --only scale}: the scale test bed, {@code bench --cluster --join-leave
+     * --kill-coordinator} at docs/benchmarks.md's settings (200,000 keys, 100,000 with --quick; 8 MiB caches; 3 s of
+     * mix after 1 s of warm-up), its --json into {@code json}.
+     */
+    static void scaleBed(int computeNodes, int partitions, dev.dex.bench.Reproduction.Scale scale, java.nio.file.Path json) {
+        Demo bench = new Demo();
+        bench.benchOnly = true;
+        int exit = new CommandLine(bench).execute("--join-leave", "--kill-coordinator", "--compute-nodes", Integer.toString(computeNodes),
+                "--partitions", Integer.toString(partitions), "--keys", scale == dev.dex.bench.Reproduction.Scale.FULL ? "200k" : "100k",
+                "--seconds", "3", "--warmup", "1", "--cache-size", "8MiB", "--baseline", "off", "--json", json.toString());
+        if (exit != 0) {
+            throw new IllegalStateException("bench --cluster --join-leave --kill-coordinator at " + computeNodes
+                    + " compute nodes failed (exit " + exit + ")");
+        }
     }
 
     /** Bad input (a bad option or setting) exits 2 with the reason; anything else exits 1. */

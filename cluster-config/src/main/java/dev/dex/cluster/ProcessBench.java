@@ -42,7 +42,7 @@ final class ProcessBench {
 
     /** What the bench takes from {@code dex bench --cluster}'s options. */
     record Options(long keys, int putPercent, int scanPercent, int computeNodes, int partitions, String cacheSize, int warmup, int seconds,
-                   int inFlight, long rate, int traceSample, double engine) {
+                   int inFlight, long rate, int traceSample, double engine, boolean killCoordinator) {
     }
 
     /** Fails clearly when the bench cannot run with these settings: before anything is measured. */
@@ -95,13 +95,22 @@ final class ProcessBench {
                         options.partitions());
 
                 List<NodeProcesses.Node> computeNodes = new ArrayList<>();
+                Map<String, NodeProcesses.Node> byAddress = new java.util.HashMap<>();
                 for (int c = 0; c < options.computeNodes(); c++) {
                     List<String> arguments = new ArrayList<>(List.of("compute-node", "--cache-size", options.cacheSize(), "--seed", seed));
                     arguments.addAll(common);
-                    computeNodes.add(nodes.start("compute-" + c, arguments));
+                    NodeProcesses.Node node = nodes.start("compute-" + c, arguments);
+                    computeNodes.add(node);
+                    if (options.computeNodes() > TOGETHER) {
+                        // One at a time: 4 or 8 JVMs starting together on a 2-core host starved each other's heartbeats,
+                        // and the split-brain resolver downed them all before the cluster formed.
+                        byAddress.put("pekko://" + DexNodes.SYSTEM + "@" + node.awaitUp(NODE_START), node);
+                    }
                 }
                 for (NodeProcesses.Node node : computeNodes) {
-                    node.awaitUp(NODE_START);
+                    if (!byAddress.containsValue(node)) {
+                        byAddress.put("pekko://" + DexNodes.SYSTEM + "@" + node.awaitUp(NODE_START), node);
+                    }
                 }
                 DemoCluster.awaitComputeNodes(clientSystem, options.computeNodes(), NODE_START);
                 DexClientApi client = new DexClientApi(clientSystem, clientSystem, settings.requestTimeout());
@@ -119,6 +128,9 @@ final class ProcessBench {
                 report.measure(clientSystem, client, options.traceSample(), settings, n, options.engine(),
                         () -> DemoWorkload.mix(client, n, options.putPercent(), options.scanPercent(), options.seconds(),
                                 options.inFlight(), options.rate(), written));
+                if (options.killCoordinator()) {
+                    killCoordinator(out, report, clientSystem, client, table, byAddress, options, written);
+                }
                 return 0;
             } finally {
                 DemoCluster.leaveInOrder(systems);
@@ -127,6 +139,61 @@ final class ProcessBench {
             DemoCluster.deleteFlatDirectory(shm);
         }
     }
+
+    /**
+     * Kills the process of the compute node that runs the shard coordinator with SIGKILL under the mix, and prints (and
+     * puts into --json) how long until another node ran the coordinator and until every partition it held served again,
+     * with the operations of each second from the kill on.
+     */
+    private static void killCoordinator(PrintWriter out, DemoReport report, ActorSystem<?> clientSystem, DexClientApi client,
+            PartitionTable table, Map<String, NodeProcesses.Node> byAddress, Options options, Map<Long, Long> written) throws Exception {
+        List<org.apache.pekko.actor.Address> up = DemoCluster.upComputeNodes(clientSystem);
+        org.apache.pekko.actor.Address coordinator = DemoCluster.coordinatorNode(clientSystem, up);
+        NodeProcesses.Node victim = byAddress.get(coordinator.toString());
+        if (victim == null) {
+            throw new IllegalStateException("the shard coordinator runs on " + coordinator + ", not a compute node of this bench");
+        }
+        List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(coordinator.toString()))
+                .findFirst().map(dev.dex.actors.node.ComputeNode.Status::partitionsHeld).orElse(List.of());
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        java.util.concurrent.atomic.AtomicLongArray perSecond = new java.util.concurrent.atomic.AtomicLongArray(KILL_MIX_SECONDS);
+        java.util.concurrent.FutureTask<DemoWorkload.Result> mix = new java.util.concurrent.FutureTask<>(() -> DemoWorkload.mix(client,
+                options.keys(), options.putPercent(), options.scanPercent(), KILL_MIX_SECONDS, options.inFlight(), options.rate(), written,
+                stop, perSecond, null, null, "mix through the kill (s)"));
+        Thread mixer = new Thread(mix, "bench-mix-through-kill");
+        mixer.setDaemon(true);
+        long mixStart = System.nanoTime();
+        mixer.start();
+        Thread.sleep(2_000);
+        out.printf("killing the shard coordinator's compute node %s (pid %d) with SIGKILL under the mix; it holds %d partitions...%n",
+                coordinator, victim.process().pid(), held.size());
+        long killed = System.nanoTime();
+        victim.process().destroyForcibly();
+        List<org.apache.pekko.actor.Address> others = up.stream().filter(a -> !a.equals(coordinator)).toList();
+        org.apache.pekko.actor.Address next = DemoCluster.awaitCoordinator(clientSystem, others, NODE_START);
+        double coordinatorAgain = (System.nanoTime() - killed) / 1e9;
+        double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, NODE_START);
+        Thread.sleep(1_000);
+        stop.set(true);
+        mix.get(60, java.util.concurrent.TimeUnit.SECONDS);
+        int from = (int) ((killed - mixStart) / 1_000_000_000L);
+        int to = Math.min(KILL_MIX_SECONDS, (int) Math.ceil((killed - mixStart) / 1e9 + servedAgain) + 1);
+        List<Long> seconds = new ArrayList<>();
+        for (int i = 0; i < to; i++) {
+            seconds.add(perSecond.get(i));
+        }
+        out.printf("a new shard coordinator ran on %s %.2f s after the kill; its %d partitions served again %.2f s after the"
+                + " kill; operations per second (the kill in second %d): %s%n", next, coordinatorAgain, held.size(), servedAgain, from,
+                seconds.stream().map(c -> String.format("%,d", c)).toList());
+        report.putCoordinatorKill(coordinatorAgain, servedAgain, held.size());
+        report.write();
+    }
+
+    /** Compute node processes started together; more start one after the other, each once the one before is up. */
+    private static final int TOGETHER = 2;
+
+    /** The longest the mix through the coordinator's kill may run. */
+    private static final int KILL_MIX_SECONDS = 120;
 
     /**
      * A node process's arguments besides its command and role's own: loopback, any port, the fabric, and the settings of

@@ -111,8 +111,8 @@ final class ReplicaDemo {
             long killed = System.nanoTime();
             killedAt = (killed - mixStart) / 1e9;
             victim.terminate();
-            systems.remove(victim);
-            memoryNodes.remove(victim);
+            DemoCluster.removeSame(systems, victim);
+            DemoCluster.removeSame(memoryNodes, victim);
             servedAgain = awaitServing(client, n, killed, Duration.ofSeconds(60));
             out.printf("the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
                     + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran the reads and log writes in"

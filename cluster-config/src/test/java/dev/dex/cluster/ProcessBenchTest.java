@@ -23,9 +23,11 @@ class ProcessBenchTest {
     @Test
     void theBenchRunsEachNodeInAProcessOfItsOwnAndLeavesNoneBehind(@TempDir Path dir) throws Exception {
         Path json = dir.resolve("processes.json");
-        DexCliTest.Run run = DexCliTest.run("bench", "--cluster", "--processes", "--keys", "10000", "--seconds", "1", "--partitions",
-                "6", "--compute-nodes", "1", "--in-flight", "4", "--warmup", "0", "--baseline", "off", "--trace-sample", "1",
-                "--json", json.toString());
+        // Over tcp, and after the measured mix the compute node process that runs the shard coordinator is killed with
+        // SIGKILL: the memory node finds its hang-up, fences and downs it, and the other node takes its partitions over.
+        DexCliTest.Run run = DexCliTest.run("bench", "--cluster", "--processes", "--fabric", "tcp", "--keys", "10000", "--seconds", "1",
+                "--partitions", "6", "--compute-nodes", "2", "--in-flight", "4", "--warmup", "0", "--baseline", "off", "--trace-sample",
+                "1", "--kill-coordinator", "--json", json.toString());
 
         assertEquals(0, run.exit(), run.out() + run.err());
         var result = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
@@ -35,6 +37,12 @@ class ProcessBenchTest {
         var heap = result.get("heapAllocatedPerOp");
         assertTrue(!heap.get("oneJvm").asBoolean() && heap.get("clientJvm").asDouble() > 0 && heap.get("computeNodeJvms").asDouble() > 0,
                 "the client's and the compute node's JVMs are measured apart: " + heap);
+        var kill = result.get("coordinatorKill");
+        assertTrue(kill != null && kill.get("partitions").asInt() >= 1 && kill.get("newCoordinatorSeconds").asDouble() > 0
+                && kill.get("newCoordinatorSeconds").asDouble() <= kill.get("servedAgainSeconds").asDouble(),
+                "a new coordinator, then the killed node's partitions served again, in --json: " + result);
+        assertTrue(run.out().contains("killing the shard coordinator's compute node") && run.out().contains("with SIGKILL under the mix")
+                && run.out().contains("a new shard coordinator ran on "), run.out());
         assertEquals(0, ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).count(),
                 "every node process has ended");
         Matcher logs = Pattern.compile("node logs in (\\S+)").matcher(run.out());
