@@ -35,7 +35,7 @@ public final class ReproduceCommand implements Callable<Integer> {
             description = "Only these experiments: verbs, ablation, threads, cache, skew, leaf-admission, offload-threads,"
                     + " timeline (a cluster in this JVM: throughput per 100 ms while a compute node joins and leaves); and, only"
                     + " when named, scale (clusters of 2 to 32 compute nodes in this JVM, 8 with --quick: a join, a leave and the"
-                    + " shard coordinator's failover at each size; about 15 minutes, 5 with --quick).")
+                    + " shard coordinator's failover at each size; about 10 minutes, 5 with --quick).")
     private List<String> only = List.of();
 
     @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")

@@ -55,7 +55,7 @@ public final class Reproduction {
     /**
      * The names of every experiment, in the order they run; {@code timeline} and {@code scale} are cluster runs
      * ({@link #timeline}, {@link ScaleBed}). All but {@code scale} run by default; {@code scale} only when named (it
-     * runs clusters of up to 32 compute nodes: about 15 minutes at full scale).
+     * runs clusters of up to 32 compute nodes: about 10 minutes at full scale).
      */
     public static final List<String> EXPERIMENTS = List.of("verbs", "ablation", "threads", "cache", "skew", "leaf-admission",
             "offload-threads", "timeline", "scale");

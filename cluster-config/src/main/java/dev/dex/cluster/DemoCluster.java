@@ -155,7 +155,7 @@ final class DemoCluster {
      */
     static void removeSame(List<? extends ActorSystem<?>> systems, ActorSystem<?> system) {
         if (!systems.removeIf(s -> s == system)) {
-            throw new IllegalArgumentException(system.address() + " is not in the list");
+            throw new IllegalStateException(system.address() + " is not in the list");
         }
     }
 
@@ -293,6 +293,19 @@ final class DemoCluster {
      */
     static double awaitPartitionsServe(DexClientApi client, PartitionTable table, List<Integer> partitions, long since,
             Duration max) throws Exception {
+        try {
+            return partitionsServe(client, table, partitions, since, max).get(max.toSeconds() + 5, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
+        }
+    }
+
+    /**
+     * {@link #awaitPartitionsServe} started, not awaited: completes with the seconds from {@code since} until every one of
+     * {@code partitions} has answered, or fails with the first that did not within {@code max}.
+     */
+    static java.util.concurrent.CompletableFuture<Double> partitionsServe(DexClientApi client, PartitionTable table,
+            List<Integer> partitions, long since, Duration max) {
         long deadline = System.nanoTime() + max.toNanos();
         List<java.util.concurrent.CompletableFuture<Long>> answered = new ArrayList<>();
         for (int partition : partitions) {
@@ -308,15 +321,9 @@ final class DemoCluster {
                         + " s: " + notYet);
             }));
         }
-        long last = since;
-        try {
-            for (java.util.concurrent.CompletableFuture<Long> at : answered) {
-                last = Math.max(last, at.get());
-            }
-        } catch (java.util.concurrent.ExecutionException e) {
-            throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
-        }
-        return (last - since) / 1e9;
+        return java.util.concurrent.CompletableFuture.allOf(answered.toArray(java.util.concurrent.CompletableFuture[]::new))
+                .thenApply(done -> (answered.stream().mapToLong(java.util.concurrent.CompletableFuture::join).max()
+                        .orElse(since) - since) / 1e9);
     }
 
     /** Completes {@code at} with the time {@code operation} first answers, asking again 20 ms after each failed try. */

@@ -105,6 +105,7 @@ final class ProcessBench {
                         // One at a time: 4 or 8 JVMs starting together on a 2-core host starved each other's heartbeats,
                         // and the split-brain resolver downed them all before the cluster formed.
                         byAddress.put("pekko://" + DexNodes.SYSTEM + "@" + node.awaitUp(NODE_START), node);
+                        DemoCluster.awaitComputeNodes(clientSystem, c + 1, NODE_START); // in the cluster, not only started
                     }
                 }
                 for (NodeProcesses.Node node : computeNodes) {
@@ -155,6 +156,10 @@ final class ProcessBench {
         }
         List<Integer> held = ClusterMember.computeStatuses(clientSystem).stream().filter(s -> s.address().equals(coordinator.toString()))
                 .findFirst().map(dev.dex.actors.node.ComputeNode.Status::partitionsHeld).orElse(List.of());
+        if (held.isEmpty()) {
+            throw new IllegalStateException("the shard coordinator's compute node, " + coordinator + ", holds no partition:"
+                    + " its kill would time nothing but the coordinator");
+        }
         java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
         java.util.concurrent.atomic.AtomicLongArray perSecond = new java.util.concurrent.atomic.AtomicLongArray(KILL_MIX_SECONDS);
         java.util.concurrent.FutureTask<DemoWorkload.Result> mix = new java.util.concurrent.FutureTask<>(() -> DemoWorkload.mix(client,
@@ -164,17 +169,32 @@ final class ProcessBench {
         mixer.setDaemon(true);
         long mixStart = System.nanoTime();
         mixer.start();
-        Thread.sleep(2_000);
-        out.printf("killing the shard coordinator's compute node %s (pid %d) with SIGKILL under the mix; it holds %d partitions...%n",
-                coordinator, victim.process().pid(), held.size());
-        long killed = System.nanoTime();
-        victim.process().destroyForcibly();
-        List<org.apache.pekko.actor.Address> others = up.stream().filter(a -> !a.equals(coordinator)).toList();
-        org.apache.pekko.actor.Address next = DemoCluster.awaitCoordinator(clientSystem, others, NODE_START);
-        double coordinatorAgain = (System.nanoTime() - killed) / 1e9;
-        double servedAgain = DemoCluster.awaitPartitionsServe(client, table, held, killed, NODE_START);
-        Thread.sleep(1_000);
-        stop.set(true);
+        long killed;
+        double coordinatorAgain;
+        double servedAgain;
+        org.apache.pekko.actor.Address next;
+        try {
+            Thread.sleep(2_000);
+            out.printf("killing the shard coordinator's compute node %s (pid %d) with SIGKILL under the mix; it holds %d"
+                    + " partitions...%n", coordinator, victim.process().pid(), held.size());
+            killed = System.nanoTime();
+            victim.process().destroyForcibly();
+            // Both waits run from the kill: the partitions are asked meanwhile, not after the coordinator is found.
+            java.util.concurrent.CompletableFuture<Double> serving = DemoCluster.partitionsServe(client, table, held, killed,
+                    NODE_START);
+            List<org.apache.pekko.actor.Address> others = up.stream().filter(a -> !a.equals(coordinator)).toList();
+            next = DemoCluster.awaitCoordinator(clientSystem, others, NODE_START);
+            coordinatorAgain = (System.nanoTime() - killed) / 1e9;
+            try {
+                servedAgain = serving.get(NODE_START.toSeconds() + 5, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
+            }
+            Thread.sleep(1_000);
+        } finally {
+            // Also when a wait failed: no mix goes on against a client that is about to stop.
+            stop.set(true);
+        }
         mix.get(60, java.util.concurrent.TimeUnit.SECONDS);
         int from = (int) ((killed - mixStart) / 1_000_000_000L);
         int to = Math.min(KILL_MIX_SECONDS, (int) Math.ceil((killed - mixStart) / 1e9 + servedAgain) + 1);

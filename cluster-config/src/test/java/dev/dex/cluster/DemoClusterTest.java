@@ -28,7 +28,7 @@ class DemoClusterTest {
             DemoCluster.removeSame(systems, second);
             assertEquals(1, systems.size());
             assertSame(first, systems.get(0), "the first system stays in the list");
-            assertThrows(IllegalArgumentException.class, () -> DemoCluster.removeSame(systems, second));
+            assertThrows(IllegalStateException.class, () -> DemoCluster.removeSame(systems, second));
         } finally {
             first.terminate();
             second.terminate();

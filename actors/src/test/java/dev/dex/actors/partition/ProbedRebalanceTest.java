@@ -134,6 +134,8 @@ class ProbedRebalanceTest {
         // The dead region removed, its shards allocated to the live one (a round counts shards without a home where the
         // allocation will put them, so they must be somewhere): the live region's surplus moves.
         allocations.remove(dead);
+        assertEquals(Set.of(), rebalance(strategy, allocations), "the dead region's 10 shards, without a home, will go to"
+                + " the empty region when asked for: nothing needs to move");
         allocations.put(live, shards(0, 20));
         Set<String> moved = rebalance(strategy, allocations);
         assertFalse(moved.isEmpty(), "the live region's surplus moves to the new one");
