@@ -472,8 +472,8 @@ final class Demo implements Callable<Integer> {
         } else if (killComputeNode || killCoordinator) {
             ActorSystem<Void> victim;
             if (killCoordinator) {
-                org.apache.pekko.actor.Address coordinator = DemoCluster.coordinatorNode(clientSystem,
-                        computeSystems.stream().map(ActorSystem::address).toList());
+                org.apache.pekko.actor.Address coordinator = DemoCluster.awaitCoordinator(clientSystem,
+                        computeSystems.stream().map(ActorSystem::address).toList(), Duration.ofSeconds(10));
                 victim = computeSystems.stream().filter(node -> node.address().equals(coordinator)).findFirst().orElseThrow();
                 out.printf("killing the shard coordinator's compute node, %s, under the mix...%n", victim.address());
             } else {
@@ -508,12 +508,7 @@ final class Demo implements Callable<Integer> {
                 coordinatorAgain = (System.nanoTime() - killed) / 1e9;
                 out.printf("a new shard coordinator runs on %s %.2f s after the kill%n", next, coordinatorAgain);
             }
-            double servedAgain;
-            try {
-                servedAgain = serving.get(95, TimeUnit.SECONDS);
-            } catch (java.util.concurrent.ExecutionException e) {
-                throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
-            }
+            double servedAgain = DemoCluster.awaitServed(serving, Duration.ofSeconds(90));
             out.printf("its %d partitions served again %.2f s after the kill (the downing, the removal, then each new owner"
                     + " replays the partition's redo log; a node stopped inside this JVM announces its end, so its removal waits"
                     + " for the failure detector, where a killed process is found by its hang-up: docs/durability.md)%n",

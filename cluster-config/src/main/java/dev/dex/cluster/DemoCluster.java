@@ -293,8 +293,13 @@ final class DemoCluster {
      */
     static double awaitPartitionsServe(DexClientApi client, PartitionTable table, List<Integer> partitions, long since,
             Duration max) throws Exception {
+        return awaitServed(partitionsServe(client, table, partitions, since, max), max);
+    }
+
+    /** The seconds {@code serving} ({@link #partitionsServe}, started with {@code max}) completes with, or its failure. */
+    static double awaitServed(java.util.concurrent.CompletableFuture<Double> serving, Duration max) throws Exception {
         try {
-            return partitionsServe(client, table, partitions, since, max).get(max.toSeconds() + 5, TimeUnit.SECONDS);
+            return serving.get(max.toSeconds() + 5, TimeUnit.SECONDS);
         } catch (java.util.concurrent.ExecutionException e) {
             throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
         }
@@ -349,20 +354,11 @@ final class DemoCluster {
 
     /**
      * The address, of {@code computeNodes}, of the node that runs the partitions' shard coordinator (the oldest compute
-     * node, once the cluster has settled), as {@code asker} finds it: a lookup of the coordinator's path at each address.
+     * node, once the cluster has settled), as {@code asker} finds it: a lookup of the coordinator's path at each address,
+     * again every 20 ms (during a hand-over, or after its node was killed) for at most {@code max}.
      *
-     * @throws IllegalStateException when none of them runs it
+     * @throws IllegalStateException when none of them runs it within {@code max}
      */
-    static org.apache.pekko.actor.Address coordinatorNode(ActorSystem<?> asker, List<org.apache.pekko.actor.Address> computeNodes) {
-        for (org.apache.pekko.actor.Address node : computeNodes) {
-            if (runsCoordinator(asker, node)) {
-                return node;
-            }
-        }
-        throw new IllegalStateException("none of the " + computeNodes.size() + " compute nodes runs the shard coordinator");
-    }
-
-    /** Waits until one of {@code computeNodes} runs the shard coordinator (after its node was killed) and returns it. */
     static org.apache.pekko.actor.Address awaitCoordinator(ActorSystem<?> asker, List<org.apache.pekko.actor.Address> computeNodes,
             Duration max) throws InterruptedException {
         long deadline = System.nanoTime() + max.toNanos();
@@ -411,16 +407,12 @@ final class DemoCluster {
      */
     static void awaitAnswer(java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> operation, long deadline,
             String failure) throws InterruptedException {
-        while (true) {
-            try {
-                operation.get().toCompletableFuture().get(2, TimeUnit.SECONDS);
-                return;
-            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException notYet) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException(failure + ": " + notYet);
-                }
-                Thread.sleep(20);
-            }
+        java.util.concurrent.CompletableFuture<Long> answered = new java.util.concurrent.CompletableFuture<>();
+        askUntilAnswered(operation, deadline, answered);
+        try {
+            answered.get();
+        } catch (java.util.concurrent.ExecutionException notYet) {
+            throw new IllegalStateException(failure + ": " + notYet.getCause());
         }
     }
 }

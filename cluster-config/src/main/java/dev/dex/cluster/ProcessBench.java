@@ -149,7 +149,7 @@ final class ProcessBench {
     private static void killCoordinator(PrintWriter out, DemoReport report, ActorSystem<?> clientSystem, DexClientApi client,
             PartitionTable table, Map<String, NodeProcesses.Node> byAddress, Options options, Map<Long, Long> written) throws Exception {
         List<org.apache.pekko.actor.Address> up = DemoCluster.upComputeNodes(clientSystem);
-        org.apache.pekko.actor.Address coordinator = DemoCluster.coordinatorNode(clientSystem, up);
+        org.apache.pekko.actor.Address coordinator = DemoCluster.awaitCoordinator(clientSystem, up, Duration.ofSeconds(10));
         NodeProcesses.Node victim = byAddress.get(coordinator.toString());
         if (victim == null) {
             throw new IllegalStateException("the shard coordinator runs on " + coordinator + ", not a compute node of this bench");
@@ -185,11 +185,7 @@ final class ProcessBench {
             List<org.apache.pekko.actor.Address> others = up.stream().filter(a -> !a.equals(coordinator)).toList();
             next = DemoCluster.awaitCoordinator(clientSystem, others, NODE_START);
             coordinatorAgain = (System.nanoTime() - killed) / 1e9;
-            try {
-                servedAgain = serving.get(NODE_START.toSeconds() + 5, java.util.concurrent.TimeUnit.SECONDS);
-            } catch (java.util.concurrent.ExecutionException e) {
-                throw e.getCause() instanceof IllegalStateException stuck ? stuck : e;
-            }
+            servedAgain = DemoCluster.awaitServed(serving, NODE_START);
             Thread.sleep(1_000);
         } finally {
             // Also when a wait failed: no mix goes on against a client that is about to stop.
