@@ -9,18 +9,29 @@ import dev.dex.rdma.Fabric;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionFormat;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.replica.RegionCopier;
+import dev.dex.rdma.replica.ReplicaSet;
+import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 
 /**
  * The {@code local} transport: regions are off-heap buffers of this JVM. Compute and memory sides are
  * objects in one process; an optional latency per verb (spun, in nanoseconds) emulates the round trip
  * of RDMA (about 2 µs).
  *
- * <p>Concurrency: the set of regions is a concurrent map; export, connect and close may race freely.
+ * <p>With {@code replicas} above 1, every exported server is held by that many regions, a primary and its backups, and
+ * a client writes every change to all of them itself ({@link ReplicatedRemoteMemory}, the compute-side write path of
+ * docs/replication.md). {@link #killPrimary}, {@link #dropBackup} and {@link #addReplica} make the view changes a
+ * coordinator makes, and every client follows them.
+ *
+ * <p>Concurrency: the sets of regions and of groups are concurrent maps; export, connect and close may race freely.
+ * A group serialises its own view changes.
  */
 public final class LocalFabric implements Fabric {
     private final long latencyNs;
     private final int segmentShift;
     private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
+    private final int replicas;
+    private final Map<Integer, LocalGroup> groups = new ConcurrentHashMap<>();
 
     /** A fabric with no injected latency. */
     public LocalFabric() {
@@ -38,6 +49,19 @@ public final class LocalFabric implements Fabric {
      *                     let tests of transports that split transfers at segment boundaries cross many of them
      */
     public LocalFabric(long latencyNs, int segmentShift) {
+        this(latencyNs, segmentShift, 1);
+    }
+
+    /**
+     * @param latencyNs    latency spun before every verb (on each replica), 0 for none
+     * @param segmentShift as for {@link #LocalFabric(long, int)}
+     * @param replicas     regions that hold each exported server, 1 to 3 (1: no replication, the verbs as before)
+     */
+    public LocalFabric(long latencyNs, int segmentShift, int replicas) {
+        if (replicas < 1 || replicas > 3) {
+            throw new IllegalArgumentException("replicas must be 1, 2 or 3: " + replicas);
+        }
+        this.replicas = replicas;
         if (latencyNs < 0) {
             throw new IllegalArgumentException("latency must be >= 0 ns: " + latencyNs);
         }
@@ -60,9 +84,17 @@ public final class LocalFabric implements Fabric {
             throw new IllegalArgumentException("chunk length " + chunkLength + " exceeds this fabric's segments of "
                     + (1L << segmentShift) + " bytes");
         }
+        if (replicas > 1) {
+            LocalGroup group = new LocalGroup(serverId, regionLength, chunkLength, replicas, latencyNs, segmentShift,
+                    ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT);
+            if (groups.putIfAbsent(serverId, group) != null) {
+                throw new IllegalArgumentException("memory server " + serverId + " already exported on this fabric");
+            }
+            return new LocalRegion(serverId, group.primaryRegion(), () -> groups.remove(serverId, group));
+        }
         Region region = Region.offHeap(regionLength, segmentShift);
         RegionFormat.format(region, chunkLength);
-        LocalRegion exported = new LocalRegion(serverId, region);
+        LocalRegion exported = new LocalRegion(serverId, region, null);
         if (regions.putIfAbsent(serverId, exported) != null) {
             throw new IllegalArgumentException("memory server " + serverId + " already exported on this fabric");
         }
@@ -73,6 +105,9 @@ public final class LocalFabric implements Fabric {
     public RemoteMemory connect(int... serverIds) {
         if (serverIds.length == 0) {
             throw new IllegalArgumentException("connect needs at least one memory server id");
+        }
+        if (replicas > 1) {
+            return connectReplicated(serverIds);
         }
         int max = 0;
         for (int id : serverIds) {
@@ -89,18 +124,97 @@ public final class LocalFabric implements Fabric {
         return new DirectRemoteMemory(byId, latencyNs, () -> { });
     }
 
+    private RemoteMemory connectReplicated(int... serverIds) {
+        int max = java.util.Arrays.stream(serverIds).max().orElseThrow();
+        long[] regionLengths = new long[max + 1];
+        long[] chunkLengths = new long[max + 1];
+        Map<Integer, ReplicaSet> sets = new java.util.HashMap<>();
+        Map<Integer, LocalGroup> connected = new java.util.HashMap<>();
+        for (int id : serverIds) {
+            LocalGroup group = groups.get(id);
+            if (group == null) {
+                throw new IllegalArgumentException("memory server " + id + " has not exported a region on this local fabric");
+            }
+            connected.put(id, group);
+            regionLengths[id] = group.regionLength();
+            chunkLengths[id] = group.chunkLength();
+        }
+        connected.forEach((id, group) -> sets.put(id, group.connectSet()));
+        ReplicatedRemoteMemory[] client = new ReplicatedRemoteMemory[1];
+        client[0] = new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT,
+                (server, view, replica, cause) -> connected.get(server).failed(view, replica, cause),
+                () -> connected.values().forEach(group -> group.unfollow(client[0])));
+        connected.forEach((id, group) -> {
+            group.follow(client[0]);
+            // A view change between taking the set and following: install the newer view (an equal one is ignored).
+            client[0].install(id, group.connectSet());
+        });
+        return client[0];
+    }
+
+    /** The group of a server exported with replicas. */
+    private LocalGroup group(int serverId) {
+        LocalGroup group = groups.get(serverId);
+        if (group == null) {
+            throw new IllegalArgumentException(replicas == 1 ? "this local fabric keeps one replica per server"
+                    : "memory server " + serverId + " has not exported a region on this local fabric");
+        }
+        return group;
+    }
+
+    /**
+     * Server {@code serverId}'s primary dies: its verbs fail, and its first complete backup becomes primary in a new
+     * view, which every client installs.
+     *
+     * @throws IllegalStateException when the server has no complete backup (nothing changes)
+     */
+    public void killPrimary(int serverId) {
+        group(serverId).killPrimary();
+    }
+
+    /** Server {@code serverId}'s backup at {@code index} (0 the first) dies, or is left out: a new view without it. */
+    public void dropBackup(int serverId, int index) {
+        group(serverId).dropBackup(index);
+    }
+
+    /**
+     * Adds a replica of {@code serverId} and copies its region while clients write (at most {@code bytesPerSecond},
+     * 0 for no limit); returns once the replica is a complete backup in a new view.
+     */
+    public void addReplica(int serverId, long bytesPerSecond, RegionCopier.Progress progress) {
+        group(serverId).addReplica(bytesPerSecond, progress);
+    }
+
+    /** Server {@code serverId}'s group in words: its view, primary and backups. */
+    public String describeGroup(int serverId) {
+        return group(serverId).describe();
+    }
+
+    /** The backups that clients reported failing a change of {@code serverId}, with why. */
+    public java.util.List<String> backupFailures(int serverId) {
+        return group(serverId).failures();
+    }
+
+    /** Every replica's region of {@code serverId}, primary first (tests compare them). */
+    public java.util.List<Region> replicaRegions(int serverId) {
+        return group(serverId).regions();
+    }
+
     @Override
     public void close() {
         regions.clear();
+        groups.clear();
     }
 
     private final class LocalRegion implements ExportedRegion {
         private final int serverId;
         private final Region region;
+        private final Runnable closeGroup;
 
-        LocalRegion(int serverId, Region region) {
+        LocalRegion(int serverId, Region region, Runnable closeGroup) {
             this.serverId = serverId;
             this.region = region;
+            this.closeGroup = closeGroup;
         }
 
         @Override
@@ -115,7 +229,11 @@ public final class LocalFabric implements Fabric {
 
         @Override
         public void close() {
-            regions.remove(serverId, this);
+            if (closeGroup != null) {
+                closeGroup.run();
+            } else {
+                regions.remove(serverId, this);
+            }
         }
     }
 }

@@ -1,0 +1,377 @@
+package dev.dex.rdma.replica;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.ChunkAllocator;
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbChecks;
+import dev.dex.rdma.VerbBatch;
+import dev.dex.rdma.VerbCounters;
+
+/**
+ * A client of replicated memory servers that makes every change itself on every replica (the compute-side write path,
+ * docs/replication.md): for transports whose memory nodes never see a verb, where the primary cannot forward changes.
+ *
+ * <ul>
+ *   <li><b>Reads</b> go to the primary.</li>
+ *   <li><b>Writes</b> go to the primary, then to every backup, before they return. The primary first: a copy of the
+ *       region that reads the primary, writes the new replica and reads the primary again ({@link RegionCopier}) then
+ *       never leaves a newer write behind on the new replica.</li>
+ *   <li><b>Atomics</b> run at the primary, which orders them. A compare-and-swap that took effect, and every
+ *       fetch-and-add, is then <em>mirrored</em> on each backup: the backup's word is swapped for the primary's until a
+ *       read of the primary after the swap agrees ({@link #mirror}). Mirrors of several clients may run in any order;
+ *       at rest every backup holds the primary's word, and an atomic returns only once its backups held its change or
+ *       a later one.</li>
+ *   <li>A change returns only once every replica of the view has it. If one fails, the change throws a
+ *       {@link FabricException} (its outcome unknown, as for any failed verb) and the backup is reported to the
+ *       {@link BackupFailures} listener, which has the group's next view leave it out.</li>
+ * </ul>
+ *
+ * <p>The engine's words that several compute nodes change (lock words, the ownership table's epochs and owners, the
+ * region's next-chunk index, the instance count) change only by atomics, and a lock is used only once its atomic
+ * returned, so after the mirror; a lock is released by an atomic too. Plain writes change words one writer owns (a
+ * partition's pages, a locked node's image), so they need no order across clients.
+ *
+ * <p>Counters count the logical verbs (one per read, write or atomic, whatever the number of replicas), so verbs per
+ * operation compare across replica counts.
+ *
+ * <p>Concurrency: the view of each server is an atomic reference; {@link #install} swaps it in. A verb reads it once
+ * and sends every part of itself in that view, so a verb runs wholly in one view: a replica that moved to a newer view
+ * refuses it ({@link StaleViewException}). Connections of replaced views stay open until {@link #close}, so a verb still
+ * running in an old view fails by the gate, never by a closed connection.
+ */
+public final class ReplicatedRemoteMemory implements RemoteMemory {
+    /** Told of a backup that failed a change; the group's next view should leave it out. Must not block. */
+    @FunctionalInterface
+    public interface BackupFailures {
+        void failed(int serverId, long view, String replica, FabricException cause);
+    }
+
+    /** The default longest time a mirror may chase a word that keeps changing on the primary. */
+    public static final Duration DEFAULT_MIRROR_TIMEOUT = Duration.ofSeconds(1);
+
+    private final AtomicReference<ReplicaSet>[] groups;
+    private final int[] serverIds;
+    private final VerbCounters counters = new VerbCounters();
+    private final ChunkAllocator chunkAllocator;
+    private final long mirrorTimeoutNanos;
+    private final BackupFailures failures;
+    private final List<RemoteMemory> connections = new ArrayList<>();
+    private final ThreadLocal<UnsafeBuffer> mirrorWord = ThreadLocal.withInitial(() -> new UnsafeBuffer(new byte[Long.BYTES]));
+    private final Runnable onClose;
+    private volatile boolean closed;
+
+    /**
+     * @param groups        each connected server's replicas in its current view
+     * @param regionLengths region length of each connected server by id, 0 where not connected
+     * @param chunkLengths  chunk length of each connected server by id, 0 where not connected
+     * @param mirrorTimeout how long a mirror may chase a word that keeps changing on the primary before the atomic fails
+     * @param failures      told of every backup that failed a change
+     * @param onClose       run once by {@link #close}, after the connections are closed
+     */
+    public ReplicatedRemoteMemory(Map<Integer, ReplicaSet> groups, long[] regionLengths, long[] chunkLengths, Duration mirrorTimeout,
+                                  BackupFailures failures, Runnable onClose) {
+        if (groups.isEmpty()) {
+            throw new IllegalArgumentException("no memory server to connect to");
+        }
+        if (mirrorTimeout.isNegative() || mirrorTimeout.isZero()) {
+            throw new IllegalArgumentException("the mirror timeout must be positive: " + mirrorTimeout);
+        }
+        int max = groups.keySet().stream().mapToInt(Integer::intValue).max().orElseThrow();
+        @SuppressWarnings("unchecked")
+        AtomicReference<ReplicaSet>[] byServer = new AtomicReference[max + 1];
+        this.groups = byServer;
+        groups.forEach((id, set) -> {
+            byServer[id] = new AtomicReference<>(set);
+            keep(set);
+        });
+        this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
+        this.mirrorTimeoutNanos = mirrorTimeout.toNanos();
+        this.failures = failures;
+        this.onClose = onClose;
+        this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
+    }
+
+    /**
+     * Moves server {@code serverId} to {@code next}, if it is newer than the view this client is in.
+     *
+     * @return whether it was installed (false: this client is in that view or a newer one already)
+     */
+    public boolean install(int serverId, ReplicaSet next) {
+        AtomicReference<ReplicaSet> group = groupOf(serverId);
+        keep(next);
+        while (true) {
+            ReplicaSet now = group.get();
+            if (next.view() <= now.view()) {
+                return false;
+            }
+            if (group.compareAndSet(now, next)) {
+                return true;
+            }
+        }
+    }
+
+    /** Server {@code serverId}'s replicas in the view this client is in. */
+    public ReplicaSet view(int serverId) {
+        return groupOf(serverId).get();
+    }
+
+    private AtomicReference<ReplicaSet> groupOf(int serverId) {
+        if (serverId < 0 || serverId >= groups.length || groups[serverId] == null) {
+            throw new IllegalArgumentException("not connected to memory server " + serverId);
+        }
+        return groups[serverId];
+    }
+
+    @Override
+    public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        group(address).primary().memory().read(address, dst, dstOffset, length);
+        counters.recordRead(length);
+    }
+
+    @Override
+    public void write(long address, DirectBuffer src, int srcOffset, int length) {
+        ReplicaSet set = group(address);
+        set.primary().memory().write(address, src, srcOffset, length);
+        for (ReplicaSet.Replica backup : set.backups()) {
+            try {
+                backup.memory().write(address, src, srcOffset, length);
+            } catch (FabricException e) {
+                throw backupFailed(set, address, backup, "a write", e);
+            }
+        }
+        counters.recordWrite(length);
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired) {
+        ReplicaSet set = group(address);
+        long found = set.primary().memory().compareAndSwap(address, expected, desired);
+        if (found == expected && expected != desired) {
+            mirror(set, address, expected, desired);
+        }
+        counters.recordAtomic();
+        return found;
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta) {
+        ReplicaSet set = group(address);
+        long previous = set.primary().memory().fetchAndAdd(address, delta);
+        if (delta != 0) {
+            mirror(set, address, previous, previous + delta);
+        }
+        counters.recordAtomic();
+        return previous;
+    }
+
+    /**
+     * Runs a batch of reads and writes of one server pipelined: one batch to the primary, then one of the writes that
+     * completed there to each backup, each backup's in flight together; a write counts as done only once every backup
+     * has it. A batch with atomics, or of several servers, runs verb by verb (the mirrors of atomics wait one by one).
+     * Synchronous: every verb has its outcome when this returns.
+     */
+    @Override
+    public void start(VerbBatch batch) {
+        if (batch.isEmpty() || !pipelinable(batch)) {
+            batch.runEach(this);
+            return;
+        }
+        batch.started();
+        ReplicaSet set = group(batch.address(0));
+        VerbBatch onPrimary = copy(batch, false, null);
+        set.primary().memory().submit(onPrimary);
+        RuntimeException[] failed = new RuntimeException[batch.size()];
+        for (int slot = 0; slot < batch.size(); slot++) {
+            failed[slot] = onPrimary.failure(slot);
+        }
+        for (ReplicaSet.Replica backup : set.backups()) {
+            int[] slots = new int[batch.size()];
+            VerbBatch onBackup = copy(batch, true, failed);
+            for (int slot = 0, i = 0; slot < batch.size(); slot++) {
+                if (batch.op(slot) == VerbBatch.WRITE && failed[slot] == null) {
+                    slots[i++] = slot;
+                }
+            }
+            if (onBackup.isEmpty()) {
+                continue;
+            }
+            backup.memory().submit(onBackup);
+            for (int i = 0; i < onBackup.size(); i++) {
+                RuntimeException failure = onBackup.failure(i);
+                if (failure instanceof FabricException fabric) {
+                    failed[slots[i]] = backupFailed(set, batch.address(slots[i]), backup, "a write", fabric);
+                } else if (failure != null) {
+                    failed[slots[i]] = failure;
+                }
+            }
+        }
+        for (int slot = 0; slot < batch.size(); slot++) {
+            if (failed[slot] != null) {
+                batch.fail(slot, failed[slot]);
+                continue;
+            }
+            if (batch.op(slot) == VerbBatch.READ) {
+                counters.recordRead(batch.length(slot));
+            } else {
+                counters.recordWrite(batch.length(slot));
+            }
+            batch.complete(slot, 0);
+        }
+    }
+
+    /** Whether every verb of {@code batch} is a read or a write of one server this client is connected to. */
+    private boolean pipelinable(VerbBatch batch) {
+        long first = batch.address(0);
+        if (GlobalAddress.isSwizzled(first)) {
+            return false;
+        }
+        int server = GlobalAddress.serverId(first);
+        if (server >= groups.length || groups[server] == null || closed) {
+            return false;
+        }
+        for (int slot = 0; slot < batch.size(); slot++) {
+            byte op = batch.op(slot);
+            long address = batch.address(slot);
+            if (op != VerbBatch.READ && op != VerbBatch.WRITE || GlobalAddress.isSwizzled(address)
+                    || GlobalAddress.serverId(address) != server) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The verbs of {@code batch} (with {@code writesOnly}: its writes that did not fail), in order, as a new batch. */
+    private static VerbBatch copy(VerbBatch batch, boolean writesOnly, RuntimeException[] failed) {
+        VerbBatch copy = new VerbBatch(batch.size());
+        for (int slot = 0; slot < batch.size(); slot++) {
+            if (batch.op(slot) == VerbBatch.READ) {
+                if (!writesOnly) {
+                    copy.read(batch.address(slot), batch.destination(slot), batch.bufferOffset(slot), batch.length(slot));
+                }
+            } else if (!writesOnly || failed[slot] == null) {
+                copy.write(batch.address(slot), batch.source(slot), batch.bufferOffset(slot), batch.length(slot));
+            }
+        }
+        return copy;
+    }
+
+    /**
+     * Brings every backup of {@code set} to the primary's value of the word at {@code address} after this client's change
+     * of it: reads the backup's word and the primary's, and while they differ, swaps the backup's for the primary's and
+     * reads the primary again. The change counts once a read of the primary after the backup's last swap agrees with the
+     * backup: a later change of the word is mirrored by its own client after it reached the primary, so at rest every
+     * backup holds the primary's word, whatever order the mirrors of several clients ran in, and a client that died
+     * between the primary and its mirror holds nobody up (the next change of the word brings its backups along).
+     */
+    private void mirror(ReplicaSet set, long address, long before, long after) {
+        UnsafeBuffer word = mirrorWord.get();
+        for (ReplicaSet.Replica backup : set.backups()) {
+            long deadline = System.nanoTime() + mirrorTimeoutNanos;
+            try {
+                long onBackup = before;
+                long onPrimary = after;
+                for (int attempt = 1; ; attempt++) {
+                    long found = backup.memory().compareAndSwap(address, onBackup, onPrimary);
+                    if (found == onBackup) {
+                        onBackup = onPrimary; // swapped in
+                    } else {
+                        onBackup = found;
+                    }
+                    set.primary().memory().read(address, word, 0, Long.BYTES);
+                    onPrimary = word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+                    if (onBackup == onPrimary) {
+                        break;
+                    }
+                    if (System.nanoTime() - deadline > 0) {
+                        throw new FabricException("the word at " + GlobalAddress.toString(address) + " kept changing on the primary for "
+                                + TimeUnit.NANOSECONDS.toMillis(mirrorTimeoutNanos) + " ms while it was brought to the backup");
+                    }
+                    if (attempt > 16) {
+                        LockSupport.parkNanos(10_000);
+                    }
+                }
+            } catch (FabricException e) {
+                throw backupFailed(set, address, backup, "the mirror of an atomic", e);
+            }
+        }
+    }
+
+    private FabricException backupFailed(ReplicaSet set, long address, ReplicaSet.Replica backup, String what, FabricException cause) {
+        if (cause instanceof StaleViewException stale) {
+            return stale; // the group moved on: the caller installs the new view; the backup did nothing wrong
+        }
+        int serverId = GlobalAddress.serverId(address);
+        try {
+            failures.failed(serverId, set.view(), backup.name(), cause);
+        } catch (RuntimeException listener) {
+            cause.addSuppressed(listener);
+        }
+        return new FabricException("memory server " + serverId + "'s backup " + backup.name() + " failed " + what + " in view "
+                + set.view() + ": the change is on the primary but not on every replica, so it does not count; it can once the"
+                + " group's next view leaves that backup out (" + cause.getMessage() + ")", cause);
+    }
+
+    private ReplicaSet group(long address) {
+        return VerbChecks.server(groups, address, closed).get();
+    }
+
+    private synchronized void keep(ReplicaSet set) {
+        if (closed) {
+            throw new IllegalStateException("remote memory is closed");
+        }
+        for (ReplicaSet.Replica replica : all(set)) {
+            if (connections.stream().noneMatch(c -> c == replica.memory())) {
+                connections.add(replica.memory());
+            }
+        }
+    }
+
+    private static List<ReplicaSet.Replica> all(ReplicaSet set) {
+        List<ReplicaSet.Replica> all = new ArrayList<>();
+        all.add(set.primary());
+        all.addAll(set.backups());
+        return all;
+    }
+
+    @Override
+    public int[] memoryServerIds() {
+        return serverIds.clone();
+    }
+
+    @Override
+    public VerbCounters counters() {
+        return counters;
+    }
+
+    @Override
+    public ChunkAllocator chunkAllocator() {
+        return chunkAllocator;
+    }
+
+    /** Closes every replica connection this client was given, in every view. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (RemoteMemory connection : connections) {
+            connection.close();
+        }
+        connections.clear();
+        onClose.run();
+    }
+}

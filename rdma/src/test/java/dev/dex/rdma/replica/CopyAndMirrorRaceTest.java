@@ -1,0 +1,241 @@
+package dev.dex.rdma.replica;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.LockSupport;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.rdma.FabricException;
+import dev.dex.rdma.ForwardingRemoteMemory;
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * The two races of the compute-side write path, made wide on purpose: a copy whose read and write of a piece are 50 µs
+ * apart while clients write the same pieces, and mirrors of one word by two clients that arrive in the wrong order. Each
+ * replica here is a {@code local} region of a fabric of its own, so that the test builds the views by hand.
+ */
+class CopyAndMirrorRaceTest {
+    private static final int SERVER = 0;
+    private static final int CHUNK = 4096;
+    private static final long REGION = 1L << 20;
+    private static final long FIRST = 2L * CHUNK; // the words the writers use start here
+    private static final int WRITERS = 2;
+
+    private final List<AutoCloseable> open = new ArrayList<>();
+
+    @AfterEach
+    void close() throws Exception {
+        for (int i = open.size() - 1; i >= 0; i--) {
+            open.get(i).close();
+        }
+    }
+
+    /** A region of its own for server 0 and a plain connection to it. */
+    private RemoteMemory replica() {
+        LocalFabric fabric = new LocalFabric();
+        open.add(fabric);
+        fabric.export(SERVER, REGION, CHUNK);
+        RemoteMemory memory = fabric.connect(SERVER);
+        open.add(memory);
+        return memory;
+    }
+
+    private static ReplicatedRemoteMemory client(RemoteMemory primary, RemoteMemory backup, ReplicaSet.State state,
+                                                 List<String> failures) {
+        ReplicaSet set = new ReplicaSet(1, new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE),
+                List.of(new ReplicaSet.Replica("backup", backup, state)));
+        long[] lengths = {REGION};
+        long[] chunks = {CHUNK};
+        return new ReplicatedRemoteMemory(Map.of(SERVER, set), lengths, chunks, Duration.ofSeconds(1),
+                (server, view, name, cause) -> failures.add(name + ": " + cause.getMessage()), () -> { });
+    }
+
+    @Test
+    void aCopyUnderWritesLeavesNoWriteBehind() throws Exception {
+        RemoteMemory primary = replica();
+        RemoteMemory added = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        // Every word past FIRST is written once, by one writer, in an order of its own, while the copy runs.
+        int words = (int) ((REGION - FIRST) / 8);
+        AtomicBoolean copying = new AtomicBoolean(true);
+        List<Thread> writers = new ArrayList<>();
+        long[] written = new long[WRITERS];
+        for (int w = 0; w < WRITERS; w++) {
+            int writer = w;
+            ReplicatedRemoteMemory client = client(primary, added, ReplicaSet.State.COPYING, failures);
+            Thread thread = new Thread(() -> {
+                UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+                java.util.SplittableRandom random = new java.util.SplittableRandom(writer);
+                int mine = words / WRITERS;
+                int[] order = new int[mine];
+                for (int i = 0; i < mine; i++) {
+                    order[i] = i;
+                }
+                for (int i = mine - 1; i > 0; i--) {
+                    int j = random.nextInt(i + 1);
+                    int t = order[i];
+                    order[i] = order[j];
+                    order[j] = t;
+                }
+                for (int i = 0; i < mine && copying.get(); i++) {
+                    int index = order[i] * WRITERS + writer;
+                    word.putLong(0, index + 1L);
+                    client.write(GlobalAddress.of(SERVER, FIRST + 8L * index), word, 0, 8);
+                    written[writer]++;
+                    if ((i & 15) == 0) {
+                        LockSupport.parkNanos(5_000);
+                    }
+                }
+            });
+            writers.add(thread);
+            thread.start();
+        }
+        RegionCopier copier = new RegionCopier(slowReads(primary), added, SERVER, 1024, 0, Duration.ofSeconds(10));
+        copier.copy(REGION, (bytes, total) -> { });
+        copying.set(false);
+        for (Thread thread : writers) {
+            thread.join();
+        }
+        assertTrue(failures.isEmpty(), failures.toString());
+        UnsafeBuffer p = new UnsafeBuffer(new byte[(int) REGION]);
+        UnsafeBuffer b = new UnsafeBuffer(new byte[(int) REGION]);
+        primary.read(GlobalAddress.of(SERVER, 0), p, 0, (int) REGION);
+        added.read(GlobalAddress.of(SERVER, 0), b, 0, (int) REGION);
+        long differ = 0;
+        for (int i = 0; i < REGION; i += 8) {
+            if (p.getLong(i) != b.getLong(i)) {
+                differ++;
+            }
+        }
+        long total = written[0] + written[1];
+        assertTrue(total > 10_000, "the writers wrote " + total + " words during the copy");
+        assertEquals(0, differ, differ + " words differ between the primary and the copy after " + total + " writes during it ("
+                + copier.retries() + " pieces copied again)");
+        assertTrue(copier.retries() > 0, "the writers changed pieces under the copy");
+    }
+
+    @Test
+    void mirrorsThatArriveOutOfOrderLeaveTheBackupAtThePrimarysWord() throws Exception {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        long word = GlobalAddress.of(SERVER, FIRST);
+        // Client A's mirrors reach the backup 2 ms late; client B's at once. Each adds 1, 50 times, at the same time.
+        ReplicatedRemoteMemory a = client(primary, slowAtomics(backup), ReplicaSet.State.COMPLETE, failures);
+        ReplicatedRemoteMemory b = client(primary, backup, ReplicaSet.State.COMPLETE, failures);
+        Thread slow = new Thread(() -> {
+            for (int i = 0; i < 50; i++) {
+                a.fetchAndAdd(word, 1);
+            }
+        });
+        slow.start();
+        for (int i = 0; i < 50; i++) {
+            b.fetchAndAdd(word, 1);
+            LockSupport.parkNanos(200_000);
+        }
+        slow.join();
+        assertTrue(failures.isEmpty(), failures.toString());
+        assertEquals(100, primary.readLong(word));
+        assertEquals(100, backup.readLong(word), "the backup holds the primary's word after mirrors in any order");
+    }
+
+    @Test
+    void aBackupThatFailsAChangeIsReportedAndTheChangeFailsNamingIt() {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        AtomicBoolean broken = new AtomicBoolean();
+        RemoteMemory failing = new ForwardingRemoteMemory(backup) {
+            @Override
+            public void write(long address, DirectBuffer src, int srcOffset, int length) {
+                if (broken.get()) {
+                    throw new FabricException("connection to the backup lost");
+                }
+                super.write(address, src, srcOffset, length);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        ReplicatedRemoteMemory client = client(primary, failing, ReplicaSet.State.COMPLETE, failures);
+        UnsafeBuffer value = new UnsafeBuffer(new byte[8]);
+        value.putLong(0, 7);
+        long address = GlobalAddress.of(SERVER, FIRST);
+        client.write(address, value, 0, 8);
+        assertEquals(7, backup.readLong(address));
+
+        broken.set(true);
+        value.putLong(0, 8);
+        FabricException e = assertThrows(FabricException.class, () -> client.write(address, value, 0, 8));
+        assertTrue(e.getMessage().startsWith("memory server 0's backup backup failed a write in view 1: the change is on the primary"
+                + " but not on every replica, so it does not count"), e.getMessage());
+        assertEquals(List.of("backup: connection to the backup lost"), failures);
+        assertEquals(7, backup.readLong(address), "the backup kept the last change that counted");
+    }
+
+    @Test
+    void aReplicaRefusesAVerbOfAnOlderViewAndTakesNoEffect() {
+        RemoteMemory region = replica();
+        ViewGate gate = new ViewGate(SERVER, "r0", 3);
+        GatedRemoteMemory old = new GatedRemoteMemory(region, gate, 2);
+        GatedRemoteMemory current = new GatedRemoteMemory(region, gate, 3);
+        long address = GlobalAddress.of(SERVER, FIRST);
+        StaleViewException e = assertThrows(StaleViewException.class, () -> old.compareAndSwap(address, 0, 5));
+        assertEquals("memory server 0's replica r0 is in view 3 and refuses a verb of view 2: the group changed; install its newer"
+                + " view and send the change again", e.getMessage());
+        assertEquals(0, region.readLong(address), "the refused verb took no effect");
+        assertEquals(0, current.compareAndSwap(address, 0, 5));
+        gate.advance(4);
+        assertThrows(StaleViewException.class, () -> current.readLong(address));
+        assertThrows(IllegalArgumentException.class, () -> gate.advance(3), "a view never goes back");
+        gate.retire("the replica's memory node died");
+        assertEquals("the replica's memory node died",
+                assertThrows(FabricException.class, () -> new GatedRemoteMemory(region, gate, 9).readLong(address)).getMessage());
+    }
+
+    /** The copy's reads of the primary take 50 µs more: the window in which a write may slip between read and write. */
+    private static RemoteMemory slowReads(RemoteMemory memory) {
+        return new ForwardingRemoteMemory(memory) {
+            @Override
+            public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+                super.read(address, dst, dstOffset, length);
+                LockSupport.parkNanos(50_000);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+
+    /** Atomics reach the backup 2 ms late. */
+    private static RemoteMemory slowAtomics(RemoteMemory memory) {
+        return new ForwardingRemoteMemory(memory) {
+            @Override
+            public long compareAndSwap(long address, long expected, long desired) {
+                LockSupport.parkNanos(2_000_000);
+                return super.compareAndSwap(address, expected, desired);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+}
