@@ -198,8 +198,8 @@ final class Demo implements Callable<Integer> {
         if (fabric == null) {
             fabric = memoryReplicas > 1 ? "tcp" : processes ? "shm" : defaults.getString("dex.demo.fabric");
         }
-        if (memoryReplicas > 1 && !fabric.equals("tcp")) {
-            throw new IllegalArgumentException("--replicas " + memoryReplicas + " needs --fabric tcp: " + fabric);
+        if (memoryReplicas > 1 && !fabric.equals("tcp") && !fabric.equals("local")) {
+            throw new IllegalArgumentException("--replicas " + memoryReplicas + " needs --fabric tcp or local: " + fabric);
         }
         if (killComputeNode && (memoryReplicas > 1 || benchOnly)) {
             throw new IllegalArgumentException("--kill-compute-node goes with the demo of one replica: "

@@ -54,6 +54,11 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
         if (replicas == 1) {
             replication = replication.withFailoverWait(java.time.Duration.ZERO); // no group: no new primary to wait for
         }
+        if (replicas > 1 && dex.getString("fabric.transport").equals("local") && dex.getString("compute.mode").equals("offload-only")) {
+            // Compute nodes write every replica themselves there; an offload would change the primary's region alone.
+            throw new IllegalArgumentException("dex.compute.mode = offload-only cannot run with dex.memory.replicas = " + replicas
+                    + " on the local fabric: its compute nodes write every replica themselves, and offloads are not replicated");
+        }
         Fabrics.Spec fabric = new Fabrics.Spec(dex.getString("fabric.transport"), dex.getString("fabric.local-name"),
                 Path.of(dex.getString("fabric.shm-directory")), dex.getLong("fabric.latency-ns"), tcp, disni,
                 dex.getString("fabric.tcp.region-directory").isEmpty() ? null : Path.of(dex.getString("fabric.tcp.region-directory")),

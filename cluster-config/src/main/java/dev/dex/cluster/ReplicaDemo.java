@@ -52,8 +52,8 @@ final class ReplicaDemo {
 
     int run(long n, int putPercent, boolean kill, List<ActorSystem<?>> systems) throws Exception {
         out.printf("DEX on Pekko demo: memory server 0 held by %d memory nodes (one primary, %d backup%s), %d compute node(s) and a"
-                + " client, each its own actor system in this JVM; fabric tcp%n", replicas, replicas - 1, replicas == 2 ? "" : "s",
-                computeNodes);
+                + " client, each its own actor system in this JVM; fabric %s%s%n", replicas, replicas - 1, replicas == 2 ? "" : "s",
+                computeNodes, transport(), local() ? " (each compute node writes every replica itself, docs/replication.md)" : "");
         List<ActorSystem<?>> memoryNodes = new ArrayList<>();
         // A memory node's actor system that is terminated stops at once, as a process that is killed: it does not leave
         // the cluster first (the demo's own stop at the end still leaves gracefully).
@@ -107,14 +107,20 @@ final class ReplicaDemo {
             ActorSystem<?> victim = memoryNodes.stream().filter(s -> s.address().equals(primary.node().path().address())).findFirst()
                     .orElseThrow(() -> new IllegalStateException("the primary " + primary.node().path() + " is not a node of this demo"));
             out.printf("killing the primary's memory node %s under the mix (its actor system stops without leaving the cluster,"
-                    + " its region server with it)...%n", victim.address());
+                    + " %s)...%n", victim.address(), local() ? "its replica's verbs fail from then on" : "its region server with it");
             long killed = System.nanoTime();
             killedAt = (killed - mixStart) / 1e9;
+            if (local()) {
+                // Its replica dies with it at once, as with a host: the actor system alone takes a while to stop.
+                ((dev.dex.rdma.local.LocalFabric) dev.dex.actors.node.Fabrics.open(settings.fabric())).killReplica(primary.endpoint());
+            }
             victim.terminate();
             DemoCluster.removeSame(systems, victim);
             DemoCluster.removeSame(memoryNodes, victim);
             servedAgain = awaitServing(client, n, killed, Duration.ofSeconds(60));
-            out.printf("the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
+            out.printf(local() ? "the index served again %.2f s after the kill (the backup found its primary gone, the coordinator"
+                    + " made it primary of a new view, the compute nodes moved to it and reran the verbs in flight)%n"
+                    : "the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
                     + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran the reads and log writes in"
                     + " flight)%n", servedAgain);
 
@@ -152,6 +158,15 @@ final class ReplicaDemo {
         }
         out.printf("FAILED: %,d keys do not hold their last acknowledged value%n", mismatches);
         return 1;
+    }
+
+    private String transport() {
+        return settings.fabric().transport();
+    }
+
+    /** Over {@code local} the compute nodes write every replica; over {@code tcp} the primary streams to its backups. */
+    private boolean local() {
+        return transport().equals("local");
     }
 
     /** The group's primary, once it has its backups and each backup's copy is complete. */

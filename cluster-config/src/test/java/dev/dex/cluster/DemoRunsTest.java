@@ -7,6 +7,7 @@ import java.util.List;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The demo's runs and the scale test bed's, end to end through the command line: the longest of the module's tests,
@@ -119,12 +120,19 @@ class DemoRunsTest {
         throw new AssertionError("an actor system of the run is still running: " + left);
     }
 
-    @org.junit.jupiter.api.Test
-    void theReplicatedDemoKillsThePrimaryServesAgainCopiesAReplacementAndVerifiesEveryKey() throws Exception {
+    /**
+     * Over {@code tcp} the primary streams every change to its backup; over {@code local} each compute node writes both
+     * replicas itself (docs/replication.md, "The compute-side write path"). Either way the backup takes over and nothing
+     * acknowledged is lost.
+     */
+    @ParameterizedTest(name = "--fabric {0}")
+    @ValueSource(strings = {"tcp", "local"})
+    void theReplicatedDemoKillsThePrimaryServesAgainCopiesAReplacementAndVerifiesEveryKey(String fabric) throws Exception {
         DexCliTest.Run run = DexCliTest.run("demo", "--replicas", "2", "--kill-memory-node", "--keys", "5k", "--partitions", "12",
-                "--workload", "write-intensive", "--seconds", "1");
+                "--workload", "write-intensive", "--seconds", "1", "--fabric", fabric);
         assertEquals(0, run.exit(), run.out() + run.err());
         assertTrue(run.out().contains("memory server 0 held by 2 memory nodes"), run.out());
+        assertTrue(run.out().contains("fabric " + fabric), run.out());
         assertTrue(run.out().contains("replica group formed: primary"), run.out());
         assertTrue(run.out().contains("the index served again"), run.out());
         assertTrue(run.out().contains("the replacement is a complete backup"), run.out());

@@ -71,7 +71,7 @@ class DexCliTest {
             "demo --partitions 2 --keys 5000             | --partitions must be in [3",
             "demo --fabric udp                           | dex.fabric.transport must be local, shm, tcp or disni",
             "demo --replicas 4                           | --replicas must be 1, 2 or 3: 4",
-            "demo --replicas 2 --fabric local            | --replicas 2 needs --fabric tcp",
+            "demo --replicas 2 --fabric shm              | --replicas 2 needs --fabric tcp or local: shm",
             "demo --kill-memory-node                     | --kill-memory-node needs --replicas 2 or 3",
             "demo --kill-compute-node --compute-nodes 1  | --kill-compute-node needs --compute-nodes 2 or more",
             "demo --kill-compute-node --replicas 2 --fabric tcp | --kill-compute-node goes with the demo of one replica",

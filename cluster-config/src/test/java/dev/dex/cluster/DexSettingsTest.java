@@ -126,6 +126,16 @@ class DexSettingsTest {
     }
 
     @Test
+    void replicaGroupsOnTheLocalFabricRefuseAnEngineThatOffloadsEveryMiss() {
+        // Compute nodes write every replica themselves there; an offload would change the primary's region alone.
+        assertBad("dex.fabric.transport = local\ndex.memory.replicas = 2\ndex.compute.mode = offload-only",
+                "dex.compute.mode = offload-only cannot run with dex.memory.replicas = 2 on the local fabric");
+        DexSettings dex = DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.fabric.transport = local\ndex.memory.replicas = 2\ndex.compute.mode = dex")));
+        assertEquals(2, dex.memory().replicas(), "dex runs there (as no-offload)");
+    }
+
+    @Test
     void everyKeyOfTheShippedConfigurationIsKnown() {
         // The cluster's file and the role files must set no dex key the check would refuse.
         for (String role : new String[] {"memory", "compute", "client"}) {

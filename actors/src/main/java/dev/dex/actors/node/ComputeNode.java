@@ -320,13 +320,16 @@ public final class ComputeNode {
         OffloadChannel channel;
         DexEngine engine;
         try {
-            connection = fabric.connect(endpoints, Fabrics.clientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()));
+            LocalGroupsClient.Pool pool = LocalGroupsClient.open(fabric, settings, groups, ids, endpoints,
+                    Fabrics.clientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()), context.getSystem().log());
+            connection = pool.connection();
+            replicated = pool.replicated();
             // Over a fabric that carries messages (tcp), offloads travel on the verbs' own connections; otherwise as
             // messages to the memory node actors.
             actorChannel = connection instanceof MessageSender ? null
                     : new ActorOffloadChannel(memory, context.getSystem().scheduler(), settings.offloadTimeout(), context);
             channel = actorChannel != null ? actorChannel : new MessageOffloadChannel((MessageSender) connection);
-            engine = DexEngine.open(connection, settings.engine(), channel, settings.redoLog());
+            engine = DexEngine.open(connection, pool.engine(), channel, settings.redoLog());
         } catch (RuntimeException notYet) {
             if (actorChannel != null) {
                 actorChannel.close();
@@ -334,6 +337,7 @@ public final class ComputeNode {
             if (connection != null) {
                 connection.close();
             }
+            replicated = null;
             Duration pause = settings.handshake().after(openAttempts);
             // Not formatted yet, or a region not exported yet: expected while the cluster starts.
             boolean starting = notYet instanceof IllegalStateException || notYet instanceof IllegalArgumentException;
@@ -358,7 +362,7 @@ public final class ComputeNode {
             context.getLog().warn("engine instance {} could not be registered ({}); other nodes will not take its remote"
                     + " locks over should it die without leaving", engine.instanceId(), notNow.toString());
         }
-        engine.instanceLiveness(uid -> isMember(cluster, uid));
+        engine.instanceLiveness(uid -> Fabrics.isMember(cluster, uid));
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute",
                 context.getSystem().settings().config().getDuration("dex.compute.load-window"));
         ActorRef<Command> self = context.getSelf();
@@ -434,6 +438,9 @@ public final class ComputeNode {
         return Behaviors.same();
     }
 
+    /** With replica groups on {@code local}: this node's connection, which writes every replica of each view. */
+    private dev.dex.rdma.replica.ReplicatedRemoteMemory replicated;
+
     /** The replica groups' map as this node last heard of it. */
     private ReplicaGroups groups = ReplicaGroups.EMPTY;
     /** Per memory server, the newest view of its group whose primary this node follows (replicas above 1). */
@@ -469,6 +476,9 @@ public final class ComputeNode {
     private Behavior<Command> onGroups(Groups changed) {
         groups = changed.groups();
         context.getLog().info("replica groups: {}", groups.describe());
+        if (replicated != null && fabric instanceof dev.dex.rdma.local.LocalFabric local) {
+            LocalGroupsClient.follow(replicated, local, groups);
+        }
         for (ReplicaGroups.Group group : changed.groups().groups()) {
             ActorRef<MemoryNode.Command> primary = group.primary().node();
             if (!primary.equals(memory.get(group.serverId())) && asking.add(primary)) {
@@ -493,19 +503,6 @@ public final class ComputeNode {
 
     /** How often the engine's health is looked at. */
     static final Duration HEALTH_INTERVAL = Duration.ofSeconds(1);
-
-    /**
-     * Whether the member with unique id {@code uid} (a fabric client id: {@link Fabrics#clientId}) is in the cluster
-     * this node sees: a member that was removed never comes back under the same unique id. Read on engine threads.
-     */
-    private static boolean isMember(Cluster cluster, long uid) {
-        for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
-            if (Fabrics.clientId(member.uniqueAddress()) == uid) {
-                return true;
-            }
-        }
-        return false;
-    }
 
     /**
      * The health tick: while writes fail or remote locks wait to be released, a worker retries ({@link DexEngine#repair});

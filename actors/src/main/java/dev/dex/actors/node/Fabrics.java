@@ -90,7 +90,12 @@ public final class Fabrics {
      */
     public static Fabric open(Spec spec) {
         return switch (spec.transport()) {
-            case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> new LocalFabric(spec.latencyNs()));
+            case "local" -> LOCAL.computeIfAbsent(spec.localName(), name -> {
+                LocalFabric local = new LocalFabric(spec.latencyNs());
+                local.copyRate(spec.replication().copyRate()); // replica groups of memory nodes in this JVM
+                local.failoverWait(spec.replication().failoverWait());
+                return local;
+            });
             case "shm" -> new ShmFabric(spec.shmDirectory(), spec.latencyNs());
             case "tcp" -> new TcpFabric(spec.tcp(), spec.replication(), spec.latencyNs(), spec.tcpRegionDirectory(), spec.tls());
             default -> {
@@ -113,6 +118,19 @@ public final class Fabrics {
     static long clientId(org.apache.pekko.cluster.UniqueAddress member) {
         long uid = member.longUid();
         return uid == 0 ? 1 : uid;
+    }
+
+    /**
+     * Whether the member with unique id {@code uid} (a fabric client id: {@link Fabrics#clientId}) is in the cluster
+     * this node sees: a member that was removed never comes back under the same unique id. Read on engine threads.
+     */
+    static boolean isMember(org.apache.pekko.cluster.typed.Cluster cluster, long uid) {
+        for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
+            if (Fabrics.clientId(member.uniqueAddress()) == uid) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Forgets (and closes) the JVM-wide local fabric of that name; for tests and the demo's end. */

@@ -381,7 +381,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
 
     /** This node's description; reads only settings and the fabric, so any thread may call it. */
     private Description description(ActorRef<Command> self) {
-        return description(self, ReplicaControl.status(fabric, settings.serverId()));
+        return description(self, ReplicaControl.status(fabric, region, settings.serverId()));
     }
 
     private Description description(ActorRef<Command> self, Replica replica) {
@@ -401,7 +401,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         ActorRef<Replicated> replyTo = replicate.replyTo();
         ActorRef<Command> self = getContext().getSelf();
         int serverId = settings.serverId();
-        java.util.concurrent.CompletableFuture.runAsync(() -> ReplicaControl.apply(fabric, settings.serverId(), replicate), blocking)
+        java.util.concurrent.CompletableFuture.runAsync(() -> ReplicaControl.apply(fabric, region, settings.serverId(), replicate), blocking)
                 .whenComplete((done, failure) -> {
                     Throwable cause = failure instanceof java.util.concurrent.CompletionException c && c.getCause() != null
                             ? c.getCause() : failure;
@@ -438,7 +438,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             return this;
         }
         reportedBackups = java.util.Map.of();
-        Replica replica = ReplicaControl.status(fabric, settings.serverId());
+        Replica replica = ReplicaControl.status(fabric, region, settings.serverId());
         if (replica.primaryLost() == null) {
             return this;
         }

@@ -11,6 +11,8 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+import dev.dex.rdma.local.LocalReplicaRegion;
 import dev.dex.rdma.tcp.TcpFabric;
 
 /**
@@ -49,14 +51,22 @@ public final class MemoryRegion implements AutoCloseable {
      * under the first.
      */
     public static MemoryRegion open(MemoryNode.Settings settings, Fabric fabric) {
-        ExportedRegion region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
-                : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+        ExportedRegion region;
         RemoteMemory own;
-        try {
-            own = fabric.connect(settings.serverId());
-        } catch (RuntimeException e) {
-            region.detach();
-            throw e;
+        if (settings.replicas() > 1 && fabric instanceof LocalFabric local) {
+            // One replica of the server among several memory nodes of this JVM; the coordinator gives it its part.
+            LocalReplicaRegion replica = local.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+            region = replica;
+            own = local.connectOwn(replica);
+        } else {
+            region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
+                    : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+            try {
+                own = fabric.connect(settings.serverId());
+            } catch (RuntimeException e) {
+                region.detach();
+                throw e;
+            }
         }
         MemoryRegion opened = new MemoryRegion(settings, fabric, region, own);
         try {
@@ -66,12 +76,14 @@ public final class MemoryRegion implements AutoCloseable {
                 LOG.info("memory node {} reattached to its region and keeps its data", settings.serverId());
             }
             if (settings.replicas() > 1) {
-                if (!(fabric instanceof TcpFabric)) {
-                    throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp fabric;"
-                            + " this memory node uses " + fabric.transport() + " (docs/replication.md)");
+                if (!(fabric instanceof TcpFabric) && !(fabric instanceof LocalFabric)) {
+                    throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp or local"
+                            + " fabric; this memory node uses " + fabric.transport() + " (docs/replication.md)");
                 }
-                // Not served before the group says what it is: a kept region may be older than what the group answered.
-                ((TcpFabric) fabric).standBy(settings.serverId());
+                if (fabric instanceof TcpFabric tcp) {
+                    // Not served before the group says what it is: a kept region may be older than what the group answered.
+                    tcp.standBy(settings.serverId());
+                }
             }
             if (fabric instanceof TcpFabric tcp) {
                 // Compute nodes send offloads as messages on their fabric connections; the region server's event

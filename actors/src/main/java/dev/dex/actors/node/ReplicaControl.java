@@ -1,20 +1,29 @@
 package dev.dex.actors.node;
 
+import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.local.LocalFabric;
+import dev.dex.rdma.local.LocalReplicaRegion;
 import dev.dex.rdma.tcp.ReplicaStatus;
 import dev.dex.rdma.tcp.TcpFabric;
 
 /**
  * A memory node's side of its replica group: what its fabric says of its replica, and the group changes the coordinator
- * asks of it (docs/replication.md). Replica groups need the {@code tcp} fabric; elsewhere a node is always the only copy
- * of its server.
+ * asks of it (docs/replication.md). Over {@code tcp} the primary's region server orders and streams the changes; over
+ * {@code local} the compute nodes write every replica themselves, and the node's replica only keeps its gate's view and
+ * copies its region to a backup that joins ({@link LocalReplicaRegion}). Elsewhere a node is the only copy of its server.
  */
 final class ReplicaControl {
     private ReplicaControl() {
     }
 
-    /** The replica of {@code serverId} this fabric exported, as a description carries it. */
-    static MemoryNode.Replica status(Fabric fabric, int serverId) {
+    /** The replica of {@code serverId} this node exported ({@code region}), as a description carries it. */
+    static MemoryNode.Replica status(Fabric fabric, ExportedRegion region, int serverId) {
+        if (region instanceof LocalReplicaRegion local) {
+            // A replica that is gone serves nothing, whatever its part was: the coordinator counts it out at once.
+            String role = local.gone() ? MemoryNode.Replica.DEMOTED_ROLE : local.role().name();
+            return new MemoryNode.Replica(role, local.view(), 0, local.complete() && !local.gone(), local.copyLeft(), local.primaryLost());
+        }
         if (!(fabric instanceof TcpFabric tcp)) {
             return MemoryNode.Replica.SOLE;
         }
@@ -52,9 +61,22 @@ final class ReplicaControl {
      * @throws IllegalStateException    when the fabric has no replica groups, or the replica cannot take that part
      * @throws IllegalArgumentException for an unknown operation or an older view
      */
-    static void apply(Fabric fabric, int serverId, MemoryNode.Replicate replicate) {
+    static void apply(Fabric fabric, ExportedRegion region, int serverId, MemoryNode.Replicate replicate) {
+        if (region instanceof LocalReplicaRegion local) {
+            switch (replicate.op()) {
+                case MemoryNode.Replicate.BECOME_BACKUP -> local.becomeBackup(replicate.view());
+                case MemoryNode.Replicate.BECOME_PRIMARY -> {
+                    local.becomePrimary(replicate.view());
+                    local.installView(replicate.view(), replicate.backups(), ((LocalFabric) fabric).copyRate());
+                }
+                case MemoryNode.Replicate.INSTALL_VIEW -> local.installView(replicate.view(), replicate.backups(),
+                        ((LocalFabric) fabric).copyRate());
+                default -> throw new IllegalArgumentException("unknown replica operation " + replicate.op());
+            }
+            return;
+        }
         if (!(fabric instanceof TcpFabric tcp)) {
-            throw new IllegalStateException("replica groups need the tcp fabric; this memory node uses " + fabric.transport());
+            throw new IllegalStateException("replica groups need the tcp or local fabric; this memory node uses " + fabric.transport());
         }
         switch (replicate.op()) {
             case MemoryNode.Replicate.BECOME_BACKUP -> tcp.becomeBackup(serverId, replicate.view());

@@ -8,6 +8,7 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionFormat;
+import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.replica.RegionCopier;
 import dev.dex.rdma.replica.ReplicaSet;
@@ -32,6 +33,11 @@ public final class LocalFabric implements Fabric {
     private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
     private final int replicas;
     private final Map<Integer, LocalGroup> groups = new ConcurrentHashMap<>();
+    /** Replicas exported one per memory node of the cluster ({@link #exportReplica}), by endpoint. */
+    private final Map<String, LocalReplicaRegion> replicaRegions = new ConcurrentHashMap<>();
+    private final java.util.concurrent.atomic.AtomicLong replicaNames = new java.util.concurrent.atomic.AtomicLong();
+    private volatile long copyRate = 256L << 20;
+    private volatile java.time.Duration failoverWait = java.time.Duration.ofSeconds(3);
 
     /** A fabric with no injected latency. */
     public LocalFabric() {
@@ -152,6 +158,139 @@ public final class LocalFabric implements Fabric {
         return client[0];
     }
 
+    /**
+     * Exports a new, zeroed and formatted replica of memory server {@code serverId}, one of several memory nodes of the
+     * cluster that hold it (docs/replication.md): named by a new endpoint, given its part by the replica coordinator, and
+     * written by compute nodes through {@link #connectGroups}. Independent of this fabric's own {@code replicas}.
+     */
+    public LocalReplicaRegion exportReplica(int serverId, long regionLength, int chunkLength) {
+        RegionFormat.checkLengths(serverId, regionLength, chunkLength);
+        Region region = Region.offHeap(regionLength, segmentShift);
+        RegionFormat.format(region, chunkLength);
+        String endpoint = "local-replica-" + serverId + "-" + replicaNames.incrementAndGet();
+        LocalReplicaRegion replica = new LocalReplicaRegion(this, serverId, endpoint, region, chunkLength);
+        replicaRegions.put(endpoint, replica);
+        return replica;
+    }
+
+    /** The replica exported here at {@code endpoint}, or null. */
+    LocalReplicaRegion replica(String endpoint) {
+        return replicaRegions.get(endpoint);
+    }
+
+    void forget(LocalReplicaRegion replica) {
+        replicaRegions.remove(replica.endpoint(), replica);
+    }
+
+    /** How fast a primary copies its region to a backup that joins, in bytes per second (0: no limit). */
+    public void copyRate(long bytesPerSecond) {
+        if (bytesPerSecond < 0) {
+            throw new IllegalArgumentException("the copy rate must be >= 0 bytes per second: " + bytesPerSecond);
+        }
+        this.copyRate = bytesPerSecond;
+    }
+
+    public long copyRate() {
+        return copyRate;
+    }
+
+    /**
+     * How long a compute node's verb that failed in a view of a replica group waits for a newer view, to run again there
+     * ({@link #connectGroups}; 0: fails at once).
+     */
+    public void failoverWait(java.time.Duration wait) {
+        if (wait.isNegative()) {
+            throw new IllegalArgumentException("the failover wait must be >= 0: " + wait);
+        }
+        this.failoverWait = wait;
+    }
+
+    /**
+     * The replica at {@code endpoint} dies now, as with its host: every verb on it fails from now on (its memory node's
+     * actor system may take a while to stop). False when no replica is there.
+     */
+    public boolean killReplica(String endpoint) {
+        LocalReplicaRegion replica = replicaRegions.get(endpoint);
+        if (replica == null) {
+            return false;
+        }
+        replica.close();
+        return true;
+    }
+
+    /** A connection to {@code replica} alone, sending its verbs in {@code view} (a copy's). */
+    RemoteMemory replicaConnection(LocalReplicaRegion replica, long view) {
+        Region[] byId = new Region[replica.serverId() + 1];
+        byId[replica.serverId()] = replica.region();
+        return new dev.dex.rdma.replica.GatedRemoteMemory(new DirectRemoteMemory(byId, latencyNs, () -> { }), replica.gate(), view);
+    }
+
+    /** A connection to the replica at {@code endpoint} alone, past every gate: its memory node's own (the tree's format). */
+    public RemoteMemory connectOwn(LocalReplicaRegion replica) {
+        Region[] byId = new Region[replica.serverId() + 1];
+        byId[replica.serverId()] = replica.region();
+        return new DirectRemoteMemory(byId, latencyNs, () -> { });
+    }
+
+    /**
+     * Server {@code serverId}'s replicas in {@code view}, as one compute node reaches them: the primary and the backups by
+     * endpoint. A replica that is gone from this fabric (its memory node stopped before the map left it out) fails every
+     * verb, so every change fails until a view without it comes.
+     */
+    public ReplicaSet replicaSet(int serverId, dev.dex.rdma.replica.ReplicaEndpoints endpoints) {
+        java.util.List<ReplicaSet.Replica> backups = new java.util.ArrayList<>();
+        for (String backup : endpoints.backups()) {
+            backups.add(new ReplicaSet.Replica(backup, connectionOrGone(serverId, backup, endpoints.view()), ReplicaSet.State.COMPLETE));
+        }
+        return new ReplicaSet(endpoints.view(), new ReplicaSet.Replica(endpoints.primary(),
+                connectionOrGone(serverId, endpoints.primary(), endpoints.view()), ReplicaSet.State.COMPLETE), backups);
+    }
+
+    private RemoteMemory connectionOrGone(int serverId, String endpoint, long view) {
+        LocalReplicaRegion replica = replicaRegions.get(endpoint);
+        if (replica != null && replica.serverId() == serverId) {
+            return replicaConnection(replica, view);
+        }
+        // A retired gate over a region of two chunks that no verb reaches.
+        Region nothing = Region.offHeap(2L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH, segmentShift);
+        RegionFormat.format(nothing, RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+        Region[] byId = new Region[serverId + 1];
+        byId[serverId] = nothing;
+        dev.dex.rdma.replica.ViewGate gone = new dev.dex.rdma.replica.ViewGate(serverId, endpoint, view);
+        gone.retire("memory server " + serverId + "'s replica " + endpoint + " is gone from this local fabric");
+        return new dev.dex.rdma.replica.GatedRemoteMemory(new DirectRemoteMemory(byId, latencyNs, () -> { }), gone, view);
+    }
+
+    private LocalReplicaRegion replicaOf(int serverId, String endpoint) {
+        LocalReplicaRegion replica = replicaRegions.get(endpoint);
+        if (replica == null || replica.serverId() != serverId) {
+            throw new IllegalArgumentException("no replica of memory server " + serverId + " at " + endpoint + " on this local fabric");
+        }
+        return replica;
+    }
+
+    /**
+     * Connects a compute node to replicated servers, each in the view given: a client that writes every replica of the
+     * view ({@link ReplicatedRemoteMemory}); {@link ReplicatedRemoteMemory#install} with {@link #replicaSet} moves it to a
+     * later view.
+     */
+    public ReplicatedRemoteMemory connectGroups(Map<Integer, dev.dex.rdma.replica.ReplicaEndpoints> views,
+                                                ReplicatedRemoteMemory.BackupFailures failures) {
+        int max = views.keySet().stream().mapToInt(Integer::intValue).max().orElseThrow(
+                () -> new IllegalArgumentException("connect needs at least one memory server"));
+        long[] regionLengths = new long[max + 1];
+        long[] chunkLengths = new long[max + 1];
+        Map<Integer, ReplicaSet> sets = new java.util.HashMap<>();
+        views.forEach((id, endpoints) -> {
+            LocalReplicaRegion primary = replicaOf(id, endpoints.primary());
+            regionLengths[id] = primary.region().length();
+            chunkLengths[id] = primary.chunkLength();
+            sets.put(id, replicaSet(id, endpoints));
+        });
+        return new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT, failoverWait,
+                failures, () -> { });
+    }
+
     /** The group of a server exported with replicas. */
     private LocalGroup group(int serverId) {
         LocalGroup group = groups.get(serverId);
@@ -204,6 +343,7 @@ public final class LocalFabric implements Fabric {
     public void close() {
         regions.clear();
         groups.clear();
+        replicaRegions.clear();
     }
 
     private final class LocalRegion implements ExportedRegion {

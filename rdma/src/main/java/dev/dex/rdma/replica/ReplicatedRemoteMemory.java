@@ -67,6 +67,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
     private final long mirrorTimeoutNanos;
+    private final long failoverWaitNanos;
     private final BackupFailures failures;
     private final List<RemoteMemory> connections = new ArrayList<>();
     private final ThreadLocal<UnsafeBuffer> mirrorWord = ThreadLocal.withInitial(() -> new UnsafeBuffer(new byte[Long.BYTES]));
@@ -83,6 +84,17 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
      */
     public ReplicatedRemoteMemory(Map<Integer, ReplicaSet> groups, long[] regionLengths, long[] chunkLengths, Duration mirrorTimeout,
                                   BackupFailures failures, Runnable onClose) {
+        this(groups, regionLengths, chunkLengths, mirrorTimeout, Duration.ZERO, failures, onClose);
+    }
+
+    /**
+     * As above; a verb that fails in a view waits up to {@code failoverWait} for a newer view of its server to be
+     * installed and runs again there: a read, a write (the same bytes again), or an atomic that the primary refused
+     * before it ran. An atomic whose mirror failed is not sent again (it ran at the primary): it throws, its outcome
+     * unknown.
+     */
+    public ReplicatedRemoteMemory(Map<Integer, ReplicaSet> groups, long[] regionLengths, long[] chunkLengths, Duration mirrorTimeout,
+                                  Duration failoverWait, BackupFailures failures, Runnable onClose) {
         if (groups.isEmpty()) {
             throw new IllegalArgumentException("no memory server to connect to");
         }
@@ -99,6 +111,10 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         });
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
         this.mirrorTimeoutNanos = mirrorTimeout.toNanos();
+        if (failoverWait.isNegative()) {
+            throw new IllegalArgumentException("the failover wait must be >= 0: " + failoverWait);
+        }
+        this.failoverWaitNanos = failoverWait.toNanos();
         this.failures = failures;
         this.onClose = onClose;
         this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
@@ -123,6 +139,11 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
     }
 
+    /** Whether this client is connected to server {@code serverId}. */
+    public boolean connected(int serverId) {
+        return serverId >= 0 && serverId < groups.length && groups[serverId] != null;
+    }
+
     /** Server {@code serverId}'s replicas in the view this client is in. */
     public ReplicaSet view(int serverId) {
         return groupOf(serverId).get();
@@ -137,13 +158,31 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-        group(address).primary().memory().read(address, dst, dstOffset, length);
+        for (ReplicaSet set = group(address); ; ) {
+            try {
+                set.primary().memory().read(address, dst, dstOffset, length);
+                break;
+            } catch (FabricException e) {
+                set = nextView(set, address, e);
+            }
+        }
         counters.recordRead(length);
     }
 
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
-        ReplicaSet set = group(address);
+        for (ReplicaSet set = group(address); ; ) {
+            try {
+                writeIn(set, address, src, srcOffset, length);
+                break;
+            } catch (FabricException e) {
+                set = nextView(set, address, e); // a write sent again writes the same bytes
+            }
+        }
+        counters.recordWrite(length);
+    }
+
+    private void writeIn(ReplicaSet set, long address, DirectBuffer src, int srcOffset, int length) {
         set.primary().memory().write(address, src, srcOffset, length);
         for (ReplicaSet.Replica backup : set.backups()) {
             try {
@@ -152,15 +191,22 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 throw backupFailed(set, address, backup, "a write", e);
             }
         }
-        counters.recordWrite(length);
     }
 
     @Override
     public long compareAndSwap(long address, long expected, long desired) {
-        ReplicaSet set = group(address);
-        long found = set.primary().memory().compareAndSwap(address, expected, desired);
-        if (found == expected && expected != desired) {
-            mirror(set, address, expected, desired);
+        long found;
+        for (ReplicaSet set = group(address); ; ) {
+            try {
+                found = set.primary().memory().compareAndSwap(address, expected, desired);
+            } catch (FabricException e) {
+                set = nextView(set, address, refused(e)); // a gate refuses a verb before it runs
+                continue;
+            }
+            if (found == expected && expected != desired) {
+                mirror(set, address, expected, desired); // its failure is of unknown outcome: the swap ran at the primary
+            }
+            break;
         }
         counters.recordAtomic();
         return found;
@@ -168,13 +214,56 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     @Override
     public long fetchAndAdd(long address, long delta) {
-        ReplicaSet set = group(address);
-        long previous = set.primary().memory().fetchAndAdd(address, delta);
-        if (delta != 0) {
-            mirror(set, address, previous, previous + delta);
+        long previous;
+        for (ReplicaSet set = group(address); ; ) {
+            try {
+                previous = set.primary().memory().fetchAndAdd(address, delta);
+            } catch (FabricException e) {
+                set = nextView(set, address, refused(e));
+                continue;
+            }
+            if (delta != 0) {
+                mirror(set, address, previous, previous + delta);
+            }
+            break;
         }
         counters.recordAtomic();
         return previous;
+    }
+
+    /**
+     * {@code failure} of an atomic at the primary, if the primary refused it before it ran (its gate: a newer view, or a
+     * replica gone), so that it may run again in a newer view; otherwise thrown: it may have run, and only its caller can
+     * tell (a verb of unknown outcome).
+     */
+    private static FabricException refused(FabricException failure) {
+        if (failure instanceof StaleViewException || failure instanceof ReplicaGoneException) {
+            return failure;
+        }
+        throw failure;
+    }
+
+    /**
+     * A verb failed in {@code set}'s view: waits up to the failover wait for a newer view of the server to be installed
+     * (a failover, or a view that leaves a failed backup out) and returns it, for the verb to run again there; throws
+     * {@code failure} when none comes in time.
+     */
+    private ReplicaSet nextView(ReplicaSet set, long address, FabricException failure) {
+        if (failoverWaitNanos == 0 || closed) {
+            throw failure;
+        }
+        AtomicReference<ReplicaSet> group = groups[GlobalAddress.serverId(address)];
+        long deadline = System.nanoTime() + failoverWaitNanos;
+        while (true) {
+            ReplicaSet now = group.get();
+            if (now.view() > set.view()) {
+                return now;
+            }
+            if (System.nanoTime() - deadline > 0 || closed) {
+                throw failure;
+            }
+            LockSupport.parkNanos(1_000_000);
+        }
     }
 
     /**

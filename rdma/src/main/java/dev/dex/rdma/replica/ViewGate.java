@@ -3,7 +3,6 @@ package dev.dex.rdma.replica;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Supplier;
 
-import dev.dex.rdma.FabricException;
 
 /**
  * The view a replica is in, and the check that refuses a verb sent in an older one ({@link StaleViewException}). Where
@@ -52,7 +51,7 @@ public final class ViewGate {
     }
 
     /**
-     * The replica is gone (its memory node died): from the return on, every verb fails with a {@link FabricException}
+     * The replica is gone (its memory node died): from the return on, every verb fails with a {@link ReplicaGoneException}
      * saying {@code why}, and none is still running.
      */
     public void retire(String why) {
@@ -73,14 +72,14 @@ public final class ViewGate {
      * Runs {@code verb} as a verb sent in {@code clientView}, unless the replica is in a newer view or gone.
      *
      * @throws StaleViewException when the replica is in a view newer than {@code clientView}; {@code verb} did not run
-     * @throws FabricException    when the replica is gone; {@code verb} did not run
+     * @throws ReplicaGoneException when the replica is gone; {@code verb} did not run
      */
     public <T> T run(long clientView, Supplier<T> verb) {
         lock.readLock().lock();
         try {
             String why = gone;
             if (why != null) {
-                throw new FabricException(why);
+                throw new ReplicaGoneException(why);
             }
             long now = view;
             if (clientView < now) {

@@ -1,0 +1,208 @@
+package dev.dex.rdma.local;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.replica.RegionCopier;
+import dev.dex.rdma.replica.ViewGate;
+
+/**
+ * One replica of a memory server, exported by one memory node of the cluster on a {@code local} fabric (several
+ * memory nodes of a server share the JVM's fabric, each with a replica of its own, named by its {@link #endpoint()}).
+ * The cluster's replica coordinator gives it its part ({@link #becomePrimary}, {@link #becomeBackup},
+ * {@link #installView}); compute nodes write every change to every replica of the group's view themselves
+ * (docs/replication.md, "The compute-side write path"), and a primary copies its region to a backup that joins.
+ * Closing it (its memory node stopped) retires its gate: every verb on it fails from then on.
+ *
+ * <p>Concurrency: role, view, completeness and the copy's progress are volatile, changed under this object's monitor
+ * (one part at a time); the gate orders verbs against view changes; each copy runs on a thread of its own.
+ */
+public final class LocalReplicaRegion implements ExportedRegion {
+    private static final Logger LOG = LoggerFactory.getLogger(LocalReplicaRegion.class);
+
+    /** The replica's part: none yet, primary or backup. */
+    public enum Role { SOLE, PRIMARY, BACKUP }
+
+    private final LocalFabric fabric;
+    private final int serverId;
+    private final String endpoint;
+    private final Region region;
+    private final int chunkLength;
+    private final ViewGate gate;
+    private final Map<String, Thread> copies = new HashMap<>();
+    private volatile Role role = Role.SOLE;
+    private volatile long view;
+    private volatile boolean complete = true; // a fresh, formatted region holds its whole (empty) server
+    private volatile long copyLeft;
+    /** A backup's primary: the replica that copied to it. */
+    private volatile LocalReplicaRegion primary;
+
+    LocalReplicaRegion(LocalFabric fabric, int serverId, String endpoint, Region region, int chunkLength) {
+        this.fabric = fabric;
+        this.serverId = serverId;
+        this.endpoint = endpoint;
+        this.region = region;
+        this.chunkLength = chunkLength;
+        this.gate = new ViewGate(serverId, endpoint, 0);
+    }
+
+    @Override
+    public int serverId() {
+        return serverId;
+    }
+
+    @Override
+    public Region region() {
+        return region;
+    }
+
+    /** The replica's name on the fabric: how compute nodes and the primary reach it. */
+    @Override
+    public String endpoint() {
+        return endpoint;
+    }
+
+    ViewGate gate() {
+        return gate;
+    }
+
+    int chunkLength() {
+        return chunkLength;
+    }
+
+    public Role role() {
+        return role;
+    }
+
+    /** Whether it is gone: its memory node stopped, or it was killed ({@link LocalFabric#killReplica}). */
+    public boolean gone() {
+        return gate.retired();
+    }
+
+    /** The newest view it took a part in. */
+    public long view() {
+        return view;
+    }
+
+    /** Whether it holds the whole server: a primary, or a backup whose copy is done. */
+    public boolean complete() {
+        return complete;
+    }
+
+    /**
+     * A complete backup's: why its primary is gone (its memory node stopped: its gate retired), for the coordinator to
+     * fail over at once instead of after the cluster's failure detector; null otherwise.
+     */
+    public String primaryLost() {
+        LocalReplicaRegion of = primary;
+        if (role != Role.BACKUP || !complete || of == null || !of.gate.retired()) {
+            return null;
+        }
+        return "memory server " + serverId + "'s primary replica " + of.endpoint + " is gone";
+    }
+
+    /** Bytes of the copy to it not written yet. */
+    public long copyLeft() {
+        return copyLeft;
+    }
+
+    /**
+     * Serves clients as the primary of {@code next}: from now on it refuses verbs of older views.
+     *
+     * @throws IllegalStateException when it is a backup whose copy is not done (it does not hold the whole server)
+     */
+    public synchronized void becomePrimary(long next) {
+        if (!complete) {
+            throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is a backup whose copy is not done:"
+                    + " it cannot become primary");
+        }
+        gate.advance(next);
+        view = next;
+        role = Role.PRIMARY;
+        primary = null;
+    }
+
+    /**
+     * Joins {@code next} as a backup: compute nodes write it from now on, and the primary copies its region to it. Asked
+     * again in the view it is in, nothing changes (its copy goes on).
+     */
+    public synchronized void becomeBackup(long next) {
+        if (role == Role.BACKUP && view == next) {
+            return;
+        }
+        gate.advance(next);
+        view = next;
+        role = Role.BACKUP;
+        complete = false;
+        copyLeft = region.length();
+    }
+
+    /**
+     * As the primary, moves to {@code next} with {@code backups} (their endpoints): refuses the older view from now on, so
+     * that no compute node changes it without the backups, then copies its region to every backup that is not complete,
+     * each on a thread of its own at {@code bytesPerSecond} at most.
+     *
+     * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server on this fabric
+     */
+    public synchronized void installView(long next, List<String> backups, long bytesPerSecond) {
+        if (role != Role.PRIMARY) {
+            throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is " + role + ", not primary");
+        }
+        gate.advance(next);
+        view = next;
+        for (String backupEndpoint : backups) {
+            LocalReplicaRegion backup = fabric.replica(backupEndpoint);
+            if (backup == null || backup.serverId != serverId) {
+                throw new IllegalStateException("no replica of memory server " + serverId + " at " + backupEndpoint + " on this local fabric");
+            }
+            backup.primary = this;
+            Thread running = copies.get(backupEndpoint);
+            if (backup.complete || running != null && running.isAlive()) {
+                continue;
+            }
+            long inView = next;
+            Thread copy = new Thread(() -> copyTo(backup, inView, bytesPerSecond), "dex-copy-" + serverId + "-to-" + backupEndpoint);
+            copy.setDaemon(true);
+            copies.put(backupEndpoint, copy);
+            copy.start();
+        }
+    }
+
+    private void copyTo(LocalReplicaRegion backup, long inView, long bytesPerSecond) {
+        long start = System.nanoTime();
+        try (RemoteMemory from = fabric.replicaConnection(this, inView); RemoteMemory to = fabric.replicaConnection(backup, inView)) {
+            LOG.info("memory server {}: copying {} MiB to the backup {} in view {}", serverId, region.length() >> 20, backup.endpoint, inView);
+            new RegionCopier(from, to, serverId, RegionCopier.DEFAULT_PIECE, bytesPerSecond, Duration.ofSeconds(10))
+                    .copy(region.length(), (bytes, total) -> backup.copyLeft = total - bytes);
+            backup.copied(inView);
+            LOG.info("memory server {}: the backup {} is complete ({} MiB in {} ms)", serverId, backup.endpoint, region.length() >> 20,
+                    (System.nanoTime() - start) / 1_000_000);
+        } catch (RuntimeException e) {
+            LOG.warn("memory server {}: the copy to the backup {} failed ({}); it is tried again when the coordinator asks", serverId,
+                    backup.endpoint, e.getMessage());
+        }
+    }
+
+    /** The copy to this backup in {@code inView} is done: complete, if it is still a backup of that view or a later one. */
+    private synchronized void copied(long inView) {
+        if (role == Role.BACKUP && view >= inView && !gate.retired()) {
+            complete = true;
+            copyLeft = 0;
+        }
+    }
+
+    /** The replica's memory node stopped: every verb on it fails from now on, and the fabric forgets it. */
+    @Override
+    public void close() {
+        gate.retire("memory server " + serverId + "'s replica " + endpoint + " is gone (its memory node stopped)");
+        fabric.forget(this);
+    }
+}

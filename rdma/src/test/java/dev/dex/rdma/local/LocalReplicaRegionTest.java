@@ -1,0 +1,149 @@
+package dev.dex.rdma.local;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.Test;
+
+import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.replica.ReplicaEndpoints;
+import dev.dex.rdma.replica.ReplicaGoneException;
+import dev.dex.rdma.replica.ReplicatedRemoteMemory;
+
+/**
+ * Replicas of one memory server exported by separate memory nodes on one {@code local} fabric, as the cluster runs them
+ * (docs/replication.md, "The compute-side write path"): the parts the coordinator gives them, the primary's copy to a
+ * backup under writes, the backup's view of its primary's death, and a compute node's verbs across the failover.
+ */
+class LocalReplicaRegionTest {
+    private static final long REGION = 1L << 20;
+    private static final int CHUNK = 4096;
+    private static final long DATA = GlobalAddress.of(0, 2L * CHUNK);
+
+    @Test
+    void aBackupIsCopiedUnderWritesAndTakesOverWhenItsPrimaryDies() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            primary.becomePrimary(1);
+            List<String> failures = new CopyOnWriteArrayList<>();
+            ReplicatedRemoteMemory client = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(1, primary.endpoint(), List.of())),
+                    (server, view, replica, cause) -> failures.add(replica));
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicLong written = new AtomicLong();
+            Thread writer = new Thread(() -> {
+                UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+                for (long i = 0; !stop.get(); i++) {
+                    word.putLong(0, i + 1);
+                    client.write(DATA + 8 * (i % 10_000), word, 0, 8);
+                    written.incrementAndGet();
+                }
+            });
+            writer.start();
+            Thread.sleep(20);
+
+            backup.becomeBackup(2);
+            assertFalse(backup.complete(), "a backup that joins holds nothing yet");
+            client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(2, primary.endpoint(), List.of(backup.endpoint()))));
+            primary.installView(2, List.of(backup.endpoint()), 0);
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!backup.complete() && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertTrue(backup.complete(), "the copy finished");
+            assertEquals(0, backup.copyLeft());
+            Thread.sleep(20);
+            stop.set(true);
+            writer.join();
+            assertTrue(written.get() > 1000, written + " writes");
+            assertArrayEquals(bytes(primary), bytes(backup), "the backup holds every byte of the primary after a copy under writes");
+            assertNull(backup.primaryLost());
+            assertTrue(failures.isEmpty(), failures.toString());
+
+            assertTrue(fabric.killReplica(primary.endpoint()));
+            assertTrue(primary.gone());
+            assertEquals("memory server 0's primary replica " + primary.endpoint() + " is gone", backup.primaryLost());
+            backup.becomePrimary(3);
+            client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
+            assertEquals(written.get(), read(client, DATA + 8 * ((written.get() - 1) % 10_000)), "the last write is on the new primary");
+            assertFalse(fabric.killReplica("no-such-replica"));
+            client.close();
+        }
+    }
+
+    @Test
+    void aBackupWhoseCopyIsNotDoneCannotBecomePrimary() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            backup.becomeBackup(2);
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> backup.becomePrimary(3));
+            assertEquals("memory server 0's replica " + backup.endpoint() + " is a backup whose copy is not done: it cannot become primary",
+                    e.getMessage());
+            assertEquals(LocalReplicaRegion.Role.BACKUP, backup.role());
+            assertThrows(IllegalStateException.class, () -> backup.installView(3, List.of(), 0), "only a primary installs views");
+        }
+    }
+
+    @Test
+    void aVerbOnADeadPrimaryWaitsForTheNewViewAndRunsThere() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ofSeconds(5));
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            primary.becomePrimary(1);
+            backup.becomeBackup(2);
+            primary.installView(2, List.of(backup.endpoint()), 0);
+            while (!backup.complete()) {
+                Thread.sleep(5);
+            }
+            ReplicatedRemoteMemory client = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(2, primary.endpoint(),
+                    List.of(backup.endpoint()))), (server, view, replica, cause) -> { });
+            fabric.killReplica(primary.endpoint());
+            Thread failover = new Thread(() -> {
+                try {
+                    Thread.sleep(100);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                backup.becomePrimary(3);
+                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
+            });
+            failover.start();
+            long start = System.nanoTime();
+            assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap the dead primary refused ran on the new one");
+            assertTrue(System.nanoTime() - start >= 90_000_000L, "it waited for the new view");
+            failover.join();
+            assertEquals(42, read(client, DATA));
+            assertEquals(42, backup.region().getLongVolatile(GlobalAddress.offset(DATA)));
+
+            fabric.failoverWait(java.time.Duration.ZERO);
+            ReplicatedRemoteMemory impatient = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())),
+                    (server, view, replica, cause) -> { });
+            fabric.killReplica(backup.endpoint());
+            assertThrows(ReplicaGoneException.class, () -> impatient.readLong(DATA), "without a failover wait it fails at once");
+            client.close();
+            impatient.close();
+        }
+    }
+
+    private static long read(ReplicatedRemoteMemory memory, long address) {
+        return memory.readLong(address);
+    }
+
+    private static byte[] bytes(LocalReplicaRegion replica) {
+        byte[] bytes = new byte[(int) REGION];
+        replica.region().getBytes(0, new UnsafeBuffer(bytes), 0, bytes.length);
+        return bytes;
+    }
+}
