@@ -78,7 +78,9 @@ public final class MemoryRegion implements AutoCloseable {
             if (settings.replicas() > 1) {
                 if (!(fabric instanceof TcpFabric) && !(fabric instanceof LocalFabric)) {
                     throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp or local"
-                            + " fabric; this memory node uses " + fabric.transport() + " (docs/replication.md)");
+                            + " fabric; this memory node uses " + fabric.transport() + (fabric.transport().equals("shm")
+                            ? ", whose region outlives its memory node already and dies only with its host, with every replica"
+                            + " on it" : "") + " (docs/replication.md)");
                 }
                 if (fabric instanceof TcpFabric tcp) {
                     // Not served before the group says what it is: a kept region may be older than what the group answered.
