@@ -132,8 +132,9 @@ public final class BenchCommand implements Callable<Integer> {
     private String fabric;
 
     @Option(names = "--replicas", paramLabel = "R", defaultValue = "1",
-            description = "Memory nodes per memory server, with --fabric tcp (docs/replication.md): each primary streams every"
-                    + " change to R-1 backups in this JVM, each with event loops of its own, and answers once they applied it"
+            description = "Memory nodes per memory server (docs/replication.md). With --fabric tcp each primary streams every"
+                    + " change to R-1 backups in this JVM, each with event loops of its own, and answers once they applied it;"
+                    + " with --fabric local (and a mode that never offloads) the compute side writes every replica itself"
                     + " (default: ${DEFAULT-VALUE}).")
     private int replicas;
 
@@ -363,7 +364,10 @@ public final class BenchCommand implements Callable<Integer> {
                 + ") must be at least --compute-nodes (" + computeNodes + ") so every compute node holds a partition");
         check(fabric.equals("local") || fabric.equals("tcp"), "--fabric must be local or tcp: " + fabric);
         check(replicas >= 1 && replicas <= 3, "--replicas must be 1, 2 or 3: " + replicas);
-        check(replicas == 1 || fabric.equals("tcp"), "--replicas above 1 needs --fabric tcp (the primary's memory node streams its changes)");
+        check(replicas == 1 || fabric.equals("tcp") || !mode.offloads(), "--replicas above 1 on --fabric local needs a mode that never"
+                + " offloads (no-offload, sherman, partitioned): the compute side writes every replica itself, and an offload"
+                + " would change the primary alone; " + mode.cliName() + " offloads");
+        check(!copyUnderLoad || fabric.equals("tcp"), "--copy-under-load needs --fabric tcp");
         check(!copyUnderLoad || replicas > 1, "--copy-under-load needs --replicas 2 or 3: it copies the backups while the load runs");
         check(copyRateMib == null || replicas > 1, "--copy-rate needs --replicas 2 or 3");
         check(copyRateMib == null || copyRateMib >= 1 && copyRateMib <= 1L << 20, "--copy-rate must be in [1, " + (1L << 20)

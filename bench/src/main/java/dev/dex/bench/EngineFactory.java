@@ -123,7 +123,7 @@ final class EngineFactory {
         // The memory side's event loops are its memory-side threads: they run offloaded operations too.
         Fabric memorySide = tcp ? new TcpFabric(TcpSettings.DEFAULTS.withIoThreads(config.memoryThreads()),
                 dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS.withCopyRate(config.copyRate()).withFailoverWait(java.time.Duration.ZERO), 0,
-                null, null) : new LocalFabric(config.latencyNs());
+                null, null) : new LocalFabric(config.latencyNs(), dev.dex.rdma.Region.DEFAULT_SEGMENT_SHIFT, config.replicas());
         Fabric computeSide = tcp ? new TcpFabric(TcpSettings.DEFAULTS, config.latencyNs()) : memorySide;
         try {
             Map<Integer, String> servers = new TreeMap<>();
@@ -133,7 +133,8 @@ final class EngineFactory {
                 exported.add(memoryNode);
                 servers.put(id, memoryNode.endpoint());
             }
-            ReplicaCopy copy = config.replicas() > 1 ? replicate((TcpFabric) memorySide, exported, config, region, chunk) : null;
+            // On local a fabric of replicas holds every server's backups itself, written by the compute side.
+            ReplicaCopy copy = config.replicas() > 1 && tcp ? replicate((TcpFabric) memorySide, exported, config, region, chunk) : null;
             List<TcpFabric> backups = copy == null ? List.of() : copy.backups();
             BulkLoader.Result loaded;
             PartitionTable table = null;

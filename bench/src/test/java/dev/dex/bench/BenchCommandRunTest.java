@@ -264,6 +264,27 @@ class BenchCommandRunTest {
         assertEquals(perOp[0].get("writes").asDouble(), perOp[1].get("writes").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
     }
 
+    @Test
+    void replicasOnLocalAreWrittenByTheComputeSideWithTheSameVerbsPerOperation() throws IOException {
+        // The compute side writes both replicas itself; counters count logical verbs, so the verbs per operation hold.
+        JsonNode[] perOp = new JsonNode[2];
+        for (int replicas = 1; replicas <= 2; replicas++) {
+            Path json = dir.resolve("local-replicas-" + replicas + ".json");
+            Run run = bench(tiny("--mode", "no-offload", "--fabric", "local", "--workload", "write-intensive", "--redo-log", "on",
+                    "--replicas", Integer.toString(replicas), "--json", json.toString()));
+            assertEquals(0, run.exitCode(), run.err());
+            assertEquals(replicas == 2, run.out().contains("2 replicas per memory server"), run.out());
+            JsonNode result = readJson(json);
+            assertEquals(20_000, result.get("ops").asLong(), "every measured operation ran");
+            perOp[replicas - 1] = result.get("perOp");
+        }
+        assertEquals(perOp[0].get("reads").asDouble(), perOp[1].get("reads").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
+        assertEquals(perOp[0].get("writes").asDouble(), perOp[1].get("writes").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
+        Run offloading = bench(tiny("--mode", "dex", "--fabric", "local", "--replicas", "2"));
+        assertEquals(2, offloading.exitCode());
+        assertTrue(offloading.err().contains("--replicas above 1 on --fabric local needs a mode that never offloads"), offloading.err());
+    }
+
     /**
      * --copy-under-load: the run starts with one replica, the backup joins a third of the way in and is copied while the
      * workload runs; every measured operation still runs, and the copy reports every byte of the region at a rate and the

@@ -31,10 +31,7 @@ public final class GatedRemoteMemory extends ForwardingRemoteMemory {
 
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
-        gate.run(view, () -> {
-            super.read(address, dst, dstOffset, length);
-            return null;
-        });
+        gate.read(view, () -> super.read(address, dst, dstOffset, length));
     }
 
     @Override

@@ -10,8 +10,9 @@ import java.util.function.Supplier;
  * only once no verb of an older view is still running on the replica, and none starts after it. A transport whose
  * memory node never sees a verb must refuse old views another way (docs/replication.md).
  *
- * <p>Concurrency: verbs run under the read lock of a {@link ReentrantReadWriteLock}, so they run in parallel with each
- * other; {@link #advance} takes the write lock. The view only grows.
+ * <p>Concurrency: changes run under the read lock of a {@link ReentrantReadWriteLock}, so they run in parallel with
+ * each other; {@link #advance} and {@link #retire} take the write lock, so they return only once no change of an older
+ * view is running. Reads check the volatile view and mark without the lock ({@link #read}). The view only grows.
  */
 public final class ViewGate {
     private final int serverId;
@@ -66,6 +67,28 @@ public final class ViewGate {
     /** Whether {@link #retire} was called. */
     public boolean retired() {
         return gone != null;
+    }
+
+    /**
+     * Runs {@code read} as a read sent in {@code clientView}, unless the replica is in a newer view or gone, without the
+     * lock: a read that passed the check before a view change is concurrent with every change of the new view (none
+     * of them was acknowledged before the read began), so either value it returns is one a linearizable read could.
+     * Only changes must be drained by {@link #advance}: the copy relies on every change of the old view being in before
+     * it starts.
+     *
+     * @throws StaleViewException   when the replica is in a view newer than {@code clientView}; {@code read} did not run
+     * @throws ReplicaGoneException when the replica is gone; {@code read} did not run
+     */
+    public void read(long clientView, Runnable read) {
+        String why = gone;
+        if (why != null) {
+            throw new ReplicaGoneException(why);
+        }
+        long now = view;
+        if (clientView < now) {
+            throw new StaleViewException(serverId, replica, clientView, now);
+        }
+        read.run();
     }
 
     /**
