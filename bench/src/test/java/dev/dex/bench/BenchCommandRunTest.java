@@ -17,6 +17,7 @@ import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -245,13 +246,18 @@ class BenchCommandRunTest {
         assertTrue(extra > 0.04 && extra < 0.15, "one log write per batch of 16: " + perOp[0] + " vs " + perOp[1]);
     }
 
-    @Test
-    void replicasOverTcpMakeTheSameVerbsPerOperationAndServeEveryKey() throws IOException {
-        // The primary's memory node streams each change to its backup; the compute side issues the same verbs.
+    /**
+     * Over tcp the primary's memory node streams each change to its backup; on local the compute side writes both replicas
+     * itself (with a mode that never offloads). Either way the compute side's verbs per operation are the same: counters
+     * count logical verbs.
+     */
+    @ParameterizedTest(name = "--fabric {0} --mode {1}")
+    @CsvSource({"tcp, dex", "local, no-offload"})
+    void replicasMakeTheSameVerbsPerOperationAndServeEveryKey(String fabric, String mode) throws IOException {
         JsonNode[] perOp = new JsonNode[2];
         for (int replicas = 1; replicas <= 2; replicas++) {
-            Path json = dir.resolve("replicas-" + replicas + ".json");
-            Run run = bench(tiny("--mode", "dex", "--fabric", "tcp", "--workload", "write-intensive", "--redo-log", "on",
+            Path json = dir.resolve(fabric + "-replicas-" + replicas + ".json");
+            Run run = bench(tiny("--mode", mode, "--fabric", fabric, "--workload", "write-intensive", "--redo-log", "on",
                     "--replicas", Integer.toString(replicas), "--json", json.toString()));
             assertEquals(0, run.exitCode(), run.err());
             assertEquals(replicas == 2, run.out().contains("2 replicas per memory server"), run.out());
@@ -265,21 +271,7 @@ class BenchCommandRunTest {
     }
 
     @Test
-    void replicasOnLocalAreWrittenByTheComputeSideWithTheSameVerbsPerOperation() throws IOException {
-        // The compute side writes both replicas itself; counters count logical verbs, so the verbs per operation hold.
-        JsonNode[] perOp = new JsonNode[2];
-        for (int replicas = 1; replicas <= 2; replicas++) {
-            Path json = dir.resolve("local-replicas-" + replicas + ".json");
-            Run run = bench(tiny("--mode", "no-offload", "--fabric", "local", "--workload", "write-intensive", "--redo-log", "on",
-                    "--replicas", Integer.toString(replicas), "--json", json.toString()));
-            assertEquals(0, run.exitCode(), run.err());
-            assertEquals(replicas == 2, run.out().contains("2 replicas per memory server"), run.out());
-            JsonNode result = readJson(json);
-            assertEquals(20_000, result.get("ops").asLong(), "every measured operation ran");
-            perOp[replicas - 1] = result.get("perOp");
-        }
-        assertEquals(perOp[0].get("reads").asDouble(), perOp[1].get("reads").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
-        assertEquals(perOp[0].get("writes").asDouble(), perOp[1].get("writes").asDouble(), 0.05, perOp[0] + " vs " + perOp[1]);
+    void replicasOnLocalRefuseAModeThatOffloads() {
         Run offloading = bench(tiny("--mode", "dex", "--fabric", "local", "--replicas", "2"));
         assertEquals(2, offloading.exitCode());
         assertTrue(offloading.err().contains("--replicas above 1 on --fabric local needs a mode that never offloads"), offloading.err());

@@ -64,6 +64,17 @@ public final class ViewGate {
         }
     }
 
+    private void check(long clientView) {
+        String why = gone;
+        if (why != null) {
+            throw new ReplicaGoneException(why);
+        }
+        long now = view;
+        if (clientView < now) {
+            throw new StaleViewException(serverId, replica, clientView, now);
+        }
+    }
+
     /** Whether {@link #retire} was called. */
     public boolean retired() {
         return gone != null;
@@ -80,14 +91,7 @@ public final class ViewGate {
      * @throws ReplicaGoneException when the replica is gone; {@code read} did not run
      */
     public void read(long clientView, Runnable read) {
-        String why = gone;
-        if (why != null) {
-            throw new ReplicaGoneException(why);
-        }
-        long now = view;
-        if (clientView < now) {
-            throw new StaleViewException(serverId, replica, clientView, now);
-        }
+        check(clientView);
         read.run();
     }
 
@@ -100,14 +104,7 @@ public final class ViewGate {
     public <T> T run(long clientView, Supplier<T> verb) {
         lock.readLock().lock();
         try {
-            String why = gone;
-            if (why != null) {
-                throw new ReplicaGoneException(why);
-            }
-            long now = view;
-            if (clientView < now) {
-                throw new StaleViewException(serverId, replica, clientView, now);
-            }
+            check(clientView);
             return verb.get();
         } finally {
             lock.readLock().unlock();
