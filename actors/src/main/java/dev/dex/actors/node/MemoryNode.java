@@ -425,7 +425,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         if (now - suspectedAtNanos < SUSPECT_AGAIN.toNanos()) {
             return this;
         }
-        java.util.Map<String, String> lost = ReplicaControl.lostBackups(fabric, settings.serverId());
+        java.util.Map<String, String> lost = ReplicaControl.lostBackups(fabric, region, settings.serverId());
         if (!lost.isEmpty()) {
             // A primary: its answers wait for these backups until a view leaves them out.
             suspectedAtNanos = now;

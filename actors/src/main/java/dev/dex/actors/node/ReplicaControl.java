@@ -37,7 +37,10 @@ final class ReplicaControl {
      * A primary's gating backups whose link broke, by endpoint, with why: its answers wait for them until a view leaves
      * them out. Empty for any other replica, and when every gating backup's link is up.
      */
-    static java.util.Map<String, String> lostBackups(Fabric fabric, int serverId) {
+    static java.util.Map<String, String> lostBackups(Fabric fabric, ExportedRegion region, int serverId) {
+        if (region instanceof LocalReplicaRegion local) {
+            return local.lostBackups(); // every change waits for them (compute nodes write them) until a view leaves them out
+        }
         if (!(fabric instanceof TcpFabric tcp)) {
             return java.util.Map.of();
         }

@@ -44,6 +44,8 @@ public final class LocalReplicaRegion implements ExportedRegion {
     private volatile long copyLeft;
     /** A backup's primary: the replica that copied to it. */
     private volatile LocalReplicaRegion primary;
+    /** A primary's backups in its view, by endpoint. */
+    private volatile List<String> backups = List.of();
 
     LocalReplicaRegion(LocalFabric fabric, int serverId, String endpoint, Region region, int chunkLength) {
         this.fabric = fabric;
@@ -109,6 +111,25 @@ public final class LocalReplicaRegion implements ExportedRegion {
         return "memory server " + serverId + "'s primary replica " + of.endpoint + " is gone";
     }
 
+    /**
+     * A primary's: the backups of its view that are gone (their memory node stopped), by endpoint, with why. Compute
+     * nodes write every change to them, so each change waits (and then fails) until a view leaves them out: the memory
+     * node asks the coordinator to drop them at once instead of after the cluster's failure detector. Empty otherwise.
+     */
+    public Map<String, String> lostBackups() {
+        if (role != Role.PRIMARY || gate.retired()) {
+            return Map.of();
+        }
+        Map<String, String> lost = new java.util.TreeMap<>();
+        for (String endpoint : backups) {
+            LocalReplicaRegion backup = fabric.replica(endpoint);
+            if (backup == null || backup.gone()) {
+                lost.put(endpoint, "memory server " + serverId + "'s backup replica " + endpoint + " is gone");
+            }
+        }
+        return lost;
+    }
+
     /** Bytes of the copy to it not written yet. */
     public long copyLeft() {
         return copyLeft;
@@ -158,6 +179,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
         }
         gate.advance(next);
         view = next;
+        this.backups = List.copyOf(backups);
         for (String backupEndpoint : backups) {
             LocalReplicaRegion backup = fabric.replica(backupEndpoint);
             if (backup == null || backup.serverId != serverId) {

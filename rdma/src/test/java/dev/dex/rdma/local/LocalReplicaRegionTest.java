@@ -69,6 +69,7 @@ class LocalReplicaRegionTest {
             assertTrue(written.get() > 1000, written + " writes");
             assertArrayEquals(bytes(primary), bytes(backup), "the backup holds every byte of the primary after a copy under writes");
             assertNull(backup.primaryLost());
+            assertEquals(Map.of(), primary.lostBackups());
             assertTrue(failures.isEmpty(), failures.toString());
 
             assertTrue(fabric.killReplica(primary.endpoint()));
@@ -79,6 +80,29 @@ class LocalReplicaRegionTest {
             assertEquals(written.get(), read(client, DATA + 8 * ((written.get() - 1) % 10_000)), "the last write is on the new primary");
             assertFalse(fabric.killReplica("no-such-replica"));
             client.close();
+        }
+    }
+
+    @Test
+    void aPrimaryReportsItsBackupsThatAreGone() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion first = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion second = fabric.exportReplica(0, REGION, CHUNK);
+            primary.becomePrimary(1);
+            first.becomeBackup(2);
+            second.becomeBackup(2);
+            primary.installView(2, List.of(first.endpoint(), second.endpoint()), 0);
+            assertEquals(Map.of(), primary.lostBackups());
+            fabric.killReplica(second.endpoint());
+            assertEquals(Map.of(second.endpoint(), "memory server 0's backup replica " + second.endpoint() + " is gone"),
+                    primary.lostBackups());
+            assertEquals(Map.of(), first.lostBackups(), "only a primary reports backups");
+            while (!first.complete()) {
+                Thread.sleep(5);
+            }
+            primary.installView(3, List.of(first.endpoint()), 0);
+            assertEquals(Map.of(), primary.lostBackups(), "a view without it reports nothing");
         }
     }
 
