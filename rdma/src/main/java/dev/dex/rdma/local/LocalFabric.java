@@ -178,6 +178,11 @@ public final class LocalFabric implements Fabric {
         return replicaRegions.get(endpoint);
     }
 
+    /** The other replicas of {@code replica}'s server exported here. */
+    java.util.List<LocalReplicaRegion> othersOf(LocalReplicaRegion replica) {
+        return replicaRegions.values().stream().filter(r -> r != replica && r.serverId() == replica.serverId()).toList();
+    }
+
     void forget(LocalReplicaRegion replica) {
         replicaRegions.remove(replica.endpoint(), replica);
     }

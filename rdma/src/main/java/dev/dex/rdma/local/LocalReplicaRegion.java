@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,6 +39,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
     private final int chunkLength;
     private final ViewGate gate;
     private final Map<String, Thread> copies = new HashMap<>();
+    private final Map<String, Long> copyViews = new HashMap<>();
     private volatile Role role = Role.SOLE;
     private volatile long view;
     private volatile boolean complete = true; // a fresh, formatted region holds its whole (empty) server
@@ -145,10 +147,27 @@ public final class LocalReplicaRegion implements ExportedRegion {
             throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is a backup whose copy is not done:"
                     + " it cannot become primary");
         }
+        // Every other replica of the server refuses the older views before this one serves: a deposed primary that is
+        // still alive serves no compute node that missed the failover, and no old view's change converges onto a replica
+        // of the new one. A deposed primary has no part until the coordinator adds it again as a backup (and copies it).
+        for (LocalReplicaRegion other : fabric.othersOf(this)) {
+            other.depose(next);
+        }
         gate.advance(next);
         view = next;
         role = Role.PRIMARY;
         primary = null;
+    }
+
+    /** Another replica of the server became primary of {@code next}: this one refuses older views from now on. */
+    private synchronized void depose(long next) {
+        if (gate.view() < next) {
+            gate.advance(next);
+        }
+        if (role == Role.PRIMARY) {
+            role = Role.SOLE;
+            complete = false; // it may miss changes of the new view: it is copied again when it rejoins
+        }
     }
 
     /**
@@ -186,7 +205,18 @@ public final class LocalReplicaRegion implements ExportedRegion {
                 throw new IllegalStateException("no replica of memory server " + serverId + " at " + backupEndpoint + " on this local fabric");
             }
             backup.primary = this;
+            backup.sawView(next);
             Thread running = copies.get(backupEndpoint);
+            if (running != null && running.isAlive() && copyViews.get(backupEndpoint) < next) {
+                // A copy of an older view: the gate just moved under it, so its next verb is refused. Let it end, then
+                // start again in this view (it is not tried again otherwise: the coordinator asks incomplete backups
+                // nothing more).
+                try {
+                    running.join(TimeUnit.SECONDS.toMillis(2));
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                }
+            }
             if (backup.complete || running != null && running.isAlive()) {
                 continue;
             }
@@ -194,6 +224,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
             Thread copy = new Thread(() -> copyTo(backup, inView, bytesPerSecond), "dex-copy-" + serverId + "-to-" + backupEndpoint);
             copy.setDaemon(true);
             copies.put(backupEndpoint, copy);
+            copyViews.put(backupEndpoint, inView);
             copy.start();
         }
     }
@@ -210,6 +241,13 @@ public final class LocalReplicaRegion implements ExportedRegion {
         } catch (RuntimeException e) {
             LOG.warn("memory server {}: the copy to the backup {} failed ({}); it is tried again when the coordinator asks", serverId,
                     backup.endpoint, e.getMessage());
+        }
+    }
+
+    /** Its primary moved to {@code next} with it as a backup: its reported view follows (the coordinator matches it). */
+    private void sawView(long next) {
+        if (role == Role.BACKUP && view < next) {
+            view = next;
         }
     }
 

@@ -39,10 +39,11 @@ import dev.dex.rdma.VerbCounters;
  *       {@link BackupFailures} listener, which has the group's next view leave it out.</li>
  * </ul>
  *
- * <p>The engine's words that several compute nodes change (lock words, the ownership table's epochs and owners, the
- * region's next-chunk index, the instance count) change only by atomics, and a lock is used only once its atomic
- * returned, so after the mirror; a lock is released by an atomic too. Plain writes change words one writer owns (a
- * partition's pages, a locked node's image), so they need no order across clients.
+ * <p>Epochs, the next-chunk index and the instance count change only by atomics, and only grow. <b>Lock words do not:</b>
+ * the engine acquires them by compare-and-swap but releases them, and writes a locked node's image over them, with
+ * plain writes. A release that reaches a backup late can then land after the next holder's acquire was converged, and
+ * a failover in that window loses the acquire (docs/replication.md, "Known races"). Until lock words change only by
+ * atomics, or carry a sequence number, this path is not safe for locks across a failover.
  *
  * <p>Counters count the logical verbs (one per read, write or atomic, whatever the number of replicas), so verbs per
  * operation compare across replica counts.
@@ -89,9 +90,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     /**
      * As above; a verb that fails in a view waits up to {@code failoverWait} for a newer view of its server to be
-     * installed and runs again there: a read, a write (the same bytes again), or an atomic that the primary refused
-     * before it ran. An atomic whose mirror failed is not sent again (it ran at the primary): it throws, its outcome
-     * unknown.
+     * installed and runs again there: a read, or a write or an atomic that the primary refused before it ran. A write or
+     * an atomic that ran at the primary and then failed on a backup is not sent again: it throws, its outcome unknown.
      */
     public ReplicatedRemoteMemory(Map<Integer, ReplicaSet> groups, long[] regionLengths, long[] chunkLengths, Duration mirrorTimeout,
                                   Duration failoverWait, BackupFailures failures, Runnable onClose) {
@@ -173,17 +173,21 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
         for (ReplicaSet set = group(address); ; ) {
             try {
-                writeIn(set, address, src, srcOffset, length);
-                break;
+                set.primary().memory().write(address, src, srcOffset, length);
             } catch (FabricException e) {
-                set = nextView(set, address, e); // a write sent again writes the same bytes
+                // Refused by the primary's gate before it ran: nothing applied anywhere, so it may go again in the next
+                // view. A write that reached a replica is not sent again: it may change a word another compute node has
+                // changed since (a lock word's release), and only the engine knows (docs/replication.md).
+                set = nextView(set, address, refused(e));
+                continue;
             }
+            writeBackups(set, address, src, srcOffset, length);
+            break;
         }
         counters.recordWrite(length);
     }
 
-    private void writeIn(ReplicaSet set, long address, DirectBuffer src, int srcOffset, int length) {
-        set.primary().memory().write(address, src, srcOffset, length);
+    private void writeBackups(ReplicaSet set, long address, DirectBuffer src, int srcOffset, int length) {
         for (ReplicaSet.Replica backup : set.backups()) {
             try {
                 backup.memory().write(address, src, srcOffset, length);

@@ -107,6 +107,72 @@ class LocalReplicaRegionTest {
     }
 
     @Test
+    void aDeposedPrimaryThatStillRunsRefusesTheOldViewAndACopyCutByANewViewStartsAgain() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ZERO);
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            primary.becomePrimary(1);
+            backup.becomeBackup(2);
+            primary.installView(2, List.of(backup.endpoint()), 4L << 20); // 1 MiB at 4 MiB/s: a quarter of a second
+            Thread.sleep(50);
+            assertFalse(backup.complete(), "the copy is under way");
+            primary.installView(3, List.of(backup.endpoint()), 0); // a new view cuts it: it starts again in view 3
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!backup.complete() && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertTrue(backup.complete(), "the copy started again in the new view and finished");
+            assertEquals(3, backup.view(), "a backup reports the view its primary moved it to");
+
+            ReplicatedRemoteMemory stale = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(3, primary.endpoint(),
+                    List.of(backup.endpoint()))), (server, view, replica, cause) -> { });
+            backup.becomePrimary(4); // the old primary is alive, but the coordinator found it gone
+            assertFalse(primary.gone());
+            assertEquals(LocalReplicaRegion.Role.SOLE, primary.role(), "deposed: no part until it rejoins as a backup");
+            assertFalse(primary.complete(), "it is copied again when it rejoins");
+            assertThrows(dev.dex.rdma.replica.StaleViewException.class, () -> read(stale, DATA),
+                    "a compute node that missed the failover reads nothing from the deposed primary");
+            stale.close();
+        }
+    }
+
+    @Test
+    void aWriteTheDeadPrimaryRefusedRunsInTheNextView() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ofSeconds(5));
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            primary.becomePrimary(1);
+            backup.becomeBackup(2);
+            primary.installView(2, List.of(backup.endpoint()), 0);
+            while (!backup.complete()) {
+                Thread.sleep(5);
+            }
+            ReplicatedRemoteMemory client = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(2, primary.endpoint(),
+                    List.of(backup.endpoint()))), (server, view, replica, cause) -> { });
+            fabric.killReplica(primary.endpoint());
+            new Thread(() -> {
+                LockSupportSleep.millis(100);
+                backup.becomePrimary(3);
+                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
+            }).start();
+            UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+            word.putLong(0, 77);
+            client.write(DATA, word, 0, 8);
+            assertEquals(77, backup.region().getLongVolatile(GlobalAddress.offset(DATA)), "the write ran on the new primary");
+            client.close();
+        }
+    }
+
+    /** Sleeps without a checked exception (a helper thread's pause). */
+    private static final class LockSupportSleep {
+        static void millis(long ms) {
+            java.util.concurrent.locks.LockSupport.parkNanos(ms * 1_000_000L);
+        }
+    }
+
+    @Test
     void aBackupWhoseCopyIsNotDoneCannotBecomePrimary() {
         try (LocalFabric fabric = new LocalFabric()) {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
