@@ -73,7 +73,11 @@ class BenchCommandValidationTest {
                         "--partitions (2) must be at least --compute-nodes (4)"),
                 Arguments.of(new String[] {"--fabric", "shm"}, "--fabric must be local or tcp: shm"),
                 Arguments.of(new String[] {"--replicas", "4", "--fabric", "tcp"}, "--replicas must be 1, 2 or 3: 4"),
-                Arguments.of(new String[] {"--replicas", "2"}, "--replicas above 1 needs --fabric tcp"),
+                Arguments.of(new String[] {"--replicas", "2"}, "--replicas above 1 on --fabric local needs a mode that never offloads"
+                        + " (no-offload, sherman, partitioned): the compute side writes every replica itself, and an offload would"
+                        + " change the primary alone; dex offloads"),
+                Arguments.of(new String[] {"--replicas", "2", "--mode", "no-offload", "--copy-under-load"},
+                        "--copy-under-load needs --fabric tcp"),
                 Arguments.of(new String[] {"--copy-under-load", "--fabric", "tcp"}, "--copy-under-load needs --replicas 2 or 3"),
                 Arguments.of(new String[] {"--copy-rate", "64", "--fabric", "tcp"}, "--copy-rate needs --replicas 2 or 3"),
                 Arguments.of(new String[] {"--copy-rate", "0", "--fabric", "tcp", "--replicas", "2"}, "--copy-rate must be in [1, "),
