@@ -126,7 +126,7 @@ public final class Fabrics {
      */
     static boolean isMember(org.apache.pekko.cluster.typed.Cluster cluster, long uid) {
         for (org.apache.pekko.cluster.Member member : cluster.state().getMembers()) {
-            if (Fabrics.clientId(member.uniqueAddress()) == uid) {
+            if (clientId(member.uniqueAddress()) == uid) {
                 return true;
             }
         }

@@ -2,7 +2,6 @@ package dev.dex.actors.node;
 
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
-import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.local.LocalReplicaRegion;
 import dev.dex.rdma.tcp.ReplicaStatus;
 import dev.dex.rdma.tcp.TcpFabric;
@@ -70,10 +69,9 @@ final class ReplicaControl {
                 case MemoryNode.Replicate.BECOME_BACKUP -> local.becomeBackup(replicate.view());
                 case MemoryNode.Replicate.BECOME_PRIMARY -> {
                     local.becomePrimary(replicate.view());
-                    local.installView(replicate.view(), replicate.backups(), ((LocalFabric) fabric).copyRate());
+                    local.installView(replicate.view(), replicate.backups());
                 }
-                case MemoryNode.Replicate.INSTALL_VIEW -> local.installView(replicate.view(), replicate.backups(),
-                        ((LocalFabric) fabric).copyRate());
+                case MemoryNode.Replicate.INSTALL_VIEW -> local.installView(replicate.view(), replicate.backups());
                 default -> throw new IllegalArgumentException("unknown replica operation " + replicate.op());
             }
             return;

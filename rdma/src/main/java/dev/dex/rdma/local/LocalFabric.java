@@ -10,9 +10,11 @@ import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionFormat;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.replica.GatedRemoteMemory;
 import dev.dex.rdma.replica.RegionCopier;
 import dev.dex.rdma.replica.ReplicaSet;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
+import dev.dex.rdma.replica.ViewGate;
 
 /**
  * The {@code local} transport: regions are off-heap buffers of this JVM. Compute and memory sides are
@@ -91,8 +93,7 @@ public final class LocalFabric implements Fabric {
                     + (1L << segmentShift) + " bytes");
         }
         if (replicas > 1) {
-            LocalGroup group = new LocalGroup(serverId, regionLength, chunkLength, replicas, latencyNs, segmentShift,
-                    ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT);
+            LocalGroup group = new LocalGroup(serverId, regionLength, chunkLength, replicas, latencyNs, segmentShift);
             if (groups.putIfAbsent(serverId, group) != null) {
                 throw new IllegalArgumentException("memory server " + serverId + " already exported on this fabric");
             }
@@ -147,9 +148,9 @@ public final class LocalFabric implements Fabric {
         }
         connected.forEach((id, group) -> sets.put(id, group.connectSet()));
         ReplicatedRemoteMemory[] client = new ReplicatedRemoteMemory[1];
+        // Nobody drops a backup on a client's word here: the caller of dropBackup is the coordinator.
         client[0] = new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT,
-                (server, view, replica, cause) -> connected.get(server).failed(view, replica, cause),
-                () -> connected.values().forEach(group -> group.unfollow(client[0])));
+                (server, view, replica, cause) -> { }, () -> connected.values().forEach(group -> group.unfollow(client[0])));
         connected.forEach((id, group) -> {
             group.follow(client[0]);
             // A view change between taking the set and following: install the newer view (an equal one is ignored).
@@ -223,18 +224,26 @@ public final class LocalFabric implements Fabric {
         return true;
     }
 
-    /** A connection to {@code replica} alone, sending its verbs in {@code view} (a copy's). */
-    RemoteMemory replicaConnection(LocalReplicaRegion replica, long view) {
-        Region[] byId = new Region[replica.serverId() + 1];
-        byId[replica.serverId()] = replica.region();
-        return new dev.dex.rdma.replica.GatedRemoteMemory(new DirectRemoteMemory(byId, latencyNs, () -> { }), replica.gate(), view);
+    /** A connection to {@code region} alone, holding server {@code serverId}, with {@code latencyNs} per verb. */
+    static RemoteMemory direct(int serverId, Region region, long latencyNs) {
+        Region[] byId = new Region[serverId + 1];
+        byId[serverId] = region;
+        return new DirectRemoteMemory(byId, latencyNs, () -> { });
     }
 
-    /** A connection to the replica at {@code endpoint} alone, past every gate: its memory node's own (the tree's format). */
+    /** As {@link #direct}, its verbs sent in {@code view} through {@code gate}. */
+    static RemoteMemory gated(int serverId, Region region, ViewGate gate, long view, long latencyNs) {
+        return new GatedRemoteMemory(direct(serverId, region, latencyNs), gate, view);
+    }
+
+    /** A connection to {@code replica} alone, sending its verbs in {@code view} (a copy's). */
+    RemoteMemory replicaConnection(LocalReplicaRegion replica, long view) {
+        return gated(replica.serverId(), replica.region(), replica.gate(), view, latencyNs);
+    }
+
+    /** A connection to {@code replica} alone, past every gate: its memory node's own (the tree's format). */
     public RemoteMemory connectOwn(LocalReplicaRegion replica) {
-        Region[] byId = new Region[replica.serverId() + 1];
-        byId[replica.serverId()] = replica.region();
-        return new DirectRemoteMemory(byId, latencyNs, () -> { });
+        return direct(replica.serverId(), replica.region(), latencyNs);
     }
 
     /**
@@ -259,11 +268,9 @@ public final class LocalFabric implements Fabric {
         // A retired gate over a region of two chunks that no verb reaches.
         Region nothing = Region.offHeap(2L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH, segmentShift);
         RegionFormat.format(nothing, RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
-        Region[] byId = new Region[serverId + 1];
-        byId[serverId] = nothing;
-        dev.dex.rdma.replica.ViewGate gone = new dev.dex.rdma.replica.ViewGate(serverId, endpoint, view);
+        ViewGate gone = new ViewGate(serverId, endpoint, view);
         gone.retire("memory server " + serverId + "'s replica " + endpoint + " is gone from this local fabric");
-        return new dev.dex.rdma.replica.GatedRemoteMemory(new DirectRemoteMemory(byId, latencyNs, () -> { }), gone, view);
+        return gated(serverId, nothing, gone, view, latencyNs);
     }
 
     private LocalReplicaRegion replicaOf(int serverId, String endpoint) {
@@ -332,11 +339,6 @@ public final class LocalFabric implements Fabric {
     /** Server {@code serverId}'s group in words: its view, primary and backups. */
     public String describeGroup(int serverId) {
         return group(serverId).describe();
-    }
-
-    /** The backups that clients reported failing a change of {@code serverId}, with why. */
-    public java.util.List<String> backupFailures(int serverId) {
-        return group(serverId).failures();
     }
 
     /** Every replica's region of {@code serverId}, primary first (tests compare them). */

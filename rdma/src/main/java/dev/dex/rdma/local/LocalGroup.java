@@ -1,18 +1,14 @@
 package dev.dex.rdma.local;
 
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 import org.agrona.concurrent.UnsafeBuffer;
 
-import dev.dex.rdma.DirectRemoteMemory;
-import dev.dex.rdma.FabricException;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RegionFormat;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.replica.GatedRemoteMemory;
 import dev.dex.rdma.replica.RegionCopier;
 import dev.dex.rdma.replica.ReplicaSet;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
@@ -33,9 +29,7 @@ final class LocalGroup {
     private final int chunkLength;
     private final long latencyNs;
     private final int segmentShift;
-    private final Duration mirrorTimeout;
     private final List<ReplicatedRemoteMemory> clients = new CopyOnWriteArrayList<>();
-    private final List<String> failed = new CopyOnWriteArrayList<>();
     private long view = 1;
     private Member primary;
     private final List<Member> backups = new ArrayList<>();
@@ -49,13 +43,12 @@ final class LocalGroup {
         ReplicaSet.State state = ReplicaSet.State.COMPLETE;
     }
 
-    LocalGroup(int serverId, long regionLength, int chunkLength, int replicas, long latencyNs, int segmentShift, Duration mirrorTimeout) {
+    LocalGroup(int serverId, long regionLength, int chunkLength, int replicas, long latencyNs, int segmentShift) {
         this.serverId = serverId;
         this.regionLength = regionLength;
         this.chunkLength = chunkLength;
         this.latencyNs = latencyNs;
         this.segmentShift = segmentShift;
-        this.mirrorTimeout = mirrorTimeout;
         primary = new Member();
         RegionFormat.format(primary.region, chunkLength);
         for (int r = 1; r < replicas; r++) {
@@ -92,22 +85,8 @@ final class LocalGroup {
         clients.remove(client);
     }
 
-    /** A client reports a backup that failed a change. Recorded; a coordinator drops it with {@link #dropBackup}. */
-    void failed(long inView, String replica, FabricException cause) {
-        failed.add(replica + " in view " + inView + ": " + cause.getMessage());
-    }
-
-    /** The backups clients reported as failed, with why, oldest first. */
-    List<String> failures() {
-        return List.copyOf(failed);
-    }
-
     synchronized String describe() {
         return set().toString();
-    }
-
-    synchronized long view() {
-        return view;
     }
 
     /**
@@ -153,8 +132,7 @@ final class LocalGroup {
             to = connection(added, view);
         }
         try {
-            new RegionCopier(from, to, serverId, RegionCopier.DEFAULT_PIECE, bytesPerSecond, Duration.ofSeconds(10))
-                    .copy(regionLength, progress);
+            new RegionCopier(from, to, serverId, bytesPerSecond).copy(regionLength, progress);
         } finally {
             from.close();
             to.close();
@@ -176,10 +154,8 @@ final class LocalGroup {
     private void change(boolean backupsToo) {
         view++;
         primary.gate.advance(view);
-        for (Member backup : backups) {
-            if (backupsToo) {
-                backup.gate.advance(view);
-            }
+        if (backupsToo) {
+            backups.forEach(backup -> backup.gate.advance(view));
         }
         for (ReplicatedRemoteMemory client : clients) {
             client.install(serverId, set());
@@ -195,9 +171,7 @@ final class LocalGroup {
     }
 
     private RemoteMemory connection(Member member, long inView) {
-        Region[] byId = new Region[serverId + 1];
-        byId[serverId] = member.region;
-        return new GatedRemoteMemory(new DirectRemoteMemory(byId, latencyNs, () -> { }), member.gate, inView);
+        return LocalFabric.gated(serverId, member.region, member.gate, inView, latencyNs);
     }
 
     /** A new replica gets the primary's header, so that its connections find a formatted region; the copy redoes it. */

@@ -1,6 +1,5 @@
 package dev.dex.rdma.local;
 
-import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -38,8 +37,8 @@ public final class LocalReplicaRegion implements ExportedRegion {
     private final Region region;
     private final int chunkLength;
     private final ViewGate gate;
-    private final Map<String, Thread> copies = new HashMap<>();
-    private final Map<String, Long> copyViews = new HashMap<>();
+    /** A primary's copies to its backups, by endpoint: the thread and the view it copies in. */
+    private final Map<String, Copy> copies = new HashMap<>();
     private volatile Role role = Role.SOLE;
     private volatile long view;
     private volatile boolean complete = true; // a fresh, formatted region holds its whole (empty) server
@@ -188,11 +187,11 @@ public final class LocalReplicaRegion implements ExportedRegion {
     /**
      * As the primary, moves to {@code next} with {@code backups} (their endpoints): refuses the older view from now on, so
      * that no compute node changes it without the backups, then copies its region to every backup that is not complete,
-     * each on a thread of its own at {@code bytesPerSecond} at most.
+     * each on a thread of its own at the fabric's {@link LocalFabric#copyRate} at most.
      *
      * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server on this fabric
      */
-    public synchronized void installView(long next, List<String> backups, long bytesPerSecond) {
+    public synchronized void installView(long next, List<String> backups) {
         if (role != Role.PRIMARY) {
             throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is " + role + ", not primary");
         }
@@ -206,40 +205,43 @@ public final class LocalReplicaRegion implements ExportedRegion {
             }
             backup.primary = this;
             backup.sawView(next);
-            Thread running = copies.get(backupEndpoint);
-            if (running != null && running.isAlive() && copyViews.get(backupEndpoint) < next) {
+            Copy running = copies.get(backupEndpoint);
+            if (running != null && running.thread().isAlive() && running.view() < next) {
                 // A copy of an older view: the gate just moved under it, so its next verb is refused. Let it end, then
                 // start again in this view (it is not tried again otherwise: the coordinator asks incomplete backups
                 // nothing more).
                 try {
-                    running.join(TimeUnit.SECONDS.toMillis(2));
+                    running.thread().join(TimeUnit.SECONDS.toMillis(2));
                 } catch (InterruptedException interrupted) {
                     Thread.currentThread().interrupt();
                 }
             }
-            if (backup.complete || running != null && running.isAlive()) {
+            if (backup.complete || running != null && running.thread().isAlive()) {
                 continue;
             }
             long inView = next;
-            Thread copy = new Thread(() -> copyTo(backup, inView, bytesPerSecond), "dex-copy-" + serverId + "-to-" + backupEndpoint);
+            long rate = fabric.copyRate();
+            Thread copy = new Thread(() -> copyTo(backup, inView, rate), "dex-copy-" + serverId + "-to-" + backupEndpoint);
             copy.setDaemon(true);
-            copies.put(backupEndpoint, copy);
-            copyViews.put(backupEndpoint, inView);
+            copies.put(backupEndpoint, new Copy(copy, inView));
             copy.start();
         }
+    }
+
+    /** A copy to a backup: its thread, and the view it copies in. */
+    private record Copy(Thread thread, long view) {
     }
 
     private void copyTo(LocalReplicaRegion backup, long inView, long bytesPerSecond) {
         long start = System.nanoTime();
         try (RemoteMemory from = fabric.replicaConnection(this, inView); RemoteMemory to = fabric.replicaConnection(backup, inView)) {
             LOG.info("memory server {}: copying {} MiB to the backup {} in view {}", serverId, region.length() >> 20, backup.endpoint, inView);
-            new RegionCopier(from, to, serverId, RegionCopier.DEFAULT_PIECE, bytesPerSecond, Duration.ofSeconds(10))
-                    .copy(region.length(), (bytes, total) -> backup.copyLeft = total - bytes);
+            new RegionCopier(from, to, serverId, bytesPerSecond).copy(region.length(), (bytes, total) -> backup.copyLeft = total - bytes);
             backup.copied(inView);
             LOG.info("memory server {}: the backup {} is complete ({} MiB in {} ms)", serverId, backup.endpoint, region.length() >> 20,
                     (System.nanoTime() - start) / 1_000_000);
         } catch (RuntimeException e) {
-            LOG.warn("memory server {}: the copy to the backup {} failed ({}); it is tried again when the coordinator asks", serverId,
+            LOG.warn("memory server {}: the copy to the backup {} failed ({}); it starts again at the group's next view", serverId,
                     backup.endpoint, e.getMessage());
         }
     }

@@ -36,6 +36,8 @@ public final class RegionCopier {
 
     /** Bytes per piece. */
     public static final int DEFAULT_PIECE = 16 * 1024;
+    /** How long one piece may take by default before the copy fails. */
+    public static final Duration DEFAULT_PIECE_DEADLINE = Duration.ofSeconds(10);
 
     private final RemoteMemory primary;
     private final RemoteMemory replica;
@@ -44,6 +46,11 @@ public final class RegionCopier {
     private final long bytesPerSecond;
     private final long pieceDeadlineNanos;
     private long retries;
+
+    /** A copier of {@link #DEFAULT_PIECE} pieces, each within {@link #DEFAULT_PIECE_DEADLINE}. */
+    public RegionCopier(RemoteMemory primary, RemoteMemory replica, int serverId, long bytesPerSecond) {
+        this(primary, replica, serverId, DEFAULT_PIECE, bytesPerSecond, DEFAULT_PIECE_DEADLINE);
+    }
 
     /**
      * @param primary        a connection to the primary

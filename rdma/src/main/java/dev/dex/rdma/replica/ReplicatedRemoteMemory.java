@@ -101,6 +101,9 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         if (mirrorTimeout.isNegative() || mirrorTimeout.isZero()) {
             throw new IllegalArgumentException("the mirror timeout must be positive: " + mirrorTimeout);
         }
+        if (failoverWait.isNegative()) {
+            throw new IllegalArgumentException("the failover wait must be >= 0: " + failoverWait);
+        }
         int max = groups.keySet().stream().mapToInt(Integer::intValue).max().orElseThrow();
         @SuppressWarnings("unchecked")
         AtomicReference<ReplicaSet>[] byServer = new AtomicReference[max + 1];
@@ -111,9 +114,6 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         });
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
         this.mirrorTimeoutNanos = mirrorTimeout.toNanos();
-        if (failoverWait.isNegative()) {
-            throw new IllegalArgumentException("the failover wait must be >= 0: " + failoverWait);
-        }
         this.failoverWaitNanos = failoverWait.toNanos();
         this.failures = failures;
         this.onClose = onClose;
@@ -150,7 +150,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     }
 
     private AtomicReference<ReplicaSet> groupOf(int serverId) {
-        if (serverId < 0 || serverId >= groups.length || groups[serverId] == null) {
+        if (!connected(serverId)) {
             throw new IllegalArgumentException("not connected to memory server " + serverId);
         }
         return groups[serverId];
@@ -284,18 +284,23 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
         batch.started();
         ReplicaSet set = group(batch.address(0));
-        VerbBatch onPrimary = copy(batch, false, null);
+        VerbBatch onPrimary = new VerbBatch(batch.size());
+        for (int slot = 0; slot < batch.size(); slot++) {
+            copyVerb(batch, slot, onPrimary);
+        }
         set.primary().memory().submit(onPrimary);
         RuntimeException[] failed = new RuntimeException[batch.size()];
         for (int slot = 0; slot < batch.size(); slot++) {
             failed[slot] = onPrimary.failure(slot);
         }
         for (ReplicaSet.Replica backup : set.backups()) {
+            // The writes that did not fail so far; slots[i] is the caller's slot of the backup batch's verb i.
             int[] slots = new int[batch.size()];
-            VerbBatch onBackup = copy(batch, true, failed);
-            for (int slot = 0, i = 0; slot < batch.size(); slot++) {
+            VerbBatch onBackup = new VerbBatch(batch.size());
+            for (int slot = 0; slot < batch.size(); slot++) {
                 if (batch.op(slot) == VerbBatch.WRITE && failed[slot] == null) {
-                    slots[i++] = slot;
+                    slots[onBackup.size()] = slot;
+                    copyVerb(batch, slot, onBackup);
                 }
             }
             if (onBackup.isEmpty()) {
@@ -332,7 +337,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             return false;
         }
         int server = GlobalAddress.serverId(first);
-        if (server >= groups.length || groups[server] == null || closed) {
+        if (!connected(server) || closed) {
             return false;
         }
         for (int slot = 0; slot < batch.size(); slot++) {
@@ -346,19 +351,13 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         return true;
     }
 
-    /** The verbs of {@code batch} (with {@code writesOnly}: its writes that did not fail), in order, as a new batch. */
-    private static VerbBatch copy(VerbBatch batch, boolean writesOnly, RuntimeException[] failed) {
-        VerbBatch copy = new VerbBatch(batch.size());
-        for (int slot = 0; slot < batch.size(); slot++) {
-            if (batch.op(slot) == VerbBatch.READ) {
-                if (!writesOnly) {
-                    copy.read(batch.address(slot), batch.destination(slot), batch.bufferOffset(slot), batch.length(slot));
-                }
-            } else if (!writesOnly || failed[slot] == null) {
-                copy.write(batch.address(slot), batch.source(slot), batch.bufferOffset(slot), batch.length(slot));
-            }
+    /** Adds the read or write in {@code slot} of {@code batch} to {@code into}. */
+    private static void copyVerb(VerbBatch batch, int slot, VerbBatch into) {
+        if (batch.op(slot) == VerbBatch.READ) {
+            into.read(batch.address(slot), batch.destination(slot), batch.bufferOffset(slot), batch.length(slot));
+        } else {
+            into.write(batch.address(slot), batch.source(slot), batch.bufferOffset(slot), batch.length(slot));
         }
-        return copy;
     }
 
     /**

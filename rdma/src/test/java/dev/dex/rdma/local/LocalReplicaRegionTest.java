@@ -56,7 +56,7 @@ class LocalReplicaRegionTest {
             backup.becomeBackup(2);
             assertFalse(backup.complete(), "a backup that joins holds nothing yet");
             client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(2, primary.endpoint(), List.of(backup.endpoint()))));
-            primary.installView(2, List.of(backup.endpoint()), 0);
+            primary.installView(2, List.of(backup.endpoint()));
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (!backup.complete() && System.nanoTime() < deadline) {
                 Thread.sleep(5);
@@ -92,7 +92,7 @@ class LocalReplicaRegionTest {
             primary.becomePrimary(1);
             first.becomeBackup(2);
             second.becomeBackup(2);
-            primary.installView(2, List.of(first.endpoint(), second.endpoint()), 0);
+            primary.installView(2, List.of(first.endpoint(), second.endpoint()));
             assertEquals(Map.of(), primary.lostBackups());
             fabric.killReplica(second.endpoint());
             assertEquals(Map.of(second.endpoint(), "memory server 0's backup replica " + second.endpoint() + " is gone"),
@@ -101,7 +101,7 @@ class LocalReplicaRegionTest {
             while (!first.complete()) {
                 Thread.sleep(5);
             }
-            primary.installView(3, List.of(first.endpoint()), 0);
+            primary.installView(3, List.of(first.endpoint()));
             assertEquals(Map.of(), primary.lostBackups(), "a view without it reports nothing");
         }
     }
@@ -114,10 +114,12 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             primary.becomePrimary(1);
             backup.becomeBackup(2);
-            primary.installView(2, List.of(backup.endpoint()), 4L << 20); // 1 MiB at 4 MiB/s: a quarter of a second
+            fabric.copyRate(4L << 20); // 1 MiB at 4 MiB/s: a quarter of a second
+            primary.installView(2, List.of(backup.endpoint()));
             Thread.sleep(50);
             assertFalse(backup.complete(), "the copy is under way");
-            primary.installView(3, List.of(backup.endpoint()), 0); // a new view cuts it: it starts again in view 3
+            fabric.copyRate(0);
+            primary.installView(3, List.of(backup.endpoint())); // a new view cuts it: it starts again in view 3
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (!backup.complete() && System.nanoTime() < deadline) {
                 Thread.sleep(5);
@@ -145,7 +147,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             primary.becomePrimary(1);
             backup.becomeBackup(2);
-            primary.installView(2, List.of(backup.endpoint()), 0);
+            primary.installView(2, List.of(backup.endpoint()));
             while (!backup.complete()) {
                 Thread.sleep(5);
             }
@@ -181,7 +183,7 @@ class LocalReplicaRegionTest {
             assertEquals("memory server 0's replica " + backup.endpoint() + " is a backup whose copy is not done: it cannot become primary",
                     e.getMessage());
             assertEquals(LocalReplicaRegion.Role.BACKUP, backup.role());
-            assertThrows(IllegalStateException.class, () -> backup.installView(3, List.of(), 0), "only a primary installs views");
+            assertThrows(IllegalStateException.class, () -> backup.installView(3, List.of()), "only a primary installs views");
         }
     }
 
@@ -193,7 +195,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             primary.becomePrimary(1);
             backup.becomeBackup(2);
-            primary.installView(2, List.of(backup.endpoint()), 0);
+            primary.installView(2, List.of(backup.endpoint()));
             while (!backup.complete()) {
                 Thread.sleep(5);
             }
