@@ -145,14 +145,7 @@ class LocalReplicaRegionTest {
             fabric.failoverWait(java.time.Duration.ofSeconds(5));
             LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
-            primary.becomePrimary(1);
-            backup.becomeBackup(2);
-            primary.installView(2, List.of(backup.endpoint()));
-            while (!backup.complete()) {
-                Thread.sleep(5);
-            }
-            ReplicatedRemoteMemory client = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(2, primary.endpoint(),
-                    List.of(backup.endpoint()))), (server, view, replica, cause) -> { });
+            ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(primary.endpoint());
             new Thread(() -> {
                 LockSupportSleep.millis(100);
@@ -193,14 +186,7 @@ class LocalReplicaRegionTest {
             fabric.failoverWait(java.time.Duration.ofSeconds(5));
             LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
-            primary.becomePrimary(1);
-            backup.becomeBackup(2);
-            primary.installView(2, List.of(backup.endpoint()));
-            while (!backup.complete()) {
-                Thread.sleep(5);
-            }
-            ReplicatedRemoteMemory client = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(2, primary.endpoint(),
-                    List.of(backup.endpoint()))), (server, view, replica, cause) -> { });
+            ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(primary.endpoint());
             Thread failover = new Thread(() -> {
                 try {
@@ -227,6 +213,19 @@ class LocalReplicaRegionTest {
             client.close();
             impatient.close();
         }
+    }
+
+    /** {@code primary} of view 1, then {@code backup} copied in view 2, and a compute node's client of view 2. */
+    private static ReplicatedRemoteMemory groupOfTwo(LocalFabric fabric, LocalReplicaRegion primary, LocalReplicaRegion backup)
+            throws InterruptedException {
+        primary.becomePrimary(1);
+        backup.becomeBackup(2);
+        primary.installView(2, List.of(backup.endpoint()));
+        while (!backup.complete()) {
+            Thread.sleep(5);
+        }
+        return fabric.connectGroups(Map.of(0, new ReplicaEndpoints(2, primary.endpoint(), List.of(backup.endpoint()))),
+                (server, view, replica, cause) -> { });
     }
 
     private static long read(ReplicatedRemoteMemory memory, long address) {
