@@ -28,7 +28,8 @@ import dev.dex.rdma.VerbCounters;
  *   <li><b>Reads</b> go to the primary.</li>
  *   <li><b>Writes</b> go to the primary, then to every backup, before they return. The primary first: a copy of the
  *       region that reads the primary, writes the new replica and reads the primary again ({@link RegionCopier}) then
- *       never leaves a newer write behind on the new replica.</li>
+ *       never leaves a newer write behind on the new replica. A write of one aligned word (a lock's release) is
+ *       <em>converged</em> onto the backups as an atomic is, never written there blindly: see {@link #isWord}.</li>
  *   <li><b>Atomics</b> run at the primary, which orders them. A compare-and-swap that took effect, and every
  *       fetch-and-add, is then <em>mirrored</em> on each backup: the backup's word is swapped for the primary's until a
  *       read of the primary after the swap agrees ({@link #mirror}). Mirrors of several clients may run in any order;
@@ -39,11 +40,12 @@ import dev.dex.rdma.VerbCounters;
  *       {@link BackupFailures} listener, which has the group's next view leave it out.</li>
  * </ul>
  *
- * <p>Epochs, the next-chunk index and the instance count change only by atomics, and only grow. <b>Lock words do not:</b>
- * the engine acquires them by compare-and-swap but releases them, and writes a locked node's image over them, with
- * plain writes. A release that reaches a backup late can then land after the next holder's acquire was converged, and
- * a failover in that window loses the acquire (docs/replication.md, "Known races"). Until lock words change only by
- * atomics, or carry a sequence number, this path is not safe for locks across a failover.
+ * <p>Epochs, the next-chunk index and the instance count change only by atomics, and only grow. Lock words are taken by
+ * compare-and-swap and released by a word's write, both converged; a locked node's image is written over its lock word
+ * only by the holder, before its release. <b>One race is left:</b> lock words take a value again (a tag, 0, the same
+ * tag), so a convergence that stalls between its read of the primary and its swap on the backup can move the backup
+ * back (ABA) and fix it only in its next round; a failover between the two loses that word (docs/replication.md,
+ * "Known races"). Until lock words carry a sequence number, this path is not safe for locks across a failover.
  *
  * <p>Counters count the logical verbs (one per read, write or atomic, whatever the number of replicas), so verbs per
  * operation compare across replica counts.
@@ -181,10 +183,25 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 set = nextView(set, address, refused(e));
                 continue;
             }
-            writeBackups(set, address, src, srcOffset, length);
+            if (isWord(address, length)) {
+                long value = src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN);
+                mirror(set, address, value, value, "the mirror of a word's write");
+            } else {
+                writeBackups(set, address, src, srcOffset, length);
+            }
             break;
         }
         counters.recordWrite(length);
+    }
+
+    /**
+     * Whether a write is of one aligned word, such as a lock's release: it is converged onto the backups as an atomic's
+     * change is, never written there blindly. A plain write that reached a backup late could otherwise undo a later
+     * atomic of another client that was converged first (a release landing on the backup after the next holder's
+     * acquire), and a failover then would promote a backup that shows the lock free.
+     */
+    private static boolean isWord(long address, int length) {
+        return length == Long.BYTES && (GlobalAddress.offset(address) & (Long.BYTES - 1)) == 0;
     }
 
     private void writeBackups(ReplicaSet set, long address, DirectBuffer src, int srcOffset, int length) {
@@ -208,7 +225,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 continue;
             }
             if (found == expected && expected != desired) {
-                mirror(set, address, expected, desired); // its failure is of unknown outcome: the swap ran at the primary
+                mirror(set, address, expected, desired, "the mirror of an atomic"); // its failure is of unknown outcome: the swap ran at the primary
             }
             break;
         }
@@ -227,7 +244,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 continue;
             }
             if (delta != 0) {
-                mirror(set, address, previous, previous + delta);
+                mirror(set, address, previous, previous + delta, "the mirror of an atomic");
             }
             break;
         }
@@ -273,7 +290,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     /**
      * Runs a batch of reads and writes of one server pipelined: one batch to the primary, then one of the writes that
      * completed there to each backup, each backup's in flight together; a write counts as done only once every backup
-     * has it. A batch with atomics, or of several servers, runs verb by verb (the mirrors of atomics wait one by one).
+     * has it. A batch with atomics or a word's write, or of several servers, runs verb by verb (the mirrors of atomics wait one by one).
      * Synchronous: every verb has its outcome when this returns.
      */
     @Override
@@ -330,7 +347,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
     }
 
-    /** Whether every verb of {@code batch} is a read or a write of one server this client is connected to. */
+    /** Whether every verb of {@code batch} is a read or a write (not of one word) of one server this client is connected to. */
     private boolean pipelinable(VerbBatch batch) {
         long first = batch.address(0);
         if (GlobalAddress.isSwizzled(first)) {
@@ -344,7 +361,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             byte op = batch.op(slot);
             long address = batch.address(slot);
             if (op != VerbBatch.READ && op != VerbBatch.WRITE || GlobalAddress.isSwizzled(address)
-                    || GlobalAddress.serverId(address) != server) {
+                    || GlobalAddress.serverId(address) != server || op == VerbBatch.WRITE && isWord(address, batch.length(slot))) {
                 return false;
             }
         }
@@ -368,7 +385,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
      * backup holds the primary's word, whatever order the mirrors of several clients ran in, and a client that died
      * between the primary and its mirror holds nobody up (the next change of the word brings its backups along).
      */
-    private void mirror(ReplicaSet set, long address, long before, long after) {
+    private void mirror(ReplicaSet set, long address, long before, long after, String what) {
         UnsafeBuffer word = mirrorWord.get();
         for (ReplicaSet.Replica backup : set.backups()) {
             long deadline = System.nanoTime() + mirrorTimeoutNanos;
@@ -396,7 +413,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     }
                 }
             } catch (FabricException e) {
-                throw backupFailed(set, address, backup, "the mirror of an atomic", e);
+                throw backupFailed(set, address, backup, what, e);
             }
         }
     }

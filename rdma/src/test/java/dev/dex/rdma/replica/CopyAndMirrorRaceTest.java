@@ -174,19 +174,83 @@ class CopyAndMirrorRaceTest {
             }
         };
         ReplicatedRemoteMemory client = client(primary, failing, ReplicaSet.State.COMPLETE, failures);
-        UnsafeBuffer value = new UnsafeBuffer(new byte[8]);
+        UnsafeBuffer value = new UnsafeBuffer(new byte[16]); // two words: a plain write (one word is converged instead)
         value.putLong(0, 7);
         long address = GlobalAddress.of(SERVER, FIRST);
-        client.write(address, value, 0, 8);
+        client.write(address, value, 0, 16);
         assertEquals(7, backup.readLong(address));
 
         broken.set(true);
         value.putLong(0, 8);
-        FabricException e = assertThrows(FabricException.class, () -> client.write(address, value, 0, 8));
+        FabricException e = assertThrows(FabricException.class, () -> client.write(address, value, 0, 16));
         assertTrue(e.getMessage().startsWith("memory server 0's backup backup failed a write in view 1: the change is on the primary"
                 + " but not on every replica, so it does not count"), e.getMessage());
         assertEquals(List.of("backup: connection to the backup lost"), failures);
         assertEquals(7, backup.readLong(address), "the backup kept the last change that counted");
+    }
+
+    /**
+     * Known race 1 of docs/replication.md, forced: A releases a lock word, and its release reaches the backup only after B
+     * took the lock at the primary and converged it onto the backup. Written blindly, the late 0 would leave the backup
+     * showing the lock free while B holds it, and a failover would promote that backup. Converged, it leaves B's tag.
+     */
+    @Test
+    void aReleaseThatReachesTheBackupLateDoesNotFreeTheNextHoldersLock() throws Exception {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        long lock = GlobalAddress.of(SERVER, FIRST);
+        long tagA = 11;
+        long tagB = 22;
+        java.util.concurrent.CountDownLatch releaseAtPrimary = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch bConverged = new java.util.concurrent.CountDownLatch(1);
+        AtomicBoolean holdBack = new AtomicBoolean();
+        // A's backup: once armed, its first verb on the backup waits until B's acquire is converged there.
+        RemoteMemory late = new ForwardingRemoteMemory(backup) {
+            private void waitForB() {
+                if (holdBack.compareAndSet(true, false)) {
+                    releaseAtPrimary.countDown();
+                    try {
+                        assertTrue(bConverged.await(10, java.util.concurrent.TimeUnit.SECONDS));
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            }
+
+            @Override
+            public void write(long address, DirectBuffer src, int srcOffset, int length) {
+                waitForB();
+                super.write(address, src, srcOffset, length);
+            }
+
+            @Override
+            public long compareAndSwap(long address, long expected, long desired) {
+                waitForB();
+                return super.compareAndSwap(address, expected, desired);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        ReplicatedRemoteMemory a = client(primary, late, ReplicaSet.State.COMPLETE, failures);
+        ReplicatedRemoteMemory b = client(primary, backup, ReplicaSet.State.COMPLETE, failures);
+        assertEquals(0, a.compareAndSwap(lock, 0, tagA), "A takes the lock");
+        assertEquals(tagA, backup.readLong(lock), "A's acquire is on the backup");
+        holdBack.set(true);
+        UnsafeBuffer zero = new UnsafeBuffer(new byte[8]);
+        Thread release = new Thread(() -> a.write(lock, zero, 0, 8)); // RemoteNodes.unlock: a word's write of 0
+        release.start();
+        assertTrue(releaseAtPrimary.await(10, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(0, primary.readLong(lock), "A's release reached the primary");
+        assertEquals(0, b.compareAndSwap(lock, 0, tagB), "B takes the lock at the primary");
+        assertEquals(tagB, backup.readLong(lock), "B's acquire was converged onto the backup");
+        bConverged.countDown();
+        release.join(10_000);
+        assertTrue(failures.isEmpty(), failures.toString());
+        assertEquals(tagB, primary.readLong(lock));
+        assertEquals(tagB, backup.readLong(lock), "a backup promoted now shows the lock held by B, who holds it");
     }
 
     @Test
