@@ -291,7 +291,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
      * Runs a batch of reads and writes of one server pipelined: one batch to the primary, then one of the writes that
      * completed there to each backup, each backup's in flight together; a write counts as done only once every backup
      * has it. A batch with atomics or a word's write, or of several servers, runs verb by verb (the mirrors of atomics wait one by one).
-     * Synchronous: every verb has its outcome when this returns.
+     * The verbs the primary's gate refused before they ran wait for the group's next view and run there, as a single verb
+     * does; a write that reached the primary is never sent again. Synchronous: every verb has its outcome when this returns.
      */
     @Override
     public void start(VerbBatch batch) {
@@ -301,41 +302,86 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
         batch.started();
         ReplicaSet set = group(batch.address(0));
-        VerbBatch onPrimary = new VerbBatch(batch.size());
-        for (int slot = 0; slot < batch.size(); slot++) {
+        int[] todo = new int[batch.size()];
+        for (int slot = 0; slot < todo.length; slot++) {
+            todo[slot] = slot;
+        }
+        FabricException[] refusals = new FabricException[batch.size()];
+        while (true) {
+            int[] refused = runInView(batch, todo, set, refusals);
+            if (refused.length == 0) {
+                return;
+            }
+            // The primary's gate refused these before they ran (a newer view, or the replica gone): as a single verb,
+            // they wait for the group's next view and run there; the rest kept their outcomes.
+            try {
+                set = nextView(set, batch.address(refused[0]), refusals[refused[0]]);
+            } catch (FabricException noNewView) {
+                for (int slot : refused) {
+                    batch.fail(slot, noNewView);
+                }
+                return;
+            }
+            todo = refused;
+        }
+    }
+
+    /**
+     * Runs the verbs in {@code slots} of {@code batch} in {@code set}'s view: one batch to the primary, then one of the
+     * writes that completed there to each backup. Completes or fails each slot, except those the primary's gate refused
+     * before they ran: it returns those, each with its refusal in {@code refusals}.
+     */
+    private int[] runInView(VerbBatch batch, int[] slots, ReplicaSet set, FabricException[] refusals) {
+        VerbBatch onPrimary = new VerbBatch(slots.length);
+        for (int slot : slots) {
             copyVerb(batch, slot, onPrimary);
         }
         set.primary().memory().submit(onPrimary);
-        RuntimeException[] failed = new RuntimeException[batch.size()];
-        for (int slot = 0; slot < batch.size(); slot++) {
-            failed[slot] = onPrimary.failure(slot);
+        RuntimeException[] failed = new RuntimeException[slots.length];
+        boolean[] refusedAt = new boolean[slots.length];
+        int refusedCount = 0;
+        for (int i = 0; i < slots.length; i++) {
+            failed[i] = onPrimary.failure(i);
+            if (failed[i] instanceof StaleViewException || failed[i] instanceof ReplicaGoneException) {
+                refusedAt[i] = true;
+                refusedCount++;
+            }
         }
         for (ReplicaSet.Replica backup : set.backups()) {
-            // The writes that did not fail so far; slots[i] is the caller's slot of the backup batch's verb i.
-            int[] slots = new int[batch.size()];
-            VerbBatch onBackup = new VerbBatch(batch.size());
-            for (int slot = 0; slot < batch.size(); slot++) {
-                if (batch.op(slot) == VerbBatch.WRITE && failed[slot] == null) {
-                    slots[onBackup.size()] = slot;
-                    copyVerb(batch, slot, onBackup);
+            // The writes that did not fail so far; at[j] is the index in slots of the backup batch's verb j.
+            int[] at = new int[slots.length];
+            VerbBatch onBackup = new VerbBatch(slots.length);
+            for (int i = 0; i < slots.length; i++) {
+                if (batch.op(slots[i]) == VerbBatch.WRITE && failed[i] == null) {
+                    at[onBackup.size()] = i;
+                    copyVerb(batch, slots[i], onBackup);
                 }
             }
             if (onBackup.isEmpty()) {
                 continue;
             }
             backup.memory().submit(onBackup);
-            for (int i = 0; i < onBackup.size(); i++) {
-                RuntimeException failure = onBackup.failure(i);
+            for (int j = 0; j < onBackup.size(); j++) {
+                RuntimeException failure = onBackup.failure(j);
                 if (failure instanceof FabricException fabric) {
-                    failed[slots[i]] = backupFailed(set, batch.address(slots[i]), backup, "a write", fabric);
+                    failed[at[j]] = backupFailed(set, batch.address(slots[at[j]]), backup, "a write", fabric);
                 } else if (failure != null) {
-                    failed[slots[i]] = failure;
+                    failed[at[j]] = failure;
                 }
             }
         }
-        for (int slot = 0; slot < batch.size(); slot++) {
-            if (failed[slot] != null) {
-                batch.fail(slot, failed[slot]);
+        int[] refused = new int[refusedCount];
+        int r = 0;
+        for (int i = 0; i < slots.length; i++) {
+            int slot = slots[i];
+            RuntimeException failure = failed[i];
+            if (refusedAt[i]) {
+                refused[r++] = slot;
+                refusals[slot] = (FabricException) failure;
+                continue;
+            }
+            if (failure != null) {
+                batch.fail(slot, failure);
                 continue;
             }
             if (batch.op(slot) == VerbBatch.READ) {
@@ -345,6 +391,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
             batch.complete(slot, 0);
         }
+        return refused;
     }
 
     /** Whether every verb of {@code batch} is a read or a write (not of one word) of one server this client is connected to. */

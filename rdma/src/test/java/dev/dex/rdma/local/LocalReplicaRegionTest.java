@@ -160,6 +160,54 @@ class LocalReplicaRegionTest {
         }
     }
 
+    @Test
+    void aBatchTheDeadPrimaryRefusedRunsInTheNextView() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ofSeconds(5));
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
+            UnsafeBuffer before = new UnsafeBuffer(new byte[64]);
+            before.setMemory(0, 64, (byte) 5);
+            client.write(DATA + 1024, before, 0, 64);
+            fabric.killReplica(primary.endpoint());
+            new Thread(() -> {
+                LockSupportSleep.millis(100);
+                backup.becomePrimary(3);
+                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
+            }).start();
+            // A flush's batch of page writes and a read, as the engine sends them: pipelined, not one by one.
+            UnsafeBuffer pages = new UnsafeBuffer(new byte[2 * 256]);
+            pages.setMemory(0, 256, (byte) 1);
+            pages.setMemory(256, 256, (byte) 2);
+            UnsafeBuffer readBack = new UnsafeBuffer(new byte[64]);
+            dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(3);
+            batch.write(DATA, pages, 0, 256);
+            batch.write(DATA + 256, pages, 256, 256);
+            batch.read(DATA + 1024, readBack, 0, 64);
+            long start = System.nanoTime();
+            client.submit(batch);
+            assertNull(batch.firstFailure(), "every verb the dead primary refused ran in the next view");
+            assertTrue(System.nanoTime() - start >= 90_000_000L, "the batch waited for the new view");
+            assertEquals(5, readBack.getByte(63), "the read was answered by the new primary");
+            assertEquals(0x0101010101010101L, backup.region().getLongVolatile(GlobalAddress.offset(DATA)));
+            assertEquals(0x0202020202020202L, backup.region().getLongVolatile(GlobalAddress.offset(DATA) + 256));
+
+            fabric.failoverWait(java.time.Duration.ofMillis(200));
+            ReplicatedRemoteMemory brief = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())),
+                    (server, view, replica, cause) -> { });
+            fabric.killReplica(backup.endpoint());
+            dev.dex.rdma.VerbBatch lost = new dev.dex.rdma.VerbBatch(2);
+            lost.write(DATA, pages, 0, 256);
+            lost.write(DATA + 256, pages, 256, 256);
+            brief.submit(lost);
+            assertTrue(lost.failure(0) instanceof ReplicaGoneException, String.valueOf(lost.failure(0)));
+            assertTrue(lost.failure(1) instanceof ReplicaGoneException, "no newer view came: each verb fails with its refusal");
+            client.close();
+            brief.close();
+        }
+    }
+
     /** Sleeps without a checked exception (a helper thread's pause). */
     private static final class LockSupportSleep {
         static void millis(long ms) {
