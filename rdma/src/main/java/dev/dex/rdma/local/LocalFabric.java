@@ -254,10 +254,16 @@ public final class LocalFabric implements Fabric {
     public ReplicaSet replicaSet(int serverId, dev.dex.rdma.replica.ReplicaEndpoints endpoints) {
         java.util.List<ReplicaSet.Replica> backups = new java.util.ArrayList<>();
         for (String backup : endpoints.backups()) {
-            backups.add(new ReplicaSet.Replica(backup, connectionOrGone(serverId, backup, endpoints.view()), ReplicaSet.State.COMPLETE));
+            backups.add(replicaOrGone(serverId, backup, endpoints.view()));
         }
-        return new ReplicaSet(endpoints.view(), new ReplicaSet.Replica(endpoints.primary(),
-                connectionOrGone(serverId, endpoints.primary(), endpoints.view()), ReplicaSet.State.COMPLETE), backups);
+        return new ReplicaSet(endpoints.view(), replicaOrGone(serverId, endpoints.primary(), endpoints.view()), backups);
+    }
+
+    /** The replica at {@code endpoint} as a client reaches it in {@code view}, with the order its clients converge in. */
+    private ReplicaSet.Replica replicaOrGone(int serverId, String endpoint, long view) {
+        LocalReplicaRegion replica = replicaRegions.get(endpoint);
+        dev.dex.rdma.replica.WordOrder words = replica != null && replica.serverId() == serverId ? replica.gate().words() : null;
+        return new ReplicaSet.Replica(endpoint, connectionOrGone(serverId, endpoint, view), ReplicaSet.State.COMPLETE, words);
     }
 
     private RemoteMemory connectionOrGone(int serverId, String endpoint, long view) {

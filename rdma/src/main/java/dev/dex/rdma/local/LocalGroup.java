@@ -165,9 +165,10 @@ final class LocalGroup {
     private ReplicaSet set() {
         List<ReplicaSet.Replica> replicas = new ArrayList<>();
         for (Member backup : backups) {
-            replicas.add(new ReplicaSet.Replica(backup.name, connection(backup, view), backup.state));
+            replicas.add(new ReplicaSet.Replica(backup.name, connection(backup, view), backup.state, backup.gate.words()));
         }
-        return new ReplicaSet(view, new ReplicaSet.Replica(primary.name, connection(primary, view), ReplicaSet.State.COMPLETE), replicas);
+        return new ReplicaSet(view, new ReplicaSet.Replica(primary.name, connection(primary, view), ReplicaSet.State.COMPLETE,
+                primary.gate.words()), replicas);
     }
 
     private RemoteMemory connection(Member member, long inView) {

@@ -25,12 +25,19 @@ public record ReplicaSet(long view, Replica primary, List<Replica> backups) {
      * @param name   the replica's name, for errors and logs
      * @param memory the client's connection to it, sending its verbs in the set's view
      * @param state  complete, or still being copied
+     * @param words  the order every client in this process converges the replica's words in, or null where clients
+     *               do not share one ({@link WordOrder}; without it a stalled convergence can leave a word stale)
      */
-    public record Replica(String name, RemoteMemory memory, State state) {
+    public record Replica(String name, RemoteMemory memory, State state, WordOrder words) {
         public Replica {
             Objects.requireNonNull(name, "name");
             Objects.requireNonNull(memory, "memory");
             Objects.requireNonNull(state, "state");
+        }
+
+        /** A replica whose clients share no order of convergences. */
+        public Replica(String name, RemoteMemory memory, State state) {
+            this(name, memory, state, null);
         }
     }
 

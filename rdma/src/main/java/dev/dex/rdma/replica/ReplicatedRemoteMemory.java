@@ -42,10 +42,11 @@ import dev.dex.rdma.VerbCounters;
  *
  * <p>Epochs, the next-chunk index and the instance count change only by atomics, and only grow. Lock words are taken by
  * compare-and-swap and released by a word's write, both converged; a locked node's image is written over its lock word
- * only by the holder, before its release. <b>One race is left:</b> lock words take a value again (a tag, 0, the same
- * tag), so a convergence that stalls between its read of the primary and its swap on the backup can move the backup
- * back (ABA) and fix it only in its next round; a failover between the two loses that word (docs/replication.md,
- * "Known races"). Until lock words carry a sequence number, this path is not safe for locks across a failover.
+ * only by the holder, before its release. Lock words take a value again (a tag, 0, the same tag), so a convergence that
+ * stalls between its read of the primary and its swap on the backup could move the backup back (ABA) and fix it only
+ * in its next round. Where the backup's clients share a process ({@code local}) they converge each word in one order
+ * ({@link WordOrder}), which rules that out; elsewhere ({@code words} null) the race stays (docs/replication.md, "Known
+ * races"), and this path is not safe for locks across a failover until lock words carry a sequence number.
  *
  * <p>Counters count the logical verbs (one per read, write or atomic, whatever the number of replicas), so verbs per
  * operation compare across replica counts.
@@ -437,6 +438,10 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         for (ReplicaSet.Replica backup : set.backups()) {
             long deadline = System.nanoTime() + mirrorTimeoutNanos;
             try {
+                if (backup.words() != null) {
+                    inOrder(set, backup, address, before, word, deadline);
+                    continue;
+                }
                 long onBackup = before;
                 long onPrimary = after;
                 for (int attempt = 1; ; attempt++) {
@@ -446,8 +451,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     } else {
                         onBackup = found;
                     }
-                    set.primary().memory().read(address, word, 0, Long.BYTES);
-                    onPrimary = word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+                    onPrimary = primaryWord(set, address, word);
                     if (onBackup == onPrimary) {
                         break;
                     }
@@ -459,8 +463,59 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                         LockSupport.parkNanos(10_000);
                     }
                 }
+            } catch (PrimaryFailed e) {
+                throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
             } catch (FabricException e) {
                 throw backupFailed(set, address, backup, what, e);
+            }
+        }
+    }
+
+    /** The primary failed a read of a convergence: carried past the backup's failure handling, never reported as it. */
+    private static final class PrimaryFailed extends RuntimeException {
+        final FabricException failure;
+
+        PrimaryFailed(FabricException failure) {
+            super(failure.getMessage(), failure, false, false);
+            this.failure = failure;
+        }
+    }
+
+    private static long primaryWord(ReplicaSet set, long address, UnsafeBuffer word) {
+        try {
+            set.primary().memory().read(address, word, 0, Long.BYTES);
+        } catch (FabricException e) {
+            throw new PrimaryFailed(e);
+        }
+        return word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /**
+     * {@link #mirror} onto a backup whose clients all share its {@link WordOrder}: under the word's stripe, reads the
+     * primary's word and swaps the backup's for it. The swaps onto the backup's word then follow the order of their reads
+     * of the primary, so the word never moves back, and this change, read at the primary after it took effect, is on the
+     * backup when this returns (or a later one, brought by a convergence ordered after this one). No read of the primary
+     * follows the swap: a change the primary takes meanwhile is converged by its own client, after this.
+     */
+    private void inOrder(ReplicaSet set, ReplicaSet.Replica backup, long address, long before, UnsafeBuffer word, long deadline) {
+        synchronized (backup.words().stripe(address)) {
+            long onPrimary = primaryWord(set, address, word);
+            long onBackup = before;
+            for (int attempt = 1; ; attempt++) {
+                long found = backup.memory().compareAndSwap(address, onBackup, onPrimary);
+                if (found == onBackup || found == onPrimary) {
+                    return;
+                }
+                // Another writer of the word on the backup outside the order: a holder writing its locked node's image
+                // (the same word as the primary's, or one about to be), or a copy's piece. Swap from what is there.
+                onBackup = found;
+                if (System.nanoTime() - deadline > 0) {
+                    throw new FabricException("the word at " + GlobalAddress.toString(address) + " kept changing on the backup for "
+                            + TimeUnit.NANOSECONDS.toMillis(mirrorTimeoutNanos) + " ms while it was brought to the primary's");
+                }
+                if (attempt > 16) {
+                    LockSupport.parkNanos(10_000);
+                }
             }
         }
     }

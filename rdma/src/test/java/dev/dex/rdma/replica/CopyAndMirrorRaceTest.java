@@ -253,6 +253,124 @@ class CopyAndMirrorRaceTest {
         assertEquals(tagB, backup.readLong(lock), "a backup promoted now shows the lock held by B, who holds it");
     }
 
+    /**
+     * Known race 2 of docs/replication.md, forced: A's release of a lock stalls between its read of the primary and its
+     * swap on the backup. Meanwhile B takes the lock and gives it back, and A (another session of the same tag) takes it
+     * again, so the backup's word comes back to the value the stalled swap expects. Then the primary dies before the
+     * stalled release could look at it again. Unordered, the swap lands and leaves the backup showing the lock free while
+     * A holds it; with the backup's {@link WordOrder}, B's and A's convergences wait for the stalled one and land after it.
+     */
+    @Test
+    void aStalledConvergenceCannotMoveTheBackupBackWhenAValueComesBack() throws Exception {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        WordOrder order = new WordOrder();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        long lock = GlobalAddress.of(SERVER, FIRST);
+        long tagA = 11;
+        long tagB = 22;
+        java.util.concurrent.CountDownLatch stalled = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch resume = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicInteger swaps = new java.util.concurrent.atomic.AtomicInteger();
+        AtomicBoolean armed = new AtomicBoolean();
+        AtomicBoolean primaryDead = new AtomicBoolean();
+        // The stalled release's connections: its second swap on the backup waits; once it goes on, the primary is dead.
+        RemoteMemory stallingBackup = new ForwardingRemoteMemory(backup) {
+            @Override
+            public long compareAndSwap(long address, long expected, long desired) {
+                if (armed.get() && swaps.incrementAndGet() == 2) {
+                    stalled.countDown();
+                    try {
+                        assertTrue(resume.await(10, java.util.concurrent.TimeUnit.SECONDS));
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    primaryDead.set(true);
+                }
+                return super.compareAndSwap(address, expected, desired);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        RemoteMemory dyingPrimary = new ForwardingRemoteMemory(primary) {
+            @Override
+            public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+                if (primaryDead.get()) {
+                    throw new FabricException("the primary died");
+                }
+                super.read(address, dst, dstOffset, length);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        ReplicatedRemoteMemory a = ordered(dyingPrimary, stallingBackup, order, failures);
+        ReplicatedRemoteMemory b = ordered(primary, backup, order, failures);
+        ReplicatedRemoteMemory aAgain = ordered(primary, backup, order, failures);
+        assertEquals(0, a.compareAndSwap(lock, 0, tagA), "A takes the lock");
+        armed.set(true);
+        UnsafeBuffer zero = new UnsafeBuffer(new byte[8]);
+        Thread release = new Thread(() -> {
+            try {
+                a.write(lock, zero, 0, 8);
+            } catch (FabricException primaryGone) {
+                // The unordered rule reads the primary again after its swap, and finds it dead: unknown outcome.
+            }
+        });
+        release.start();
+        assertTrue(stalled.await(10, java.util.concurrent.TimeUnit.SECONDS), "A's release stalls before its swap on the backup");
+        assertEquals(0, primary.readLong(lock), "A's release took effect at the primary");
+        long[] heldBy = new long[1];
+        Thread others = new Thread(() -> {
+            assertEquals(0, b.compareAndSwap(lock, 0, tagB), "B takes the lock");
+            b.write(lock, zero, 0, 8);
+            heldBy[0] = aAgain.compareAndSwap(lock, 0, tagA) == 0 ? tagA : -1;
+        });
+        others.start();
+        others.join(300); // unordered, B's turn and A's new acquire are acknowledged by now; ordered, they wait
+        resume.countDown();
+        release.join(10_000);
+        others.join(10_000);
+        assertEquals(tagA, heldBy[0], "A took the lock again, and that acquire was acknowledged");
+        assertEquals(tagA, primary.readLong(lock));
+        assertEquals(tagA, backup.readLong(lock), "the primary is dead: the backup promoted now must show A's lock, which A holds");
+        assertTrue(failures.isEmpty(), "no backup failed: " + failures);
+    }
+
+    @Test
+    void aPrimaryThatFailsDuringAConvergenceIsNotReportedAsTheBackupFailing() {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        RemoteMemory readsFail = new ForwardingRemoteMemory(primary) {
+            @Override
+            public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+                throw new FabricException("the primary died");
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        long word = GlobalAddress.of(SERVER, FIRST);
+        for (WordOrder order : new WordOrder[] {null, new WordOrder()}) {
+            ReplicatedRemoteMemory client = ordered(readsFail, backup, order, failures);
+            FabricException e = assertThrows(FabricException.class, () -> client.fetchAndAdd(word, 1));
+            assertEquals("the primary died", e.getMessage(), "the primary's failure, with its outcome unknown");
+        }
+        assertTrue(failures.isEmpty(), "the backup did nothing wrong, so it is not reported: " + failures);
+    }
+
+    private static ReplicatedRemoteMemory ordered(RemoteMemory primary, RemoteMemory backup, WordOrder order, List<String> failures) {
+        ReplicaSet set = new ReplicaSet(1, new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE),
+                List.of(new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE, order)));
+        return new ReplicatedRemoteMemory(Map.of(SERVER, set), new long[] {REGION}, new long[] {CHUNK}, Duration.ofSeconds(1),
+                (server, view, name, cause) -> failures.add(name + ": " + cause.getMessage()), () -> { });
+    }
+
     @Test
     void aReplicaRefusesAVerbOfAnOlderViewAndTakesNoEffect() {
         RemoteMemory region = replica();
