@@ -135,11 +135,12 @@ final class Demo implements Callable<Integer> {
                     + " failover's copy (default: 1).")
     Integer replicas;
 
-    @Option(names = "--kill-memory-node",
-            description = "With --replicas: stop the primary's memory node under the mix, print the operations of every second"
-                    + " through the failover and the time until the index serves again, then start a replacement that is"
-                    + " copied while the mix goes on, and verify every key.")
-    boolean killMemoryNode;
+    @Option(names = "--kill-memory-node", paramLabel = "ROLE", arity = "0..1", fallbackValue = "primary",
+            description = "With --replicas: stop the memory node of the group's primary (the default) or of a backup"
+                    + " (--kill-memory-node=backup) under the mix, print the operations of every second through the view"
+                    + " change and the time until the index serves again, then start a replacement that is copied while the"
+                    + " mix goes on, and verify every key.")
+    String killMemoryNode;
 
     @Option(names = "--kill-compute-node",
             description = "After the leave, kill a compute node under the mix and print the time until its partitions serve"
@@ -191,7 +192,10 @@ final class Demo implements Callable<Integer> {
         if (memoryReplicas < 1 || memoryReplicas > 3) {
             throw new IllegalArgumentException("--replicas must be 1, 2 or 3: " + memoryReplicas);
         }
-        if (killMemoryNode && memoryReplicas == 1) {
+        if (killMemoryNode != null && !killMemoryNode.equals("primary") && !killMemoryNode.equals("backup")) {
+            throw new IllegalArgumentException("--kill-memory-node takes primary or backup: " + killMemoryNode);
+        }
+        if (killMemoryNode != null && memoryReplicas == 1) {
             throw new IllegalArgumentException("--kill-memory-node needs --replicas 2 or 3: with one replica a killed memory node"
                     + " takes its part of the index with it");
         }

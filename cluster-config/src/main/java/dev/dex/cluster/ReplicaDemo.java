@@ -26,8 +26,9 @@ import me.tongfei.progressbar.ProgressBar;
  * {@code bin/dex demo --replicas R --kill-memory-node} (docs/replication.md): a memory server held by R memory nodes over
  * tcp, each an actor system of this JVM with a fabric of its own. The keys are written through the client (the group's
  * primary serves clients only once the coordinator on the compute nodes formed the group), a mix runs, and, with
- * {@code --kill-memory-node}, the primary's memory node stops under it: the report gives the operations of every
- * second through the failover and the time until the index served again. Then a replacement memory node joins and is
+ * {@code --kill-memory-node}, the primary's memory node stops under it (or, with {@code --kill-memory-node=backup}, a
+ * backup's): the report gives the operations of every second through the view change and the time until the index
+ * served again. Then a replacement memory node joins and is
  * copied while the mix goes on (its progress printed), and every key is verified: it holds its last acknowledged value,
  * or the value of a later put whose outcome the failover left unknown.
  */
@@ -50,7 +51,8 @@ final class ReplicaDemo {
         this.computeNodes = computeNodes;
     }
 
-    int run(long n, int putPercent, boolean kill, List<ActorSystem<?>> systems) throws Exception {
+    /** @param kill whose memory node to stop under the mix: {@code "primary"}, {@code "backup"}, or null for none */
+    int run(long n, int putPercent, String kill, List<ActorSystem<?>> systems) throws Exception {
         out.printf("DEX on Pekko demo: memory server 0 held by %d memory nodes (one primary, %d backup%s), %d compute node(s) and a"
                 + " client, each its own actor system in this JVM; fabric %s%s%n", replicas, replicas - 1, replicas == 2 ? "" : "s",
                 computeNodes, transport(), local() ? " (each compute node writes every replica itself, docs/replication.md)" : "");
@@ -103,28 +105,38 @@ final class ReplicaDemo {
 
         double servedAgain = Double.NaN;
         double killedAt = Double.NaN;
-        if (kill) {
-            ActorSystem<?> victim = memoryNodes.stream().filter(s -> s.address().equals(primary.node().path().address())).findFirst()
-                    .orElseThrow(() -> new IllegalStateException("the primary " + primary.node().path() + " is not a node of this demo"));
-            out.printf("killing the primary's memory node %s under the mix (its actor system stops without leaving the cluster,"
-                    + " %s)...%n", victim.address(), local() ? "its replica's verbs fail from then on" : "its region server with it");
+        boolean backup = "backup".equals(kill);
+        if (kill != null) {
+            MemoryNode.Description target = backup ? aBackup(clientSystem) : primary;
+            ActorSystem<?> victim = memoryNodes.stream().filter(s -> s.address().equals(target.node().path().address())).findFirst()
+                    .orElseThrow(() -> new IllegalStateException("the " + kill + " " + target.node().path() + " is not a node of this demo"));
+            out.printf("killing the %s's memory node %s under the mix (its actor system stops without leaving the cluster,"
+                    + " %s)...%n", kill, victim.address(), local() ? "its replica's verbs fail from then on" : "its region server with it");
             long killed = System.nanoTime();
             killedAt = (killed - mixStart) / 1e9;
             if (local()) {
                 // Its replica dies with it at once, as with a host: the actor system alone takes a while to stop.
-                ((dev.dex.rdma.local.LocalFabric) dev.dex.actors.node.Fabrics.open(settings.fabric())).killReplica(primary.endpoint());
+                ((dev.dex.rdma.local.LocalFabric) dev.dex.actors.node.Fabrics.open(settings.fabric())).killReplica(target.endpoint());
             }
             victim.terminate();
             DemoCluster.removeSame(systems, victim);
             DemoCluster.removeSame(memoryNodes, victim);
             servedAgain = awaitServing(client, n, killed, Duration.ofSeconds(60));
-            out.printf(local() ? "the index served again %.2f s after the kill (the backup found its primary gone, the coordinator"
-                    + " made it primary of a new view, the compute nodes moved to it and reran the verbs in flight)%n"
-                    : "the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
-                    + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran the reads and log writes in"
-                    + " flight)%n", servedAgain);
+            if (backup) {
+                out.printf(local() ? "the index served again %.2f s after the kill (the primary found its backup gone, the coordinator"
+                        + " left it out of a new view, and the compute nodes moved to that view)%n"
+                        : "the index served again %.2f s after the kill (the primary's link to its backup broke, the coordinator"
+                        + " left it out of a new view)%n", servedAgain);
+            } else {
+                out.printf(local() ? "the index served again %.2f s after the kill (the backup found its primary gone, the coordinator"
+                        + " made it primary of a new view, the compute nodes moved to it and reran the verbs in flight)%n"
+                        : "the index served again %.2f s after the kill (the backup saw its stream close, the coordinator made it"
+                        + " primary of a new view after the old primary's lease, the compute nodes moved to it and reran the reads and log writes in"
+                        + " flight)%n", servedAgain);
+            }
 
-            out.println("starting a replacement memory node; the new primary copies its region to it while the mix goes on...");
+            out.println(backup ? "starting a replacement memory node; the primary copies its region to it while the mix goes on..."
+                    : "starting a replacement memory node; the new primary copies its region to it while the mix goes on...");
             ActorSystem<Void> replacement = DexNodes.memoryNode(DexNodes.nodeConfig(memoryBase, "memory", "127.0.0.1", 0,
                     List.of(DexNodes.hostPort(clientSystem))), settings);
             systems.add(replacement);
@@ -140,13 +152,13 @@ final class ReplicaDemo {
             out.printf(" %,d", perSecond.get(s));
         }
         out.println();
-        if (kill) {
+        if (kill != null) {
             if (failures.get() == 0) {
-                out.printf("the primary stopped at %.1f s; no operation failed (those in flight waited for the new primary);"
-                        + " served again after %.2f s%n", killedAt, servedAgain);
+                out.printf("the %s stopped at %.1f s; no operation failed (those in flight waited for the new view);"
+                        + " served again after %.2f s%n", kill, killedAt, servedAgain);
             } else {
-                out.printf("the primary stopped at %.1f s; %,d operations failed with a clear error meanwhile (their outcome"
-                        + " unknown), the last %.2f s after it; served again after %.2f s%n", killedAt, failures.get(),
+                out.printf("the %s stopped at %.1f s; %,d operations failed with a clear error meanwhile (their outcome"
+                        + " unknown), the last %.2f s after it; served again after %.2f s%n", kill, killedAt, failures.get(),
                         lastFailureNanos.get() == 0 ? 0 : (lastFailureNanos.get() - mixStart) / 1e9 - killedAt, servedAgain);
             }
         }
@@ -191,6 +203,13 @@ final class ReplicaDemo {
             Thread.sleep(200);
         }
         throw new IllegalStateException("the replica group did not form within " + max.toSeconds() + " s");
+    }
+
+    /** A complete backup of the group, as the cluster describes it now. */
+    private static MemoryNode.Description aBackup(ActorSystem<?> system) throws Exception {
+        return ClusterMember.memoryDescriptions(system).stream()
+                .filter(d -> MemoryNode.Replica.BACKUP_ROLE.equals(d.replica().role()) && d.replica().complete()).findFirst()
+                .orElseThrow(() -> new IllegalStateException("the group has no complete backup to kill"));
     }
 
     /** Prints the replacement's copy progress until it is a complete backup. */

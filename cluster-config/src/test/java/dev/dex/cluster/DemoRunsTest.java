@@ -1,6 +1,7 @@
 package dev.dex.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -138,6 +139,26 @@ class DemoRunsTest {
         assertTrue(run.out().contains("the replacement is a complete backup"), run.out());
         assertTrue(run.out().contains("verified: all 5,000 keys hold their last acknowledged value"), run.out());
         assertTrue(run.err().contains("is primary of view 3"), "the backup took over in a new view");
+        assertNoActorSystemLeftRunning();
+    }
+
+    /**
+     * A backup's memory node dies under writes: the primary finds it gone and the coordinator leaves it out of a new view,
+     * so that changes count again without it; a replacement is copied, and nothing acknowledged is lost. Over {@code
+     * local} every compute node wrote the dead backup itself, so its changes failed until that view came.
+     */
+    @ParameterizedTest(name = "--fabric {0}")
+    @ValueSource(strings = {"tcp", "local"})
+    void theReplicatedDemoKillsABackupServesOnCopiesAReplacementAndVerifiesEveryKey(String fabric) throws Exception {
+        DexCliTest.Run run = DexCliTest.run("demo", "--replicas", "2", "--kill-memory-node=backup", "--keys", "5k", "--partitions",
+                "12", "--workload", "write-intensive", "--seconds", "1", "--fabric", fabric);
+        assertEquals(0, run.exit(), run.out() + run.err());
+        assertTrue(run.out().contains("killing the backup's memory node"), run.out());
+        assertTrue(run.out().contains("the index served again"), run.out());
+        assertTrue(run.out().contains("the replacement is a complete backup"), run.out());
+        assertTrue(run.out().contains("verified: all 5,000 keys hold their last acknowledged value"), run.out());
+        assertTrue(run.err().contains("a backup is gone; view 3 keeps []"), "a view without the dead backup");
+        assertFalse(run.err().contains("is gone; backup"), "the primary kept its role: no failover");
         assertNoActorSystemLeftRunning();
     }
 }

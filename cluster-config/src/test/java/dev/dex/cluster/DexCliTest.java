@@ -73,6 +73,7 @@ class DexCliTest {
             "demo --replicas 4                           | --replicas must be 1, 2 or 3: 4",
             "demo --replicas 2 --fabric shm              | --replicas 2 needs --fabric tcp or local: shm",
             "demo --kill-memory-node                     | --kill-memory-node needs --replicas 2 or 3",
+            "demo --replicas 2 --kill-memory-node=all    | --kill-memory-node takes primary or backup: all",
             "demo --kill-compute-node --compute-nodes 1  | --kill-compute-node needs --compute-nodes 2 or more",
             "demo --kill-compute-node --replicas 2 --fabric tcp | --kill-compute-node goes with the demo of one replica",
             "demo --kill-coordinator --kill-compute-node | --kill-coordinator and --kill-compute-node: one kill per run",
