@@ -206,13 +206,65 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     }
 
     private void writeBackups(ReplicaSet set, long address, DirectBuffer src, int srcOffset, int length) {
+        List<String> failed = null;
+        FabricException failure = null;
         for (ReplicaSet.Replica backup : set.backups()) {
             try {
                 backup.memory().write(address, src, srcOffset, length);
             } catch (FabricException e) {
-                throw backupFailed(set, address, backup, "a write", e);
+                failure = backupFailed(set, address, backup, "a write", e);
+                failed = failed == null ? new ArrayList<>() : failed;
+                failed.add(backup.name());
             }
         }
+        if (failed != null) {
+            awaitViewWithout(set, address, failed, failure);
+        }
+    }
+
+    /**
+     * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits up to the failover
+     * wait for a newer view in which every replica holds it, so that it counts (docs/replication.md, "A backup that
+     * fails a change"): each replica of that view took it in {@code set}'s view, or is being copied (a copy that starts
+     * after its view began reads the primary after the change), and none is one that failed it. Throws {@code failure}
+     * when no such view comes in time, or a newer view's primary lacks the change (a failover to a replica that failed
+     * it): the change's outcome is then unknown, as for any failed verb.
+     */
+    private void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure) {
+        if (failoverWaitNanos == 0 || closed) {
+            throw failure;
+        }
+        java.util.Set<String> took = new java.util.HashSet<>();
+        took.add(set.primary().name());
+        set.backups().forEach(backup -> took.add(backup.name()));
+        failed.forEach(took::remove);
+        AtomicReference<ReplicaSet> group = groups[GlobalAddress.serverId(address)];
+        long deadline = System.nanoTime() + failoverWaitNanos;
+        while (true) {
+            ReplicaSet now = group.get();
+            if (now.view() > set.view()) {
+                if (!took.contains(now.primary().name())) {
+                    throw failure;
+                }
+                if (holds(now, took, failed)) {
+                    return;
+                }
+            }
+            if (System.nanoTime() - deadline > 0 || closed) {
+                throw failure;
+            }
+            LockSupport.parkNanos(1_000_000);
+        }
+    }
+
+    /** Whether every replica of {@code view} holds a change that the replicas {@code took} took and {@code failed} did not. */
+    private static boolean holds(ReplicaSet view, java.util.Set<String> took, List<String> failed) {
+        for (ReplicaSet.Replica backup : view.backups()) {
+            if (failed.contains(backup.name()) || backup.state() == ReplicaSet.State.COMPLETE && !took.contains(backup.name())) {
+                return false;
+            }
+        }
+        return took.contains(view.primary().name());
     }
 
     @Override
@@ -348,6 +400,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 refusedCount++;
             }
         }
+        List<String>[] failedOn = null;
         for (ReplicaSet.Replica backup : set.backups()) {
             // The writes that did not fail so far; at[j] is the index in slots of the backup batch's verb j.
             int[] at = new int[slots.length];
@@ -366,6 +419,15 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 RuntimeException failure = onBackup.failure(j);
                 if (failure instanceof FabricException fabric) {
                     failed[at[j]] = backupFailed(set, batch.address(slots[at[j]]), backup, "a write", fabric);
+                    if (failedOn == null) {
+                        @SuppressWarnings("unchecked")
+                        List<String>[] lists = new List[slots.length];
+                        failedOn = lists;
+                    }
+                    if (failedOn[at[j]] == null) {
+                        failedOn[at[j]] = new ArrayList<>();
+                    }
+                    failedOn[at[j]].add(backup.name());
                 } else if (failure != null) {
                     failed[at[j]] = failure;
                 }
@@ -380,6 +442,14 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 refused[r++] = slot;
                 refusals[slot] = (FabricException) failure;
                 continue;
+            }
+            if (failedOn != null && failedOn[i] != null && failure instanceof FabricException) {
+                try {
+                    awaitViewWithout(set, batch.address(slot), failedOn[i], (FabricException) failure);
+                    failure = null; // on every replica of a newer view
+                } catch (FabricException stillUnknown) {
+                    failure = stillUnknown;
+                }
             }
             if (failure != null) {
                 batch.fail(slot, failure);
@@ -435,6 +505,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
      */
     private void mirror(ReplicaSet set, long address, long before, long after, String what) {
         UnsafeBuffer word = mirrorWord.get();
+        List<String> failed = null;
+        FabricException failure = null;
         for (ReplicaSet.Replica backup : set.backups()) {
             long deadline = System.nanoTime() + mirrorTimeoutNanos;
             try {
@@ -466,8 +538,13 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             } catch (PrimaryFailed e) {
                 throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
             } catch (FabricException e) {
-                throw backupFailed(set, address, backup, what, e);
+                failure = backupFailed(set, address, backup, what, e);
+                failed = failed == null ? new ArrayList<>() : failed;
+                failed.add(backup.name());
             }
+        }
+        if (failed != null) {
+            awaitViewWithout(set, address, failed, failure);
         }
     }
 

@@ -208,6 +208,68 @@ class LocalReplicaRegionTest {
         }
     }
 
+    /**
+     * A backup dies: each change after that is on the primary but not on every replica, so it waits for the coordinator's
+     * view without the dead backup, and counts there; no change fails, and nothing is sent twice.
+     */
+    @Test
+    void aChangeADeadBackupFailedCountsOnceAViewLeavesItOut() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ofSeconds(5));
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
+            fabric.killReplica(backup.endpoint());
+            Thread coordinator = new Thread(() -> {
+                LockSupportSleep.millis(100);
+                primary.installView(3, List.of());
+                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
+            });
+            coordinator.start();
+            long start = System.nanoTime();
+            UnsafeBuffer two = new UnsafeBuffer(new byte[16]);
+            two.putLong(0, 5);
+            two.putLong(8, 6);
+            client.write(DATA, two, 0, 16); // a plain write
+            assertTrue(System.nanoTime() - start >= 90_000_000L, "it waited for the view without the dead backup");
+            assertEquals(7, client.fetchAndAdd(DATA + 16, 7) + 7, "an atomic after it runs in the new view");
+            coordinator.join();
+            assertEquals(5, primary.region().getLongVolatile(GlobalAddress.offset(DATA)));
+            assertEquals(6, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 8));
+            assertEquals(3, client.view(0).view());
+            client.close();
+        }
+    }
+
+    @Test
+    void anAtomicAndABatchADeadBackupFailedCountOnceAViewLeavesItOut() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.failoverWait(java.time.Duration.ofSeconds(5));
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
+            fabric.killReplica(backup.endpoint());
+            Thread coordinator = new Thread(() -> {
+                LockSupportSleep.millis(100);
+                primary.installView(3, List.of());
+                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
+            });
+            coordinator.start();
+            assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap ran once, at the primary, and counts in view 3");
+            UnsafeBuffer pages = new UnsafeBuffer(new byte[512]);
+            pages.setMemory(0, 512, (byte) 3);
+            dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(2);
+            batch.write(DATA + 1024, pages, 0, 256);
+            batch.write(DATA + 2048, pages, 256, 256);
+            client.submit(batch);
+            assertNull(batch.firstFailure());
+            coordinator.join();
+            assertEquals(42, primary.region().getLongVolatile(GlobalAddress.offset(DATA)));
+            assertEquals(0x0303030303030303L, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 2048));
+            client.close();
+        }
+    }
+
     /** Sleeps without a checked exception (a helper thread's pause). */
     private static final class LockSupportSleep {
         static void millis(long ms) {

@@ -364,6 +364,42 @@ class CopyAndMirrorRaceTest {
         assertTrue(failures.isEmpty(), "the backup did nothing wrong, so it is not reported: " + failures);
     }
 
+    /**
+     * A change a backup failed counts only in a newer view every replica of which holds it. When the next view is instead
+     * a failover to the backup that failed it, the change fails (outcome unknown) at once, not after the failover wait.
+     */
+    @Test
+    void aChangeABackupFailedFailsWhenTheNextViewPromotesThatBackup() {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        RemoteMemory refusing = new ForwardingRemoteMemory(backup) {
+            @Override
+            public void write(long address, DirectBuffer src, int srcOffset, int length) {
+                throw new FabricException("the link to the backup broke");
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        ReplicaSet.Replica p = new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE);
+        ReplicaSet view1 = new ReplicaSet(1, p, List.of(new ReplicaSet.Replica("backup", refusing, ReplicaSet.State.COMPLETE)));
+        ReplicatedRemoteMemory client = new ReplicatedRemoteMemory(Map.of(SERVER, view1), new long[] {REGION}, new long[] {CHUNK},
+                Duration.ofSeconds(1), Duration.ofSeconds(30), (server, view, name, cause) -> failures.add(name), () -> { });
+        Thread failover = new Thread(() -> {
+            LockSupport.parkNanos(100_000_000L);
+            client.install(SERVER, new ReplicaSet(2, new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE), List.of()));
+        });
+        failover.start();
+        UnsafeBuffer value = new UnsafeBuffer(new byte[16]);
+        long start = System.nanoTime();
+        FabricException e = assertThrows(FabricException.class, () -> client.write(GlobalAddress.of(SERVER, FIRST), value, 0, 16));
+        assertTrue(e.getMessage().contains("backup backup failed a write in view 1"), e.getMessage());
+        assertTrue(System.nanoTime() - start < 10_000_000_000L, "it failed when the failover came, not after the 30 s wait");
+        assertEquals(List.of("backup"), failures, "the backup was reported");
+    }
+
     private static ReplicatedRemoteMemory ordered(RemoteMemory primary, RemoteMemory backup, WordOrder order, List<String> failures) {
         ReplicaSet set = new ReplicaSet(1, new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE),
                 List.of(new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE, order)));
