@@ -434,7 +434,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                         settings.serverId(), lost);
             }
             reportedBackups = lost;
-            coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(getContext().getSelf()), lost));
+            coordinator.tell(ReplicaControl.backupsSuspected(region, description(getContext().getSelf()), lost));
             return this;
         }
         reportedBackups = java.util.Map.of();
@@ -447,7 +447,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
             suspectedView = replica.view();
             REPLICA_LOG.warn("memory server {}: {}; asking the coordinator to fail over", settings.serverId(), replica.primaryLost());
         }
-        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(description(getContext().getSelf(), replica)));
+        coordinator.tell(ReplicaControl.primarySuspected(region, description(getContext().getSelf(), replica)));
         return this;
     }
 

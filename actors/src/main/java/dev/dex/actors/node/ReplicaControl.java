@@ -33,6 +33,21 @@ final class ReplicaControl {
     }
 
     /**
+     * A backup's report that its primary is lost, {@code certain} when it is a {@code local} replica whose primary's gate
+     * is retired: that replica refuses every verb for good, so the coordinator need not ask its node.
+     */
+    static ReplicaReports.PrimarySuspected primarySuspected(ExportedRegion region, MemoryNode.Description self) {
+        return new ReplicaReports.PrimarySuspected(self, region instanceof LocalReplicaRegion local && local.primaryRetired());
+    }
+
+    /** A primary's report of {@code lost} backups; over {@code local} each of them is gone for certain (its gate retired). */
+    static ReplicaReports.BackupsSuspected backupsSuspected(ExportedRegion region, MemoryNode.Description self,
+                                                               java.util.Map<String, String> lost) {
+        return new ReplicaReports.BackupsSuspected(self, lost,
+                region instanceof LocalReplicaRegion ? lost.keySet() : java.util.Set.of());
+    }
+
+    /**
      * A primary's gating backups whose link broke, by endpoint, with why: its answers wait for them until a view leaves
      * them out. Empty for any other replica, and when every gating backup's link is up.
      */

@@ -35,6 +35,9 @@ import org.apache.pekko.cluster.typed.ClusterSingletonSettings;
 import org.apache.pekko.cluster.typed.SingletonActor;
 import org.apache.pekko.cluster.typed.Subscribe;
 
+import dev.dex.actors.node.ReplicaReports.BackupsSuspected;
+import dev.dex.actors.node.ReplicaReports.PrimarySuspected;
+
 /**
  * Keeps the replica groups' map (docs/replication.md): which memory node is the primary of each memory server and which
  * hold its backups, in which view. A cluster singleton on the compute role; the map lives in Distributed Data
@@ -86,30 +89,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     public record GetGroups(ActorRef<ReplicaGroups> replyTo) implements Command, dev.dex.actors.CborSerializable {
     }
 
-    /**
-     * From a complete backup of a group's current view: its primary's stream closed or went silent (docs/replication.md,
-     * "Failover"). The coordinator asks the primary's node; unless it answers as primary within {@link #CONFIRM}, the
-     * primary counts as gone in that view, without waiting for the cluster's failure detector.
-     */
-    public record PrimarySuspected(MemoryNode.Description backup) implements Command, dev.dex.actors.CborSerializable {
-    }
-
     private record Confirmed(int server, long view, String why, ActorRef<MemoryNode.Command> backup,
                              MemoryNode.Description answer, Throwable failure) implements Command {
-    }
-
-    /**
-     * From the primary of a group's current view: its links to these gating backups (endpoint, why) broke, and its answers
-     * wait for them until a view leaves them out (docs/replication.md, "Failover"). The coordinator asks each backup's
-     * node; unless it answers as a backup of that view within {@link #CONFIRM}, or while the link stays broken for
-     * {@link #BACKUP_PATIENCE}, the backup counts as gone and a new view drops it. Dropping a live backup costs its copy
-     * when it is added again, never a write.
-     */
-    public record BackupsSuspected(MemoryNode.Description primary, Map<String, String> backups)
-            implements Command, dev.dex.actors.CborSerializable {
-        public BackupsSuspected {
-            backups = backups == null ? Map.of() : Map.copyOf(backups);
-        }
     }
 
     private record BackupConfirmed(int server, long view, String endpoint, String why, MemoryNode.Description answer,
@@ -258,6 +239,12 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         if (gone != null && gone == group.view()) {
             return reconcile();
         }
+        if (suspected.certain()) {
+            primaryGone.put(server, group.view());
+            getContext().getLog().warn("memory server {}: backup {} found its primary {} gone for certain ({}): no need to ask it",
+                    server, backup.node().path().address(), group.primary().node().path().address(), backup.replica().primaryLost());
+            return reconcile();
+        }
         if (confirming.add(server)) {
             long view = group.view();
             String why = backup.replica().primaryLost();
@@ -309,6 +296,10 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             String key = server + "/" + lost.getKey();
             long[] dropped = backupGone.get(key);
             if (backup == null || dropped != null && dropped[0] == group.view()) {
+                continue;
+            }
+            if (suspected.certain().contains(lost.getKey())) {
+                gone(server, group.view(), lost.getKey(), lost.getValue() + ", for certain: its replica serves nobody any more");
                 continue;
             }
             long[] since = backupSuspected.get(key);

@@ -202,17 +202,17 @@ class ReplicaCoordinatorTest {
                 MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, "the stream's connection from the primary of view 2 closed"));
 
         // The primary still answers as primary: only the stream broke. No failover.
-        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(lost));
+        coordinator.tell(new ReplicaReports.PrimarySuspected(lost));
         asked.expectNoMessage(ReplicaCoordinator.CONFIRM.multipliedBy(2));
 
         // The primary goes silent; a report of a view the map has left (1) moves nothing.
         a.silent.set(true);
-        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(new MemoryNode.Description(0, 1L << 20, b.endpoint, b.ref,
+        coordinator.tell(new ReplicaReports.PrimarySuspected(new MemoryNode.Description(0, 1L << 20, b.endpoint, b.ref,
                 new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 1, 1_000, true, 0, "an old view's stream closed"))));
         asked.expectNoMessage(ReplicaCoordinator.CONFIRM.multipliedBy(2));
 
         // The current view's report, with the primary silent: the backup becomes primary of view 3 (no other backups).
-        coordinator.tell(new ReplicaCoordinator.PrimarySuspected(lost));
+        coordinator.tell(new ReplicaReports.PrimarySuspected(lost));
         Asked promoted = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 3);
         assertEquals(b, promoted.node());
         assertEquals(List.of(), promoted.replicate().backups());
@@ -229,10 +229,10 @@ class ReplicaCoordinatorTest {
 
         // The backup's node answers as a backup of the view: the link may come back, nothing is dropped yet; nor for a
         // report of a view the map has left, nor from a node that is not the primary.
-        ReplicaCoordinator.BackupsSuspected report = new ReplicaCoordinator.BackupsSuspected(description(a), broken);
+        ReplicaReports.BackupsSuspected report = new ReplicaReports.BackupsSuspected(description(a), broken);
         long reportedFirst = System.nanoTime();
         coordinator.tell(report);
-        coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(b), broken));
+        coordinator.tell(new ReplicaReports.BackupsSuspected(description(b), broken));
         // Reported again every 300 ms (a primary does every 500 ms: a gap of a second ends the episode), and the backup's
         // node keeps answering: nothing is dropped within BACKUP_PATIENCE.
         while (System.nanoTime() < reportedFirst + ReplicaCoordinator.BACKUP_PATIENCE.minusMillis(400).toNanos()) {
@@ -250,6 +250,41 @@ class ReplicaCoordinatorTest {
         assertEquals(List.of(), dropped.replicate().backups());
     }
 
+    /**
+     * Over {@code local} a backup that finds its primary's replica retired, or a primary that finds a backup's retired,
+     * knows it for certain: that replica refuses every verb for good. The coordinator then changes the view without
+     * asking the node (here it would even answer, as an actor system that is still stopping does).
+     */
+    @Test
+    void aCertainReportChangesTheViewWithoutAskingTheNode() {
+        TestProbe<Asked> asked = kit.createTestProbe();
+        Formed formed = formGroup(asked);
+        ActorRef<ReplicaCoordinator.Command> coordinator = formed.coordinator();
+        StandIn b = formed.backup();
+        b.replica.set(new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, null, b.regionId, false, null, 0));
+        MemoryNode.Description lost = new MemoryNode.Description(0, 1L << 20, b.endpoint, b.ref, new MemoryNode.Replica(
+                MemoryNode.Replica.BACKUP_ROLE, 2, 1_000, true, 0, "memory server 0's primary replica r1 is gone"));
+        long reported = System.nanoTime();
+        coordinator.tell(new ReplicaReports.PrimarySuspected(lost, true));
+        Asked promoted = expect(asked, MemoryNode.Replicate.BECOME_PRIMARY, 3);
+        assertEquals(b, promoted.node(), "the backup took over although the old primary's node still answers");
+        assertTrue(System.nanoTime() - reported < ReplicaCoordinator.CONFIRM.toNanos(), "without waiting for an answer");
+
+        // The new primary reports a backup gone for certain: dropped at once though its node answers as a backup.
+        StandIn c = new StandIn(kit, "memory-c", asked);
+        Asked joined = expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 4);
+        assertEquals(c, joined.node());
+        expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 4);
+        c.replica.set(new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 4, 1_000, true, 0, null, c.regionId, false, null, 0));
+        long dropReported = System.nanoTime();
+        coordinator.tell(new ReplicaReports.BackupsSuspected(description(b), java.util.Map.of(c.endpoint, "gone"),
+                java.util.Set.of(c.endpoint)));
+        Asked dropped = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 5);
+        assertEquals(b, dropped.node());
+        assertEquals(List.of(), dropped.replicate().backups());
+        assertTrue(System.nanoTime() - dropReported < ReplicaCoordinator.CONFIRM.toNanos(), "without waiting for an answer");
+    }
+
     @Test
     void aPrimarysReportOfABrokenLinkToASilentBackupDropsItAtOnce() {
         TestProbe<Asked> asked = kit.createTestProbe();
@@ -259,7 +294,7 @@ class ReplicaCoordinatorTest {
         StandIn b = formed.backup();
         b.silent.set(true); // killed: the cluster's failure detector has not noticed (it never does in this cluster)
         long reported = System.nanoTime();
-        coordinator.tell(new ReplicaCoordinator.BackupsSuspected(description(a), java.util.Map.of(b.endpoint, "closed")));
+        coordinator.tell(new ReplicaReports.BackupsSuspected(description(a), java.util.Map.of(b.endpoint, "closed")));
         Asked dropped = expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 3);
         assertEquals(List.of(), dropped.replicate().backups());
         assertTrue(System.nanoTime() - reported < ReplicaCoordinator.BACKUP_PATIENCE.toNanos(), "dropped on the silence");

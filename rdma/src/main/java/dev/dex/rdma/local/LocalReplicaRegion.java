@@ -112,6 +112,11 @@ public final class LocalReplicaRegion implements ExportedRegion {
         return "memory server " + serverId + "'s primary replica " + of.endpoint + " is gone";
     }
 
+    /** Whether {@link #primaryLost} names a primary whose gate is retired: it refuses every verb for good. */
+    public boolean primaryRetired() {
+        return primaryLost() != null;
+    }
+
     /**
      * A primary's: the backups of its view that are gone (their memory node stopped), by endpoint, with why. Compute
      * nodes write every change to them, so each change waits (and then fails) until a view leaves them out: the memory
