@@ -40,6 +40,8 @@ public final class LocalFabric implements Fabric {
     private final java.util.concurrent.atomic.AtomicLong replicaNames = new java.util.concurrent.atomic.AtomicLong();
     private volatile long copyRate = 256L << 20;
     private volatile java.time.Duration failoverWait = java.time.Duration.ofSeconds(3);
+    /** The region behind every connection to a gone replica (never read or written: its gates are retired). */
+    private Region nothing;
 
     /** A fabric with no injected latency. */
     public LocalFabric() {
@@ -262,21 +264,25 @@ public final class LocalFabric implements Fabric {
     /** The replica at {@code endpoint} as a client reaches it in {@code view}, with the order its clients converge in. */
     private ReplicaSet.Replica replicaOrGone(int serverId, String endpoint, long view) {
         LocalReplicaRegion replica = replicaRegions.get(endpoint);
-        dev.dex.rdma.replica.WordOrder words = replica != null && replica.serverId() == serverId ? replica.gate().words() : null;
-        return new ReplicaSet.Replica(endpoint, connectionOrGone(serverId, endpoint, view), ReplicaSet.State.COMPLETE, words);
+        if (replica != null && replica.serverId() == serverId) {
+            return new ReplicaSet.Replica(endpoint, replicaConnection(replica, view), ReplicaSet.State.COMPLETE, replica.gate().words());
+        }
+        return new ReplicaSet.Replica(endpoint, goneConnection(serverId, endpoint, view), ReplicaSet.State.COMPLETE);
     }
 
-    private RemoteMemory connectionOrGone(int serverId, String endpoint, long view) {
-        LocalReplicaRegion replica = replicaRegions.get(endpoint);
-        if (replica != null && replica.serverId() == serverId) {
-            return replicaConnection(replica, view);
-        }
-        // A retired gate over a region of two chunks that no verb reaches.
-        Region nothing = Region.offHeap(2L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH, segmentShift);
-        RegionFormat.format(nothing, RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+    /** A connection to a replica that is gone: a retired gate, over one small region no verb ever reaches. */
+    private RemoteMemory goneConnection(int serverId, String endpoint, long view) {
         ViewGate gone = new ViewGate(serverId, endpoint, view);
         gone.retire("memory server " + serverId + "'s replica " + endpoint + " is gone from this local fabric");
-        return gated(serverId, nothing, gone, view, latencyNs);
+        return gated(serverId, nothing(), gone, view, latencyNs);
+    }
+
+    private synchronized Region nothing() {
+        if (nothing == null) {
+            nothing = Region.offHeap(2L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH, segmentShift);
+            RegionFormat.format(nothing, RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+        }
+        return nothing;
     }
 
     private LocalReplicaRegion replicaOf(int serverId, String endpoint) {

@@ -43,6 +43,8 @@ public final class LocalReplicaRegion implements ExportedRegion {
     private volatile long view;
     private volatile boolean complete = true; // a fresh, formatted region holds its whole (empty) server
     private volatile long copyLeft;
+    /** The view it last became a backup in: a copy that started in an older view predates it and cannot complete it. */
+    private volatile long backupSince;
     /** A backup's primary: the replica that copied to it. */
     private volatile LocalReplicaRegion primary;
     /** A primary's backups in its view, by endpoint. */
@@ -187,6 +189,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
         role = Role.BACKUP;
         complete = false;
         copyLeft = region.length();
+        backupSince = next;
     }
 
     /**
@@ -258,9 +261,13 @@ public final class LocalReplicaRegion implements ExportedRegion {
         }
     }
 
-    /** The copy to this backup in {@code inView} is done: complete, if it is still a backup of that view or a later one. */
-    private synchronized void copied(long inView) {
-        if (role == Role.BACKUP && view >= inView && !gate.retired()) {
+    /**
+     * The copy to this backup in {@code inView} is done: complete, if it is still a backup of that view or a later one,
+     * and has been one since before the copy began. A copy that started before it last became a backup (it was dropped
+     * and added again while a stalled copy still ran) misses the changes made while it was out, so it completes nothing.
+     */
+    synchronized void copied(long inView) {
+        if (role == Role.BACKUP && view >= inView && inView >= backupSince && !gate.retired()) {
             complete = true;
             copyLeft = 0;
         }

@@ -21,9 +21,10 @@ import dev.dex.rdma.RemoteMemory;
  * behind: a client writes the primary before the new replica. A change the copy's second read does not see reaches
  * the primary after that read, so its write to the new replica comes after the copy's write of the piece, and wins. A
  * change the second read sees was either seen by the first too (and written by the copy, in the same value as the
- * client's own write to the new replica), or makes the two reads differ and the piece go again. Atomics are mirrored
- * as compare-and-swap from the value before, which on a piece not yet copied fails harmlessly, and on a piece copied
- * applies in the primary's order.
+ * client's own write to the new replica), or makes the two reads differ and the piece go again. Atomics (and a word's
+ * write) are converged by compare-and-swap toward the primary's word: on a piece not yet copied that may install the
+ * primary's word ahead of the copy, which the copy's own reads of the primary then agree with or overwrite with a
+ * later value; on a piece copied it applies in the primary's order.
  *
  * <p>Not thread-safe: one copy per instance; the connections it is given may be shared.
  */

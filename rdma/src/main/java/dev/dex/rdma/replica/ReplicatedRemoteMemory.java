@@ -31,13 +31,16 @@ import dev.dex.rdma.VerbCounters;
  *       never leaves a newer write behind on the new replica. A write of one aligned word (a lock's release) is
  *       <em>converged</em> onto the backups as an atomic is, never written there blindly: see {@link #isWord}.</li>
  *   <li><b>Atomics</b> run at the primary, which orders them. A compare-and-swap that took effect, and every
- *       fetch-and-add, is then <em>mirrored</em> on each backup: the backup's word is swapped for the primary's until a
- *       read of the primary after the swap agrees ({@link #mirror}). Mirrors of several clients may run in any order;
- *       at rest every backup holds the primary's word, and an atomic returns only once its backups held its change or
- *       a later one.</li>
- *   <li>A change returns only once every replica of the view has it. If one fails, the change throws a
- *       {@link FabricException} (its outcome unknown, as for any failed verb) and the backup is reported to the
- *       {@link BackupFailures} listener, which has the group's next view leave it out.</li>
+ *       fetch-and-add, is then <em>converged</em> onto each backup ({@link #mirror}). Where the backup's clients share
+ *       its {@link WordOrder} ({@code local}), a convergence reads the primary's word and swaps the backup's for it under
+ *       the word's stripe, so the swaps follow the primary's order. Elsewhere the backup's word is swapped for the
+ *       primary's until a read of the primary after the swap agrees, and convergences of several clients may run in any
+ *       order. Either way, at rest every backup holds the primary's word, and an atomic returns only once its backups
+ *       held its change or a later one.</li>
+ *   <li>A change returns only once every replica of the view has it. If a backup fails it, the backup is reported to
+ *       the {@link BackupFailures} listener, which has the group's next view leave it out, and the change waits for
+ *       views in which every replica holds it ({@link #awaitViewWithout}); if none comes, it throws a
+ *       {@link FabricException}, its outcome unknown, as for any failed verb.</li>
  * </ul>
  *
  * <p>Epochs, the next-chunk index and the instance count change only by atomics, and only grow. Lock words are taken by
@@ -67,6 +70,12 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     public static final Duration DEFAULT_MIRROR_TIMEOUT = Duration.ofSeconds(1);
 
     private final AtomicReference<ReplicaSet>[] groups;
+    /**
+     * The recent views installed for each server, by view number ({@link #HISTORY} at most): a change a backup failed
+     * counts only after every view since its own was seen ({@link #awaitViewWithout}).
+     */
+    private final java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet>[] installed;
+    private static final int HISTORY = 16;
     private final int[] serverIds;
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
@@ -111,8 +120,12 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         @SuppressWarnings("unchecked")
         AtomicReference<ReplicaSet>[] byServer = new AtomicReference[max + 1];
         this.groups = byServer;
+        @SuppressWarnings("unchecked")
+        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet>[] history = new java.util.concurrent.ConcurrentSkipListMap[max + 1];
+        this.installed = history;
         groups.forEach((id, set) -> {
             byServer[id] = new AtomicReference<>(set);
+            history[id] = new java.util.concurrent.ConcurrentSkipListMap<>(Map.of(set.view(), set));
             keep(set);
         });
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
@@ -131,6 +144,11 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     public boolean install(int serverId, ReplicaSet next) {
         AtomicReference<ReplicaSet> group = groupOf(serverId);
         keep(next);
+        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[serverId];
+        history.putIfAbsent(next.view(), next);
+        while (history.size() > HISTORY) {
+            history.pollFirstEntry();
+        }
         while (true) {
             ReplicaSet now = group.get();
             if (next.view() <= now.view()) {
@@ -218,37 +236,56 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
         }
         if (failed != null) {
-            awaitViewWithout(set, address, failed, failure);
+            awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
         }
     }
 
     /**
-     * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits up to the failover
-     * wait for a newer view in which every replica holds it, so that it counts (docs/replication.md, "A backup that
-     * fails a change"): each replica of that view took it in {@code set}'s view, or is being copied (a copy that starts
-     * after its view began reads the primary after the change), and none is one that failed it. Throws {@code failure}
-     * when no such view comes in time, or a newer view's primary lacks the change (a failover to a replica that failed
-     * it): the change's outcome is then unknown, as for any failed verb.
+     * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits until
+     * {@code deadline} for a newer view in which every replica holds it, so that it counts (docs/replication.md, "A
+     * backup that fails a change"). It walks the views installed since {@code set}'s one by one:
+     * <ul>
+     *   <li>each view's primary must hold the change, or it throws at once (a failover to a replica that failed it: a
+     *       later view copied from that primary would lose it too);</li>
+     *   <li>a replica that first appears in a view after {@code set}'s holds it once copied, because its copy starts
+     *       after the primary's gate moved past {@code set}'s view, which the change passed before;</li>
+     *   <li>the change counts at the first view every replica of which holds it and none of which failed it.</li>
+     * </ul>
+     * A view this client never installed (the map went past it) leaves the change's history unknown, as does the deadline:
+     * it throws {@code failure}, the change's outcome unknown, as for any failed verb.
      */
-    private void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure) {
+    private void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure, long deadline) {
         if (failoverWaitNanos == 0 || closed) {
             throw failure;
         }
         java.util.Set<String> took = new java.util.HashSet<>();
-        took.add(set.primary().name());
-        set.backups().forEach(backup -> took.add(backup.name()));
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        names(set).forEach(name -> {
+            seen.add(name);
+            took.add(name);
+        });
         failed.forEach(took::remove);
-        AtomicReference<ReplicaSet> group = groups[GlobalAddress.serverId(address)];
-        long deadline = System.nanoTime() + failoverWaitNanos;
+        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[GlobalAddress.serverId(address)];
+        long walked = set.view();
         while (true) {
-            ReplicaSet now = group.get();
-            if (now.view() > set.view()) {
-                if (!took.contains(now.primary().name())) {
+            ReplicaSet next = history.get(walked + 1);
+            if (next == null && history.lastKey() > walked + 1 || history.firstKey() > walked + 1) {
+                throw failure; // a view went by unseen: what its primary did to the change is unknown
+            }
+            if (next != null) {
+                if (!took.contains(next.primary().name())) {
                     throw failure;
                 }
-                if (holds(now, took, failed)) {
+                for (String name : names(next)) {
+                    if (seen.add(name) && !failed.contains(name)) {
+                        took.add(name); // joined after the change: its copy reads a primary that holds it
+                    }
+                }
+                if (took.containsAll(names(next))) {
                     return;
                 }
+                walked = next.view();
+                continue;
             }
             if (System.nanoTime() - deadline > 0 || closed) {
                 throw failure;
@@ -257,14 +294,11 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
     }
 
-    /** Whether every replica of {@code view} holds a change that the replicas {@code took} took and {@code failed} did not. */
-    private static boolean holds(ReplicaSet view, java.util.Set<String> took, List<String> failed) {
-        for (ReplicaSet.Replica backup : view.backups()) {
-            if (failed.contains(backup.name()) || backup.state() == ReplicaSet.State.COMPLETE && !took.contains(backup.name())) {
-                return false;
-            }
-        }
-        return took.contains(view.primary().name());
+    private static List<String> names(ReplicaSet view) {
+        List<String> names = new ArrayList<>(view.backups().size() + 1);
+        names.add(view.primary().name());
+        view.backups().forEach(backup -> names.add(backup.name()));
+        return names;
     }
 
     @Override
@@ -400,10 +434,11 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 refusedCount++;
             }
         }
+        // Each write the primary took goes to every backup; failedOn[i] names the backups that failed slot i.
         List<String>[] failedOn = null;
+        RuntimeException[] onBackups = new RuntimeException[slots.length];
         for (ReplicaSet.Replica backup : set.backups()) {
-            // The writes that did not fail so far; at[j] is the index in slots of the backup batch's verb j.
-            int[] at = new int[slots.length];
+            int[] at = new int[slots.length]; // at[j]: the index in slots of the backup batch's verb j
             VerbBatch onBackup = new VerbBatch(slots.length);
             for (int i = 0; i < slots.length; i++) {
                 if (batch.op(slots[i]) == VerbBatch.WRITE && failed[i] == null) {
@@ -415,10 +450,13 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 continue;
             }
             backup.memory().submit(onBackup);
+            FabricException reported = null; // one report per backup and batch
             for (int j = 0; j < onBackup.size(); j++) {
                 RuntimeException failure = onBackup.failure(j);
                 if (failure instanceof FabricException fabric) {
-                    failed[at[j]] = backupFailed(set, batch.address(slots[at[j]]), backup, "a write", fabric);
+                    if (reported == null) {
+                        reported = backupFailed(set, batch.address(slots[at[j]]), backup, "a write", fabric);
+                    }
                     if (failedOn == null) {
                         @SuppressWarnings("unchecked")
                         List<String>[] lists = new List[slots.length];
@@ -428,24 +466,26 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                         failedOn[at[j]] = new ArrayList<>();
                     }
                     failedOn[at[j]].add(backup.name());
+                    onBackups[at[j]] = onBackups[at[j]] instanceof FabricException || onBackups[at[j]] == null ? reported : onBackups[at[j]];
                 } else if (failure != null) {
-                    failed[at[j]] = failure;
+                    onBackups[at[j]] = failure; // not the transport's: the slot fails with it
                 }
             }
         }
+        long deadline = System.nanoTime() + failoverWaitNanos; // one wait for the whole batch
         int[] refused = new int[refusedCount];
         int r = 0;
         for (int i = 0; i < slots.length; i++) {
             int slot = slots[i];
-            RuntimeException failure = failed[i];
+            RuntimeException failure = failed[i] != null ? failed[i] : onBackups[i];
             if (refusedAt[i]) {
                 refused[r++] = slot;
                 refusals[slot] = (FabricException) failure;
                 continue;
             }
-            if (failedOn != null && failedOn[i] != null && failure instanceof FabricException) {
+            if (failed[i] == null && failure instanceof FabricException fabric) {
                 try {
-                    awaitViewWithout(set, batch.address(slot), failedOn[i], (FabricException) failure);
+                    awaitViewWithout(set, batch.address(slot), failedOn[i], fabric, deadline);
                     failure = null; // on every replica of a newer view
                 } catch (FabricException stillUnknown) {
                     failure = stillUnknown;
@@ -497,11 +537,14 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     /**
      * Brings every backup of {@code set} to the primary's value of the word at {@code address} after this client's change
-     * of it: reads the backup's word and the primary's, and while they differ, swaps the backup's for the primary's and
-     * reads the primary again. The change counts once a read of the primary after the backup's last swap agrees with the
-     * backup: a later change of the word is mirrored by its own client after it reached the primary, so at rest every
-     * backup holds the primary's word, whatever order the mirrors of several clients ran in, and a client that died
-     * between the primary and its mirror holds nobody up (the next change of the word brings its backups along).
+     * of it. With the backup's {@link WordOrder}, in one turn under the word's stripe ({@link #inOrder}). Without one:
+     * swaps the backup's word from the value before the change to the value after, and while a read of the primary then
+     * disagrees, from what the backup holds to what the primary holds; the change counts once a read of the primary
+     * after the backup's last swap agrees with the backup. Either way a later change of the word is converged by its
+     * own client after it reached the primary, so at rest every backup holds the primary's word, and a client that died
+     * between the primary and its convergence holds nobody up (the next change of the word brings its backups along).
+     * A primary that moved to a newer view keeping its role (a replica added or dropped) has the convergence go on in
+     * that view.
      */
     private void mirror(ReplicaSet set, long address, long before, long after, String what) {
         UnsafeBuffer word = mirrorWord.get();
@@ -511,7 +554,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             long deadline = System.nanoTime() + mirrorTimeoutNanos;
             try {
                 if (backup.words() != null) {
-                    inOrder(set, backup, address, before, word, deadline);
+                    inOrder(set, backup, address, before, word);
                     continue;
                 }
                 long onBackup = before;
@@ -536,6 +579,15 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     }
                 }
             } catch (PrimaryFailed e) {
+                if (e.failure instanceof StaleViewException) {
+                    // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
+                    // converge again in that view, as long as it keeps the primary.
+                    ReplicaSet next = nextView(set, address, e.failure);
+                    if (next.primary().name().equals(set.primary().name())) {
+                        mirror(next, address, before, after, what);
+                        return;
+                    }
+                }
                 throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
             } catch (FabricException e) {
                 failure = backupFailed(set, address, backup, what, e);
@@ -544,7 +596,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
         }
         if (failed != null) {
-            awaitViewWithout(set, address, failed, failure);
+            awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
         }
     }
 
@@ -574,8 +626,9 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
      * backup when this returns (or a later one, brought by a convergence ordered after this one). No read of the primary
      * follows the swap: a change the primary takes meanwhile is converged by its own client, after this.
      */
-    private void inOrder(ReplicaSet set, ReplicaSet.Replica backup, long address, long before, UnsafeBuffer word, long deadline) {
+    private void inOrder(ReplicaSet set, ReplicaSet.Replica backup, long address, long before, UnsafeBuffer word) {
         synchronized (backup.words().stripe(address)) {
+            long deadline = System.nanoTime() + mirrorTimeoutNanos; // from the turn on: waiting for it is not chasing
             long onPrimary = primaryWord(set, address, word);
             long onBackup = before;
             for (int attempt = 1; ; attempt++) {

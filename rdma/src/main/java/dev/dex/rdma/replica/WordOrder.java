@@ -12,7 +12,8 @@ package dev.dex.rdma.replica;
  * ever moves to a value the primary held later than the one it holds; the change whose convergence ran last is there.
  *
  * <p>Concurrency: a fixed array of stripe monitors, chosen by the word's address; a convergence holds one for a read
- * of the primary and one or two swaps on the backup, and takes no other lock meanwhile but the gates' own read locks
+ * of the primary and its swaps on the backup (one or two unless a write outside the order changes the word meanwhile,
+ * bounded by the mirror timeout), and takes no other lock meanwhile but the gates' own read locks
  * (which no one holds while waiting for a stripe), so stripes cannot deadlock. Thread-safe and never changes.
  */
 public final class WordOrder {

@@ -15,6 +15,8 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.replica.ReplicaEndpoints;
@@ -43,10 +45,11 @@ class LocalReplicaRegionTest {
             AtomicBoolean stop = new AtomicBoolean();
             AtomicLong written = new AtomicLong();
             Thread writer = new Thread(() -> {
-                UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
+                UnsafeBuffer words = new UnsafeBuffer(new byte[16]); // two words: a plain write (one word is converged)
                 for (long i = 0; !stop.get(); i++) {
-                    word.putLong(0, i + 1);
-                    client.write(DATA + 8 * (i % 10_000), word, 0, 8);
+                    words.putLong(0, i + 1);
+                    words.putLong(8, -(i + 1));
+                    client.write(DATA + 16 * (i % 10_000), words, 0, 16);
                     written.incrementAndGet();
                 }
             });
@@ -56,17 +59,19 @@ class LocalReplicaRegionTest {
             backup.becomeBackup(2);
             assertFalse(backup.complete(), "a backup that joins holds nothing yet");
             client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(2, primary.endpoint(), List.of(backup.endpoint()))));
+            long beforeCopy = written.get();
             primary.installView(2, List.of(backup.endpoint()));
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (!backup.complete() && System.nanoTime() < deadline) {
                 Thread.sleep(5);
             }
             assertTrue(backup.complete(), "the copy finished");
+            long afterCopy = written.get();
             assertEquals(0, backup.copyLeft());
             Thread.sleep(20);
             stop.set(true);
             writer.join();
-            assertTrue(written.get() > 1000, written + " writes");
+            assertTrue(afterCopy > beforeCopy, "writes ran while the copy did: " + beforeCopy + " before it, " + afterCopy + " after");
             assertArrayEquals(bytes(primary), bytes(backup), "the backup holds every byte of the primary after a copy under writes");
             assertNull(backup.primaryLost());
             assertEquals(Map.of(), primary.lostBackups());
@@ -77,7 +82,7 @@ class LocalReplicaRegionTest {
             assertEquals("memory server 0's primary replica " + primary.endpoint() + " is gone", backup.primaryLost());
             backup.becomePrimary(3);
             client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
-            assertEquals(written.get(), read(client, DATA + 8 * ((written.get() - 1) % 10_000)), "the last write is on the new primary");
+            assertEquals(written.get(), read(client, DATA + 16 * ((written.get() - 1) % 10_000)), "the last write is on the new primary");
             assertFalse(fabric.killReplica("no-such-replica"));
             client.close();
         }
@@ -232,7 +237,8 @@ class LocalReplicaRegionTest {
             two.putLong(8, 6);
             client.write(DATA, two, 0, 16); // a plain write
             assertTrue(System.nanoTime() - start >= 90_000_000L, "it waited for the view without the dead backup");
-            assertEquals(7, client.fetchAndAdd(DATA + 16, 7) + 7, "an atomic after it runs in the new view");
+            assertEquals(0, client.fetchAndAdd(DATA + 16, 7), "an atomic after it runs in the new view");
+            assertEquals(7, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 16));
             coordinator.join();
             assertEquals(5, primary.region().getLongVolatile(GlobalAddress.offset(DATA)));
             assertEquals(6, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 8));
@@ -241,8 +247,9 @@ class LocalReplicaRegionTest {
         }
     }
 
-    @Test
-    void anAtomicAndABatchADeadBackupFailedCountOnceAViewLeavesItOut() throws Exception {
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"a swap", "a batch of writes"})
+    void anAtomicOrABatchADeadBackupFailedCountsOnceAViewLeavesItOut(String change) throws Exception {
         try (LocalFabric fabric = new LocalFabric()) {
             fabric.failoverWait(java.time.Duration.ofSeconds(5));
             LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
@@ -255,18 +262,43 @@ class LocalReplicaRegionTest {
                 client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
             });
             coordinator.start();
-            assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap ran once, at the primary, and counts in view 3");
-            UnsafeBuffer pages = new UnsafeBuffer(new byte[512]);
-            pages.setMemory(0, 512, (byte) 3);
-            dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(2);
-            batch.write(DATA + 1024, pages, 0, 256);
-            batch.write(DATA + 2048, pages, 256, 256);
-            client.submit(batch);
-            assertNull(batch.firstFailure());
+            long start = System.nanoTime();
+            if (change.equals("a swap")) {
+                assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap ran once, at the primary, and counts in view 3");
+                assertEquals(42, primary.region().getLongVolatile(GlobalAddress.offset(DATA)));
+            } else {
+                UnsafeBuffer pages = new UnsafeBuffer(new byte[512]);
+                pages.setMemory(0, 512, (byte) 3);
+                dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(2);
+                batch.write(DATA + 1024, pages, 0, 256);
+                batch.write(DATA + 2048, pages, 256, 256);
+                client.submit(batch);
+                assertNull(batch.firstFailure(), "both pages count in view 3");
+                assertEquals(0x0303030303030303L, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 2048));
+            }
+            assertTrue(System.nanoTime() - start >= 90_000_000L, "it waited for the view without the dead backup");
             coordinator.join();
-            assertEquals(42, primary.region().getLongVolatile(GlobalAddress.offset(DATA)));
-            assertEquals(0x0303030303030303L, primary.region().getLongVolatile(GlobalAddress.offset(DATA) + 2048));
             client.close();
+        }
+    }
+
+    /**
+     * A copy that stalled past its replica's drop and return must not complete the replica: it was made before the
+     * changes of the views the replica was out of.
+     */
+    @Test
+    void aCopyFromBeforeTheBackupWasAddedAgainDoesNotCompleteIt() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            groupOfTwo(fabric, primary, backup).close(); // copied in view 2
+            primary.installView(3, List.of()); // dropped
+            backup.becomeBackup(4); // added again: it must be copied again
+            assertFalse(backup.complete());
+            backup.copied(2); // the end of a copy of view 2 that stalled all this while
+            assertFalse(backup.complete(), "a copy from before it was added again completes nothing");
+            backup.copied(4);
+            assertTrue(backup.complete(), "a copy of the view it was added in does");
         }
     }
 

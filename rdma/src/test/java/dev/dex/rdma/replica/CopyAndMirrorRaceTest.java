@@ -400,6 +400,175 @@ class CopyAndMirrorRaceTest {
         assertEquals(List.of("backup"), failures, "the backup was reported");
     }
 
+    /** A backup that refuses every write and swap, as a dead one does. */
+    private static RemoteMemory dead(RemoteMemory backup) {
+        return new ForwardingRemoteMemory(backup) {
+            @Override
+            public void write(long address, DirectBuffer src, int srcOffset, int length) {
+                throw new FabricException("the backup died");
+            }
+
+            @Override
+            public long compareAndSwap(long address, long expected, long desired) {
+                throw new FabricException("the backup died");
+            }
+
+            @Override
+            public void submit(dev.dex.rdma.VerbBatch batch) {
+                batch.runEach(this);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+
+    private static ReplicatedRemoteMemory patient(ReplicaSet view, List<String> failures) {
+        return new ReplicatedRemoteMemory(Map.of(SERVER, view), new long[] {REGION}, new long[] {CHUNK}, Duration.ofSeconds(1),
+                Duration.ofSeconds(5), (server, v, name, cause) -> failures.add(name), () -> { });
+    }
+
+    private static void installLater(ReplicatedRemoteMemory client, ReplicaSet next) {
+        Thread later = new Thread(() -> {
+            LockSupport.parkNanos(100_000_000L);
+            client.install(SERVER, next);
+        });
+        later.start();
+    }
+
+    /**
+     * Three replicas, one backup dead: a batch's writes still reach the other backup, so that when the next view leaves
+     * the dead one out, the writes count on every replica it has; the dead backup is reported once for the batch.
+     */
+    @Test
+    void aBatchThatOneOfTwoBackupsFailedReachesTheOtherAndCountsInTheViewWithoutIt() {
+        RemoteMemory primary = replica();
+        RemoteMemory first = replica();
+        RemoteMemory second = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        ReplicaSet.Replica p = new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE);
+        ReplicaSet.Replica b2 = new ReplicaSet.Replica("b2", second, ReplicaSet.State.COMPLETE);
+        ReplicatedRemoteMemory client = patient(new ReplicaSet(1, p,
+                List.of(new ReplicaSet.Replica("b1", dead(first), ReplicaSet.State.COMPLETE), b2)), failures);
+        installLater(client, new ReplicaSet(2, p, List.of(b2)));
+        UnsafeBuffer pages = new UnsafeBuffer(new byte[512]);
+        pages.setMemory(0, 512, (byte) 9);
+        dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(2);
+        batch.write(GlobalAddress.of(SERVER, FIRST), pages, 0, 256);
+        batch.write(GlobalAddress.of(SERVER, FIRST + 256), pages, 256, 256);
+        client.submit(batch);
+        assertEquals(null, batch.firstFailure(), "both writes count in view 2");
+        assertEquals(0x0909090909090909L, second.readLong(GlobalAddress.of(SERVER, FIRST)), "the live backup has the first page");
+        assertEquals(0x0909090909090909L, second.readLong(GlobalAddress.of(SERVER, FIRST + 256)), "and the second");
+        assertEquals(List.of("b1"), failures, "one report of the dead backup for the batch");
+    }
+
+    /**
+     * A change a backup failed counts only when every view since its own was seen: a view that went by unseen may have
+     * had a primary without it, from which a later one was copied. The client then cannot tell, and the change fails.
+     */
+    @Test
+    void aChangeABackupFailedFailsWhenAViewWentByUnseen() {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        ReplicaSet.Replica p = new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE);
+        ReplicatedRemoteMemory client = patient(new ReplicaSet(1, p,
+                List.of(new ReplicaSet.Replica("backup", dead(backup), ReplicaSet.State.COMPLETE))), failures);
+        installLater(client, new ReplicaSet(3, p, List.of())); // view 2 never reached this client
+        UnsafeBuffer value = new UnsafeBuffer(new byte[16]);
+        long start = System.nanoTime();
+        FabricException e = assertThrows(FabricException.class, () -> client.write(GlobalAddress.of(SERVER, FIRST), value, 0, 16));
+        assertTrue(e.getMessage().contains("failed a write in view 1"), e.getMessage());
+        assertTrue(System.nanoTime() - start < 4_000_000_000L, "it failed when view 3 came, not after the 5 s wait");
+    }
+
+    /**
+     * A replica is added while a release is converged: the primary's gate moves to the new view between the release and
+     * its convergence's read of the primary. The convergence goes on in the new view, which keeps the primary, and the
+     * release counts; before, it failed with an unknown outcome and the backup kept the lock held.
+     */
+    @Test
+    void aConvergenceGoesOnWhenTheViewChangesButKeepsThePrimary() {
+        RemoteMemory primaryRegion = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        ViewGate gate = new ViewGate(SERVER, "primary", 1);
+        AtomicBoolean moveOnRead = new AtomicBoolean();
+        ReplicatedRemoteMemory[] client = new ReplicatedRemoteMemory[1];
+        ReplicaSet.Replica b = new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE, new WordOrder());
+        RemoteMemory primaryInView1 = new ForwardingRemoteMemory(new GatedRemoteMemory(primaryRegion, gate, 1)) {
+            @Override
+            public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+                if (moveOnRead.getAndSet(false)) {
+                    gate.advance(2); // a replica is added: the coordinator moves the primary, then the clients
+                    client[0].install(SERVER, new ReplicaSet(2, new ReplicaSet.Replica("primary",
+                            new GatedRemoteMemory(primaryRegion, gate, 2), ReplicaSet.State.COMPLETE), List.of(b)));
+                }
+                super.read(address, dst, dstOffset, length);
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        client[0] = patient(new ReplicaSet(1, new ReplicaSet.Replica("primary", primaryInView1, ReplicaSet.State.COMPLETE),
+                List.of(b)), failures);
+        long lock = GlobalAddress.of(SERVER, FIRST);
+        assertEquals(0, client[0].compareAndSwap(lock, 0, 11));
+        moveOnRead.set(true);
+        UnsafeBuffer zero = new UnsafeBuffer(new byte[8]);
+        client[0].write(lock, zero, 0, 8);
+        assertEquals(0, primaryRegion.readLong(lock));
+        assertEquals(0, backup.readLong(lock), "the release reached the backup in the new view");
+        assertTrue(failures.isEmpty(), failures.toString());
+    }
+
+    /**
+     * Ordered convergences install what they read at the primary, not their own change: A adds at the primary and stalls
+     * before its convergence; B adds after it and converges first. A's turn, after B's, must leave the backup at B's sum.
+     */
+    @Test
+    void anOrderedConvergenceThatComesLateInstallsThePrimarysWordNotItsOwn() throws Exception {
+        RemoteMemory primary = replica();
+        RemoteMemory backup = replica();
+        List<String> failures = new CopyOnWriteArrayList<>();
+        WordOrder order = new WordOrder();
+        java.util.concurrent.CountDownLatch added = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch goOn = new java.util.concurrent.CountDownLatch(1);
+        RemoteMemory stallAfterAdd = new ForwardingRemoteMemory(primary) {
+            @Override
+            public long fetchAndAdd(long address, long delta) {
+                long previous = super.fetchAndAdd(address, delta);
+                added.countDown();
+                try {
+                    assertTrue(goOn.await(10, java.util.concurrent.TimeUnit.SECONDS));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return previous;
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        ReplicatedRemoteMemory a = ordered(stallAfterAdd, backup, order, failures);
+        ReplicatedRemoteMemory b = ordered(primary, backup, order, failures);
+        long counter = GlobalAddress.of(SERVER, FIRST);
+        Thread slow = new Thread(() -> a.fetchAndAdd(counter, 1));
+        slow.start();
+        assertTrue(added.await(10, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(1, b.fetchAndAdd(counter, 1), "B adds after A at the primary");
+        assertEquals(2, backup.readLong(counter), "B's convergence brought the backup to 2");
+        goOn.countDown();
+        slow.join(10_000);
+        assertEquals(2, primary.readLong(counter));
+        assertEquals(2, backup.readLong(counter), "A's late turn did not move the backup back to A's own sum");
+        assertTrue(failures.isEmpty(), failures.toString());
+    }
+
     private static ReplicatedRemoteMemory ordered(RemoteMemory primary, RemoteMemory backup, WordOrder order, List<String> failures) {
         ReplicaSet set = new ReplicaSet(1, new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE),
                 List.of(new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE, order)));
