@@ -23,7 +23,9 @@ import dev.dex.rdma.replica.ViewGate;
  * Closing it (its memory node stopped) retires its gate: every verb on it fails from then on.
  *
  * <p>Concurrency: role, view, completeness and the copy's progress are volatile, changed under this object's monitor
- * (one part at a time); the gate orders verbs against view changes; each copy runs on a thread of its own.
+ * (one part at a time); the gate orders verbs against view changes; each copy runs on a thread of its own. A replica
+ * takes another's monitor only while holding none of its own the other could wait for: {@link #becomePrimary} deposes
+ * the others under its monitor, so {@link #installView} makes its new backups backups outside its own.
  */
 public final class LocalReplicaRegion implements ExportedRegion {
     private static final Logger LOG = LoggerFactory.getLogger(LocalReplicaRegion.class);
@@ -163,6 +165,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
         view = next;
         role = Role.PRIMARY;
         primary = null;
+        backups = List.of(); // its views' backups start now: any it had in an earlier time as primary are copied again
     }
 
     /** Another replica of the server became primary of {@code next}: this one refuses older views from now on. */
@@ -181,8 +184,8 @@ public final class LocalReplicaRegion implements ExportedRegion {
      * again in the view it is in, nothing changes (its copy goes on).
      */
     public synchronized void becomeBackup(long next) {
-        if (role == Role.BACKUP && view == next) {
-            return;
+        if (role == Role.BACKUP && backupSince == next) {
+            return; // asked again for the same view
         }
         gate.advance(next);
         view = next;
@@ -199,41 +202,70 @@ public final class LocalReplicaRegion implements ExportedRegion {
      *
      * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server on this fabric
      */
-    public synchronized void installView(long next, List<String> backups) {
-        if (role != Role.PRIMARY) {
-            throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is " + role + ", not primary");
-        }
-        gate.advance(next);
-        view = next;
-        this.backups = List.copyOf(backups);
-        for (String backupEndpoint : backups) {
-            LocalReplicaRegion backup = fabric.replica(backupEndpoint);
-            if (backup == null || backup.serverId != serverId) {
-                throw new IllegalStateException("no replica of memory server " + serverId + " at " + backupEndpoint + " on this local fabric");
+    public void installView(long next, List<String> backups) {
+        List<LocalReplicaRegion> added = new java.util.ArrayList<>();
+        synchronized (this) {
+            if (role != Role.PRIMARY) {
+                throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is " + role + ", not primary");
             }
-            backup.primary = this;
-            backup.sawView(next);
-            Copy running = copies.get(backupEndpoint);
-            if (running != null && running.thread().isAlive() && running.view() < next) {
-                // A copy of an older view: the gate just moved under it, so its next verb is refused. Let it end, then
-                // start again in this view (it is not tried again otherwise: the coordinator asks incomplete backups
-                // nothing more).
-                try {
-                    running.thread().join(TimeUnit.SECONDS.toMillis(2));
-                } catch (InterruptedException interrupted) {
-                    Thread.currentThread().interrupt();
+            List<LocalReplicaRegion> replicas = new java.util.ArrayList<>();
+            for (String backupEndpoint : backups) {
+                LocalReplicaRegion backup = fabric.replica(backupEndpoint);
+                if (backup == null || backup.serverId != serverId) {
+                    throw new IllegalStateException("no replica of memory server " + serverId + " at " + backupEndpoint + " on this local fabric");
+                }
+                replicas.add(backup);
+                if (!this.backups.contains(backupEndpoint)) {
+                    added.add(backup);
                 }
             }
-            if (backup.complete || running != null && running.thread().isAlive()) {
-                continue;
-            }
-            long inView = next;
-            long rate = fabric.copyRate();
-            Thread copy = new Thread(() -> copyTo(backup, inView, rate), "dex-copy-" + serverId + "-to-" + backupEndpoint);
-            copy.setDaemon(true);
-            copies.put(backupEndpoint, new Copy(copy, inView));
-            copy.start();
+            gate.advance(next);
+            view = next;
+            this.backups = List.copyOf(backups);
         }
+        // New to this primary's views: whatever such a backup says of itself (one dropped while alive still says complete),
+        // it missed the changes of the views it was out of, and is copied again. Outside this replica's monitor: a backup
+        // that becomes primary holds its own while it deposes this one.
+        for (LocalReplicaRegion backup : added) {
+            backup.becomeBackup(next);
+        }
+        synchronized (this) {
+            if (view != next) {
+                return; // a newer view came meanwhile, and started its own copies
+            }
+            for (String backupEndpoint : backups) {
+                startCopy(fabric.replica(backupEndpoint), backupEndpoint, next);
+            }
+        }
+    }
+
+    /** Copies to {@code backup} in {@code next} unless it is complete or a copy of this view runs; under this monitor. */
+    private void startCopy(LocalReplicaRegion backup, String backupEndpoint, long next) {
+        if (backup == null) {
+            return; // gone meanwhile: the next view leaves it out
+        }
+        backup.primary = this;
+        backup.sawView(next);
+        Copy running = copies.get(backupEndpoint);
+        if (running != null && running.thread().isAlive() && running.view() < next) {
+            // A copy of an older view: the gate just moved under it, so its next verb is refused. Let it end, then
+            // start again in this view (it is not tried again otherwise: the coordinator asks incomplete backups
+            // nothing more).
+            try {
+                running.thread().join(TimeUnit.SECONDS.toMillis(2));
+            } catch (InterruptedException interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (backup.complete || running != null && running.thread().isAlive()) {
+            return;
+        }
+        long inView = next;
+        long rate = fabric.copyRate();
+        Thread copy = new Thread(() -> copyTo(backup, inView, rate), "dex-copy-" + serverId + "-to-" + backupEndpoint);
+        copy.setDaemon(true);
+        copies.put(backupEndpoint, new Copy(copy, inView));
+        copy.start();
     }
 
     /** A copy to a backup: its thread, and the view it copies in. */

@@ -269,8 +269,14 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         long walked = set.view();
         while (true) {
             ReplicaSet next = history.get(walked + 1);
-            if (next == null && history.lastKey() > walked + 1 || history.firstKey() > walked + 1) {
-                throw failure; // a view went by unseen: what its primary did to the change is unknown
+            if (next == null && history.lastKey() > walked + 1) {
+                next = history.get(walked + 1); // it may have come just now, with a later one
+                if (next == null) {
+                    throw failure; // a view went by unseen: what its primary did to the change is unknown
+                }
+            }
+            if (history.firstKey() > walked + 1) {
+                throw failure; // trimmed: too many views went by to know
             }
             if (next != null) {
                 if (!took.contains(next.primary().name())) {
@@ -292,6 +298,21 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
             LockSupport.parkNanos(1_000_000);
         }
+    }
+
+    /**
+     * Whether every view from {@code from}'s to {@code to}'s was installed here and had {@code from}'s primary: then no
+     * other replica was primary in between, from which the primary could have been copied again.
+     */
+    private boolean keptPrimary(long address, ReplicaSet from, ReplicaSet to) {
+        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[GlobalAddress.serverId(address)];
+        for (long v = from.view() + 1; v <= to.view(); v++) {
+            ReplicaSet view = history.get(v);
+            if (view == null || !view.primary().name().equals(from.primary().name())) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static List<String> names(ReplicaSet view) {
@@ -583,7 +604,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
                     // converge again in that view, as long as it keeps the primary.
                     ReplicaSet next = nextView(set, address, e.failure);
-                    if (next.primary().name().equals(set.primary().name())) {
+                    if (keptPrimary(address, set, next)) {
                         mirror(next, address, before, after, what);
                         return;
                     }

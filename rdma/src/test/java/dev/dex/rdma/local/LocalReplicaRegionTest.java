@@ -302,6 +302,35 @@ class LocalReplicaRegionTest {
         }
     }
 
+    /**
+     * A backup dropped while it still runs says complete; added again, it must be copied again, even when the primary's
+     * new view reaches it before (or without) its own step to become a backup: it missed the changes made without it.
+     */
+    @Test
+    void aBackupDroppedAndAddedAgainIsCopiedAgain() throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
+            LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
+            groupOfTwo(fabric, primary, backup).close(); // copied in view 2
+            primary.installView(3, List.of()); // dropped: it still runs, and still says complete
+            try (ReplicatedRemoteMemory alone = fabric.connectGroups(Map.of(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())),
+                    (server, view, replica, cause) -> { })) {
+                UnsafeBuffer value = new UnsafeBuffer(new byte[16]);
+                value.putLong(0, 4242);
+                alone.write(DATA, value, 0, 16); // a change it misses
+            }
+            primary.installView(4, List.of(backup.endpoint())); // added again; its own step to become a backup is late
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!backup.complete() && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertTrue(backup.complete());
+            assertEquals(4242, backup.region().getLongVolatile(GlobalAddress.offset(DATA)), "copied again, with the change it missed");
+            backup.becomeBackup(4); // the late step changes nothing now
+            assertTrue(backup.complete());
+        }
+    }
+
     /** Sleeps without a checked exception (a helper thread's pause). */
     private static final class LockSupportSleep {
         static void millis(long ms) {
