@@ -152,11 +152,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(primary.endpoint());
-            new Thread(() -> {
-                LockSupportSleep.millis(100);
-                backup.becomePrimary(3);
-                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
-            }).start();
+            later(() -> failOverTo(fabric, backup, client));
             UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
             word.putLong(0, 77);
             client.write(DATA, word, 0, 8);
@@ -176,11 +172,7 @@ class LocalReplicaRegionTest {
             before.setMemory(0, 64, (byte) 5);
             client.write(DATA + 1024, before, 0, 64);
             fabric.killReplica(primary.endpoint());
-            new Thread(() -> {
-                LockSupportSleep.millis(100);
-                backup.becomePrimary(3);
-                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
-            }).start();
+            later(() -> failOverTo(fabric, backup, client));
             // A flush's batch of page writes and a read, as the engine sends them: pipelined, not one by one.
             UnsafeBuffer pages = new UnsafeBuffer(new byte[2 * 256]);
             pages.setMemory(0, 256, (byte) 1);
@@ -225,12 +217,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(backup.endpoint());
-            Thread coordinator = new Thread(() -> {
-                LockSupportSleep.millis(100);
-                primary.installView(3, List.of());
-                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
-            });
-            coordinator.start();
+            Thread coordinator = later(() -> dropBackups(fabric, primary, client));
             long start = System.nanoTime();
             UnsafeBuffer two = new UnsafeBuffer(new byte[16]);
             two.putLong(0, 5);
@@ -256,12 +243,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(backup.endpoint());
-            Thread coordinator = new Thread(() -> {
-                LockSupportSleep.millis(100);
-                primary.installView(3, List.of());
-                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
-            });
-            coordinator.start();
+            Thread coordinator = later(() -> dropBackups(fabric, primary, client));
             long start = System.nanoTime();
             if (change.equals("a swap")) {
                 assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap ran once, at the primary, and counts in view 3");
@@ -331,6 +313,28 @@ class LocalReplicaRegionTest {
         }
     }
 
+    /** Runs {@code change} 100 ms from now on a thread of its own, as a coordinator's next view would come. */
+    private static Thread later(Runnable change) {
+        Thread thread = new Thread(() -> {
+            LockSupportSleep.millis(100);
+            change.run();
+        });
+        thread.start();
+        return thread;
+    }
+
+    /** The coordinator's failover to {@code backup} in view 3, and the compute node's install of it. */
+    private static void failOverTo(LocalFabric fabric, LocalReplicaRegion backup, ReplicatedRemoteMemory client) {
+        backup.becomePrimary(3);
+        client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
+    }
+
+    /** The coordinator's view 3 of {@code primary} alone, and the compute node's install of it. */
+    private static void dropBackups(LocalFabric fabric, LocalReplicaRegion primary, ReplicatedRemoteMemory client) {
+        primary.installView(3, List.of());
+        client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, primary.endpoint(), List.of())));
+    }
+
     /** Sleeps without a checked exception (a helper thread's pause). */
     private static final class LockSupportSleep {
         static void millis(long ms) {
@@ -359,16 +363,7 @@ class LocalReplicaRegionTest {
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             ReplicatedRemoteMemory client = groupOfTwo(fabric, primary, backup);
             fabric.killReplica(primary.endpoint());
-            Thread failover = new Thread(() -> {
-                try {
-                    Thread.sleep(100);
-                } catch (InterruptedException e) {
-                    return;
-                }
-                backup.becomePrimary(3);
-                client.install(0, fabric.replicaSet(0, new ReplicaEndpoints(3, backup.endpoint(), List.of())));
-            });
-            failover.start();
+            Thread failover = later(() -> failOverTo(fabric, backup, client));
             long start = System.nanoTime();
             assertEquals(0, client.compareAndSwap(DATA, 0, 42), "the swap the dead primary refused ran on the new one");
             assertTrue(System.nanoTime() - start >= 90_000_000L, "it waited for the new view");
