@@ -103,7 +103,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     /**
      * As above; a verb that fails in a view waits up to {@code failoverWait} for a newer view of its server to be
      * installed and runs again there: a read, or a write or an atomic that the primary refused before it ran. A write or
-     * an atomic that ran at the primary and then failed on a backup is not sent again: it throws, its outcome unknown.
+     * an atomic that ran at the primary and then failed on a backup is not sent again: it counts once views every
+     * replica of which holds it come ({@link #awaitViewWithout}), and otherwise throws, its outcome unknown.
      */
     public ReplicatedRemoteMemory(Map<Integer, ReplicaSet> groups, long[] regionLengths, long[] chunkLengths, Duration mirrorTimeout,
                                   Duration failoverWait, BackupFailures failures, Runnable onClose) {
