@@ -70,12 +70,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     public static final Duration DEFAULT_MIRROR_TIMEOUT = Duration.ofSeconds(1);
 
     private final AtomicReference<ReplicaSet>[] groups;
-    /**
-     * The recent views installed for each server, by view number ({@link #HISTORY} at most): a change a backup failed
-     * counts only after every view since its own was seen ({@link #awaitViewWithout}).
-     */
-    private final java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet>[] installed;
-    private static final int HISTORY = 16;
+    /** The recent views installed for each server: a change a backup failed counts only by them ({@link #awaitViewWithout}). */
+    private final ViewHistory[] installed;
     private final int[] serverIds;
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
@@ -121,12 +117,10 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         @SuppressWarnings("unchecked")
         AtomicReference<ReplicaSet>[] byServer = new AtomicReference[max + 1];
         this.groups = byServer;
-        @SuppressWarnings("unchecked")
-        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet>[] history = new java.util.concurrent.ConcurrentSkipListMap[max + 1];
-        this.installed = history;
+        this.installed = new ViewHistory[max + 1];
         groups.forEach((id, set) -> {
             byServer[id] = new AtomicReference<>(set);
-            history[id] = new java.util.concurrent.ConcurrentSkipListMap<>(Map.of(set.view(), set));
+            installed[id] = new ViewHistory(set);
             keep(set);
         });
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
@@ -145,11 +139,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     public boolean install(int serverId, ReplicaSet next) {
         AtomicReference<ReplicaSet> group = groupOf(serverId);
         keep(next);
-        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[serverId];
-        history.putIfAbsent(next.view(), next);
-        while (history.size() > HISTORY) {
-            history.pollFirstEntry();
-        }
+        installed[serverId].record(next);
         while (true) {
             ReplicaSet now = group.get();
             if (next.view() <= now.view()) {
@@ -243,84 +233,14 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     /**
      * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits until
-     * {@code deadline} for a newer view in which every replica holds it, so that it counts (docs/replication.md, "A
-     * backup that fails a change"). It walks the views installed since {@code set}'s one by one:
-     * <ul>
-     *   <li>each view's primary must hold the change, or it throws at once (a failover to a replica that failed it: a
-     *       later view copied from that primary would lose it too);</li>
-     *   <li>a replica that first appears in a view after {@code set}'s holds it once copied, because its copy starts
-     *       after the primary's gate moved past {@code set}'s view, which the change passed before;</li>
-     *   <li>the change counts at the first view every replica of which holds it and none of which failed it.</li>
-     * </ul>
-     * A view this client never installed (the map went past it) leaves the change's history unknown, as does the deadline:
-     * it throws {@code failure}, the change's outcome unknown, as for any failed verb.
+     * {@code deadline} for the views since {@code set}'s to make it count ({@link ViewHistory#awaitHolding}); throws
+     * {@code failure} (the change's outcome unknown) when they do not, or without a failover wait.
      */
     private void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure, long deadline) {
         if (failoverWaitNanos == 0 || closed) {
             throw failure;
         }
-        java.util.Set<String> took = new java.util.HashSet<>();
-        java.util.Set<String> seen = new java.util.HashSet<>();
-        names(set).forEach(name -> {
-            seen.add(name);
-            took.add(name);
-        });
-        failed.forEach(took::remove);
-        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[GlobalAddress.serverId(address)];
-        long walked = set.view();
-        while (true) {
-            ReplicaSet next = history.get(walked + 1);
-            if (next == null && history.lastKey() > walked + 1) {
-                next = history.get(walked + 1); // it may have come just now, with a later one
-                if (next == null) {
-                    throw failure; // a view went by unseen: what its primary did to the change is unknown
-                }
-            }
-            if (history.firstKey() > walked + 1) {
-                throw failure; // trimmed: too many views went by to know
-            }
-            if (next != null) {
-                if (!took.contains(next.primary().name())) {
-                    throw failure;
-                }
-                for (String name : names(next)) {
-                    if (seen.add(name) && !failed.contains(name)) {
-                        took.add(name); // joined after the change: its copy reads a primary that holds it
-                    }
-                }
-                if (took.containsAll(names(next))) {
-                    return;
-                }
-                walked = next.view();
-                continue;
-            }
-            if (System.nanoTime() - deadline > 0 || closed) {
-                throw failure;
-            }
-            LockSupport.parkNanos(1_000_000);
-        }
-    }
-
-    /**
-     * Whether every view from {@code from}'s to {@code to}'s was installed here and had {@code from}'s primary: then no
-     * other replica was primary in between, from which the primary could have been copied again.
-     */
-    private boolean keptPrimary(long address, ReplicaSet from, ReplicaSet to) {
-        java.util.concurrent.ConcurrentSkipListMap<Long, ReplicaSet> history = installed[GlobalAddress.serverId(address)];
-        for (long v = from.view() + 1; v <= to.view(); v++) {
-            ReplicaSet view = history.get(v);
-            if (view == null || !view.primary().name().equals(from.primary().name())) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    private static List<String> names(ReplicaSet view) {
-        List<String> names = new ArrayList<>(view.backups().size() + 1);
-        names.add(view.primary().name());
-        view.backups().forEach(backup -> names.add(backup.name()));
-        return names;
+        installed[GlobalAddress.serverId(address)].awaitHolding(set, failed, failure, deadline, () -> closed);
     }
 
     @Override
@@ -605,7 +525,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
                     // converge again in that view, as long as it keeps the primary.
                     ReplicaSet next = nextView(set, address, e.failure);
-                    if (keptPrimary(address, set, next)) {
+                    if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
                         mirror(next, address, before, after, what);
                         return;
                     }
