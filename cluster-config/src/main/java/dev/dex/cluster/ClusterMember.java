@@ -40,18 +40,44 @@ final class ClusterMember {
         }
     }
 
-    /** The status of every compute node the receptionist lists, by address. */
+    /** The status of every compute node the receptionist lists that answers, by address ({@link #computeAnswers}). */
     static List<ComputeNode.Status> computeStatuses(ActorSystem<?> system) throws Exception {
+        return computeAnswers(system, SILENT_AFTER).statuses();
+    }
+
+    /** How long a listed node has to answer before it counts as silent. */
+    static final Duration SILENT_AFTER = Duration.ofSeconds(2);
+
+    /**
+     * What the compute nodes the receptionist lists answered, by address, and the addresses of those that did not within
+     * {@code silentAfter} (a node killed or cut off stays listed until the cluster removes it).
+     */
+    record ComputeAnswers(List<ComputeNode.Status> statuses, List<String> silent) {
+    }
+
+    /** Asks every listed compute node at once; one that does not answer within {@code silentAfter} is listed as silent. */
+    static ComputeAnswers computeAnswers(ActorSystem<?> system, Duration silentAfter) throws Exception {
         Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
                 r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
                 .get(10, TimeUnit.SECONDS);
+        List<ActorRef<ComputeNode.Command>> nodes = new ArrayList<>(listing.getServiceInstances(ComputeNode.KEY));
+        List<java.util.concurrent.CompletableFuture<ComputeNode.Status>> asked = new ArrayList<>();
+        for (ActorRef<ComputeNode.Command> node : nodes) {
+            asked.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new, silentAfter,
+                    system.scheduler()).toCompletableFuture());
+        }
         List<ComputeNode.Status> statuses = new ArrayList<>();
-        for (ActorRef<ComputeNode.Command> node : listing.getServiceInstances(ComputeNode.KEY)) {
-            statuses.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new,
-                    Duration.ofSeconds(5), system.scheduler()).toCompletableFuture().get(10, TimeUnit.SECONDS));
+        List<String> silent = new ArrayList<>();
+        for (int i = 0; i < nodes.size(); i++) {
+            try {
+                statuses.add(asked.get(i).get(silentAfter.toMillis() + 10_000, TimeUnit.MILLISECONDS));
+            } catch (java.util.concurrent.ExecutionException notAnswered) {
+                silent.add(nodes.get(i).path().address().toString());
+            }
         }
         statuses.sort(java.util.Comparator.comparing(ComputeNode.Status::address));
-        return statuses;
+        silent.sort(null);
+        return new ComputeAnswers(statuses, silent);
     }
 
     /**

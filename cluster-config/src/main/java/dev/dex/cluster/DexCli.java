@@ -459,8 +459,13 @@ public final class DexCli implements Callable<Integer> {
             out.printf("  %-6d %-32s region %,d bytes%s%s%n", memory.serverId(), memory.node().path().address(), memory.regionBytes(),
                     memory.endpoint().isEmpty() ? "" : ", fabric at " + memory.endpoint(), replicaLine(memory.replica()));
         }
-        List<ComputeNode.Status> statuses = ClusterMember.computeStatuses(system);
+        ClusterMember.ComputeAnswers answers = ClusterMember.computeAnswers(system, ClusterMember.SILENT_AFTER);
+        List<ComputeNode.Status> statuses = answers.statuses();
         out.println("compute nodes:");
+        for (String silent : answers.silent()) {
+            out.printf("  %-32s NOT ANSWERING within %d s: down, paused or cut off; its partitions move once the cluster removes it%n",
+                    silent, ClusterMember.SILENT_AFTER.toSeconds());
+        }
         for (ComputeNode.Status s : statuses) {
             out.printf("  %-32s partitions (%d) %s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld());
             String load = loadLine(s);
