@@ -265,7 +265,7 @@ public final class LocalFabric implements Fabric {
     private ReplicaSet.Replica replicaOrGone(int serverId, String endpoint, long view) {
         LocalReplicaRegion replica = replicaRegions.get(endpoint);
         if (replica != null && replica.serverId() == serverId) {
-            return new ReplicaSet.Replica(endpoint, replicaConnection(replica, view), ReplicaSet.State.COMPLETE, replica.gate().words());
+            return new ReplicaSet.Replica(endpoint, replicaConnection(replica, view), ReplicaSet.State.COMPLETE, replica.words());
         }
         return new ReplicaSet.Replica(endpoint, goneConnection(serverId, endpoint, view), ReplicaSet.State.COMPLETE);
     }

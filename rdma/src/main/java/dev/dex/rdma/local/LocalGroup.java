@@ -40,6 +40,8 @@ final class LocalGroup {
         final String name = "server-" + serverId + "-replica-" + named++;
         final Region region = Region.offHeap(regionLength, segmentShift);
         final ViewGate gate = new ViewGate(serverId, name, view);
+        /** The order its clients converge its words in ({@link dev.dex.rdma.replica.WordOrder}). */
+        final dev.dex.rdma.replica.WordOrder words = new dev.dex.rdma.replica.WordOrder();
         ReplicaSet.State state = ReplicaSet.State.COMPLETE;
     }
 
@@ -165,10 +167,10 @@ final class LocalGroup {
     private ReplicaSet set() {
         List<ReplicaSet.Replica> replicas = new ArrayList<>();
         for (Member backup : backups) {
-            replicas.add(new ReplicaSet.Replica(backup.name, connection(backup, view), backup.state, backup.gate.words()));
+            replicas.add(new ReplicaSet.Replica(backup.name, connection(backup, view), backup.state, backup.words));
         }
         return new ReplicaSet(view, new ReplicaSet.Replica(primary.name, connection(primary, view), ReplicaSet.State.COMPLETE,
-                primary.gate.words()), replicas);
+                primary.words), replicas);
     }
 
     private RemoteMemory connection(Member member, long inView) {

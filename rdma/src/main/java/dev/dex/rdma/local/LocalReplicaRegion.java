@@ -13,6 +13,7 @@ import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.replica.RegionCopier;
 import dev.dex.rdma.replica.ViewGate;
+import dev.dex.rdma.replica.WordOrder;
 
 /**
  * One replica of a memory server, exported by one memory node of the cluster on a {@code local} fabric (several
@@ -39,6 +40,8 @@ public final class LocalReplicaRegion implements ExportedRegion {
     private final Region region;
     private final int chunkLength;
     private final ViewGate gate;
+    /** The order every compute node of this JVM converges this replica's words in, as a backup ({@link WordOrder}). */
+    private final WordOrder words = new WordOrder();
     /** A primary's copies to its backups, by endpoint: the thread and the view it copies in. */
     private final Map<String, Copy> copies = new HashMap<>();
     private volatile Role role = Role.SOLE;
@@ -75,6 +78,10 @@ public final class LocalReplicaRegion implements ExportedRegion {
     @Override
     public String endpoint() {
         return endpoint;
+    }
+
+    WordOrder words() {
+        return words;
     }
 
     ViewGate gate() {

@@ -18,7 +18,6 @@ public final class ViewGate {
     private final int serverId;
     private final String replica;
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-    private final WordOrder words = new WordOrder();
     private volatile long view;
     private volatile String gone;
 
@@ -27,11 +26,6 @@ public final class ViewGate {
         this.serverId = serverId;
         this.replica = replica;
         this.view = view;
-    }
-
-    /** The order of the convergences onto this replica's words ({@link WordOrder}), shared by every client in this process. */
-    public WordOrder words() {
-        return words;
     }
 
     /** The view the replica is in. */
