@@ -15,9 +15,9 @@ public final class ReplicaReports {
      * From a complete backup of a group's current view: its primary's stream closed or went silent (docs/replication.md,
      * "Failover"). The coordinator asks the primary's node; unless it answers as primary within
      * {@link ReplicaCoordinator#CONFIRM}, the primary counts as gone in that view, without waiting for the cluster's
-     * failure detector. With {@code certain}, the
-     * backup knows the primary's replica can serve nobody any more ({@code local}: its gate is retired for good, and the
-     * two share the process), so the coordinator fails over without asking.
+     * failure detector. With {@code certain}, the backup knows the primary's replica can serve nobody any more
+     * ({@code local}: its gate is retired for good, and the two share the process), so the coordinator fails over
+     * without asking.
      */
     public record PrimarySuspected(MemoryNode.Description backup, boolean certain)
             implements ReplicaCoordinator.Command, dev.dex.actors.CborSerializable {
@@ -32,8 +32,8 @@ public final class ReplicaReports {
      * wait for them until a view leaves them out (docs/replication.md, "Failover"). The coordinator asks each backup's
      * node; unless it answers as a backup of that view within {@link ReplicaCoordinator#CONFIRM}, or while the link stays
      * broken for {@link ReplicaCoordinator#BACKUP_PATIENCE}, the backup counts as gone and a new view drops it. Dropping a
-     * live backup costs its copy when it is added again, never a write. The backups in {@code certain} can serve nobody any more ({@code local}: their
-     * gates are retired for good), so they are dropped without asking.
+     * live backup costs its copy when it is added again, never a write. The backups in {@code certain} can serve nobody
+     * any more ({@code local}: their gates are retired for good), so they are dropped without asking.
      */
     public record BackupsSuspected(MemoryNode.Description primary, Map<String, String> backups, Set<String> certain)
             implements ReplicaCoordinator.Command, dev.dex.actors.CborSerializable {

@@ -210,12 +210,12 @@ public final class LocalReplicaRegion implements ExportedRegion {
      * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server on this fabric
      */
     public void installView(long next, List<String> backups) {
+        List<LocalReplicaRegion> replicas = new java.util.ArrayList<>();
         List<LocalReplicaRegion> added = new java.util.ArrayList<>();
         synchronized (this) {
             if (role != Role.PRIMARY) {
                 throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is " + role + ", not primary");
             }
-            List<LocalReplicaRegion> replicas = new java.util.ArrayList<>();
             for (String backupEndpoint : backups) {
                 LocalReplicaRegion backup = fabric.replica(backupEndpoint);
                 if (backup == null || backup.serverId != serverId) {
@@ -240,17 +240,18 @@ public final class LocalReplicaRegion implements ExportedRegion {
             if (view != next) {
                 return; // a newer view came meanwhile, and started its own copies
             }
-            for (String backupEndpoint : backups) {
-                startCopy(fabric.replica(backupEndpoint), backupEndpoint, next);
+            for (LocalReplicaRegion backup : replicas) {
+                startCopy(backup, next);
             }
         }
     }
 
     /** Copies to {@code backup} in {@code next} unless it is complete or a copy of this view runs; under this monitor. */
-    private void startCopy(LocalReplicaRegion backup, String backupEndpoint, long next) {
-        if (backup == null) {
+    private void startCopy(LocalReplicaRegion backup, long next) {
+        if (backup.gone()) {
             return; // gone meanwhile: the next view leaves it out
         }
+        String backupEndpoint = backup.endpoint;
         backup.primary = this;
         backup.sawView(next);
         Copy running = copies.get(backupEndpoint);

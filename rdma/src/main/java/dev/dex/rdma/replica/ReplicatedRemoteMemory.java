@@ -377,7 +377,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
         }
         // Each write the primary took goes to every backup; failedOn[i] names the backups that failed slot i.
-        List<String>[] failedOn = null;
+        @SuppressWarnings("unchecked")
+        List<String>[] failedOn = new List[slots.length];
         RuntimeException[] onBackups = new RuntimeException[slots.length];
         for (ReplicaSet.Replica backup : set.backups()) {
             int[] at = new int[slots.length]; // at[j]: the index in slots of the backup batch's verb j
@@ -399,16 +400,13 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                     if (reported == null) {
                         reported = backupFailed(set, batch.address(slots[at[j]]), backup, "a write", fabric);
                     }
-                    if (failedOn == null) {
-                        @SuppressWarnings("unchecked")
-                        List<String>[] lists = new List[slots.length];
-                        failedOn = lists;
-                    }
                     if (failedOn[at[j]] == null) {
                         failedOn[at[j]] = new ArrayList<>();
                     }
                     failedOn[at[j]].add(backup.name());
-                    onBackups[at[j]] = onBackups[at[j]] instanceof FabricException || onBackups[at[j]] == null ? reported : onBackups[at[j]];
+                    if (onBackups[at[j]] == null || onBackups[at[j]] instanceof FabricException) {
+                        onBackups[at[j]] = reported; // a failure that is not the transport's stays the slot's
+                    }
                 } else if (failure != null) {
                     onBackups[at[j]] = failure; // not the transport's: the slot fails with it
                 }
