@@ -10,6 +10,7 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.actor.typed.receptionist.ServiceKey;
 import org.apache.pekko.cluster.typed.Cluster;
 
 import dev.dex.actors.node.ComputeNode;
@@ -57,25 +58,11 @@ final class ClusterMember {
 
     /** Asks every listed compute node at once; one that does not answer within {@code silentAfter} is listed as silent. */
     static ComputeAnswers computeAnswers(ActorSystem<?> system, Duration silentAfter) throws Exception {
-        Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
-                r -> Receptionist.find(ComputeNode.KEY, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
-                .get(10, TimeUnit.SECONDS);
-        List<ActorRef<ComputeNode.Command>> nodes = new ArrayList<>(listing.getServiceInstances(ComputeNode.KEY));
-        List<java.util.concurrent.CompletableFuture<ComputeNode.Status>> asked = new ArrayList<>();
-        for (ActorRef<ComputeNode.Command> node : nodes) {
-            asked.add(AskPattern.<ComputeNode.Command, ComputeNode.Status>ask(node, ComputeNode.GetStatus::new, silentAfter,
-                    system.scheduler()).toCompletableFuture());
-        }
-        List<ComputeNode.Status> statuses = new ArrayList<>();
-        List<String> silent = new ArrayList<>();
-        for (int i = 0; i < nodes.size(); i++) {
-            try {
-                statuses.add(asked.get(i).get(silentAfter.toMillis() + 10_000, TimeUnit.MILLISECONDS));
-            } catch (java.util.concurrent.ExecutionException notAnswered) {
-                silent.add(nodes.get(i).path().address().toString());
-            }
-        }
+        Answers<ComputeNode.Command, ComputeNode.Status> answers = askEveryListed(system, ComputeNode.KEY, ComputeNode.GetStatus::new,
+                silentAfter);
+        List<ComputeNode.Status> statuses = new ArrayList<>(answers.answered());
         statuses.sort(java.util.Comparator.comparing(ComputeNode.Status::address));
+        List<String> silent = new ArrayList<>(answers.silent().stream().map(node -> node.path().address().toString()).toList());
         silent.sort(null);
         return new ComputeAnswers(statuses, silent);
     }
@@ -86,26 +73,41 @@ final class ClusterMember {
      * cluster downs it costs a call those 2 s, not 5 s per dead node one after another.
      */
     static List<dev.dex.actors.node.MemoryNode.Description> memoryDescriptions(ActorSystem<?> system) throws Exception {
-        var key = dev.dex.actors.node.MemoryNode.KEY;
+        List<dev.dex.actors.node.MemoryNode.Description> descriptions = new ArrayList<>(askEveryListed(system,
+                dev.dex.actors.node.MemoryNode.KEY, dev.dex.actors.node.MemoryNode.Describe::new, SILENT_AFTER).answered());
+        descriptions.sort(java.util.Comparator.comparingInt(dev.dex.actors.node.MemoryNode.Description::serverId));
+        return descriptions;
+    }
+
+    /** The answers of the nodes that answered, in listing order, and the nodes that did not. */
+    private record Answers<C, A>(List<A> answered, List<ActorRef<C>> silent) {
+    }
+
+    /**
+     * Asks every node the Receptionist lists under {@code key} at once, with {@code request}; a node that does not answer
+     * within {@code timeout} (killed or cut off, and listed until the cluster removes it) is counted as silent.
+     */
+    private static <C, A> Answers<C, A> askEveryListed(ActorSystem<?> system, ServiceKey<C> key,
+                                                      java.util.function.Function<ActorRef<A>, C> request, Duration timeout)
+            throws Exception {
         Receptionist.Listing listing = AskPattern.<Receptionist.Command, Receptionist.Listing>ask(system.receptionist(),
                 r -> Receptionist.find(key, r), Duration.ofSeconds(5), system.scheduler()).toCompletableFuture()
                 .get(10, TimeUnit.SECONDS);
-        List<java.util.concurrent.CompletableFuture<dev.dex.actors.node.MemoryNode.Description>> asked = new ArrayList<>();
-        for (ActorRef<dev.dex.actors.node.MemoryNode.Command> node : listing.getServiceInstances(key)) {
-            asked.add(AskPattern.<dev.dex.actors.node.MemoryNode.Command, dev.dex.actors.node.MemoryNode.Description>ask(
-                    node, dev.dex.actors.node.MemoryNode.Describe::new, Duration.ofSeconds(2), system.scheduler())
-                    .toCompletableFuture());
+        List<ActorRef<C>> nodes = new ArrayList<>(listing.getServiceInstances(key));
+        List<java.util.concurrent.CompletableFuture<A>> asked = new ArrayList<>();
+        for (ActorRef<C> node : nodes) {
+            asked.add(AskPattern.<C, A>ask(node, request::apply, timeout, system.scheduler()).toCompletableFuture());
         }
-        List<dev.dex.actors.node.MemoryNode.Description> descriptions = new ArrayList<>();
-        for (java.util.concurrent.CompletableFuture<dev.dex.actors.node.MemoryNode.Description> answer : asked) {
+        List<A> answered = new ArrayList<>();
+        List<ActorRef<C>> silent = new ArrayList<>();
+        for (int i = 0; i < nodes.size(); i++) {
             try {
-                descriptions.add(answer.get(10, TimeUnit.SECONDS));
-            } catch (java.util.concurrent.ExecutionException unreachable) {
-                // listed but not answering: shown by its member's status
+                answered.add(asked.get(i).get(timeout.toMillis() + 10_000, TimeUnit.MILLISECONDS));
+            } catch (java.util.concurrent.ExecutionException notAnswered) {
+                silent.add(nodes.get(i));
             }
         }
-        descriptions.sort(java.util.Comparator.comparingInt(dev.dex.actors.node.MemoryNode.Description::serverId));
-        return descriptions;
+        return new Answers<>(answered, silent);
     }
 
     /** Leaves the cluster gracefully and waits (up to 30 s) for the system to stop; whether it stopped. */
