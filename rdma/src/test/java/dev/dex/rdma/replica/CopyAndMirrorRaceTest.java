@@ -376,25 +376,10 @@ class CopyAndMirrorRaceTest {
         RemoteMemory primary = replica();
         RemoteMemory backup = replica();
         List<String> failures = new CopyOnWriteArrayList<>();
-        RemoteMemory refusing = new ForwardingRemoteMemory(backup) {
-            @Override
-            public void write(long address, DirectBuffer src, int srcOffset, int length) {
-                throw new FabricException("the link to the backup broke");
-            }
-
-            @Override
-            public void close() {
-            }
-        };
         ReplicaSet.Replica p = new ReplicaSet.Replica("primary", primary, ReplicaSet.State.COMPLETE);
-        ReplicaSet view1 = new ReplicaSet(1, p, List.of(new ReplicaSet.Replica("backup", refusing, ReplicaSet.State.COMPLETE)));
-        ReplicatedRemoteMemory client = new ReplicatedRemoteMemory(Map.of(SERVER, view1), new long[] {REGION}, new long[] {CHUNK},
-                Duration.ofSeconds(1), Duration.ofSeconds(30), (server, view, name, cause) -> failures.add(name), () -> { });
-        Thread failover = new Thread(() -> {
-            LockSupport.parkNanos(100_000_000L);
-            client.install(SERVER, new ReplicaSet(2, new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE), List.of()));
-        });
-        failover.start();
+        ReplicatedRemoteMemory client = patient(new ReplicaSet(1, p,
+                List.of(new ReplicaSet.Replica("backup", dead(backup), ReplicaSet.State.COMPLETE))), failures, Duration.ofSeconds(30));
+        installLater(client, new ReplicaSet(2, new ReplicaSet.Replica("backup", backup, ReplicaSet.State.COMPLETE), List.of()));
         UnsafeBuffer value = new UnsafeBuffer(new byte[16]);
         long start = System.nanoTime();
         FabricException e = assertThrows(FabricException.class, () -> client.write(GlobalAddress.of(SERVER, FIRST), value, 0, 16));
@@ -427,9 +412,14 @@ class CopyAndMirrorRaceTest {
         };
     }
 
+    /** A client of one server in {@code view} that waits up to 5 s for a newer view, reporting failed backups by name. */
     private static ReplicatedRemoteMemory patient(ReplicaSet view, List<String> failures) {
+        return patient(view, failures, Duration.ofSeconds(5));
+    }
+
+    private static ReplicatedRemoteMemory patient(ReplicaSet view, List<String> failures, Duration failoverWait) {
         return new ReplicatedRemoteMemory(Map.of(SERVER, view), new long[] {REGION}, new long[] {CHUNK}, Duration.ofSeconds(1),
-                Duration.ofSeconds(5), (server, v, name, cause) -> failures.add(name), () -> { });
+                failoverWait, (server, v, name, cause) -> failures.add(name), () -> { });
     }
 
     private static void installLater(ReplicatedRemoteMemory client, ReplicaSet next) {
