@@ -240,6 +240,7 @@ final class Admission {
         frames.lockFree(f);
         arena.wrap(path.frameViewAt[d], f).copyFrom(image);
         arena.address(f, address);
+        arena.ownerHint(f, engine.partitions.ownerOf(image)); // -1 (FrameArena.SPANS) for a node that spans partitions
         arena.clearFlags(f);
         arena.flag(f, SHARED, shared);
         arena.state(f, HOT);

@@ -44,6 +44,16 @@ final class FrameArena {
 
     private final UnsafeBuffer[] segments;
     private final int frames;
+    /**
+     * Per frame, the partition its node lay in when it was admitted ({@link #ownerHint}), {@link #SPANS} or
+     * {@link #NO_OWNER}: on the heap, so that a release finds a partition's frames without reading every frame.
+     */
+    private final int[] owners;
+
+    /** {@link #ownerHint} of a frame whose node spanned partitions when it was admitted. */
+    static final int SPANS = -1;
+    /** {@link #ownerHint} of a free frame. */
+    static final int NO_OWNER = -2;
 
     FrameArena(long bytes) {
         long count = bytes / FRAME_LENGTH;
@@ -57,6 +67,8 @@ final class FrameArena {
             int inSegment = Math.min(1 << SEGMENT_SHIFT, frames - (s << SEGMENT_SHIFT));
             segments[s] = new UnsafeBuffer(BufferUtil.allocateDirectAligned(inSegment * FRAME_LENGTH, 64));
         }
+        owners = new int[frames];
+        java.util.Arrays.fill(owners, NO_OWNER);
     }
 
     int frames() {
@@ -143,9 +155,10 @@ final class FrameArena {
         segment(frame).putInt(base(frame) + FLAGS_OFFSET, 0);
     }
 
-    /** Returns a locked frame's header to the free state: no address, no parent, no flags. */
+    /** Returns a locked frame's header to the free state: no address, no parent, no flags, no owner. */
     void reset(int frame) {
         state(frame, FrameHeaderDescriptor.FREE);
+        owners[frame] = NO_OWNER;
         address(frame, GlobalAddress.NULL);
         parent(frame, FrameHeaderDescriptor.NO_FRAME);
         clearFlags(frame);
@@ -153,6 +166,28 @@ final class FrameArena {
 
     long address(int frame) {
         return segment(frame).getLong(base(frame) + ADDRESS_OFFSET);
+    }
+
+    /**
+     * The partition the frame's node lay in when it was admitted, {@link #SPANS} if it spanned several then, or
+     * {@link #NO_OWNER} if the frame is free; set under the frame's lock, read without it.
+     *
+     * <p>Why a hint taken at admission stays true while the frame caches that node: a node's fences only narrow
+     * while its address stays (a split keeps the left half in place; nodes are never merged or moved, and the
+     * partition table is fixed), so a node inside one partition stays inside it, and only a {@link #SPANS} node can
+     * come to lie in one partition later. A reader must therefore read a {@link #SPANS} frame to learn its
+     * partition, and may skip a frame whose hint names another partition. A reader that skips on a stale hint (the
+     * frame admitted meanwhile, by another thread, a node of the partition it looks for) must learn of that
+     * admission otherwise: a release knows every admission into its partition happened before its operations
+     * drained ({@link Flush#dropPartition}).
+     */
+    int ownerHint(int frame) {
+        return owners[frame];
+    }
+
+    /** Sets {@link #ownerHint} of a frame locked for admission. */
+    void ownerHint(int frame, int partition) {
+        owners[frame] = partition;
     }
 
     void address(int frame, long address) {

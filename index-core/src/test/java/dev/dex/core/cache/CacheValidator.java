@@ -29,6 +29,8 @@ import dev.dex.rdma.GlobalAddress;
  *       map holds only COOLING frames;</li>
  *   <li>the dirty count adds up; no shared node is dirty; cached leaves are owned (shared leaves are
  *       never cached); the SHARED flag matches the node's fences;</li>
+ *   <li>a frame's owner hint names its node's partition or says it spanned several when admitted, and a free
+ *       frame has none;</li>
  *   <li>the root frame, if any, is HOT, pinned, and caches the engine's root address.</li>
  * </ul>
  */
@@ -128,6 +130,9 @@ public final class CacheValidator {
                 if (arena.flag(f, DIRTY)) {
                     problem("free frame " + f + " is dirty");
                 }
+                if (arena.ownerHint(f) != FrameArena.NO_OWNER) {
+                    problem("free frame " + f + " has the owner hint " + arena.ownerHint(f));
+                }
                 continue;
             }
             if (!mapped.contains(f)) {
@@ -140,6 +145,12 @@ public final class CacheValidator {
             if (node.address() != arena.address(f)) {
                 problem("frame " + f + " header says " + GlobalAddress.toString(arena.address(f)) + " but its image is "
                         + GlobalAddress.toString(node.address()));
+            }
+            // A release skips a frame by its hint: a hint that names a partition must name the node's partition.
+            int hint = arena.ownerHint(f);
+            if (hint != FrameArena.SPANS && hint != engine.partitions.ownerOf(node)) {
+                problem("frame " + f + " has the owner hint " + hint + " but its node lies in partition "
+                        + engine.partitions.ownerOf(node) + ": " + node);
             }
             // Owned here only if inside one partition that this engine holds (a node of another compute
             // node's partition is a read-only, possibly stale copy, treated as shared).

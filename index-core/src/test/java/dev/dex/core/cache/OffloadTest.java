@@ -216,6 +216,7 @@ class OffloadTest {
                 engine.exclusion.leaveFrame(leaf);
                 arena.state(leaf, FrameHeaderDescriptor.FREE);
                 arena.address(leaf, 0);
+                arena.ownerHint(leaf, FrameArena.NO_OWNER);
                 arena.clearFlags(leaf);
                 arena.unlock(leaf);
             });
@@ -496,6 +497,7 @@ class OffloadTest {
             engine.exclusion.leaveFrame(levelOne);
             arena.state(levelOne, FrameHeaderDescriptor.FREE);
             arena.address(levelOne, 0);
+            arena.ownerHint(levelOne, FrameArena.NO_OWNER);
             arena.clearFlags(levelOne);
             arena.unlock(levelOne);
         }

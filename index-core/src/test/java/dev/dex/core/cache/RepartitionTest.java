@@ -125,6 +125,64 @@ class RepartitionTest {
         }
     }
 
+    /**
+     * A release finds a partition's frames by the owner hints set at admission ({@link FrameArena#ownerHint}). A node
+     * that spanned two partitions when it was cached and was then narrowed into one by a split is hinted as spanning:
+     * a release of that partition must still find it and drop it.
+     */
+    @Test
+    void aCachedNodeNarrowedIntoAPartitionLeavesTheCacheWithItsRelease() {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 1, false, 0, 1.0)) {
+            RemoteMemory admin = fixture.admin;
+            NodeView root = read(admin, Superblock.read(admin).root());
+            NodeView x = read(admin, root.child(2));
+            assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
+            long bound = x.key(KeyFormat.EIGHT.innerCapacity() / 2);
+            PartitionTable.store(admin, PartitionTable.ofUpperBounds(bound));
+            DexEngineSettings config = DexEngineSettings.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+            try (DexEngine a = DexEngine.open(fixture.fabric.connect(0), config)) {
+                a.acquire(0);
+                a.acquire(1);
+                DexSession session = a.newSession();
+                assertTrue(session.lookup(x.key(1)), "x is cached, spanning both partitions");
+                int spanning = frameOf(a, root.child(2));
+                assertEquals(FrameArena.SPANS, a.arena.ownerHint(spanning));
+                // An insert below x in partition 1 splits x at `bound`: its left half, still in the same frame, lies in 0.
+                assertTrue(session.insert(bound + 1 + 2 * 200, 1));
+                NodeView narrowed = a.arena.wrap(new NodeView(a.keys), spanning);
+                assertEquals(root.child(2), a.arena.address(spanning), "x's left half stays cached in its frame");
+                assertEquals(0, a.partitions.ownerOf(narrowed), "x's left half lies in partition 0: " + narrowed);
+                session.close();
+
+                a.release(0);
+                assertEquals(List.of(), framesIn(a, 0), "no frame of partition 0 stays cached after its release");
+                CacheValidator.validate(a);
+            }
+        }
+    }
+
+    /** The frame that caches {@code address} in {@code engine}, or fails. */
+    private static int frameOf(DexEngine engine, long address) {
+        for (int f = 0; f < engine.arena.frames(); f++) {
+            if (engine.arena.state(f) != FrameHeaderDescriptor.FREE && engine.arena.address(f) == address) {
+                return f;
+            }
+        }
+        throw new AssertionError("nothing caches " + address);
+    }
+
+    /** The frames of {@code engine} that cache a node inside {@code partition}. */
+    private static List<Integer> framesIn(DexEngine engine, int partition) {
+        List<Integer> frames = new ArrayList<>();
+        NodeView view = new NodeView(engine.keys);
+        for (int f = 0; f < engine.arena.frames(); f++) {
+            if (engine.arena.state(f) != FrameHeaderDescriptor.FREE && engine.partitions.ownerOf(engine.arena.wrap(view, f)) == partition) {
+                frames.add(f);
+            }
+        }
+        return frames;
+    }
+
     private static NodeView read(RemoteMemory memory, long address) {
         NodeView view = new NodeView().wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
         memory.read(address, view.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
