@@ -62,8 +62,11 @@ final class Flush {
 
     /**
      * Drops every frame of a node inside {@code partition}. Scans again after dropping until a scan finds
-     * none: no new frame of the partition can appear meanwhile (its operations have drained and others
-     * only admit nodes covering their own keys), so the scans end.
+     * none: no new frame of the partition is admitted meanwhile (its operations have drained and others
+     * only admit nodes covering their own keys), so the scans end. (One way a frame can still come to lie in the
+     * partition meanwhile: another partition's operation splits a cached node that spans both, and the half left
+     * in place lies in this one. A scan that passed that frame before misses it, as it always did; the cached copy
+     * is then another partition's node to this engine, read only, and the next acquire of the partition drops it.)
      *
      * @return {pages written, frames dropped}
      */
@@ -214,7 +217,9 @@ final class Flush {
      * scans of a release skip the other frames without touching them (a cache of 64 MiB has 60,000 frames, and reading
      * each frame's header and fences cost a release 150-300 ms under load; the hints are an array of ints). A frame
      * admitted into the partition since the hint was read cannot be missed: the partition's operations have drained
-     * before a release scans, and no other partition's operation admits a node inside this one.
+     * before a release scans, and no other partition's operation admits a node inside this one (see
+     * {@link FrameArena#ownerHint} for why a hint stays good, and {@link #dropPartition} for the one way a frame comes
+     * to lie in the partition otherwise).
      */
     private boolean mayLieIn(int f, int partition) {
         int hint = arena.ownerHint(f);

@@ -158,7 +158,7 @@ final class FrameArena {
     /** Returns a locked frame's header to the free state: no address, no parent, no flags, no owner. */
     void reset(int frame) {
         state(frame, FrameHeaderDescriptor.FREE);
-        owners[frame] = NO_OWNER;
+        ownerHint(frame, NO_OWNER);
         address(frame, GlobalAddress.NULL);
         parent(frame, FrameHeaderDescriptor.NO_FRAME);
         clearFlags(frame);
@@ -172,23 +172,30 @@ final class FrameArena {
      * The partition the frame's node lay in when it was admitted, {@link #SPANS} if it spanned several then, or
      * {@link #NO_OWNER} if the frame is free; set under the frame's lock, read without it.
      *
-     * <p>Why a hint taken at admission stays true while the frame caches that node: a node's fences only narrow
-     * while its address stays (a split keeps the left half in place; nodes are never merged or moved, and the
-     * partition table is fixed), so a node inside one partition stays inside it, and only a {@link #SPANS} node can
-     * come to lie in one partition later. A reader must therefore read a {@link #SPANS} frame to learn its
-     * partition, and may skip a frame whose hint names another partition. A reader that skips on a stale hint (the
-     * frame admitted meanwhile, by another thread, a node of the partition it looks for) must learn of that
-     * admission otherwise: a release knows every admission into its partition happened before its operations
-     * drained ({@link Flush#dropPartition}).
+     * <p>Why a hint taken at admission stays good while the frame caches that node: a node's low fence never
+     * changes at its address (a split keeps the left half in place, a clip keeps the low fence, nodes are never freed,
+     * merged or moved, and the partition table is fixed), and {@code PartitionTable.ownerOf} names a partition only for
+     * a node whose low fence lies at or above that partition's lower bound. Its high fence may narrow (a split) or
+     * widen again (a refresh of a clipped copy, a split undone), so a node hinted {@code p} lies in {@code p} or spans
+     * partitions, never in another partition; and a {@link #SPANS} node may come to lie in one partition later. A
+     * reader that looks for the frames inside a partition must therefore read every {@link #SPANS} frame and every
+     * frame hinted with that partition, and may skip the others. A frame whose hint it read before the frame's
+     * admission it must learn of otherwise: a release knows every admission into its partition happened before its
+     * operations drained ({@link Flush#dropPartition}).
+     *
+     * <p>Set with release and read with acquire semantics: a hint read after the admission that set it (in whatever
+     * order the release learns of that admission) is that hint, not the frame's earlier one.
      */
     int ownerHint(int frame) {
-        return owners[frame];
+        return (int) OWNERS.getAcquire(owners, frame);
     }
 
-    /** Sets {@link #ownerHint} of a frame locked for admission. */
+    /** Sets {@link #ownerHint} of a frame locked for admission (or reset). */
     void ownerHint(int frame, int partition) {
-        owners[frame] = partition;
+        OWNERS.setRelease(owners, frame, partition);
     }
+
+    private static final java.lang.invoke.VarHandle OWNERS = java.lang.invoke.MethodHandles.arrayElementVarHandle(int[].class);
 
     void address(int frame, long address) {
         segment(frame).putLong(base(frame) + ADDRESS_OFFSET, address);

@@ -146,11 +146,15 @@ public final class CacheValidator {
                 problem("frame " + f + " header says " + GlobalAddress.toString(arena.address(f)) + " but its image is "
                         + GlobalAddress.toString(node.address()));
             }
-            // A release skips a frame by its hint: a hint that names a partition must name the node's partition.
+            // A release skips a frame by its hint: a node hinted with a partition lies in it or spans partitions (a
+            // clipped copy refreshed wider), never in another partition; a cached leaf lies in one partition.
             int hint = arena.ownerHint(f);
-            if (hint != FrameArena.SPANS && hint != engine.partitions.ownerOf(node)) {
-                problem("frame " + f + " has the owner hint " + hint + " but its node lies in partition "
-                        + engine.partitions.ownerOf(node) + ": " + node);
+            int owner = engine.partitions.ownerOf(node);
+            if (hint != FrameArena.SPANS && owner != FrameArena.SPANS && hint != owner) {
+                problem("frame " + f + " has the owner hint " + hint + " but its node lies in partition " + owner + ": " + node);
+            }
+            if (node.isLeaf() && hint == FrameArena.SPANS) {
+                problem("cached leaf in frame " + f + " is hinted as spanning partitions: " + node);
             }
             // Owned here only if inside one partition that this engine holds (a node of another compute
             // node's partition is a read-only, possibly stale copy, treated as shared).
