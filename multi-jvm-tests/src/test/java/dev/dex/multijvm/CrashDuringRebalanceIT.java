@@ -79,7 +79,9 @@ class CrashDuringRebalanceIT {
         // Away from the round that just moved a partition (rounds run every 2 s here): a kill in the milliseconds between a
         // round's probe and compute-1's acknowledgement, which no probe can see, would hold a move between the live
         // nodes until compute-1's removal (a move away from compute-1 would end then too: MoveFromADeadRegionTest).
-        Thread.sleep(1_000);
+        // So the kill waits for 1 s after the last handoff the old owners logged, halfway to the next round; seeing the
+        // move in the map can take a second itself, which once put the kill on the next round.
+        awaitHalfwayBetweenRounds(List.of(coordinator, crashing));
         long killed = System.nanoTime();
         crashing.kill();
         cluster.log(crashing + " killed while partitions move to compute-2; it held partitions " + crashed);
@@ -125,5 +127,34 @@ class CrashDuringRebalanceIT {
         cluster.log("mix: " + mix.summary());
 
         cluster.log("verified: " + mix.assertNothingLost(KEYS));
+    }
+
+    private static final java.util.regex.Pattern HANDED_OFF = java.util.regex.Pattern.compile(
+            "(?m)^(\\d\\d:\\d\\d:\\d\\d\\.\\d{3}) .*handed off in");
+
+    /**
+     * Returns 1 s after the last handoff the {@code owners} logged, as long as that is at most 1.3 s ago; otherwise
+     * waits for the next round's handoff (up to 10 s) and returns 1 s after it. The nodes' logs carry this host's time.
+     */
+    private static void awaitHalfwayBetweenRounds(List<NodeProcess> owners) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            java.time.LocalTime last = null;
+            for (NodeProcess owner : owners) {
+                java.util.regex.Matcher m = HANDED_OFF.matcher(owner.logText());
+                while (m.find()) {
+                    java.time.LocalTime at = java.time.LocalTime.parse(m.group(1));
+                    last = last == null || at.isAfter(last) ? at : last;
+                }
+            }
+            assertTrue(last != null, "an old owner logged a handoff");
+            long sinceMillis = java.time.Duration.between(last, java.time.LocalTime.now()).toMillis();
+            if (sinceMillis <= 1_300) {
+                Thread.sleep(Math.max(0, 1_000 - sinceMillis));
+                return;
+            }
+            assertTrue(System.nanoTime() < deadline, "no rebalance round moved a partition for 10 s");
+            Thread.sleep(50);
+        }
     }
 }
