@@ -10,14 +10,22 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.replica.ReplicaEndpoints;
+import dev.dex.rdma.replica.ReplicaGoneException;
+import dev.dex.rdma.replica.ReplicaSet;
+import dev.dex.rdma.replica.ReplicatedRemoteMemory;
+import dev.dex.rdma.replica.ViewGate;
 import dev.dex.rdma.tcp.TcpFabric;
 
 /**
@@ -61,6 +69,8 @@ public final class DisniFabric implements Fabric {
     private final RdmaTransport transport;
     private final Map<Integer, DisniRegion> regions = new ConcurrentHashMap<>();
     private final Set<DisniRemoteMemory> clients = ConcurrentHashMap.newKeySet();
+    /** The region behind the stand-in of a replica that cannot be reached ({@link #goneReplica}); made on first use. */
+    private Region nothing;
     private volatile boolean closed;
 
     /**
@@ -127,7 +137,7 @@ public final class DisniFabric implements Fabric {
                     // are; a fence of the control fabric (at downing, or a new owner's FENCE) revokes the keys too.
                     // The revocation is in place before the first key is handed out.
                     tcp.whenFenced(serverId, exported.grants::fence);
-                    tcp.handleMessages(serverId, exported.grants);
+                    tcp.handleMessages(serverId, exported.messages);
                 }
             } catch (RuntimeException e) {
                 regions.remove(serverId, exported);
@@ -161,7 +171,7 @@ public final class DisniFabric implements Fabric {
             }
             servers.put(id, exported.descriptor);
         }
-        return open(servers, 0);
+        return open(servers, 0, -1);
     }
 
     /**
@@ -190,19 +200,142 @@ public final class DisniFabric implements Fabric {
         }
         SortedMap<Integer, RdmaRegionDescriptor> servers = new TreeMap<>();
         for (Map.Entry<Integer, String> entry : endpoints.entrySet()) {
-            Integer id = Objects.requireNonNull(entry.getKey(), "memory server id");
-            RdmaRegionDescriptor descriptor;
-            try {
-                descriptor = RdmaRegionDescriptor.parse(entry.getValue());
-            } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("endpoint of memory server " + id + ": " + e.getMessage(), e);
-            }
-            if (descriptor.serverId() != id) {
-                throw new IllegalArgumentException("endpoint of memory server " + id + " describes memory server " + descriptor.serverId());
-            }
-            servers.put(id, descriptor);
+            servers.put(entry.getKey(), descriptorOf(entry.getKey(), entry.getValue()));
         }
-        return open(servers, clientId);
+        return open(servers, clientId, -1);
+    }
+
+    private static RdmaRegionDescriptor descriptorOf(Integer id, String endpoint) {
+        Objects.requireNonNull(id, "memory server id");
+        RdmaRegionDescriptor descriptor;
+        try {
+            descriptor = RdmaRegionDescriptor.parse(endpoint);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("endpoint of memory server " + id + ": " + e.getMessage(), e);
+        }
+        if (descriptor.serverId() != id) {
+            throw new IllegalArgumentException("endpoint of memory server " + id + " describes memory server " + descriptor.serverId());
+        }
+        return descriptor;
+    }
+
+    /**
+     * As {@link #connect(Map, long)}, for replicas of replica groups in view {@code view} (docs/replication.md): the keys
+     * are granted in that view and revoked when a replica moves past it ({@link #advanceView}), atomics run on each
+     * replica's memory node in that view ({@link ViewAtomics}), and a verb a replica refused because it is in a newer
+     * view throws {@link dev.dex.rdma.replica.StaleViewException}: the client is to install the newer view, connect in
+     * it and send the verb again there.
+     *
+     * @throws dev.dex.rdma.replica.StaleViewException when a replica is in a newer view already
+     * @throws dev.dex.rdma.FencedException            when a memory server has fenced that identity already
+     */
+    public RemoteMemory connect(Map<Integer, String> endpoints, long clientId, long view) {
+        if (view < 0) {
+            throw new IllegalArgumentException("a view is >= 0: " + view);
+        }
+        if (endpoints.isEmpty()) {
+            throw new IllegalArgumentException("connect needs at least one memory server endpoint");
+        }
+        SortedMap<Integer, RdmaRegionDescriptor> servers = new TreeMap<>();
+        for (Map.Entry<Integer, String> entry : endpoints.entrySet()) {
+            servers.put(entry.getKey(), descriptorOf(entry.getKey(), entry.getValue()));
+        }
+        return open(servers, clientId, view);
+    }
+
+    /**
+     * Connects a compute node to replicated servers, each in the view given: a client that writes every replica of the
+     * view itself ({@link ReplicatedRemoteMemory}, the compute-side write path of docs/replication.md), with a
+     * {@code disni} connection in that view to each replica; {@link ReplicatedRemoteMemory#install} with
+     * {@link #replicaSet} moves it to a later view. The replicas' clients share no process, so convergences of a word
+     * take no common order ({@link ReplicaSet.Replica#words()} is null): the known race of docs/replication.md stays.
+     *
+     * @param clientId     the compute node's fabric identity
+     * @param failoverWait how long a verb refused in a view waits for a newer one to be installed
+     * @param failures     told of every backup that failed a change
+     */
+    public ReplicatedRemoteMemory connectGroups(Map<Integer, ReplicaEndpoints> views, long clientId, java.time.Duration failoverWait,
+                                                ReplicatedRemoteMemory.BackupFailures failures) {
+        int max = views.keySet().stream().mapToInt(Integer::intValue).max().orElseThrow(
+                () -> new IllegalArgumentException("connect needs at least one memory server"));
+        long[] regionLengths = new long[max + 1];
+        long[] chunkLengths = new long[max + 1];
+        Map<Integer, ReplicaSet> sets = new java.util.HashMap<>();
+        try {
+            views.forEach((id, endpoints) -> {
+                RdmaRegionDescriptor primary = descriptorOf(id, endpoints.primary());
+                ReplicaSet set = replicaSet(id, endpoints, clientId);
+                sets.put(id, set);
+                regionLengths[id] = primary.regionLength();
+                chunkLengths[id] = set.primary().memory().chunkAllocator().chunkLength(id);
+            });
+        } catch (RuntimeException e) {
+            for (ReplicaSet set : sets.values()) {
+                set.primary().memory().close();
+                set.backups().forEach(backup -> backup.memory().close());
+            }
+            throw e;
+        }
+        return new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT, failoverWait,
+                failures, () -> { });
+    }
+
+    /**
+     * Server {@code serverId}'s replicas in a view, as client {@code clientId} reaches them: a connection in that view to
+     * the primary and to each backup. A backup that cannot be reached stands in as a replica that fails every verb
+     * ({@link ReplicaGoneException}), so every change fails on it until a view without it comes; a primary that cannot
+     * be reached fails the call.
+     *
+     * @throws dev.dex.rdma.replica.StaleViewException when the primary is in a newer view already
+     */
+    public ReplicaSet replicaSet(int serverId, ReplicaEndpoints endpoints, long clientId) {
+        RemoteMemory primary = connect(Map.of(serverId, endpoints.primary()), clientId, endpoints.view());
+        List<ReplicaSet.Replica> backups = new ArrayList<>();
+        for (String backup : endpoints.backups()) {
+            RemoteMemory memory;
+            try {
+                memory = connect(Map.of(serverId, backup), clientId, endpoints.view());
+            } catch (RuntimeException unreachable) {
+                LOG.warn("memory server {}'s backup {} cannot be reached in view {}: {}", serverId, backup, endpoints.view(),
+                        unreachable.toString());
+                memory = goneReplica(serverId, backup, endpoints.view(), unreachable);
+            }
+            backups.add(new ReplicaSet.Replica(backup, memory, ReplicaSet.State.COMPLETE));
+        }
+        return new ReplicaSet(endpoints.view(), new ReplicaSet.Replica(endpoints.primary(), primary, ReplicaSet.State.COMPLETE), backups);
+    }
+
+    /** A replica that cannot be reached: a retired gate over a small region of this process that no verb reaches. */
+    private RemoteMemory goneReplica(int serverId, String endpoint, long view, RuntimeException why) {
+        ViewGate gone = new ViewGate(serverId, endpoint, view);
+        gone.retire("memory server " + serverId + "'s replica " + endpoint + " cannot be reached: " + why.getMessage());
+        Region[] byServer = new Region[serverId + 1];
+        byServer[serverId] = nothing();
+        return new dev.dex.rdma.replica.GatedRemoteMemory(new dev.dex.rdma.DirectRemoteMemory(byServer, 0, () -> { }), gone, view);
+    }
+
+    private synchronized Region nothing() {
+        if (nothing == null) {
+            nothing = Region.offHeap(2L * dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+            dev.dex.rdma.RegionFormat.format(nothing, dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+        }
+        return nothing;
+    }
+
+    /**
+     * Moves memory server {@code serverId}'s replica, exported here, to view {@code next} of its group: once this returns,
+     * no atomic of an older view runs on it any more, and the device applies no READ or WRITE with a key of an older view.
+     *
+     * @throws IllegalArgumentException for a server not exported here, or a view older than the replica's
+     * @throws RuntimeException         when a key could not be revoked (the next advance tries again)
+     */
+    public void advanceView(int serverId, long next) {
+        DisniRegion exported = regions.get(serverId);
+        if (exported == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this disni fabric");
+        }
+        exported.gate.advance(next);
+        exported.grants.advanceView(next);
     }
 
     /**
@@ -273,7 +406,7 @@ public final class DisniFabric implements Fabric {
         }
     }
 
-    private RemoteMemory open(SortedMap<Integer, RdmaRegionDescriptor> servers, long clientId) {
+    private RemoteMemory open(SortedMap<Integer, RdmaRegionDescriptor> servers, long clientId, long view) {
         if (closed) {
             throw new IllegalArgumentException("this disni fabric is closed");
         }
@@ -281,14 +414,15 @@ public final class DisniFabric implements Fabric {
         servers.forEach((id, descriptor) -> controlEndpoints.put(id, descriptor.controlEndpoint()));
         RemoteMemory controlMemory = clientId == 0 ? control.connect(controlEndpoints) : control.connect(controlEndpoints, clientId);
         OneSidedVerbs verbs = null;
-        Keys keys = new Keys(controlMemory, clientId);
+        Keys keys = new Keys(controlMemory, clientId, view);
         DisniRemoteMemory memory;
         try {
             // Connecting needs only the address; the keys come after, so an unreachable server costs no grant.
             verbs = transport.connect(servers.values());
             SortedMap<Integer, RdmaRegionDescriptor> granted = new TreeMap<>();
             servers.forEach((id, descriptor) -> granted.put(id, descriptor.withRkeys(keys.grant(id, descriptor))));
-            memory = new DisniRemoteMemory(granted, verbs, controlMemory, settings.maxTransfer(), keys::release, clients::remove);
+            memory = new DisniRemoteMemory(granted, verbs, controlMemory, settings.maxTransfer(), keys::release, clients::remove,
+                    view, view < 0 ? null : keys);
         } catch (RuntimeException e) {
             if (verbs != null) {
                 verbs.close();
@@ -313,25 +447,28 @@ public final class DisniFabric implements Fabric {
      * another process's over the control connection (whose greeting names the client). Released when the
      * client closes, before its control connection does.
      */
-    private final class Keys {
+    private final class Keys implements ViewAtomics.Client {
         private final RemoteMemory controlMemory;
         private final long clientId;
+        /** The view the keys are asked in, or -1 (plain grants of view 0). */
+        private final long view;
         private final Map<Integer, RdmaGrants.Granted> granted = new TreeMap<>();
-        private final Map<Integer, DisniRegion> local = new TreeMap<>();
+        private final Map<Integer, DisniRegion> local = new java.util.concurrent.ConcurrentHashMap<>();
 
-        Keys(RemoteMemory controlMemory, long clientId) {
+        Keys(RemoteMemory controlMemory, long clientId, long view) {
             this.controlMemory = controlMemory;
             this.clientId = clientId;
+            this.view = view;
         }
 
         int[] grant(int serverId, RdmaRegionDescriptor descriptor) {
             DisniRegion exported = regions.get(serverId);
             RdmaGrants.Granted keys;
             if (exported != null && exported.descriptor.equals(descriptor)) {
-                keys = exported.grants.grant(clientId);
+                keys = exported.grants.grant(clientId, Math.max(view, 0));
                 local.put(serverId, exported);
             } else if (controlMemory instanceof MessageSender sender) {
-                keys = RdmaGrants.request(sender, serverId, descriptor.segments().size());
+                keys = RdmaGrants.request(sender, serverId, descriptor.segments().size(), view);
             } else {
                 throw new IllegalArgumentException("memory server " + serverId + " lies in another process, and the "
                         + control.transport() + " control fabric carries no messages to ask it for RDMA keys");
@@ -357,12 +494,30 @@ public final class DisniFabric implements Fabric {
             }
             granted.clear();
         }
+
+        @Override
+        public long atomic(int serverId, byte kind, long inView, long offset, long a, long b) {
+            DisniRegion exported = local.get(serverId);
+            return exported != null ? exported.atomics.run(kind, inView, offset, a, b)
+                    : ViewAtomics.request((MessageSender) controlMemory, serverId, kind, inView, offset, a, b);
+        }
+
+        @Override
+        public long view(int serverId) {
+            DisniRegion exported = local.get(serverId);
+            return exported != null ? exported.grants.view() : RdmaGrants.requestView((MessageSender) controlMemory, serverId);
+        }
     }
 
     /** A region exported on the control fabric and reachable over RDMA with keys granted per client. */
     private final class DisniRegion implements ExportedRegion {
         final RdmaRegionDescriptor descriptor;
         final RdmaGrants grants;
+        /** The view the region is in as a replica, for the atomics its memory node runs ({@link ViewAtomics}). */
+        final ViewGate gate;
+        final ViewAtomics atomics;
+        /** What the control fabric's message channel serves for this region: key requests and atomics in a view. */
+        final MessageHandler messages;
         private final ExportedRegion base;
         private final RdmaTransport.Registration registration;
         private final String endpoint;
@@ -374,6 +529,25 @@ public final class DisniFabric implements Fabric {
             this.descriptor = descriptor;
             this.endpoint = descriptor.encode();
             this.grants = new RdmaGrants(descriptor.serverId(), registration);
+            this.gate = new ViewGate(descriptor.serverId(), endpoint, 0);
+            this.atomics = new ViewAtomics(base.region(), gate);
+            this.messages = new MessageHandler() {
+                @Override
+                public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+                    return handle(0, message, offset, length, reply);
+                }
+
+                @Override
+                public int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+                    return ViewAtomics.isAtomic(message, offset, length) ? atomics.handle(message, offset, length, reply)
+                            : grants.handle(client, message, offset, length, reply);
+                }
+
+                @Override
+                public boolean blocking() {
+                    return true;
+                }
+            };
         }
 
         @Override

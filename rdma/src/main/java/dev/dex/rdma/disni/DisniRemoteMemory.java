@@ -61,6 +61,10 @@ final class DisniRemoteMemory implements RemoteMemory {
     /** Set once a failure was found to be a fence: later failures say so at once. */
     private volatile FencedException fenced;
     private final Consumer<DisniRemoteMemory> onClose;
+    /** The view of the replica groups this client's keys belong to, or -1 for regions that are no replicas. */
+    private final long view;
+    /** Runs atomics and asks views in {@link #view}; null when the view is -1. */
+    private final ViewAtomics.Client inView;
     private volatile boolean closed;
 
     /**
@@ -74,6 +78,20 @@ final class DisniRemoteMemory implements RemoteMemory {
      */
     DisniRemoteMemory(Map<Integer, RdmaRegionDescriptor> servers, OneSidedVerbs verbs, RemoteMemory control, int maxTransfer,
                       Runnable releaseKeys, Consumer<DisniRemoteMemory> onClose) {
+        this(servers, verbs, control, maxTransfer, releaseKeys, onClose, -1, null);
+    }
+
+    /**
+     * As above, for replicas of groups in {@code view}: the keys belong to that view, atomics run through {@code inView},
+     * and a verb the replica refused because it moved to a newer view throws {@link dev.dex.rdma.replica.StaleViewException}.
+     */
+    DisniRemoteMemory(Map<Integer, RdmaRegionDescriptor> servers, OneSidedVerbs verbs, RemoteMemory control, int maxTransfer,
+                      Runnable releaseKeys, Consumer<DisniRemoteMemory> onClose, long view, ViewAtomics.Client inView) {
+        if (view >= 0 && inView == null) {
+            throw new IllegalArgumentException("a client in a view needs its atomics in that view");
+        }
+        this.view = view;
+        this.inView = inView;
         if (servers.isEmpty()) {
             throw new IllegalArgumentException("a disni client needs at least one memory server");
         }
@@ -179,16 +197,14 @@ final class DisniRemoteMemory implements RemoteMemory {
      * every piece's verb is to say {@link FencedException} then, whatever order they come in.
      */
     private void failPieces(dev.dex.rdma.VerbBatch batch, WorkList work) {
-        java.util.BitSet asked = null;
+        Map<Integer, FabricException> said = null;
         for (int i = 0; i < work.size() && fenced == null; i++) {
-            if (work.failure(i) instanceof FabricException failed && String.valueOf(failed.getMessage()).contains("REM_ACCESS_ERR")) {
-                if (asked == null) {
-                    asked = new java.util.BitSet();
+            if (work.failure(i) instanceof FabricException failed && isAccessError(failed)) {
+                if (said == null) {
+                    said = new java.util.HashMap<>();
                 }
-                if (!asked.get(work.serverId(i))) {
-                    asked.set(work.serverId(i)); // one round trip on the control connection per server and batch
-                    fencedOr(work.serverId(i), failed);
-                }
+                // One round trip on the control connection per server and batch.
+                said.computeIfAbsent(work.serverId(i), id -> fencedOr(id, failed));
             }
         }
         FencedException known = fenced;
@@ -196,9 +212,18 @@ final class DisniRemoteMemory implements RemoteMemory {
             int slot = work.tag(i);
             RuntimeException failed = work.failure(i);
             if (failed != null && batch.failure(slot) == null) {
-                batch.fail(slot, known != null && failed instanceof FabricException && !(failed instanceof FencedException) ? known : failed);
+                FabricException stale = said == null ? null : said.get(work.serverId(i));
+                if (!(stale instanceof dev.dex.rdma.replica.StaleViewException)) {
+                    stale = null;
+                }
+                batch.fail(slot, known != null && failed instanceof FabricException && !(failed instanceof FencedException) ? known
+                        : stale != null && failed instanceof FabricException ? stale : failed);
             }
         }
+    }
+
+    private static boolean isAccessError(FabricException failed) {
+        return String.valueOf(failed.getMessage()).contains("REM_ACCESS_ERR");
     }
 
     /**
@@ -257,8 +282,24 @@ final class DisniRemoteMemory implements RemoteMemory {
         }
         // A revoked key fails as a remote access error; anything else (a timeout, a lost peer) is no fence, and
         // is not worth a round trip on the control connection.
-        if (failed instanceof FencedException || closed || failed.getMessage() == null || !failed.getMessage().contains("REM_ACCESS_ERR")) {
+        if (failed instanceof FencedException || closed || !isAccessError(failed)) {
             return failed;
+        }
+        if (view >= 0) {
+            // A replica revokes every key of an older view when it moves: then the verb is to run in the newer view.
+            // A WRITE refused so may have landed in part (a transfer of several packets cut by the revocation);
+            // running it again in the newer view writes it whole.
+            try {
+                long now = inView.view(serverId);
+                if (now > view) {
+                    dev.dex.rdma.replica.StaleViewException stale = new dev.dex.rdma.replica.StaleViewException(serverId,
+                            "RDMA keys", view, now);
+                    stale.addSuppressed(failed);
+                    return stale;
+                }
+            } catch (RuntimeException unknown) {
+                failed.addSuppressed(unknown);
+            }
         }
         try {
             control.read(GlobalAddress.of(serverId, 0), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
@@ -276,7 +317,9 @@ final class DisniRemoteMemory implements RemoteMemory {
     @Override
     public long compareAndSwap(long address, long expected, long desired) {
         checkWord(address);
-        long found = control.compareAndSwap(address, expected, desired);
+        long found = view >= 0
+                ? inView.atomic(GlobalAddress.serverId(address), ViewAtomics.CAS, view, GlobalAddress.offset(address), expected, desired)
+                : control.compareAndSwap(address, expected, desired);
         counters.recordAtomic();
         return found;
     }
@@ -284,7 +327,9 @@ final class DisniRemoteMemory implements RemoteMemory {
     @Override
     public long fetchAndAdd(long address, long delta) {
         checkWord(address);
-        long previous = control.fetchAndAdd(address, delta);
+        long previous = view >= 0
+                ? inView.atomic(GlobalAddress.serverId(address), ViewAtomics.ADD, view, GlobalAddress.offset(address), delta, 0)
+                : control.fetchAndAdd(address, delta);
         counters.recordAtomic();
         return previous;
     }

@@ -13,6 +13,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.rdma.FencedException;
 import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
+import dev.dex.rdma.replica.StaleViewException;
 
 /**
  * The RDMA keys of one exported region: every client gets a registration of the region's segments of its own
@@ -31,7 +32,19 @@ import dev.dex.rdma.MessageSender;
  *  +------+-----+-------+--------+         +------+-------+--------+------ ... ------+
  *  KIND 1 (GRANT): 8 bytes, no id          GRANT: COUNT keys, one per segment in region order
  *  KIND 2 (RELEASE): 16 bytes              RELEASE: COUNT 1 if the grant was the sender's and open, else 0
+ *  KIND 3 (GRANT IN VIEW): 16 bytes, the   GRANT IN VIEW: as GRANT; or COUNT -1 and, in place of the grant id,
+ *         view in place of the grant id            the view the region is in, when that is newer than the asked one
+ *  KIND 4 (VIEW): 8 bytes                  VIEW: COUNT 0 and the region's view in place of the grant id
  * </pre>
+ * A plain GRANT asks for keys of view 0, the view of a region that is no replica.
+ *
+ * <p><b>Views</b> (a replica of a group, docs/replication.md): every grant belongs to a view of the replica group, and
+ * {@link #advanceView} revokes every grant of an older view before it returns, so that the device refuses every READ
+ * and WRITE a client sends in a view the replica has left, and applies none that arrives later: the gate a NIC enforces,
+ * as {@link dev.dex.rdma.replica.ViewGate} is the gate of a replica whose clients share its process. A grant is refused
+ * for a view older than the region's ({@link StaleViewException}); a grant for a newer view is given, and lasts until the
+ * region moves past that view. A client whose verb failed asks the region's view ({@link #requestView}) to tell a
+ * view change (run the verb again in the newer view) from a fence or a failure.
  * The identity is the one the sender's control connection greeted with; a fenced identity cannot greet, and
  * {@link #grant} refuses it as well. Anonymous clients (identity 0) get grants too, which nothing but
  * {@link #close()} revokes.
@@ -40,7 +53,7 @@ import dev.dex.rdma.MessageSender;
  * open at once per region (each costs the device translation entries for the whole region); a client
  * releases its grants when it closes, and a downed compute node's are revoked by its fence.
  *
- * <p>Concurrency: thread-safe. The book (open grants, fenced identities) is guarded by this object's lock;
+ * <p>Concurrency: thread-safe. The book (open grants, fenced identities, the view) is guarded by this object's lock;
  * registering and deregistering, which take a system call each, run outside it. A grant is registered first
  * and then entered in the book under the lock, where a fence of its client that came first makes it close
  * again; a fence enters the identity under the lock and collects that client's grants. So of a grant and a
@@ -49,12 +62,21 @@ import dev.dex.rdma.MessageSender;
  * keys are revoked (by a release, a fence or the close), so a fence that failed to revoke one (and said so)
  * finds it again the next time, and a fence racing the close or a release finds the grant still there and
  * closes it too; a grant's close waits for another close of it in progress, so the fence returns only once
- * the keys are revoked. Messages are {@link #blocking()}: the transport runs them off its I/O threads.
+ * the keys are revoked. A view change is a fence of every client of the older views: {@link #advanceView} sets
+ * the view under the lock and collects the older grants, and a grant entering the book sees a view that moved past
+ * its own and closes again, so no key of an older view outlives an advance that returned. Messages are
+ * {@link #blocking()}: the transport runs them off its I/O threads.
  */
 final class RdmaGrants implements MessageHandler, AutoCloseable {
     static final int MAGIC = 0x474B_5844; // "DXKG" in little-endian bytes
     static final byte GRANT = 1;
     static final byte RELEASE = 2;
+    static final byte GRANT_IN_VIEW = 3;
+    static final byte VIEW = 4;
+    static final int GRANT_IN_VIEW_LENGTH = 16;
+    static final int VIEW_LENGTH = 8;
+    /** The COUNT of an answer that refuses a grant for an older view than the region's. */
+    static final int STALE_VIEW = -1;
     static final int GRANT_LENGTH = 8;
     static final int RELEASE_LENGTH = 16;
     static final int ANSWER_HEADER = 16;
@@ -68,13 +90,15 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
     record Granted(long id, int[] rkeys) {
     }
 
-    private record Held(long client, RdmaTransport.Grant grant) {
+    private record Held(long client, long view, RdmaTransport.Grant grant) {
     }
 
     private final int serverId;
     private final RdmaTransport.Registration registration;
     private final Map<Long, Held> open = new HashMap<>();
     private final Set<Long> fenced = new HashSet<>();
+    /** The view of the replica group the region is in; 0 for a region that is no replica. */
+    private long view;
     private long nextId = 1;
     private boolean closed;
 
@@ -83,24 +107,31 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
         this.registration = registration;
     }
 
+    /** Registers the region's segments for client {@code client}, in view 0: see {@link #grant(long, long)}. */
+    Granted grant(long client) {
+        return grant(client, 0);
+    }
+
     /**
-     * Registers the region's segments for client {@code client}.
+     * Registers the region's segments for client {@code client}, in view {@code inView}: the keys are revoked when the
+     * region moves past that view.
      *
      * @throws FencedException          when the client is fenced
+     * @throws StaleViewException       when the region is in a newer view than {@code inView}
      * @throws IllegalStateException    when {@link #MAX_GRANTS} grants are open, or after {@link #close()}
      * @throws dev.dex.rdma.FabricException when the device refuses the registration
      */
-    Granted grant(long client) {
+    Granted grant(long client, long inView) {
         synchronized (this) {
-            checkCanGrant(client);
+            checkCanGrant(client, inView);
         }
         RdmaTransport.Grant grant = registration.grant();
         RuntimeException refused;
         synchronized (this) {
             try {
-                checkCanGrant(client);
+                checkCanGrant(client, inView);
                 long id = nextId++;
-                open.put(id, new Held(client, grant));
+                open.put(id, new Held(client, inView, grant));
                 return new Granted(id, grant.rkeys());
             } catch (RuntimeException e) {
                 refused = e;
@@ -112,19 +143,22 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             // Kept in the book, so that the next fence of this client (or the close) tries again.
             refused.addSuppressed(stillRegistered);
             synchronized (this) {
-                open.put(nextId++, new Held(client, grant));
+                open.put(nextId++, new Held(client, inView, grant));
             }
         }
         throw refused;
     }
 
-    private void checkCanGrant(long client) {
+    private void checkCanGrant(long client, long inView) {
         if (closed) {
             throw new IllegalStateException("memory server " + serverId + " no longer exports its region over RDMA");
         }
         if (fenced.contains(client)) {
             throw new FencedException("memory server " + serverId + " fenced client " + Long.toHexString(client)
                     + ": it gets no RDMA keys any more");
+        }
+        if (inView < view) {
+            throw new StaleViewException(serverId, "RDMA keys", inView, view);
         }
         if (open.size() >= MAX_GRANTS) {
             throw new IllegalStateException("memory server " + serverId + " has " + MAX_GRANTS
@@ -167,6 +201,37 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             });
         }
         revokeAll(revoke);
+    }
+
+    /**
+     * Moves the region to view {@code next} of its replica group: revokes every grant of an older view, and refuses
+     * grants for one from now on. Once it returns, the device applies no READ or WRITE sent with a key of an older view;
+     * a grant that could not be revoked stays in the book and is tried again by the next advance, fence or close, and
+     * this throws. Moving to the view the region is in revokes what a failed advance left.
+     *
+     * @throws IllegalArgumentException when {@code next} is older than the region's view
+     * @throws RuntimeException         when a key could not be revoked (the others are)
+     */
+    void advanceView(long next) {
+        Map<Long, RdmaTransport.Grant> revoke = new HashMap<>();
+        synchronized (this) {
+            if (next < view) {
+                throw new IllegalArgumentException("memory server " + serverId + "'s RDMA keys are in view " + view
+                        + ", not going back to " + next);
+            }
+            view = next;
+            open.forEach((id, held) -> {
+                if (held.view() < next) {
+                    revoke.put(id, held.grant());
+                }
+            });
+        }
+        revokeAll(revoke);
+    }
+
+    /** The view of the replica group the region is in (0 for a region that is no replica). */
+    synchronized long view() {
+        return view;
     }
 
     /** Whether {@code client} is fenced here. */
@@ -237,10 +302,22 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             throw new IllegalArgumentException("not an RDMA key request (" + length + " bytes)");
         }
         byte kind = message.getByte(offset + 4);
-        if (kind == GRANT && length == GRANT_LENGTH) {
+        if (kind == VIEW && length == VIEW_LENGTH) {
+            reply.putInt(0, MAGIC, ORDER);
+            reply.putInt(4, 0, ORDER);
+            reply.putLong(8, view(), ORDER);
+            return ANSWER_HEADER;
+        }
+        boolean inView = kind == GRANT_IN_VIEW && length == GRANT_IN_VIEW_LENGTH;
+        if (kind == GRANT && length == GRANT_LENGTH || inView) {
             Granted granted;
             try {
-                granted = grant(client);
+                granted = grant(client, inView ? message.getLong(offset + 8, ORDER) : 0);
+            } catch (StaleViewException stale) {
+                reply.putInt(0, MAGIC, ORDER);
+                reply.putInt(4, STALE_VIEW, ORDER);
+                reply.putLong(8, stale.replicaView(), ORDER);
+                return ANSWER_HEADER;
             } catch (IllegalStateException | dev.dex.rdma.FabricException refused) {
                 throw new IllegalArgumentException(refused.getMessage(), refused);
             }
@@ -266,7 +343,7 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             return ANSWER_HEADER;
         }
         throw new IllegalArgumentException("RDMA key request of kind " + kind + " and " + length + " bytes: kind 1 has "
-                + GRANT_LENGTH + " bytes, kind 2 " + RELEASE_LENGTH);
+                + GRANT_LENGTH + " bytes, kind 2 " + RELEASE_LENGTH + ", kind 3 " + GRANT_IN_VIEW_LENGTH + ", kind 4 " + VIEW_LENGTH);
     }
 
     /**
@@ -276,16 +353,34 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
      * @throws IllegalArgumentException when the server refuses or answers something else
      */
     static Granted request(MessageSender control, int serverId, int segments) {
-        UnsafeBuffer request = new UnsafeBuffer(new byte[GRANT_LENGTH]);
+        return request(control, serverId, segments, -1);
+    }
+
+    /**
+     * Asks memory server {@code serverId} for keys of view {@code inView} of its replica group (-1: a plain GRANT, of
+     * view 0) over {@code control}, as the identity its connection greeted with.
+     *
+     * @throws StaleViewException       when the region is in a newer view than {@code inView}
+     * @throws IllegalArgumentException when the server refuses or answers something else
+     */
+    static Granted request(MessageSender control, int serverId, int segments, long inView) {
+        int length = inView < 0 ? GRANT_LENGTH : GRANT_IN_VIEW_LENGTH;
+        UnsafeBuffer request = new UnsafeBuffer(new byte[length]);
         request.putInt(0, MAGIC, ORDER);
-        request.putByte(4, GRANT);
+        request.putByte(4, inView < 0 ? GRANT : GRANT_IN_VIEW);
+        if (inView >= 0) {
+            request.putLong(8, inView, ORDER);
+        }
         UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
-        int n = control.send(serverId, request, 0, GRANT_LENGTH, answer, 0);
+        int n = control.send(serverId, request, 0, length, answer, 0);
         if (n < ANSWER_HEADER || answer.getInt(0, ORDER) != MAGIC) {
             throw new IllegalArgumentException("memory server " + serverId + " answered an RDMA key request with " + n
                     + " bytes that are no grant");
         }
         int count = answer.getInt(4, ORDER);
+        if (count == STALE_VIEW && inView >= 0) {
+            throw new StaleViewException(serverId, "RDMA keys", inView, answer.getLong(8, ORDER));
+        }
         if (count != segments || n != ANSWER_HEADER + count * Integer.BYTES) {
             try {
                 requestRelease(control, serverId, answer.getLong(8, ORDER));
@@ -300,6 +395,20 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
             rkeys[i] = answer.getInt(ANSWER_HEADER + i * Integer.BYTES, ORDER);
         }
         return new Granted(answer.getLong(8, ORDER), rkeys);
+    }
+
+    /** The view of its replica group that memory server {@code serverId}'s region is in, asked over {@code control}. */
+    static long requestView(MessageSender control, int serverId) {
+        UnsafeBuffer request = new UnsafeBuffer(new byte[VIEW_LENGTH]);
+        request.putInt(0, MAGIC, ORDER);
+        request.putByte(4, VIEW);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
+        int n = control.send(serverId, request, 0, VIEW_LENGTH, answer, 0);
+        if (n != ANSWER_HEADER || answer.getInt(0, ORDER) != MAGIC || answer.getInt(4, ORDER) != 0) {
+            throw new IllegalArgumentException("memory server " + serverId + " answered a view request with " + n
+                    + " bytes that are no view");
+        }
+        return answer.getLong(8, ORDER);
     }
 
     /** Gives grant {@code id} back to memory server {@code serverId} over {@code control}; returns whether it was open. */

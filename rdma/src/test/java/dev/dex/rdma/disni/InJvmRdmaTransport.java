@@ -55,6 +55,7 @@ final class InJvmRdmaTransport implements RdmaTransport {
     private volatile boolean recording;
     private volatile RuntimeException nextRegistrationFailure;
     private volatile RuntimeException nextDeregistrationFailure;
+    private volatile Runnable nextRegistrationAction;
     private volatile RuntimeException nextListenFailure;
     private volatile RuntimeException nextVerbFailure;
     private volatile boolean closed;
@@ -96,6 +97,11 @@ final class InJvmRdmaTransport implements RdmaTransport {
     /** Makes the next grant's registration fail. */
     void failNextRegistration(RuntimeException failure) {
         nextRegistrationFailure = failure;
+    }
+
+    /** Runs {@code action} inside the next grant's registration, after its keys are registered: a race made certain. */
+    void duringNextRegistration(Runnable action) {
+        nextRegistrationAction = action;
     }
 
     /** Makes the next grant's deregistration fail, leaving its keys registered. */
@@ -169,6 +175,11 @@ final class InJvmRdmaTransport implements RdmaTransport {
                     AtomicBuffer segment = memory.get(i);
                     rkeys[i] = nextRkey.getAndIncrement();
                     registered.put(rkeys[i], new MemoryRegion(segment, segment.addressOffset(), segment.capacity()));
+                }
+                Runnable action = nextRegistrationAction;
+                if (action != null) {
+                    nextRegistrationAction = null;
+                    action.run();
                 }
                 Grant grant = new Grant() {
                     @Override

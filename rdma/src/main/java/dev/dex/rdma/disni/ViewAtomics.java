@@ -1,0 +1,147 @@
+package dev.dex.rdma.disni;
+
+import java.nio.ByteOrder;
+
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.UnsafeBuffer;
+
+import dev.dex.rdma.MessageHandler;
+import dev.dex.rdma.MessageSender;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.replica.StaleViewException;
+import dev.dex.rdma.replica.ViewGate;
+
+/**
+ * The compare-and-swaps and fetch-and-adds of a {@code disni} replica, run by its memory node in a view of the replica
+ * group: the half of a replica's gate that its CPU enforces, beside the keys its NIC enforces ({@link RdmaGrants}). An
+ * atomic sent in a view older than the replica's is refused and takes no effect ({@link StaleViewException}); the
+ * replica's {@link ViewGate} drains the atomics of an older view before a view change returns, so none of them runs
+ * after it. Atomics of a region that is no replica go over the control fabric as before; these are for clients
+ * connected in a view ({@link DisniFabric#connect(java.util.Map, long, long)}).
+ *
+ * <p>Messages, on the control transport's two-sided channel, beside the key requests (same magic; little-endian):
+ * <pre>
+ *  request                                                 answer
+ *  0      4     5       8        16        24     32     40  0      4       8        16
+ *  +------+-----+-------+--------+---------+------+------+   +------+-------+--------+
+ *  |MAGIC |KIND | 0 0 0 | VIEW   | OFFSET  | A    | B    |   |MAGIC | COUNT | VALUE  |
+ *  +------+-----+-------+--------+---------+------+------+   +------+-------+--------+
+ *  KIND 5 (CAS): swap the word at OFFSET for B if it is A     COUNT 0: VALUE is the word found (CAS) or before (ADD)
+ *  KIND 6 (ADD): add A to the word at OFFSET, B unused        COUNT -1: refused; VALUE is the replica's newer view
+ * </pre>
+ * An offset that is not an aligned word inside the region is refused with the reason.
+ *
+ * <p>Why a memory node's compare-and-swap is atomic with the clients' one-sided verbs: the NIC performs an aligned
+ * 8-byte READ or WRITE as one PCIe transaction (docs/rdma-disni.md), as for the control fabric's atomics.
+ *
+ * <p>Concurrency: thread-safe; atomics of one view run in parallel under the gate's read lock, and a view change waits
+ * for them ({@link ViewGate#run}).
+ */
+final class ViewAtomics {
+    static final byte CAS = 5;
+    static final byte ADD = 6;
+    static final int LENGTH = 40;
+    private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
+
+    /** How a client runs atomics and asks views on the replicas it is connected to in a view. */
+    interface Client {
+        /**
+         * Runs a {@link #CAS} or {@link #ADD} at memory server {@code serverId}'s replica in {@code view}.
+         *
+         * @throws StaleViewException when the replica is in a newer view; nothing was changed
+         */
+        long atomic(int serverId, byte kind, long view, long offset, long a, long b);
+
+        /** The view memory server {@code serverId}'s replica is in. */
+        long view(int serverId);
+    }
+
+    private final Region region;
+    private final ViewGate gate;
+
+    ViewAtomics(Region region, ViewGate gate) {
+        this.region = region;
+        this.gate = gate;
+    }
+
+    /**
+     * Runs an atomic sent in {@code view}.
+     *
+     * @throws StaleViewException        when the replica is in a newer view; nothing was changed
+     * @throws IllegalArgumentException for an offset that is no aligned word of the region, or an unknown kind
+     */
+    long run(byte kind, long view, long offset, long a, long b) {
+        if ((offset & (Long.BYTES - 1)) != 0 || !region.contains(offset, Long.BYTES)) {
+            throw new IllegalArgumentException("an atomic at offset " + offset + " is no aligned word of a region of "
+                    + region.length() + " bytes");
+        }
+        if (kind != CAS && kind != ADD) {
+            throw new IllegalArgumentException("atomic of kind " + kind + ": kind 5 swaps, kind 6 adds");
+        }
+        return gate.run(view, () -> kind == CAS ? region.compareAndSwapLong(offset, a, b) : region.getAndAddLong(offset, a));
+    }
+
+    /** Whether a message is an atomic (else a key request, {@link RdmaGrants}). */
+    static boolean isAtomic(DirectBuffer message, int offset, int length) {
+        if (length < 5) {
+            return false;
+        }
+        byte kind = message.getByte(offset + 4);
+        return kind == CAS || kind == ADD;
+    }
+
+    /**
+     * Answers an atomic's message.
+     *
+     * @throws IllegalArgumentException for a malformed request, which the sender gets with the reason
+     */
+    int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+        if (length != LENGTH || message.getInt(offset, ORDER) != RdmaGrants.MAGIC) {
+            throw new IllegalArgumentException("an atomic's request has " + LENGTH + " bytes and the key requests' magic, not "
+                    + length + " bytes");
+        }
+        byte kind = message.getByte(offset + 4);
+        long view = message.getLong(offset + 8, ORDER);
+        reply.putInt(0, RdmaGrants.MAGIC, ORDER);
+        try {
+            long value = run(kind, view, message.getLong(offset + 16, ORDER), message.getLong(offset + 24, ORDER),
+                    message.getLong(offset + 32, ORDER));
+            reply.putInt(4, 0, ORDER);
+            reply.putLong(8, value, ORDER);
+        } catch (StaleViewException stale) {
+            reply.putInt(4, RdmaGrants.STALE_VIEW, ORDER);
+            reply.putLong(8, stale.replicaView(), ORDER);
+        }
+        return RdmaGrants.ANSWER_HEADER;
+    }
+
+    /**
+     * Sends an atomic to memory server {@code serverId} over {@code control}.
+     *
+     * @throws StaleViewException       when the replica is in a newer view than {@code view}; nothing was changed
+     * @throws IllegalArgumentException when the server refuses or answers something else
+     */
+    static long request(MessageSender control, int serverId, byte kind, long view, long offset, long a, long b) {
+        UnsafeBuffer request = new UnsafeBuffer(new byte[LENGTH]);
+        request.putInt(0, RdmaGrants.MAGIC, ORDER);
+        request.putByte(4, kind);
+        request.putLong(8, view, ORDER);
+        request.putLong(16, offset, ORDER);
+        request.putLong(24, a, ORDER);
+        request.putLong(32, b, ORDER);
+        UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
+        int n = control.send(serverId, request, 0, LENGTH, answer, 0);
+        if (n != RdmaGrants.ANSWER_HEADER || answer.getInt(0, ORDER) != RdmaGrants.MAGIC) {
+            throw new IllegalArgumentException("memory server " + serverId + " answered an atomic with " + n + " bytes that are no answer");
+        }
+        int count = answer.getInt(4, ORDER);
+        if (count == RdmaGrants.STALE_VIEW) {
+            throw new StaleViewException(serverId, "atomics", view, answer.getLong(8, ORDER));
+        }
+        if (count != 0) {
+            throw new IllegalArgumentException("memory server " + serverId + " answered an atomic with count " + count);
+        }
+        return answer.getLong(8, ORDER);
+    }
+}
