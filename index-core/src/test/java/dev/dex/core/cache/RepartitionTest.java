@@ -80,12 +80,9 @@ class RepartitionTest {
     void aNodeNarrowedIntoAnotherEnginesPartitionIsNotTrustedAfterAcquiringIt() {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 1, false, 0, 1.0)) {
             RemoteMemory admin = fixture.admin;
-            NodeView root = read(admin, Superblock.read(admin).root());
-            NodeView x = read(admin, root.child(2));
-            assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
-            long bound = x.key(KeyFormat.EIGHT.innerCapacity() / 2);
-            PartitionTable table = PartitionTable.ofUpperBounds(bound);
-            PartitionTable.store(admin, table);
+            FullSharedNode shared = FullSharedNode.storeTableThrough(admin);
+            NodeView x = shared.x();
+            long bound = shared.bound();
             DexEngineSettings config = DexEngineSettings.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
             DexEngine a = DexEngine.open(fixture.fabric.connect(0), config);
             DexEngine b = DexEngine.open(fixture.fabric.connect(0), config);
@@ -134,11 +131,10 @@ class RepartitionTest {
     void aCachedNodeNarrowedIntoAPartitionLeavesTheCacheWithItsRelease() {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 1, false, 0, 1.0)) {
             RemoteMemory admin = fixture.admin;
-            NodeView root = read(admin, Superblock.read(admin).root());
-            NodeView x = read(admin, root.child(2));
-            assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
-            long bound = x.key(KeyFormat.EIGHT.innerCapacity() / 2);
-            PartitionTable.store(admin, PartitionTable.ofUpperBounds(bound));
+            FullSharedNode shared = FullSharedNode.storeTableThrough(admin);
+            NodeView root = shared.root();
+            NodeView x = shared.x();
+            long bound = shared.bound();
             DexEngineSettings config = DexEngineSettings.withCache("no-offload", 400L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
             try (DexEngine a = DexEngine.open(fixture.fabric.connect(0), config)) {
                 a.acquire(0);
@@ -158,6 +154,21 @@ class RepartitionTest {
                 assertEquals(List.of(), framesIn(a, 0), "no frame of partition 0 stays cached after its release");
                 CacheValidator.validate(a);
             }
+        }
+    }
+
+    /**
+     * A full level-1 node {@code x} below {@code root} of a tree bulk-loaded at fill 1.0, and the two-partition table
+     * stored with its bound at {@code x}'s middle key, so that x spans both partitions and its split there narrows it.
+     */
+    private record FullSharedNode(NodeView root, NodeView x, long bound) {
+        static FullSharedNode storeTableThrough(RemoteMemory admin) {
+            NodeView root = read(admin, Superblock.read(admin).root());
+            NodeView x = read(admin, root.child(2));
+            assertTrue(x.isFull(), "bulk load at fill 1.0 leaves level-1 nodes full");
+            long bound = x.key(KeyFormat.EIGHT.innerCapacity() / 2);
+            PartitionTable.store(admin, PartitionTable.ofUpperBounds(bound));
+            return new FullSharedNode(root, x, bound);
         }
     }
 
