@@ -185,6 +185,12 @@ public final class Region {
         return segments[(int) (offset >>> segmentShift)].getAndAddLong((int) (offset & segmentMask), delta);
     }
 
+    /** Stores {@code value} in the word at {@code offset} atomically and returns the word it replaced. */
+    public long getAndSetLong(long offset, long value) {
+        checkWord(offset);
+        return segments[(int) (offset >>> segmentShift)].getAndSetLong((int) (offset & segmentMask), value);
+    }
+
     /** True when {@code [offset, offset + len)} lies inside this region. */
     public boolean contains(long offset, int len) {
         return offset >= 0 && len >= 0 && offset <= length - len;

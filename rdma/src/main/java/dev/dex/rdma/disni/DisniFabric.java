@@ -136,7 +136,7 @@ public final class DisniFabric implements Fabric {
                     // Clients on other hosts ask for their keys on their control connection, which names who they
                     // are; a fence of the control fabric (at downing, or a new owner's FENCE) revokes the keys too.
                     // The revocation is in place before the first key is handed out.
-                    tcp.whenFenced(serverId, exported.grants::fence);
+                    tcp.whenFenced(serverId, exported::fence);
                     tcp.handleMessages(serverId, exported.messages);
                 }
             } catch (RuntimeException e) {
@@ -286,7 +286,7 @@ public final class DisniFabric implements Fabric {
      * ({@link ReplicaGoneException}), so every change fails on it until a view without it comes; a primary that cannot
      * be reached fails the call.
      *
-     * @throws dev.dex.rdma.replica.StaleViewException when the primary is in a newer view already
+     * @throws dev.dex.rdma.replica.StaleViewException when a replica is in a newer view already
      */
     public ReplicaSet replicaSet(int serverId, ReplicaEndpoints endpoints, long clientId) {
         RemoteMemory primary = connect(Map.of(serverId, endpoints.primary()), clientId, endpoints.view());
@@ -295,6 +295,11 @@ public final class DisniFabric implements Fabric {
             RemoteMemory memory;
             try {
                 memory = connect(Map.of(serverId, backup), clientId, endpoints.view());
+            } catch (dev.dex.rdma.replica.StaleViewException newer) {
+                // The backup moved on already: this view is old, not the backup gone; the caller installs a newer one.
+                primary.close();
+                backups.forEach(replica -> replica.memory().close());
+                throw newer;
             } catch (RuntimeException unreachable) {
                 LOG.warn("memory server {}'s backup {} cannot be reached in view {}: {}", serverId, backup, endpoints.view(),
                         unreachable.toString());
@@ -327,7 +332,10 @@ public final class DisniFabric implements Fabric {
      * no atomic of an older view runs on it any more, and the device applies no READ or WRITE with a key of an older view.
      *
      * @throws IllegalArgumentException for a server not exported here, or a view older than the replica's
-     * @throws RuntimeException         when a key could not be revoked (the next advance tries again)
+     * @throws RuntimeException         when a key of an older view could not be revoked: the replica's atomics are in
+     *                                  {@code next}, but a client of an older view may still READ and WRITE it. Until an
+     *                                  advance to {@code next} returns (it tries the key again), the replica must not count
+     *                                  as moved: no copy to a new backup may start, and no promotion may be reported
      */
     public void advanceView(int serverId, long next) {
         DisniRegion exported = regions.get(serverId);
@@ -370,7 +378,7 @@ public final class DisniFabric implements Fabric {
         }
         boolean controlFenced = control.fence(serverId, clientId);
         // The tcp control revoked the keys within its fence already; a control that cannot fence did not.
-        exported.grants.fence(clientId);
+        exported.fence(clientId);
         return controlFenced;
     }
 
@@ -498,7 +506,7 @@ public final class DisniFabric implements Fabric {
         @Override
         public long atomic(int serverId, byte kind, long inView, long offset, long a, long b) {
             DisniRegion exported = local.get(serverId);
-            return exported != null ? exported.atomics.run(kind, inView, offset, a, b)
+            return exported != null ? exported.atomics.run(clientId, kind, inView, offset, a, b)
                     : ViewAtomics.request((MessageSender) controlMemory, serverId, kind, inView, offset, a, b);
         }
 
@@ -530,7 +538,7 @@ public final class DisniFabric implements Fabric {
             this.endpoint = descriptor.encode();
             this.grants = new RdmaGrants(descriptor.serverId(), registration);
             this.gate = new ViewGate(descriptor.serverId(), endpoint, 0);
-            this.atomics = new ViewAtomics(base.region(), gate);
+            this.atomics = new ViewAtomics(descriptor.serverId(), base.region(), gate);
             this.messages = new MessageHandler() {
                 @Override
                 public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
@@ -539,7 +547,7 @@ public final class DisniFabric implements Fabric {
 
                 @Override
                 public int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
-                    return ViewAtomics.isAtomic(message, offset, length) ? atomics.handle(message, offset, length, reply)
+                    return ViewAtomics.isAtomic(message, offset, length) ? atomics.handle(client, message, offset, length, reply)
                             : grants.handle(client, message, offset, length, reply);
                 }
 
@@ -566,11 +574,18 @@ public final class DisniFabric implements Fabric {
             return endpoint;
         }
 
-        /** Removes the region from the fabric, revokes every grant, then closes it on the control fabric. */
+        /** Fences {@code client}: its atomics in a view first (waiting for those running), then its keys. */
+        void fence(long client) {
+            atomics.fence(client);
+            grants.fence(client);
+        }
+
+        /** Removes the region from the fabric, refuses atomics, revokes every grant, then closes it on the control fabric. */
         @Override
         public void close() {
             if (released.compareAndSet(false, true)) {
                 regions.remove(descriptor.serverId(), this);
+                gate.retire("memory server " + descriptor.serverId() + "'s region " + endpoint + " is closed");
                 try {
                     grants.close();
                 } finally {

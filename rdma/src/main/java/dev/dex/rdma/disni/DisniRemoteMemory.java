@@ -124,8 +124,21 @@ final class DisniRemoteMemory implements RemoteMemory {
 
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
-        transfer(address, null, src, srcOffset, length);
+        if (isWordInView(address, length)) {
+            // Exact where an RDMA WRITE is not: refused means not done (ViewAtomics, "why a word's write goes here").
+            checkWord(address);
+            src.boundsCheck(srcOffset, Long.BYTES);
+            inView.atomic(GlobalAddress.serverId(address), ViewAtomics.SET, view, GlobalAddress.offset(address), 0,
+                    src.getLong(srcOffset, java.nio.ByteOrder.nativeOrder()));
+        } else {
+            transfer(address, null, src, srcOffset, length);
+        }
         counters.recordWrite(length);
+    }
+
+    /** Whether a write is of one aligned word by a client in a view: it goes to the replica's memory node. */
+    private boolean isWordInView(long address, int length) {
+        return view >= 0 && length == Long.BYTES && (address & (Long.BYTES - 1)) == 0;
     }
 
     /**
@@ -146,8 +159,9 @@ final class DisniRemoteMemory implements RemoteMemory {
             if (batch.completed(slot)) {
                 continue;
             }
-            if (op != dev.dex.rdma.VerbBatch.READ && op != dev.dex.rdma.VerbBatch.WRITE) {
-                atomics = true;
+            if (op != dev.dex.rdma.VerbBatch.READ && op != dev.dex.rdma.VerbBatch.WRITE
+                    || op == dev.dex.rdma.VerbBatch.WRITE && isWordInView(batch.address(slot), batch.length(slot))) {
+                atomics = true; // two-sided: after the one-sided verbs, one by one
                 continue;
             }
             try {
@@ -173,7 +187,9 @@ final class DisniRemoteMemory implements RemoteMemory {
         }
         for (int slot = 0; slot < batch.size(); slot++) {
             byte op = batch.op(slot);
-            if (!batch.completed(slot) && (op == dev.dex.rdma.VerbBatch.READ || op == dev.dex.rdma.VerbBatch.WRITE)) {
+            boolean oneSided = op == dev.dex.rdma.VerbBatch.READ
+                    || op == dev.dex.rdma.VerbBatch.WRITE && !isWordInView(batch.address(slot), batch.length(slot));
+            if (!batch.completed(slot) && oneSided) {
                 batch.complete(slot, 0);
                 if (op == dev.dex.rdma.VerbBatch.READ) {
                     counters.recordRead(batch.length(slot));
@@ -213,7 +229,7 @@ final class DisniRemoteMemory implements RemoteMemory {
             RuntimeException failed = work.failure(i);
             if (failed != null && batch.failure(slot) == null) {
                 FabricException stale = said == null ? null : said.get(work.serverId(i));
-                if (!(stale instanceof dev.dex.rdma.replica.StaleViewException)) {
+                if (!(stale instanceof dev.dex.rdma.replica.StaleViewException) || !(failed instanceof FabricException f && isAccessError(f))) {
                     stale = null;
                 }
                 batch.fail(slot, known != null && failed instanceof FabricException && !(failed instanceof FencedException) ? known
@@ -222,8 +238,13 @@ final class DisniRemoteMemory implements RemoteMemory {
         }
     }
 
+    /**
+     * Whether a failed work request may be a revoked key's doing: the access error itself, or a request flushed because
+     * another request of its queue pair met the access error (the queue pair is in the error state then).
+     */
     private static boolean isAccessError(FabricException failed) {
-        return String.valueOf(failed.getMessage()).contains("REM_ACCESS_ERR");
+        String message = String.valueOf(failed.getMessage());
+        return message.contains("REM_ACCESS_ERR") || message.contains("WR_FLUSH_ERR");
     }
 
     /**
@@ -285,10 +306,21 @@ final class DisniRemoteMemory implements RemoteMemory {
         if (failed instanceof FencedException || closed || !isAccessError(failed)) {
             return failed;
         }
+        try {
+            control.read(GlobalAddress.of(serverId, 0), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
+        } catch (FencedException controlFenced) {
+            FencedException both = new FencedException(controlFenced.getMessage() + "; its RDMA keys are revoked: " + failed.getMessage());
+            both.addSuppressed(failed);
+            fenced = both;
+            return both;
+        } catch (RuntimeException otherwise) {
+            failed.addSuppressed(otherwise);
+        }
         if (view >= 0) {
-            // A replica revokes every key of an older view when it moves: then the verb is to run in the newer view.
-            // A WRITE refused so may have landed in part (a transfer of several packets cut by the revocation);
-            // running it again in the newer view writes it whole.
+            // Not fenced. A replica revokes every key of an older view when it moves: then the verb is to run in the
+            // newer view. A WRITE refused so may have landed in part (a transfer of several packets cut by the
+            // revocation, or pieces posted one after another); running it again in the newer view writes it whole, and
+            // the engine writes a node's image only while it holds the node's lock. A word's write never comes here.
             try {
                 long now = inView.view(serverId);
                 if (now > view) {
@@ -300,16 +332,6 @@ final class DisniRemoteMemory implements RemoteMemory {
             } catch (RuntimeException unknown) {
                 failed.addSuppressed(unknown);
             }
-        }
-        try {
-            control.read(GlobalAddress.of(serverId, 0), new UnsafeBuffer(new byte[Long.BYTES]), 0, Long.BYTES);
-        } catch (FencedException controlFenced) {
-            FencedException both = new FencedException(controlFenced.getMessage() + "; its RDMA keys are revoked: " + failed.getMessage());
-            both.addSuppressed(failed);
-            fenced = both;
-            return both;
-        } catch (RuntimeException otherwise) {
-            failed.addSuppressed(otherwise);
         }
         return failed;
     }

@@ -378,8 +378,9 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
                     + " bytes that are no grant");
         }
         int count = answer.getInt(4, ORDER);
-        if (count == STALE_VIEW && inView >= 0) {
-            throw new StaleViewException(serverId, "RDMA keys", inView, answer.getLong(8, ORDER));
+        if (count == STALE_VIEW) {
+            // Refused, so there is no grant to give back (the id field holds the region's view).
+            throw new StaleViewException(serverId, "RDMA keys", Math.max(inView, 0), answer.getLong(8, ORDER));
         }
         if (count != segments || n != ANSWER_HEADER + count * Integer.BYTES) {
             try {

@@ -27,10 +27,19 @@ import dev.dex.rdma.replica.ViewGate;
  *  +------+-----+-------+--------+---------+------+------+   +------+-------+--------+
  *  |MAGIC |KIND | 0 0 0 | VIEW   | OFFSET  | A    | B    |   |MAGIC | COUNT | VALUE  |
  *  +------+-----+-------+--------+---------+------+------+   +------+-------+--------+
- *  KIND 5 (CAS): swap the word at OFFSET for B if it is A     COUNT 0: VALUE is the word found (CAS) or before (ADD)
- *  KIND 6 (ADD): add A to the word at OFFSET, B unused        COUNT -1: refused; VALUE is the replica's newer view
+ *  KIND 5 (CAS): swap the word at OFFSET for B if it is A     COUNT 0: VALUE is the word found (CAS) or before
+ *  KIND 6 (ADD): add A to the word at OFFSET, B unused                 (ADD, SET)
+ *  KIND 7 (SET): store B in the word at OFFSET, A unused      COUNT -1: refused; VALUE is the replica's newer view
  * </pre>
- * An offset that is not an aligned word inside the region is refused with the reason.
+ * An offset that is not an aligned word inside the region is refused with the reason, as is a fenced client.
+ *
+ * <p>Why a word's write goes here and not as an RDMA WRITE: a WRITE the device refuses may still have landed (its
+ * acknowledgement lost, its retransmission refused by the revoked key), and a client told "stale" runs it again in the
+ * next view. For a lock's release that could free a lock another node took meanwhile. Here a refusal is exact: the
+ * memory node checks the view and stores the word under the gate's lock, or does nothing.
+ *
+ * <p>A fence of a client ({@link #fence}) waits for that client's atomics in progress and refuses its later ones:
+ * atomics run on the control transport's blocking pool, which a closed connection does not stop.
  *
  * <p>Why a memory node's compare-and-swap is atomic with the clients' one-sided verbs: the NIC performs an aligned
  * 8-byte READ or WRITE as one PCIe transaction (docs/rdma-disni.md), as for the control fabric's atomics.
@@ -41,6 +50,8 @@ import dev.dex.rdma.replica.ViewGate;
 final class ViewAtomics {
     static final byte CAS = 5;
     static final byte ADD = 6;
+    /** Stores B in the word at OFFSET (A unused) and answers the word before: a word's write (a lock's release). */
+    static final byte SET = 7;
     static final int LENGTH = 40;
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
@@ -57,29 +68,58 @@ final class ViewAtomics {
         long view(int serverId);
     }
 
+    private final int serverId;
     private final Region region;
     private final ViewGate gate;
+    /** Atomics hold the read lock while they check their client and run; a fence takes the write lock. */
+    private final java.util.concurrent.locks.ReentrantReadWriteLock fences = new java.util.concurrent.locks.ReentrantReadWriteLock();
+    private final java.util.Set<Long> fenced = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    ViewAtomics(Region region, ViewGate gate) {
+    ViewAtomics(int serverId, Region region, ViewGate gate) {
+        this.serverId = serverId;
         this.region = region;
         this.gate = gate;
     }
 
+    /** Refuses {@code client}'s atomics from now on; returns once none of them is still running. */
+    void fence(long client) {
+        fences.writeLock().lock();
+        try {
+            fenced.add(client);
+        } finally {
+            fences.writeLock().unlock();
+        }
+    }
+
     /**
-     * Runs an atomic sent in {@code view}.
+     * Runs an atomic of {@code client} sent in {@code view}.
      *
      * @throws StaleViewException        when the replica is in a newer view; nothing was changed
+     * @throws dev.dex.rdma.FencedException when the client is fenced; nothing was changed
      * @throws IllegalArgumentException for an offset that is no aligned word of the region, or an unknown kind
      */
-    long run(byte kind, long view, long offset, long a, long b) {
+    long run(long client, byte kind, long view, long offset, long a, long b) {
         if ((offset & (Long.BYTES - 1)) != 0 || !region.contains(offset, Long.BYTES)) {
             throw new IllegalArgumentException("an atomic at offset " + offset + " is no aligned word of a region of "
                     + region.length() + " bytes");
         }
-        if (kind != CAS && kind != ADD) {
-            throw new IllegalArgumentException("atomic of kind " + kind + ": kind 5 swaps, kind 6 adds");
+        if (kind != CAS && kind != ADD && kind != SET) {
+            throw new IllegalArgumentException("atomic of kind " + kind + ": kind 5 swaps, kind 6 adds, kind 7 sets");
         }
-        return gate.run(view, () -> kind == CAS ? region.compareAndSwapLong(offset, a, b) : region.getAndAddLong(offset, a));
+        fences.readLock().lock();
+        try {
+            if (client != 0 && fenced.contains(client)) {
+                throw new dev.dex.rdma.FencedException("memory server " + serverId + " fenced client " + Long.toHexString(client)
+                        + ": its atomics are refused");
+            }
+            return gate.run(view, () -> switch (kind) {
+                case CAS -> region.compareAndSwapLong(offset, a, b);
+                case ADD -> region.getAndAddLong(offset, a);
+                default -> region.getAndSetLong(offset, b);
+            });
+        } finally {
+            fences.readLock().unlock();
+        }
     }
 
     /** Whether a message is an atomic (else a key request, {@link RdmaGrants}). */
@@ -88,7 +128,7 @@ final class ViewAtomics {
             return false;
         }
         byte kind = message.getByte(offset + 4);
-        return kind == CAS || kind == ADD;
+        return kind == CAS || kind == ADD || kind == SET;
     }
 
     /**
@@ -96,7 +136,7 @@ final class ViewAtomics {
      *
      * @throws IllegalArgumentException for a malformed request, which the sender gets with the reason
      */
-    int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
+    int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
         if (length != LENGTH || message.getInt(offset, ORDER) != RdmaGrants.MAGIC) {
             throw new IllegalArgumentException("an atomic's request has " + LENGTH + " bytes and the key requests' magic, not "
                     + length + " bytes");
@@ -105,7 +145,7 @@ final class ViewAtomics {
         long view = message.getLong(offset + 8, ORDER);
         reply.putInt(0, RdmaGrants.MAGIC, ORDER);
         try {
-            long value = run(kind, view, message.getLong(offset + 16, ORDER), message.getLong(offset + 24, ORDER),
+            long value = run(client, kind, view, message.getLong(offset + 16, ORDER), message.getLong(offset + 24, ORDER),
                     message.getLong(offset + 32, ORDER));
             reply.putInt(4, 0, ORDER);
             reply.putLong(8, value, ORDER);

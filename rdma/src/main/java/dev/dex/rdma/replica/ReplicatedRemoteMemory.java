@@ -187,8 +187,9 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             try {
                 set.primary().memory().write(address, src, srcOffset, length);
             } catch (FabricException e) {
-                // Refused by the primary's gate before it ran: nothing applied anywhere, so it may go again in the next
-                // view. A write that reached a replica is not sent again: it may change a word another compute node has
+                // Refused by the primary's gate before it ran: nothing applied anywhere (on disni a write of several
+                // words may have landed in part, and goes again whole; a word's write is exact there too), so it may go
+                // again in the next view. A write that reached a replica is not sent again: it may change a word another compute node has
                 // changed since (a lock word's release), and only the engine knows (docs/replication.md).
                 set = nextView(set, address, refused(e));
                 continue;

@@ -5,7 +5,9 @@ import dev.dex.rdma.FabricException;
 /**
  * A replica refused a verb because the client sent it in an older view of the replica group than the replica is in: a
  * failover or a new replica changed the group since the client last installed its view. The verb took no effect on
- * that replica. Not final: the client installs the group's newer view and sends the change again.
+ * that replica, with one exception: on {@code disni} a WRITE of more than one word may have landed in part before the
+ * device refused it, and sending it again writes it whole (docs/rdma-disni.md, "Views"). Not final: the client installs
+ * the group's newer view and sends the change again.
  */
 public final class StaleViewException extends FabricException {
     private static final long serialVersionUID = 1L;

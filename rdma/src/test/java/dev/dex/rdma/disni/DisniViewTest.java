@@ -109,6 +109,56 @@ class DisniViewTest {
         assertThrows(IllegalArgumentException.class, () -> memorySide.advanceView(SERVER, 3), "a view only grows");
     }
 
+    /**
+     * A plain client (keys of view 0) of a replica in a newer view is refused, and gives back nothing: the refusal's
+     * answer carries the replica's view where a grant's id would be, and once that id was taken for a grant to release
+     * (here Bob's own second grant, id 2, while the replica is in view 2).
+     */
+    @Test
+    void aPlainClientOfAReplicaInANewerViewIsRefusedAndReleasesNothing() {
+        memorySide.advanceView(SERVER, 2);
+        resources.closeAfter(computeSide.connect(endpoints, BOB, 2));
+        RemoteMemory second = resources.closeAfter(computeSide.connect(endpoints, BOB, 2));
+        second.write(PAGE, word(3), 0, Long.BYTES);
+
+        assertThrows(StaleViewException.class, () -> computeSide.connect(endpoints, BOB));
+
+        assertEquals(3, read(second, PAGE), "Bob's grant 2 still works");
+    }
+
+    /** A word's write in a view goes to the replica's memory node, where a refusal is exact; longer writes go over RDMA. */
+    @Test
+    void aWordsWriteInAViewGoesToTheMemoryNodeAndLongerWritesOverRdma() {
+        memorySide.advanceView(SERVER, 1);
+        RemoteMemory memory = resources.closeAfter(computeSide.connect(endpoints, ALICE, 1));
+        network.record();
+
+        memory.write(WORD, word(41), 0, Long.BYTES);
+        memory.write(PAGE, new UnsafeBuffer(new byte[16]), 0, 16);
+
+        assertEquals(1, network.recorded().size(), "only the 16-byte write went over RDMA: " + network.recorded());
+        assertEquals(16, network.recorded().get(0).length());
+        assertEquals(41, region.region().getLongVolatile(GlobalAddress.offset(WORD)));
+        memorySide.advanceView(SERVER, 2);
+        assertStale(assertThrows(StaleViewException.class, () -> memory.write(WORD, word(42), 0, Long.BYTES)));
+        assertEquals(41, region.region().getLongVolatile(GlobalAddress.offset(WORD)), "refused means not written");
+    }
+
+    /**
+     * On a device, once one request of a queue pair meets the access error the others are flushed: a flushed request of
+     * a client whose replica moved on is stale too (it never ran), not a failure of unknown outcome.
+     */
+    @Test
+    void aFlushedRequestOfAReplicaThatMovedOnIsStale() {
+        memorySide.advanceView(SERVER, 1);
+        RemoteMemory memory = resources.closeAfter(computeSide.connect(endpoints, ALICE, 1));
+        memorySide.advanceView(SERVER, 2);
+        network.failNextWorkRequest(new dev.dex.rdma.FabricException("RDMA READ on memory server " + SERVER
+                + " completed with IBV_WC_WR_FLUSH_ERR (5)"));
+
+        assertStale(assertThrows(StaleViewException.class, () -> read(memory, PAGE)));
+    }
+
     @Test
     void aFencedClientInAViewIsToldItIsFenced() {
         memorySide.advanceView(SERVER, 1);

@@ -2,6 +2,7 @@ package dev.dex.rdma.disni;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -21,6 +22,7 @@ import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.replica.ReplicaEndpoints;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
+import dev.dex.rdma.replica.StaleViewException;
 import dev.dex.rdma.tcp.TcpFabric;
 import dev.dex.rdma.tcp.TcpSettings;
 import dev.dex.rdma.testing.TestResources;
@@ -120,8 +122,19 @@ class ReplicatedDisniTest {
         assertEquals(10, refused.get(10, TimeUnit.SECONDS), "the swap ran once, in view 2");
         assertEquals(11, word(1, WORD));
         assertEquals(2_000L, word(1, PAGE), "the new primary holds the page written in view 2");
-        assertEquals(10, word(0, WORD), "the deposed primary got nothing of view 2");
+        assertEquals(10, word(0, WORD), "nothing of the refused verbs reached the deposed primary (its view 1 keys are revoked)");
         assertEquals(1_000L, word(0, PAGE));
+    }
+
+    /** A backup that moved to a newer view before the client connects is no gone backup: the view is old. */
+    @Test
+    void aViewWhoseBackupMovedOnIsRefusedNotConnectedWithAGoneBackup() {
+        memorySide[1].advanceView(SERVER, 3);
+
+        assertThrows(StaleViewException.class, () -> computeSide.replicaSet(SERVER,
+                new ReplicaEndpoints(2, replicas[0].endpoint(), List.of(replicas[1].endpoint())), CLIENT));
+
+        assertEquals(List.of(), backupFailures);
     }
 
     /**

@@ -1,0 +1,102 @@
+package dev.dex.rdma.disni;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.junit.jupiter.api.Test;
+
+import dev.dex.rdma.FencedException;
+import dev.dex.rdma.Region;
+import dev.dex.rdma.RegionHeaderDescriptor;
+import dev.dex.rdma.replica.StaleViewException;
+import dev.dex.rdma.replica.ViewGate;
+
+/**
+ * The atomics a {@code disni} replica's memory node runs in a view: refused in an older view and for a fenced client,
+ * and a fence that returned leaves none of the client's atomics running, however they interleave.
+ */
+class ViewAtomicsTest {
+    private static final long ALICE = 0xA11CEL;
+    private static final long WORD = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
+
+    private final Region region = Region.offHeap(4L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+    private final ViewGate gate = new ViewGate(0, "replica", 1);
+    private final ViewAtomics atomics = new ViewAtomics(0, region, gate);
+
+    @Test
+    void eachKindRunsInItsViewAndNotInAnOlderOne() {
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.CAS, 1, WORD, 0, 5));
+        assertEquals(5, atomics.run(ALICE, ViewAtomics.ADD, 1, WORD, 2, 0));
+        assertEquals(7, atomics.run(ALICE, ViewAtomics.SET, 2, WORD, 0, 0), "a newer view than the replica's is served");
+        gate.advance(2);
+
+        StaleViewException stale = assertThrows(StaleViewException.class, () -> atomics.run(ALICE, ViewAtomics.SET, 1, WORD, 0, 9));
+        assertEquals(2, stale.replicaView());
+        assertEquals(0, region.getLongVolatile(WORD));
+        assertThrows(IllegalArgumentException.class, () -> atomics.run(ALICE, ViewAtomics.ADD, 2, WORD + 4, 1, 0));
+        assertThrows(IllegalArgumentException.class, () -> atomics.run(ALICE, (byte) 9, 2, WORD, 1, 0));
+    }
+
+    @Test
+    void aFencedClientsAtomicsAreRefusedAndOthersServed() {
+        atomics.fence(ALICE);
+
+        assertThrows(FencedException.class, () -> atomics.run(ALICE, ViewAtomics.ADD, 1, WORD, 1, 0));
+        assertEquals(0, region.getLongVolatile(WORD));
+        assertEquals(0, atomics.run(0xB0BL, ViewAtomics.ADD, 1, WORD, 1, 0));
+    }
+
+    /**
+     * Two threads add for Alice while she is fenced, 200 times over: once the fence returned, the word never changes
+     * again, and every add that was not refused is in it.
+     */
+    @Test
+    void noAtomicOfAFencedClientLandsAfterItsFenceReturned() throws Exception {
+        ExecutorService threads = Executors.newFixedThreadPool(2);
+        try {
+            for (int round = 0; round < 200; round++) {
+                Region word = Region.offHeap(4L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
+                ViewAtomics book = new ViewAtomics(0, word, new ViewGate(0, "replica", 1));
+                long client = 1000 + round;
+                CountDownLatch started = new CountDownLatch(2);
+                AtomicLong done = new AtomicLong();
+                List<Future<?>> adders = new ArrayList<>();
+                for (int t = 0; t < 2; t++) {
+                    adders.add(threads.submit(() -> {
+                        started.countDown();
+                        try {
+                            while (true) {
+                                book.run(client, ViewAtomics.ADD, 1, WORD, 1, 0);
+                                done.incrementAndGet();
+                            }
+                        } catch (FencedException refused) {
+                            return null;
+                        }
+                    }));
+                }
+                started.await();
+                book.fence(client);
+                long atFence = word.getLongVolatile(WORD);
+                for (Future<?> adder : adders) {
+                    adder.get(10, TimeUnit.SECONDS);
+                }
+
+                assertEquals(atFence, word.getLongVolatile(WORD), "round " + round + ": an add landed after the fence returned");
+                assertEquals(done.get(), atFence, "round " + round + ": every add not refused is in the word");
+                assertTrue(atFence >= 0);
+            }
+        } finally {
+            threads.shutdownNow();
+        }
+    }
+}
