@@ -58,9 +58,14 @@ import dev.dex.rdma.tcp.TcpFabric;
  * <p>This object owns the control fabric: {@link #close()} closes it, after the clients and regions this
  * fabric opened.
  *
- * <p>Concurrency: export and close are serialised on this object; connect and fence run concurrently with
- * them and with themselves ({@link RdmaGrants} keeps the keys of a region thread-safe). A client connected
- * while the fabric closes is closed and its connect fails.
+ * <p>Replicas of a replica group (docs/rdma-disni.md, "Views"): a memory node moves its region's replica to a view
+ * with {@link #advanceView}, which revokes the keys of older views and refuses their atomics; a compute node connects
+ * in a view ({@link #connect(Map, long, long)}), or to whole groups ({@link #connectGroups}, {@link #replicaSet}).
+ *
+ * <p>Concurrency: export and close are serialised on this object; connect, fence and advanceView run concurrently with
+ * them and with themselves ({@link RdmaGrants} keeps the keys of a region thread-safe, its {@link ViewGate} and
+ * {@link ViewAtomics} its atomics in a view). A client connected while the fabric closes is closed and its connect
+ * fails.
  */
 public final class DisniFabric implements Fabric {
     private static final Logger LOG = LoggerFactory.getLogger(DisniFabric.class);
