@@ -200,6 +200,10 @@ public final class DisniFabric implements Fabric {
      */
     @Override
     public RemoteMemory connect(Map<Integer, String> endpoints, long clientId) {
+        return open(descriptorsOf(endpoints), clientId, -1);
+    }
+
+    private static SortedMap<Integer, RdmaRegionDescriptor> descriptorsOf(Map<Integer, String> endpoints) {
         if (endpoints.isEmpty()) {
             throw new IllegalArgumentException("connect needs at least one memory server endpoint");
         }
@@ -207,7 +211,7 @@ public final class DisniFabric implements Fabric {
         for (Map.Entry<Integer, String> entry : endpoints.entrySet()) {
             servers.put(entry.getKey(), descriptorOf(entry.getKey(), entry.getValue()));
         }
-        return open(servers, clientId, -1);
+        return servers;
     }
 
     private static RdmaRegionDescriptor descriptorOf(Integer id, String endpoint) {
@@ -238,14 +242,7 @@ public final class DisniFabric implements Fabric {
         if (view < 0) {
             throw new IllegalArgumentException("a view is >= 0: " + view);
         }
-        if (endpoints.isEmpty()) {
-            throw new IllegalArgumentException("connect needs at least one memory server endpoint");
-        }
-        SortedMap<Integer, RdmaRegionDescriptor> servers = new TreeMap<>();
-        for (Map.Entry<Integer, String> entry : endpoints.entrySet()) {
-            servers.put(entry.getKey(), descriptorOf(entry.getKey(), entry.getValue()));
-        }
-        return open(servers, clientId, view);
+        return open(descriptorsOf(endpoints), clientId, view);
     }
 
     /**
@@ -543,7 +540,7 @@ public final class DisniFabric implements Fabric {
             this.endpoint = descriptor.encode();
             this.grants = new RdmaGrants(descriptor.serverId(), registration);
             this.gate = new ViewGate(descriptor.serverId(), endpoint, 0);
-            this.atomics = new ViewAtomics(descriptor.serverId(), base.region(), gate);
+            this.atomics = new ViewAtomics(descriptor.serverId(), base.region(), gate, grants::isFenced);
             this.messages = new MessageHandler() {
                 @Override
                 public int handle(DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
@@ -579,10 +576,13 @@ public final class DisniFabric implements Fabric {
             return endpoint;
         }
 
-        /** Fences {@code client}: its atomics in a view first (waiting for those running), then its keys. */
+        /** Fences {@code client}: marks it and revokes its keys, then waits for its atomics in a view still running. */
         void fence(long client) {
-            atomics.fence(client);
-            grants.fence(client);
+            try {
+                grants.fence(client);
+            } finally {
+                atomics.drainFenced(); // the mark comes first in grants.fence, also when a revocation throws
+            }
         }
 
         /** Removes the region from the fabric, refuses atomics, revokes every grant, then closes it on the control fabric. */

@@ -227,14 +227,19 @@ final class DisniRemoteMemory implements RemoteMemory {
         for (int i = 0; i < work.size(); i++) {
             int slot = work.tag(i);
             RuntimeException failed = work.failure(i);
-            if (failed != null && batch.failure(slot) == null) {
-                FabricException stale = said == null ? null : said.get(work.serverId(i));
-                if (!(stale instanceof dev.dex.rdma.replica.StaleViewException) || !(failed instanceof FabricException f && isAccessError(f))) {
-                    stale = null;
-                }
-                batch.fail(slot, known != null && failed instanceof FabricException && !(failed instanceof FencedException) ? known
-                        : stale != null && failed instanceof FabricException ? stale : failed);
+            if (failed == null || batch.failure(slot) != null) {
+                continue;
             }
+            RuntimeException reported = failed;
+            if (failed instanceof FabricException fabric && !(failed instanceof FencedException)) {
+                FabricException classified = said == null ? null : said.get(work.serverId(i));
+                if (known != null) {
+                    reported = known;
+                } else if (classified instanceof dev.dex.rdma.replica.StaleViewException && isAccessError(fabric)) {
+                    reported = classified;
+                }
+            }
+            batch.fail(slot, reported);
         }
     }
 

@@ -2,7 +2,6 @@ package dev.dex.rdma.disni;
 
 import java.nio.ByteOrder;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 
@@ -96,7 +95,8 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
     private final int serverId;
     private final RdmaTransport.Registration registration;
     private final Map<Long, Held> open = new HashMap<>();
-    private final Set<Long> fenced = new HashSet<>();
+    /** Written under this object's lock; a concurrent set, so that {@link #isFenced} reads it without the lock. */
+    private final Set<Long> fenced = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** The view of the replica group the region is in; 0 for a region that is no replica. */
     private long view;
     private long nextId = 1;
@@ -234,8 +234,8 @@ final class RdmaGrants implements MessageHandler, AutoCloseable {
         return view;
     }
 
-    /** Whether {@code client} is fenced here. */
-    synchronized boolean isFenced(long client) {
+    /** Whether {@code client} is fenced here; without the lock (every atomic in a view asks, {@link ViewAtomics}). */
+    boolean isFenced(long client) {
         return fenced.contains(client);
     }
 

@@ -38,7 +38,7 @@ import dev.dex.rdma.replica.ViewGate;
  * next view. For a lock's release that could free a lock another node took meanwhile. Here a refusal is exact: the
  * memory node checks the view and stores the word under the gate's lock, or does nothing.
  *
- * <p>A fence of a client ({@link #fence}) waits for that client's atomics in progress and refuses its later ones:
+ * <p>A fence of a client marks it in the grant book, then waits for the atomics in progress ({@link #drainFenced}); its later ones are refused:
  * atomics run on the control transport's blocking pool, which a closed connection does not stop.
  *
  * <p>Why a memory node's compare-and-swap is atomic with the clients' one-sided verbs: the NIC performs an aligned
@@ -71,24 +71,25 @@ final class ViewAtomics {
     private final int serverId;
     private final Region region;
     private final ViewGate gate;
-    /** Atomics hold the read lock while they check their client and run; a fence takes the write lock. */
+    /** Whether a client is fenced: the region's grant book ({@link RdmaGrants#isFenced}), which a fence marks first. */
+    private final java.util.function.LongPredicate fenced;
+    /** Atomics hold the read lock while they check their client and run; {@link #drainFenced} takes the write lock. */
     private final java.util.concurrent.locks.ReentrantReadWriteLock fences = new java.util.concurrent.locks.ReentrantReadWriteLock();
-    private final java.util.Set<Long> fenced = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    ViewAtomics(int serverId, Region region, ViewGate gate) {
+    ViewAtomics(int serverId, Region region, ViewGate gate, java.util.function.LongPredicate fenced) {
         this.serverId = serverId;
         this.region = region;
         this.gate = gate;
+        this.fenced = fenced;
     }
 
-    /** Refuses {@code client}'s atomics from now on; returns once none of them is still running. */
-    void fence(long client) {
+    /**
+     * Called by a fence once it marked its client fenced: returns once no atomic that passed the check before the mark is
+     * still running, so none of the client's atomics lands after the fence returns.
+     */
+    void drainFenced() {
         fences.writeLock().lock();
-        try {
-            fenced.add(client);
-        } finally {
-            fences.writeLock().unlock();
-        }
+        fences.writeLock().unlock();
     }
 
     /**
@@ -108,7 +109,7 @@ final class ViewAtomics {
         }
         fences.readLock().lock();
         try {
-            if (client != 0 && fenced.contains(client)) {
+            if (client != 0 && fenced.test(client)) {
                 throw new dev.dex.rdma.FencedException("memory server " + serverId + " fenced client " + Long.toHexString(client)
                         + ": its atomics are refused");
             }

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -31,7 +33,15 @@ class ViewAtomicsTest {
 
     private final Region region = Region.offHeap(4L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
     private final ViewGate gate = new ViewGate(0, "replica", 1);
-    private final ViewAtomics atomics = new ViewAtomics(0, region, gate);
+    /** Stands for the region's grant book, which a fence marks before it drains the atomics. */
+    private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
+    private final ViewAtomics atomics = new ViewAtomics(0, region, gate, fenced::contains);
+
+    /** A fence as {@code DisniFabric} runs it: the book marks the client, then the atomics in progress are drained. */
+    private static void fence(Set<Long> book, ViewAtomics atomics, long client) {
+        book.add(client);
+        atomics.drainFenced();
+    }
 
     @Test
     void eachKindRunsInItsViewAndNotInAnOlderOne() {
@@ -49,7 +59,7 @@ class ViewAtomicsTest {
 
     @Test
     void aFencedClientsAtomicsAreRefusedAndOthersServed() {
-        atomics.fence(ALICE);
+        fence(fenced, atomics, ALICE);
 
         assertThrows(FencedException.class, () -> atomics.run(ALICE, ViewAtomics.ADD, 1, WORD, 1, 0));
         assertEquals(0, region.getLongVolatile(WORD));
@@ -66,7 +76,8 @@ class ViewAtomicsTest {
         try {
             for (int round = 0; round < 200; round++) {
                 Region word = Region.offHeap(4L * RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
-                ViewAtomics book = new ViewAtomics(0, word, new ViewGate(0, "replica", 1));
+                Set<Long> marked = ConcurrentHashMap.newKeySet();
+                ViewAtomics book = new ViewAtomics(0, word, new ViewGate(0, "replica", 1), marked::contains);
                 long client = 1000 + round;
                 CountDownLatch started = new CountDownLatch(2);
                 AtomicLong done = new AtomicLong();
@@ -85,7 +96,7 @@ class ViewAtomicsTest {
                     }));
                 }
                 started.await();
-                book.fence(client);
+                fence(marked, book, client);
                 long atFence = word.getLongVolatile(WORD);
                 for (Future<?> adder : adders) {
                     adder.get(10, TimeUnit.SECONDS);
