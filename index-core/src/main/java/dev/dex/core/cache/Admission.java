@@ -235,12 +235,15 @@ final class Admission {
         return true;
     }
 
-    /** Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent. */
-    void admit(int f, long address, NodeView image, boolean shared, int d, boolean repaired) {
+    /**
+     * Installs a node read from remote memory into free frame {@code f} and swizzles it into its parent; {@code owner} is
+     * the partition the node lies in, or -1 when it spans several.
+     */
+    void admit(int f, long address, NodeView image, int owner, boolean shared, int d, boolean repaired) {
         frames.lockFree(f);
         arena.wrap(path.frameViewAt[d], f).copyFrom(image);
         arena.address(f, address);
-        arena.ownerHint(f, engine.partitions.ownerOf(image)); // -1 (FrameArena.SPANS) for a node that spans partitions
+        arena.ownerHint(f, owner);
         arena.clearFlags(f);
         arena.flag(f, SHARED, shared);
         arena.state(f, HOT);
@@ -424,7 +427,8 @@ final class Admission {
             markers.release(address);
             return false;
         }
-        boolean shared = engine.treatAsShared(image);
+        int owner = engine.partitions.ownerOf(image); // -1 (FrameArena.SPANS) for a node that spans partitions
+        boolean shared = engine.sharedOwner(owner);
         // Only a node on the search key's real path is admitted: one reached through a stale parent may lie
         // in a partition this engine does not hold, and must not be cached as if it were current.
         // An image a scan read ahead may be older than the node (ScanPrefetch): never cached.
@@ -441,7 +445,7 @@ final class Admission {
             long start = timed ? System.nanoTime() : 0;
             int f = frames.allocate();
             if (f != NO_FRAME) {
-                admit(f, address, image, shared, d, clipped && !shared);
+                admit(f, address, image, owner, shared, d, clipped && !shared);
                 report.admissions++;
                 if (timed) {
                     report.admissionNanos += System.nanoTime() - start;

@@ -343,7 +343,8 @@ public final class DexEngine implements PartitionedEngine {
         return sharedOwner(partitions.ownerOf(low, high, keys.words()));
     }
 
-    private boolean sharedOwner(int owner) {
+    /** {@link #treatAsShared(NodeView)} of a node whose {@code PartitionTable.ownerOf} is {@code owner}. */
+    boolean sharedOwner(int owner) {
         return owner < 0 || held.notHeld(owner);
     }
 
