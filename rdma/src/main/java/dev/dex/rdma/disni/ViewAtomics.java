@@ -9,6 +9,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.Region;
+import dev.dex.rdma.replica.ReplicaGoneException;
 import dev.dex.rdma.replica.StaleViewException;
 import dev.dex.rdma.replica.ViewGate;
 
@@ -53,6 +54,10 @@ final class ViewAtomics {
     /** Stores B in the word at OFFSET (A unused) and answers the word before: a word's write (a lock's release). */
     static final byte SET = 7;
     static final int LENGTH = 40;
+    /** The answer's status when the replica's region is closed: the atomic did not run ({@link ReplicaGoneException}). */
+    static final int GONE = -2;
+    /** The answer's status when the client is fenced: the atomic did not run ({@link dev.dex.rdma.FencedException}). */
+    static final int FENCED = -3;
     private static final ByteOrder ORDER = ByteOrder.LITTLE_ENDIAN;
 
     /** How a client runs atomics and asks views on the replicas it is connected to in a view. */
@@ -153,15 +158,34 @@ final class ViewAtomics {
         } catch (StaleViewException stale) {
             reply.putInt(4, RdmaGrants.STALE_VIEW, ORDER);
             reply.putLong(8, stale.replicaView(), ORDER);
+        } catch (ReplicaGoneException gone) {
+            // The region closed (its memory node stops): the atomic did not run, and the client may run it in a newer view.
+            return refusal(GONE, gone, reply);
+        } catch (dev.dex.rdma.FencedException fenced) {
+            // Fenced while the request was on its way: the client must learn it is fenced, as from its connection.
+            return refusal(FENCED, fenced, reply);
         }
         return RdmaGrants.ANSWER_HEADER;
+    }
+
+    private static int refusal(int status, RuntimeException why, MutableDirectBuffer reply) {
+        byte[] text = String.valueOf(why.getMessage()).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        int length = Math.min(text.length, MessageHandler.MAX_MESSAGE - RdmaGrants.ANSWER_HEADER);
+        reply.putInt(4, status, ORDER);
+        reply.putLong(8, length, ORDER);
+        reply.putBytes(RdmaGrants.ANSWER_HEADER, text, 0, length);
+        return RdmaGrants.ANSWER_HEADER + length;
     }
 
     /**
      * Sends an atomic to memory server {@code serverId} over {@code control}.
      *
-     * @throws StaleViewException       when the replica is in a newer view than {@code view}; nothing was changed
-     * @throws IllegalArgumentException when the server refuses or answers something else
+     * @throws StaleViewException                 when the replica is in a newer view than {@code view}; nothing was changed
+     * @throws ReplicaGoneException                when the replica's region is closed; nothing was changed
+     * @throws dev.dex.rdma.FencedException        when the server fenced this client; nothing was changed
+     * @throws dev.dex.rdma.FabricException        when the server refuses the message or answers something else: the
+     *                                             outcome is unknown, as for any failed verb (never another exception,
+     *                                             which the engine's repair of a failed verb would not take)
      */
     static long request(MessageSender control, int serverId, byte kind, long view, long offset, long a, long b) {
         UnsafeBuffer request = new UnsafeBuffer(new byte[LENGTH]);
@@ -172,16 +196,33 @@ final class ViewAtomics {
         request.putLong(24, a, ORDER);
         request.putLong(32, b, ORDER);
         UnsafeBuffer answer = new UnsafeBuffer(new byte[MessageHandler.MAX_MESSAGE]);
-        int n = control.send(serverId, request, 0, LENGTH, answer, 0);
+        int n;
+        try {
+            n = control.send(serverId, request, 0, LENGTH, answer, 0);
+        } catch (dev.dex.rdma.FabricException failed) {
+            throw failed;
+        } catch (RuntimeException refused) {
+            // The server refused the message (its region is gone from the control fabric, say), or the connection is
+            // closed. A verb fails with a FabricException, whatever broke, so that the engine's repair of a failed verb
+            // (a lock's release left pending, a partition given up) takes it; anything else would leave a lock taken.
+            throw new dev.dex.rdma.FabricException("memory server " + serverId + " refused an atomic: " + refused.getMessage(), refused);
+        }
+        if (n >= RdmaGrants.ANSWER_HEADER && answer.getInt(0, ORDER) == RdmaGrants.MAGIC) {
+            int status = answer.getInt(4, ORDER);
+            if (status == GONE || status == FENCED) {
+                String why = answer.getStringWithoutLengthUtf8(RdmaGrants.ANSWER_HEADER, n - RdmaGrants.ANSWER_HEADER);
+                throw status == GONE ? new ReplicaGoneException(why) : new dev.dex.rdma.FencedException(why);
+            }
+        }
         if (n != RdmaGrants.ANSWER_HEADER || answer.getInt(0, ORDER) != RdmaGrants.MAGIC) {
-            throw new IllegalArgumentException("memory server " + serverId + " answered an atomic with " + n + " bytes that are no answer");
+            throw new dev.dex.rdma.FabricException("memory server " + serverId + " answered an atomic with " + n + " bytes that are no answer");
         }
         int count = answer.getInt(4, ORDER);
         if (count == RdmaGrants.STALE_VIEW) {
             throw new StaleViewException(serverId, "atomics", view, answer.getLong(8, ORDER));
         }
         if (count != 0) {
-            throw new IllegalArgumentException("memory server " + serverId + " answered an atomic with count " + count);
+            throw new dev.dex.rdma.FabricException("memory server " + serverId + " answered an atomic with status " + count);
         }
         return answer.getLong(8, ORDER);
     }

@@ -57,6 +57,74 @@ class ViewAtomicsTest {
         assertThrows(IllegalArgumentException.class, () -> atomics.run(ALICE, (byte) 9, 2, WORD, 1, 0));
     }
 
+    /**
+     * A replica whose region closes (its memory node stops) answers an atomic on the wire as gone, not as a failed
+     * message: the atomic did not run, so the client may send it again in the group's next view.
+     */
+    @Test
+    void anAtomicOnAClosedReplicaIsAnsweredGoneAndDoesNotRun() {
+        dev.dex.rdma.MessageSender wire = new dev.dex.rdma.MessageSender() {
+            @Override
+            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
+                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
+                return atomics.handle(ALICE, message, offset, length, reply);
+            }
+
+            @Override
+            public java.time.Duration timeout() {
+                return java.time.Duration.ofSeconds(1);
+            }
+        };
+        assertEquals(0, ViewAtomics.request(wire, 0, ViewAtomics.ADD, 1, WORD, 3, 0));
+        gate.retire("memory server 0's region is closed");
+
+        dev.dex.rdma.replica.ReplicaGoneException gone = assertThrows(dev.dex.rdma.replica.ReplicaGoneException.class,
+                () -> ViewAtomics.request(wire, 0, ViewAtomics.ADD, 1, WORD, 4, 0));
+        assertEquals("memory server 0's region is closed", gone.getMessage());
+        assertEquals(3, region.getLongVolatile(WORD), "the refused add did not run");
+    }
+
+    /**
+     * Whatever goes wrong on the wire, an atomic fails with a {@link dev.dex.rdma.FabricException}: a fenced client learns
+     * it is fenced, and a message the server refuses (its region gone from the control fabric) is a failed verb. An
+     * {@link IllegalArgumentException} escaping a lock's release would skip the engine's repair of a failed release
+     * (a pending unlock) and leave the lock taken for good.
+     */
+    @Test
+    void aFencedClientOrARefusedMessageFailsAsAFabricFailure() {
+        fenced.add(ALICE);
+        dev.dex.rdma.MessageSender toAtomics = new dev.dex.rdma.MessageSender() {
+            @Override
+            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
+                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
+                return atomics.handle(ALICE, message, offset, length, reply);
+            }
+
+            @Override
+            public java.time.Duration timeout() {
+                return java.time.Duration.ofSeconds(1);
+            }
+        };
+        assertThrows(FencedException.class, () -> ViewAtomics.request(toAtomics, 0, ViewAtomics.SET, 1, WORD, 0, 0));
+
+        dev.dex.rdma.MessageSender refusing = new dev.dex.rdma.MessageSender() {
+            @Override
+            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
+                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
+                throw new IllegalArgumentException("memory server 0 refused a MESSAGE: no handler");
+            }
+
+            @Override
+            public java.time.Duration timeout() {
+                return java.time.Duration.ofSeconds(1);
+            }
+        };
+        dev.dex.rdma.FabricException refused = assertThrows(dev.dex.rdma.FabricException.class,
+                () -> ViewAtomics.request(refusing, 0, ViewAtomics.SET, 1, WORD, 0, 0));
+        assertTrue(refused.getMessage().contains("no handler"), refused.getMessage());
+        assertEquals(0, region.getLongVolatile(WORD));
+    }
+
     @Test
     void aFencedClientsAtomicsAreRefusedAndOthersServed() {
         fence(fenced, atomics, ALICE);
