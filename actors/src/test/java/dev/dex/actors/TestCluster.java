@@ -87,6 +87,16 @@ public final class TestCluster implements AutoCloseable {
         return start("memory", MemoryNode.create(settings, fabric), "memory");
     }
 
+    /** A memory node serving {@code region}, in a system of {@code roles} (comma-separated, e.g. "memory, voter"). */
+    public ActorSystem<Void> memoryNode(dev.dex.actors.node.MemoryRegion region, String roles) {
+        return start(roles, MemoryNode.create(region), "memory");
+    }
+
+    /** A compute node with {@code settings} on {@code through}, in a system of {@code roles}. */
+    public ActorSystem<Void> computeNode(ComputeNode.Settings settings, Fabric through, String roles) {
+        return start(roles, ComputeNode.create(settings, through), "compute");
+    }
+
     public ActorSystem<Void> computeNode(long cacheBytes) {
         ComputeNode.Settings settings = new ComputeNode.Settings(1, DexEngineSettings.dex(cacheBytes), 2, Duration.ofSeconds(2));
         return start("compute", ComputeNode.create(settings, fabric), "compute");

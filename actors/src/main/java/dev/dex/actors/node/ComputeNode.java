@@ -320,7 +320,7 @@ public final class ComputeNode {
         OffloadChannel channel;
         DexEngine engine;
         try {
-            LocalGroupsClient.Pool pool = LocalGroupsClient.open(fabric, settings, groups, ids, endpoints,
+            GroupsClient.Pool pool = GroupsClient.open(fabric, settings, groups, ids, endpoints,
                     Fabrics.clientId(Cluster.get(context.getSystem()).selfMember().uniqueAddress()), context.getSystem().log());
             connection = pool.connection();
             replicated = pool.replicated();
@@ -476,9 +476,7 @@ public final class ComputeNode {
     private Behavior<Command> onGroups(Groups changed) {
         groups = changed.groups();
         context.getLog().info("replica groups: {}", groups.describe());
-        if (replicated != null && fabric instanceof dev.dex.rdma.local.LocalFabric local) {
-            LocalGroupsClient.follow(replicated, local, groups);
-        }
+        GroupsClient.follow(replicated, fabric, groups, context.getSystem(), context.getLog());
         for (ReplicaGroups.Group group : changed.groups().groups()) {
             ActorRef<MemoryNode.Command> primary = group.primary().node();
             if (!primary.equals(memory.get(group.serverId())) && asking.add(primary)) {
@@ -514,6 +512,7 @@ public final class ComputeNode {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
         workers.load().roll(now);
+        GroupsClient.follow(replicated, fabric, groups, context.getSystem(), context.getLog()); // again: an install may have failed
         LostServers.Seen seen = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
                 memory, endpoints, groups, connection, context.getLog());
         List<Integer> out = seen.out();

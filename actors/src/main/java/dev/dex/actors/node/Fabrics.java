@@ -101,7 +101,9 @@ public final class Fabrics {
             default -> {
                 TcpFabric control = new TcpFabric(spec.tcp(), spec.latencyNs(), null, spec.tls());
                 try {
-                    yield new DisniFabric(control, spec.disni());
+                    DisniFabric disni = new DisniFabric(control, spec.disni());
+                    disni.replication(spec.replication()); // replica groups: beats, suspicion, copies, the failover wait
+                    yield disni;
                 } catch (RuntimeException noRdma) {
                     control.close();
                     throw noRdma;

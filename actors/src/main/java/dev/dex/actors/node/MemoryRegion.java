@@ -11,6 +11,8 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.disni.DisniFabric;
+import dev.dex.rdma.disni.DisniReplicaRegion;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.local.LocalReplicaRegion;
 import dev.dex.rdma.tcp.TcpFabric;
@@ -58,6 +60,11 @@ public final class MemoryRegion implements AutoCloseable {
             LocalReplicaRegion replica = local.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
             region = replica;
             own = local.connectOwn(replica);
+        } else if (settings.replicas() > 1 && fabric instanceof DisniFabric disni) {
+            // One replica of the server; the others are memory nodes on other hosts, reached on the control fabric.
+            DisniReplicaRegion replica = disni.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+            region = replica;
+            own = replica.connectOwn();
         } else {
             region = settings.format() ? fabric.reformat(settings.serverId(), settings.regionBytes(), settings.chunkBytes())
                     : fabric.attach(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
@@ -76,9 +83,9 @@ public final class MemoryRegion implements AutoCloseable {
                 LOG.info("memory node {} reattached to its region and keeps its data", settings.serverId());
             }
             if (settings.replicas() > 1) {
-                if (!(fabric instanceof TcpFabric) && !(fabric instanceof LocalFabric)) {
-                    throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp or local"
-                            + " fabric; this memory node uses " + fabric.transport() + (fabric.transport().equals("shm")
+                if (!(fabric instanceof TcpFabric) && !(fabric instanceof LocalFabric) && !(fabric instanceof DisniFabric)) {
+                    throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp, disni or"
+                            + " local fabric; this memory node uses " + fabric.transport() + (fabric.transport().equals("shm")
                             ? ", whose region outlives its memory node already and dies only with its host, with every replica"
                             + " on it" : "") + " (docs/replication.md)");
                 }

@@ -2,7 +2,9 @@ package dev.dex.actors.node;
 
 import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
+import dev.dex.rdma.disni.DisniReplicaRegion;
 import dev.dex.rdma.local.LocalReplicaRegion;
+import dev.dex.rdma.replica.GroupReplica;
 import dev.dex.rdma.tcp.ReplicaStatus;
 import dev.dex.rdma.tcp.TcpFabric;
 
@@ -10,7 +12,9 @@ import dev.dex.rdma.tcp.TcpFabric;
  * A memory node's side of its replica group: what its fabric says of its replica, and the group changes the coordinator
  * asks of it (docs/replication.md). Over {@code tcp} the primary's region server orders and streams the changes; over
  * {@code local} the compute nodes write every replica themselves, and the node's replica only keeps its gate's view and
- * copies its region to a backup that joins ({@link LocalReplicaRegion}). Elsewhere a node is the only copy of its server.
+ * copies its region to a backup that joins ({@link LocalReplicaRegion}); over {@code disni} likewise, with the replicas on
+ * other hosts learning of each other from their beats ({@link DisniReplicaRegion}). Elsewhere a node is the only copy
+ * of its server.
  */
 final class ReplicaControl {
     private ReplicaControl() {
@@ -18,10 +22,11 @@ final class ReplicaControl {
 
     /** The replica of {@code serverId} this node exported ({@code region}), as a description carries it. */
     static MemoryNode.Replica status(Fabric fabric, ExportedRegion region, int serverId) {
-        if (region instanceof LocalReplicaRegion local) {
+        if (region instanceof GroupReplica replica) {
             // A replica that is gone serves nothing, whatever its part was: the coordinator counts it out at once.
-            String role = local.gone() ? MemoryNode.Replica.DEMOTED_ROLE : local.role().name();
-            return new MemoryNode.Replica(role, local.view(), 0, local.complete() && !local.gone(), local.copyLeft(), local.primaryLost());
+            String role = replica.gone() ? MemoryNode.Replica.DEMOTED_ROLE : replica.role().name();
+            return new MemoryNode.Replica(role, replica.view(), 0, replica.complete() && !replica.gone(), replica.copyLeft(),
+                    replica.primaryLost());
         }
         if (!(fabric instanceof TcpFabric tcp)) {
             return MemoryNode.Replica.SOLE;
@@ -37,14 +42,14 @@ final class ReplicaControl {
      * is retired: that replica refuses every verb for good, so the coordinator need not ask its node.
      */
     static ReplicaReports.PrimarySuspected primarySuspected(ExportedRegion region, MemoryNode.Description self) {
-        return new ReplicaReports.PrimarySuspected(self, region instanceof LocalReplicaRegion local && local.primaryRetired());
+        return new ReplicaReports.PrimarySuspected(self, region instanceof GroupReplica replica && replica.primaryRetired());
     }
 
     /** A primary's report of {@code lost} backups; over {@code local} each of them is gone for certain (its gate retired). */
     static ReplicaReports.BackupsSuspected backupsSuspected(ExportedRegion region, MemoryNode.Description self,
                                                                java.util.Map<String, String> lost) {
         return new ReplicaReports.BackupsSuspected(self, lost,
-                region instanceof LocalReplicaRegion ? lost.keySet() : java.util.Set.of());
+                region instanceof GroupReplica replica && replica.backupLossCertain() ? lost.keySet() : java.util.Set.of());
     }
 
     /**
@@ -52,8 +57,8 @@ final class ReplicaControl {
      * them out. Empty for any other replica, and when every gating backup's link is up.
      */
     static java.util.Map<String, String> lostBackups(Fabric fabric, ExportedRegion region, int serverId) {
-        if (region instanceof LocalReplicaRegion local) {
-            return local.lostBackups(); // every change waits for them (compute nodes write them) until a view leaves them out
+        if (region instanceof GroupReplica replica) {
+            return replica.lostBackups(); // every change waits for them (compute nodes write them) until a view leaves them out
         }
         if (!(fabric instanceof TcpFabric tcp)) {
             return java.util.Map.of();
@@ -79,20 +84,20 @@ final class ReplicaControl {
      * @throws IllegalArgumentException for an unknown operation or an older view
      */
     static void apply(Fabric fabric, ExportedRegion region, int serverId, MemoryNode.Replicate replicate) {
-        if (region instanceof LocalReplicaRegion local) {
+        if (region instanceof GroupReplica replica) {
             switch (replicate.op()) {
-                case MemoryNode.Replicate.BECOME_BACKUP -> local.becomeBackup(replicate.view());
+                case MemoryNode.Replicate.BECOME_BACKUP -> replica.becomeBackup(replicate.view());
                 case MemoryNode.Replicate.BECOME_PRIMARY -> {
-                    local.becomePrimary(replicate.view());
-                    local.installView(replicate.view(), replicate.backups());
+                    replica.becomePrimary(replicate.view());
+                    replica.installView(replicate.view(), replicate.backups());
                 }
-                case MemoryNode.Replicate.INSTALL_VIEW -> local.installView(replicate.view(), replicate.backups());
+                case MemoryNode.Replicate.INSTALL_VIEW -> replica.installView(replicate.view(), replicate.backups());
                 default -> throw new IllegalArgumentException("unknown replica operation " + replicate.op());
             }
             return;
         }
         if (!(fabric instanceof TcpFabric tcp)) {
-            throw new IllegalStateException("replica groups need the tcp or local fabric; this memory node uses " + fabric.transport());
+            throw new IllegalStateException("replica groups need the tcp, disni or local fabric; this memory node uses " + fabric.transport());
         }
         switch (replicate.op()) {
             case MemoryNode.Replicate.BECOME_BACKUP -> tcp.becomeBackup(serverId, replicate.view());

@@ -50,7 +50,7 @@ class MemoryRegionReplicasTest {
     void anShmMemoryNodeRefusesReplicasSayingWhyAndKeepsNoRegionOpen(@TempDir Path directory) {
         try (ShmFabric fabric = new ShmFabric(directory, 0)) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> MemoryRegion.open(settings(2), fabric));
-            assertEquals("dex.memory.replicas = 2 needs the tcp or local fabric; this memory node uses shm, whose region outlives its"
+            assertEquals("dex.memory.replicas = 2 needs the tcp, disni or local fabric; this memory node uses shm, whose region outlives its"
                     + " memory node already and dies only with its host, with every replica on it (docs/replication.md)", e.getMessage());
             // The refused open released the server id: a node of one replica opens it.
             try (MemoryRegion single = MemoryRegion.open(settings(1), fabric)) {

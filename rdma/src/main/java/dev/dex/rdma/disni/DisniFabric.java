@@ -74,6 +74,8 @@ public final class DisniFabric implements Fabric {
     private final RdmaTransport transport;
     private final Map<Integer, DisniRegion> regions = new ConcurrentHashMap<>();
     private final Set<DisniRemoteMemory> clients = ConcurrentHashMap.newKeySet();
+    /** How replicas exported here beat, suspect and copy ({@link #exportReplica}). */
+    private volatile dev.dex.rdma.tcp.ReplicaSettings replication = dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS;
     /** The region behind the stand-in of a replica that cannot be reached ({@link #goneReplica}); made on first use. */
     private Region nothing;
     private volatile boolean closed;
@@ -156,6 +158,47 @@ public final class DisniFabric implements Fabric {
             base.close();
             throw e;
         }
+    }
+
+    /**
+     * Exports memory server {@code serverId}'s region as one replica of its group ({@link DisniReplicaRegion}): the
+     * replica coordinator gives it its part, and it talks to the other replicas' memory nodes on the control fabric.
+     *
+     * @throws IllegalArgumentException as {@link #export}
+     */
+    public DisniReplicaRegion exportReplica(int serverId, long regionLength, int chunkLength) {
+        DisniRegion exported = (DisniRegion) export(serverId, regionLength, chunkLength);
+        try {
+            DisniReplicaRegion replica = new DisniReplicaRegion(this, exported, replication);
+            exported.replica = replica;
+            return replica;
+        } catch (RuntimeException e) {
+            exported.close();
+            throw e;
+        }
+    }
+
+    /** Sets how replicas exported from now on beat, suspect their primary and copy (dex.fabric.tcp.replication). */
+    public void replication(dev.dex.rdma.tcp.ReplicaSettings settings) {
+        this.replication = Objects.requireNonNull(settings, "replication settings");
+    }
+
+    /** How replicas exported here beat, suspect and copy, and how long a refused verb waits for a newer view. */
+    public dev.dex.rdma.tcp.ReplicaSettings replication() {
+        return replication;
+    }
+
+    /**
+     * A connection on the control fabric to the memory node of {@code endpoint} (a replica of server {@code serverId}),
+     * as an anonymous client: a {@link MessageSender} for the replicas' own messages.
+     */
+    RemoteMemory controlLink(int serverId, String endpoint) {
+        RemoteMemory link = control.connect(Map.of(serverId, descriptorOf(serverId, endpoint).controlEndpoint()));
+        if (!(link instanceof MessageSender)) {
+            link.close();
+            throw new IllegalStateException("the " + control.transport() + " control fabric carries no messages between memory nodes");
+        }
+        return link;
     }
 
     /**
@@ -526,8 +569,10 @@ public final class DisniFabric implements Fabric {
         /** The view the region is in as a replica, for the atomics its memory node runs ({@link ViewAtomics}). */
         final ViewGate gate;
         final ViewAtomics atomics;
-        /** What the control fabric's message channel serves for this region: key requests and atomics in a view. */
+        /** What the control fabric's message channel serves for this region: key requests, atomics in a view, replicas' own. */
         final MessageHandler messages;
+        /** The replica this region is, when exported as one ({@link #exportReplica}); its messages go to it. */
+        volatile DisniReplicaRegion replica;
         private final ExportedRegion base;
         private final RdmaTransport.Registration registration;
         private final String endpoint;
@@ -549,8 +594,22 @@ public final class DisniFabric implements Fabric {
 
                 @Override
                 public int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
-                    return ViewAtomics.isAtomic(message, offset, length) ? atomics.handle(client, message, offset, length, reply)
-                            : grants.handle(client, message, offset, length, reply);
+                    if (ViewAtomics.isAtomic(message, offset, length)) {
+                        return atomics.handle(client, message, offset, length, reply);
+                    }
+                    if (DisniReplicaRegion.isReplicaMessage(message, offset, length)) {
+                        DisniReplicaRegion to = replica;
+                        if (to == null) {
+                            throw new IllegalArgumentException("memory server " + descriptor.serverId() + "'s region is no replica");
+                        }
+                        if (client != 0) {
+                            // Memory nodes link to each other anonymously; a compute node greets as itself.
+                            throw new IllegalArgumentException("replica messages come from memory nodes, not from client "
+                                    + Long.toHexString(client));
+                        }
+                        return to.handle(message, offset, length, reply);
+                    }
+                    return grants.handle(client, message, offset, length, reply);
                 }
 
                 @Override
@@ -590,6 +649,10 @@ public final class DisniFabric implements Fabric {
         public void close() {
             if (released.compareAndSet(false, true)) {
                 regions.remove(descriptor.serverId(), this);
+                DisniReplicaRegion of = replica;
+                if (of != null) {
+                    of.stopThreads();
+                }
                 gate.retire("memory server " + descriptor.serverId() + "'s region " + endpoint + " is closed");
                 try {
                     grants.close();

@@ -8,9 +8,9 @@ import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.replica.GroupReplica;
 import dev.dex.rdma.replica.RegionCopier;
 import dev.dex.rdma.replica.ViewGate;
 import dev.dex.rdma.replica.WordOrder;
@@ -28,11 +28,8 @@ import dev.dex.rdma.replica.WordOrder;
  * takes another's monitor only while holding none of its own the other could wait for: {@link #becomePrimary} deposes
  * the others under its monitor, so {@link #installView} makes its new backups backups outside its own.
  */
-public final class LocalReplicaRegion implements ExportedRegion {
+public final class LocalReplicaRegion implements GroupReplica {
     private static final Logger LOG = LoggerFactory.getLogger(LocalReplicaRegion.class);
-
-    /** The replica's part: none yet, primary or backup. */
-    public enum Role { SOLE, PRIMARY, BACKUP }
 
     private final LocalFabric fabric;
     private final int serverId;
@@ -92,21 +89,25 @@ public final class LocalReplicaRegion implements ExportedRegion {
         return chunkLength;
     }
 
+    @Override
     public Role role() {
         return role;
     }
 
     /** Whether it is gone: its memory node stopped, or it was killed ({@link LocalFabric#killReplica}). */
+    @Override
     public boolean gone() {
         return gate.retired();
     }
 
     /** The newest view it took a part in. */
+    @Override
     public long view() {
         return view;
     }
 
     /** Whether it holds the whole server: a primary, or a backup whose copy is done. */
+    @Override
     public boolean complete() {
         return complete;
     }
@@ -115,6 +116,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
      * A complete backup's: why its primary is gone (its memory node stopped: its gate retired), for the coordinator to
      * fail over at once instead of after the cluster's failure detector; null otherwise.
      */
+    @Override
     public String primaryLost() {
         LocalReplicaRegion of = primary;
         if (role != Role.BACKUP || !complete || of == null || !of.gate.retired()) {
@@ -124,6 +126,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
     }
 
     /** Whether {@link #primaryLost} names a primary whose gate is retired: it refuses every verb for good. */
+    @Override
     public boolean primaryRetired() {
         return primaryLost() != null;
     }
@@ -133,6 +136,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
      * nodes write every change to them, so each change waits (and then fails) until a view leaves them out: the memory
      * node asks the coordinator to drop them at once instead of after the cluster's failure detector. Empty otherwise.
      */
+    @Override
     public Map<String, String> lostBackups() {
         if (role != Role.PRIMARY || gate.retired()) {
             return Map.of();
@@ -147,7 +151,14 @@ public final class LocalReplicaRegion implements ExportedRegion {
         return lost;
     }
 
+    /** A gone backup's gate is retired in the shared fabric: certain. */
+    @Override
+    public boolean backupLossCertain() {
+        return true;
+    }
+
     /** Bytes of the copy to it not written yet. */
+    @Override
     public long copyLeft() {
         return copyLeft;
     }
@@ -157,6 +168,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
      *
      * @throws IllegalStateException when it is a backup whose copy is not done (it does not hold the whole server)
      */
+    @Override
     public synchronized void becomePrimary(long next) {
         if (!complete) {
             throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint + " is a backup whose copy is not done:"
@@ -190,6 +202,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
      * Joins {@code next} as a backup: compute nodes write it from now on, and the primary copies its region to it. Asked
      * again in the view it is in, nothing changes (its copy goes on).
      */
+    @Override
     public synchronized void becomeBackup(long next) {
         if (role == Role.BACKUP && backupSince == next) {
             return; // asked again for the same view
@@ -209,6 +222,7 @@ public final class LocalReplicaRegion implements ExportedRegion {
      *
      * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server on this fabric
      */
+    @Override
     public void installView(long next, List<String> backups) {
         List<LocalReplicaRegion> replicas = new java.util.ArrayList<>();
         List<LocalReplicaRegion> added = new java.util.ArrayList<>();

@@ -372,7 +372,10 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         int refusedCount = 0;
         for (int i = 0; i < slots.length; i++) {
             failed[i] = onPrimary.failure(i);
-            if (failed[i] instanceof StaleViewException || failed[i] instanceof ReplicaGoneException) {
+            // A read that failed at the primary goes again in the next view whatever the failure, as a single read
+            // does: it changed nothing. A write only when the primary's gate refused it before it ran.
+            boolean readFailed = batch.op(slots[i]) == VerbBatch.READ && failed[i] instanceof FabricException;
+            if (readFailed || failed[i] instanceof StaleViewException || failed[i] instanceof ReplicaGoneException) {
                 refusedAt[i] = true;
                 refusedCount++;
             }

@@ -10,21 +10,22 @@ import dev.dex.core.cache.EngineMode;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.disni.DisniFabric;
 import dev.dex.rdma.local.LocalFabric;
 import dev.dex.rdma.replica.ReplicaEndpoints;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 
 /**
- * A compute node's side of replica groups on the {@code local} fabric (docs/replication.md, "The compute-side write
- * path"): the node connects to every replica of each group's view in the map, writes each change to all of them itself,
- * and moves to each newer view the map brings. An offload would change the primary's region alone, so the engine sends
- * none. Elsewhere the node connects as usual (over {@code tcp} the primary streams to its backups).
+ * A compute node's side of replica groups on the {@code local} and {@code disni} fabrics (docs/replication.md, "The
+ * compute-side write path"): the node connects to every replica of each group's view in the map, writes each change to
+ * all of them itself, and moves to each newer view the map brings. An offload would change the primary's region alone,
+ * so the engine sends none. Elsewhere the node connects as usual (over {@code tcp} the primary streams to its backups).
  *
  * <p>Concurrency: static functions, called on the compute node's actor thread; the connection they make is
  * thread-safe ({@link ReplicatedRemoteMemory}).
  */
-final class LocalGroupsClient {
-    private LocalGroupsClient() {
+final class GroupsClient {
+    private GroupsClient() {
     }
 
     /**
@@ -35,14 +36,15 @@ final class LocalGroupsClient {
     }
 
     /**
-     * Connects to servers {@code ids}: with replica groups on {@code local}, to every replica of each group's view in
-     * {@code groups} with offloading off; otherwise through {@code fabric} to {@code endpoints} as {@code clientId}.
+     * Connects to servers {@code ids}: with replica groups on {@code local} or {@code disni}, to every replica of each
+     * group's view in {@code groups} with offloading off; otherwise through {@code fabric} to {@code endpoints} as
+     * {@code clientId}.
      *
      * @throws IllegalStateException when a server's group is not formed yet (the node tries again later)
      */
     static Pool open(Fabric fabric, ComputeNode.Settings settings, ReplicaGroups groups, int[] ids, Map<Integer, String> endpoints,
                      long clientId, Logger log) {
-        if (settings.replicas() > 1 && fabric instanceof LocalFabric local) {
+        if (settings.replicas() > 1 && writesEveryReplica(fabric)) {
             Map<Integer, ReplicaEndpoints> views = new HashMap<>();
             for (int id : ids) {
                 ReplicaGroups.Group group = groups.group(id);
@@ -51,19 +53,41 @@ final class LocalGroupsClient {
                 }
                 views.put(id, endpoints(group));
             }
-            ReplicatedRemoteMemory replicated = local.connectGroups(views, (server, view, replica, cause) -> log.warn(
-                    "memory server {}'s backup {} failed a change in view {}: {}", server, replica, view, cause.getMessage()));
+            ReplicatedRemoteMemory.BackupFailures failures = (server, view, replica, cause) -> log.warn(
+                    "memory server {}'s backup {} failed a change in view {}: {}", server, replica, view, cause.getMessage());
+            ReplicatedRemoteMemory replicated = fabric instanceof LocalFabric local ? local.connectGroups(views, failures)
+                    : ((DisniFabric) fabric).connectGroups(views, clientId, ((DisniFabric) fabric).replication().failoverWait(), failures);
             return new Pool(replicated, replicated, withoutOffloads(settings.engine()));
         }
         return new Pool(fabric.connect(endpoints, clientId), null, settings.engine());
     }
 
-    /** Moves {@code replicated} to every newer view in {@code groups} of a server it is connected to. */
-    static void follow(ReplicatedRemoteMemory replicated, LocalFabric local, ReplicaGroups groups) {
+    /** Whether a compute node on {@code fabric} writes every replica of a group itself: {@code local} and {@code disni}. */
+    static boolean writesEveryReplica(Fabric fabric) {
+        return fabric instanceof LocalFabric || fabric instanceof DisniFabric;
+    }
+
+    /**
+     * Moves {@code replicated} (null: nothing to do) to every newer view in {@code groups} of a server it is connected to,
+     * as the compute node of {@code system}. A replica set that cannot be made (a {@code disni} primary out of reach) is
+     * logged and left: the node calls this on every change of the map and every health tick, so it is tried again.
+     */
+    static void follow(ReplicatedRemoteMemory replicated, Fabric fabric, ReplicaGroups groups,
+                       org.apache.pekko.actor.typed.ActorSystem<?> system, Logger log) {
+        if (replicated == null) {
+            return;
+        }
+        long clientId = Fabrics.clientId(org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().uniqueAddress());
         for (ReplicaGroups.Group group : groups.groups()) {
             if (replicated.connected(group.serverId()) && group.view() > replicated.view(group.serverId()).view()) {
                 // From now on the node's changes go to the new view's replicas; its verbs of the old one are refused.
-                replicated.install(group.serverId(), local.replicaSet(group.serverId(), endpoints(group)));
+                try {
+                    replicated.install(group.serverId(), fabric instanceof LocalFabric local
+                            ? local.replicaSet(group.serverId(), endpoints(group))
+                            : ((DisniFabric) fabric).replicaSet(group.serverId(), endpoints(group), clientId));
+                } catch (RuntimeException e) {
+                    log.warn("memory server {}'s view {} cannot be installed yet: {}", group.serverId(), group.view(), e.toString());
+                }
             }
         }
     }
@@ -83,7 +107,7 @@ final class LocalGroupsClient {
             return engine;
         }
         if (engine.mode() != EngineMode.DEX) {
-            throw new IllegalStateException("engine mode " + engine.mode() + " offloads every miss; replica groups on local need one"
+            throw new IllegalStateException("engine mode " + engine.mode() + " offloads every miss; replica groups on local and disni need one"
                     + " that never offloads");
         }
         OffloadSettings o = engine.offload();
