@@ -15,6 +15,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
+import dev.dex.rdma.OwnedWrites;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbChecks;
 import dev.dex.rdma.VerbBatch;
@@ -190,8 +191,10 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 // Refused by the primary's gate before it ran: nothing applied anywhere (on disni a write of several
                 // words may have landed in part, and goes again whole; a word's write is exact there too), so it may go
                 // again in the next view. A write that reached a replica is not sent again: it may change a word another compute node has
-                // changed since (a lock word's release), and only the engine knows (docs/replication.md).
-                set = nextView(set, address, refused(e));
+                // changed since (a lock word's release), and only the engine knows (docs/replication.md). An owned write
+                // (a redo-log append: bytes only this client writes, OwnedWrites) goes again whatever the failure, as over
+                // tcp: a second run writes the same bytes where nobody else writes.
+                set = nextView(set, address, OwnedWrites.active() ? e : refused(e));
                 continue;
             }
             if (isWord(address, length)) {

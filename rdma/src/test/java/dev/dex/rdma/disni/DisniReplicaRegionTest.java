@@ -96,6 +96,19 @@ class DisniReplicaRegionTest {
         }
     }
 
+    /** In 300 ms: replica 1 becomes primary of view 3, and {@code memory} installs that view. */
+    private CompletableFuture<Void> failOverToReplicaOneLater(ReplicatedRemoteMemory memory) {
+        return CompletableFuture.runAsync(() -> {
+            try {
+                TimeUnit.MILLISECONDS.sleep(300);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            replicas[1].becomePrimary(3);
+            memory.install(SERVER, computeSide.replicaSet(SERVER, endpoints(3, 1), CLIENT));
+        });
+    }
+
     private void assertSameBytes(int a, int b) {
         for (long offset = 0; offset < REGION; offset += Long.BYTES) {
             long x = replicas[a].region().getLongVolatile(offset);
@@ -187,15 +200,7 @@ class DisniReplicaRegionTest {
         memory.write(page(3), image(333), 0, 1024);
         replicas[0].close(); // its keys revoked and its control region gone: as its host's death looks from here
 
-        CompletableFuture<Void> failover = CompletableFuture.runAsync(() -> {
-            try {
-                TimeUnit.MILLISECONDS.sleep(300);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            replicas[1].becomePrimary(3);
-            memory.install(SERVER, computeSide.replicaSet(SERVER, endpoints(3, 1), CLIENT));
-        });
+        CompletableFuture<Void> failover = failOverToReplicaOneLater(memory);
         UnsafeBuffer readBack = new UnsafeBuffer(new byte[1024]);
         dev.dex.rdma.VerbBatch batch = new dev.dex.rdma.VerbBatch(2);
         batch.read(page(3), readBack, 0, 512);
@@ -207,6 +212,25 @@ class DisniReplicaRegionTest {
         for (int i = 0; i < 1024; i += Long.BYTES) {
             assertEquals(333_000L + i, readBack.getLong(i), "at " + i);
         }
+    }
+
+    /**
+     * A write the dead primary failed has an unknown outcome: a plain one fails (it may have landed, and another client
+     * may have changed its bytes since), but an owned one (a redo-log append: bytes only this client writes) waits for
+     * the next view and runs again there, as over {@code tcp}.
+     */
+    @Test
+    void anOwnedWriteTheDeadPrimaryFailedRunsInTheNextViewAndAPlainOneFails() throws Exception {
+        ReplicatedRemoteMemory memory = primaryWithBackupCopiedUnderWrites();
+        replicas[0].close();
+
+        assertThrows(dev.dex.rdma.FabricException.class, () -> memory.write(page(4), image(4), 0, 1024));
+
+        CompletableFuture<Void> failover = failOverToReplicaOneLater(memory);
+        dev.dex.rdma.OwnedWrites.write(memory, page(4), image(444), 0, 1024);
+        failover.get(10, TimeUnit.SECONDS);
+
+        assertEquals(444_000L, replicas[1].region().getLongVolatile(GlobalAddress.offset(page(4))), "written in view 3");
     }
 
     @Test

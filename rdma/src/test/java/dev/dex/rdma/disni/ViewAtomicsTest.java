@@ -37,6 +37,27 @@ class ViewAtomicsTest {
     private final Set<Long> fenced = ConcurrentHashMap.newKeySet();
     private final ViewAtomics atomics = new ViewAtomics(0, region, gate, fenced::contains);
 
+    /** How a wire answers a message: as {@link ViewAtomics#handle} does, or by refusing it. */
+    private interface Answer {
+        int answer(org.agrona.DirectBuffer message, int offset, int length, org.agrona.MutableDirectBuffer reply);
+    }
+
+    /** A control connection whose server answers as {@code answer} does, in this thread. */
+    private static dev.dex.rdma.MessageSender sender(Answer answer) {
+        return new dev.dex.rdma.MessageSender() {
+            @Override
+            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
+                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
+                return answer.answer(message, offset, length, reply);
+            }
+
+            @Override
+            public java.time.Duration timeout() {
+                return java.time.Duration.ofSeconds(1);
+            }
+        };
+    }
+
     /** A fence as {@code DisniFabric} runs it: the book marks the client, then the atomics in progress are drained. */
     private static void fence(Set<Long> book, ViewAtomics atomics, long client) {
         book.add(client);
@@ -63,18 +84,7 @@ class ViewAtomicsTest {
      */
     @Test
     void anAtomicOnAClosedReplicaIsAnsweredGoneAndDoesNotRun() {
-        dev.dex.rdma.MessageSender wire = new dev.dex.rdma.MessageSender() {
-            @Override
-            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
-                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
-                return atomics.handle(ALICE, message, offset, length, reply);
-            }
-
-            @Override
-            public java.time.Duration timeout() {
-                return java.time.Duration.ofSeconds(1);
-            }
-        };
+        dev.dex.rdma.MessageSender wire = sender((message, offset, length, reply) -> atomics.handle(ALICE, message, offset, length, reply));
         assertEquals(0, ViewAtomics.request(wire, 0, ViewAtomics.ADD, 1, WORD, 3, 0));
         gate.retire("memory server 0's region is closed");
 
@@ -93,32 +103,12 @@ class ViewAtomicsTest {
     @Test
     void aFencedClientOrARefusedMessageFailsAsAFabricFailure() {
         fenced.add(ALICE);
-        dev.dex.rdma.MessageSender toAtomics = new dev.dex.rdma.MessageSender() {
-            @Override
-            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
-                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
-                return atomics.handle(ALICE, message, offset, length, reply);
-            }
-
-            @Override
-            public java.time.Duration timeout() {
-                return java.time.Duration.ofSeconds(1);
-            }
-        };
+        dev.dex.rdma.MessageSender toAtomics = sender((message, offset, length, reply) -> atomics.handle(ALICE, message, offset, length, reply));
         assertThrows(FencedException.class, () -> ViewAtomics.request(toAtomics, 0, ViewAtomics.SET, 1, WORD, 0, 0));
 
-        dev.dex.rdma.MessageSender refusing = new dev.dex.rdma.MessageSender() {
-            @Override
-            public int send(int serverId, org.agrona.DirectBuffer message, int offset, int length,
-                            org.agrona.MutableDirectBuffer reply, int replyOffset) {
-                throw new IllegalArgumentException("memory server 0 refused a MESSAGE: no handler");
-            }
-
-            @Override
-            public java.time.Duration timeout() {
-                return java.time.Duration.ofSeconds(1);
-            }
-        };
+        dev.dex.rdma.MessageSender refusing = sender((message, offset, length, reply) -> {
+            throw new IllegalArgumentException("memory server 0 refused a MESSAGE: no handler");
+        });
         dev.dex.rdma.FabricException refused = assertThrows(dev.dex.rdma.FabricException.class,
                 () -> ViewAtomics.request(refusing, 0, ViewAtomics.SET, 1, WORD, 0, 0));
         assertTrue(refused.getMessage().contains("no handler"), refused.getMessage());
