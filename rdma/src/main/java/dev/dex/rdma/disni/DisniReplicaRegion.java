@@ -305,6 +305,9 @@ public final class DisniReplicaRegion implements GroupReplica {
             Link link = links.computeIfAbsent(backup, Link::new);
             startCopy(link, next);
         }
+        // The backups learn the view now, not a quarter lease later: a backup reports a lost primary in the view it
+        // knows, and the coordinator takes only a report of the current one.
+        schedule(this::beat);
     }
 
     /** Copies to {@code link}'s backup in {@code next} unless its copy is done or one of this view runs; under the monitor. */
@@ -344,7 +347,7 @@ public final class DisniReplicaRegion implements GroupReplica {
             link.doneView = inView;
             LOG.info("memory server {}: the copy to the backup {} is done ({} MiB in {} ms)", serverId, link.endpoint,
                     region().length() >> 20, (System.nanoTime() - start) / 1_000_000);
-            send(this::beat); // tell the backup now rather than a quarter lease later
+            schedule(this::beat); // tell the backup now rather than a quarter lease later
         } catch (RuntimeException e) {
             LOG.warn("memory server {}: the copy to the backup {} failed ({}); it starts again at the group's next view", serverId,
                     link.endpoint, e.getMessage());
@@ -418,6 +421,15 @@ public final class DisniReplicaRegion implements GroupReplica {
             link.closeSender(); // connect again at the next beat
         } finally {
             link.beatSentAt = 0;
+        }
+    }
+
+    /** Runs {@code task} on the scheduling thread (as the beats run), unless the replica is closed. */
+    private void schedule(Runnable task) {
+        try {
+            beats.execute(task);
+        } catch (java.util.concurrent.RejectedExecutionException closing) {
+            LOG.debug("memory server {}: a beat not sent, the replica is closed", serverId);
         }
     }
 

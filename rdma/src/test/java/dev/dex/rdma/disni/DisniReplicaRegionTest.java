@@ -319,6 +319,32 @@ class DisniReplicaRegionTest {
         assertSameBytes(0, 1);
     }
 
+    /**
+     * A view that moves only the primary (a backup dropped) reaches the other backups with a beat at once, not a quarter
+     * lease later: the coordinator takes a backup's report of a lost primary only in the current view. Here beats come
+     * every 10 s, and no copy's end (which beats too) comes in between.
+     */
+    @Test
+    void aBackupLearnsItsPrimarysNewViewAtOnce() throws Exception {
+        DisniReplicaRegion[] slow = new DisniReplicaRegion[3];
+        for (int r = 0; r < slow.length; r++) {
+            DisniFabric fabric = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+            fabric.replication(TIMING.withLease(Duration.ofSeconds(40)));
+            slow[r] = resources.closeAfter(fabric.exportReplica(SERVER + 1, REGION, CHUNK));
+        }
+        slow[0].becomePrimary(1);
+        slow[1].becomeBackup(2);
+        slow[2].becomeBackup(2);
+        slow[0].installView(2, List.of(slow[1].endpoint(), slow[2].endpoint()));
+        await("both backups are complete", () -> slow[1].complete() && slow[2].complete());
+        long start = System.nanoTime();
+
+        slow[0].installView(3, List.of(slow[1].endpoint()));
+
+        await("the first backup follows view 3", () -> slow[1].view() == 3);
+        assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(5), "well before the next beat, 10 s on");
+    }
+
     @Test
     void aPrimaryReportsABackupThatStoppedAnswering() throws Exception {
         primaryWithBackupCopiedUnderWrites();
