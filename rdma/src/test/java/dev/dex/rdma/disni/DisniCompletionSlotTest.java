@@ -236,13 +236,17 @@ class DisniCompletionSlotTest {
         /** Looked at 50 times over 100 ms, the thread is parked on the slot every time: it does not spin. */
         void awaitParked() {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-            while (java.util.concurrent.locks.LockSupport.getBlocker(thread) != slot) {
+            while (java.util.concurrent.locks.LockSupport.getBlocker(thread) != slot || thread.getState() != Thread.State.TIMED_WAITING) {
                 assertTrue(System.nanoTime() < deadline, "the waiter parks; it is " + thread.getState());
                 Thread.onSpinWait();
             }
+            // Right after an interrupt the thread may still be about to wake (its park returns, it clears the flag and
+            // parks again): a look in that moment saw it RUNNABLE in CI. So the first 10 looks (20 ms) are grace; a
+            // waiter that spins instead of parking fails every look after them.
             for (int i = 0; i < 50; i++) {
-                assertTrue(thread.getState() == Thread.State.TIMED_WAITING
-                        && java.util.concurrent.locks.LockSupport.getBlocker(thread) == slot, "look " + i + ": " + thread.getState());
+                boolean parked = thread.getState() == Thread.State.TIMED_WAITING
+                        && java.util.concurrent.locks.LockSupport.getBlocker(thread) == slot;
+                assertTrue(parked || i < 10, "look " + i + ": " + thread.getState());
                 sleepQuietly(2);
             }
         }
