@@ -82,9 +82,10 @@ final class ClusterContacts {
     }
 
     /**
-     * Follows the membership: every change sets {@code current} to the members that are up (memory and compute
-     * nodes, not clients, not this node) and writes them to {@code file} (null: kept in memory only). An empty list
-     * replaces nothing: a node that sees itself alone keeps the last members it knew.
+     * Follows the membership: every change sets {@code current} to the members that came up (memory and compute
+     * nodes, not clients, not this node) and did not leave, and writes them to {@code file} (null: kept in memory
+     * only). A member that left or exited is dropped; a downed one stays (this node may have downed it in its own view
+     * while it runs on). An empty list replaces nothing: a node that sees itself alone keeps the last members it knew.
      */
     static Behavior<ClusterEvent.MemberEvent> create(AtomicReference<List<Contact>> current, Path file) {
         return Behaviors.setup(context -> {
@@ -108,9 +109,15 @@ final class ClusterContacts {
                         }
                     }
                     up.put(contact, new Contact(contact, server));
+                } else if (event instanceof ClusterEvent.MemberDowned || event instanceof ClusterEvent.MemberRemoved removed
+                        && removed.previousStatus().equals(org.apache.pekko.cluster.MemberStatus.down())) {
+                    // Downed in this node's view, often by this node itself: resumed after a pause, its split-brain
+                    // resolver downs every member it finds unreachable, or all of them, while they run on. Dropping
+                    // them one by one left only the last one dropped to rejoin through, which could be a dead node
+                    // (MemoryNodeCrashIT failed so). They stay contacts; a dead one costs a failed join attempt.
                 } else if (!(event instanceof ClusterEvent.MemberUp) && !(event instanceof ClusterEvent.MemberJoined)
                         && !(event instanceof ClusterEvent.MemberWeaklyUp)) {
-                    up.remove(contact); // leaving, exiting, downed or removed: no contact to rejoin through
+                    up.remove(contact); // leaving or exiting: gone for good, no contact to rejoin through
                 }
                 if (!up.isEmpty() && !new ArrayList<>(up.values()).equals(current.get())) {
                     current.set(List.copyOf(up.values()));

@@ -96,6 +96,64 @@ class ClusterContactsTest {
                 + " the file: a node that sees itself alone keeps the members it knew");
     }
 
+    /**
+     * Members this node downs in its own view stay contacts. A node resumed after a pause downs every member it finds
+     * unreachable, one event after another, while they run on; dropping each left only the last one dropped to rejoin
+     * through, which may be a dead node. Here the memory node downs both others.
+     */
+    @Test
+    void membersThisNodeDownsStayContactsToRejoinThrough() throws Exception {
+        AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
+        ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
+            context.spawn(ClusterContacts.create(current, null), "cluster-contacts");
+            return Behaviors.empty();
+        }), DexNodes.SYSTEM, config("memory", List.of()));
+        ActorSystem<Void> compute = null;
+        ActorSystem<Void> other = null;
+        try {
+            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(memory);
+            cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
+            String seed = DexNodes.hostPort(memory);
+            compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+            other = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+            List<ClusterContacts.Contact> both = new java.util.ArrayList<>(List.of(new ClusterContacts.Contact(DexNodes.hostPort(compute), -1),
+                    new ClusterContacts.Contact(DexNodes.hostPort(other), -1)));
+            both.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!current.get().equals(both)) {
+                assertTrue(System.nanoTime() < deadline, "both compute nodes are remembered; now " + current.get());
+                Thread.sleep(50);
+            }
+
+            for (ActorSystem<?> downed : new ActorSystem<?>[] {compute, other}) {
+                cluster.manager().tell(new org.apache.pekko.cluster.typed.Down(
+                        org.apache.pekko.cluster.typed.Cluster.get(downed).selfMember().address()));
+            }
+            deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (countMembers(cluster) > 1) {
+                assertTrue(System.nanoTime() < deadline, "both are removed");
+                Thread.sleep(50);
+            }
+
+            assertEquals(both, current.get(), "both stay contacts");
+        } finally {
+            for (ActorSystem<?> system : new ActorSystem<?>[] {other, compute, memory}) {
+                if (system != null) {
+                    system.terminate();
+                    system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                }
+            }
+        }
+    }
+
+    private static int countMembers(org.apache.pekko.cluster.typed.Cluster cluster) {
+        int n = 0;
+        for (org.apache.pekko.cluster.Member ignored : cluster.state().getMembers()) {
+            n++;
+        }
+        return n;
+    }
+
     private static Config config(String role, List<String> seeds) {
         return DexNodes.withoutEndpoint(DexNodes.nodeConfig(DexNodes.config(ConfigFactory.empty()), role, "127.0.0.1", 0, seeds));
     }
