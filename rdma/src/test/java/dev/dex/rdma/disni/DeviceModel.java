@@ -11,6 +11,11 @@ import dev.dex.rdma.tcp.TcpSettings;
 public final class DeviceModel {
     private final InJvmRdmaTransport network = new InJvmRdmaTransport(DisniSettings.DEFAULTS.maxTransfer(), 0);
 
+    /** The network itself, for the tests of this package that inject its faults. */
+    InJvmRdmaTransport network() {
+        return network;
+    }
+
     /** A fabric of one more host on this network; the caller closes it. */
     public DisniFabric fabric() {
         return new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), DisniSettings.DEFAULTS, network);

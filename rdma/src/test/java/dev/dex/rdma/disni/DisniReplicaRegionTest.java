@@ -28,8 +28,6 @@ import dev.dex.rdma.replica.ReplicaEndpoints;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 import dev.dex.rdma.replica.StaleViewException;
 import dev.dex.rdma.tcp.ReplicaSettings;
-import dev.dex.rdma.tcp.TcpFabric;
-import dev.dex.rdma.tcp.TcpSettings;
 import dev.dex.rdma.testing.TestResources;
 
 /**
@@ -39,7 +37,6 @@ import dev.dex.rdma.testing.TestResources;
  * replicas learn of each other only from their messages: beats, copy progress and depositions.
  */
 class DisniReplicaRegionTest {
-    private static final DisniSettings SETTINGS = DisniSettings.DEFAULTS;
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final long REGION = 256L * CHUNK; // 1 MiB: a copy of a second at 1 MiB/s
     private static final int SERVER = 3;
@@ -50,18 +47,19 @@ class DisniReplicaRegionTest {
 
     @AutoClose
     private final TestResources resources = new TestResources();
-    private final InJvmRdmaTransport network = new InJvmRdmaTransport(SETTINGS.maxTransfer(), 0);
+    private final DeviceModel model = new DeviceModel();
+    private final InJvmRdmaTransport network = model.network();
     private final DisniFabric[] memorySide = new DisniFabric[3];
     private final DisniReplicaRegion[] replicas = new DisniReplicaRegion[3];
     private final DisniFabric computeSide;
 
     DisniReplicaRegionTest() {
         for (int r = 0; r < replicas.length; r++) {
-            memorySide[r] = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+            memorySide[r] = resources.closeAfter(model.fabric());
             memorySide[r].replication(TIMING);
             replicas[r] = resources.closeAfter(memorySide[r].exportReplica(SERVER, REGION, CHUNK));
         }
-        computeSide = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+        computeSide = resources.closeAfter(model.fabric());
     }
 
     private static long page(int index) {
@@ -328,7 +326,7 @@ class DisniReplicaRegionTest {
     void aBackupLearnsItsPrimarysNewViewAtOnce() throws Exception {
         DisniReplicaRegion[] slow = new DisniReplicaRegion[3];
         for (int r = 0; r < slow.length; r++) {
-            DisniFabric fabric = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+            DisniFabric fabric = resources.closeAfter(model.fabric());
             fabric.replication(TIMING.withLease(Duration.ofSeconds(40)));
             slow[r] = resources.closeAfter(fabric.exportReplica(SERVER + 1, REGION, CHUNK));
         }
@@ -379,7 +377,7 @@ class DisniReplicaRegionTest {
 
         assertThrows(IllegalStateException.class, () -> replicas[1].becomePrimary(3), "a backup whose copy is not done");
         assertThrows(IllegalStateException.class, () -> replicas[1].installView(3, List.of()), "a backup installs no view");
-        DisniFabric other = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+        DisniFabric other = resources.closeAfter(model.fabric());
         DisniReplicaRegion ofAnotherServer = resources.closeAfter(other.exportReplica(SERVER + 1, REGION, CHUNK));
         IllegalStateException wrongServer = assertThrows(IllegalStateException.class,
                 () -> replicas[0].installView(2, List.of(ofAnotherServer.endpoint())));

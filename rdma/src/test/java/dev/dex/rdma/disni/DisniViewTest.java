@@ -17,8 +17,6 @@ import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.VerbBatch;
 import dev.dex.rdma.replica.StaleViewException;
-import dev.dex.rdma.tcp.TcpFabric;
-import dev.dex.rdma.tcp.TcpSettings;
 import dev.dex.rdma.testing.TestResources;
 
 /**
@@ -29,7 +27,6 @@ import dev.dex.rdma.testing.TestResources;
  * {@link StaleViewException} (not a fence, not an unknown failure), and none of them changes the region.
  */
 class DisniViewTest {
-    private static final DisniSettings SETTINGS = DisniSettings.DEFAULTS;
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final int SERVER = 3;
     private static final long ALICE = 0xA11CEL;
@@ -39,10 +36,11 @@ class DisniViewTest {
 
     @AutoClose
     private final TestResources resources = new TestResources();
-    private final InJvmRdmaTransport network = new InJvmRdmaTransport(SETTINGS.maxTransfer(), 0);
-    private final DisniFabric memorySide = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+    private final DeviceModel model = new DeviceModel();
+    private final InJvmRdmaTransport network = model.network();
+    private final DisniFabric memorySide = resources.closeAfter(model.fabric());
     private final ExportedRegion region = resources.closeAfter(memorySide.export(SERVER, 16L * CHUNK, CHUNK));
-    private final DisniFabric computeSide = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+    private final DisniFabric computeSide = resources.closeAfter(model.fabric());
     private final Map<Integer, String> endpoints = Map.of(SERVER, region.endpoint());
 
     private static UnsafeBuffer word(long value) {

@@ -23,8 +23,6 @@ import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.replica.ReplicaEndpoints;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 import dev.dex.rdma.replica.StaleViewException;
-import dev.dex.rdma.tcp.TcpFabric;
-import dev.dex.rdma.tcp.TcpSettings;
 import dev.dex.rdma.testing.TestResources;
 
 /**
@@ -35,7 +33,6 @@ import dev.dex.rdma.testing.TestResources;
  * the old view, and a verb they refused runs again in the view the client installs next.
  */
 class ReplicatedDisniTest {
-    private static final DisniSettings SETTINGS = DisniSettings.DEFAULTS;
     private static final int CHUNK = RegionHeaderDescriptor.MIN_CHUNK_LENGTH;
     private static final int SERVER = 2;
     private static final long CLIENT = 0xC0FFEEL;
@@ -44,7 +41,8 @@ class ReplicatedDisniTest {
 
     @AutoClose
     private final TestResources resources = new TestResources();
-    private final InJvmRdmaTransport network = new InJvmRdmaTransport(SETTINGS.maxTransfer(), 0);
+    private final DeviceModel model = new DeviceModel();
+    private final InJvmRdmaTransport network = model.network();
     private final DisniFabric[] memorySide = new DisniFabric[2];
     private final ExportedRegion[] replicas = new ExportedRegion[2];
     private final DisniFabric computeSide;
@@ -52,11 +50,11 @@ class ReplicatedDisniTest {
 
     ReplicatedDisniTest() {
         for (int r = 0; r < 2; r++) {
-            memorySide[r] = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+            memorySide[r] = resources.closeAfter(model.fabric());
             replicas[r] = resources.closeAfter(memorySide[r].export(SERVER, 16L * CHUNK, CHUNK));
             memorySide[r].advanceView(SERVER, 1);
         }
-        computeSide = resources.closeAfter(new DisniFabric(new TcpFabric(TcpSettings.DEFAULTS, 0), SETTINGS, network));
+        computeSide = resources.closeAfter(model.fabric());
     }
 
     private ReplicatedRemoteMemory connectInViewOne() {
