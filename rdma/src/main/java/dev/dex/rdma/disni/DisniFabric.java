@@ -22,7 +22,6 @@ import dev.dex.rdma.MessageSender;
 import dev.dex.rdma.Region;
 import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.replica.ReplicaEndpoints;
-import dev.dex.rdma.replica.ReplicaGoneException;
 import dev.dex.rdma.replica.ReplicaSet;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 import dev.dex.rdma.replica.ViewGate;
@@ -77,7 +76,8 @@ public final class DisniFabric implements Fabric {
     /** How replicas exported here beat, suspect and copy ({@link #exportReplica}). */
     private volatile dev.dex.rdma.tcp.ReplicaSettings replication = dev.dex.rdma.tcp.ReplicaSettings.DEFAULTS;
     /** The region behind the stand-in of a replica that cannot be reached ({@link #goneReplica}); made on first use. */
-    private Region nothing;
+    /** The compute side of replica groups: connections per view and read leases. */
+    final GroupClients groups = new GroupClients(this);
     private volatile boolean closed;
 
     /**
@@ -193,7 +193,13 @@ public final class DisniFabric implements Fabric {
      * as an anonymous client: a {@link MessageSender} for the replicas' own messages.
      */
     RemoteMemory controlLink(int serverId, String endpoint) {
-        RemoteMemory link = control.connect(Map.of(serverId, descriptorOf(serverId, endpoint).controlEndpoint()));
+        return controlLink(serverId, endpoint, 0);
+    }
+
+    /** As {@link #controlLink(int, String)}, greeting as {@code clientId} (0: anonymous). */
+    RemoteMemory controlLink(int serverId, String endpoint, long clientId) {
+        Map<Integer, String> at = Map.of(serverId, descriptorOf(serverId, endpoint).controlEndpoint());
+        RemoteMemory link = clientId == 0 ? control.connect(at) : control.connect(at, clientId);
         if (!(link instanceof MessageSender)) {
             link.close();
             throw new IllegalStateException("the " + control.transport() + " control fabric carries no messages between memory nodes");
@@ -257,7 +263,7 @@ public final class DisniFabric implements Fabric {
         return servers;
     }
 
-    private static RdmaRegionDescriptor descriptorOf(Integer id, String endpoint) {
+    static RdmaRegionDescriptor descriptorOf(Integer id, String endpoint) {
         Objects.requireNonNull(id, "memory server id");
         RdmaRegionDescriptor descriptor;
         try {
@@ -290,86 +296,16 @@ public final class DisniFabric implements Fabric {
 
     /**
      * Connects a compute node to replicated servers, each in the view given: a client that writes every replica of the
-     * view itself ({@link ReplicatedRemoteMemory}, the compute-side write path of docs/replication.md), with a
-     * {@code disni} connection in that view to each replica; {@link ReplicatedRemoteMemory#install} with
-     * {@link #replicaSet} moves it to a later view. The replicas' clients share no process, so convergences of a word
-     * take no common order ({@link ReplicaSet.Replica#words()} is null): the known race of docs/replication.md stays.
-     *
-     * @param clientId     the compute node's fabric identity
-     * @param failoverWait how long a verb refused in a view waits for a newer one to be installed
-     * @param failures     told of every backup that failed a change
+     * view itself (docs/replication.md, "The compute-side write path"); see {@link GroupClients#connectGroups}.
      */
     public ReplicatedRemoteMemory connectGroups(Map<Integer, ReplicaEndpoints> views, long clientId, java.time.Duration failoverWait,
                                                 ReplicatedRemoteMemory.BackupFailures failures) {
-        int max = views.keySet().stream().mapToInt(Integer::intValue).max().orElseThrow(
-                () -> new IllegalArgumentException("connect needs at least one memory server"));
-        long[] regionLengths = new long[max + 1];
-        long[] chunkLengths = new long[max + 1];
-        Map<Integer, ReplicaSet> sets = new java.util.HashMap<>();
-        try {
-            views.forEach((id, endpoints) -> {
-                RdmaRegionDescriptor primary = descriptorOf(id, endpoints.primary());
-                ReplicaSet set = replicaSet(id, endpoints, clientId);
-                sets.put(id, set);
-                regionLengths[id] = primary.regionLength();
-                chunkLengths[id] = set.primary().memory().chunkAllocator().chunkLength(id);
-            });
-        } catch (RuntimeException e) {
-            for (ReplicaSet set : sets.values()) {
-                set.primary().memory().close();
-                set.backups().forEach(backup -> backup.memory().close());
-            }
-            throw e;
-        }
-        return new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT, failoverWait,
-                failures, () -> { });
+        return groups.connectGroups(views, clientId, failoverWait, failures);
     }
 
-    /**
-     * Server {@code serverId}'s replicas in a view, as client {@code clientId} reaches them: a connection in that view to
-     * the primary and to each backup. A backup that cannot be reached stands in as a replica that fails every verb
-     * ({@link ReplicaGoneException}), so every change fails on it until a view without it comes; a primary that cannot
-     * be reached fails the call.
-     *
-     * @throws dev.dex.rdma.replica.StaleViewException when a replica is in a newer view already
-     */
+    /** Server {@code serverId}'s replicas in a view, as client {@code clientId} reaches them: {@link GroupClients#replicaSet}. */
     public ReplicaSet replicaSet(int serverId, ReplicaEndpoints endpoints, long clientId) {
-        RemoteMemory primary = connect(Map.of(serverId, endpoints.primary()), clientId, endpoints.view());
-        List<ReplicaSet.Replica> backups = new ArrayList<>();
-        for (String backup : endpoints.backups()) {
-            RemoteMemory memory;
-            try {
-                memory = connect(Map.of(serverId, backup), clientId, endpoints.view());
-            } catch (dev.dex.rdma.replica.StaleViewException newer) {
-                // The backup moved on already: this view is old, not the backup gone; the caller installs a newer one.
-                primary.close();
-                backups.forEach(replica -> replica.memory().close());
-                throw newer;
-            } catch (RuntimeException unreachable) {
-                LOG.warn("memory server {}'s backup {} cannot be reached in view {}: {}", serverId, backup, endpoints.view(),
-                        unreachable.toString());
-                memory = goneReplica(serverId, backup, endpoints.view(), unreachable);
-            }
-            backups.add(new ReplicaSet.Replica(backup, memory, ReplicaSet.State.COMPLETE));
-        }
-        return new ReplicaSet(endpoints.view(), new ReplicaSet.Replica(endpoints.primary(), primary, ReplicaSet.State.COMPLETE), backups);
-    }
-
-    /** A replica that cannot be reached: a retired gate over a small region of this process that no verb reaches. */
-    private RemoteMemory goneReplica(int serverId, String endpoint, long view, RuntimeException why) {
-        ViewGate gone = new ViewGate(serverId, endpoint, view);
-        gone.retire("memory server " + serverId + "'s replica " + endpoint + " cannot be reached: " + why.getMessage());
-        Region[] byServer = new Region[serverId + 1];
-        byServer[serverId] = nothing();
-        return new dev.dex.rdma.replica.GatedRemoteMemory(new dev.dex.rdma.DirectRemoteMemory(byServer, 0, () -> { }), gone, view);
-    }
-
-    private synchronized Region nothing() {
-        if (nothing == null) {
-            nothing = Region.offHeap(2L * dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
-            dev.dex.rdma.RegionFormat.format(nothing, dev.dex.rdma.RegionHeaderDescriptor.MIN_CHUNK_LENGTH);
-        }
-        return nothing;
+        return groups.replicaSet(serverId, endpoints, clientId);
     }
 
     /**
@@ -436,6 +372,7 @@ public final class DisniFabric implements Fabric {
                 return;
             }
             closed = true;
+            toClose.add(groups);
             toClose.addAll(clients);
             toClose.addAll(regions.values());
         }
@@ -596,6 +533,11 @@ public final class DisniFabric implements Fabric {
                 public int handle(long client, DirectBuffer message, int offset, int length, MutableDirectBuffer reply) {
                     if (ViewAtomics.isAtomic(message, offset, length)) {
                         return atomics.handle(client, message, offset, length, reply);
+                    }
+                    if (ReadLeases.isRequest(message, offset, length)) {
+                        DisniReplicaRegion to = replica; // any client may ask: a lease gives no access
+                        return ReadLeases.answer(to == null ? ReadLeases.Grant.notNow("the region is no replica")
+                                : to.grantRead(ReadLeases.view(message, offset)), reply);
                     }
                     if (DisniReplicaRegion.isReplicaMessage(message, offset, length)) {
                         DisniReplicaRegion to = replica;

@@ -42,7 +42,9 @@ import dev.dex.rdma.tcp.ReplicaSettings;
  *   <li>{@link #DEPOSE}, from a backup that became primary to the primary it last heard from, at once: if that
  *       replica still runs, it refuses the older views from then on and loses its part and its completeness.</li>
  * </ul>
- * Moving a part moves the replica's view with {@link DisniFabric#advanceView}: the RDMA keys of older views are revoked
+ * A backup also grants compute nodes read leases ({@link #grantRead}, {@link ReadLeases}) for no longer than a lease
+ * after its primary's last beat, and becomes primary only once the last of them ran out.
+ * <p>Moving a part moves the replica's view with {@link DisniFabric#advanceView}: the RDMA keys of older views are revoked
  * and their atomics refused before the part changes.
  *
  * <p>Concurrency: role, view, completeness and the copy's progress are volatile and change under this object's
@@ -51,7 +53,8 @@ import dev.dex.rdma.tcp.ReplicaSettings;
  * run on one scheduled thread of this replica's; each copy runs on a thread of its own; the control fabric's blocking
  * pool runs the messages, which take the monitor briefly. No replica of another process is ever waited for under the
  * monitor: the beats and depositions go out on a pool of their own, one task a message, and a link connects outside
- * its lock. Under the monitor, an {@link #installView} waits up to 2 s for an older copy of its own to end.
+ * its lock. Under the monitor, an {@link #installView} waits up to 2 s for an older copy of its own to end. The read
+ * leases' bound and the promotion flag change under the monitor; a promotion waits its leases out outside it.
  */
 public final class DisniReplicaRegion implements GroupReplica {
     private static final Logger LOG = LoggerFactory.getLogger(DisniReplicaRegion.class);
@@ -79,7 +82,7 @@ public final class DisniReplicaRegion implements GroupReplica {
     /** Sends the beats and depositions, one task per message, so that a backup that hangs holds up no other. */
     private final java.util.concurrent.ExecutorService sends;
     /** A primary's links to the backups of its view, by endpoint; changed under this monitor, read without it. */
-    private final Map<String, Link> links = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<String, BackupLink> links = new java.util.concurrent.ConcurrentHashMap<>();
     private volatile Role role = Role.SOLE;
     private volatile long view;
     private volatile boolean complete = true; // a fresh, formatted region holds its whole (empty) server
@@ -91,6 +94,10 @@ public final class DisniReplicaRegion implements GroupReplica {
     private volatile long lastBeat;
     private volatile List<String> backups = List.of();
     private volatile boolean closed;
+    /** The latest moment a read lease it granted may still hold ({@link System#nanoTime}); 0: none granted. */
+    private long grantedUntil;
+    /** Promotions under way, each waiting out its read leases: it grants none while there is one. */
+    private int promoting;
     /** For tests: every message this replica sends fails, as from a host cut off from the others. */
     volatile boolean cutOff;
 
@@ -207,7 +214,7 @@ public final class DisniReplicaRegion implements GroupReplica {
         }
         Map<String, String> lost = new TreeMap<>();
         for (String backup : backups) {
-            Link link = links.get(backup);
+            BackupLink link = links.get(backup);
             if (link != null && link.broken != null) {
                 lost.put(backup, link.broken);
             }
@@ -224,29 +231,103 @@ public final class DisniReplicaRegion implements GroupReplica {
     @Override
     public void becomePrimary(long next) {
         String deposed;
-        synchronized (this) {
-            if (!complete) {
-                throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint() + " is a backup whose copy"
-                        + " is not done: it cannot become primary");
+        try {
+            awaitReadLeases();
+            synchronized (this) {
+                deposed = promote(next);
             }
-            try {
-                fabric.advanceView(serverId, next);
-            } catch (RuntimeException notMoved) {
-                // Its part is none until an advance to this view returns: the coordinator asks a primary of its map that
-                // reports no part again (it keeps its completeness: it missed no change).
-                role = Role.SOLE;
-                throw notMoved;
+        } finally {
+            synchronized (this) {
+                promoting--;
             }
-            view = next;
-            role = Role.PRIMARY;
-            deposed = primary;
-            primary = null;
-            backups = List.of(); // its views' backups start now: any it had in an earlier time as primary are copied again
-            closeLinks(links.keySet());
         }
         if (deposed != null && !deposed.equals(endpoint())) {
             send(() -> depose(deposed, next));
         }
+    }
+
+    /**
+     * Stops granting read leases and waits, outside the monitor, until every lease it granted ran out: a compute node
+     * that missed the failover then reads the replaced primary no more (docs/replication.md, "Read leases").
+     */
+    private void awaitReadLeases() {
+        long deadline;
+        synchronized (this) {
+            promoting++; // first: becomePrimary's finally takes it back, whatever throws
+            if (!complete) {
+                throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint() + " is a backup whose copy"
+                        + " is not done: it cannot become primary");
+            }
+            // Grants of an earlier process of this node need no wait: that process's backup was dropped when it stopped
+            // answering beats, and its primary moved to a view without it, revoking the keys of the views it granted in;
+            // this one becomes complete only by a copy from that primary in a later view still.
+            deadline = grantedUntil;
+        }
+        if (deadline == 0) {
+            return; // it never granted one
+        }
+        long wait = deadline - System.nanoTime();
+        if (wait > 0) {
+            LOG.info("memory server {}: the replica {} waits {} ms for the read leases it granted to run out", serverId, endpoint(),
+                    TimeUnit.NANOSECONDS.toMillis(wait));
+        }
+        for (long left; (left = deadline - System.nanoTime()) > 0; ) {
+            java.util.concurrent.locks.LockSupport.parkNanos(left);
+            if (Thread.interrupted()) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while the read leases of memory server " + serverId + " run out");
+            }
+        }
+    }
+
+    /** Takes the primary's part in {@code next}; under the monitor. Returns the primary it last heard from, or null. */
+    private String promote(long next) {
+        if (closed || !complete) {
+            throw new IllegalStateException("memory server " + serverId + "'s replica " + endpoint() + " is "
+                    + (closed ? "closed" : "no longer complete") + ": it cannot become primary");
+        }
+        try {
+            fabric.advanceView(serverId, next);
+        } catch (RuntimeException notMoved) {
+            // Its part is none until an advance to this view returns: the coordinator asks a primary of its map that
+            // reports no part again (it keeps its completeness: it missed no change).
+            role = Role.SOLE;
+            throw notMoved;
+        }
+        view = next;
+        role = Role.PRIMARY;
+        String deposed = primary;
+        primary = null;
+        backups = List.of(); // its views' backups start now: any it had in an earlier time as primary are copied again
+        closeLinks(links.keySet());
+        return deposed;
+    }
+
+    /**
+     * A compute node's request for a read lease in {@code inView} ({@link ReadLeases}): granted while it is a backup of
+     * that view that heard its primary's beat within a lease, for the rest of that lease; refused while it waits to
+     * become primary.
+     */
+    synchronized ReadLeases.Grant grantRead(long inView) {
+        if (closed) {
+            return ReadLeases.Grant.notNow("its region is closed");
+        }
+        if (inView < view) {
+            return ReadLeases.Grant.newer(view);
+        }
+        if (role != Role.BACKUP || inView > view || promoting > 0) {
+            return ReadLeases.Grant.notNow("it is " + (promoting > 0 ? "becoming primary" : role) + " in view " + view);
+        }
+        long now = System.nanoTime();
+        long end = lastBeat + timing.lease().toNanos();
+        if (primary == null || end - now <= 0) {
+            return ReadLeases.Grant.notNow("it heard no heartbeat from its primary for "
+                    + (primary == null ? "ever" : TimeUnit.NANOSECONDS.toMillis(now - lastBeat) + " ms"));
+        }
+        if (grantedUntil == 0 || end - grantedUntil > 0) {
+            grantedUntil = end;
+        }
+        return ReadLeases.Grant.granted(end - now);
     }
 
     /**
@@ -302,7 +383,7 @@ public final class DisniReplicaRegion implements GroupReplica {
         closeLinks(gone);
         backups = List.copyOf(newBackups);
         for (String backup : backups) {
-            Link link = links.computeIfAbsent(backup, Link::new);
+            BackupLink link = links.computeIfAbsent(backup, endpoint -> new BackupLink(fabric, serverId, endpoint));
             startCopy(link, next);
         }
         // The backups learn the view now, not a quarter lease later: a backup reports a lost primary in the view it
@@ -311,7 +392,7 @@ public final class DisniReplicaRegion implements GroupReplica {
     }
 
     /** Copies to {@code link}'s backup in {@code next} unless its copy is done or one of this view runs; under the monitor. */
-    private void startCopy(Link link, long next) {
+    private void startCopy(BackupLink link, long next) {
         if (link.doneView >= 0) {
             return;
         }
@@ -338,7 +419,7 @@ public final class DisniReplicaRegion implements GroupReplica {
         copy.start();
     }
 
-    private void copyTo(Link link, long inView) {
+    private void copyTo(BackupLink link, long inView) {
         long start = System.nanoTime();
         try (RemoteMemory to = fabric.connect(Map.of(serverId, link.endpoint), 0, inView)) {
             LOG.info("memory server {}: copying {} MiB to the backup {} in view {}", serverId, region().length() >> 20, link.endpoint, inView);
@@ -360,7 +441,7 @@ public final class DisniReplicaRegion implements GroupReplica {
      * marked lost, and a copy that failed started again (at most every {@link #COPY_RETRY}).
      */
     private void beat() {
-        List<Link> targets = new ArrayList<>();
+        List<BackupLink> targets = new ArrayList<>();
         long inView;
         synchronized (this) {
             if (role != Role.PRIMARY || closed) {
@@ -369,7 +450,7 @@ public final class DisniReplicaRegion implements GroupReplica {
             inView = view;
             long now = System.nanoTime();
             for (String backup : backups) {
-                Link link = links.get(backup);
+                BackupLink link = links.get(backup);
                 if (link == null) {
                     continue;
                 }
@@ -380,7 +461,7 @@ public final class DisniReplicaRegion implements GroupReplica {
                 }
             }
         }
-        for (Link link : targets) {
+        for (BackupLink link : targets) {
             long sentAt = link.beatSentAt;
             if (sentAt != 0) {
                 long silentMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sentAt);
@@ -396,7 +477,7 @@ public final class DisniReplicaRegion implements GroupReplica {
     }
 
     /** One beat to one backup, on the send pool. */
-    private void beatOnce(Link link, long inView) {
+    private void beatOnce(BackupLink link, long inView) {
         try {
             send(link.sender(), BEAT, inView, link.left, link.doneView);
             link.broken = null;
@@ -556,7 +637,7 @@ public final class DisniReplicaRegion implements GroupReplica {
 
     private void closeLinks(java.util.Collection<String> endpoints) {
         for (String endpoint : List.copyOf(endpoints)) {
-            Link link = links.remove(endpoint);
+            BackupLink link = links.remove(endpoint);
             if (link != null) {
                 link.close();
             }
@@ -578,7 +659,7 @@ public final class DisniReplicaRegion implements GroupReplica {
                 return;
             }
             closed = true;
-            for (Link link : links.values()) {
+            for (BackupLink link : links.values()) {
                 if (link.copy != null) {
                     copies.add(link.copy);
                 }
@@ -607,81 +688,6 @@ public final class DisniReplicaRegion implements GroupReplica {
             super("a replica is in view " + view + (primary ? " as its primary" : ""), null, false, false);
             this.view = view;
             this.primary = primary;
-        }
-    }
-
-    /**
-     * A primary's link to one backup: the control connection its beats take (opened at the first beat, again after a
-     * failure), the copy's thread and progress, and why the backup's node did not answer the last beat.
-     */
-    private final class Link {
-        final String endpoint;
-        private RemoteMemory sender;
-        private boolean linkClosed;
-        /** When the beat in flight was sent ({@link System#nanoTime}), or 0. */
-        volatile long beatSentAt;
-        volatile long copyStarted;
-        volatile Thread copy;
-        volatile long copyView = -1;
-        volatile long left = -1;
-        /** The view its copy completed in, or -1. */
-        volatile long doneView = -1;
-        volatile String broken;
-
-        Link(String endpoint) {
-            this.endpoint = endpoint;
-        }
-
-        /** The control connection, made on first use outside this link's lock (a connect may wait seconds). */
-        MessageSender sender() {
-            synchronized (this) {
-                if (linkClosed) {
-                    throw new IllegalStateException("the link to " + endpoint + " is closed");
-                }
-                if (sender != null) {
-                    return (MessageSender) sender;
-                }
-            }
-            RemoteMemory made = fabric.controlLink(serverId, endpoint);
-            synchronized (this) {
-                if (!linkClosed && sender == null) {
-                    sender = made;
-                    return (MessageSender) made;
-                }
-            }
-            made.close(); // closed meanwhile, or another beat connected first
-            return sender();
-        }
-
-        /** Drops the connection: the next beat connects again. */
-        void closeSender() {
-            RemoteMemory old;
-            synchronized (this) {
-                old = sender;
-                sender = null;
-            }
-            closeQuietly(old);
-        }
-
-        /** The backup left this primary's views: no connection is made for it again. */
-        void close() {
-            RemoteMemory old;
-            synchronized (this) {
-                linkClosed = true;
-                old = sender;
-                sender = null;
-            }
-            closeQuietly(old);
-        }
-
-        private void closeQuietly(RemoteMemory connection) {
-            if (connection != null) {
-                try {
-                    connection.close();
-                } catch (RuntimeException ignored) {
-                    // already broken
-                }
-            }
         }
     }
 }

@@ -14,8 +14,10 @@ import dev.dex.rdma.RemoteMemory;
  * @param view    the group's view; only grows
  * @param primary the primary's connection (complete by definition)
  * @param backups the backups' connections
+ * @param lease   the client's permission to read the primary in this view ({@link ReadLease#NONE} where the replicas'
+ *                gates are exact without one)
  */
-public record ReplicaSet(long view, Replica primary, List<Replica> backups) {
+public record ReplicaSet(long view, Replica primary, List<Replica> backups, ReadLease lease) {
     /** Whether a backup holds everything the primary held when its view began. */
     public enum State { COMPLETE, COPYING }
 
@@ -47,6 +49,12 @@ public record ReplicaSet(long view, Replica primary, List<Replica> backups) {
             throw new IllegalArgumentException("a primary that is still being copied cannot serve: " + primary.name());
         }
         backups = List.copyOf(backups);
+        Objects.requireNonNull(lease, "lease");
+    }
+
+    /** A set whose reads need no lease. */
+    public ReplicaSet(long view, Replica primary, List<Replica> backups) {
+        this(view, primary, backups, ReadLease.NONE);
     }
 
     @Override

@@ -78,6 +78,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     private final ChunkAllocator chunkAllocator;
     private final long mirrorTimeoutNanos;
     private final long failoverWaitNanos;
+    private final ViewWaits waits;
     private final BackupFailures failures;
     private final List<RemoteMemory> connections = new ArrayList<>();
     private final ThreadLocal<UnsafeBuffer> mirrorWord = ThreadLocal.withInitial(() -> new UnsafeBuffer(new byte[Long.BYTES]));
@@ -127,6 +128,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
         this.mirrorTimeoutNanos = mirrorTimeout.toNanos();
         this.failoverWaitNanos = failoverWait.toNanos();
+        this.waits = new ViewWaits(byServer, installed, failoverWaitNanos, () -> closed);
         this.failures = failures;
         this.onClose = onClose;
         this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
@@ -144,9 +146,14 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         while (true) {
             ReplicaSet now = group.get();
             if (next.view() <= now.view()) {
+                next.lease().close();
                 return false;
             }
             if (group.compareAndSet(now, next)) {
+                now.lease().close(); // a read still in the old view finds it lapsed and moves to this one
+                if (closed) {
+                    next.lease().close(); // close() may have closed the leases before this one came
+                }
                 return true;
             }
         }
@@ -169,14 +176,26 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         return groups[serverId];
     }
 
+    /**
+     * Reads the primary of the view this client is in, under the view's {@link ReadLease}: a read waits for the lease (or
+     * a newer view), and one whose lease ran out while it was in flight runs again, since it may have been served after a
+     * newer view's first change.
+     */
     @Override
     public void read(long address, MutableDirectBuffer dst, int dstOffset, int length) {
+        long[] wait = null;
         for (ReplicaSet set = group(address); ; ) {
+            if (!set.lease().held()) {
+                set = waits.leased(set, address, wait = wait != null ? wait : new long[2]);
+            }
             try {
                 set.primary().memory().read(address, dst, dstOffset, length);
-                break;
             } catch (FabricException e) {
-                set = nextView(set, address, e);
+                set = waits.next(set, address, e);
+                continue;
+            }
+            if (set.lease().held()) {
+                break;
             }
         }
         counters.recordRead(length);
@@ -194,7 +213,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 // changed since (a lock word's release), and only the engine knows (docs/replication.md). An owned write
                 // (a redo-log append: bytes only this client writes, OwnedWrites) goes again whatever the failure, as over
                 // tcp: a second run writes the same bytes where nobody else writes.
-                set = nextView(set, address, OwnedWrites.active() ? e : refused(e));
+                set = waits.next(set, address, OwnedWrites.active() ? e : refused(e));
                 continue;
             }
             if (isWord(address, length)) {
@@ -231,34 +250,28 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
         }
         if (failed != null) {
-            awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
+            waits.awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
         }
-    }
-
-    /**
-     * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits until
-     * {@code deadline} for the views since {@code set}'s to make it count ({@link ViewHistory#awaitHolding}); throws
-     * {@code failure} (the change's outcome unknown) when they do not, or without a failover wait.
-     */
-    private void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure, long deadline) {
-        if (failoverWaitNanos == 0 || closed) {
-            throw failure;
-        }
-        installed[GlobalAddress.serverId(address)].awaitHolding(set, failed, failure, deadline, () -> closed);
     }
 
     @Override
     public long compareAndSwap(long address, long expected, long desired) {
         long found;
+        long[] wait = null;
         for (ReplicaSet set = group(address); ; ) {
+            if (!set.lease().held()) {
+                set = waits.leased(set, address, wait = wait != null ? wait : new long[2]);
+            }
             try {
                 found = set.primary().memory().compareAndSwap(address, expected, desired);
             } catch (FabricException e) {
-                set = nextView(set, address, refused(e)); // a gate refuses a verb before it runs
+                set = waits.next(set, address, refused(e)); // a gate refuses a verb before it runs
                 continue;
             }
             if (found == expected && expected != desired) {
                 mirror(set, address, expected, desired, "the mirror of an atomic"); // its failure is of unknown outcome: the swap ran at the primary
+            } else if (!set.lease().held()) {
+                continue; // it changed nothing, so it was a read of the primary, and its lease ran out meanwhile: again
             }
             break;
         }
@@ -269,15 +282,21 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     @Override
     public long fetchAndAdd(long address, long delta) {
         long previous;
+        long[] wait = null;
         for (ReplicaSet set = group(address); ; ) {
+            if (!set.lease().held()) {
+                set = waits.leased(set, address, wait = wait != null ? wait : new long[2]);
+            }
             try {
                 previous = set.primary().memory().fetchAndAdd(address, delta);
             } catch (FabricException e) {
-                set = nextView(set, address, refused(e));
+                set = waits.next(set, address, refused(e));
                 continue;
             }
             if (delta != 0) {
                 mirror(set, address, previous, previous + delta, "the mirror of an atomic");
+            } else if (!set.lease().held()) {
+                continue; // a read of the primary whose lease ran out meanwhile, as a failed swap: again
             }
             break;
         }
@@ -295,29 +314,6 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             return failure;
         }
         throw failure;
-    }
-
-    /**
-     * A verb failed in {@code set}'s view: waits up to the failover wait for a newer view of the server to be installed
-     * (a failover, or a view that leaves a failed backup out) and returns it, for the verb to run again there; throws
-     * {@code failure} when none comes in time.
-     */
-    private ReplicaSet nextView(ReplicaSet set, long address, FabricException failure) {
-        if (failoverWaitNanos == 0 || closed) {
-            throw failure;
-        }
-        AtomicReference<ReplicaSet> group = groups[GlobalAddress.serverId(address)];
-        long deadline = System.nanoTime() + failoverWaitNanos;
-        while (true) {
-            ReplicaSet now = group.get();
-            if (now.view() > set.view()) {
-                return now;
-            }
-            if (System.nanoTime() - deadline > 0 || closed) {
-                throw failure;
-            }
-            LockSupport.parkNanos(1_000_000);
-        }
     }
 
     /**
@@ -340,15 +336,34 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             todo[slot] = slot;
         }
         FabricException[] refusals = new FabricException[batch.size()];
+        long[] wait = null;
         while (true) {
+            if (!set.lease().held()) {
+                try {
+                    set = waits.leased(set, batch.address(todo[0]), wait = wait != null ? wait : new long[2]);
+                } catch (FabricException noLease) {
+                    for (int slot : todo) {
+                        batch.fail(slot, noLease);
+                    }
+                    return;
+                }
+            }
             int[] refused = runInView(batch, todo, set, refusals);
             if (refused.length == 0) {
                 return;
             }
+            boolean onlyLapsed = true;
+            for (int slot : refused) {
+                onlyLapsed &= refusals[slot] instanceof LeaseLapsedException;
+            }
+            if (onlyLapsed) {
+                todo = refused; // reads served after the lease ran out: again once it is held, in this view or a newer one
+                continue;
+            }
             // The primary's gate refused these before they ran (a newer view, or the replica gone): as a single verb,
             // they wait for the group's next view and run there; the rest kept their outcomes.
             try {
-                set = nextView(set, batch.address(refused[0]), refusals[refused[0]]);
+                set = waits.next(set, batch.address(refused[0]), refusals[refused[0]]);
             } catch (FabricException noNewView) {
                 for (int slot : refused) {
                     batch.fail(slot, noNewView);
@@ -370,11 +385,17 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             copyVerb(batch, slot, onPrimary);
         }
         set.primary().memory().submit(onPrimary);
+        boolean leaseLost = !set.lease().held();
         RuntimeException[] failed = new RuntimeException[slots.length];
         boolean[] refusedAt = new boolean[slots.length];
         int refusedCount = 0;
         for (int i = 0; i < slots.length; i++) {
             failed[i] = onPrimary.failure(i);
+            if (leaseLost && batch.op(slots[i]) == VerbBatch.READ && failed[i] == null) {
+                // Its lease ran out while the batch was in flight: it may have been served after a newer view's first
+                // change, so it goes again, as a single read does.
+                failed[i] = new LeaseLapsedException("the read lease of view " + set.view() + " ran out during the read");
+            }
             // A read that failed at the primary goes again in the next view whatever the failure, as a single read
             // does: it changed nothing. A write only when the primary's gate refused it before it ran.
             boolean readFailed = batch.op(slots[i]) == VerbBatch.READ && failed[i] instanceof FabricException;
@@ -432,7 +453,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
             if (failed[i] == null && failure instanceof FabricException fabric) {
                 try {
-                    awaitViewWithout(set, batch.address(slot), failedOn[i], fabric, deadline);
+                    waits.awaitViewWithout(set, batch.address(slot), failedOn[i], fabric, deadline);
                     failure = null; // on every replica of a newer view
                 } catch (FabricException stillUnknown) {
                     failure = stillUnknown;
@@ -529,7 +550,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 if (e.failure instanceof StaleViewException) {
                     // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
                     // converge again in that view, as long as it keeps the primary.
-                    ReplicaSet next = nextView(set, address, e.failure);
+                    ReplicaSet next = waits.next(set, address, e.failure);
                     if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
                         mirror(next, address, before, after, what);
                         return;
@@ -543,7 +564,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             }
         }
         if (failed != null) {
-            awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
+            waits.awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
         }
     }
 
@@ -618,6 +639,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
 
     private synchronized void keep(ReplicaSet set) {
         if (closed) {
+            set.lease().close();
             throw new IllegalStateException("remote memory is closed");
         }
         for (ReplicaSet.Replica replica : all(set)) {
@@ -656,6 +678,11 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             return;
         }
         closed = true;
+        for (AtomicReference<ReplicaSet> group : groups) {
+            if (group != null) {
+                group.get().lease().close();
+            }
+        }
         for (RemoteMemory connection : connections) {
             connection.close();
         }
