@@ -499,7 +499,7 @@ public final class DisniReplicaRegion implements GroupReplica {
         } catch (RuntimeException unanswered) {
             link.broken = "memory server " + serverId + "'s backup replica " + link.endpoint + " did not answer its primary's"
                     + " heartbeat: " + unanswered.getMessage();
-            link.closeSender(); // connect again at the next beat
+            link.drop(); // connect again at the next beat
         } finally {
             link.beatSentAt = 0;
         }

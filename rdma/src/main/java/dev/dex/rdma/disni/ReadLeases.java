@@ -18,7 +18,6 @@ import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.rdma.MessageHandler;
 import dev.dex.rdma.MessageSender;
-import dev.dex.rdma.RemoteMemory;
 import dev.dex.rdma.replica.ReadLease;
 
 /**
@@ -48,8 +47,9 @@ import dev.dex.rdma.replica.ReadLease;
  * Any client may ask (a lease gives no access, only the knowledge that the group did not move on without it).
  *
  * <p>The compute side: one keeper per {@link DisniFabric}, with a control link per client and backup endpoint, shared
- * by the views that name it (kept until the fabric closes: one per replica the client ever had in a view). Every quarter lease it asks each backup of each live lease again, one message in flight per
- * backup and lease, each on a pool thread of its own so that a backup that hangs holds up no other.
+ * by the views that name it (kept until the fabric closes: one per replica the client ever had in a view). Every
+ * quarter lease it asks each backup of each live lease again, one message in flight per backup and lease, each on a
+ * pool thread of its own so that a backup that hangs holds up no other.
  *
  * <p>Concurrency: leases and links are concurrent maps; a lease's grants change on the send pool under the lease's
  * monitor, and {@link Lease#held} reads one volatile word.
@@ -86,7 +86,7 @@ final class ReadLeases implements AutoCloseable {
     private final ScheduledExecutorService timer;
     private final ExecutorService sends;
     private final Set<Lease> live = ConcurrentHashMap.newKeySet();
-    private final Map<String, Link> links = new ConcurrentHashMap<>();
+    private final Map<String, ControlLink> links = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
     ReadLeases(DisniFabric fabric, java.time.Duration lease) {
@@ -166,7 +166,7 @@ final class ReadLeases implements AutoCloseable {
             throw new IllegalArgumentException("this disni fabric is closed");
         }
         Lease lease = new Lease(serverId, view, backups.stream().map(endpoint -> links.computeIfAbsent(
-                Long.toHexString(clientId) + "@" + endpoint, key -> new Link(serverId, endpoint, clientId))).toList());
+                Long.toHexString(clientId) + "@" + endpoint, key -> new ControlLink(fabric, serverId, endpoint, clientId))).toList());
         live.add(lease);
         lease.renewSoon();
         return lease;
@@ -178,7 +178,7 @@ final class ReadLeases implements AutoCloseable {
         live.forEach(Lease::close);
         timer.shutdownNow();
         sends.shutdownNow();
-        links.values().forEach(Link::drop);
+        links.values().forEach(ControlLink::close);
         links.clear();
     }
 
@@ -186,7 +186,7 @@ final class ReadLeases implements AutoCloseable {
     private final class Lease implements ReadLease {
         private final int serverId;
         private final long view;
-        private final List<Link> backups;
+        private final List<ControlLink> backups;
         /** Per backup: until when its grant holds ({@link System#nanoTime}), whether a request is out, why it refused. */
         private final long[] until;
         private final AtomicBoolean[] asking;
@@ -196,7 +196,7 @@ final class ReadLeases implements AutoCloseable {
         private volatile long heldUntil;
         private volatile boolean leaseClosed;
 
-        Lease(int serverId, long view, List<Link> backups) {
+        Lease(int serverId, long view, List<ControlLink> backups) {
             this.serverId = serverId;
             this.view = view;
             this.backups = backups;
@@ -237,7 +237,7 @@ final class ReadLeases implements AutoCloseable {
         }
 
         private void ask(int i) {
-            Link link = backups.get(i);
+            ControlLink link = backups.get(i);
             long sentAt = System.nanoTime();
             try {
                 Grant grant = request(link.sender(), serverId, view);
@@ -296,55 +296,6 @@ final class ReadLeases implements AutoCloseable {
         public void close() {
             leaseClosed = true;
             live.remove(this);
-        }
-    }
-
-    /** A client's control link to one backup's memory node, made at first use and again after a failure. */
-    private final class Link {
-        final int serverId;
-        final String endpoint;
-        final long clientId;
-        private RemoteMemory sender;
-
-        Link(int serverId, String endpoint, long clientId) {
-            this.serverId = serverId;
-            this.endpoint = endpoint;
-            this.clientId = clientId;
-        }
-
-        MessageSender sender() {
-            synchronized (this) {
-                if (sender != null) {
-                    return (MessageSender) sender;
-                }
-            }
-            RemoteMemory made = fabric.controlLink(serverId, endpoint, clientId); // outside the lock: a connect may wait seconds
-            synchronized (this) {
-                if (sender == null && !closed) {
-                    sender = made;
-                    return (MessageSender) made;
-                }
-            }
-            made.close();
-            if (closed) {
-                throw new IllegalStateException("this disni fabric is closed");
-            }
-            return sender();
-        }
-
-        void drop() {
-            RemoteMemory old;
-            synchronized (this) {
-                old = sender;
-                sender = null;
-            }
-            if (old != null) {
-                try {
-                    old.close();
-                } catch (RuntimeException ignored) {
-                    // already broken
-                }
-            }
         }
     }
 }
