@@ -10,8 +10,7 @@ import dev.dex.core.cache.EngineMode;
 import dev.dex.core.offload.OffloadSettings;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.disni.DisniFabric;
-import dev.dex.rdma.local.LocalFabric;
+import dev.dex.rdma.replica.GroupFabric;
 import dev.dex.rdma.replica.ReplicaEndpoints;
 import dev.dex.rdma.replica.ReplicatedRemoteMemory;
 
@@ -55,8 +54,7 @@ final class GroupsClient {
             }
             ReplicatedRemoteMemory.BackupFailures failures = (server, view, replica, cause) -> log.warn(
                     "memory server {}'s backup {} failed a change in view {}: {}", server, replica, view, cause.getMessage());
-            ReplicatedRemoteMemory replicated = fabric instanceof LocalFabric local ? local.connectGroups(views, failures)
-                    : ((DisniFabric) fabric).connectGroups(views, clientId, ((DisniFabric) fabric).replication().failoverWait(), failures);
+            ReplicatedRemoteMemory replicated = ((GroupFabric) fabric).connectGroups(views, clientId, failures);
             return new Pool(replicated, replicated, withoutOffloads(settings.engine()));
         }
         return new Pool(fabric.connect(endpoints, clientId), null, settings.engine());
@@ -64,7 +62,7 @@ final class GroupsClient {
 
     /** Whether a compute node on {@code fabric} writes every replica of a group itself: {@code local} and {@code disni}. */
     static boolean writesEveryReplica(Fabric fabric) {
-        return fabric instanceof LocalFabric || fabric instanceof DisniFabric;
+        return fabric instanceof GroupFabric;
     }
 
     /**
@@ -82,9 +80,7 @@ final class GroupsClient {
             if (replicated.connected(group.serverId()) && group.view() > replicated.view(group.serverId()).view()) {
                 // From now on the node's changes go to the new view's replicas; its verbs of the old one are refused.
                 try {
-                    replicated.install(group.serverId(), fabric instanceof LocalFabric local
-                            ? local.replicaSet(group.serverId(), endpoints(group))
-                            : ((DisniFabric) fabric).replicaSet(group.serverId(), endpoints(group), clientId));
+                    replicated.install(group.serverId(), ((GroupFabric) fabric).replicaSet(group.serverId(), endpoints(group), clientId));
                 } catch (RuntimeException e) {
                     log.warn("memory server {}'s view {} cannot be installed yet: {}", group.serverId(), group.view(), e.toString());
                 }

@@ -11,10 +11,8 @@ import dev.dex.rdma.ExportedRegion;
 import dev.dex.rdma.Fabric;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
-import dev.dex.rdma.disni.DisniFabric;
-import dev.dex.rdma.disni.DisniReplicaRegion;
-import dev.dex.rdma.local.LocalFabric;
-import dev.dex.rdma.local.LocalReplicaRegion;
+import dev.dex.rdma.replica.GroupFabric;
+import dev.dex.rdma.replica.GroupReplica;
 import dev.dex.rdma.tcp.TcpFabric;
 
 /**
@@ -55,14 +53,10 @@ public final class MemoryRegion implements AutoCloseable {
     public static MemoryRegion open(MemoryNode.Settings settings, Fabric fabric) {
         ExportedRegion region;
         RemoteMemory own;
-        if (settings.replicas() > 1 && fabric instanceof LocalFabric local) {
-            // One replica of the server among several memory nodes of this JVM; the coordinator gives it its part.
-            LocalReplicaRegion replica = local.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
-            region = replica;
-            own = local.connectOwn(replica);
-        } else if (settings.replicas() > 1 && fabric instanceof DisniFabric disni) {
-            // One replica of the server; the others are memory nodes on other hosts, reached on the control fabric.
-            DisniReplicaRegion replica = disni.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
+        if (settings.replicas() > 1 && fabric instanceof GroupFabric groups) {
+            // One replica of the server among several memory nodes (of this JVM on local, of other hosts on disni); the
+            // coordinator gives it its part.
+            GroupReplica replica = groups.exportReplica(settings.serverId(), settings.regionBytes(), settings.chunkBytes());
             region = replica;
             own = replica.connectOwn();
         } else {
@@ -83,7 +77,7 @@ public final class MemoryRegion implements AutoCloseable {
                 LOG.info("memory node {} reattached to its region and keeps its data", settings.serverId());
             }
             if (settings.replicas() > 1) {
-                if (!(fabric instanceof TcpFabric) && !(fabric instanceof LocalFabric) && !(fabric instanceof DisniFabric)) {
+                if (!(fabric instanceof TcpFabric) && !(fabric instanceof GroupFabric)) {
                     throw new IllegalArgumentException("dex.memory.replicas = " + settings.replicas() + " needs the tcp, disni or"
                             + " local fabric; this memory node uses " + fabric.transport() + (fabric.transport().equals("shm")
                             ? ", whose region outlives its memory node already and dies only with its host, with every replica"

@@ -66,7 +66,7 @@ import dev.dex.rdma.tcp.TcpFabric;
  * {@link ViewAtomics} its atomics in a view). A client connected while the fabric closes is closed and its connect
  * fails.
  */
-public final class DisniFabric implements Fabric {
+public final class DisniFabric implements Fabric, dev.dex.rdma.replica.GroupFabric {
     private static final Logger LOG = LoggerFactory.getLogger(DisniFabric.class);
     private final Fabric control;
     private final DisniSettings settings;
@@ -166,6 +166,7 @@ public final class DisniFabric implements Fabric {
      *
      * @throws IllegalArgumentException as {@link #export}
      */
+    @Override
     public DisniReplicaRegion exportReplica(int serverId, long regionLength, int chunkLength) {
         DisniRegion exported = (DisniRegion) export(serverId, regionLength, chunkLength);
         try {
@@ -303,7 +304,15 @@ public final class DisniFabric implements Fabric {
         return groups.connectGroups(views, clientId, failoverWait, failures);
     }
 
+    /** As above, with the failover wait of {@link #replication()}. */
+    @Override
+    public ReplicatedRemoteMemory connectGroups(Map<Integer, ReplicaEndpoints> views, long clientId,
+                                                ReplicatedRemoteMemory.BackupFailures failures) {
+        return connectGroups(views, clientId, replication.failoverWait(), failures);
+    }
+
     /** Server {@code serverId}'s replicas in a view, as client {@code clientId} reaches them: {@link GroupClients#replicaSet}. */
+    @Override
     public ReplicaSet replicaSet(int serverId, ReplicaEndpoints endpoints, long clientId) {
         return groups.replicaSet(serverId, endpoints, clientId);
     }

@@ -138,6 +138,7 @@ public final class DisniReplicaRegion implements GroupReplica {
     }
 
     /** Its memory node's own access to the region (chunk grants, the tree's format): the process's memory, no key, no view. */
+    @Override
     public RemoteMemory connectOwn() {
         Region[] byServer = new Region[serverId + 1];
         byServer[serverId] = exported.region();

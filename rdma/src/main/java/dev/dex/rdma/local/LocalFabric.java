@@ -29,7 +29,7 @@ import dev.dex.rdma.replica.ViewGate;
  * <p>Concurrency: the sets of regions and of groups are concurrent maps; export, connect and close may race freely.
  * A group serialises its own view changes.
  */
-public final class LocalFabric implements Fabric {
+public final class LocalFabric implements Fabric, dev.dex.rdma.replica.GroupFabric {
     private final long latencyNs;
     private final int segmentShift;
     private final Map<Integer, LocalRegion> regions = new ConcurrentHashMap<>();
@@ -166,6 +166,7 @@ public final class LocalFabric implements Fabric {
      * cluster that hold it (docs/replication.md): named by a new endpoint, given its part by the replica coordinator, and
      * written by compute nodes through {@link #connectGroups}. Independent of this fabric's own {@code replicas}.
      */
+    @Override
     public LocalReplicaRegion exportReplica(int serverId, long regionLength, int chunkLength) {
         RegionFormat.checkLengths(serverId, regionLength, chunkLength);
         Region region = Region.offHeap(regionLength, segmentShift);
@@ -313,6 +314,19 @@ public final class LocalFabric implements Fabric {
         });
         return new ReplicatedRemoteMemory(sets, regionLengths, chunkLengths, ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT, failoverWait,
                 failures, () -> { });
+    }
+
+    /** As {@link #connectGroups(Map, ReplicatedRemoteMemory.BackupFailures)}: a local client has no identity. */
+    @Override
+    public ReplicatedRemoteMemory connectGroups(Map<Integer, dev.dex.rdma.replica.ReplicaEndpoints> views, long clientId,
+                                                ReplicatedRemoteMemory.BackupFailures failures) {
+        return connectGroups(views, failures);
+    }
+
+    /** As {@link #replicaSet(int, dev.dex.rdma.replica.ReplicaEndpoints)}: a local client has no identity. */
+    @Override
+    public ReplicaSet replicaSet(int serverId, dev.dex.rdma.replica.ReplicaEndpoints endpoints, long clientId) {
+        return replicaSet(serverId, endpoints);
     }
 
     /** The group of a server exported with replicas. */

@@ -333,4 +333,10 @@ public final class LocalReplicaRegion implements GroupReplica {
         gate.retire("memory server " + serverId + "'s replica " + endpoint + " is gone (its memory node stopped)");
         fabric.forget(this);
     }
+
+    /** Its memory node's own access to the region, as {@link LocalFabric#connectOwn} gives it. */
+    @Override
+    public dev.dex.rdma.RemoteMemory connectOwn() {
+        return fabric.connectOwn(this);
+    }
 }

@@ -60,4 +60,7 @@ public interface GroupReplica extends ExportedRegion {
      * @throws IllegalStateException when it is not the primary, or a backup is not a replica of this server
      */
     void installView(long next, List<String> backups);
+
+    /** Its memory node's own access to the region (chunk grants, the tree's format): no key, no view. */
+    dev.dex.rdma.RemoteMemory connectOwn();
 }
