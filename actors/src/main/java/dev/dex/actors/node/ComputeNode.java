@@ -537,6 +537,8 @@ public final class ComputeNode {
             }
             long back = memberSince.computeIfAbsent(server, s -> now);
             long failing = engine.writesFailingSinceNanos(server);
+            long unread = replicated == null ? 0 : replicated.readsFailingSinceNanos(server); // no read lease (disni)
+            failing = failing == 0 ? unread : unread == 0 ? failing : Math.min(failing, unread);
             if (failing != 0) {
                 long alone = Math.max(failing, back);
                 failingAlone = failingAlone == 0 ? alone : Math.min(failingAlone, alone);
@@ -556,8 +558,9 @@ public final class ComputeNode {
         } else if (failingAlone != 0 && now - failingAlone > settings.writeBackTimeout().toNanos() && !leavingForHealth) {
             leavingForHealth = true;
             Throwable last = engine.lastWriteFailure();
-            String why = "writes to the memory nodes have failed for more than " + settings.writeBackTimeout().toMillis()
-                    + " ms (" + (last == null ? "unknown" : last.getMessage()) + ")";
+            String why = (engine.writesFailingSinceNanos() != 0 ? "writes to the memory nodes have failed"
+                    : "reads of a replicated memory server have found no read lease") + " for more than "
+                    + settings.writeBackTimeout().toMillis() + " ms (" + (last == null ? "unknown" : last.getMessage()) + ")";
             NodeHealth.get(context.getSystem()).problem(why);
             context.getLog().error("this compute node is not ready: {}; it leaves the cluster so its partitions move to nodes"
                     + " that can write", why);

@@ -194,11 +194,16 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 set = waits.next(set, address, e);
                 continue;
             }
-            if (set.lease().held()) {
+            if (waits.observe(set, address)) {
                 break;
             }
         }
         counters.recordRead(length);
+    }
+
+    /** {@link System#nanoTime} of the first verb on {@code serverId} that found no read lease since one ran under it, or 0. */
+    public long readsFailingSinceNanos(int serverId) {
+        return connected(serverId) ? waits.lapsedSince(serverId) : 0;
     }
 
     @Override
@@ -385,7 +390,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             copyVerb(batch, slot, onPrimary);
         }
         set.primary().memory().submit(onPrimary);
-        boolean leaseLost = !set.lease().held();
+        boolean leaseLost = !waits.observe(set, batch.address(slots[0]));
         RuntimeException[] failed = new RuntimeException[slots.length];
         boolean[] refusedAt = new boolean[slots.length];
         int refusedCount = 0;

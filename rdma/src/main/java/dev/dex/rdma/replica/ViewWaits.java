@@ -1,6 +1,7 @@
 package dev.dex.rdma.replica;
 
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
@@ -22,12 +23,36 @@ final class ViewWaits {
     private final ViewHistory[] installed;
     private final long failoverWaitNanos;
     private final BooleanSupplier closed;
+    /** Per server: {@link System#nanoTime} of the first verb that failed for want of a read lease since one got it, or 0. */
+    private final AtomicLongArray lapsedSince;
 
     ViewWaits(AtomicReference<ReplicaSet>[] groups, ViewHistory[] installed, long failoverWaitNanos, BooleanSupplier closed) {
         this.groups = groups;
         this.installed = installed;
         this.failoverWaitNanos = failoverWaitNanos;
         this.closed = closed;
+        this.lapsedSince = new AtomicLongArray(groups.length);
+    }
+
+    /** When verbs on server {@code serverId} began to fail for want of a read lease, or 0 (one got it since). */
+    long lapsedSince(int serverId) {
+        return lapsedSince.get(serverId);
+    }
+
+    /** Whether {@code set}'s read lease is held now; if so, a verb at {@code address} ran under it. */
+    boolean observe(ReplicaSet set, long address) {
+        boolean held = set.lease().held();
+        if (held) {
+            leaseHeld(GlobalAddress.serverId(address));
+        }
+        return held;
+    }
+
+    /** A verb on server {@code serverId} ran under its read lease. */
+    private void leaseHeld(int serverId) {
+        if (lapsedSince.get(serverId) != 0) {
+            lapsedSince.set(serverId, 0);
+        }
     }
 
     /**
@@ -84,6 +109,7 @@ final class ViewWaits {
                 set.lease().renewSoon();
             }
             if (set.lease().held()) {
+                leaseHeld(GlobalAddress.serverId(address));
                 return set;
             }
             if (closed.getAsBoolean()) {
@@ -95,6 +121,7 @@ final class ViewWaits {
                 wait[1] = set.view();
             }
             if (time - wait[0] > 0) {
+                lapsedSince.compareAndSet(GlobalAddress.serverId(address), 0, time);
                 throw new LeaseLapsedException("memory server " + GlobalAddress.serverId(address) + "'s primary cannot be read in view "
                         + set.view() + ": no read lease (" + set.lease().why() + "), and no newer view came; a failover may be under"
                         + " way, or this node is cut off from the group's backups");

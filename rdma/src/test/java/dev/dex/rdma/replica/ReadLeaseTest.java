@@ -236,5 +236,11 @@ class ReadLeaseTest {
         batch.read(PAGE, into, 0, 8);
         client.submit(batch);
         assertTrue(batch.firstFailure() instanceof LeaseLapsedException, String.valueOf(batch.firstFailure()));
+        assertTrue(client.readsFailingSinceNanos(SERVER) - start >= 0, "the compute node can tell its reads keep failing");
+        assertTrue(client.readsFailingSinceNanos(SERVER) != 0);
+
+        lease.held = true;
+        assertEquals(51L, client.readLong(PAGE));
+        assertEquals(0L, client.readsFailingSinceNanos(SERVER), "a read under the lease ends the failing time");
     }
 }
