@@ -139,6 +139,8 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
     private final Set<Integer> reportedLost = new HashSet<>();
     /** Servers whose primary was confirmed gone, with the view it was primary of. */
     private final Map<Integer, Long> primaryGone = new HashMap<>();
+    /** Of those, the ones a backup found gone for certain (its replica retired): a description of its node undoes none. */
+    private final Map<Integer, Long> certainlyGone = new HashMap<>();
     /** Servers whose primary is being asked whether it still serves. */
     private final Set<Integer> confirming = new HashSet<>();
     /** Servers whose backup's report the primary answered (logged once), with the view. */
@@ -241,6 +243,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
         }
         if (suspected.certain()) {
             primaryGone.put(server, group.view());
+            certainlyGone.put(server, group.view());
             getContext().getLog().warn("memory server {}: backup {} found its primary {} gone for certain ({}): no need to ask it",
                     server, backup.node().path().address(), group.primary().node().path().address(), backup.replica().primaryLost());
             return reconcile();
@@ -373,7 +376,7 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             }
             ReplicaGroups.Group group = groups == null ? null : groups.group(d.serverId());
             if (group != null && group.primary().node().equals(d.node()) && MemoryNode.Replica.PRIMARY_ROLE.equals(d.replica().role())
-                    && primaryGone.remove(d.serverId(), group.view())) {
+                    && !Long.valueOf(group.view()).equals(certainlyGone.get(d.serverId())) && primaryGone.remove(d.serverId(), group.view())) {
                 // It was taken for gone but serves: no failover for a suspicion it outlived.
                 getContext().getLog().info("memory server {}: primary {} of view {} answers again", d.serverId(),
                         d.node().path().address(), group.view());
