@@ -371,10 +371,13 @@ public final class ReplicaCoordinator extends AbstractBehavior<ReplicaCoordinato
             described.put(answer.node(), answer.description());
             MemoryNode.Description d = answer.description();
             long[] gone = backupGone.get(d.serverId() + "/" + d.endpoint());
-            if (gone != null && answer.askedAtNanos() - gone[1] > 0) {
-                backupGone.remove(d.serverId() + "/" + d.endpoint()); // it answers, asked after it was dropped: it may join again
-            }
             ReplicaGroups.Group group = groups == null ? null : groups.group(d.serverId());
+            if (gone != null && answer.askedAtNanos() - gone[1] > 0 && (group == null
+                    || group.backups().stream().noneMatch(b -> b.endpoint().equals(d.endpoint())))) {
+                // It answers, asked after it was dropped: it may join again. (Not before the drop is in the map: a drop
+                // marked while a step was under way would be undone.)
+                backupGone.remove(d.serverId() + "/" + d.endpoint());
+            }
             if (group != null && group.primary().node().equals(d.node()) && MemoryNode.Replica.PRIMARY_ROLE.equals(d.replica().role())
                     && !Long.valueOf(group.view()).equals(certainlyGone.get(d.serverId())) && primaryGone.remove(d.serverId(), group.view())) {
                 // It was taken for gone but serves: no failover for a suspicion it outlived.

@@ -288,11 +288,14 @@ class ReplicaCoordinatorTest {
         b.holdDescriptions.set(false);
         b.heldDescriptions.forEach(Runnable::run);
 
-        // The new primary reports a backup gone for certain: dropped at once though its node answers as a backup.
+        // The new primary reports a backup gone for certain: dropped at once though its node answers as a backup, also
+        // when the report comes while the coordinator waits for the answer of the step that added it.
+        REPLY_DELAY_MS.set(300);
         StandIn c = new StandIn(kit, "memory-c", asked);
         Asked joined = expect(asked, MemoryNode.Replicate.BECOME_BACKUP, 4);
         assertEquals(c, joined.node());
         expect(asked, MemoryNode.Replicate.INSTALL_VIEW, 4);
+        REPLY_DELAY_MS.set(0);
         c.replica.set(new MemoryNode.Replica(MemoryNode.Replica.BACKUP_ROLE, 4, 1_000, true, 0, null, c.regionId, false, null, 0));
         long dropReported = System.nanoTime();
         coordinator.tell(new ReplicaReports.BackupsSuspected(description(b), java.util.Map.of(c.endpoint, "gone"),
