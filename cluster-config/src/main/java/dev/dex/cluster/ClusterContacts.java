@@ -86,16 +86,31 @@ final class ClusterContacts {
      * nodes, not clients, not this node) and did not leave, and writes them to {@code file} (null: kept in memory
      * only). A member that left or exited is dropped; a downed one stays (this node may have downed it in its own view
      * while it runs on). An empty list replaces nothing: a node that sees itself alone keeps the last members it knew.
+     *
+     * <p>Once this node itself is downed, leaves, or its cluster shuts down, the list is frozen: a cluster that shuts
+     * down publishes every member still up as removed, which would otherwise leave only the downed ones (often dead) to
+     * rejoin through (MemoryNodeCrashIT failed so, a resumed primary and a backup downed while joining alike).
      */
-    static Behavior<ClusterEvent.MemberEvent> create(AtomicReference<List<Contact>> current, Path file) {
+    static Behavior<ClusterEvent.ClusterDomainEvent> create(AtomicReference<List<Contact>> current, Path file) {
         return Behaviors.setup(context -> {
             Cluster cluster = Cluster.get(context.getSystem());
             Address self = cluster.selfMember().address();
             // Kept from the events themselves: the cluster's state object may lag behind the event just delivered.
             java.util.TreeMap<String, Contact> up = new java.util.TreeMap<>();
-            cluster.subscriptions().tell(Subscribe.create(context.getSelf(), ClusterEvent.MemberEvent.class));
-            return Behaviors.receiveMessage(event -> {
+            boolean[] frozen = {false};
+            cluster.subscriptions().tell(Subscribe.create(context.getSelf().narrow(), ClusterEvent.MemberEvent.class));
+            cluster.subscriptions().tell(Subscribe.create(context.getSelf().narrow(), ClusterEvent.ClusterShuttingDown$.class));
+            return Behaviors.receiveMessage(domainEvent -> {
+                if (frozen[0] || !(domainEvent instanceof ClusterEvent.MemberEvent event)) {
+                    frozen[0] = true; // the cluster shuts down: what follows is its teardown, not the membership
+                    return Behaviors.same();
+                }
                 Member member = event.member();
+                if (member.address().equals(self) && !(event instanceof ClusterEvent.MemberUp)
+                        && !(event instanceof ClusterEvent.MemberJoined) && !(event instanceof ClusterEvent.MemberWeaklyUp)) {
+                    frozen[0] = true; // this node is downed or leaves: the members it knew stay its contacts
+                    return Behaviors.same();
+                }
                 String contact = member.address().getHost().orElse("127.0.0.1") + ":" + member.address().getPort().orElse(0);
                 if (event instanceof ClusterEvent.MemberUp && !member.hasRole("client") && !member.address().equals(self)) {
                     int server = -1;

@@ -146,6 +146,57 @@ class ClusterContactsTest {
         }
     }
 
+    /**
+     * A node that is downed itself keeps the members it knew. Its cluster, shutting down, publishes every member still up
+     * as removed; taking that as their leaving left only members downed earlier (often dead) to rejoin through, and
+     * MemoryNodeCrashIT failed so: a resumed primary and a backup downed while it joined tried only a killed node.
+     */
+    @Test
+    void aNodeThatIsDownedKeepsTheMembersItKnew() throws Exception {
+        AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
+        ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
+            context.spawn(ClusterContacts.create(current, null), "cluster-contacts");
+            return Behaviors.empty();
+        }), DexNodes.SYSTEM, config("memory", List.of()));
+        ActorSystem<Void> compute = null;
+        ActorSystem<Void> other = null;
+        try {
+            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(memory);
+            cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
+            String seed = DexNodes.hostPort(memory);
+            compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+            other = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+            List<ClusterContacts.Contact> both = new java.util.ArrayList<>(List.of(new ClusterContacts.Contact(DexNodes.hostPort(compute), -1),
+                    new ClusterContacts.Contact(DexNodes.hostPort(other), -1)));
+            both.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!current.get().equals(both)) {
+                assertTrue(System.nanoTime() < deadline, "both compute nodes are remembered; now " + current.get());
+                Thread.sleep(50);
+            }
+
+            // Downed by a compute node, as the majority downs a paused memory node: the downing reaches it by gossip.
+            org.apache.pekko.cluster.typed.Cluster.get(compute).manager().tell(
+                    new org.apache.pekko.cluster.typed.Down(cluster.selfMember().address()));
+            deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!cluster.isTerminated()) {
+                assertTrue(System.nanoTime() < deadline, "the downed memory node's cluster shuts down");
+                Thread.sleep(50);
+            }
+            memory.terminate();
+            memory.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+
+            assertEquals(both, current.get(), "the downed node still knows both compute nodes, which run on");
+        } finally {
+            for (ActorSystem<?> system : new ActorSystem<?>[] {other, compute, memory}) {
+                if (system != null) {
+                    system.terminate();
+                    system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+                }
+            }
+        }
+    }
+
     private static int countMembers(org.apache.pekko.cluster.typed.Cluster cluster) {
         int n = 0;
         for (org.apache.pekko.cluster.Member ignored : cluster.state().getMembers()) {
