@@ -327,6 +327,18 @@ public final class DisniFabric implements Fabric, dev.dex.rdma.replica.GroupFabr
      *                                  advance to {@code next} returns (it tries the key again), the replica must not count
      *                                  as moved: no copy to a new backup may start, and no promotion may be reported
      */
+    /**
+     * Server {@code serverId}'s replica, exported here, becomes a backup in {@code view}: the stamps of older views are
+     * its copy's ({@link ViewAtomics}, "Stamps"). Called before its gate moves there.
+     */
+    void stampsFrom(int serverId, long view) {
+        DisniRegion exported = regions.get(serverId);
+        if (exported == null) {
+            throw new IllegalArgumentException("memory server " + serverId + " has not exported a region on this disni fabric");
+        }
+        exported.atomics.stampsFrom(view);
+    }
+
     public void advanceView(int serverId, long next) {
         DisniRegion exported = regions.get(serverId);
         if (exported == null) {
@@ -495,10 +507,18 @@ public final class DisniFabric implements Fabric, dev.dex.rdma.replica.GroupFabr
         }
 
         @Override
-        public long atomic(int serverId, byte kind, long inView, long offset, long a, long b) {
+        public long atomic(int serverId, byte kind, long inView, long offset, long a, long b, long[] stamp) {
             DisniRegion exported = local.get(serverId);
-            return exported != null ? exported.atomics.run(clientId, kind, inView, offset, a, b)
-                    : ViewAtomics.request((MessageSender) controlMemory, serverId, kind, inView, offset, a, b);
+            return exported != null ? exported.atomics.run(clientId, kind, inView, offset, a, b, 0, stamp)
+                    : ViewAtomics.request((MessageSender) controlMemory, serverId, kind, inView, offset, a, b, 0, stamp);
+        }
+
+        @Override
+        public boolean setIfNewer(int serverId, long inView, long offset, long value, long stampView, long stampSeq) {
+            DisniRegion exported = local.get(serverId);
+            return (exported != null ? exported.atomics.run(clientId, ViewAtomics.NEWER, inView, offset, value, stampView, stampSeq, null)
+                    : ViewAtomics.request((MessageSender) controlMemory, serverId, ViewAtomics.NEWER, inView, offset, value, stampView,
+                    stampSeq, null)) == 1;
         }
 
         @Override

@@ -47,7 +47,7 @@ import dev.dex.rdma.VerbCounters;
  * are thread-safe. A verb racing with {@link #close()} either completes or fails with
  * {@link IllegalStateException}.
  */
-final class DisniRemoteMemory implements RemoteMemory {
+final class DisniRemoteMemory implements RemoteMemory, dev.dex.rdma.replica.StampedWords {
     private final Target[] targets;
     private final int[] serverIds;
     private final OneSidedVerbs verbs;
@@ -349,6 +349,48 @@ final class DisniRemoteMemory implements RemoteMemory {
                 : control.compareAndSwap(address, expected, desired);
         counters.recordAtomic();
         return found;
+    }
+
+    @Override
+    public long compareAndSwap(long address, long expected, long desired, long[] stamp) {
+        checkWord(address);
+        long found = inView().atomic(GlobalAddress.serverId(address), ViewAtomics.CAS, view, GlobalAddress.offset(address), expected,
+                desired, stamp);
+        counters.recordAtomic();
+        return found;
+    }
+
+    @Override
+    public long fetchAndAdd(long address, long delta, long[] stamp) {
+        checkWord(address);
+        long previous = inView().atomic(GlobalAddress.serverId(address), ViewAtomics.ADD, view, GlobalAddress.offset(address), delta, 0,
+                stamp);
+        counters.recordAtomic();
+        return previous;
+    }
+
+    @Override
+    public void writeWord(long address, long value, long[] stamp) {
+        checkWord(address);
+        inView().atomic(GlobalAddress.serverId(address), ViewAtomics.SET, view, GlobalAddress.offset(address), 0, value, stamp);
+        counters.recordWrite(Long.BYTES);
+    }
+
+    @Override
+    public boolean setIfNewer(long address, long value, long stampView, long stampSeq) {
+        checkWord(address);
+        boolean stored = inView().setIfNewer(GlobalAddress.serverId(address), view, GlobalAddress.offset(address), value, stampView,
+                stampSeq);
+        counters.recordAtomic();
+        return stored;
+    }
+
+    /** The atomics of a client in a view; stamped words are only for replicas of groups. */
+    private ViewAtomics.Client inView() {
+        if (inView == null) {
+            throw new IllegalStateException("stamped words are for clients of replica groups, connected in a view");
+        }
+        return inView;
     }
 
     @Override

@@ -345,6 +345,7 @@ public final class DisniReplicaRegion implements GroupReplica {
         complete = false;
         role = Role.SOLE;
         copyLeft = region().length();
+        fabric.stampsFrom(serverId, next);
         fabric.advanceView(serverId, next);
         view = next;
         role = Role.BACKUP;

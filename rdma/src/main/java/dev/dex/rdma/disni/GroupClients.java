@@ -41,8 +41,9 @@ final class GroupClients implements AutoCloseable {
      * Connects a compute node to replicated servers, each in the view given: a client that writes every replica of the
      * view itself ({@link ReplicatedRemoteMemory}, the compute-side write path of docs/replication.md), with a
      * {@code disni} connection in that view to each replica; {@link ReplicatedRemoteMemory#install} with
-     * {@link #replicaSet} moves it to a later view. The replicas' clients share no process, so convergences of a word
-     * take no common order ({@link ReplicaSet.Replica#words()} is null): the known race of docs/replication.md stays.
+     * {@link #replicaSet} moves it to a later view. The replicas' clients share no process, so no {@link
+     * ReplicaSet.Replica#words()} order; the primary's memory node stamps each change of a word instead, and a backup
+     * stores only later stamps ({@link ViewAtomics}, "Stamps"), which rules out race 2 of docs/replication.md.
      *
      * @param clientId     the compute node's fabric identity
      * @param failoverWait how long a verb refused in a view waits for a newer one to be installed

@@ -4,13 +4,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.LockSupport;
 
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
-import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
@@ -32,12 +29,13 @@ import dev.dex.rdma.VerbCounters;
  *       never leaves a newer write behind on the new replica. A write of one aligned word (a lock's release) is
  *       <em>converged</em> onto the backups as an atomic is, never written there blindly: see {@link #isWord}.</li>
  *   <li><b>Atomics</b> run at the primary, which orders them. A compare-and-swap that took effect, and every
- *       fetch-and-add, is then <em>converged</em> onto each backup ({@link #mirror}). Where the backup's clients share
- *       its {@link WordOrder} ({@code local}), a convergence reads the primary's word and swaps the backup's for it under
- *       the word's stripe, so the swaps follow the primary's order. Elsewhere the backup's word is swapped for the
- *       primary's until a read of the primary after the swap agrees, and convergences of several clients may run in any
- *       order. Either way, at rest every backup holds the primary's word, and an atomic returns only once its backups
- *       held its change or a later one.</li>
+ *       fetch-and-add, is then <em>converged</em> onto each backup ({@link Convergence}). Where the primary stamps its
+ *       changes ({@link StampedWords}, {@code disni}), each backup stores the change unless it holds a later one. Where
+ *       the backup's clients share its {@link WordOrder} ({@code local}), a convergence reads the primary's word and swaps
+ *       the backup's for it under the word's stripe, so the swaps follow the primary's order. Elsewhere the backup's word
+ *       is swapped for the primary's until a read of the primary after the swap agrees, and convergences of several
+ *       clients may run in any order. Either way, at rest every backup holds the primary's word, and an atomic returns
+ *       only once its backups held its change or a later one.</li>
  *   <li>A change returns only once every replica of the view has it. If a backup fails it, the backup is reported to
  *       the {@link BackupFailures} listener, which has the group's next view leave it out, and the change waits for
  *       views in which every replica holds it ({@link #awaitViewWithout}); if none comes, it throws a
@@ -48,9 +46,8 @@ import dev.dex.rdma.VerbCounters;
  * compare-and-swap and released by a word's write, both converged; a locked node's image is written over its lock word
  * only by the holder, before its release. Lock words take a value again (a tag, 0, the same tag), so a convergence that
  * stalls between its read of the primary and its swap on the backup could move the backup back (ABA) and fix it only
- * in its next round. Where the backup's clients share a process ({@code local}) they converge each word in one order
- * ({@link WordOrder}), which rules that out; elsewhere ({@code words} null) the race stays (docs/replication.md, "Known
- * races"), and this path is not safe for locks across a failover until lock words carry a sequence number.
+ * in its next round. Stamps ({@code disni}) and one order per word where the backup's clients share a process
+ * ({@code local}, {@link WordOrder}) rule that out; with neither the race stays (docs/replication.md, "Known races").
  *
  * <p>Counters count the logical verbs (one per read, write or atomic, whatever the number of replicas), so verbs per
  * operation compare across replica counts.
@@ -81,7 +78,8 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     private final ViewWaits waits;
     private final BackupFailures failures;
     private final List<RemoteMemory> connections = new ArrayList<>();
-    private final ThreadLocal<UnsafeBuffer> mirrorWord = ThreadLocal.withInitial(() -> new UnsafeBuffer(new byte[Long.BYTES]));
+    private final Convergence convergence;
+    private final ThreadLocal<long[]> stamps = ThreadLocal.withInitial(() -> new long[2]);
     private final Runnable onClose;
     private volatile boolean closed;
 
@@ -132,6 +130,7 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         this.failures = failures;
         this.onClose = onClose;
         this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
+        this.convergence = new Convergence(mirrorTimeoutNanos, failoverWaitNanos, waits, installed, this::backupFailed);
     }
 
     /**
@@ -209,8 +208,13 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     @Override
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
         for (ReplicaSet set = group(address); ; ) {
+            long[] stamp = null;
             try {
-                set.primary().memory().write(address, src, srcOffset, length);
+                if (isWord(address, length) && set.primary().memory() instanceof StampedWords words) {
+                    words.writeWord(address, src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN), stamp = stamps.get());
+                } else {
+                    set.primary().memory().write(address, src, srcOffset, length);
+                }
             } catch (FabricException e) {
                 // Refused by the primary's gate before it ran: nothing applied anywhere (on disni a write of several
                 // words may have landed in part, and goes again whole; a word's write is exact there too), so it may go
@@ -221,9 +225,12 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 set = waits.next(set, address, OwnedWrites.active() ? e : refused(e));
                 continue;
             }
-            if (isWord(address, length)) {
+            if (stamp != null) {
                 long value = src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN);
-                mirror(set, address, value, value, "the mirror of a word's write");
+                convergence.stamped(set, address, value, value, stamp[0], stamp[1], "the mirror of a word's write");
+            } else if (isWord(address, length)) {
+                long value = src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN);
+                convergence.converge(set, address, value, value, "the mirror of a word's write");
             } else {
                 writeBackups(set, address, src, srcOffset, length);
             }
@@ -267,14 +274,17 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             if (!set.lease().held()) {
                 set = waits.leased(set, address, wait = wait != null ? wait : new long[2]);
             }
+            long[] stamp = set.primary().memory() instanceof StampedWords ? stamps.get() : null;
             try {
-                found = set.primary().memory().compareAndSwap(address, expected, desired);
+                found = stamp != null ? ((StampedWords) set.primary().memory()).compareAndSwap(address, expected, desired, stamp)
+                        : set.primary().memory().compareAndSwap(address, expected, desired);
             } catch (FabricException e) {
                 set = waits.next(set, address, refused(e)); // a gate refuses a verb before it runs
                 continue;
             }
             if (found == expected && expected != desired) {
-                mirror(set, address, expected, desired, "the mirror of an atomic"); // its failure is of unknown outcome: the swap ran at the primary
+                // Its failure is of unknown outcome: the swap ran at the primary.
+                converge(set, address, expected, desired, stamp, "the mirror of an atomic");
             } else if (!set.lease().held()) {
                 continue; // it changed nothing, so it was a read of the primary, and its lease ran out meanwhile: again
             }
@@ -292,14 +302,16 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             if (!set.lease().held()) {
                 set = waits.leased(set, address, wait = wait != null ? wait : new long[2]);
             }
+            long[] stamp = set.primary().memory() instanceof StampedWords ? stamps.get() : null;
             try {
-                previous = set.primary().memory().fetchAndAdd(address, delta);
+                previous = stamp != null ? ((StampedWords) set.primary().memory()).fetchAndAdd(address, delta, stamp)
+                        : set.primary().memory().fetchAndAdd(address, delta);
             } catch (FabricException e) {
                 set = waits.next(set, address, refused(e));
                 continue;
             }
             if (delta != 0) {
-                mirror(set, address, previous, previous + delta, "the mirror of an atomic");
+                converge(set, address, previous, previous + delta, stamp, "the mirror of an atomic");
             } else if (!set.lease().held()) {
                 continue; // a read of the primary whose lease ran out meanwhile, as a failed swap: again
             }
@@ -508,118 +520,12 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
         }
     }
 
-    /**
-     * Brings every backup of {@code set} to the primary's value of the word at {@code address} after this client's change
-     * of it. With the backup's {@link WordOrder}, in one turn under the word's stripe ({@link #inOrder}). Without one:
-     * swaps the backup's word from the value before the change to the value after, and while a read of the primary then
-     * disagrees, from what the backup holds to what the primary holds; the change counts once a read of the primary
-     * after the backup's last swap agrees with the backup. Either way a later change of the word is converged by its
-     * own client after it reached the primary, so at rest every backup holds the primary's word, and a client that died
-     * between the primary and its convergence holds nobody up (the next change of the word brings its backups along).
-     * A primary that moved to a newer view keeping its role (a replica added or dropped) has the convergence go on in
-     * that view.
-     */
-    private void mirror(ReplicaSet set, long address, long before, long after, String what) {
-        UnsafeBuffer word = mirrorWord.get();
-        List<String> failed = null;
-        FabricException failure = null;
-        for (ReplicaSet.Replica backup : set.backups()) {
-            long deadline = System.nanoTime() + mirrorTimeoutNanos;
-            try {
-                if (backup.words() != null) {
-                    inOrder(set, backup, address, before, word);
-                    continue;
-                }
-                long onBackup = before;
-                long onPrimary = after;
-                for (int attempt = 1; ; attempt++) {
-                    long found = backup.memory().compareAndSwap(address, onBackup, onPrimary);
-                    if (found == onBackup) {
-                        onBackup = onPrimary; // swapped in
-                    } else {
-                        onBackup = found;
-                    }
-                    onPrimary = primaryWord(set, address, word);
-                    if (onBackup == onPrimary) {
-                        break;
-                    }
-                    if (System.nanoTime() - deadline > 0) {
-                        throw new FabricException("the word at " + GlobalAddress.toString(address) + " kept changing on the primary for "
-                                + TimeUnit.NANOSECONDS.toMillis(mirrorTimeoutNanos) + " ms while it was brought to the backup");
-                    }
-                    if (attempt > 16) {
-                        LockSupport.parkNanos(10_000);
-                    }
-                }
-            } catch (PrimaryFailed e) {
-                if (e.failure instanceof StaleViewException) {
-                    // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
-                    // converge again in that view, as long as it keeps the primary.
-                    ReplicaSet next = waits.next(set, address, e.failure);
-                    if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
-                        mirror(next, address, before, after, what);
-                        return;
-                    }
-                }
-                throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
-            } catch (FabricException e) {
-                failure = backupFailed(set, address, backup, what, e);
-                failed = failed == null ? new ArrayList<>() : failed;
-                failed.add(backup.name());
-            }
-        }
-        if (failed != null) {
-            waits.awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
-        }
-    }
-
-    /** The primary failed a read of a convergence: carried past the backup's failure handling, never reported as it. */
-    private static final class PrimaryFailed extends RuntimeException {
-        final FabricException failure;
-
-        PrimaryFailed(FabricException failure) {
-            super(failure.getMessage(), failure, false, false);
-            this.failure = failure;
-        }
-    }
-
-    private static long primaryWord(ReplicaSet set, long address, UnsafeBuffer word) {
-        try {
-            set.primary().memory().read(address, word, 0, Long.BYTES);
-        } catch (FabricException e) {
-            throw new PrimaryFailed(e);
-        }
-        return word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
-    }
-
-    /**
-     * {@link #mirror} onto a backup whose clients all share its {@link WordOrder}: under the word's stripe, reads the
-     * primary's word and swaps the backup's for it. The swaps onto the backup's word then follow the order of their reads
-     * of the primary, so the word never moves back, and this change, read at the primary after it took effect, is on the
-     * backup when this returns (or a later one, brought by a convergence ordered after this one). No read of the primary
-     * follows the swap: a change the primary takes meanwhile is converged by its own client, after this.
-     */
-    private void inOrder(ReplicaSet set, ReplicaSet.Replica backup, long address, long before, UnsafeBuffer word) {
-        synchronized (backup.words().stripe(address)) {
-            long deadline = System.nanoTime() + mirrorTimeoutNanos; // from the turn on: waiting for it is not chasing
-            long onPrimary = primaryWord(set, address, word);
-            long onBackup = before;
-            for (int attempt = 1; ; attempt++) {
-                long found = backup.memory().compareAndSwap(address, onBackup, onPrimary);
-                if (found == onBackup || found == onPrimary) {
-                    return;
-                }
-                // Another writer of the word on the backup outside the order: a holder writing its locked node's image
-                // (the same word as the primary's, or one about to be), or a copy's piece. Swap from what is there.
-                onBackup = found;
-                if (System.nanoTime() - deadline > 0) {
-                    throw new FabricException("the word at " + GlobalAddress.toString(address) + " kept changing on the backup for "
-                            + TimeUnit.NANOSECONDS.toMillis(mirrorTimeoutNanos) + " ms while it was brought to the primary's");
-                }
-                if (attempt > 16) {
-                    LockSupport.parkNanos(10_000);
-                }
-            }
+    /** Converges a change at the primary onto its backups: by its stamp where the primary gave one ({@link Convergence}). */
+    private void converge(ReplicaSet set, long address, long before, long after, long[] stamp, String what) {
+        if (stamp != null) {
+            convergence.stamped(set, address, before, after, stamp[0], stamp[1], what);
+        } else {
+            convergence.converge(set, address, before, after, what);
         }
     }
 

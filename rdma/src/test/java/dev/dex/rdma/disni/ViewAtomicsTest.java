@@ -1,5 +1,6 @@
 package dev.dex.rdma.disni;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -76,6 +77,65 @@ class ViewAtomicsTest {
         assertEquals(0, region.getLongVolatile(WORD));
         assertThrows(IllegalArgumentException.class, () -> atomics.run(ALICE, ViewAtomics.ADD, 2, WORD + 4, 1, 0));
         assertThrows(IllegalArgumentException.class, () -> atomics.run(ALICE, (byte) 9, 2, WORD, 1, 0));
+    }
+
+    /**
+     * The primary's stamps (docs/replication.md, race 2): each change of a word gets the replica's view and a sequence
+     * that grows in the order the changes took effect; a change that changed nothing gets none, a word's write always
+     * one. On the wire the answer carries the stamp.
+     */
+    @Test
+    void eachChangeOfAWordIsStampedInTheOrderItTookEffect() {
+        long[] first = new long[2];
+        long[] second = new long[2];
+        long[] none = new long[2];
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.CAS, 1, WORD, 0, 5, 0, first));
+        assertEquals(5, atomics.run(ALICE, ViewAtomics.CAS, 1, WORD, 0, 6, 0, none), "a swap that fails changes nothing");
+        assertArrayEquals(new long[] {0, 0}, none, "and takes no stamp");
+        assertEquals(5, atomics.run(ALICE, ViewAtomics.ADD, 1, WORD, 0, 0, 0, none));
+        assertArrayEquals(new long[] {0, 0}, none, "nor does an add of 0");
+        gate.advance(2);
+        dev.dex.rdma.MessageSender wire = sender((message, offset, length, reply) -> atomics.handle(ALICE, message, offset, length, reply));
+        assertEquals(5, ViewAtomics.request(wire, 0, ViewAtomics.SET, 2, WORD, 0, 5, 0, second), "a write of the value it found");
+        assertEquals(1, first[0], "stamped in the replica's view");
+        assertEquals(2, second[0], "a later view leads");
+        assertTrue(second[0] > first[0] || second[1] > first[1], "the later change's stamp is later");
+        long[] third = new long[2];
+        atomics.run(ALICE, ViewAtomics.ADD, 2, WORD, 1, 0, 0, third);
+        assertEquals(2, third[0]);
+        assertTrue(third[1] > second[1], "one view: the sequence grows");
+    }
+
+    /**
+     * A backup stores a converged word only if its stamp is later than the last one it stored there: a stalled older
+     * convergence, or the same one twice, changes nothing, and a newer view's stamp wins over any sequence of an older
+     * one. Stamps of views before the backup's copy began are the copy's, and the book starts anew with each copy.
+     */
+    @Test
+    void aBackupStoresOnlyALaterStamp() {
+        dev.dex.rdma.MessageSender wire = sender((message, offset, length, reply) -> atomics.handle(ALICE, message, offset, length, reply));
+        assertEquals(1, ViewAtomics.request(wire, 0, ViewAtomics.NEWER, 1, WORD, 11, 1, 5, null), "the first stamp of the word");
+        assertEquals(11, region.getLongVolatile(WORD));
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 1, WORD, 10, 1, 4, null), "an older stamp, stalled");
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 1, WORD, 12, 1, 5, null), "the same stamp again");
+        assertEquals(11, region.getLongVolatile(WORD), "neither moved the word");
+        assertEquals(1, atomics.run(ALICE, ViewAtomics.NEWER, 1, WORD + 8, 3, 1, 1, null), "each word has its own stamps");
+        assertEquals(1, atomics.run(ALICE, ViewAtomics.NEWER, 2, WORD, 0, 2, 1, null), "a newer primary's view wins");
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 2, WORD, 9, 1, 99, null), "over any sequence of an older one");
+        assertEquals(0, region.getLongVolatile(WORD));
+
+        atomics.stampsFrom(3);
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 3, WORD, 7, 2, 50, null), "of a view before the copy began");
+        assertEquals(0, region.getLongVolatile(WORD));
+        assertEquals(1, atomics.run(ALICE, ViewAtomics.NEWER, 3, WORD, 7, 3, 1, null), "the book starts anew");
+        assertEquals(7, region.getLongVolatile(WORD));
+
+        gate.advance(4);
+        assertThrows(StaleViewException.class, () -> ViewAtomics.request(wire, 0, ViewAtomics.NEWER, 3, WORD, 8, 4, 1, null),
+                "sent in an older view than the backup's");
+        fence(fenced, atomics, ALICE);
+        assertThrows(FencedException.class, () -> ViewAtomics.request(wire, 0, ViewAtomics.NEWER, 4, WORD, 8, 4, 1, null));
+        assertEquals(7, region.getLongVolatile(WORD), "neither the stale nor the fenced convergence stored");
     }
 
     /**
