@@ -127,6 +127,11 @@ final class GroupClients implements AutoCloseable {
         return leases;
     }
 
+    /** The control links kept for read leases: one per backup endpoint of a live lease (for tests). */
+    synchronized int leaseLinks() {
+        return leases == null ? 0 : leases.links();
+    }
+
     /** A replica that cannot be reached: a retired gate over a small region of this process that no verb reaches. */
     private RemoteMemory goneReplica(int serverId, String endpoint, long view, RuntimeException why) {
         ViewGate gone = new ViewGate(serverId, endpoint, view);

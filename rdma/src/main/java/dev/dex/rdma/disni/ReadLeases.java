@@ -47,12 +47,13 @@ import dev.dex.rdma.replica.ReadLease;
  * Any client may ask (a lease gives no access, only the knowledge that the group did not move on without it).
  *
  * <p>The compute side: one keeper per {@link DisniFabric}, with a control link per client and backup endpoint, shared
- * by the views that name it (kept until the fabric closes: one per replica the client ever had in a view). Every
+ * by the live leases that name it and closed with the last of them (a backup dropped from the group is asked no more). Every
  * quarter lease it asks each backup of each live lease again, one message in flight per backup and lease, each on a
  * pool thread of its own so that a backup that hangs holds up no other.
  *
- * <p>Concurrency: leases and links are concurrent maps; a lease's grants change on the send pool under the lease's
- * monitor, and {@link Lease#held} reads one volatile word.
+ * <p>Concurrency: the live leases are a concurrent set; the links and their counts of leases change under this
+ * object's monitor (a lease takes its links when made and gives them back when closed); a lease's grants change on the
+ * send pool under the lease's monitor, and {@link Lease#held} reads one volatile word.
  */
 final class ReadLeases implements AutoCloseable {
     static final byte LEASE = 10;
@@ -86,8 +87,19 @@ final class ReadLeases implements AutoCloseable {
     private final ScheduledExecutorService timer;
     private final ExecutorService sends;
     private final Set<Lease> live = ConcurrentHashMap.newKeySet();
-    private final Map<String, ControlLink> links = new ConcurrentHashMap<>();
+    /** The links by client and endpoint, with the number of live leases using each; under this object's monitor. */
+    private final Map<String, Shared> links = new java.util.HashMap<>();
     private volatile boolean closed;
+
+    /** A link and the number of live leases that use it. */
+    private static final class Shared {
+        final ControlLink link;
+        int leases;
+
+        Shared(ControlLink link) {
+            this.link = link;
+        }
+    }
 
     ReadLeases(DisniFabric fabric, java.time.Duration lease) {
         this.fabric = fabric;
@@ -162,24 +174,57 @@ final class ReadLeases implements AutoCloseable {
         if (backups.isEmpty()) {
             return ReadLease.NONE;
         }
-        if (closed) {
-            throw new IllegalArgumentException("this disni fabric is closed");
+        List<String> keys = backups.stream().map(endpoint -> Long.toHexString(clientId) + "@" + endpoint).toList();
+        List<ControlLink> used = new java.util.ArrayList<>(keys.size());
+        synchronized (this) {
+            if (closed) {
+                throw new IllegalArgumentException("this disni fabric is closed");
+            }
+            for (int i = 0; i < keys.size(); i++) {
+                String endpoint = backups.get(i);
+                Shared shared = links.computeIfAbsent(keys.get(i), key -> new Shared(new ControlLink(fabric, serverId, endpoint, clientId)));
+                shared.leases++;
+                used.add(shared.link);
+            }
         }
-        Lease lease = new Lease(serverId, view, backups.stream().map(endpoint -> links.computeIfAbsent(
-                Long.toHexString(clientId) + "@" + endpoint, key -> new ControlLink(fabric, serverId, endpoint, clientId))).toList());
+        Lease lease = new Lease(serverId, view, used, keys);
         live.add(lease);
         lease.renewSoon();
         return lease;
     }
 
+    /** Gives back a closed lease's links; one no live lease uses any more is closed. */
+    private void release(List<String> keys) {
+        List<ControlLink> unused = new java.util.ArrayList<>();
+        synchronized (this) {
+            for (String key : keys) {
+                Shared shared = links.get(key);
+                if (shared != null && --shared.leases == 0) {
+                    links.remove(key);
+                    unused.add(shared.link);
+                }
+            }
+        }
+        unused.forEach(ControlLink::close);
+    }
+
+    /** The control links kept open for leases (for tests). */
+    synchronized int links() {
+        return links.size();
+    }
+
     @Override
     public void close() {
-        closed = true;
+        List<ControlLink> all;
+        synchronized (this) {
+            closed = true;
+            all = links.values().stream().map(shared -> shared.link).toList();
+            links.clear();
+        }
         live.forEach(Lease::close);
         timer.shutdownNow();
         sends.shutdownNow();
-        links.values().forEach(ControlLink::close);
-        links.clear();
+        all.forEach(ControlLink::close);
     }
 
     /** One view's lease: a grant from each backup, held until the earliest runs out. */
@@ -187,6 +232,8 @@ final class ReadLeases implements AutoCloseable {
         private final int serverId;
         private final long view;
         private final List<ControlLink> backups;
+        /** The keys of {@link #backups} in the links' book, given back once at close. */
+        private final List<String> keys;
         /** Per backup: until when its grant holds ({@link System#nanoTime}), whether a request is out, why it refused. */
         private final long[] until;
         private final AtomicBoolean[] asking;
@@ -196,10 +243,11 @@ final class ReadLeases implements AutoCloseable {
         private volatile long heldUntil;
         private volatile boolean leaseClosed;
 
-        Lease(int serverId, long view, List<ControlLink> backups) {
+        Lease(int serverId, long view, List<ControlLink> backups, List<String> keys) {
             this.serverId = serverId;
             this.view = view;
             this.backups = backups;
+            this.keys = keys;
             this.until = new long[backups.size()];
             this.asking = new AtomicBoolean[backups.size()];
             this.askedAt = new long[backups.size()];
@@ -295,7 +343,9 @@ final class ReadLeases implements AutoCloseable {
         @Override
         public void close() {
             leaseClosed = true;
-            live.remove(this);
+            if (live.remove(this)) {
+                release(keys);
+            }
         }
     }
 }

@@ -121,6 +121,28 @@ class DisniReadLeaseTest {
     }
 
     /**
+     * A compute node keeps a lease link to a backup only while a view it is in names that backup: once a view without
+     * the backup is installed, the link is closed; a view that names it again opens one anew, and reads go on.
+     */
+    @Test
+    void theLeaseLinkToABackupDroppedFromTheViewIsClosed() throws Exception {
+        ReplicatedRemoteMemory client = groupOfTwoWithAClient();
+        assertEquals(1, stale.groups.leaseLinks(), "one link, to the backup of view 2");
+
+        replicas[0].installView(3, List.of());
+        assertTrue(client.install(SERVER, stale.replicaSet(SERVER, endpoints(3, 0), 0x51L)));
+        assertEquals(0, stale.groups.leaseLinks(), "view 3 has no backup: the link is closed");
+        assertEquals(1L, client.readLong(PAGE), "a view without backups reads without a lease");
+
+        replicas[0].installView(4, List.of(replicas[1].endpoint()));
+        await("the backup is complete in view 4", replicas[1]::complete);
+        assertTrue(client.install(SERVER, stale.replicaSet(SERVER, endpoints(4, 0, 1), 0x51L)));
+        assertEquals(1, stale.groups.leaseLinks(), "the backup is back: a link anew");
+        put(client, 3);
+        assertEquals(3L, client.readLong(PAGE), "read under the new link's lease");
+    }
+
+    /**
      * A backup that hears no beat from its primary grants nothing for longer than a lease after the last one: a client's
      * reads fail with the reason once its lease ran out. When the beats come again, so does the lease.
      */
