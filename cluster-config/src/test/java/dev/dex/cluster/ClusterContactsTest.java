@@ -103,46 +103,22 @@ class ClusterContactsTest {
      */
     @Test
     void membersThisNodeDownsStayContactsToRejoinThrough() throws Exception {
-        AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
-        ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
-            context.spawn(ClusterContacts.create(current, null), "cluster-contacts");
-            return Behaviors.empty();
-        }), DexNodes.SYSTEM, config("memory", List.of()));
-        ActorSystem<Void> compute = null;
-        ActorSystem<Void> other = null;
-        try {
-            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(memory);
-            cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
-            String seed = DexNodes.hostPort(memory);
-            compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
-            other = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
-            List<ClusterContacts.Contact> both = new java.util.ArrayList<>(List.of(new ClusterContacts.Contact(DexNodes.hostPort(compute), -1),
-                    new ClusterContacts.Contact(DexNodes.hostPort(other), -1)));
-            both.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
-            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-            while (!current.get().equals(both)) {
-                assertTrue(System.nanoTime() < deadline, "both compute nodes are remembered; now " + current.get());
-                Thread.sleep(50);
-            }
+        try (MemoryAndTwoComputeNodes nodes = new MemoryAndTwoComputeNodes()) {
+            AtomicReference<List<ClusterContacts.Contact>> current = nodes.current;
+            List<ClusterContacts.Contact> both = nodes.both;
+            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(nodes.memory);
 
-            for (ActorSystem<?> downed : new ActorSystem<?>[] {compute, other}) {
+            for (ActorSystem<?> downed : new ActorSystem<?>[] {nodes.compute, nodes.other}) {
                 cluster.manager().tell(new org.apache.pekko.cluster.typed.Down(
                         org.apache.pekko.cluster.typed.Cluster.get(downed).selfMember().address()));
             }
-            deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (countMembers(cluster) > 1) {
                 assertTrue(System.nanoTime() < deadline, "both are removed");
                 Thread.sleep(50);
             }
 
             assertEquals(both, current.get(), "both stay contacts");
-        } finally {
-            for (ActorSystem<?> system : new ActorSystem<?>[] {other, compute, memory}) {
-                if (system != null) {
-                    system.terminate();
-                    system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
-                }
-            }
         }
     }
 
@@ -153,41 +129,64 @@ class ClusterContactsTest {
      */
     @Test
     void aNodeThatIsDownedKeepsTheMembersItKnew() throws Exception {
-        AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
-        ActorSystem<Void> memory = ActorSystem.create(Behaviors.setup(context -> {
-            context.spawn(ClusterContacts.create(current, null), "cluster-contacts");
-            return Behaviors.empty();
-        }), DexNodes.SYSTEM, config("memory", List.of()));
-        ActorSystem<Void> compute = null;
-        ActorSystem<Void> other = null;
-        try {
-            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(memory);
-            cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
-            String seed = DexNodes.hostPort(memory);
-            compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
-            other = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
-            List<ClusterContacts.Contact> both = new java.util.ArrayList<>(List.of(new ClusterContacts.Contact(DexNodes.hostPort(compute), -1),
-                    new ClusterContacts.Contact(DexNodes.hostPort(other), -1)));
-            both.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
-            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-            while (!current.get().equals(both)) {
-                assertTrue(System.nanoTime() < deadline, "both compute nodes are remembered; now " + current.get());
-                Thread.sleep(50);
-            }
+        try (MemoryAndTwoComputeNodes nodes = new MemoryAndTwoComputeNodes()) {
+            AtomicReference<List<ClusterContacts.Contact>> current = nodes.current;
+            List<ClusterContacts.Contact> both = nodes.both;
+            org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(nodes.memory);
 
             // Downed by a compute node, as the majority downs a paused memory node: the downing reaches it by gossip.
-            org.apache.pekko.cluster.typed.Cluster.get(compute).manager().tell(
+            org.apache.pekko.cluster.typed.Cluster.get(nodes.compute).manager().tell(
                     new org.apache.pekko.cluster.typed.Down(cluster.selfMember().address()));
-            deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (!cluster.isTerminated()) {
                 assertTrue(System.nanoTime() < deadline, "the downed memory node's cluster shuts down");
                 Thread.sleep(50);
             }
-            memory.terminate();
-            memory.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+            nodes.memory.terminate();
+            nodes.memory.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
 
             assertEquals(both, current.get(), "the downed node still knows both compute nodes, which run on");
-        } finally {
+        }
+    }
+
+    /**
+     * A memory node that keeps contacts (in memory only) and two compute nodes that joined it, once it remembers both;
+     * closing terminates the three.
+     */
+    private static final class MemoryAndTwoComputeNodes implements AutoCloseable {
+        final AtomicReference<List<ClusterContacts.Contact>> current = new AtomicReference<>(List.of());
+        final ActorSystem<Void> memory;
+        ActorSystem<Void> compute;
+        ActorSystem<Void> other;
+        List<ClusterContacts.Contact> both;
+
+        MemoryAndTwoComputeNodes() throws Exception {
+            memory = ActorSystem.create(Behaviors.setup(context -> {
+                context.spawn(ClusterContacts.create(current, null), "cluster-contacts");
+                return Behaviors.empty();
+            }), DexNodes.SYSTEM, config("memory", List.of()));
+            try {
+                org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(memory);
+                cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
+                String seed = DexNodes.hostPort(memory);
+                compute = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+                other = ActorSystem.create(Behaviors.empty(), DexNodes.SYSTEM, config("compute", List.of(seed)));
+                both = new java.util.ArrayList<>(List.of(new ClusterContacts.Contact(DexNodes.hostPort(compute), -1),
+                        new ClusterContacts.Contact(DexNodes.hostPort(other), -1)));
+                both.sort(java.util.Comparator.comparing(ClusterContacts.Contact::hostPort));
+                long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+                while (!current.get().equals(both)) {
+                    assertTrue(System.nanoTime() < deadline, "both compute nodes are remembered; now " + current.get());
+                    Thread.sleep(50);
+                }
+            } catch (Exception | AssertionError e) {
+                close();
+                throw e;
+            }
+        }
+
+        @Override
+        public void close() throws Exception {
             for (ActorSystem<?> system : new ActorSystem<?>[] {other, compute, memory}) {
                 if (system != null) {
                     system.terminate();

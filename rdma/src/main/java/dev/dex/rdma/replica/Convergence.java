@@ -57,8 +57,7 @@ final class Convergence {
      * {@code before}.
      */
     void stamped(ReplicaSet set, long address, long before, long value, long stampView, long stampSeq, String what) {
-        List<String> failed = null;
-        FabricException failure = null;
+        Failed failed = null;
         for (ReplicaSet.Replica backup : set.backups()) {
             try {
                 if (backup.memory() instanceof StampedWords words) {
@@ -76,14 +75,10 @@ final class Convergence {
             } catch (PrimaryFailed e) {
                 throw e.failure;
             } catch (FabricException e) {
-                failure = backupFailed.failed(set, address, backup, what, e);
-                failed = failed == null ? new ArrayList<>() : failed;
-                failed.add(backup.name());
+                failed = failed(failed, set, address, backup, what, e);
             }
         }
-        if (failed != null) {
-            waits.awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
-        }
+        awaitViewWithout(failed, set, address);
     }
 
     /**
@@ -99,8 +94,7 @@ final class Convergence {
      */
     void converge(ReplicaSet set, long address, long before, long after, String what) {
         UnsafeBuffer word = mirrorWord.get();
-        List<String> failed = null;
-        FabricException failure = null;
+        Failed failed = null;
         for (ReplicaSet.Replica backup : set.backups()) {
             try {
                 if (backup.words() != null) {
@@ -120,13 +114,28 @@ final class Convergence {
                 }
                 throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
             } catch (FabricException e) {
-                failure = backupFailed.failed(set, address, backup, what, e);
-                failed = failed == null ? new ArrayList<>() : failed;
-                failed.add(backup.name());
+                failed = failed(failed, set, address, backup, what, e);
             }
         }
+        awaitViewWithout(failed, set, address);
+    }
+
+    /** The backups that failed a change, and the failure the change throws if no view without them comes. */
+    private record Failed(List<String> backups, FabricException failure) {
+    }
+
+    /** Reports {@code backup}'s failure of a change and adds it to {@code failed} (null: none yet). */
+    private Failed failed(Failed failed, ReplicaSet set, long address, ReplicaSet.Replica backup, String what, FabricException cause) {
+        FabricException failure = backupFailed.failed(set, address, backup, what, cause);
+        List<String> backups = failed == null ? new ArrayList<>() : failed.backups();
+        backups.add(backup.name());
+        return new Failed(backups, failure);
+    }
+
+    /** Once backups failed a change: waits for views in which every replica holds it, or throws its failure. */
+    private void awaitViewWithout(Failed failed, ReplicaSet set, long address) {
         if (failed != null) {
-            waits.awaitViewWithout(set, address, failed, failure, System.nanoTime() + failoverWaitNanos);
+            waits.awaitViewWithout(set, address, failed.backups(), failed.failure(), System.nanoTime() + failoverWaitNanos);
         }
     }
 

@@ -36,6 +36,9 @@ class LocalReplicaRegionTest {
     @Test
     void aBackupIsCopiedUnderWritesAndTakesOverWhenItsPrimaryDies() throws Exception {
         try (LocalFabric fabric = new LocalFabric()) {
+            // 1 MiB at 8 MiB/s: the copy takes an eighth of a second, so the writer runs during it even on a loaded host
+            // (at the default rate it took a millisecond, and a writer not scheduled meanwhile failed the test).
+            fabric.copyRate(8L << 20);
             LocalReplicaRegion primary = fabric.exportReplica(0, REGION, CHUNK);
             LocalReplicaRegion backup = fabric.exportReplica(0, REGION, CHUNK);
             primary.becomePrimary(1);
