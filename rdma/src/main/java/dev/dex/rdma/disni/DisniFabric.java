@@ -318,16 +318,6 @@ public final class DisniFabric implements Fabric, dev.dex.rdma.replica.GroupFabr
     }
 
     /**
-     * Moves memory server {@code serverId}'s replica, exported here, to view {@code next} of its group: once this returns,
-     * no atomic of an older view runs on it any more, and the device applies no READ or WRITE with a key of an older view.
-     *
-     * @throws IllegalArgumentException for a server not exported here, or a view older than the replica's
-     * @throws RuntimeException         when a key of an older view could not be revoked: the replica's atomics are in
-     *                                  {@code next}, but a client of an older view may still READ and WRITE it. Until an
-     *                                  advance to {@code next} returns (it tries the key again), the replica must not count
-     *                                  as moved: no copy to a new backup may start, and no promotion may be reported
-     */
-    /**
      * Server {@code serverId}'s replica, exported here, becomes a backup in {@code view}: the stamps of older views are
      * its copy's ({@link ViewAtomics}, "Stamps"). Called before its gate moves there.
      */
@@ -339,6 +329,16 @@ public final class DisniFabric implements Fabric, dev.dex.rdma.replica.GroupFabr
         exported.atomics.stampsFrom(view);
     }
 
+    /**
+     * Moves memory server {@code serverId}'s replica, exported here, to view {@code next} of its group: once this returns,
+     * no atomic of an older view runs on it any more, and the device applies no READ or WRITE with a key of an older view.
+     *
+     * @throws IllegalArgumentException for a server not exported here, or a view older than the replica's
+     * @throws RuntimeException         when a key of an older view could not be revoked: the replica's atomics are in
+     *                                  {@code next}, but a client of an older view may still READ and WRITE it. Until an
+     *                                  advance to {@code next} returns (it tries the key again), the replica must not count
+     *                                  as moved: no copy to a new backup may start, and no promotion may be reported
+     */
     public void advanceView(int serverId, long next) {
         DisniRegion exported = regions.get(serverId);
         if (exported == null) {

@@ -65,15 +65,18 @@ final class Convergence {
                 } else {
                     unordered(set, backup, address, before, value);
                 }
-            } catch (StaleViewException newer) {
-                ReplicaSet next = waits.next(set, address, newer);
-                if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
-                    stamped(next, address, before, value, stampView, stampSeq, what);
-                    return;
+            } catch (StaleViewException | PrimaryFailed e) {
+                // A backup in a newer view, or the primary's (a stand-in's convergence reads it): if the primary kept
+                // its role (a replica added or dropped), the stamp holds in that view too, and is sent again there.
+                FabricException failure = e instanceof PrimaryFailed primary ? primary.failure : (StaleViewException) e;
+                if (failure instanceof StaleViewException newer) {
+                    ReplicaSet next = waits.next(set, address, newer);
+                    if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
+                        stamped(next, address, before, value, stampView, stampSeq, what);
+                        return;
+                    }
                 }
-                throw newer; // another replica may have been primary since: the change's outcome is unknown
-            } catch (PrimaryFailed e) {
-                throw e.failure;
+                throw failure; // another replica may have been primary since, or the primary failed: outcome unknown
             } catch (FabricException e) {
                 failed = failed(failed, set, address, backup, what, e);
             }

@@ -64,11 +64,7 @@ class StampedConvergenceTest {
 
     /** A client of view 1 whose convergences onto the backup first pass {@code beforeConvergence} (which may stall). */
     private ReplicatedRemoteMemory client(long clientId, LongPredicate beforeConvergence) {
-        RemoteMemory primary = computeSide.connect(Map.of(SERVER, replicas[0].endpoint()), clientId, 1);
-        RemoteMemory backup = new StallingBackup(computeSide.connect(Map.of(SERVER, replicas[1].endpoint()), clientId, 1),
-                beforeConvergence);
-        ReplicaSet set = new ReplicaSet(1, new ReplicaSet.Replica(replicas[0].endpoint(), primary, ReplicaSet.State.COMPLETE),
-                List.of(new ReplicaSet.Replica(replicas[1].endpoint(), backup, ReplicaSet.State.COMPLETE)));
+        ReplicaSet set = set(1, clientId, beforeConvergence);
         long[] regionLengths = new long[SERVER + 1];
         long[] chunkLengths = new long[SERVER + 1];
         regionLengths[SERVER] = 16L * CHUNK;
@@ -76,6 +72,43 @@ class StampedConvergenceTest {
         return resources.closeAfter(new ReplicatedRemoteMemory(Map.of(SERVER, set), regionLengths, chunkLengths,
                 ReplicatedRemoteMemory.DEFAULT_MIRROR_TIMEOUT, Duration.ofSeconds(5),
                 (server, view, replica, cause) -> backupFailures.add(replica + ": " + cause.getMessage()), () -> { }));
+    }
+
+    /** The two replicas in {@code view} as client {@code clientId} reaches them, its backup's convergences through a hook. */
+    private ReplicaSet set(long view, long clientId, LongPredicate beforeConvergence) {
+        RemoteMemory primary = computeSide.connect(Map.of(SERVER, replicas[0].endpoint()), clientId, view);
+        RemoteMemory backup = new StallingBackup(computeSide.connect(Map.of(SERVER, replicas[1].endpoint()), clientId, view),
+                beforeConvergence);
+        return new ReplicaSet(view, new ReplicaSet.Replica(replicas[0].endpoint(), primary, ReplicaSet.State.COMPLETE),
+                List.of(new ReplicaSet.Replica(replicas[1].endpoint(), backup, ReplicaSet.State.COMPLETE)));
+    }
+
+    /**
+     * A view change that keeps the primary comes between a change at the primary and its convergence: the backup was
+     * added again in view 2 (its copy carries what the primary held when view 2 began). The convergence, refused in
+     * view 1, is sent again in view 2, where the backup takes the stamp as its copy's; the swap returns, and nothing is
+     * reported. Without the resend the swap would fail with its outcome unknown.
+     */
+    @Test
+    void aConvergenceRefusedByAViewThatKeptThePrimaryGoesOnInIt() {
+        AtomicInteger convergences = new AtomicInteger();
+        AtomicInteger inViewTwo = new AtomicInteger();
+        ReplicatedRemoteMemory[] client = new ReplicatedRemoteMemory[1];
+        client[0] = client(0xC, value -> {
+            if (convergences.incrementAndGet() == 1) { // between the swap at the primary and its convergence
+                memorySide[0].advanceView(SERVER, 2);
+                memorySide[1].stampsFrom(SERVER, 2);
+                memorySide[1].advanceView(SERVER, 2);
+                assertTrue(client[0].install(SERVER, set(2, 0xC, next -> inViewTwo.incrementAndGet() > 0)));
+            }
+            return true;
+        });
+
+        assertEquals(0, client[0].compareAndSwap(LOCKS, 0, 7), "the swap ran once, at the primary");
+        assertEquals(7, word(0, LOCKS));
+        assertEquals(1, convergences.get(), "its convergence was sent in view 1, and refused there");
+        assertEquals(1, inViewTwo.get(), "and sent again in view 2");
+        assertEquals(List.of(), backupFailures);
     }
 
     /** A connection to the backup whose stamped convergences first pass a hook; everything else goes straight through. */
