@@ -51,6 +51,10 @@ import dev.dex.rdma.replica.ViewGate;
  * copy's: the copy began after the primary left that view, so it carries them or later values, and they are not stored.
  * Words written in place (a locked node's image over its lock word, by its holder, with the same value) and a copy's
  * pieces take no stamp; the copy reads the primary again after each piece ({@link dev.dex.rdma.replica.RegionCopier}).
+ * So a backup holds every acknowledged change of a word or a later one. (Right after a copy it may briefly store an
+ * older change than the copy wrote, one whose convergence stalled; the later change's own convergence follows.) This
+ * needs one rule of the engine: no word is changed both by atomics and by a multi-word write of another value. A
+ * stalled convergence would win over such a write for good. Memory given back and reused would have to keep it too.
  *
  * <p>Why a word's write goes here and not as an RDMA WRITE: a WRITE the device refuses may still have landed (its
  * acknowledgement lost, its retransmission refused by the revoked key), and a client told "stale" runs it again in the
@@ -153,8 +157,13 @@ final class ViewAtomics {
     /**
      * The replica becomes a backup in {@code view}: its copy starts after its primary left every older view, so stamps
      * of those are the copy's; the book of stamps stored before is dropped. Called before its gate moves to {@code view}.
+     * A call for the floor's view or an older one changes nothing: a backup asked again in its view (its first answer
+     * failed) still needs the stamps it stored since, and a late call must not lower the floor.
      */
-    void stampsFrom(long view) {
+    synchronized void stampsFrom(long view) {
+        if (view <= stampFloor) {
+            return;
+        }
         stampFloor = view;
         for (Stripe stripe : stripes) {
             synchronized (stripe) {

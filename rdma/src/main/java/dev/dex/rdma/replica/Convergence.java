@@ -76,7 +76,11 @@ final class Convergence {
                         return;
                     }
                 }
-                throw failure; // another replica may have been primary since, or the primary failed: outcome unknown
+                // Another replica may have been primary since, or the primary failed. The change ran at the primary,
+                // so this is no refusal (which would say nothing changed): its outcome is unknown.
+                throw new FabricException("memory server " + GlobalAddress.serverId(address) + ": " + what + " ran at the primary"
+                        + " of view " + set.view() + ", and its convergence failed (" + failure.getMessage() + "); its outcome"
+                        + " is unknown", failure);
             } catch (FabricException e) {
                 failed = failed(failed, set, address, backup, what, e);
             }

@@ -158,6 +158,25 @@ class DisniReplicaRegionTest {
         assertEquals(Map.of(), replicas[0].lostBackups(), "its backup answers");
     }
 
+    /**
+     * A replica that becomes a backup takes the stamps of older views as its copy's ({@link ViewAtomics}, "Stamps"), and
+     * one asked again in its view (its first answer failed) keeps the stamps it stored since: a stalled convergence
+     * older than one stored is still not stored.
+     */
+    @Test
+    void aBackupTakesOlderViewsStampsAsItsCopysAndKeepsItsBookWhenAskedAgain() {
+        long word = GlobalAddress.of(SERVER, CHUNK);
+        replicas[1].becomeBackup(2);
+        dev.dex.rdma.replica.StampedWords backup = (dev.dex.rdma.replica.StampedWords) resources.closeAfter(
+                computeSide.connect(Map.of(SERVER, replicas[1].endpoint()), CLIENT, 2));
+
+        assertFalse(backup.setIfNewer(word, 9, 1, 50), "a change of view 1: the copy carries it");
+        assertTrue(backup.setIfNewer(word, 5, 2, 7), "a change of view 2");
+        replicas[1].becomeBackup(2);
+        assertFalse(backup.setIfNewer(word, 4, 2, 6), "an older change of view 2, stalled, after the backup was asked again");
+        assertEquals(5, replicas[1].region().getLongVolatile(GlobalAddress.offset(word)));
+    }
+
     @Test
     void aClientOfTheViewBeforeTheBackupIsRefusedByThePrimary() throws Exception {
         replicas[0].becomePrimary(1);

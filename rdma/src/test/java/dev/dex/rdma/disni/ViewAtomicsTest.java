@@ -129,6 +129,11 @@ class ViewAtomicsTest {
         assertEquals(0, region.getLongVolatile(WORD));
         assertEquals(1, atomics.run(ALICE, ViewAtomics.NEWER, 3, WORD, 7, 3, 1, null), "the book starts anew");
         assertEquals(7, region.getLongVolatile(WORD));
+        atomics.stampsFrom(3); // asked again in its view: its first answer failed
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 3, WORD, 6, 3, 1, null), "the stamps stored since stay");
+        atomics.stampsFrom(2); // late, for an older view
+        assertEquals(0, atomics.run(ALICE, ViewAtomics.NEWER, 3, WORD, 5, 2, 99, null), "the floor does not go down");
+        assertEquals(7, region.getLongVolatile(WORD));
 
         gate.advance(4);
         assertThrows(StaleViewException.class, () -> ViewAtomics.request(wire, 0, ViewAtomics.NEWER, 3, WORD, 8, 4, 1, null),
