@@ -126,13 +126,11 @@ final class DisniRemoteMemory implements RemoteMemory, dev.dex.rdma.replica.Stam
     public void write(long address, DirectBuffer src, int srcOffset, int length) {
         if (isWordInView(address, length)) {
             // Exact where an RDMA WRITE is not: refused means not done (ViewAtomics, "why a word's write goes here").
-            checkWord(address);
             src.boundsCheck(srcOffset, Long.BYTES);
-            inView.atomic(GlobalAddress.serverId(address), ViewAtomics.SET, view, GlobalAddress.offset(address), 0,
-                    src.getLong(srcOffset, java.nio.ByteOrder.nativeOrder()));
-        } else {
-            transfer(address, null, src, srcOffset, length);
+            writeWord(address, src.getLong(srcOffset, java.nio.ByteOrder.nativeOrder()), null);
+            return;
         }
+        transfer(address, null, src, srcOffset, length);
         counters.recordWrite(length);
     }
 
@@ -343,10 +341,11 @@ final class DisniRemoteMemory implements RemoteMemory, dev.dex.rdma.replica.Stam
 
     @Override
     public long compareAndSwap(long address, long expected, long desired) {
+        if (view >= 0) {
+            return compareAndSwap(address, expected, desired, null);
+        }
         checkWord(address);
-        long found = view >= 0
-                ? inView.atomic(GlobalAddress.serverId(address), ViewAtomics.CAS, view, GlobalAddress.offset(address), expected, desired)
-                : control.compareAndSwap(address, expected, desired);
+        long found = control.compareAndSwap(address, expected, desired);
         counters.recordAtomic();
         return found;
     }
@@ -395,10 +394,11 @@ final class DisniRemoteMemory implements RemoteMemory, dev.dex.rdma.replica.Stam
 
     @Override
     public long fetchAndAdd(long address, long delta) {
+        if (view >= 0) {
+            return fetchAndAdd(address, delta, null);
+        }
         checkWord(address);
-        long previous = view >= 0
-                ? inView.atomic(GlobalAddress.serverId(address), ViewAtomics.ADD, view, GlobalAddress.offset(address), delta, 0)
-                : control.fetchAndAdd(address, delta);
+        long previous = control.fetchAndAdd(address, delta);
         counters.recordAtomic();
         return previous;
     }

@@ -233,11 +233,10 @@ final class ViewAtomics {
         };
         // A word's write is stamped even when it stores the value it found: its convergence brings the backups along.
         boolean changed = kind == SET || kind == CAS && found == a && a != b || kind == ADD && a != 0;
+        long sequence = changed ? ++stripe.sequence : 0;
         if (stamp != null) {
             stamp[0] = changed ? gate.view() : 0;
-            stamp[1] = changed ? ++stripe.sequence : 0;
-        } else if (changed) {
-            ++stripe.sequence;
+            stamp[1] = sequence;
         }
         return found;
     }

@@ -69,12 +69,10 @@ final class Convergence {
                 // A backup in a newer view, or the primary's (a stand-in's convergence reads it): if the primary kept
                 // its role (a replica added or dropped), the stamp holds in that view too, and is sent again there.
                 FabricException failure = e instanceof PrimaryFailed primary ? primary.failure : (StaleViewException) e;
-                if (failure instanceof StaleViewException newer) {
-                    ReplicaSet next = waits.next(set, address, newer);
-                    if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
-                        stamped(next, address, before, value, stampView, stampSeq, what);
-                        return;
-                    }
+                ReplicaSet next = failure instanceof StaleViewException newer ? keptPrimaryIn(set, address, newer) : null;
+                if (next != null) {
+                    stamped(next, address, before, value, stampView, stampSeq, what);
+                    return;
                 }
                 // Another replica may have been primary since, or the primary failed. The change ran at the primary,
                 // so this is no refusal (which would say nothing changed): its outcome is unknown.
@@ -110,14 +108,12 @@ final class Convergence {
                 }
                 unordered(set, backup, address, before, after);
             } catch (PrimaryFailed e) {
-                if (e.failure instanceof StaleViewException) {
-                    // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
-                    // converge again in that view, as long as it keeps the primary.
-                    ReplicaSet next = waits.next(set, address, e.failure);
-                    if (installed[GlobalAddress.serverId(address)].keptPrimary(set, next)) {
-                        converge(next, address, before, after, what);
-                        return;
-                    }
+                // The primary moved to a newer view (a replica added or dropped) after this change passed its gate:
+                // converge again in that view, as long as it keeps the primary.
+                ReplicaSet next = e.failure instanceof StaleViewException newer ? keptPrimaryIn(set, address, newer) : null;
+                if (next != null) {
+                    converge(next, address, before, after, what);
+                    return;
                 }
                 throw e.failure; // the primary's failure, not the backup's: the failover handles it; the outcome is unknown
             } catch (FabricException e) {
@@ -125,6 +121,15 @@ final class Convergence {
             }
         }
         awaitViewWithout(failed, set, address);
+    }
+
+    /**
+     * The next view installed after {@code newer} refused a convergence in {@code set}'s, if every view up to it kept
+     * {@code set}'s primary; null if another replica may have been primary meanwhile (the change's outcome is unknown).
+     */
+    private ReplicaSet keptPrimaryIn(ReplicaSet set, long address, StaleViewException newer) {
+        ReplicaSet next = waits.next(set, address, newer);
+        return installed[GlobalAddress.serverId(address)].keptPrimary(set, next) ? next : null;
     }
 
     /** The backups that failed a change, and the failure the change throws if no view without them comes. */

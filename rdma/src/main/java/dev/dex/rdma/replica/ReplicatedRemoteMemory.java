@@ -73,7 +73,6 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     private final int[] serverIds;
     private final VerbCounters counters = new VerbCounters();
     private final ChunkAllocator chunkAllocator;
-    private final long mirrorTimeoutNanos;
     private final long failoverWaitNanos;
     private final ViewWaits waits;
     private final BackupFailures failures;
@@ -124,13 +123,12 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
             keep(set);
         });
         this.serverIds = groups.keySet().stream().mapToInt(Integer::intValue).sorted().toArray();
-        this.mirrorTimeoutNanos = mirrorTimeout.toNanos();
         this.failoverWaitNanos = failoverWait.toNanos();
         this.waits = new ViewWaits(byServer, installed, failoverWaitNanos, () -> closed);
         this.failures = failures;
         this.onClose = onClose;
         this.chunkAllocator = new ChunkAllocator(this::fetchAndAdd, regionLengths, chunkLengths);
-        this.convergence = new Convergence(mirrorTimeoutNanos, failoverWaitNanos, waits, installed, this::backupFailed);
+        this.convergence = new Convergence(mirrorTimeout.toNanos(), failoverWaitNanos, waits, installed, this::backupFailed);
     }
 
     /**
@@ -225,12 +223,9 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
                 set = waits.next(set, address, OwnedWrites.active() ? e : refused(e));
                 continue;
             }
-            if (stamp != null) {
+            if (isWord(address, length)) {
                 long value = src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN);
-                convergence.stamped(set, address, value, value, stamp[0], stamp[1], "the mirror of a word's write");
-            } else if (isWord(address, length)) {
-                long value = src.getLong(srcOffset, java.nio.ByteOrder.LITTLE_ENDIAN);
-                convergence.converge(set, address, value, value, "the mirror of a word's write");
+                converge(set, address, value, value, stamp, "the mirror of a word's write");
             } else {
                 writeBackups(set, address, src, srcOffset, length);
             }
