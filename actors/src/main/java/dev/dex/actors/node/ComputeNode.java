@@ -363,8 +363,9 @@ public final class ComputeNode {
                     + " locks over should it die without leaving", engine.instanceId(), notNow.toString());
         }
         engine.instanceLiveness(uid -> Fabrics.isMember(cluster, uid));
+        com.typesafe.config.Config config = context.getSystem().settings().config();
         EngineWorkers workers = new EngineWorkers(engine, settings.workerThreads(), "dex-compute",
-                context.getSystem().settings().config().getDuration("dex.compute.load-window"));
+                config.getDuration("dex.compute.load-window"), config.getBoolean("dex.compute.warm-on-acquire"));
         ActorRef<Command> self = context.getSelf();
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
         ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(

@@ -46,6 +46,8 @@ public final class EngineWorkers implements AutoCloseable {
     /** Per partition, what last failed an operation or the commit of one of its batches. */
     private final java.util.Map<Integer, Throwable> failures = new java.util.concurrent.ConcurrentHashMap<>();
     private final PartitionLoad load;
+    private final boolean warmOnAcquire;
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(EngineWorkers.class);
 
     public EngineWorkers(DexEngine engine, int threads, String name) {
         this(engine, threads, name, PartitionLoad.DEFAULT_WINDOW);
@@ -53,7 +55,16 @@ public final class EngineWorkers implements AutoCloseable {
 
     /** Workers that measure each partition's load over windows of {@code loadWindow} ({@code dex.compute.load-window}). */
     public EngineWorkers(DexEngine engine, int threads, String name, java.time.Duration loadWindow) {
+        this(engine, threads, name, loadWindow, true);
+    }
+
+    /**
+     * As above; {@code warmOnAcquire} ({@code dex.compute.warm-on-acquire}): whether a partition's inner nodes are read
+     * into the cache when it is acquired, before its first batch ({@link #acquire}).
+     */
+    public EngineWorkers(DexEngine engine, int threads, String name, java.time.Duration loadWindow, boolean warmOnAcquire) {
         this.engine = engine;
+        this.warmOnAcquire = warmOnAcquire;
         this.load = new PartitionLoad(engine.partitions().count(), loadWindow, System.nanoTime());
         AtomicInteger ids = new AtomicInteger();
         this.pool = Executors.newFixedThreadPool(threads, task -> {
@@ -72,6 +83,28 @@ public final class EngineWorkers implements AutoCloseable {
 
     DexEngine engine() {
         return engine;
+    }
+
+    /**
+     * Takes {@code partition} over ({@link DexEngine#acquireReport}) and, with warm-on-acquire, warms it: its inner
+     * nodes are read into the cache before its first batch runs ({@link DexEngine#warm}), so the batches that waited
+     * for the handoff do not all miss on the same few nodes at once. A warm-up that fails is logged and otherwise
+     * ignored: the partition is held, and its operations read what they need (and report what fails).
+     */
+    DexEngine.AcquireReport acquire(int partition) {
+        DexEngine.AcquireReport report = engine.acquireReport(partition);
+        if (warmOnAcquire) {
+            long start = System.nanoTime();
+            try {
+                int nodes = engine.warm(partition);
+                LOG.debug("partition {} warmed in {} µs: {} nodes above its leaves", partition,
+                        (System.nanoTime() - start) / 1_000, nodes);
+            } catch (RuntimeException e) {
+                LOG.warn("partition {} was not warmed ({}); its operations read its inner nodes as they come", partition,
+                        e.toString());
+            }
+        }
+        return report;
     }
 
     /** The partitions the engine holds (acquired and not yet released), in order. */

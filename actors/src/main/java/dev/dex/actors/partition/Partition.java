@@ -191,7 +191,7 @@ public final class Partition {
             context.setLoggerName(Partition.class); // as ReplicaCoordinator's: not from the stack of its first use
             Partition entity = new Partition(context, stash, workers, partition);
             java.util.concurrent.CompletionStage<DexEngine.AcquireReport> acquiring =
-                    workers.submit(() -> workers.engine().acquireReport(partition));
+                    workers.submit(() -> workers.acquire(partition));
             entity.acquiring = acquiring;
             context.pipeToSelf(acquiring, (report, failure) -> new Acquired(report, failure));
             return entity.starting();

@@ -39,12 +39,17 @@ public final class LocalTree implements AutoCloseable {
     }
 
     private LocalTree(long regionBytes, int chunkBytes, int workerThreads, Loader loader, dev.dex.core.log.RedoLogSettings log) {
+        this(regionBytes, chunkBytes, workerThreads, loader, log, java.util.function.UnaryOperator.identity(), true);
+    }
+
+    private LocalTree(long regionBytes, int chunkBytes, int workerThreads, Loader loader, dev.dex.core.log.RedoLogSettings log,
+                      java.util.function.UnaryOperator<RemoteMemory> wrap, boolean warmOnAcquire) {
         fabric.export(0, regionBytes, chunkBytes);
         admin = fabric.connect(0);
         table = loader.load(admin);
-        engineMemory = fabric.connect(0);
+        engineMemory = wrap.apply(fabric.connect(0));
         engine = DexEngine.open(engineMemory, DexEngineSettings.withCache("no-offload", CACHE_BYTES).withLeafAdmission(1.0), null, log);
-        workers = new EngineWorkers(engine, workerThreads, fabricName);
+        workers = new EngineWorkers(engine, workerThreads, fabricName, dev.dex.actors.PartitionLoad.DEFAULT_WINDOW, warmOnAcquire);
     }
 
     private interface Loader {
@@ -57,6 +62,16 @@ public final class LocalTree implements AutoCloseable {
      */
     public static LocalTree bulkLoaded(int n, int partitions, int workerThreads) {
         return new LocalTree(16L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions));
+    }
+
+    /**
+     * {@link #bulkLoaded} with the engine's connection wrapped by {@code wrap} (a test's fault injector), and workers that
+     * warm a partition they acquire or not ({@code dex.compute.warm-on-acquire}).
+     */
+    public static LocalTree bulkLoaded(int n, int partitions, int workerThreads, java.util.function.UnaryOperator<RemoteMemory> wrap,
+                                       boolean warmOnAcquire) {
+        return new LocalTree(16L << 20, 64 << 10, workerThreads, bulkLoader(n, partitions), dev.dex.core.log.RedoLogSettings.OFF,
+                wrap, warmOnAcquire);
     }
 
     /** {@link #bulkLoaded} with an engine that logs its writes (a 64 MiB region: room for the logs). */

@@ -282,6 +282,47 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
+     * Reads every inner node over a held {@code partition}'s keys into the cache, as its new owner does before its
+     * first operation: one descent per node above the leaves, left to right, each stopping there, nothing offloaded
+     * ({@link DexSession#warmStep}); splits beside it only add descents. Its leaves stay cold, admitted as operations
+     * read them. The operations that waited for the partition's handoff then do not all miss on the same few nodes at
+     * once (a miss's IO marker restarts every other descent that meets the node).
+     *
+     * @return the nodes above the leaves gone through, or -1 when this engine does not hold the partition
+     */
+    public int warm(int partition) {
+        held.checkPartition(partition);
+        int words = keys.words();
+        long[] key = new long[words];
+        long[] fence = new long[words];
+        long[] end = new long[words];
+        partitions.lowerExclusive(partition, key, words);
+        dev.dex.core.engine.IndexSession.successor(key, words); // the partition's first key
+        partitions.upperInclusive(partition, end, words);
+        if (!held.tryEnter(partition)) {
+            return -1;
+        }
+        int descents = 0;
+        try (DexSession session = newSession()) {
+            boolean again = false;
+            while (true) {
+                again = !session.warmStep(key, fence, again);
+                if (again) {
+                    continue;
+                }
+                descents++;
+                if (keys.isPosInfinity(fence, 0) || keys.compare(fence, 0, end, 0) >= 0) {
+                    return descents;
+                }
+                System.arraycopy(fence, 0, key, 0, words);
+                dev.dex.core.engine.IndexSession.successor(key, words);
+            }
+        } finally {
+            held.exit(partition);
+        }
+    }
+
+    /**
      * {@link #acquire} that tells what the takeover did: with redo logging, the partition's log is opened
      * (its epoch bumped), replayed from its checkpoint through this engine's cache, and the replayed pages
      * written back, before any other operation may enter the partition.

@@ -1,7 +1,6 @@
 package dev.dex.core.cache;
 
 import static dev.dex.core.cache.FrameHeaderDescriptor.NO_FRAME;
-import static dev.dex.core.node.NodeHeaderDescriptor.checkKey;
 
 import java.util.SplittableRandom;
 
@@ -56,10 +55,9 @@ public final class DexSession extends WordKeySession {
     private final FrameSupply frames;
     private long value;
     private final SessionCounters counters = new SessionCounters();
-    /** The current operation's key (the caller's array, or cutKey), a scan's next key and where its part ends. */
+    /** The current operation's key (the caller's array, or a cut copy), a scan's next key and where its part ends. */
     private long[] opKey;
     private final long[] scanKey;
-    private final long[] cutKey;
     private final long[] scanStop;
     /** Offloading of misses to the memory side (paper §6), with its cost model. */
     private final Offloader offloader;
@@ -92,7 +90,6 @@ public final class DexSession extends WordKeySession {
         this.arena = engine.arena;
         this.partitions = engine.partitions;
         this.scanKey = new long[words];
-        this.cutKey = new long[words];
         this.scanStop = new long[words];
         this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone, engine.pendingUnlocks);
         FrameWriter writer = new FrameWriter(engine);
@@ -112,13 +109,12 @@ public final class DexSession extends WordKeySession {
 
     @Override
     public boolean lookup(long[] userKey) {
-        long[] key = opKey = checkedKey(userKey);
-        int partition = engine.held.enter(key);
-        opPartition = partition;
+        long[] key = opKey = checkedKey(engine.keys, userKey);
+        int partition = opPartition = engine.held.enter(key);
         try {
             beginOp(LeafOps.LOOKUP, 0);
             while (true) {
-                int d = descend(key, false);
+                int d = descend(key, false, false);
                 if (d == Admission.OFFLOADED) {
                     if (offloader.found()) {
                         value = offloader.value();
@@ -173,7 +169,7 @@ public final class DexSession extends WordKeySession {
                     partition = p;
                 }
                 admission.prefetch.want(count - n, partition); // its next leaf is read with those after it
-                int d = descend(key, false);
+                int d = descend(key, false, false);
                 if (d == RESTART) {
                     restart();
                     continue;
@@ -209,6 +205,27 @@ public final class DexSession extends WordKeySession {
         }
     }
 
+    /**
+     * A descent of {@link DexEngine#warm} (its partition entered by the caller; {@code again} after a false): to the
+     * node above the leaves over {@code key}, nothing offloaded, its high fence into {@code fence}; false: again.
+     */
+    boolean warmStep(long[] key, long[] fence, boolean again) {
+        if (!again) { // as a scan's, its misses are never offloaded
+            beginOp(Admission.NO_OFFLOAD, 0);
+        }
+        int d = descend(key, false, true);
+        if (d != RESTART) {
+            path.viewAt[d].highFence(fence);
+        }
+        boolean done = d != RESTART && (path.frameAt[d] == NO_FRAME || arena.validate(path.frameAt[d], path.versionAt[d]));
+        if (!done) {
+            restart();
+        }
+        markers.releaseAll();
+        activeKey.clear();
+        return done;
+    }
+
     @Override
     public void close() {
         try {
@@ -216,11 +233,6 @@ public final class DexSession extends WordKeySession {
         } finally {
             engine.closed(this, markers);
         }
-    }
-
-    /** This session's remote side (its lock tag, the engine's pending unlocks). */
-    RemoteNodes remote() {
-        return remote;
     }
 
     /** The key this session's operation descends to ({@link Offloader}). */
@@ -240,16 +252,15 @@ public final class DexSession extends WordKeySession {
 
     @Override
     protected boolean write(long[] userKey, long newValue, int op) {
-        long[] key = opKey = checkedKey(userKey);
-        int partition = engine.held.enter(key, recovering);
-        opPartition = partition;
+        long[] key = opKey = checkedKey(engine.keys, userKey);
+        int partition = opPartition = engine.held.enter(key, recovering);
         try {
             // A batch that moves to another partition (or whose partition was released meanwhile) commits what it
             // has so far: records of one commit go to one log. No lock is held here.
             log.commitIfElsewhere(partition);
             beginOp(op, newValue);
             while (true) {
-                int d = descend(key, LeafOps.mayAdd(op));
+                int d = descend(key, LeafOps.mayAdd(op), false);
                 if (d == Admission.OFFLOADED) {
                     if (LeafOps.changes(op, offloader.found())) {
                         // The memory node applied it; the write's exclusion range and the missed node's marker, held
@@ -293,11 +304,12 @@ public final class DexSession extends WordKeySession {
 
     /**
      * Fills the path from the root to the leaf covering {@code key}. With {@code splitFull}, the first
-     * full node met is split (a leaf only if the key is absent) and the walk restarts.
+     * full node met is split (a leaf only if the key is absent) and the walk restarts. With {@code aboveLeaves}, it
+     * ends at the node above the leaves instead.
      *
-     * @return the leaf's depth, or RESTART
+     * @return the leaf's depth (or that node's), or RESTART
      */
-    private int descend(long[] key, boolean splitFull) {
+    private int descend(long[] key, boolean splitFull, boolean aboveLeaves) {
         descendKey = key;
         // Before anything of the descent is read: an offloaded write into a subtree this key lies in is not sent
         // while this operation may hold images of that subtree (OffloadExclusion, Offloader).
@@ -322,7 +334,7 @@ public final class DexSession extends WordKeySession {
                 changes.split(d);
                 return RESTART;
             }
-            if (leaf) {
+            if (leaf || aboveLeaves && node.level() == 1) {
                 return d;
             }
             int index = node.childIndex(key);
@@ -377,19 +389,6 @@ public final class DexSession extends WordKeySession {
         opValue = newValue;
         offloader.begin();
         admission.begin();
-    }
-
-    /** The user's key, checked and used as given (the operation only reads it); only a longer array is cut into cutKey. */
-    private long[] checkedKey(long[] key) {
-        if (key.length < words) {
-            throw new IllegalArgumentException("a key of " + key.length + " words; this index's keys are " + words + " words");
-        }
-        checkKey(engine.keys, key);
-        if (key.length == words) {
-            return key;
-        }
-        System.arraycopy(key, 0, cutKey, 0, words);
-        return cutKey;
     }
 
     private void restart() {

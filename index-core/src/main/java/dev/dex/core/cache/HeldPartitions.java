@@ -502,7 +502,7 @@ final class HeldPartitions {
         }
     }
 
-    private void checkPartition(int partition) {
+    void checkPartition(int partition) {
         if (partition < 0 || partition >= partitions.count()) {
             throw new IllegalArgumentException("partition " + partition + " outside [0, " + partitions.count() + ")");
         }

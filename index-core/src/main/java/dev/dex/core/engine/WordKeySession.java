@@ -14,6 +14,8 @@ public abstract class WordKeySession implements IndexSession {
     /** The index's key width in words. */
     protected final int words;
     private final long[] longKey;
+    /** A key given in a longer array, cut to the index's width ({@link #checkedKey}). */
+    private final long[] cutKey;
 
     /**
      * Set while {@link #scanPartition} runs: a session of an engine of partitions ends the scan at the end of its start
@@ -24,6 +26,23 @@ public abstract class WordKeySession implements IndexSession {
     protected WordKeySession(int words) {
         this.words = words;
         this.longKey = new long[words];
+        this.cutKey = new long[words];
+    }
+
+    /**
+     * The caller's key, checked against the index's format {@code keys} and used as given (an operation only reads it);
+     * only a longer array is cut to the index's width, into an array of this session's.
+     */
+    protected final long[] checkedKey(dev.dex.core.node.KeyFormat keys, long[] key) {
+        if (key.length < words) {
+            throw new IllegalArgumentException("a key of " + key.length + " words; this index's keys are " + words + " words");
+        }
+        NodeHeaderDescriptor.checkKey(keys, key);
+        if (key.length == words) {
+            return key;
+        }
+        System.arraycopy(key, 0, cutKey, 0, words);
+        return cutKey;
     }
 
     @Override

@@ -143,6 +143,17 @@ public final class PartitionTable {
         return false;
     }
 
+    /**
+     * The exclusive lower bound of partition {@code p} as a key of {@code words} words, into {@code out}: the last key of
+     * partition {@code p - 1}, or minus infinity (the reserved key, never stored) for the first.
+     */
+    public void lowerExclusive(int p, long[] out, int words) {
+        out[0] = lowerExclusive(p);
+        for (int w = 1; w < words; w++) {
+            out[w] = p == 0 ? NodeHeaderDescriptor.NEG_INFINITY : NodeHeaderDescriptor.POS_INFINITY;
+        }
+    }
+
     /** The inclusive upper bound of partition {@code p} as a key of {@code words} words, into {@code out}. */
     public void upperInclusive(int p, long[] out, int words) {
         out[0] = upper[p];
