@@ -88,8 +88,9 @@ public final class EngineWorkers implements AutoCloseable {
     /**
      * Takes {@code partition} over ({@link DexEngine#acquireReport}) and, with warm-on-acquire, warms it: its inner
      * nodes are read into the cache before its first batch runs ({@link DexEngine#warm}), so the batches that waited
-     * for the handoff do not all miss on the same few nodes at once. A warm-up that fails is logged and otherwise
-     * ignored: the partition is held, and its operations read what they need (and report what fails).
+     * for the handoff do not all miss on the same few nodes at once. A warm-up that fails is logged (a fenced node's
+     * owner is told, as by a failed batch) and otherwise ignored: the partition is held, and its operations read what
+     * they need (and report what fails). A warm-up ends after {@link DexEngine#WARM_LIMIT_NANOS} whatever it read.
      */
     DexEngine.AcquireReport acquire(int partition) {
         DexEngine.AcquireReport report = engine.acquireReport(partition);
@@ -99,9 +100,13 @@ public final class EngineWorkers implements AutoCloseable {
                 int nodes = engine.warm(partition);
                 LOG.debug("partition {} warmed in {} µs: {} nodes above its leaves", partition,
                         (System.nanoTime() - start) / 1_000, nodes);
-            } catch (RuntimeException e) {
+            } catch (dev.dex.rdma.FabricException e) {
+                // A memory node out of reach, or this node fenced (then its owner learns it now, not at the first batch).
+                noteFailure(e);
                 LOG.warn("partition {} was not warmed ({}); its operations read its inner nodes as they come", partition,
                         e.toString());
+            } catch (RuntimeException e) {
+                LOG.error("partition {} was not warmed; its operations read its inner nodes as they come", partition, e);
             }
         }
         return report;

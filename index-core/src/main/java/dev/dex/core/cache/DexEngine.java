@@ -288,9 +288,22 @@ public final class DexEngine implements PartitionedEngine {
      * read them. The operations that waited for the partition's handoff then do not all miss on the same few nodes at
      * once (a miss's IO marker restarts every other descent that meets the node).
      *
-     * @return the nodes above the leaves gone through, or -1 when this engine does not hold the partition
+     * @return the nodes above the leaves gone through (a tree of one leaf: 1, the root), or -1 when this engine does
+     *         not hold the partition
      */
     public int warm(int partition) {
+        return warm(partition, WARM_LIMIT_NANOS);
+    }
+
+    /**
+     * How long a warm-up may take: it is only worth a short delay of the partition's first batch, so one that keeps
+     * restarting (a node another session keeps locked) ends after this with what it read.
+     */
+    public static final long WARM_LIMIT_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(500);
+
+    /** {@link #warm(int)} that ends after {@code limitNanos} (then: the descents made so far). */
+    int warm(int partition, long limitNanos) {
+        long deadline = System.nanoTime() + limitNanos;
         held.checkPartition(partition);
         int words = keys.words();
         long[] key = new long[words];
@@ -307,6 +320,9 @@ public final class DexEngine implements PartitionedEngine {
             boolean again = false;
             while (true) {
                 again = !session.warmStep(key, fence, again);
+                if (System.nanoTime() - deadline > 0) {
+                    return descents + (again ? 0 : 1);
+                }
                 if (again) {
                     continue;
                 }

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.agrona.concurrent.UnsafeBuffer;
@@ -82,30 +83,53 @@ class WarmTest {
     void warmingReadsEveryInnerNodeOverThePartitionOnceAndNoLeaf(int keyBytes) {
         try (DexFixture fixture = new DexFixture(2, 2, 60_000, 8, true, 0, 0.7, false, keyBytes)) {
             fixture.open(1, NO_LEAVES);
-            int p = 5;
-            DexEngine fresh = moveToNewEngine(fixture, p);
-            List<List<NodeView>> over = nodesOver(fixture, p);
-            assertTrue(over.size() >= 3, "a tree of at least three levels: " + over.size());
-            long inner = over.stream().skip(1).mapToLong(List::size).sum();
+            for (int p : new int[] {0, 5, 7}) { // the first (minus infinity below), one inside, the last (plus infinity above)
+                DexEngine fresh = moveToNewEngine(fixture, p);
+                List<List<NodeView>> over = nodesOver(fixture, p);
+                assertTrue(over.size() >= 3, "a tree of at least three levels: " + over.size());
+                long inner = over.stream().skip(1).mapToLong(List::size).sum();
 
-            CacheStats before = fresh.stats();
-            int descents = fresh.warm(p);
-            CacheStats after = fresh.stats();
+                CacheStats before = fresh.stats();
+                int descents = fresh.warm(p);
+                CacheStats after = fresh.stats();
 
-            assertEquals(over.get(1).size(), descents, "one descent per node above the leaves");
-            assertEquals(inner, after.misses() - before.misses(), "each inner node over the partition missed once, no leaf");
-            assertEquals(inner, after.admissions() - before.admissions(), "and admitted");
-            long reads = reads(fresh);
-            assertEquals(0, fresh.warm(p) - descents, "warmed again: the same descents");
-            assertEquals(reads, reads(fresh), "warmed again: nothing read");
-            for (int level = 1; level < over.size(); level++) {
-                for (NodeView node : over.get(level)) {
-                    assertTrue(fresh.mapping.get(node.address()) >= 0, "inner node at level " + level + " cached");
+                assertEquals(over.get(1).size(), descents, "partition " + p + ": one descent per node above the leaves");
+                assertEquals(inner, after.misses() - before.misses(), "each inner node over the partition missed once, no leaf");
+                assertEquals(inner, after.admissions() - before.admissions(), "and admitted");
+                long reads = reads(fresh);
+                assertEquals(0, fresh.warm(p) - descents, "warmed again: the same descents");
+                assertEquals(reads, reads(fresh), "warmed again: nothing read");
+                for (int level = 1; level < over.size(); level++) {
+                    for (NodeView node : over.get(level)) {
+                        assertTrue(fresh.mapping.get(node.address()) >= 0, "inner node at level " + level + " cached");
+                    }
                 }
+                for (NodeView leaf : over.get(0)) {
+                    assertTrue(fresh.mapping.get(leaf.address()) < 0, "no leaf cached");
+                }
+                CacheValidator.validate(fresh);
             }
-            for (NodeView leaf : over.get(0)) {
-                assertTrue(fresh.mapping.get(leaf.address()) < 0, "no leaf cached");
-            }
+        }
+    }
+
+    /** A node whose IO marker another session keeps (a read that never ends) stops a warm-up only for its time limit. */
+    @Test
+    void aWarmUpThatKeepsRestartingEndsAtItsLimit() {
+        try (DexFixture fixture = new DexFixture(1, 3, 60_000, 8, true, 0)) {
+            fixture.open(1, NO_LEAVES);
+            int p = 3;
+            DexEngine fresh = moveToNewEngine(fixture, p);
+            List<NodeView> levelOne = nodesOver(fixture, p).get(1);
+            assertTrue(levelOne.size() >= 3);
+            long blocked = levelOne.get(1).address();
+            assertEquals(MappingTable.ABSENT, fresh.mapping.putIfAbsent(blocked, MappingTable.IO));
+            long start = System.nanoTime();
+            int descents = fresh.warm(p, TimeUnit.MILLISECONDS.toNanos(100));
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertEquals(1, descents, "it got through the first node above the leaves, and no further");
+            assertTrue(millis < 5_000, "it ended at its limit, not the restart budget's minute: " + millis + " ms");
+            assertTrue(fresh.mapping.remove(blocked, MappingTable.IO));
+            assertEquals(levelOne.size(), fresh.warm(p), "once the marker is gone, it goes through");
             CacheValidator.validate(fresh);
         }
     }
