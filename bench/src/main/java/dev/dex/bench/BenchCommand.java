@@ -53,7 +53,9 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--workload", paramLabel = "NAME", defaultValue = "read-intensive",
             converter = WorkloadConverter.class, completionCandidates = Workload.Names.class,
-            description = "Operation mix: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+            description = "Operation mix: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}). delete-heavy deletes"
+                    + " --warmup + --ops of the loaded keys, each once, in a random order, then prints the nodes the tree"
+                    + " keeps against a bulk load of the keys left, e.g. --keys 2m --ops 1800k --warmup 0.")
     private Workload workload;
 
     @Option(names = "--mode", paramLabel = "MODE", defaultValue = "dex", converter = ModeConverter.class,
@@ -194,6 +196,7 @@ public final class BenchCommand implements Callable<Integer> {
     private boolean help;
 
     private BenchResult lastResult;
+    private DeleteHeavyReport lastDeletes;
     private BenchRunner.CopyReport lastCopy;
 
     /**
@@ -229,6 +232,7 @@ public final class BenchCommand implements Callable<Integer> {
         KeySpace keySpace = new KeySpace(config.keys());
         BenchResult result;
         List<String> failedChecks = List.of();
+        DeleteHeavyReport deletes = null;
         EngineCluster engines = EngineFactory.create(config, keySpace, progress);
         try {
             BenchRunner runner = new BenchRunner(config, keySpace, engines, progress);
@@ -251,6 +255,11 @@ public final class BenchCommand implements Callable<Integer> {
             result = BenchResult.of(config, engines.treeBytes(), stats);
             lastResult = result;
             Summary.print(result, out);
+            if (config.workload() == Workload.DELETE_HEAVY) {
+                deletes = DeleteHeavyReport.measure(engines, config);
+                lastDeletes = deletes;
+                out.println(deletes.line());
+            }
             BenchRunner.CopyReport copy = runner.copyReport();
             lastCopy = copy;
             if (copy != null) {
@@ -274,7 +283,7 @@ public final class BenchCommand implements Callable<Integer> {
         }
         if (config.json() != null) {
             try {
-                ResultJson.write(result, config.json());
+                ResultJson.write(result, deletes, config.json());
             } catch (IOException e) {
                 err.println(spec.qualifiedName() + ": cannot write " + config.json() + ": " + e.getMessage());
                 err.flush();
@@ -304,6 +313,11 @@ public final class BenchCommand implements Callable<Integer> {
             throw new IllegalArgumentException("the engine benchmark failed (exit " + exit + "): " + errors.toString().strip());
         }
         return command.lastResult.throughputOpsPerSec();
+    }
+
+    /** What the last {@link #call()} of a delete-heavy run found in the tree, or null. */
+    DeleteHeavyReport lastDeletes() {
+        return lastDeletes;
     }
 
     /** What the copy under load of the last {@link #call()} measured, or null. */
@@ -378,6 +392,15 @@ public final class BenchCommand implements Callable<Integer> {
             Path parent = json.toAbsolutePath().getParent();
             check(parent != null && Files.isDirectory(parent), "--json " + json + ": directory " + parent + " does not exist");
             check(!Files.isDirectory(json), "--json " + json + " is a directory");
+        }
+        if (workload == Workload.DELETE_HEAVY) {
+            check(mode.usesFabric(), "--workload delete-heavy needs a mode on the fabric: it counts the nodes the tree keeps"
+                    + " in remote memory; " + mode.cliName() + " has none");
+            check(warmup + ops <= keys, "--workload delete-heavy deletes each loaded key once: --warmup (" + warmup
+                    + ") + --ops (" + ops + ") must be at most --keys (" + keys + ")");
+            check(keys <= Integer.MAX_VALUE, "--workload delete-heavy shuffles at most " + Integer.MAX_VALUE + " keys: " + keys);
+            check(injectFaults == null, "--inject-faults checks a model of updates and inserts, not deletes: not with"
+                    + " --workload delete-heavy");
         }
         check(redoLog.equals("on") || redoLog.equals("off"), "--redo-log must be on or off: " + redoLog);
         check(redoLog.equals("off") || mode.partitioned(), "--redo-log on needs a DEX engine mode, not " + mode.cliName());

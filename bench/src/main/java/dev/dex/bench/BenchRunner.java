@@ -81,10 +81,12 @@ final class BenchRunner {
         RunControl control = new RunControl(n);
         SplittableRandom seeds = new SplittableRandom(config.seed());
         Worker[] workers = new Worker[n];
+        DeleteOrder deletes = config.workload() == Workload.DELETE_HEAVY
+                ? new DeleteOrder(config.keys(), config.warmup(), n, config.seed()) : null;
         Thread[] threads = new Thread[n];
         for (int t = 0; t < n; t++) {
             workers[t] = new Worker(t, config.workload(), keySpace, chooser, engines, seeds.split(), control,
-                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch(), config.keyBytes(), model);
+                    share(config.warmup(), t, n), share(config.ops(), t, n), config.commitBatch(), config.keyBytes(), model, deletes);
             threads[t] = new Thread(workers[t], "bench-worker-" + t);
             threads[t].setDaemon(true);
         }

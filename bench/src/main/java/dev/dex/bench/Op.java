@@ -2,5 +2,5 @@ package dev.dex.bench;
 
 /** The operations a workload mixes. */
 enum Op {
-    LOOKUP, UPDATE, INSERT, SCAN
+    LOOKUP, UPDATE, INSERT, SCAN, DELETE
 }

@@ -67,6 +67,15 @@ final class ResultJson {
     }
 
     static void write(BenchResult r, Path file) throws IOException {
-        Files.writeString(file, MAPPER.writeValueAsString(toJson(r)) + System.lineSeparator());
+        write(r, null, file);
+    }
+
+    /** As {@link #write(BenchResult, Path)}, with a delete-heavy run's report (or null). */
+    static void write(BenchResult r, DeleteHeavyReport deletes, Path file) throws IOException {
+        ObjectNode root = toJson(r);
+        if (deletes != null) {
+            deletes.addTo(root);
+        }
+        Files.writeString(file, MAPPER.writeValueAsString(root) + System.lineSeparator());
     }
 }

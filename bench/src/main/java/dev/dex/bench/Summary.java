@@ -17,8 +17,8 @@ final class Summary {
 
     static void print(BenchResult r, PrintWriter out) {
         BenchSettings c = r.config();
-        String dist = c.distribution() == Distribution.ZIPF
-                ? String.format(Locale.ROOT, "zipf, theta %.2f", c.theta()) : "uniform";
+        String dist = c.workload() == Workload.DELETE_HEAVY ? "each deleted once, in a random order"
+                : c.distribution() == Distribution.ZIPF ? String.format(Locale.ROOT, "zipf, theta %.2f", c.theta()) : "uniform";
         line(out, "workload", "%s (%s)", c.workload().cliName(), c.workload().mix());
         line(out, "mode", "%s, %d compute node%s, %s%s", c.mode().cliName(), c.computeNodes(), plural(c.computeNodes()),
                 c.mode().usesFabric() ? c.memoryNodes() + " memory node" + plural(c.memoryNodes()) : "no memory nodes",

@@ -40,6 +40,8 @@ final class Worker implements Runnable {
     private final int commitBatch;
     /** What the engine acknowledged, with injected faults; null without. */
     private final KeyModel model;
+    /** The keys delete-heavy deletes, in order; null for the other workloads. */
+    private final DeleteOrder deletes;
     /** Per partition, the operations (op ordinal, key) gathered for its next batch; null when each commits alone. */
     private int[][] gatheredOps;
     private long[][] gatheredKeys;
@@ -58,7 +60,7 @@ final class Worker implements Runnable {
 
     Worker(int id, Workload workload, KeySpace keySpace, KeyChooser chooser, EngineCluster engines,
            SplittableRandom random, RunControl control, long warmupOps, long measuredOps, int commitBatch, int keyBytes,
-           KeyModel model) {
+           KeyModel model, DeleteOrder deletes) {
         this.keys = new BenchKeys(keyBytes);
         this.scanKeys = new long[Workload.SCAN_LENGTH * keys.words()];
         this.id = id;
@@ -72,6 +74,7 @@ final class Worker implements Runnable {
         this.measuredOps = measuredOps;
         this.commitBatch = commitBatch;
         this.model = model;
+        this.deletes = deletes;
     }
 
     @Override
@@ -113,7 +116,7 @@ final class Worker implements Runnable {
                 return;
             }
             Op op = workload.op(random.nextInt(100));
-            long index = chooser.nextIndex(random);
+            long index = op == Op.DELETE ? deletes.index(measure, i, id) : chooser.nextIndex(random);
             long key = op == Op.INSERT ? keySpace.insertKey(index, random) : keySpace.loadedKey(index);
             if (commitBatch > 1) {
                 gather(router, op, key, measure);
@@ -175,7 +178,7 @@ final class Worker implements Runnable {
         return switch (op) {
             case UPDATE -> key + 1 + ++updates;
             case INSERT -> key + 1;
-            case LOOKUP, SCAN -> 0;
+            case LOOKUP, SCAN, DELETE -> 0;
         };
     }
 
@@ -188,6 +191,7 @@ final class Worker implements Runnable {
             case UPDATE -> session.update(key, value) ? Outcome.FOUND : Outcome.NOT_FOUND;
             case INSERT -> session.insert(key, value) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
             case SCAN -> session.scan(key, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case DELETE -> session.delete(key) ? Outcome.FOUND : Outcome.NOT_FOUND;
         };
     }
 
@@ -198,6 +202,7 @@ final class Worker implements Runnable {
             case UPDATE -> session.update(words, value) ? Outcome.FOUND : Outcome.NOT_FOUND;
             case INSERT -> session.insert(words, value) ? Outcome.INSERTED : Outcome.ALREADY_PRESENT;
             case SCAN -> session.scan(words, Workload.SCAN_LENGTH, scanKeys, scanValues) > 0 ? Outcome.FOUND : Outcome.NOT_FOUND;
+            case DELETE -> session.delete(words) ? Outcome.FOUND : Outcome.NOT_FOUND;
         };
     }
 

@@ -5,17 +5,19 @@ import java.util.Iterator;
 import java.util.stream.Collectors;
 
 /**
- * The paper's workloads (Table 1) plus read-intensive-2 and insert-only, as percentages of lookups,
- * updates, inserts and scans. A scan reads {@link #SCAN_LENGTH} records.
+ * The paper's workloads (Table 1) plus read-intensive-2, insert-only and delete-heavy, as percentages of lookups,
+ * updates, inserts, scans and deletes. A scan reads {@link #SCAN_LENGTH} records. delete-heavy deletes loaded keys,
+ * each once, in a random order ({@link DeleteOrder}), and then reports how many nodes the tree keeps.
  */
 enum Workload {
-    READ_ONLY("read-only", 100, 0, 0, 0),
-    READ_INTENSIVE("read-intensive", 95, 5, 0, 0),
-    WRITE_INTENSIVE("write-intensive", 50, 50, 0, 0),
-    INSERT_INTENSIVE("insert-intensive", 50, 0, 50, 0),
-    SCAN_INTENSIVE("scan-intensive", 0, 0, 5, 95),
-    READ_INTENSIVE_2("read-intensive-2", 95, 0, 5, 0),
-    INSERT_ONLY("insert-only", 0, 0, 100, 0);
+    READ_ONLY("read-only", 100, 0, 0, 0, 0),
+    READ_INTENSIVE("read-intensive", 95, 5, 0, 0, 0),
+    WRITE_INTENSIVE("write-intensive", 50, 50, 0, 0, 0),
+    INSERT_INTENSIVE("insert-intensive", 50, 0, 50, 0, 0),
+    SCAN_INTENSIVE("scan-intensive", 0, 0, 5, 95, 0),
+    READ_INTENSIVE_2("read-intensive-2", 95, 0, 5, 0, 0),
+    INSERT_ONLY("insert-only", 0, 0, 100, 0, 0),
+    DELETE_HEAVY("delete-heavy", 0, 0, 0, 0, 100);
 
     static final int SCAN_LENGTH = 100;
 
@@ -24,9 +26,9 @@ enum Workload {
     /** The op for each percentile 0..99, so drawing an op is one array load. */
     private final Op[] byPercentile = new Op[100];
 
-    Workload(String cliName, int lookup, int update, int insert, int scan) {
+    Workload(String cliName, int lookup, int update, int insert, int scan, int delete) {
         this.cliName = cliName;
-        this.percent = new int[] {lookup, update, insert, scan};
+        this.percent = new int[] {lookup, update, insert, scan, delete};
         int next = 0;
         for (Op op : Op.values()) {
             for (int i = 0; i < percent[op.ordinal()]; i++) {

@@ -331,7 +331,7 @@ class BenchCommandRunTest {
     @ParameterizedTest
     @EnumSource(Workload.class)
     void everyWorkloadRunsOnTheDexEngineWithTwoComputeAndTwoMemoryNodes(Workload workload) {
-        Run run = bench("--mode", "dex", "--workload", workload.cliName(), "--keys", "5000", "--ops", "5000",
+        Run run = bench("--mode", "dex", "--workload", workload.cliName(), "--keys", keysFor(workload), "--ops", "5000",
                 "--warmup", "500", "--threads", "3", "--compute-nodes", "2", "--memory-nodes", "2",
                 "--partitions", "8", "--cache-ratio", "0.05");
         assertEquals(0, run.exitCode(), run.err());
@@ -345,7 +345,7 @@ class BenchCommandRunTest {
     @ParameterizedTest
     @EnumSource(Workload.class)
     void everyWorkloadRunsOnTwoComputeAndTwoMemoryNodes(Workload workload) {
-        Run run = bench("--mode", "baseline", "--workload", workload.cliName(), "--keys", "5000", "--ops", "5000",
+        Run run = bench("--mode", "baseline", "--workload", workload.cliName(), "--keys", keysFor(workload), "--ops", "5000",
                 "--warmup", "500", "--threads", "3", "--compute-nodes", "2", "--memory-nodes", "2", "--dist", "uniform");
         assertEquals(0, run.exitCode(), run.err());
         BenchResult r = run.result();
@@ -355,7 +355,12 @@ class BenchCommandRunTest {
         assertTrue(r.outcome(Outcome.INSERTED) >= 0.95 * inserts, "inserts are new keys with high probability");
         assertEquals(0, r.outcome(Outcome.NOT_FOUND), "every lookup, update and scan targets a loaded key");
         assertTrue(r.verbs().reads() > 0);
-        assertTrue(run.out().contains("uniform"), run.out());
+        assertTrue(run.out().contains(workload == Workload.DELETE_HEAVY ? "each deleted once, in a random order" : "uniform"), run.out());
+    }
+
+    /** 5,000 keys, or for delete-heavy, which deletes each key once, room for the 500 of the warm-up too. */
+    private static String keysFor(Workload workload) {
+        return workload == Workload.DELETE_HEAVY ? "5500" : "5000";
     }
 
     @Test
@@ -365,5 +370,40 @@ class BenchCommandRunTest {
         assertEquals(0, run.exitCode(), run.err());
         // A lookup in a two-level tree takes at least 6 verbs of 5 us each.
         assertTrue(run.result().p50Nanos() >= 30_000, "p50 " + run.result().p50Nanos());
+    }
+
+    /**
+     * delete-heavy deletes each key of its warm-up and its run once (every delete finds its key), and then counts the
+     * tree: every node of the bulk load is still there (nothing merges yet), the keys left are the rest, and the bulk
+     * load it compares with is a smaller tree of exactly those keys.
+     */
+    @ParameterizedTest
+    @CsvSource({"8, dex", "24, no-offload"})
+    void deleteHeavyDeletesEachKeyOnceAndCountsTheTreeItLeaves(int keyBytes, String mode) throws IOException {
+        Path json = dir.resolve("deletes-" + keyBytes + ".json");
+        BenchCommand command = new BenchCommand(DEFAULT_PARTITIONS);
+        CommandLine cmd = BenchCommand.commandLine(command);
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        cmd.setOut(new PrintWriter(out, true));
+        cmd.setErr(new PrintWriter(err, true));
+        int code = cmd.execute("--workload", "delete-heavy", "--keys", "20000", "--warmup", "1000", "--ops", "17000",
+                "--threads", "2", "--mode", mode, "--key-bytes", Integer.toString(keyBytes), "--json", json.toString());
+        assertEquals(0, code, err.toString());
+        BenchResult result = command.lastResult();
+        assertEquals(17_000, result.outcome(Outcome.FOUND), "every measured delete found its key: none deleted twice");
+        assertEquals(0, result.outcome(Outcome.NOT_FOUND));
+        DeleteHeavyReport report = command.lastDeletes();
+        assertEquals(2_000, report.entries(), "the warm-up's and the run's deletes are gone, the rest is there");
+        assertEquals(result.treeBytes() / dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, report.nodes(),
+                "every node of the bulk load is kept");
+        assertTrue(report.emptyLeaves() > 0 && report.emptyLeaves() < report.leaves(), report.toString());
+        assertEquals(DeleteHeavyReport.bulkLoadedNodes(2_000, keyBytes), report.bulkNodes());
+        assertTrue(report.bulkNodes() * 5 < report.nodes(), "a tree of a tenth of the keys is much smaller: " + report);
+        assertTrue(out.toString().contains(String.format(java.util.Locale.ROOT, "%.2fx", report.ratio())), out.toString());
+        JsonNode deletes = readJson(json).get("deleteHeavy");
+        assertEquals(report.nodes(), deletes.get("nodes").asLong());
+        assertEquals(report.bulkNodes(), deletes.get("bulkLoadedNodes").asLong());
+        assertEquals(report.ratio(), deletes.get("ratio").asDouble(), 1e-9);
     }
 }

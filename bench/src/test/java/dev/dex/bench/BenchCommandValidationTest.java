@@ -100,6 +100,12 @@ class BenchCommandValidationTest {
                 Arguments.of(new String[] {"--mode", "skiplist", "--inject-faults", "0.01"}, "--inject-faults needs a mode on the fabric"),
                 Arguments.of(new String[] {"--inject-faults", "0.01", "--commit-batch", "4"},
                         "--inject-faults runs every operation on its own: not with --commit-batch above 1"),
+                Arguments.of(new String[] {"--workload", "delete-heavy", "--keys", "1000", "--ops", "1000", "--warmup", "1"},
+                        "--workload delete-heavy deletes each loaded key once: --warmup (1) + --ops (1000) must be at most --keys (1000)"),
+                Arguments.of(new String[] {"--workload", "delete-heavy", "--mode", "skiplist", "--keys", "1000", "--ops", "10",
+                        "--warmup", "0"}, "--workload delete-heavy needs a mode on the fabric"),
+                Arguments.of(new String[] {"--workload", "delete-heavy", "--keys", "1000", "--ops", "10", "--warmup", "0",
+                        "--inject-faults", "0.01"}, "not with --workload delete-heavy"),
                 Arguments.of(new String[] {"--no-such-option"}, "Unknown option: '--no-such-option'"));
     }
 

@@ -38,6 +38,8 @@ class WorkloadTest {
         assertMix(Workload.SCAN_INTENSIVE, 0, 0, 5, 95);
         assertMix(Workload.READ_INTENSIVE_2, 95, 0, 5, 0);
         assertMix(Workload.INSERT_ONLY, 0, 0, 100, 0);
+        assertMix(Workload.DELETE_HEAVY, 0, 0, 0, 0);
+        assertEquals(100, Workload.DELETE_HEAVY.percent(Op.DELETE));
         assertEquals(100, Workload.SCAN_LENGTH);
     }
 
@@ -46,6 +48,9 @@ class WorkloadTest {
         assertEquals(update, w.percent(Op.UPDATE), w.cliName());
         assertEquals(insert, w.percent(Op.INSERT), w.cliName());
         assertEquals(scan, w.percent(Op.SCAN), w.cliName());
+        if (w != Workload.DELETE_HEAVY) {
+            assertEquals(0, w.percent(Op.DELETE), w.cliName());
+        }
     }
 
     @ParameterizedTest

@@ -1,0 +1,80 @@
+package dev.dex.bench;
+
+import java.util.Arrays;
+import java.util.Locale;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import dev.dex.core.node.KeyFormat;
+import dev.dex.core.tree.BulkLoader;
+import dev.dex.core.tree.TreeSettings;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.local.LocalFabric;
+
+/**
+ * What a delete-heavy run leaves: the nodes of the tree in remote memory once the engines wrote every page back,
+ * against the nodes a bulk load of the keys left would take (the same fill factor and key width, loaded into a
+ * scratch region of its own). Their ratio is what merges would bring down ({@code docs/merges.md}).
+ *
+ * @param nodes       the tree's nodes after the run, every level
+ * @param leaves      its leaves
+ * @param emptyLeaves its leaves without an entry
+ * @param entries     the keys left
+ * @param bulkNodes   the nodes of a tree bulk-loaded with that many keys
+ */
+record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries, long bulkNodes) {
+    private static final int SCRATCH_CHUNK = 64 << 10;
+
+    double ratio() {
+        return (double) nodes / bulkNodes;
+    }
+
+    /** Closes the engines (writing every dirty page back), then validates and counts the remote tree. */
+    static DeleteHeavyReport measure(EngineCluster engines, BenchSettings config) {
+        engines.closeEngines();
+        TreeValidator.Report tree;
+        try (RemoteMemory memory = engines.connect()) {
+            tree = TreeValidator.validateWords(memory, (key, value) -> { });
+        }
+        long[] perLevel = tree.nodesPerLevel();
+        return new DeleteHeavyReport(Arrays.stream(perLevel).sum(), perLevel[0], tree.emptyLeaves(), tree.entries(),
+                bulkLoadedNodes(tree.entries(), config.keyBytes()));
+    }
+
+    /** The nodes of a tree bulk-loaded with {@code entries} keys of {@code keyBytes} (one leaf for none). */
+    static long bulkLoadedNodes(long entries, int keyBytes) {
+        if (entries == 0) {
+            return 1;
+        }
+        long estimate = EngineFactory.estimatedTreeBytes(entries, KeyFormat.of(keyBytes));
+        long region = (2 * estimate / SCRATCH_CHUNK + 64) * SCRATCH_CHUNK;
+        try (LocalFabric fabric = new LocalFabric()) {
+            ExportedRegion exported = fabric.export(0, region, SCRATCH_CHUNK);
+            try (RemoteMemory memory = fabric.connect(exported.serverId())) {
+                BulkLoader.Result loaded = BulkLoader.formatAndLoad(memory, TreeSettings.defaults().withKeyBytes(keyBytes),
+                        new BenchKeys(keyBytes).entries(new KeySpace(entries).entries()), n -> { });
+                return loaded.leaves() + loaded.innerNodes();
+            }
+        }
+    }
+
+    /** The report's line of the summary. */
+    String line() {
+        return String.format(Locale.ROOT, "delete-heavy  the tree keeps %,d nodes (%,d leaves, %,d of them empty) for %,d keys;"
+                        + " a bulk load of %,d keys takes %,d: %.2fx (nodes are never merged or freed yet: docs/merges.md)",
+                nodes, leaves, emptyLeaves, entries, entries, bulkNodes, ratio());
+    }
+
+    /** Adds the report to a run's JSON object as {@code deleteHeavy}. */
+    void addTo(ObjectNode root) {
+        ObjectNode node = root.putObject("deleteHeavy");
+        node.put("nodes", nodes);
+        node.put("leaves", leaves);
+        node.put("emptyLeaves", emptyLeaves);
+        node.put("entries", entries);
+        node.put("bulkLoadedNodes", bulkNodes);
+        node.put("ratio", ratio());
+    }
+}
