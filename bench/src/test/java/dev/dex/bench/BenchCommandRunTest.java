@@ -49,8 +49,12 @@ class BenchCommandRunTest {
         cmd.setErr(new PrintWriter(err, true));
         int code = cmd.execute(args);
         lastCopy = command.lastCopy();
+        lastDeletes = command.lastDeletes();
         return new Run(code, out.toString(), err.toString(), command.lastResult());
     }
+
+    /** What the last delete-heavy {@link #bench} found in the tree, or null. */
+    private static DeleteHeavyReport lastDeletes;
 
     /** What the copy under load of the last {@link #bench} measured, or null. */
     private static BenchRunner.CopyReport lastCopy;
@@ -381,26 +385,20 @@ class BenchCommandRunTest {
     @CsvSource({"8, dex", "24, no-offload"})
     void deleteHeavyDeletesEachKeyOnceAndCountsTheTreeItLeaves(int keyBytes, String mode) throws IOException {
         Path json = dir.resolve("deletes-" + keyBytes + ".json");
-        BenchCommand command = new BenchCommand(DEFAULT_PARTITIONS);
-        CommandLine cmd = BenchCommand.commandLine(command);
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        cmd.setOut(new PrintWriter(out, true));
-        cmd.setErr(new PrintWriter(err, true));
-        int code = cmd.execute("--workload", "delete-heavy", "--keys", "20000", "--warmup", "1000", "--ops", "17000",
+        Run run = bench("--workload", "delete-heavy", "--keys", "20000", "--warmup", "1000", "--ops", "17000",
                 "--threads", "2", "--mode", mode, "--key-bytes", Integer.toString(keyBytes), "--json", json.toString());
-        assertEquals(0, code, err.toString());
-        BenchResult result = command.lastResult();
+        assertEquals(0, run.exitCode(), run.err());
+        BenchResult result = run.result();
         assertEquals(17_000, result.outcome(Outcome.FOUND), "every measured delete found its key: none deleted twice");
         assertEquals(0, result.outcome(Outcome.NOT_FOUND));
-        DeleteHeavyReport report = command.lastDeletes();
+        DeleteHeavyReport report = lastDeletes;
         assertEquals(2_000, report.entries(), "the warm-up's and the run's deletes are gone, the rest is there");
         assertEquals(result.treeBytes() / dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, report.nodes(),
                 "every node of the bulk load is kept");
         assertTrue(report.emptyLeaves() > 0 && report.emptyLeaves() < report.leaves(), report.toString());
         assertEquals(DeleteHeavyReport.bulkLoadedNodes(2_000, keyBytes), report.bulkNodes());
         assertTrue(report.bulkNodes() * 5 < report.nodes(), "a tree of a tenth of the keys is much smaller: " + report);
-        assertTrue(out.toString().contains(String.format(java.util.Locale.ROOT, "%.2fx", report.ratio())), out.toString());
+        assertTrue(run.out().contains(String.format(java.util.Locale.ROOT, "%.2fx", report.ratio())), run.out());
         JsonNode deletes = readJson(json).get("deleteHeavy");
         assertEquals(report.nodes(), deletes.get("nodes").asLong());
         assertEquals(report.bulkNodes(), deletes.get("bulkLoadedNodes").asLong());
