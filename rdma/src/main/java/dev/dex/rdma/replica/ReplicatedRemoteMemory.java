@@ -11,6 +11,7 @@ import org.agrona.MutableDirectBuffer;
 
 import dev.dex.rdma.ChunkAllocator;
 import dev.dex.rdma.FabricException;
+import dev.dex.rdma.FencedException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.OwnedWrites;
 import dev.dex.rdma.RemoteMemory;
@@ -527,6 +528,9 @@ public final class ReplicatedRemoteMemory implements RemoteMemory {
     private FabricException backupFailed(ReplicaSet set, long address, ReplicaSet.Replica backup, String what, FabricException cause) {
         if (cause instanceof StaleViewException stale) {
             return stale; // the group moved on: the caller installs the new view; the backup did nothing wrong
+        }
+        if (cause instanceof FencedException fenced) {
+            return fenced; // this client is fenced (fences reach the replicas one at a time): not the backup's fault
         }
         int serverId = GlobalAddress.serverId(address);
         try {

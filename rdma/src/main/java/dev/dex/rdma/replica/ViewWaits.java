@@ -81,10 +81,12 @@ final class ViewWaits {
     /**
      * A change is on the primary of {@code set} and on each of its backups but {@code failed}: waits until
      * {@code deadline} for the views since {@code set}'s to make it count ({@link ViewHistory#awaitHolding}); throws
-     * {@code failure} (the change's outcome unknown) when they do not, or without a failover wait.
+     * {@code failure} (the change's outcome unknown) when they do not, or without a failover wait, or at once when it
+     * says this client is fenced.
      */
     void awaitViewWithout(ReplicaSet set, long address, List<String> failed, FabricException failure, long deadline) {
-        if (failoverWaitNanos == 0 || closed.getAsBoolean()) {
+        if (failoverWaitNanos == 0 || closed.getAsBoolean() || failure instanceof dev.dex.rdma.FencedException) {
+            // A fenced client's change counts in no view: nothing to wait for.
             throw failure;
         }
         installed[GlobalAddress.serverId(address)].awaitHolding(set, failed, failure, deadline, closed);

@@ -291,7 +291,8 @@ class DisniReplicaRegionTest {
     @Test
     void aPromotionWhoseAdvanceFailedCanBeAskedAgain() throws Exception {
         primaryWithBackupCopiedUnderWrites(); // the client holds keys of view 2 at both replicas
-        network.failNextDeregistration(new IllegalStateException("injected: the device would not deregister"));
+        // This thread's: a deregistration of the finished copy's keys on another thread must not take it.
+        network.failNextDeregistration(new IllegalStateException("injected: the device would not deregister"), Thread.currentThread());
 
         assertThrows(IllegalStateException.class, () -> replicas[1].becomePrimary(3));
 
@@ -311,7 +312,7 @@ class DisniReplicaRegionTest {
         replicas[0].installView(3, List.of());
         assertEquals(List.of(GroupReplica.Role.BACKUP, true), List.of(replicas[1].role(), replicas[1].complete()),
                 "dropped, and not told");
-        network.failNextDeregistration(new IllegalStateException("injected: the device would not deregister"));
+        network.failNextDeregistration(new IllegalStateException("injected: the device would not deregister"), Thread.currentThread());
 
         assertThrows(IllegalStateException.class, () -> replicas[1].becomeBackup(4));
 

@@ -55,6 +55,8 @@ final class InJvmRdmaTransport implements RdmaTransport {
     private volatile boolean recording;
     private volatile RuntimeException nextRegistrationFailure;
     private volatile RuntimeException nextDeregistrationFailure;
+    /** The thread whose next deregistration fails, or null for any. */
+    private volatile Thread deregistrationFailureThread;
     private volatile Runnable nextRegistrationAction;
     private volatile RuntimeException nextListenFailure;
     private volatile RuntimeException nextVerbFailure;
@@ -106,6 +108,15 @@ final class InJvmRdmaTransport implements RdmaTransport {
 
     /** Makes the next grant's deregistration fail, leaving its keys registered. */
     void failNextDeregistration(RuntimeException failure) {
+        failNextDeregistration(failure, null);
+    }
+
+    /**
+     * As above, but only a deregistration on {@code thread} (null: any) fails: one that a background thread makes
+     * meanwhile (a copy's or a lease's keys given back) does not take the injected failure.
+     */
+    void failNextDeregistration(RuntimeException failure, Thread thread) {
+        deregistrationFailureThread = thread;
         nextDeregistrationFailure = failure;
     }
 
@@ -190,7 +201,8 @@ final class InJvmRdmaTransport implements RdmaTransport {
                     @Override
                     public synchronized void close() {
                         RuntimeException failure = nextDeregistrationFailure;
-                        if (failure != null) {
+                        Thread only = deregistrationFailureThread;
+                        if (failure != null && (only == null || only == Thread.currentThread())) {
                             nextDeregistrationFailure = null;
                             throw failure;
                         }

@@ -18,6 +18,7 @@ import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.Test;
 
 import dev.dex.rdma.ExportedRegion;
+import dev.dex.rdma.FabricException;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RegionHeaderDescriptor;
 import dev.dex.rdma.replica.ReplicaEndpoints;
@@ -166,5 +167,24 @@ class ReplicatedDisniTest {
             pageOnPrimary.add(word(0, PAGE + i) - 3_000L - i);
         }
         assertTrue(pageOnPrimary.stream().allMatch(d -> d == 0), "the whole page is on the primary");
+    }
+
+    /**
+     * A client that a backup fenced (fences reach the replicas one at a time) learns it at once: its write fails with the
+     * fence, without waiting for a view without that backup, which would not make it count, and the backup, which did
+     * nothing wrong, is not reported as failed.
+     */
+    @Test
+    void aClientFencedByABackupFailsAtOnceAndBlamesNoBackup() {
+        ReplicatedRemoteMemory memory = connectInViewOne();
+        memory.write(PAGE, page(1), 0, 1024);
+        assertTrue(memorySide[1].fence(SERVER, CLIENT));
+
+        long start = System.nanoTime();
+        FabricException failed = assertThrows(FabricException.class, () -> memory.write(PAGE, page(2), 0, 1024));
+        long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        assertTrue(failed instanceof dev.dex.rdma.FencedException, "the fence itself: " + failed);
+        assertTrue(millis < 2_000, "not the failover wait of 5 s: " + millis + " ms");
+        assertEquals(List.of(), backupFailures, "no backup is blamed");
     }
 }
