@@ -111,6 +111,17 @@ final class Admission {
         return engine.config.cachesInner() && leafAdmission > 0 && (everyLeaf || random.nextDouble() < leafAdmission);
     }
 
+    /**
+     * {@link #admitsOwnedLeaf()} for a leaf of {@code partition}: also while the partition's warm-up boost lasts (its
+     * first leaves after a handoff are admitted on their first read; never where P_A is 0).
+     */
+    private boolean admitsOwnedLeaf(int partition) {
+        if (engine.config.cachesInner() && leafAdmission > 0 && engine.held.takeLeafBoost(partition)) {
+            return true;
+        }
+        return admitsOwnedLeaf();
+    }
+
     /** A missed node's slot in its parent (resolve, then miss), and a clip's slot. */
     private final long[] slotLow;
     private final long[] slotHigh;
@@ -433,7 +444,7 @@ final class Admission {
         // in a partition this engine does not hold, and must not be cached as if it were current.
         // An image a scan read ahead may be older than the node (ScanPrefetch): never cached.
         boolean admit = !readAhead && engine.config.cachesInner() && image.covers(searchKey)
-                && (!image.isLeaf() || !shared && (drawn || admitsOwnedLeaf()));
+                && (!image.isLeaf() || !shared && (drawn || admitsOwnedLeaf(owner)));
         if (admit) {
             boolean timed = tuner.tunes() && ++untimedAdmissions >= AdmissionTuner.SAMPLE_EVERY;
             if (timed) {

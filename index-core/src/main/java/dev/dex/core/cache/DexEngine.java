@@ -284,9 +284,11 @@ public final class DexEngine implements PartitionedEngine {
     /**
      * Reads every inner node over a held {@code partition}'s keys into the cache, as its new owner does before its
      * first operation: one descent per node above the leaves, left to right, each stopping there, nothing offloaded
-     * ({@link DexSession#warmStep}); splits beside it only add descents. Its leaves stay cold, admitted as operations
-     * read them. The operations that waited for the partition's handoff then do not all miss on the same few nodes at
-     * once (a miss's IO marker restarts every other descent that meets the node).
+     * ({@link DexSession#warmStep}); splits beside it only add descents. The operations that waited for the partition's
+     * handoff then do not all miss on the same few nodes at once (a miss's IO marker restarts every other descent that
+     * meets the node). Its leaves are not read; but once it went through, the partition's next leaf misses are admitted
+     * on their first read, whatever P_A says (unless it is 0), up to the partition's share of the frames (the frames
+     * over the partitions held): lazy admission would take some ten reads per leaf to warm it, each a remote read.
      *
      * @return the nodes above the leaves gone through (a tree of one leaf: 1, the root), or -1 when this engine does
      *         not hold the partition
@@ -328,6 +330,7 @@ public final class DexEngine implements PartitionedEngine {
                 }
                 descents++;
                 if (keys.isPosInfinity(fence, 0) || keys.compare(fence, 0, end, 0) >= 0) {
+                    held.boostLeaves(partition, arena.frames() / Math.max(1, held.heldCount()));
                     return descents;
                 }
                 System.arraycopy(fence, 0, key, 0, words);

@@ -65,6 +65,11 @@ final class HeldPartitions {
     private final AtomicReferenceArray<Throwable> failures;
     /** {@link WriteFailures#count} when each partition was acquired. */
     private final AtomicLongArray writeFailuresAtAcquire;
+    /**
+     * Per partition, the leaves its misses still admit whatever P_A says, after a warm-up ({@link DexEngine#warm});
+     * decremented by the admissions, cleared at a release.
+     */
+    private final java.util.concurrent.atomic.AtomicIntegerArray leafBoost;
     /** How long a release keeps trying to write a partition's pages back before it discards them. */
     static final long RELEASE_RETRY_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
 
@@ -90,6 +95,7 @@ final class HeldPartitions {
         this.poisoned = new AtomicIntegerArray(count);
         this.failures = new AtomicReferenceArray<>(count);
         this.writeFailuresAtAcquire = new AtomicLongArray(count);
+        this.leafBoost = new java.util.concurrent.atomic.AtomicIntegerArray(count);
     }
 
     /** Whether no operation may treat a node of {@code partition} as owned: the engine does not hold it. */
@@ -261,6 +267,25 @@ final class HeldPartitions {
     }
 
     /** See {@link DexEngine#holds}. */
+    /** Lets the next {@code leaves} leaf misses of {@code partition} be admitted whatever P_A says (a warm-up's). */
+    void boostLeaves(int partition, int leaves) {
+        leafBoost.set(partition, leaves);
+    }
+
+    /** Whether a leaf miss of {@code partition} (-1: none) is admitted by its boost, which it then uses up by one. */
+    boolean takeLeafBoost(int partition) {
+        return partition >= 0 && leafBoost.get(partition) > 0 && leafBoost.getAndDecrement(partition) > 0;
+    }
+
+    /** The partitions held now. */
+    int heldCount() {
+        int n = 0;
+        for (int p = 0; p < state.length(); p++) {
+            n += state.get(p) == HELD ? 1 : 0;
+        }
+        return n;
+    }
+
     boolean holds(int partition) {
         checkPartition(partition);
         return state.get(partition) == HELD;
@@ -315,6 +340,7 @@ final class HeldPartitions {
         if (!state.compareAndSet(partition, HELD, NOT_HELD)) {
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
         }
+        leafBoost.set(partition, 0);
         awaitDrained(partition);
         long[] work = writeBackAndDrop(partition);
         RedoLog log = logs.get(partition);

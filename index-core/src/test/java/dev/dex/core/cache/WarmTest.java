@@ -152,6 +152,61 @@ class WarmTest {
         }
     }
 
+    /**
+     * After a warm-up a partition's leaves are admitted on their first read, though P_A is almost 0, so a second pass
+     * over its keys reads nothing; a partition acquired cold still reads most of its leaves the second time, and a
+     * release ends the boost.
+     */
+    @Test
+    void afterAWarmUpAPartitionsLeavesAreAdmittedOnTheirFirstRead() {
+        DexEngineSettings rare = DexEngineSettings.dex(4_000L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.001);
+        try (DexFixture fixture = new DexFixture(1, 3, 60_000, 8, true, 0)) {
+            fixture.open(1, rare);
+            DexEngine old = fixture.engines.get(0);
+            old.release(2);
+            old.release(6);
+            DexEngine warmed = fixture.openEngine(rare, null);
+            warmed.acquire(2);
+            assertTrue(warmed.warm(2) > 1);
+            DexEngine cold = fixture.openEngine(rare, null);
+            cold.acquire(6);
+            int leaves = nodesOver(fixture, 2).get(0).size();
+            long keys = fixture.initialModel().keySet().stream().filter(k -> fixture.partitionOf(k) == 6).count();
+
+            assertEquals(leaves, firstLookupReads(fixture, warmed, 2), "each leaf read once, then cached");
+            assertEquals(0, firstLookupReads(fixture, warmed, 2), "the second pass reads nothing");
+            firstLookupReads(fixture, cold, 6);
+            assertTrue(firstLookupReads(fixture, cold, 6) > keys / 2, "a cold partition's leaves are still read");
+
+            warmed.release(2);
+            warmed.acquire(2); // no warm-up this time: P_A again
+            long again = firstLookupReads(fixture, warmed, 2);
+            assertTrue(firstLookupReads(fixture, warmed, 2) > again / 2, "the boost ended with the release");
+            CacheValidator.validate(warmed);
+            assertEquals(fixture.initialModel(), fixture.validateFlushAndRead());
+        }
+    }
+
+    /** The boost admits at most the partition's share of the frames: all of them for an engine that holds one. */
+    @Test
+    void theBoostAdmitsAtMostThePartitionsShareOfTheFrames() {
+        DexEngineSettings small = DexEngineSettings.dex(40L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.001);
+        try (DexFixture fixture = new DexFixture(1, 3, 60_000, 8, true, 0)) {
+            fixture.open(1, NO_LEAVES);
+            fixture.engines.get(0).release(3);
+            DexEngine fresh = fixture.openEngine(small, null);
+            fresh.acquire(3);
+            int frames = fresh.arena.frames();
+            assertTrue(nodesOver(fixture, 3).get(0).size() > 2 * frames, "more leaves than frames: " + frames);
+            fresh.warm(3);
+            long before = fresh.stats().admissions();
+            firstLookupReads(fixture, fresh, 3);
+            long admitted = fresh.stats().admissions() - before;
+            assertTrue(admitted >= frames - 5 && admitted <= frames + 10, "about the frames' worth (" + frames + "): " + admitted);
+            CacheValidator.validate(fresh);
+        }
+    }
+
     /** Looks up every loaded key of {@code p}, in order; the remote reads they took. */
     private static long firstLookupReads(DexFixture fixture, DexEngine engine, int p) {
         long before = reads(engine);
