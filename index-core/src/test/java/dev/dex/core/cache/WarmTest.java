@@ -71,11 +71,20 @@ class WarmTest {
 
     /** Hands partition {@code p} from the engine holding every partition to a new engine, which starts cold. */
     private static DexEngine moveToNewEngine(DexFixture fixture, int p) {
-        DexEngine old = fixture.engines.get(0);
-        old.release(p);
-        DexEngine fresh = fixture.openEngine(NO_LEAVES, null);
+        return moveToNewEngine(fixture, p, NO_LEAVES);
+    }
+
+    /** As above, the new engine opened with {@code settings}. */
+    private static DexEngine moveToNewEngine(DexFixture fixture, int p, DexEngineSettings settings) {
+        fixture.engines.get(0).release(p);
+        DexEngine fresh = fixture.openEngine(settings, null);
         fresh.acquire(p);
         return fresh;
+    }
+
+    /** The loaded keys of partition {@code p}. */
+    private static long keysOf(DexFixture fixture, int p) {
+        return fixture.initialModel().keySet().stream().filter(k -> fixture.partitionOf(k) == p).count();
     }
 
     @ParameterizedTest(name = "{0}-byte keys")
@@ -143,8 +152,8 @@ class WarmTest {
             assertTrue(warmed.warm(2) > 1);
             long warmedReads = firstLookupReads(fixture, warmed, 2);
             long coldReads = firstLookupReads(fixture, cold, 6);
-            long warmedKeys = fixture.initialModel().keySet().stream().filter(k -> fixture.partitionOf(k) == 2).count();
-            long coldKeys = fixture.initialModel().keySet().stream().filter(k -> fixture.partitionOf(k) == 6).count();
+            long warmedKeys = keysOf(fixture, 2);
+            long coldKeys = keysOf(fixture, 6);
             // No leaf is admitted (P_A = 0), so every lookup reads its leaf.
             assertEquals(warmedKeys, warmedReads, "one read per lookup, its leaf, nothing above it");
             assertTrue(coldReads > coldKeys, "a cold partition's lookups read inner nodes too: " + coldReads + " for " + coldKeys);
@@ -162,16 +171,11 @@ class WarmTest {
         DexEngineSettings rare = DexEngineSettings.dex(4_000L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.001);
         try (DexFixture fixture = new DexFixture(1, 3, 60_000, 8, true, 0)) {
             fixture.open(1, rare);
-            DexEngine old = fixture.engines.get(0);
-            old.release(2);
-            old.release(6);
-            DexEngine warmed = fixture.openEngine(rare, null);
-            warmed.acquire(2);
+            DexEngine warmed = moveToNewEngine(fixture, 2, rare);
             assertTrue(warmed.warm(2) > 1);
-            DexEngine cold = fixture.openEngine(rare, null);
-            cold.acquire(6);
+            DexEngine cold = moveToNewEngine(fixture, 6, rare);
             int leaves = nodesOver(fixture, 2).get(0).size();
-            long keys = fixture.initialModel().keySet().stream().filter(k -> fixture.partitionOf(k) == 6).count();
+            long keys = keysOf(fixture, 6);
 
             assertEquals(leaves, firstLookupReads(fixture, warmed, 2), "each leaf read once, then cached");
             assertEquals(0, firstLookupReads(fixture, warmed, 2), "the second pass reads nothing");
@@ -193,9 +197,7 @@ class WarmTest {
         DexEngineSettings small = DexEngineSettings.dex(40L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.001);
         try (DexFixture fixture = new DexFixture(1, 3, 60_000, 8, true, 0)) {
             fixture.open(1, NO_LEAVES);
-            fixture.engines.get(0).release(3);
-            DexEngine fresh = fixture.openEngine(small, null);
-            fresh.acquire(3);
+            DexEngine fresh = moveToNewEngine(fixture, 3, small);
             int frames = fresh.arena.frames();
             assertTrue(nodesOver(fixture, 3).get(0).size() > 2 * frames, "more leaves than frames: " + frames);
             fresh.warm(3);
