@@ -71,7 +71,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      * messages.
      */
     public sealed interface Command permits Describe, AllocateChunk, Offload, Peers, PeerDescribed, MemberGone, Replicate, Replicated,
-            WatchPrimary, FenceMember {
+            WatchPrimary, FenceMember, StillAbsent {
     }
 
     /**
@@ -215,6 +215,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
      */
     private enum WatchPrimary implements Command, NoSerializationVerificationNeeded {
         INSTANCE
+    }
+
+    /** Clients without a member when this node came up, looked at again ({@link AbsentClients}). */
+    private record StillAbsent(Set<Long> clients) implements Command, NoSerializationVerificationNeeded {
     }
 
     /** A member the cluster downed or removed after downing. */
@@ -363,6 +367,10 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
                 .onMessage(WatchPrimary.class, watch -> onWatchPrimary())
                 .onMessage(Replicated.class, replicated -> dropped("a Replicated answer sent to a memory node"))
                 .onMessage(FenceMember.class, this::onFenceMember)
+                .onMessage(StillAbsent.class, still -> {
+                    fenceClientsWithoutMember(still.clients());
+                    return this;
+                })
                 .onSignal(PostStop.class, signal -> onPostStop())
                 .build();
     }
@@ -503,7 +511,7 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         Member member = gone.event().member();
         if (gone.event() instanceof ClusterEvent.MemberUp && member.uniqueAddress().equals(
                 Cluster.get(getContext().getSystem()).selfMember().uniqueAddress())) {
-            fenceClientsWithoutMember();
+            fenceClientsWithoutMember(null);
             return this;
         }
         if (gone.event() instanceof ClusterEvent.MemberJoined || gone.event() instanceof ClusterEvent.MemberUp
@@ -533,30 +541,18 @@ public final class MemoryNode extends AbstractBehavior<MemoryNode.Command> {
         return this;
     }
 
-    /**
-     * This node is a member (again): a compute node the cluster downed while this node was away (restarting, or downed
-     * itself and rejoining) was never fenced here, though its fabric connections may still be open. Every connected
-     * client whose member is not in the cluster any more is fenced now (a member's identity is its unique id, new with
-     * every start, so a client without a member is one the cluster removed).
-     */
-    private void fenceClientsWithoutMember() {
-        Set<Long> members = new HashSet<>();
-        for (Member member : Cluster.get(getContext().getSystem()).state().getMembers()) {
-            members.add(Fabrics.clientId(member.uniqueAddress()));
-        }
-        for (long client : fabric.connectedClients(settings.serverId())) {
-            if (!members.contains(client)) {
-                try {
-                    if (fabric.fence(settings.serverId(), client)) {
-                        getContext().getLog().info("client {} is connected but its member left the cluster while this memory node"
-                                + " was away: it is fenced", Long.toHexString(client));
-                    }
-                } catch (RuntimeException failed) {
-                    getContext().getLog().error("client {} (its member gone) could not be fenced: {}", Long.toHexString(client),
-                            failed.toString());
-                }
+    /** {@link AbsentClients}: the clients without a member at this node's Up are looked at again after a grace. */
+    private void fenceClientsWithoutMember(Set<Long> seenAbsent) {
+        Set<Long> absent = AbsentClients.withoutMember(fabric, settings.serverId(),
+                Cluster.get(getContext().getSystem()).state().getMembers());
+        if (seenAbsent == null) {
+            if (!absent.isEmpty()) {
+                getContext().scheduleOnce(AbsentClients.GRACE, getContext().getSelf(), new StillAbsent(absent));
             }
+            return;
         }
+        absent.retainAll(seenAbsent);
+        AbsentClients.fence(fabric, settings.serverId(), absent, getContext().getLog());
     }
 
     private Behavior<Command> onPeers(Peers peers) {
