@@ -84,6 +84,8 @@ public final class DexEngine implements PartitionedEngine {
     final RedoLogSettings redoLog;
     /** The partitions this engine holds, and their redo logs. */
     final HeldPartitions held;
+    /** Merges of sparse leaves, and the dead leaves splits reuse (docs/merges.md). */
+    final Merges merges;
     private final java.util.Set<Long> goneInstances = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Which member runs each engine instance (remote memory). */
     private final InstanceRegistry registry;
@@ -127,6 +129,7 @@ public final class DexEngine implements PartitionedEngine {
         this.admissionTuner = new AdmissionTuner(config, arena.frames(), this.memory.counters()::sinceStart);
         this.registry = new InstanceRegistry(this.memory);
         this.held = new HeldPartitions(this, table.version());
+        this.merges = new Merges(this);
     }
 
     /**
@@ -298,47 +301,32 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
+     * Merges the sparse leaves of a held partition now, over all of it (docs/merges.md), as the engine does by itself
+     * over the leaves that deletes left sparse. The partition's operations wait meanwhile.
+     *
+     * @return {merged leaves, level-1 nodes merged under, dead leaves ready for reuse}; zeros when the partition is
+     *         not held or its operations did not drain
+     */
+    public int[] merge(int partition) {
+        held.checkPartition(partition);
+        Merges.Report report = merges.mergeAll(partition);
+        return new int[] {report.merged(), report.parents(), report.freed()};
+    }
+
+    /**
      * How long a warm-up may take: it is only worth a short delay of the partition's first batch, so one that keeps
      * restarting (a node another session keeps locked) ends after this with what it read.
      */
     public static final long WARM_LIMIT_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(500);
 
+    /** Leaves merged away, dead leaves reused by splits, and dead leaves left behind at a release or a failed write. */
+    public long[] mergeCounts() {
+        return merges.counts();
+    }
+
     /** {@link #warm(int)} that ends after {@code limitNanos} (then: the descents made so far). */
     int warm(int partition, long limitNanos) {
-        long deadline = System.nanoTime() + limitNanos;
-        held.checkPartition(partition);
-        int words = keys.words();
-        long[] key = new long[words];
-        long[] fence = new long[words];
-        long[] end = new long[words];
-        partitions.lowerExclusive(partition, key, words);
-        dev.dex.core.engine.IndexSession.successor(key, words); // the partition's first key
-        partitions.upperInclusive(partition, end, words);
-        if (!held.tryEnter(partition)) {
-            return -1;
-        }
-        int descents = 0;
-        try (DexSession session = newSession()) {
-            boolean again = false;
-            while (true) {
-                again = !session.warmStep(key, fence, again);
-                if (System.nanoTime() - deadline > 0) {
-                    return descents + (again ? 0 : 1);
-                }
-                if (again) {
-                    continue;
-                }
-                descents++;
-                if (keys.isPosInfinity(fence, 0) || keys.compare(fence, 0, end, 0) >= 0) {
-                    held.boostLeaves(partition, arena.frames() / Math.max(1, held.heldCount()));
-                    return descents;
-                }
-                System.arraycopy(fence, 0, key, 0, words);
-                dev.dex.core.engine.IndexSession.successor(key, words);
-            }
-        } finally {
-            held.exit(partition);
-        }
+        return PartitionWarm.run(this, partition, limitNanos);
     }
 
     /**

@@ -283,6 +283,7 @@ public final class DexSession extends WordKeySession {
             markers.releaseAll();
             activeKey.clear();
             engine.held.exit(partition);
+            engine.merges.afterOp(partition);
         }
     }
 

@@ -186,6 +186,48 @@ final class Flush {
         staged = 0;
     }
 
+    /**
+     * Drops the frame caching the node at {@code address}, if any, written back first when dirty: a merge pass
+     * ({@link Merges}) does so for the nodes it rewrites, in a paused partition. Its cached children lose their parent.
+     *
+     * @return whether a frame was dropped
+     * @throws dev.dex.rdma.FabricException when the write-back fails (the frame stays, dirty)
+     */
+    boolean dropNode(long address) {
+        long f = engine.mapping.get(address);
+        return f >= 0 && drop((int) f, address, writeBack);
+    }
+
+    /**
+     * Drops the cached nodes at level 1 that span partitions and overlap {@code partition}: a merge of the partition's
+     * leaves ({@link Merges}) may have made such an image stale in a way no fence shows, by moving a leaf's entries
+     * to its left sibling (docs/merges.md). Their cached children (leaves of other partitions) lose their parent.
+     *
+     * @return frames dropped
+     */
+    long dropSpanningParents(int partition) {
+        long[] low = new long[engine.keys.words()];
+        long[] high = new long[engine.keys.words()];
+        engine.partitions.lowerExclusive(partition, low, low.length);
+        engine.partitions.upperInclusive(partition, high, high.length);
+        long dropped = 0;
+        for (int f = 0; f < arena.frames(); f++) {
+            if (arena.ownerHint(f) != FrameArena.SPANS) {
+                continue;
+            }
+            long v = waitUnlocked(f);
+            int state = arena.state(f);
+            NodeView node = arena.wrap(view, f);
+            // (low, high] and the node's (lo, hi] overlap when lo < high and hi > low.
+            boolean overlaps = node.level() == 1 && node.compareLowFence(high) > 0 && node.compareHighFence(low) < 0;
+            long address = arena.address(f);
+            if (arena.validate(f, v) && (state == HOT || state == COOLING) && overlaps && drop(f, address, false)) {
+                dropped++;
+            }
+        }
+        return dropped;
+    }
+
     /** Frames of nodes inside {@code partition}, as {level, frame, address}; each read is retried until valid. */
     private List<long[]> collect(int partition) {
         List<long[]> victims = new ArrayList<>();

@@ -173,8 +173,9 @@ final class FrameArena {
      * {@link #NO_OWNER} if the frame is free; set under the frame's lock, read without it.
      *
      * <p>Why a hint taken at admission stays good while the frame caches that node: a node's low fence never
-     * changes at its address (a split keeps the left half in place, a clip keeps the low fence, nodes are never freed,
-     * merged or moved, and the partition table is fixed), and {@code PartitionTable.ownerOf} names a partition only for
+     * changes at its address while a frame caches it (a split keeps the left half in place, a clip keeps the low fence,
+     * a merge keeps its widened leaf's; a leaf merged away is reused only inside its partition once every frame of it was
+     * dropped, docs/merges.md; and the partition table is fixed), and {@code PartitionTable.ownerOf} names a partition only for
      * a node whose low fence lies at or above that partition's lower bound. Its high fence may narrow (a split) or
      * widen again (a refresh of a clipped copy, a split undone), so a node hinted {@code p} lies in {@code p} or spans
      * partitions, never in another partition; and a {@link #SPANS} node may come to lie in one partition later. A

@@ -57,6 +57,11 @@ final class HeldPartitions {
     static final int HELD = 1;
     static final int RECOVERING = 2;
     static final int FAILED = 3;
+    /**
+     * Held, and paused for a merge pass ({@link Merges}): no operation is in flight, and one that comes waits in
+     * {@link #tryEnter} until the pass ends, so that the pass owns the partition's nodes alone.
+     */
+    static final int MERGING = 4;
 
     /** poisoned[p] is 1 from {@link #cacheFailed} until p's frames are dropped: none of them is written back. */
     private final AtomicIntegerArray poisoned;
@@ -107,7 +112,7 @@ final class HeldPartitions {
     DexEngine.AcquireReport acquire(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
-        if (state.get(partition) == HELD) {
+        if (state.get(partition) == HELD || state.get(partition) == MERGING) {
             return new DexEngine.AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
         long version = PartitionTable.storedVersion(memory);
@@ -124,7 +129,11 @@ final class HeldPartitions {
             throw new IllegalStateException("a split this compute node could not finish is not repaired yet; partition "
                     + partition + " is not served until it is");
         }
-        new Flush(engine).dropPartition(partition);
+        Flush flush = new Flush(engine);
+        flush.dropPartition(partition);
+        // Cached nodes over the partition's leaves that span it may be older than a merge of its previous owner (one
+        // may still point to a leaf merged away): re-read when next needed (docs/merges.md).
+        flush.dropSpanningParents(partition);
         writeFailuresAtAcquire.set(partition, writeFailures.count());
         if (!redoLog.enabled()) {
             // No epochs without the log: the memory servers check only that an offload's key is the partition's.
@@ -281,14 +290,15 @@ final class HeldPartitions {
     int heldCount() {
         int n = 0;
         for (int p = 0; p < state.length(); p++) {
-            n += state.get(p) == HELD ? 1 : 0;
+            n += state.get(p) == HELD || state.get(p) == MERGING ? 1 : 0;
         }
         return n;
     }
 
     boolean holds(int partition) {
         checkPartition(partition);
-        return state.get(partition) == HELD;
+        int s = state.get(partition);
+        return s == HELD || s == MERGING;
     }
 
     /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
@@ -306,15 +316,62 @@ final class HeldPartitions {
     }
 
     boolean tryEnter(int p) {
-        if (state.get(p) != HELD) {
+        while (true) {
+            int s = state.get(p);
+            if (s == MERGING) {
+                awaitMerged(p);
+                continue;
+            }
+            if (s != HELD) {
+                return false;
+            }
+            inFlight.incrementAndGet(p);
+            s = state.get(p);
+            if (s == HELD) {
+                return true;
+            }
+            inFlight.decrementAndGet(p);
+            if (s != MERGING) {
+                return false;
+            }
+        }
+    }
+
+    /**
+     * Pauses the held {@code p} for a merge pass: no operation enters it from now on (they wait in {@link #tryEnter}),
+     * and those in flight drain. A partition whose operations do not drain within {@code limitNanos} (one may wait for
+     * something a waiter of this pause holds) is not paused.
+     *
+     * @return whether p is paused; then {@link #resumeAfterMerge} must follow
+     */
+    boolean pauseForMerge(int p, long limitNanos) {
+        if (!state.compareAndSet(p, HELD, MERGING)) {
             return false;
         }
-        inFlight.incrementAndGet(p);
-        if (state.get(p) != HELD) {
-            inFlight.decrementAndGet(p);
-            return false;
+        long deadline = System.nanoTime() + limitNanos;
+        while (inFlight.get(p) != 0) {
+            if (System.nanoTime() - deadline > 0) {
+                resumeAfterMerge(p);
+                return false;
+            }
+            Thread.onSpinWait();
         }
         return true;
+    }
+
+    /** Ends the pause of {@link #pauseForMerge} (a partition whose cache failed meanwhile stays failed). */
+    void resumeAfterMerge(int p) {
+        state.compareAndSet(p, MERGING, HELD);
+    }
+
+    private void awaitMerged(int p) {
+        for (int spins = 0; state.get(p) == MERGING; spins++) {
+            if (spins < 64) {
+                Thread.onSpinWait();
+            } else {
+                java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+            }
+        }
     }
 
     private boolean tryEnterRecovering(int p) {
@@ -333,6 +390,7 @@ final class HeldPartitions {
     ReleaseReport release(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
+        awaitMerged(partition);
         if (state.get(partition) == FAILED) {
             abandon(partition);
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
@@ -341,6 +399,7 @@ final class HeldPartitions {
             return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
         }
         leafBoost.set(partition, 0);
+        engine.merges.forget(partition);
         awaitDrained(partition);
         long[] work = writeBackAndDrop(partition);
         RedoLog log = logs.get(partition);
@@ -408,7 +467,7 @@ final class HeldPartitions {
             poisonedCount.incrementAndGet();
         }
         failures.set(partition, cause);
-        if (!state.compareAndSet(partition, HELD, FAILED)) {
+        if (!state.compareAndSet(partition, HELD, FAILED) && !state.compareAndSet(partition, MERGING, FAILED)) {
             state.compareAndSet(partition, RECOVERING, FAILED);
         }
     }
@@ -466,8 +525,8 @@ final class HeldPartitions {
     /** See {@link DexEngine#abandon}. */
     long abandon(int partition) {
         checkPartition(partition);
-        while (state.get(partition) == RECOVERING) {
-            Thread.yield(); // an acquire still replaying: let it finish, then give the partition up
+        while (state.get(partition) == RECOVERING || state.get(partition) == MERGING) {
+            Thread.yield(); // an acquire still replaying, or a merge pass: let it finish, then give the partition up
         }
         boolean failed = state.get(partition) == FAILED;
         if (!redoLog.enabled() && !failed) {
@@ -476,6 +535,7 @@ final class HeldPartitions {
         if (!state.compareAndSet(partition, HELD, NOT_HELD) && !state.compareAndSet(partition, FAILED, NOT_HELD)) {
             return 0;
         }
+        engine.merges.forget(partition);
         RedoLog log = logs.get(partition);
         if (log != null) {
             // Before the drain: commits in flight fail at once instead of waiting for records that will not come.

@@ -31,6 +31,7 @@ final class LeafWrites {
     private final RemoteNodes remote;
     private final FrameWriter writer;
     private final GroupCommit log;
+    private final Merges merges;
 
     LeafWrites(DexEngine engine, SessionPath path, Markers markers, RemoteNodes remote, FrameWriter writer, GroupCommit log) {
         this.arena = engine.arena;
@@ -39,6 +40,7 @@ final class LeafWrites {
         this.remote = remote;
         this.writer = writer;
         this.log = log;
+        this.merges = engine.merges;
     }
 
     /**
@@ -72,6 +74,7 @@ final class LeafWrites {
             LeafOps.apply(leaf, pos, op, key, newValue);
             writer.markDirty(f);
             record(partition, key, newValue, op, logged);
+            underfull(op, partition, leaf, key);
             arena.unlock(f);
             return result;
         }
@@ -85,6 +88,7 @@ final class LeafWrites {
                 LeafOps.apply(leaf, pos, op, key, newValue);
                 remote.writeLocked(address, leaf, version + 1);
                 record(partition, key, newValue, op, logged);
+                underfull(op, partition, leaf, key);
             } finally {
                 // Also when the write failed (it may or may not have taken effect; either image is a whole node).
                 remote.release(address);
@@ -94,9 +98,17 @@ final class LeafWrites {
             leaf.version(leaf.version() + 1);
             remote.writeUnlocked(address, leaf);
             record(partition, key, newValue, op, logged);
+            underfull(op, partition, leaf, key);
         }
         markers.releaseAll();
         return result;
+    }
+
+    /** After a delete took effect: a leaf it left sparse is noted for a merge ({@link Merges}). */
+    private void underfull(int op, int partition, NodeView leaf, long[] key) {
+        if (op == LeafOps.DELETE) {
+            merges.noteUnderfull(partition, leaf, key);
+        }
     }
 
     /** Records a write that has just taken effect, unless this is a replay ({@code logged} false). */

@@ -30,7 +30,8 @@ import dev.dex.core.node.NodeView;
  * not send a write into a range that holds another operation's key ({@code PublishedKey}).
  *
  * <p>Everything is kept by key range and level. A node below A lies at a lower level, and its low fence lies in
- * A's range (fences only narrow, and a node keeps its low fence when it splits), so an escape conflicts with a
+ * A's range (a node keeps its low fence when it splits, and so does the leaf a merge widens, docs/merges.md; a merge
+ * runs while its partition is paused, with no operation and no escape in it), so an escape conflicts with a
  * write at A when its level is lower and its low fence lies in {@code [low(A), high(A))}. Only nodes below the
  * offloading level M matter (a write starts at level M or lower), so escapes at level M and above are not kept.
  *

@@ -135,6 +135,9 @@ final class StructureChanges {
         return -1;
     }
 
+    /** The dead image's version of a reused leaf ({@link Merges#takeFree}). */
+    private final long[] deadVersion = new long[1];
+
     /** Splits the full node at depth {@code d} (eager split); the caller restarts afterwards. */
     void split(int d) {
         if (d == 0) {
@@ -175,13 +178,21 @@ final class StructureChanges {
                 }
                 nodeRemote = true;
             }
-            long rightAddress = engine.allocator.allocateFor(node.level(), address);
             int nodeOwner = engine.partitions.ownerOf(node);
+            // A leaf inside a held partition takes a leaf a merge freed there first (Merges: only its owner reuses it).
+            long rightAddress = node.isLeaf() && !engine.sharedOwner(nodeOwner) ? engine.merges.takeFree(nodeOwner, address, deadVersion) : -1;
+            boolean reused = rightAddress >= 0;
+            if (!reused) {
+                rightAddress = engine.allocator.allocateFor(node.level(), address);
+            }
             // The images as they were, for a split whose writes fail: the cache must not keep a change that remote
             // memory may not have.
             parentBefore.copyFrom(parent);
             nodeBefore.copyFrom(node);
             node.splitInto(right, rightAddress, separator);
+            if (reused) {
+                right.version(deadVersion[0] + 1); // not the dead image's: a reader racing this write sees it torn
+            }
             narrowed(d);
             parent.insertSeparator(path.childIndexAt[pd], separator, rightAddress);
             // Remote memory sees the split in an order that is a valid tree after every step: the new right

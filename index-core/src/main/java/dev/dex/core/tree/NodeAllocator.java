@@ -11,7 +11,7 @@ import dev.dex.rdma.RemoteMemory;
  *
  * <p>Placement: a node at level {@code <= M} goes on the server of the node it is split from (its
  * sibling), because its children are moved from that sibling; a node above level M goes round robin.
- * Nodes are never freed.
+ * Nodes are never freed here: the DEX engine reuses the leaves it merged away itself ({@code Merges}).
  *
  * <p>Concurrency: {@link #allocate} is synchronized per instance. It runs once per split, which is
  * rare next to lookups and updates; the chunk refill inside it is one fetch-and-add.
