@@ -1,10 +1,13 @@
 package dev.dex.bench;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
+import dev.dex.core.cache.DexEngine;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.core.tree.BulkLoader;
 import dev.dex.core.tree.TreeSettings;
@@ -16,31 +19,68 @@ import dev.dex.rdma.local.LocalFabric;
 /**
  * What a delete-heavy run leaves: the nodes of the tree in remote memory once the engines wrote every page back,
  * against the nodes a bulk load of the keys left would take (the same fill factor and key width, loaded into a
- * scratch region of its own). Their ratio is what merges would bring down ({@code docs/merges.md}).
+ * scratch region of its own). The engines merge leaves that deletes leave sparse as they go ({@code docs/merges.md});
+ * the report also counts the tree after one more merge pass over every partition ({@code DexEngine.merge}), what an
+ * idle index settles to.
  *
- * @param nodes       the tree's nodes after the run, every level
- * @param leaves      its leaves
- * @param emptyLeaves its leaves without an entry
- * @param entries     the keys left
- * @param bulkNodes   the nodes of a tree bulk-loaded with that many keys
+ * @param nodes         the tree's nodes after the run, every level
+ * @param leaves        its leaves
+ * @param emptyLeaves   its leaves without an entry
+ * @param entries       the keys left
+ * @param bulkNodes     the nodes of a tree bulk-loaded with that many keys
+ * @param settledNodes  the tree's nodes after a merge pass over every partition (= nodes for engines without merges)
+ * @param settledLeaves its leaves
  */
-record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries, long bulkNodes) {
+record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries, long bulkNodes, long settledNodes,
+                         long settledLeaves) {
     private static final int SCRATCH_CHUNK = 64 << 10;
 
     double ratio() {
         return (double) nodes / bulkNodes;
     }
 
-    /** Closes the engines (writing every dirty page back), then validates and counts the remote tree. */
+    double settledRatio() {
+        return (double) settledNodes / bulkNodes;
+    }
+
+    /**
+     * Writes every dirty page back, validates and counts the remote tree; then runs a merge pass over every partition
+     * of each DEX engine, closes the engines and counts it again.
+     */
     static DeleteHeavyReport measure(EngineCluster engines, BenchSettings config) {
+        List<DexEngine> dex = new ArrayList<>();
+        for (Object engine : engines.engines()) {
+            if (engine instanceof DexEngine d) {
+                dex.add(d);
+            }
+        }
+        TreeValidator.Report tree = null;
+        if (!dex.isEmpty()) {
+            dex.forEach(DexEngine::repair); // every dirty page written back: remote memory holds the whole tree
+            tree = validate(engines);
+            for (DexEngine engine : dex) {
+                for (int p = 0; p < engine.partitions().count(); p++) {
+                    if (engine.holds(p)) {
+                        engine.merge(p);
+                    }
+                }
+            }
+        }
         engines.closeEngines();
-        TreeValidator.Report tree;
-        try (RemoteMemory memory = engines.connect()) {
-            tree = TreeValidator.validateWords(memory, (key, value) -> { });
+        TreeValidator.Report settled = validate(engines);
+        if (tree == null) {
+            tree = settled;
         }
         long[] perLevel = tree.nodesPerLevel();
         return new DeleteHeavyReport(Arrays.stream(perLevel).sum(), perLevel[0], tree.emptyLeaves(), tree.entries(),
-                bulkLoadedNodes(tree.entries(), config.keyBytes()));
+                bulkLoadedNodes(tree.entries(), config.keyBytes()), Arrays.stream(settled.nodesPerLevel()).sum(),
+                settled.nodesPerLevel()[0]);
+    }
+
+    private static TreeValidator.Report validate(EngineCluster engines) {
+        try (RemoteMemory memory = engines.connect()) {
+            return TreeValidator.validateWords(memory, (key, value) -> { });
+        }
     }
 
     /** The nodes of a tree bulk-loaded with {@code entries} keys of {@code keyBytes} (one leaf for none). */
@@ -63,8 +103,9 @@ record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries
     /** The report's line of the summary. */
     String line() {
         return String.format(Locale.ROOT, "delete-heavy  the tree keeps %,d nodes (%,d leaves, %,d of them empty) for %,d keys;"
-                        + " a bulk load of %,d keys takes %,d: %.2fx (nodes are never merged or freed yet: docs/merges.md)",
-                nodes, leaves, emptyLeaves, entries, entries, bulkNodes, ratio());
+                        + " a bulk load of %,d keys takes %,d: %.2fx; after a merge pass over every partition %,d nodes"
+                        + " (%,d leaves): %.2fx (docs/merges.md)",
+                nodes, leaves, emptyLeaves, entries, entries, bulkNodes, ratio(), settledNodes, settledLeaves, settledRatio());
     }
 
     /** Adds the report to a run's JSON object as {@code deleteHeavy}. */
@@ -76,5 +117,8 @@ record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries
         node.put("entries", entries);
         node.put("bulkLoadedNodes", bulkNodes);
         node.put("ratio", ratio());
+        node.put("settledNodes", settledNodes);
+        node.put("settledLeaves", settledLeaves);
+        node.put("settledRatio", settledRatio());
     }
 }

@@ -378,30 +378,35 @@ class BenchCommandRunTest {
 
     /**
      * delete-heavy deletes each key of its warm-up and its run once (every delete finds its key), and then counts the
-     * tree: every node of the bulk load is still there (nothing merges yet), the keys left are the rest, and the bulk
-     * load it compares with is a smaller tree of exactly those keys.
+     * tree: the deletes merged leaves as they went and a pass over every partition merges more, the keys left are the
+     * rest, and the bulk load it compares with is a smaller tree of exactly those keys.
      */
     @ParameterizedTest
     @CsvSource({"8, dex", "24, no-offload"})
     void deleteHeavyDeletesEachKeyOnceAndCountsTheTreeItLeaves(int keyBytes, String mode) throws IOException {
         Path json = dir.resolve("deletes-" + keyBytes + ".json");
         Run run = bench("--workload", "delete-heavy", "--keys", "20000", "--warmup", "1000", "--ops", "17000",
-                "--threads", "2", "--mode", mode, "--key-bytes", Integer.toString(keyBytes), "--json", json.toString());
+                "--threads", "2", "--mode", mode, "--key-bytes", Integer.toString(keyBytes), "--partitions", "4",
+                "--json", json.toString());
         assertEquals(0, run.exitCode(), run.err());
         BenchResult result = run.result();
         assertEquals(17_000, result.outcome(Outcome.FOUND), "every measured delete found its key: none deleted twice");
         assertEquals(0, result.outcome(Outcome.NOT_FOUND));
         DeleteHeavyReport report = lastDeletes;
         assertEquals(2_000, report.entries(), "the warm-up's and the run's deletes are gone, the rest is there");
-        assertEquals(result.treeBytes() / dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH, report.nodes(),
-                "every node of the bulk load is kept");
-        assertTrue(report.emptyLeaves() > 0 && report.emptyLeaves() < report.leaves(), report.toString());
+        long loadedNodes = result.treeBytes() / dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH;
+        assertTrue(report.nodes() * 2 < loadedNodes, "the deletes merged leaves as they went: " + report + " of " + loadedNodes);
+        assertTrue(report.settledNodes() <= report.nodes() && report.settledLeaves() < report.leaves(),
+                "a pass over every partition merges what is left: " + report);
         assertEquals(DeleteHeavyReport.bulkLoadedNodes(2_000, keyBytes), report.bulkNodes());
-        assertTrue(report.bulkNodes() * 5 < report.nodes(), "a tree of a tenth of the keys is much smaller: " + report);
+        // Without merges the tree keeps every loaded node, ten times a bulk load of the keys left.
+        assertTrue(report.settledRatio() < 4, "merged close to a bulk load of the keys left: " + report);
         assertTrue(run.out().contains(String.format(java.util.Locale.ROOT, "%.2fx", report.ratio())), run.out());
+        assertTrue(run.out().contains(String.format(java.util.Locale.ROOT, "%.2fx", report.settledRatio())), run.out());
         JsonNode deletes = readJson(json).get("deleteHeavy");
         assertEquals(report.nodes(), deletes.get("nodes").asLong());
         assertEquals(report.bulkNodes(), deletes.get("bulkLoadedNodes").asLong());
         assertEquals(report.ratio(), deletes.get("ratio").asDouble(), 1e-9);
+        assertEquals(report.settledNodes(), deletes.get("settledNodes").asLong());
     }
 }
