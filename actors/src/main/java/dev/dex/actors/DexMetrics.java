@@ -75,6 +75,22 @@ public final class DexMetrics implements Extension {
         cacheCounter("dex_cache_evictions", "Frames evicted from the cache", CacheStats::evictions);
         cacheCounter("dex_offloads", "Operations completed on a memory node (offloaded misses)", CacheStats::offloads);
         cacheCounter("dex_offload_fallbacks", "Offload attempts that fell back to the caching path", CacheStats::offloadFallbacks);
+        CounterWithCallback.builder().name("dex_leaf_merges")
+                .help("Leaves merged away after deletes left them sparse, reused by splits, and left behind (docs/merges.md)")
+                .labelNames("event")
+                .callback(callback -> {
+                    long[] sums = new long[3];
+                    for (DexEngine engine : engines) {
+                        long[] counts = engine.mergeCounts();
+                        for (int i = 0; i < sums.length; i++) {
+                            sums[i] += counts[i];
+                        }
+                    }
+                    callback.call(sums[0], "merged");
+                    callback.call(sums[1], "reused");
+                    callback.call(sums[2], "leaked");
+                })
+                .register(registry);
         GaugeWithCallback.builder().name("dex_cache_hit_ratio").help("Hits over node accesses since the node started")
                 .callback(callback -> {
                     long hits = sum(CacheStats::hits);

@@ -73,13 +73,20 @@ class CrashIT {
      */
     static List<NodeProcess> crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty, BeforeCrash beforeCrash,
                                             Duration serveAgainWithin) throws Exception {
+        return crashUnderLoad(cluster, table, empty, beforeCrash, serveAgainWithin, 0);
+    }
+
+    /** As above, {@code deletePercent}% of the mix's writes deletes ({@link WriteMix#deleting}). */
+    static List<NodeProcess> crashUnderLoad(ClusterHarness cluster, PartitionTable table, boolean empty, BeforeCrash beforeCrash,
+                                            Duration serveAgainWithin, int deletePercent) throws Exception {
         List<NodeProcess> computes = cluster.startComputeNodes(List.of("compute-0", "compute-1"));
         NodeProcess crashing = computes.get(0);
         DexClientApi client = cluster.startClient();
         cluster.awaitMembersUp(4);
         cluster.awaitComputeNodes(2);
 
-        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, empty ? 80 : 50, 64, empty));
+        WriteMix mix = cluster.closeAfter(new WriteMix(client, KEYS, empty || deletePercent > 0 ? 80 : 50, 64, empty)
+                .deleting(deletePercent));
         mix.start(13);
         mix.awaitMore(5_000, Duration.ofSeconds(60));
         // Settled, not only balanced: this scenario measures the crash alone; a crash among sharding's moves is
@@ -102,7 +109,7 @@ class CrashIT {
             }
         }
         CompletableFuture.allOf(probes.toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
-        if (!empty) {
+        if (!empty && deletePercent == 0) { // with deletes, a key may be absent
             for (CompletableFuture<OptionalLong> probe : probes) {
                 assertTrue(probe.get().isPresent(), "a key of the survivor's partitions is found while the crashed node is unreachable");
             }

@@ -27,7 +27,9 @@ import dev.dex.actors.client.DexClientApi;
  * operation that fails (after the client's own retries: {@code NOT_HELD} and batch timeouts are retried,
  * see {@code DexClient}) is counted as a failure; no test expects one.
  *
- * <p>Writes never delete or insert, so the tree's shape does not change and every key stays present.
+ * <p>Writes never delete or insert, so the tree's shape does not change and every key stays present; unless the mix
+ * {@link #deleting deletes} too: then a share of its writes are deletes (the key's history records {@link #ABSENT}), and
+ * a put of a deleted key inserts it again, so leaves empty, merge and split.
  */
 final class WriteMix implements AutoCloseable {
     private static final int EXAMPLES = 10;
@@ -54,6 +56,9 @@ final class WriteMix implements AutoCloseable {
     private final List<String> failures = Collections.synchronizedList(new ArrayList<>());
     private final List<String> violations = Collections.synchronizedList(new ArrayList<>());
     private volatile LongPredicate relaxed = key -> false;
+    /** The share of writes, in percent, that are deletes ({@link #deleting}). */
+    private volatile int deletePercent;
+    private final AtomicLong deletes = new AtomicLong();
     private volatile boolean running;
     private Thread thread;
     private long startNanos;
@@ -83,6 +88,12 @@ final class WriteMix implements AutoCloseable {
         this.slots = new Semaphore(inFlight);
     }
 
+    /** Makes {@code percent}% of the writes deletes; before {@link #start}. */
+    WriteMix deleting(int percent) {
+        this.deletePercent = percent;
+        return this;
+    }
+
     void start(long seed) {
         running = true;
         startNanos = System.nanoTime();
@@ -101,7 +112,11 @@ final class WriteMix implements AutoCloseable {
                 int index = random.nextInt((int) keys);
                 long key = ClusterHarness.key(index + 1);
                 if (random.nextInt(100) < putPercent && writing.add(key)) {
-                    put(key, histories[index]);
+                    if (random.nextInt(100) < deletePercent) {
+                        delete(key, histories[index]);
+                    } else {
+                        put(key, histories[index]);
+                    }
                 } else {
                     get(key, histories[index]);
                 }
@@ -121,6 +136,21 @@ final class WriteMix implements AutoCloseable {
                 puts.incrementAndGet();
             } else {
                 fail("put " + key + " = " + value, failure);
+            }
+            writing.remove(key);
+            done(sent);
+        });
+    }
+
+    private void delete(long key, KeyHistory history) {
+        int index = history.send(ABSENT);
+        long sent = System.nanoTime();
+        client.delete(key).whenComplete((deleted, failure) -> {
+            if (failure == null) {
+                history.acknowledge(index);
+                deletes.incrementAndGet();
+            } else {
+                fail("delete " + key, failure);
             }
             writing.remove(key);
             done(sent);
@@ -289,8 +319,9 @@ final class WriteMix implements AutoCloseable {
 
     String summary() {
         double seconds = (stopNanos - startNanos) / 1e9;
-        return String.format("%,d operations (%,d puts, %,d gets) in %.1f s, %,.0f ops/s; %d failed, %d wrong reads, %d stale reads"
-                        + " of relaxed keys", completed.get(), puts.get(), gets.get(), seconds, completed.get() / seconds,
+        return String.format("%,d operations (%,d puts, %,d deletes, %,d gets) in %.1f s, %,.0f ops/s; %d failed, %d wrong reads,"
+                        + " %d stale reads of relaxed keys", completed.get(), puts.get(), deletes.get(), gets.get(), seconds,
+                completed.get() / seconds,
                 failureCount.get(), violationCount.get(), staleReads.get());
     }
 
