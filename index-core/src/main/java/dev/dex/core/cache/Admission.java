@@ -82,6 +82,9 @@ final class Admission {
         this.slotHigh = new long[words];
         this.clipLow = new long[words];
         this.clipHigh = new long[words];
+        this.freshParent = new NodeView(engine.keys).wrap(
+                new org.agrona.concurrent.UnsafeBuffer(new byte[dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH]), 0);
+        this.staleParents = new StructureChanges(engine, path, remote, writer, counts);
     }
 
     /** An operation begins: every {@link AdmissionTuner#REPORT_EVERY} of them, the session reports to the tuner. */
@@ -127,6 +130,10 @@ final class Admission {
     private final long[] slotHigh;
     private final long[] clipLow;
     private final long[] clipHigh;
+    /** A parent read again to check a clip under a spanning parent ({@link #clipToSlot}). */
+    private final NodeView freshParent;
+    /** Refreshes a cached spanning parent found older than its child ({@link #clipToSlot}). */
+    private final StructureChanges staleParents;
 
     /** {@link #resolve} outcomes: restart the operation, depth d is set, or the operation was offloaded. */
     static final int RESOLVE_RESTART = 0;
@@ -432,7 +439,14 @@ final class Admission {
             markers.release(address);
             throw new IllegalStateException("corrupt node: " + DexEngine.describe(image, address));
         }
-        boolean clipped = d > 0 && clipToSlot(image, d - 1);
+        int clip = d > 0 ? clipToSlot(image, d - 1) : NOT_CLIPPED;
+        if (clip == STALE_PARENT) {
+            // The parent image is older than the node (a merge widened it since): refreshed where cached, read again.
+            markers.release(address);
+            staleParents.fenceMismatch(d);
+            return false;
+        }
+        boolean clipped = clip == CLIPPED;
         if (clipped && path.frameAt[d - 1] != NO_FRAME && !arena.validate(path.frameAt[d - 1], path.versionAt[d - 1])) {
             // The slot was read from a parent frame that changed meanwhile: the clip may be wrong.
             markers.release(address);
@@ -490,24 +504,51 @@ final class Admission {
         }
     }
 
+    /** {@link #clipToSlot} outcomes. */
+    private static final int NOT_CLIPPED = 0;
+    private static final int CLIPPED = 1;
+    private static final int STALE_PARENT = 2;
+
     /**
      * Clips a node read from remote memory to the slot of its parent's image at depth {@code pd} when it
      * starts where the slot starts but reaches beyond it: the parent already points to the right half of a
      * split whose narrowed left half was not written yet (see {@code StructureChanges#split}). Entries above the slot are
      * the right node's, possibly stale here, and are dropped.
      *
-     * @return whether the image was clipped
+     * <p>The other way round is a merge's (docs/merges.md): the node took in its right neighbour and the parent image is
+     * older than that, which only a cached parent spanning partitions can be. So under such a parent the slot is read
+     * again from remote memory first; a clip there would drop entries the node alone holds now.
+     *
+     * @return {@link #CLIPPED}, {@link #NOT_CLIPPED}, or {@link #STALE_PARENT} (the parent as remote memory holds it
+     *         gives the node a wider slot, or no longer names it)
      */
-    private boolean clipToSlot(NodeView image, int pd) {
+    private int clipToSlot(NodeView image, int pd) {
         long[] low = clipLow;
         long[] high = clipHigh;
         path.slotLow(pd, low);
         path.slotHigh(pd, high);
         if (image.compareLowFence(low) != 0 || image.compareHighFence(high) >= 0 || engine.keys.compare(high, 0, low, 0) <= 0) {
-            return false;
+            return NOT_CLIPPED;
+        }
+        if (path.sharedAt[pd]) {
+            NodeView parent = freshParent;
+            if (!remote.readValidated(path.viewAt[pd].address(), parent)) {
+                return STALE_PARENT;
+            }
+            int slot = -1;
+            for (int i = 0, n = Math.min(parent.count(), parent.capacity()); i <= n && slot < 0; i++) {
+                slot = parent.child(i) == image.address() ? i : -1;
+            }
+            if (slot < 0) {
+                return STALE_PARENT;
+            }
+            parent.slotHigh(slot, high);
+            if (image.compareHighFence(high) >= 0) {
+                return STALE_PARENT;
+            }
         }
         image.clipAbove(high);
         counts.accept(CacheStats.REPAIRS);
-        return true;
+        return CLIPPED;
     }
 }

@@ -93,6 +93,8 @@ public final class DexEngine implements PartitionedEngine {
     private volatile java.util.function.LongPredicate memberAlive;
     /** A lock tag is the instance number above this many bits of session number. */
     static final int SESSION_BITS = 20;
+    /** The session number of merge passes' remote locks ({@link Merges}): no session's. */
+    static final int MERGE_SESSION = (1 << SESSION_BITS) - 1;
 
     private final AtomicInteger nextFresh = new AtomicInteger();
     private final IntArrayList returnedFrames = new IntArrayList();
@@ -253,8 +255,8 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public DexSession newSession() {
         int id = sessionIds.incrementAndGet();
-        if (id >= 1 << SESSION_BITS) {
-            throw new IllegalStateException("more than 2^20 sessions opened on one engine");
+        if (id >= MERGE_SESSION) {
+            throw new IllegalStateException("more than 2^20 - 2 sessions opened on one engine");
         }
         DexSession session = new DexSession(this, (instanceId << SESSION_BITS) | id);
         sessions.add(session);

@@ -187,6 +187,35 @@ final class Flush {
     }
 
     /**
+     * Writes the frame caching the node at {@code address} back, if there is one and it is dirty, and keeps it cached
+     * (a merge pass reads the node from remote memory next).
+     *
+     * @throws dev.dex.rdma.FabricException when the write-back fails (the frame stays, dirty)
+     */
+    void writeBackNode(long address) {
+        long mapped = engine.mapping.get(address);
+        if (mapped < 0) {
+            return;
+        }
+        int f = (int) mapped;
+        for (int spins = 0; !arena.tryLock(f); spins++) {
+            if (spins < 64) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield(); // held for the length of a verb at most
+            }
+        }
+        try {
+            int state = arena.state(f);
+            if (arena.address(f) == address && (state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {
+                writer.writeBack(f);
+            }
+        } finally {
+            arena.unlock(f);
+        }
+    }
+
+    /**
      * Drops the frame caching the node at {@code address}, if any, written back first when dirty: a merge pass
      * ({@link Merges}) does so for the nodes it rewrites, in a paused partition. Its cached children lose their parent.
      *
@@ -199,9 +228,9 @@ final class Flush {
     }
 
     /**
-     * Drops the cached nodes at level 1 that span partitions and overlap {@code partition}: a merge of the partition's
-     * leaves ({@link Merges}) may have made such an image stale in a way no fence shows, by moving a leaf's entries
-     * to its left sibling (docs/merges.md). Their cached children (leaves of other partitions) lose their parent.
+     * Drops the cached nodes at levels 1 and 2 that span partitions and overlap {@code partition}: a merge of the
+     * partition's leaves or level-1 nodes ({@link Merges}) may have made such an image stale in a way no fence shows,
+     * by moving a child's entries to its left sibling (docs/merges.md). Their cached children lose their parent.
      *
      * @return frames dropped
      */
@@ -219,7 +248,8 @@ final class Flush {
             int state = arena.state(f);
             NodeView node = arena.wrap(view, f);
             // (low, high] and the node's (lo, hi] overlap when lo < high and hi > low.
-            boolean overlaps = node.level() == 1 && node.compareLowFence(high) > 0 && node.compareHighFence(low) < 0;
+            int level = node.level();
+            boolean overlaps = level >= 1 && level <= 2 && node.compareLowFence(high) > 0 && node.compareHighFence(low) < 0;
             long address = arena.address(f);
             if (arena.validate(f, v) && (state == HOT || state == COOLING) && overlaps && drop(f, address, false)) {
                 dropped++;

@@ -356,7 +356,8 @@ final class HeldPartitions {
             }
             Thread.onSpinWait();
         }
-        return true;
+        // Its cache failed meanwhile (an operation of it that was draining, DexEngine.cacheFailed): no pass.
+        return state.get(p) == MERGING;
     }
 
     /** Ends the pause of {@link #pauseForMerge} (a partition whose cache failed meanwhile stays failed). */
@@ -365,7 +366,7 @@ final class HeldPartitions {
     }
 
     private void awaitMerged(int p) {
-        for (int spins = 0; state.get(p) == MERGING; spins++) {
+        for (int spins = 0; state.get(p) == MERGING || engine.merges.passing(p); spins++) {
             if (spins < 64) {
                 Thread.onSpinWait();
             } else {
@@ -390,13 +391,19 @@ final class HeldPartitions {
     ReleaseReport release(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
-        awaitMerged(partition);
-        if (state.get(partition) == FAILED) {
-            abandon(partition);
-            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
-        }
-        if (!state.compareAndSet(partition, HELD, NOT_HELD)) {
-            return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+        while (true) {
+            awaitMerged(partition);
+            if (state.get(partition) == FAILED) {
+                abandon(partition);
+                return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+            }
+            if (state.compareAndSet(partition, HELD, NOT_HELD)) {
+                break;
+            }
+            if (state.get(partition) != MERGING) {
+                return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
+            }
+            // A merge pass paused it between the wait and the swap: wait for that one too.
         }
         leafBoost.set(partition, 0);
         engine.merges.forget(partition);
@@ -525,15 +532,20 @@ final class HeldPartitions {
     /** See {@link DexEngine#abandon}. */
     long abandon(int partition) {
         checkPartition(partition);
-        while (state.get(partition) == RECOVERING || state.get(partition) == MERGING) {
-            Thread.yield(); // an acquire still replaying, or a merge pass: let it finish, then give the partition up
-        }
-        boolean failed = state.get(partition) == FAILED;
-        if (!redoLog.enabled() && !failed) {
-            return release(partition).framesDropped();
-        }
-        if (!state.compareAndSet(partition, HELD, NOT_HELD) && !state.compareAndSet(partition, FAILED, NOT_HELD)) {
-            return 0;
+        while (true) {
+            while (state.get(partition) == RECOVERING || state.get(partition) == MERGING || engine.merges.passing(partition)) {
+                Thread.yield(); // an acquire still replaying, or a merge pass: let it finish, then give the partition up
+            }
+            boolean failed = state.get(partition) == FAILED;
+            if (!redoLog.enabled() && !failed) {
+                return release(partition).framesDropped();
+            }
+            if (state.compareAndSet(partition, HELD, NOT_HELD) || state.compareAndSet(partition, FAILED, NOT_HELD)) {
+                break;
+            }
+            if (state.get(partition) != MERGING) {
+                return 0;
+            }
         }
         engine.merges.forget(partition);
         RedoLog log = logs.get(partition);

@@ -12,6 +12,7 @@ import org.agrona.collections.LongArrayList;
 import org.agrona.concurrent.UnsafeBuffer;
 
 import dev.dex.core.node.NodeHeaderDescriptor;
+import dev.dex.core.node.NodeMerge;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.tree.RemoteNodes;
 import dev.dex.rdma.FabricException;
@@ -19,9 +20,9 @@ import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.VerbBatch;
 
 /**
- * Deletes that give memory back (docs/merges.md): a partition's sparse leaves are merged into their left siblings by
- * its owner, in a pass that pauses the partition, and the leaves merged away are reused by the partition's later
- * splits.
+ * Deletes that give memory back (docs/merges.md): a partition's sparse leaves, and then its level-1 nodes, are merged
+ * into their left siblings by its owner, in a pass that pauses the partition, and the leaves merged away are reused by
+ * the partition's later splits.
  *
  * <p><b>When.</b> A delete that leaves its leaf less than a quarter full notes the key ({@link #noteUnderfull}). Once
  * {@link #HINTS_TO_MERGE} keys of a partition are noted, the operation that noted the last one runs a pass over the
@@ -29,16 +30,17 @@ import dev.dex.rdma.VerbBatch;
  * whole partition.
  *
  * <p><b>A pass</b> pauses the partition ({@link HeldPartitions#pauseForMerge}: no operation of it in flight or
- * entering) and drops the cached level-1 nodes that span it ({@link Flush#dropSpanningParents}). Then, for each
- * level-1 node P over the noted keys (every one over the partition for {@link DexEngine#merge}), it drops the cached
- * images of P and of its leaves in the partition (a dirty leaf is written back first), reads those leaves in one
- * batch, and merges runs of neighbours whose entries fit in {@link #MERGED_FILL} of a leaf into the run's first leaf
- * L. A P that spans partitions is written under its remote lock, as a split writes it, and only its leaves inside
- * the partition merge. The writes go in the order that keeps a valid tree after
- * each one: every widened L (wider than its slot in P: readers clip it to the slot, as after a split's crash), then
- * P without the merged leaves, then each merged leaf R dead (no entries, an empty range: a reader that reaches it by
- * a stale pointer restarts). A failed write ends the pass; a widened L that P may not show is repaired as a split's
- * left half ({@link DexEngine#splitLeftHalfDone}).
+ * entering) and drops the cached level-1 and level-2 nodes that span it ({@link Flush#dropSpanningParents}). Then, for
+ * each level-1 node P over the noted keys (every one over the partition for {@link DexEngine#merge}), it writes P's
+ * dirty cached leaves in the partition back, reads those leaves in one batch, and merges runs of neighbours whose
+ * entries fit in {@link #MERGED_FILL} of a leaf into the run's first leaf L; then the same one level up, for the
+ * level-1 nodes under their parent (at or below the offloading level). A P that spans partitions is written under its
+ * remote lock, as a split writes it, and only its children inside the partition merge. The cached images of what
+ * changes are dropped before the writes, which go in the order that keeps a valid tree after each one: every widened
+ * L (wider than its slot in P: readers clip it to the slot, as after a split's crash), then P without the merged
+ * children, then each merged child R dead (no entries, an empty range: a reader that reaches it by a stale pointer
+ * restarts). A failed write ends the pass; a widened L that P may not show is clipped by its readers and by the next
+ * pass.
  *
  * <p><b>Reuse.</b> A dead leaf goes to its partition's free list here, and a split of a leaf inside that partition
  * takes it ({@link #takeFree}) before it allocates. This is safe without epochs: when the pass ends nothing of this
@@ -69,6 +71,8 @@ final class Merges {
     static final long DRAIN_LIMIT_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
     /** How long after a pass that could not pause its partition the next one may try. */
     static final long RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+    /** The longest wait between tries to pause a busy partition. */
+    static final long MAX_RETRY_NANOS = TimeUnit.SECONDS.toNanos(5);
 
     /** What a pass did. */
     record Report(int parents, int merged, int freed, long nanos) {
@@ -78,9 +82,14 @@ final class Merges {
     private final int words;
     private final int underfull;
     private final int mergedFill;
+    private final int innerMergedFill;
     private final List<List<long[]>> hints = new ArrayList<>();
     private final AtomicIntegerArray hintCount;
     private final AtomicBoolean running = new AtomicBoolean();
+    /** The partition of the pass running, or -1. */
+    private volatile int passing = -1;
+    /** Per partition, how long the next pass that cannot pause it waits before the one after. */
+    private final AtomicLongArray retryNanos;
     private final AtomicBoolean firstMerge = new AtomicBoolean();
     /** Per partition, when a pass may be tried again after one that could not pause it. */
     private final AtomicLongArray notBefore;
@@ -96,9 +105,11 @@ final class Merges {
         int leafCapacity = engine.keys.leafCapacity();
         this.underfull = Math.max(1, (int) (leafCapacity * UNDERFULL));
         this.mergedFill = Math.max(2, (int) (leafCapacity * MERGED_FILL));
+        this.innerMergedFill = Math.max(2, (int) (engine.keys.innerCapacity() * MERGED_FILL));
         int count = engine.partitions.count();
         this.hintCount = new AtomicIntegerArray(count);
         this.notBefore = new AtomicLongArray(count);
+        this.retryNanos = new AtomicLongArray(count);
         for (int p = 0; p < count; p++) {
             notBefore.set(p, System.nanoTime());
         }
@@ -131,9 +142,17 @@ final class Merges {
         }
         try {
             pass(partition, true);
+        } catch (RuntimeException | Error unexpected) {
+            // Not the operation's failure: it took effect before. The partition serves on (see pass).
+            LOG.error("a merge pass over partition {} failed", partition, unexpected);
         } finally {
             running.set(false);
         }
+    }
+
+    /** Whether a pass over {@code partition} is running (a release or an abandon waits for it). */
+    boolean passing(int partition) {
+        return passing == partition;
     }
 
     /** See {@link DexEngine#merge}. */
@@ -186,6 +205,11 @@ final class Merges {
         return -1;
     }
 
+    /** A dead leaf a split took and then failed to write: left behind. */
+    void leaked() {
+        leaked.incrementAndGet();
+    }
+
     /** Leaves merged away, dead leaves reused by splits, and dead leaves forgotten at a release. */
     long[] counts() {
         return new long[] {merged.get(), reused.get(), leaked.get()};
@@ -200,11 +224,24 @@ final class Merges {
 
     private Report pass(int partition, boolean hinted) {
         long start = System.nanoTime();
-        if (!engine.held.pauseForMerge(partition, DRAIN_LIMIT_NANOS)) {
-            // Not held (being recovered, say), or busy: the hints stay, and the next try waits a little.
-            notBefore.set(partition, System.nanoTime() + RETRY_NANOS);
-            return new Report(0, 0, 0, System.nanoTime() - start);
+        passing = partition;
+        try {
+            if (!engine.held.pauseForMerge(partition, DRAIN_LIMIT_NANOS)) {
+                // Not held (being recovered, say), or busy: the hints stay, and the next try waits, longer each time.
+                long wait = Math.min(MAX_RETRY_NANOS, Math.max(RETRY_NANOS, 2 * retryNanos.get(partition)));
+                retryNanos.set(partition, wait);
+                notBefore.set(partition, System.nanoTime() + wait);
+                return new Report(0, 0, 0, System.nanoTime() - start);
+            }
+            retryNanos.set(partition, 0);
+            return paused(partition, hinted, start);
+        } finally {
+            passing = -1;
         }
+    }
+
+    /** The pass itself, over the paused {@code partition}; resumes it on every path. */
+    private Report paused(int partition, boolean hinted, long start) {
         List<long[]> keys = new ArrayList<>();
         if (hinted) {
             List<long[]> list = hints.get(partition);
@@ -218,21 +255,39 @@ final class Merges {
         Pass pass = new Pass(partition, flush);
         try {
             flush.dropSpanningParents(partition);
+            // Leaves under the level-1 nodes first, then those level-1 nodes under their parents (at or below the
+            // offloading level only, so that a subtree at level M stays on one memory server).
+            // A hinted pass looks one level up only over the level-1 nodes that lost children.
+            int levels = engine.subtreeLevel >= 2 ? 2 : 1;
             if (hinted) {
+                List<long[]> shrunk = new ArrayList<>();
                 for (long[] key : keys) {
-                    pass.parentOf(key);
+                    int before = pass.merged;
+                    pass.parentOf(key, 1);
+                    if (pass.merged > before) {
+                        shrunk.add(key);
+                    }
+                }
+                for (int i = 0; levels == 2 && i < shrunk.size(); i++) {
+                    pass.parentOf(shrunk.get(i), 2);
                 }
             } else {
-                pass.everyParent();
+                for (int level = 1; level <= levels; level++) {
+                    pass.everyParent(level);
+                }
             }
         } catch (FabricException failed) {
             // What was written is a valid tree (see the class comment); the partition serves on.
+            LOG.debug("merge pass over partition {} ended by a failed verb: {}", partition, failed.toString());
         } finally {
-            if (pass.sharedWritten) {
-                // This engine's other partitions' operations may have cached a spanning parent again while the pass ran.
-                flush.dropSpanningParents(partition);
+            try {
+                if (pass.sharedWritten) {
+                    // This engine's other partitions' operations may have cached a spanning parent again meanwhile.
+                    flush.dropSpanningParents(partition);
+                }
+            } finally {
+                engine.held.resumeAfterMerge(partition);
             }
-            engine.held.resumeAfterMerge(partition);
         }
         Report report = new Report(pass.parents, pass.merged, pass.freed, System.nanoTime() - start);
         if (report.merged() > 0 && firstMerge.compareAndSet(false, true)) {
@@ -269,9 +324,9 @@ final class Merges {
         Pass(int partition, Flush flush) {
             this.partition = partition;
             this.flush = flush;
-            // Session number 0 is no session's (as DexEngine.repairLeftovers): locks it leaves go to the engine's pending list.
-            this.remote = new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS, engine::lockHolderGone,
-                    engine.pendingUnlocks);
+            // A session number of its own (DexEngine.MERGE_SESSION): no pending release of another's can free its locks.
+            this.remote = new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS | DexEngine.MERGE_SESSION,
+                    engine::lockHolderGone, engine.pendingUnlocks);
             for (int i = 0; i < maxChildren; i++) {
                 children[i] = new NodeView(engine.keys).wrap(childBuffer, i * NodeHeaderDescriptor.NODE_LENGTH);
             }
@@ -281,14 +336,14 @@ final class Merges {
             return new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
         }
 
-        /** Every level-1 node over the partition, left to right. */
-        void everyParent() {
+        /** Every node at {@code level} over the partition, left to right, merging its children. */
+        void everyParent(int level) {
             long[] key = new long[words];
             long[] end = new long[words];
             engine.partitions.lowerExclusive(partition, key, words);
             dev.dex.core.engine.IndexSession.successor(key, words);
             engine.partitions.upperInclusive(partition, end, words);
-            while (parentOf(key)) {
+            while (parentOf(key, level)) {
                 if (parent.compareHighFence(end) <= 0 || parent.highFenceIsInfinite()) {
                     return; // its high fence reaches the partition's end
                 }
@@ -298,13 +353,13 @@ final class Merges {
         }
 
         /**
-         * Reads the level-1 node over {@code key} into {@link #parent} and merges its leaves when it lies inside the
-         * partition.
+         * Reads the node at {@code level} over {@code key} into {@link #parent} and merges its children where they lie
+         * inside the partition.
          *
-         * @return whether that node was read (false: a tree of one leaf, or nodes that kept changing under the read)
+         * @return whether that node was read (false: a tree not that high, or nodes that kept changing under the read)
          */
-        boolean parentOf(long[] key) {
-            if (!readLevel1(key)) {
+        boolean parentOf(long[] key, int level) {
+            if (!readLevel(key, level)) {
                 return false;
             }
             long address = parent.address();
@@ -315,15 +370,15 @@ final class Merges {
             return true;
         }
 
-        private boolean readLevel1(long[] key) {
+        private boolean readLevel(long[] key, int level) {
             for (int attempt = 0; attempt < 16; attempt++) {
                 long address = attempt == 0 ? engine.rootAddress.get() : remote.readRoot();
                 boolean ok = true;
                 while (ok) {
                     if (!remote.readValidated(address, parent) || !parent.covers(key)) {
                         ok = false;
-                    } else if (parent.level() <= 1) {
-                        return parent.level() == 1;
+                    } else if (parent.level() <= level) {
+                        return parent.level() == level;
                     } else {
                         address = parent.child(parent.childIndex(key));
                     }
@@ -360,13 +415,15 @@ final class Merges {
                 parent.slotHigh(i, slotHigh);
                 inside[i] = !shared || engine.partitions.ownerOf(slotLow, slotHigh, words) == partition;
             }
-            // The cached images of P and of its leaves here go (dirty leaves written back first): remote memory is current.
-            for (int i = 0; i < n; i++) {
-                if (inside[i]) {
-                    flush.dropNode(parent.child(i));
+            // A dirty leaf here is written back first, so that remote memory holds every child as it is (inner nodes are
+            // never dirty). What the pass changes is dropped from the cache below, before it is written.
+            if (parent.level() == 1) {
+                for (int i = 0; i < n; i++) {
+                    if (inside[i]) {
+                        flush.writeBackNode(parent.child(i));
+                    }
                 }
             }
-            flush.dropNode(parentAddress);
             batch.clear();
             for (int i = 0; i < n; i++) {
                 if (inside[i]) {
@@ -381,7 +438,7 @@ final class Merges {
                     continue; // another partition's, or spanning: not read further, never written here
                 }
                 if (child.address() != parent.child(i) || child.version() != child.backVersion() || child.lockWord() != 0
-                        || !child.isLeaf()) {
+                        || child.level() != parent.level() - 1) {
                     return;
                 }
                 parent.slotLow(i, slotLow);
@@ -405,9 +462,10 @@ final class Merges {
             boolean[] dead = new boolean[n];
             int run = 0;
             int deaths = 0;
+            int fill = parent.level() == 1 ? mergedFill : innerMergedFill;
             for (int j = 1; j < n; j++) {
-                if (inside[run] && inside[j] && children[run].count() + children[j].count() <= mergedFill) {
-                    children[run].absorb(children[j]);
+                if (inside[run] && inside[j] && NodeMerge.countAbsorbing(children[run], children[j]) <= fill) {
+                    NodeMerge.absorb(children[run], children[j]);
                     widened[run] = true;
                     dead[j] = true;
                     deaths++;
@@ -418,10 +476,18 @@ final class Merges {
             if (deaths == 0 && clipped == 0) {
                 return;
             }
+            // The cached images of what changes go: P and the widened and merged children (a child's cached children
+            // lose their parent and stay cached).
+            for (int i = 0; i < n; i++) {
+                if (widened[i] || dead[i]) {
+                    flush.dropNode(children[i].address());
+                }
+            }
+            flush.dropNode(parentAddress);
             node.copyFrom(parent);
             for (int j = n - 1; j >= 1; j--) {
                 if (dead[j]) {
-                    node.removeChild(j);
+                    NodeMerge.removeChild(node, j);
                 }
             }
             node.version(parent.version() + 1);
@@ -447,12 +513,9 @@ final class Merges {
                     remote.writeUnlocked(parentAddress, node);
                 }
             } catch (FabricException failed) {
-                // A widened leaf may be in remote memory while P is not: clipped back to its slot by the repair.
-                for (int i = 0; i < n; i++) {
-                    if (widened[i]) {
-                        engine.splitLeftHalfDone(children[i].address());
-                    }
-                }
+                // A widened node may be in remote memory while P is not. Readers clip it to its slot in P, as remote
+                // memory holds P (Admission.clipToSlot), and the next pass writes it back clipped. It is not left to
+                // the split repair, which would race the owner's own writes of it.
                 throw failed;
             }
             merged += deaths;
@@ -461,7 +524,7 @@ final class Merges {
             batch.clear();
             for (int j = 1; j < n; j++) {
                 if (dead[j]) {
-                    children[j].kill();
+                    NodeMerge.kill(children[j]);
                     children[j].version(children[j].version() + 1);
                     batch.write(children[j].address(), childBuffer, j * NodeHeaderDescriptor.NODE_LENGTH, NodeHeaderDescriptor.NODE_LENGTH);
                 }
@@ -470,14 +533,15 @@ final class Merges {
             int slot = 0;
             for (int j = 1; j < n; j++) {
                 if (dead[j]) {
-                    if (batch.failure(slot++) == null) {
+                    if (batch.failure(slot++) == null && children[j].isLeaf()) {
                         synchronized (free) {
                             free[partition].addLong(children[j].address());
                             free[partition].addLong(children[j].version());
                         }
                         freed++;
                     } else {
-                        leaked.incrementAndGet(); // unreachable, but not known dead: never reused
+                        // Unreachable, and not reused: an inner node (splits reuse leaves only), or one not known dead.
+                        leaked.incrementAndGet();
                     }
                 }
             }

@@ -212,6 +212,9 @@ final class StructureChanges {
                 // the node still wide: the cache goes back all the same, and the node is repaired (clipped to its slot
                 // in the remote parent) before its lock is released, or, owned, before its partition serves again.
                 boolean visible = rightWritten;
+                if (reused) {
+                    engine.merges.leaked(); // its image is unknown now: never reused again
+                }
                 undo(pd, parentBefore, visible ? failed : null);
                 undo(d, nodeBefore, visible ? failed : null);
                 if (visible && !nodeRemote) {

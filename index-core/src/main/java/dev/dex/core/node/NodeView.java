@@ -624,62 +624,6 @@ public final class NodeView {
         putWords(format.highFenceOffset(), high);
     }
 
-    // ---- merge (docs/merges.md) ----------------------------------------------------------------------
-
-    /**
-     * Appends every entry of the leaf {@code right}, this leaf's right neighbour, and takes its high fence: this leaf
-     * then covers both ranges. The entries must fit ({@code count() + right.count() <= capacity()}).
-     */
-    public void absorb(NodeView right) {
-        int n = count();
-        int moved = right.count();
-        if (!isLeaf() || !right.isLeaf() || n + moved > capacity()) {
-            throw new IllegalArgumentException("cannot merge " + right + " into " + this);
-        }
-        int w = format.bytes();
-        buffer.putBytes(base + format.leafKeyOffset(n), right.buffer, right.base + format.leafKeyOffset(0), moved * w);
-        buffer.putBytes(base + format.leafValueOffset(n), right.buffer, right.base + format.leafValueOffset(0), moved * Long.BYTES);
-        count(n + moved);
-        buffer.putBytes(base + format.highFenceOffset(), right.buffer, right.base + format.highFenceOffset(), w);
-    }
-
-    /**
-     * Removes child {@code index} (at least 1) and the separator below it from this inner node: the child before it
-     * covers its slot from now on.
-     */
-    public void removeChild(int index) {
-        int n = count();
-        if (isLeaf() || index < 1 || index > n) {
-            throw new IllegalArgumentException("no child " + index + " to remove from " + this);
-        }
-        int w = format.bytes();
-        move(format.innerKeyOffset(index), format.innerKeyOffset(index - 1), (n - index) * w);
-        move(format.innerChildOffset(index + 1), format.innerChildOffset(index), (n - index) * Long.BYTES);
-        buffer.setMemory(base + format.innerKeyOffset(n - 1), w, (byte) 0);
-        child(n, 0);
-        count(n - 1);
-    }
-
-    /**
-     * Makes this node dead: no entries, and the empty range {@code (low, low]}, which covers no key, so a reader that
-     * reaches it by a stale pointer restarts, as it does at any node whose fences refuse its key.
-     */
-    public void kill() {
-        count(0);
-        buffer.putBytes(base + format.highFenceOffset(), buffer, base + LOW_FENCE_OFFSET, format.bytes());
-    }
-
-    /** Whether this node covers no key at all (a dead node, {@link #kill}). */
-    public boolean isDead() {
-        for (int w = 0; w < words; w++) {
-            if (buffer.getLong(base + LOW_FENCE_OFFSET + w * Long.BYTES, ORDER)
-                    != buffer.getLong(base + format.highFenceOffset() + w * Long.BYTES, ORDER)) {
-                return false;
-            }
-        }
-        return true;
-    }
-
     /** Moves {@code length} bytes of this node from {@code from} to {@code to} (the ranges may overlap). */
     private void move(int from, int to, int length) {
         if (length > 0) {

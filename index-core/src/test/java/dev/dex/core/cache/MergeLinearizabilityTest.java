@@ -32,8 +32,8 @@ import dev.dex.rdma.local.LocalFabric;
  * operation touches is still there. The test asserts that passes merged leaves while other operations ran.
  */
 class MergeLinearizabilityTest {
-    private static final int ITERATIONS = dev.dex.core.testing.LincheckBudget.scaled(20);
-    private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(100);
+    private static final int ITERATIONS = dev.dex.core.testing.LincheckBudget.scaled(12);
+    private static final int INVOCATIONS_PER_ITERATION = dev.dex.core.testing.LincheckBudget.scaled(50);
     /** Loaded keys 10, 20, ..., 10 * LOADED. */
     static final int LOADED = 600;
     /** Test key k (1..6) is one of these: three loaded keys and three gaps, in both partitions. */
@@ -62,8 +62,8 @@ class MergeLinearizabilityTest {
     @Param(name = "key", gen = IntGen.class, conf = "1:6")
     @Param(name = "value", gen = IntGen.class, conf = "1:5")
     public static class Concurrent {
-        // Verbs of 20 µs: operations and passes overlap for longer.
-        private final LocalFabric fabric = new LocalFabric(20_000);
+        // Verbs of 5 µs: operations and passes overlap for longer.
+        private final LocalFabric fabric = new LocalFabric(5_000);
         private final RemoteMemory admin;
         private final PartitionTable table;
         private final DexEngine[] engines = new DexEngine[2];

@@ -82,6 +82,7 @@ class MergeTest {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
             DexEngine engine = fixture.open(1, CACHED).get(0);
             long before = leaves(fixture.admin);
+            long levelOneBefore = TreeValidator.validate(fixture.admin).nodesPerLevel()[1];
             TreeMap<Long, Long> model = deleteShare(fixture, engine, 0.9, 7);
             long[] counts = engine.merges.counts();
             assertTrue(counts[0] > 0, "the deletes merged leaves by themselves: " + counts[0]);
@@ -93,7 +94,9 @@ class MergeTest {
             assertEquals(model, fixture.validateFlushAndRead());
             long after = leaves(fixture.admin);
             assertTrue(after * 3 < before, "leaves: " + before + " before, " + after + " after the merges");
-            assertEquals(0, mergeableNeighbours(fixture, engine.merges), "no two neighbours under a partition's node fit in one leaf");
+            long levelOneAfter = TreeValidator.validate(fixture.admin).nodesPerLevel()[1];
+            assertTrue(levelOneAfter < levelOneBefore, "level-1 nodes merged too: " + levelOneBefore + " -> " + levelOneAfter);
+            assertEquals(0, mergeableNeighbours(fixture, engine.merges), "no two neighbours of one partition fit in one node");
         }
     }
 
@@ -233,18 +236,24 @@ class MergeTest {
      */
     private static int mergeableNeighbours(DexFixture fixture, Merges merges) {
         dev.dex.core.node.KeyFormat keys = dev.dex.core.tree.Superblock.read(fixture.admin).keyFormat();
-        int fill = (int) (keys.leafCapacity() * Merges.MERGED_FILL);
+        int leafFill = (int) (keys.leafCapacity() * Merges.MERGED_FILL);
+        int innerFill = (int) (keys.innerCapacity() * Merges.MERGED_FILL);
         int pairs = 0;
         java.util.ArrayDeque<Long> pending = new java.util.ArrayDeque<>(List.of(dev.dex.core.tree.Superblock.read(fixture.admin).root()));
         while (!pending.isEmpty()) {
             dev.dex.core.node.NodeView node = read(fixture, keys, pending.poll());
-            if (node.level() == 1 && fixture.table.ownerOf(node) >= 0) {
+            if (node.level() == 1 || node.level() == 2) {
                 for (int i = 0; i < node.count(); i++) {
-                    if (read(fixture, keys, node.child(i)).count() + read(fixture, keys, node.child(i + 1)).count() <= fill) {
+                    dev.dex.core.node.NodeView left = read(fixture, keys, node.child(i));
+                    dev.dex.core.node.NodeView right = read(fixture, keys, node.child(i + 1));
+                    int owner = fixture.table.ownerOf(left);
+                    if (owner >= 0 && owner == fixture.table.ownerOf(right) && dev.dex.core.node.NodeMerge.countAbsorbing(left, right)
+                            <= (node.level() == 1 ? leafFill : innerFill)) {
                         pairs++;
                     }
                 }
-            } else if (node.level() > 1) {
+            }
+            if (node.level() > 1) {
                 for (int i = 0; i <= node.count(); i++) {
                     pending.add(node.child(i));
                 }
@@ -258,6 +267,53 @@ class MergeTest {
                 new org.agrona.concurrent.UnsafeBuffer(new byte[dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH]), 0);
         fixture.admin.read(address, node.buffer(), 0, dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH);
         return node;
+    }
+
+    /**
+     * Engine A caches the level-1 nodes over the boundary of its partition 0 (they span both partitions); engine B,
+     * holding partition 1, deletes most of its keys and merges, rewriting those spanning nodes, so A's copies are stale.
+     * Then A takes partition 1 over, and writes and reads every key of it: a stale copy would route a key to a widened
+     * leaf with the old, narrower slot, and a clip of that leaf, cached dirty, would write R's entries away.
+     */
+    @Test
+    void aNewOwnerWhoseSpanningParentsPredateAMergeReadsAndWritesItRight() {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 2, true, 0)) {
+            DexEngineSettings everyLeaf = DexEngineSettings.dex(4_000L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+            DexEngine a = fixture.openEngine(everyLeaf, null);
+            DexEngine b = fixture.openEngine(everyLeaf, null);
+            a.acquire(0);
+            b.acquire(1);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            readsMatch(fixture, a, model, 0); // caches partition 0's paths, the spanning nodes at its end among them
+            List<Long> keys = new ArrayList<>(model.keySet());
+            Collections.shuffle(keys, new java.util.Random(23));
+            try (DexSession session = b.newSession()) {
+                WideKeys.Session s = fixture.wide.of(session);
+                for (long key : keys) {
+                    if (fixture.partitionOf(key) == 1 && key % 10 != 0) {
+                        assertTrue(s.delete(key));
+                        model.remove(key);
+                    }
+                }
+            }
+            assertTrue(b.merge(1)[0] > 0, "partition 1's leaves merged");
+            b.release(1);
+            a.acquire(1);
+            try (DexSession session = a.newSession()) {
+                WideKeys.Session s = fixture.wide.of(session);
+                for (long key : new ArrayList<>(model.keySet())) {
+                    if (fixture.partitionOf(key) == 1) {
+                        assertTrue(s.put(key, key + 7), "put " + key);
+                        model.put(key, key + 7);
+                    }
+                }
+            }
+            readsMatch(fixture, a, model, 1);
+            a.release(1);
+            a.acquire(1);
+            readsMatch(fixture, a, model, 1); // from remote memory again
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
     }
 
     /** The address of the first level-1 node lying wholly inside partition {@code p} (remote memory, at rest). */
