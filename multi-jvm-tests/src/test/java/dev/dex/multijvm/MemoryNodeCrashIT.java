@@ -58,10 +58,12 @@ class MemoryNodeCrashIT {
         int kills = Integer.getInteger("dex.it.kills", 1);
         List<Double> failovers = new java.util.ArrayList<>();
         NodeProcess replacement = null;
+        List<NodeProcess> killedPrimaries = new java.util.ArrayList<>();
         for (int round = 0; round < kills; round++) {
             long view = 3 + 2L * round; // 1: formed, 2: the backup joined; then a failover and a join per round
             long killed = System.nanoTime();
             primary.kill();
+            killedPrimaries.add(primary);
             cluster.log(primary + " (the primary of memory server 0) killed under writes");
             long served = cluster.awaitServing(Duration.ofSeconds(60));
             double seconds = (served - killed) / 1e9;
@@ -91,6 +93,15 @@ class MemoryNodeCrashIT {
         // A stale primary: the primary is paused (SIGSTOP) past the failure detector, the replacement takes over, then the
         // paused one resumes. It was replaced without knowing: what it still had in flight is refused by the new view.
         NodeProcess stale = primary;
+        // The killed primaries are out of the cluster first: a second node unreachable while the first one's
+        // unreachability is still fresh reads as instability to the split-brain resolver, which then downs every node.
+        long killedRemovedBy = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        for (NodeProcess killedPrimary : killedPrimaries) {
+            while (cluster.isMember(killedPrimary)) {
+                assertTrue(System.nanoTime() < killedRemovedBy, killedPrimary + " still a member 60 s on");
+                Thread.sleep(100);
+            }
+        }
         stale.signal("STOP");
         long paused = System.nanoTime();
         cluster.log(stale + " (the primary) paused");

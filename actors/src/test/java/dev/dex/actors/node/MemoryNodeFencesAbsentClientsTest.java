@@ -31,6 +31,16 @@ import dev.dex.rdma.tcp.TcpFabric;
  * member, and is not fenced.
  */
 class MemoryNodeFencesAbsentClientsTest {
+    /** An actor system running a memory node on {@code region}, which starts a cluster of its own. */
+    private static ActorSystem<Void> memoryNodeJoiningItself(MemoryRegion region) {
+        ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
+            context.spawn(MemoryNode.create(region), "memory");
+            return Behaviors.empty();
+        }), "dex", ConfigFactory.parseString("pekko.cluster.roles = [memory]").withFallback(ActorTestKit.applicationTestConfig()));
+        Cluster.get(system).manager().tell(Join.create(Cluster.get(system).selfMember().address()));
+        return system;
+    }
+
     @Test
     void aClientWithoutAMemberIsFencedWhenTheMemoryNodeIsUp() throws Exception {
         MemoryNode.Settings settings = new MemoryNode.Settings(0, 16L << 20, 64 << 10, 1, 16, PartitionTable.equalWidth(4, 0, 1000), 3,
@@ -44,12 +54,8 @@ class MemoryNodeFencesAbsentClientsTest {
             stranger.write(address, word, 0, 8);
             assertTrue(fabric.connectedClients(0).contains(0x5150L), "the stranger is connected: " + fabric.connectedClients(0));
 
-            ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
-                context.spawn(MemoryNode.create(region), "memory");
-                return Behaviors.empty();
-            }), "dex", ConfigFactory.parseString("pekko.cluster.roles = [memory]").withFallback(ActorTestKit.applicationTestConfig()));
+            ActorSystem<Void> system = memoryNodeJoiningItself(region);
             try {
-                Cluster.get(system).manager().tell(Join.create(Cluster.get(system).selfMember().address()));
                 long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
                 while (fabric.connectedClients(0).contains(0x5150L)) {
                     assertTrue(System.nanoTime() < deadline, "the client without a member is fenced once the memory node is up");
@@ -88,12 +94,8 @@ class MemoryNodeFencesAbsentClientsTest {
             UnsafeBuffer word = new UnsafeBuffer(new byte[8]);
             long address = GlobalAddress.of(0, 64L << 10);
             joining.write(address, word, 0, 8);
-            ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
-                context.spawn(MemoryNode.create(region), "memory");
-                return Behaviors.empty();
-            }), "dex", ConfigFactory.parseString("pekko.cluster.roles = [memory]").withFallback(ActorTestKit.applicationTestConfig()));
+            ActorSystem<Void> system = memoryNodeJoiningItself(region);
             try {
-                Cluster.get(system).manager().tell(Join.create(Cluster.get(system).selfMember().address()));
                 long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
                 while (Cluster.get(system).selfMember().status() != org.apache.pekko.cluster.MemberStatus.up()) {
                     assertTrue(System.nanoTime() < deadline, "the memory node comes up");

@@ -400,10 +400,11 @@ final class HeldPartitions {
             if (state.compareAndSet(partition, HELD, NOT_HELD)) {
                 break;
             }
-            if (state.get(partition) != MERGING) {
+            int now = state.get(partition);
+            if (now != HELD && now != MERGING && now != FAILED) {
                 return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
             }
-            // A merge pass paused it between the wait and the swap: wait for that one too.
+            // A merge pass paused it between the wait and the swap (and may have ended since): round again.
         }
         leafBoost.set(partition, 0);
         engine.merges.forget(partition);
@@ -543,7 +544,8 @@ final class HeldPartitions {
             if (state.compareAndSet(partition, HELD, NOT_HELD) || state.compareAndSet(partition, FAILED, NOT_HELD)) {
                 break;
             }
-            if (state.get(partition) != MERGING) {
+            int now = state.get(partition);
+            if (now != HELD && now != MERGING && now != FAILED) {
                 return 0;
             }
         }

@@ -415,8 +415,8 @@ final class Merges {
                 parent.slotHigh(i, slotHigh);
                 inside[i] = !shared || engine.partitions.ownerOf(slotLow, slotHigh, words) == partition;
             }
-            // A dirty leaf here is written back first, so that remote memory holds every child as it is (inner nodes are
-            // never dirty). What the pass changes is dropped from the cache below, before it is written.
+            // A dirty leaf here is written back first, so that remote memory holds every child as it is (an inner node is
+            // dirty only as a clip of its remote image, which the pass clips the same way). What the pass changes is dropped from the cache below, before it is written.
             if (parent.level() == 1) {
                 for (int i = 0; i < n; i++) {
                     if (inside[i]) {

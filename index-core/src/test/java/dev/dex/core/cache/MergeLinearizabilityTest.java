@@ -98,45 +98,37 @@ class MergeLinearizabilityTest {
                     engines[1].newSession()})[partition(key)];
         }
 
-        @Operation
-        public Long lookup(@Param(name = "key") int key) {
+        /** Runs an operation counted as in flight (a merge beside it is one that overlapped another operation). */
+        private <T> T counted(java.util.function.Supplier<T> operation) {
             inFlight.incrementAndGet();
             try {
-                DexSession s = session(key);
-                return s.lookup(TEST_KEYS[key]) ? s.value() : null;
+                return operation.get();
             } finally {
                 inFlight.decrementAndGet();
             }
+        }
+
+        @Operation
+        public Long lookup(@Param(name = "key") int key) {
+            return counted(() -> {
+                DexSession s = session(key);
+                return s.lookup(TEST_KEYS[key]) ? s.value() : null;
+            });
         }
 
         @Operation
         public boolean insert(@Param(name = "key") int key, @Param(name = "value") int value) {
-            inFlight.incrementAndGet();
-            try {
-                return session(key).insert(TEST_KEYS[key], value);
-            } finally {
-                inFlight.decrementAndGet();
-            }
+            return counted(() -> session(key).insert(TEST_KEYS[key], value));
         }
 
         @Operation
         public boolean put(@Param(name = "key") int key, @Param(name = "value") int value) {
-            inFlight.incrementAndGet();
-            try {
-                return session(key).put(TEST_KEYS[key], value);
-            } finally {
-                inFlight.decrementAndGet();
-            }
+            return counted(() -> session(key).put(TEST_KEYS[key], value));
         }
 
         @Operation
         public boolean delete(@Param(name = "key") int key) {
-            inFlight.incrementAndGet();
-            try {
-                return session(key).delete(TEST_KEYS[key]);
-            } finally {
-                inFlight.decrementAndGet();
-            }
+            return counted(() -> session(key).delete(TEST_KEYS[key]));
         }
 
         /** A merge pass over the key's partition: it changes no entry, so it answers nothing. */

@@ -156,21 +156,25 @@ class MergeTest {
         }
     }
 
+    /** The engines' connections {@link #open} makes from now on, each wrapped to fail writes to one address. */
+    private static List<FailingWrites> failingConnections(DexFixture fixture) {
+        List<FailingWrites> connections = new ArrayList<>();
+        fixture.connectionWrapper = memory -> {
+            FailingWrites failing = new FailingWrites(memory);
+            connections.add(failing);
+            return failing;
+        };
+        return connections;
+    }
+
     @ParameterizedTest(name = "parent write applied={0}")
     @CsvSource({"false", "true"})
     void aMergeWhoseParentWriteFailsLeavesATreeReadersReadRightAndIsRepaired(boolean applied) {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
-            List<FailingWrites> connections = new ArrayList<>();
-            fixture.connectionWrapper = memory -> {
-                FailingWrites failing = new FailingWrites(memory);
-                connections.add(failing);
-                return failing;
-            };
+            List<FailingWrites> connections = failingConnections(fixture);
             DexEngine engine = fixture.open(1, DexEngineSettings.dex(2_000L * FrameHeaderDescriptor.FRAME_LENGTH)).get(0);
-            TreeMap<Long, Long> model = new TreeMap<>();
-            // No merge yet: the deletes go through a fresh engine after the hints are forgotten.
             int p = 1;
-            model = deleteShare(fixture, engine, 0.9, 13);
+            TreeMap<Long, Long> model = deleteShare(fixture, engine, 0.9, 13);
             engine.checkpointAll();
             // A level-1 node of partition p with leaves left to merge: the first one the pass writes.
             long parent = firstLevelOneInside(fixture, p);
@@ -185,9 +189,9 @@ class MergeTest {
                     + childrenBefore + " -> " + childrenAfter);
             readsMatch(fixture, engine, model);
             failing.failAddress = -1;
-            engine.repair(); // clips the widened leaves the parent may not show
-            assertEquals(0, engine.pendingUnlocks(), "nothing left to repair");
-            engine.merge(p); // and the merge goes through now
+            engine.repair();
+            assertEquals(0, engine.pendingUnlocks(), "nothing left pending: the widened leaves are not the split repair's");
+            engine.merge(p); // clips the widened leaves the parent may not show, and merges
             readsMatch(fixture, engine, model);
             assertEquals(model, fixture.validateFlushAndRead());
         }
@@ -196,12 +200,7 @@ class MergeTest {
     @Test
     void aMergeInterruptedBeforeItsParentWriteIsReadRightByTheNextOwner() {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
-            List<FailingWrites> connections = new ArrayList<>();
-            fixture.connectionWrapper = memory -> {
-                FailingWrites failing = new FailingWrites(memory);
-                connections.add(failing);
-                return failing;
-            };
+            List<FailingWrites> connections = failingConnections(fixture);
             DexEngine first = fixture.open(1, DexEngineSettings.dex(2_000L * FrameHeaderDescriptor.FRAME_LENGTH)).get(0);
             int p = 2;
             TreeMap<Long, Long> model = deleteShare(fixture, first, 0.9, 17);
