@@ -1,4 +1,4 @@
-package dev.dex.core.cache;
+package dev.dex.core.cache.lincheck;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -14,6 +14,11 @@ import org.jetbrains.lincheck.datastructures.StressOptions;
 import org.jetbrains.lincheck.datastructures.Validate;
 import org.junit.jupiter.api.Test;
 
+import dev.dex.core.cache.CacheValidator;
+import dev.dex.core.cache.DexEngine;
+import dev.dex.core.cache.DexEngineSettings;
+import dev.dex.core.cache.DexSession;
+import dev.dex.core.cache.FrameHeaderDescriptor;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.partition.Partitioning;
 import dev.dex.core.tree.BulkLoader;
