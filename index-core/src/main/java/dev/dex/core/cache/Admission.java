@@ -61,7 +61,7 @@ final class Admission {
     private final IntConsumer counts;
 
     Admission(DexEngine engine, SessionPath path, Markers markers, FrameSupply frames, FrameWriter writer, RemoteNodes remote,
-              Offloader offloader, SplittableRandom random, IntConsumer counts) {
+              Offloader offloader, SplittableRandom random, IntConsumer counts, StructureChanges changes) {
         this.engine = engine;
         this.arena = engine.arena;
         this.mapping = engine.mapping;
@@ -82,9 +82,7 @@ final class Admission {
         this.slotHigh = new long[words];
         this.clipLow = new long[words];
         this.clipHigh = new long[words];
-        this.freshParent = new NodeView(engine.keys).wrap(
-                new org.agrona.concurrent.UnsafeBuffer(new byte[dev.dex.core.node.NodeHeaderDescriptor.NODE_LENGTH]), 0);
-        this.staleParents = new StructureChanges(engine, path, remote, writer, counts);
+        this.changes = changes;
     }
 
     /** An operation begins: every {@link AdmissionTuner#REPORT_EVERY} of them, the session reports to the tuner. */
@@ -130,10 +128,8 @@ final class Admission {
     private final long[] slotHigh;
     private final long[] clipLow;
     private final long[] clipHigh;
-    /** A parent read again to check a clip under a spanning parent ({@link #clipToSlot}). */
-    private final NodeView freshParent;
-    /** Refreshes a cached spanning parent found older than its child ({@link #clipToSlot}). */
-    private final StructureChanges staleParents;
+    /** The session's structure changes: a cached spanning parent found older than its child is refreshed there. */
+    private final StructureChanges changes;
 
     /** {@link #resolve} outcomes: restart the operation, depth d is set, or the operation was offloaded. */
     static final int RESOLVE_RESTART = 0;
@@ -443,7 +439,7 @@ final class Admission {
         if (clip == STALE_PARENT) {
             // The parent image is older than the node (a merge widened it since): refreshed where cached, read again.
             markers.release(address);
-            staleParents.fenceMismatch(d);
+            changes.fenceMismatch(d);
             return false;
         }
         boolean clipped = clip == CLIPPED;
@@ -531,14 +527,11 @@ final class Admission {
             return NOT_CLIPPED;
         }
         if (path.sharedAt[pd]) {
-            NodeView parent = freshParent;
+            NodeView parent = path.fresh;
             if (!remote.readValidated(path.viewAt[pd].address(), parent)) {
                 return STALE_PARENT;
             }
-            int slot = -1;
-            for (int i = 0, n = Math.min(parent.count(), parent.capacity()); i <= n && slot < 0; i++) {
-                slot = parent.child(i) == image.address() ? i : -1;
-            }
+            int slot = StructureChanges.slotOf(parent, image.address());
             if (slot < 0) {
                 return STALE_PARENT;
             }

@@ -101,7 +101,7 @@ public final class DexSession extends WordKeySession {
         this.log = new GroupCommit(engine, markers);
         this.path = new SessionPath(engine, markers, remote);
         this.changes = new StructureChanges(engine, path, remote, writer, counters::count);
-        this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, counters::count);
+        this.admission = new Admission(engine, path, markers, frames, writer, remote, offloader, random, counters::count, changes);
         this.leafWrites = new LeafWrites(engine, path, markers, remote, writer, log);
     }
 

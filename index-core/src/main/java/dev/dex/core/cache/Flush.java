@@ -110,14 +110,7 @@ final class Flush {
                 }
                 if (!arena.tryLock(f)) {
                     writeStaged();
-                    for (int spins = 0; !arena.tryLock(f); spins++) {
-                        // Held by an operation for the length of a remote verb at most; do not burn a core meanwhile.
-                        if (spins < 64) {
-                            Thread.onSpinWait();
-                        } else {
-                            Thread.yield();
-                        }
-                    }
+                    lockWaiting(f);
                 }
                 if (stage(f, partition) && staged == BATCH) {
                     writeStaged();
@@ -186,6 +179,18 @@ final class Flush {
         staged = 0;
     }
 
+    /** Takes frame {@code f}'s lock, waiting for its holder (an operation, for the length of a remote verb at most). */
+    private void lockWaiting(int f) {
+        for (int spins = 0; !arena.tryLock(f); spins++) {
+            // Do not burn a core meanwhile.
+            if (spins < 64) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
+            }
+        }
+    }
+
     /**
      * Writes the frame caching the node at {@code address} back, if there is one and it is dirty, and keeps it cached
      * (a merge pass reads the node from remote memory next).
@@ -198,13 +203,7 @@ final class Flush {
             return;
         }
         int f = (int) mapped;
-        for (int spins = 0; !arena.tryLock(f); spins++) {
-            if (spins < 64) {
-                Thread.onSpinWait();
-            } else {
-                Thread.yield(); // held for the length of a verb at most
-            }
-        }
+        lockWaiting(f);
         try {
             int state = arena.state(f);
             if (arena.address(f) == address && (state == HOT || state == COOLING) && arena.flag(f, DIRTY)) {

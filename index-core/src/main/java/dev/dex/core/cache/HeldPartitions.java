@@ -112,7 +112,7 @@ final class HeldPartitions {
     DexEngine.AcquireReport acquire(int partition) {
         checkPartition(partition);
         long start = System.nanoTime();
-        if (state.get(partition) == HELD || state.get(partition) == MERGING) {
+        if (held(state.get(partition))) {
             return new DexEngine.AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
         long version = PartitionTable.storedVersion(memory);
@@ -275,7 +275,6 @@ final class HeldPartitions {
         return logs.get(partition);
     }
 
-    /** See {@link DexEngine#holds}. */
     /** Lets the next {@code leaves} leaf misses of {@code partition} be admitted whatever P_A says (a warm-up's). */
     void boostLeaves(int partition, int leaves) {
         leafBoost.set(partition, leaves);
@@ -290,14 +289,19 @@ final class HeldPartitions {
     int heldCount() {
         int n = 0;
         for (int p = 0; p < state.length(); p++) {
-            n += state.get(p) == HELD || state.get(p) == MERGING ? 1 : 0;
+            n += held(state.get(p)) ? 1 : 0;
         }
         return n;
     }
 
+    /** See {@link DexEngine#holds}. */
     boolean holds(int partition) {
         checkPartition(partition);
-        int s = state.get(partition);
+        return held(state.get(partition));
+    }
+
+    /** Whether a partition in state {@code s} is held: serving, or paused for a merge pass. */
+    private static boolean held(int s) {
         return s == HELD || s == MERGING;
     }
 
@@ -401,7 +405,7 @@ final class HeldPartitions {
                 break;
             }
             int now = state.get(partition);
-            if (now != HELD && now != MERGING && now != FAILED) {
+            if (!held(now) && now != FAILED) {
                 return new ReleaseReport(partition, System.nanoTime() - start, 0, 0, 0);
             }
             // A merge pass paused it between the wait and the swap (and may have ended since): round again.
@@ -545,7 +549,7 @@ final class HeldPartitions {
                 break;
             }
             int now = state.get(partition);
-            if (now != HELD && now != MERGING && now != FAILED) {
+            if (!held(now) && now != FAILED) {
                 return 0;
             }
         }

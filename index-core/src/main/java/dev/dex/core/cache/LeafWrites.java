@@ -73,8 +73,7 @@ final class LeafWrites {
             }
             LeafOps.apply(leaf, pos, op, key, newValue);
             writer.markDirty(f);
-            record(partition, key, newValue, op, logged);
-            underfull(op, partition, leaf, key);
+            tookEffect(partition, leaf, key, newValue, op, logged);
             arena.unlock(f);
             return result;
         }
@@ -87,8 +86,7 @@ final class LeafWrites {
             try {
                 LeafOps.apply(leaf, pos, op, key, newValue);
                 remote.writeLocked(address, leaf, version + 1);
-                record(partition, key, newValue, op, logged);
-                underfull(op, partition, leaf, key);
+                tookEffect(partition, leaf, key, newValue, op, logged);
             } finally {
                 // Also when the write failed (it may or may not have taken effect; either image is a whole node).
                 remote.release(address);
@@ -97,15 +95,15 @@ final class LeafWrites {
             LeafOps.apply(leaf, pos, op, key, newValue);
             leaf.version(leaf.version() + 1);
             remote.writeUnlocked(address, leaf);
-            record(partition, key, newValue, op, logged);
-            underfull(op, partition, leaf, key);
+            tookEffect(partition, leaf, key, newValue, op, logged);
         }
         markers.releaseAll();
         return result;
     }
 
-    /** After a delete took effect: a leaf it left sparse is noted for a merge ({@link Merges}). */
-    private void underfull(int op, int partition, NodeView leaf, long[] key) {
+    /** A write to {@code leaf} took effect: it is recorded, and a leaf a delete left sparse is noted for a merge ({@link Merges}). */
+    private void tookEffect(int partition, NodeView leaf, long[] key, long newValue, int op, boolean logged) {
+        record(partition, key, newValue, op, logged);
         if (op == LeafOps.DELETE) {
             merges.noteUnderfull(partition, leaf, key);
         }

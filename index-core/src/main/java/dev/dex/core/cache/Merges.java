@@ -110,11 +110,9 @@ final class Merges {
         this.hintCount = new AtomicIntegerArray(count);
         this.notBefore = new AtomicLongArray(count);
         this.retryNanos = new AtomicLongArray(count);
-        for (int p = 0; p < count; p++) {
-            notBefore.set(p, System.nanoTime());
-        }
         this.free = new LongArrayList[count];
         for (int p = 0; p < count; p++) {
+            notBefore.set(p, System.nanoTime());
             hints.add(new ArrayList<>());
             free[p] = new LongArrayList();
         }
@@ -390,8 +388,8 @@ final class Merges {
         private void mergeChildren(long parentAddress) {
             int owner = engine.partitions.ownerOf(parent);
             boolean shared = owner < 0;
-            if (!shared && owner != partition || parent.lockWord() != 0) {
-                return; // another partition's, or a lock is held on it
+            if (!shared && owner != partition) {
+                return; // another partition's (a locked node: readValidated refused it)
             }
             // A node spanning partitions is written by the owners of each under its remote lock, as a split does.
             if (shared && remote.lock(parentAddress, parent.version()) != RemoteNodes.LOCKED) {
@@ -432,6 +430,8 @@ final class Merges {
             }
             engine.memory.submit(batch);
             batch.throwIfFailed();
+            boolean[] widened = new boolean[n];
+            int clipped = 0;
             for (int i = 0; i < n; i++) {
                 NodeView child = children[i];
                 if (!inside[i]) {
@@ -446,14 +446,9 @@ final class Merges {
                 if (child.compareLowFence(slotLow) != 0 || child.compareHighFence(slotHigh) > 0) {
                     return; // not the slot's node as a valid tree has it: left alone
                 }
-            }
-            boolean[] widened = new boolean[n];
-            int clipped = 0;
-            for (int i = 0; i < n; i++) {
-                parent.slotHigh(i, slotHigh);
-                if (inside[i] && children[i].compareHighFence(slotHigh) < 0) {
+                if (child.compareHighFence(slotHigh) < 0) {
                     // Wider than its slot: the left half of a split or a merge that did not finish. Written back clipped.
-                    children[i].clipAbove(slotHigh);
+                    child.clipAbove(slotHigh);
                     widened[i] = true;
                     clipped++;
                 }
@@ -499,24 +494,20 @@ final class Merges {
                     batch.write(children[i].address(), childBuffer, i * NodeHeaderDescriptor.NODE_LENGTH, NodeHeaderDescriptor.NODE_LENGTH);
                 }
             }
-            try {
-                engine.memory.submit(batch);
-                batch.throwIfFailed();
-                if (deaths == 0) {
-                    return; // only clipped
-                }
-                // 2. P without the merged leaves: their ranges go to the widened leaves.
-                if (shared) {
-                    sharedWritten = true;
-                    remote.writeLocked(parentAddress, node, parent.version() + 1);
-                } else {
-                    remote.writeUnlocked(parentAddress, node);
-                }
-            } catch (FabricException failed) {
-                // A widened node may be in remote memory while P is not. Readers clip it to its slot in P, as remote
-                // memory holds P (Admission.clipToSlot), and the next pass writes it back clipped. It is not left to
-                // the split repair, which would race the owner's own writes of it.
-                throw failed;
+            // A failed write from here on ends the pass. A widened node may then be in remote memory while P is not:
+            // readers clip it to its slot in P as remote memory holds P (Admission.clipToSlot), and the next pass writes
+            // it back clipped. It is not left to the split repair, which would race the owner's own writes of it.
+            engine.memory.submit(batch);
+            batch.throwIfFailed();
+            if (deaths == 0) {
+                return; // only clipped
+            }
+            // 2. P without the merged leaves: their ranges go to the widened leaves.
+            if (shared) {
+                sharedWritten = true;
+                remote.writeLocked(parentAddress, node, parent.version() + 1);
+            } else {
+                remote.writeUnlocked(parentAddress, node);
             }
             merged += deaths;
             Merges.this.merged.addAndGet(deaths);

@@ -126,7 +126,8 @@ final class StructureChanges {
         counts.accept(CacheStats.REFRESHES);
     }
 
-    private static int slotOf(NodeView inner, long childAddress) {
+    /** The index of {@code childAddress} among the children of {@code inner}, or -1. */
+    static int slotOf(NodeView inner, long childAddress) {
         for (int i = 0, n = inner.count(); i <= n; i++) {
             if (inner.child(i) == childAddress) {
                 return i;
