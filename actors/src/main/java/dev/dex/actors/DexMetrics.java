@@ -76,10 +76,11 @@ public final class DexMetrics implements Extension {
         cacheCounter("dex_offloads", "Operations completed on a memory node (offloaded misses)", CacheStats::offloads);
         cacheCounter("dex_offload_fallbacks", "Offload attempts that fell back to the caching path", CacheStats::offloadFallbacks);
         CounterWithCallback.builder().name("dex_leaf_merges")
-                .help("Leaves merged away after deletes left them sparse, reused by splits, and left behind (docs/merges.md)")
+                .help("Leaves merged away after deletes left them sparse, reused by splits (inherited: freed by a previous"
+                        + " owner of the partition), and nodes left behind (docs/merges.md)")
                 .labelNames("event")
                 .callback(callback -> {
-                    long[] sums = new long[3];
+                    long[] sums = new long[4];
                     for (DexEngine engine : engines) {
                         long[] counts = engine.mergeCounts();
                         for (int i = 0; i < sums.length; i++) {
@@ -89,6 +90,7 @@ public final class DexMetrics implements Extension {
                     callback.call(sums[0], "merged");
                     callback.call(sums[1], "reused");
                     callback.call(sums[2], "leaked");
+                    callback.call(sums[3], "inherited");
                 })
                 .register(registry);
         GaugeWithCallback.builder().name("dex_cache_hit_ratio").help("Hits over node accesses since the node started")

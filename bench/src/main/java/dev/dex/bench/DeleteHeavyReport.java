@@ -20,15 +20,15 @@ import dev.dex.rdma.local.LocalFabric;
  * What a delete-heavy run leaves: the nodes of the tree in remote memory once the engines wrote every page back,
  * against the nodes a bulk load of the keys left would take (the same fill factor and key width, loaded into a
  * scratch region of its own). The engines merge leaves that deletes leave sparse as they go ({@code docs/merges.md});
- * the report also counts the tree after one more merge pass over every partition ({@code DexEngine.merge}), what an
- * idle index settles to.
+ * the report also counts the tree after the sweep a compute node runs once a partition's deletes stopped
+ * ({@code DexEngine.sweep}: a pass over every partition with enough deletes), what an idle index settles to.
  *
  * @param nodes         the tree's nodes after the run, every level
  * @param leaves        its leaves
  * @param emptyLeaves   its leaves without an entry
  * @param entries       the keys left
  * @param bulkNodes     the nodes of a tree bulk-loaded with that many keys
- * @param settledNodes  the tree's nodes after a merge pass over every partition (= nodes for engines without merges)
+ * @param settledNodes  the tree's nodes after the sweep (= nodes for engines without merges)
  * @param settledLeaves its leaves
  */
 record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries, long bulkNodes, long settledNodes,
@@ -44,8 +44,8 @@ record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries
     }
 
     /**
-     * Writes every dirty page back, validates and counts the remote tree; then runs a merge pass over every partition
-     * of each DEX engine, closes the engines and counts it again.
+     * Writes every dirty page back, validates and counts the remote tree; then sweeps each DEX engine's partitions,
+     * closes the engines and counts it again.
      */
     static DeleteHeavyReport measure(EngineCluster engines, BenchSettings config) {
         List<DexEngine> dex = new ArrayList<>();
@@ -58,13 +58,8 @@ record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries
         if (!dex.isEmpty()) {
             dex.forEach(DexEngine::repair); // every dirty page written back: remote memory holds the whole tree
             tree = validate(engines);
-            for (DexEngine engine : dex) {
-                for (int p = 0; p < engine.partitions().count(); p++) {
-                    if (engine.holds(p)) {
-                        engine.merge(p);
-                    }
-                }
-            }
+            // What a compute node's sweep does once the deletes stopped (dex.compute.merge-sweep), without its wait.
+            dex.forEach(engine -> engine.sweep(0));
         }
         engines.closeEngines();
         TreeValidator.Report settled = validate(engines);
@@ -103,7 +98,7 @@ record DeleteHeavyReport(long nodes, long leaves, long emptyLeaves, long entries
     /** The report's line of the summary. */
     String line() {
         return String.format(Locale.ROOT, "delete-heavy  the tree keeps %,d nodes (%,d leaves, %,d of them empty) for %,d keys;"
-                        + " a bulk load of %,d keys takes %,d: %.2fx; after a merge pass over every partition %,d nodes"
+                        + " a bulk load of %,d keys takes %,d: %.2fx; after the sweep %,d nodes"
                         + " (%,d leaves): %.2fx (docs/merges.md)",
                 nodes, leaves, emptyLeaves, entries, entries, bulkNodes, ratio(), settledNodes, settledLeaves, settledRatio());
     }

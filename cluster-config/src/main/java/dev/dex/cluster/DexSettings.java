@@ -102,7 +102,7 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                 dex.getDuration("compute.offload.timeout"), positive(dex, "compute.handshake.describe-timeout"),
                 Backoff.fromConfig(dex.getConfig("compute.handshake")), RedoLogSettings.fromConfig(dex.getConfig("compute")),
                 positive(dex, "compute.checkpoint-interval"),
-                probeTimeout(config), positive(dex, "compute.write-back-timeout"), replicas, leave(config));
+                probeTimeout(config), positive(dex, "compute.write-back-timeout"), replicas, leave(config), mergeSweep(config));
         return new DexSettings(fabric, memory, compute, dex.getDuration("client.batch-timeout"),
                 (int) range(dex, "client.window", dex.getInt("client.window"), 1, DexClient.MAX_WINDOW),
                 dex.getDuration("client.request-timeout"), range(dex, "demo.keys", dex.getLong("demo.keys"), 1, 1L << 40),
@@ -128,6 +128,14 @@ public record DexSettings(Fabrics.Spec fabric, MemoryNode.Settings memory, Compu
                     + LeaveDrain.ROUTER_ROOM.toSeconds() + " s under " + phase + " (" + phaseTimeout.toMillis() + " ms): raise that too");
         }
         return new LeaveDrain.Settings(group, timeout);
+    }
+
+    /** dex.compute.merge-sweep: off (zero), or positive. */
+    private static Duration mergeSweep(Config config) {
+        if ("off".equals(config.getValue("dex.compute.merge-sweep").unwrapped())) {
+            return Duration.ZERO;
+        }
+        return positive(config.getConfig("dex"), "compute.merge-sweep");
     }
 
     /** dex.compute.rebalance-probe-timeout: off (zero), or positive and under half of sharding's rebalance interval. */

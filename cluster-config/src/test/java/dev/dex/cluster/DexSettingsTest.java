@@ -48,6 +48,17 @@ class DexSettingsTest {
     }
 
     @Test
+    void theMergeSweepWaitsTwoSecondsByDefaultAndCanBeTurnedOff() {
+        assertEquals(java.time.Duration.ofSeconds(2), DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().mergeSweep());
+        assertEquals(java.time.Duration.ZERO, DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.merge-sweep = off"))).compute().mergeSweep());
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.merge-sweep = -1s")))).getMessage().contains("dex.compute.merge-sweep must be positive"));
+        assertThrows(com.typesafe.config.ConfigException.class, () -> DexSettings.from(DexNodes.config(ConfigFactory.parseString(
+                "dex.compute.merge-sweep = sometimes"))), "neither a duration nor off");
+    }
+
+    @Test
     void aLeaveHandsAtMostSixteenPartitionsOverPerRoundByDefaultWithinTheFirstShutdownPhase() {
         assertEquals(dev.dex.actors.partition.LeaveDrain.Settings.DEFAULTS.group(),
                 DexSettings.from(DexNodes.config(ConfigFactory.empty())).compute().leave().group());

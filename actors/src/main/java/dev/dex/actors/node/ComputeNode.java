@@ -171,16 +171,18 @@ public final class ComputeNode {
      * @param replicas        memory nodes per memory server ({@code dex.memory.replicas}): above 1 the node uses only each
      *                        group's primary, as the replica groups' map names it, and runs the group coordinator's singleton
      * @param leave           how a graceful leave hands the node's partitions over ({@link LeaveDrain})
+     * @param mergeSweep      how long a partition's deletes must have stopped before its leaves are swept ({@link MergeSweep}; 0: never)
      */
     public record Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                            Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
-                           Duration rebalanceProbeTimeout, Duration writeBackTimeout, int replicas, LeaveDrain.Settings leave) {
+                           Duration rebalanceProbeTimeout, Duration writeBackTimeout, int replicas, LeaveDrain.Settings leave,
+                           Duration mergeSweep) {
         /** Memory servers of one replica each ({@code dex.memory.replicas = 1}); a leave's default handoff group. */
         public Settings(int memoryNodes, DexEngineSettings engine, int workerThreads, Duration offloadTimeout,
                         Duration describeTimeout, Backoff handshake, RedoLogSettings redoLog, Duration checkpointInterval,
                         Duration rebalanceProbeTimeout, Duration writeBackTimeout) {
             this(memoryNodes, engine, workerThreads, offloadTimeout, describeTimeout, handshake, redoLog, checkpointInterval,
-                    rebalanceProbeTimeout, writeBackTimeout, 1, LeaveDrain.Settings.DEFAULTS);
+                    rebalanceProbeTimeout, writeBackTimeout, 1, LeaveDrain.Settings.DEFAULTS, MergeSweep.DEFAULT);
         }
 
         /** With the default handshake settings and the redo log on. */
@@ -222,6 +224,7 @@ public final class ComputeNode {
         this.context = context;
         this.timers = timers;
         this.settings = settings;
+        this.sweep = new MergeSweep(settings.mergeSweep());
         this.fabric = fabric;
     }
 
@@ -527,24 +530,7 @@ public final class ComputeNode {
         }
         lastOut = out;
         lastLost = lost;
-        // Per memory server: writes to one that is a member count as this node's own failure only from when it was a
-        // member again (a memory node that just came back has had no time to take the writes yet); writes to one that
-        // is out of the cluster fail on every compute node alike, and leaving would not help.
-        long failingAlone = 0;
-        for (int server : memory.keySet()) {
-            if (out.contains(server)) {
-                memberSince.remove(server);
-                continue;
-            }
-            long back = memberSince.computeIfAbsent(server, s -> now);
-            long failing = engine.writesFailingSinceNanos(server);
-            long unread = replicated == null ? 0 : replicated.readsFailingSinceNanos(server); // no read lease (disni)
-            failing = failing == 0 ? unread : unread == 0 ? failing : Math.min(failing, unread);
-            if (failing != 0) {
-                long alone = Math.max(failing, back);
-                failingAlone = failingAlone == 0 ? alone : Math.min(failingAlone, alone);
-            }
-        }
+        long failingAlone = lostServers.failingAlone(memory.keySet(), out, now, engine, replicated);
         boolean tooLong = since != 0 && now - since > settings.writeBackTimeout().toNanos();
         if (tooLong && failingAlone == 0) {
             // Every compute node fails the same way while a memory node is out of the cluster (it restarts, or the
@@ -572,6 +558,7 @@ public final class ComputeNode {
             waitingForMemory = false;
             context.getLog().info("writes to the memory nodes go through again");
         }
+        sweep.tick(engine, workers);
         if ((since != 0 || engine.pendingUnlocks() > 0) && !repairRunning) {
             repairRunning = true;
             context.pipeToSelf(workers.submit(engine::repair), (left, failure) -> new Repaired(failure));
@@ -588,8 +575,7 @@ public final class ComputeNode {
     private List<String> lastLost = List.of();
     /** Replicated memory servers that lost every replica, marked on the connection. */
     private final LostServers lostServers = new LostServers();
-    /** Per memory server: since when (nanoTime) it has been a reachable member, as health ticks saw it; absent while out. */
-    private final Map<Integer, Long> memberSince = new HashMap<>();
+    private final MergeSweep sweep;
 
     private void onEngines(DexEngine engine, Engines engines) {
         Set<Long> now = new HashSet<>();

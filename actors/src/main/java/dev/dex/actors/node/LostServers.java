@@ -32,6 +32,35 @@ import dev.dex.rdma.RemoteMemory;
 final class LostServers {
     /** Per memory server, the reason it is marked lost on the connection. */
     private final Map<Integer, String> marked = new HashMap<>();
+    /** Per memory server: since when (nanoTime) it has been a reachable member, as health ticks saw it; absent while out. */
+    private final Map<Integer, Long> memberSince = new HashMap<>();
+
+    /**
+     * Since when (nanoTime) this compute node's own writes (or, replicated over disni, reads without a read lease) have
+     * failed to a memory server of {@code servers} that is a member, or 0. Writes to a server count as this node's own
+     * failure only from when it was a member again (a memory node that just came back has had no time to take the
+     * writes yet); writes to one that is {@code out} of the cluster fail on every compute node alike, and leaving would
+     * not help.
+     */
+    long failingAlone(Set<Integer> servers, List<Integer> out, long now, dev.dex.core.cache.DexEngine engine,
+                      dev.dex.rdma.replica.ReplicatedRemoteMemory replicated) {
+        long failingAlone = 0;
+        for (int server : servers) {
+            if (out.contains(server)) {
+                memberSince.remove(server);
+                continue;
+            }
+            long back = memberSince.computeIfAbsent(server, s -> now);
+            long failing = engine.writesFailingSinceNanos(server);
+            long unread = replicated == null ? 0 : replicated.readsFailingSinceNanos(server); // no read lease (disni)
+            failing = failing == 0 ? unread : unread == 0 ? failing : Math.min(failing, unread);
+            if (failing != 0) {
+                long alone = Math.max(failing, back);
+                failingAlone = failingAlone == 0 ? alone : Math.min(failingAlone, alone);
+            }
+        }
+        return failingAlone;
+    }
 
     /** Addresses of the memory nodes that are Up (or WeaklyUp) and reachable, as {@code cluster} sees them now. */
     private static Set<Address> reachableMemoryNodes(Cluster cluster) {

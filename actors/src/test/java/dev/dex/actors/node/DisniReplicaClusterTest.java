@@ -74,7 +74,7 @@ class DisniReplicaClusterTest {
         hosts.add(computeFabric);
         cluster.computeNode(new ComputeNode.Settings(1, DexEngineSettings.dex(1 << 20), 2, Duration.ofSeconds(2), Duration.ofSeconds(5),
                 Backoff.DEFAULTS, RedoLogSettings.ON, Duration.ofSeconds(5), Duration.ofMillis(400), Duration.ofSeconds(10), 2,
-                LeaveDrain.Settings.DEFAULTS), computeFabric, "compute, voter");
+                LeaveDrain.Settings.DEFAULTS, MergeSweep.DEFAULT), computeFabric, "compute, voter");
         DexClientApi client = cluster.client();
         cluster.awaitUp(Duration.ofSeconds(30));
 

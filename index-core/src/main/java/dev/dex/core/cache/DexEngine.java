@@ -316,12 +316,25 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
+     * Sweeps the quiet partitions (docs/merges.md, "Sweeps"): merges over all of each held partition that saw enough
+     * deletes since its last sweep and none for {@code quietNanos} (0: at once), in short pauses. A compute node calls
+     * it every second ({@code dex.compute.merge-sweep}). Returns the partitions whose sweep ended in this call (one that
+     * could not pause its partition goes on at a later call).
+     */
+    public int sweep(long quietNanos) {
+        return merges.sweeps.sweep(quietNanos);
+    }
+
+    /**
      * How long a warm-up may take: it is only worth a short delay of the partition's first batch, so one that keeps
      * restarting (a node another session keeps locked) ends after this with what it read.
      */
     public static final long WARM_LIMIT_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(500);
 
-    /** Leaves merged away, dead leaves reused by splits, and dead leaves left behind at a release or a failed write. */
+    /**
+     * Leaves merged away; dead leaves reused by splits; nodes left behind (merged inner nodes, and leaves a failed write
+     * kept off the free chains); and of the reused leaves, those a previous owner of the partition freed.
+     */
     public long[] mergeCounts() {
         return merges.counts();
     }

@@ -27,7 +27,9 @@ import dev.dex.rdma.VerbBatch;
  * <p><b>When.</b> A delete that leaves its leaf less than a quarter full notes the key ({@link #noteUnderfull}). Once
  * {@link #HINTS_TO_MERGE} keys of a partition are noted, the operation that noted the last one runs a pass over the
  * level-1 nodes above them, after it left the partition ({@link #afterOp}); {@link DexEngine#merge} runs one over the
- * whole partition.
+ * whole partition. Those passes leave leaves between a quarter full and the merged fill that could merge; a
+ * <b>sweep</b> ({@link MergeSweeps}, every second on a compute node) goes over the whole of each partition whose
+ * deletes stopped for a while after enough of them, in short passes ({@link #sweepStep}).
  *
  * <p><b>A pass</b> pauses the partition ({@link HeldPartitions#pauseForMerge}: no operation of it in flight or
  * entering) and drops the cached level-1 and level-2 nodes that span it ({@link Flush#dropSpanningParents}). Then, for
@@ -42,19 +44,21 @@ import dev.dex.rdma.VerbBatch;
  * restarts). A failed write ends the pass; a widened L that P may not show is clipped by its readers and by the next
  * pass.
  *
- * <p><b>Reuse.</b> A dead leaf goes to its partition's free list here, and a split of a leaf inside that partition
- * takes it ({@link #takeFree}) before it allocates. This is safe without epochs: when the pass ends nothing of this
- * engine can reach R (the partition's operations drained, and every frame that could point to R was dropped), and
- * another engine reaches R only through a stale node that spans partitions, for a key outside this partition,
- * which R's new fences (inside the partition) refuse. A reused node is written with a version above its dead image's,
- * so a reader racing that write sees a torn image. The lists are this engine's: a release or abandon forgets them
- * (those nodes leak, {@link #leaked}), since only the partition's owner may reuse them.
+ * <p><b>Reuse.</b> A dead leaf goes on its partition's free chain for its memory server ({@link FreeLeaves}, kept in
+ * remote memory, so that the partition's next owner has it too), and a split of a leaf inside that partition takes it
+ * ({@link #takeFree}) before it allocates. This is safe without epochs: when the pass ends nothing of this engine can
+ * reach R (the partition's operations drained, and every frame that could point to R was dropped), a later owner of
+ * the partition drops every spanning node it cached before it serves, and another engine reaches R only through a
+ * stale node that spans partitions, for a key outside this partition, which R's new fences (inside the partition)
+ * refuse. A reused node is written with a version above its dead image's, so a reader racing that write sees a torn
+ * image.
  *
  * <pre>
- * Concurrency: noteUnderfull is called by any session thread, under the leaf's lock; the hints of a partition
+ * Concurrency: noteUnderfull is called by any session thread, under the leaf's lock (MergeSweeps counts the
+ *   delete there). A sweep's steps take running as any pass does. The hints of a partition
  *   are guarded by their list's monitor. One pass runs at a time per engine (running); it owns the paused
- *   partition's nodes alone. The free lists are guarded by their own monitor: taken by splits of any thread,
- *   filled by the pass, forgotten by release and abandon after the partition stopped being held.
+ *   partition's nodes alone. The free chains are FreeLeaves' (see its Concurrency block): taken by splits of any
+ *   thread, filled by the pass, forgotten by release and abandon after the partition stopped being held.
  * </pre>
  */
 final class Merges {
@@ -74,8 +78,8 @@ final class Merges {
     /** The longest wait between tries to pause a busy partition. */
     static final long MAX_RETRY_NANOS = TimeUnit.SECONDS.toNanos(5);
 
-    /** What a pass did. */
-    record Report(int parents, int merged, int freed, long nanos) {
+    /** What a pass did: nodes it merged under, leaves merged away and freed, leaves it read, whether it paused its partition. */
+    record Report(int parents, int merged, int freed, int leaves, boolean ran, long nanos) {
     }
 
     private final DexEngine engine;
@@ -93,11 +97,14 @@ final class Merges {
     private final AtomicBoolean firstMerge = new AtomicBoolean();
     /** Per partition, when a pass may be tried again after one that could not pause it. */
     private final AtomicLongArray notBefore;
-    /** Per partition: dead leaves and their dead images' versions, by pairs. */
-    private final LongArrayList[] free;
+    /** The dead leaves, per partition and memory server, for reuse. */
+    private final FreeLeaves free;
+    /** The memory server ids' bound, for the pass's per-server arrays. */
+    private final int servers;
     private final AtomicLong merged = new AtomicLong();
-    private final AtomicLong reused = new AtomicLong();
     private final AtomicLong leaked = new AtomicLong();
+    /** The sweeps of quiet partitions, and the deletes they count. */
+    final MergeSweeps sweeps;
 
     Merges(DexEngine engine) {
         this.engine = engine;
@@ -110,17 +117,26 @@ final class Merges {
         this.hintCount = new AtomicIntegerArray(count);
         this.notBefore = new AtomicLongArray(count);
         this.retryNanos = new AtomicLongArray(count);
-        this.free = new LongArrayList[count];
+        this.free = new FreeLeaves(engine.memory, engine.keys, engine.held, engine.partitions);
+        int bound = 0;
+        for (int id : engine.memory.memoryServerIds()) {
+            bound = Math.max(bound, id + 1);
+        }
+        this.servers = bound;
+        this.sweeps = new MergeSweeps(this, engine.held, count);
         for (int p = 0; p < count; p++) {
             notBefore.set(p, System.nanoTime());
             hints.add(new ArrayList<>());
-            free[p] = new LongArrayList();
         }
     }
 
     /** After a delete from {@code leaf} (under its lock): a leaf that became less than a quarter full notes the key. */
     void noteUnderfull(int partition, NodeView leaf, long[] key) {
-        if (leaf.count() != underfull - 1 || partition < 0) {
+        if (partition < 0) {
+            return;
+        }
+        sweeps.noteDelete(partition);
+        if (leaf.count() != underfull - 1) {
             return;
         }
         List<long[]> list = hints.get(partition);
@@ -139,10 +155,27 @@ final class Merges {
             return;
         }
         try {
-            pass(partition, true);
+            pass(partition, true, null);
         } catch (RuntimeException | Error unexpected) {
             // Not the operation's failure: it took effect before. The partition serves on (see pass).
             LOG.error("a merge pass over partition {} failed", partition, unexpected);
+        } finally {
+            running.set(false);
+        }
+    }
+
+    /**
+     * One step of a sweep ({@link MergeSweeps}): a pass over the level-1 nodes at {@code cursor} (up to
+     * {@link MergeSweeps#PARENTS_PER_STEP} of them), which it moves on. Null when another pass runs, or, with
+     * {@code backOff}, a pass over the partition may not be tried yet (one could not pause it lately); a report that did
+     * not run when it could not pause it.
+     */
+    Report sweepStep(int partition, MergeSweeps.Cursor cursor, boolean backOff) {
+        if (backOff && System.nanoTime() - notBefore.get(partition) < 0 || !running.compareAndSet(false, true)) {
+            return null;
+        }
+        try {
+            return pass(partition, false, cursor);
         } finally {
             running.set(false);
         }
@@ -159,7 +192,7 @@ final class Merges {
             Thread.onSpinWait();
         }
         try {
-            return pass(partition, false);
+            return pass(partition, false, null);
         } finally {
             running.set(false);
         }
@@ -172,10 +205,7 @@ final class Merges {
             list.clear();
             hintCount.set(partition, 0);
         }
-        synchronized (free) {
-            leaked.addAndGet(free[partition].size() / 2);
-            free[partition].clear();
-        }
+        free.forget(partition);
     }
 
     /**
@@ -183,24 +213,7 @@ final class Merges {
      * image's version goes to {@code version[0]}.
      */
     long takeFree(int partition, long sibling, long[] version) {
-        if (partition < 0) {
-            return -1;
-        }
-        int server = GlobalAddress.serverId(sibling);
-        synchronized (free) {
-            LongArrayList list = free[partition];
-            for (int i = list.size() - 2; i >= 0; i -= 2) {
-                long address = list.getLong(i);
-                if (GlobalAddress.serverId(address) == server) {
-                    version[0] = list.getLong(i + 1);
-                    list.removeAt(i + 1);
-                    list.removeAt(i);
-                    reused.incrementAndGet();
-                    return address;
-                }
-            }
-        }
-        return -1;
+        return partition < 0 ? -1 : free.take(partition, GlobalAddress.serverId(sibling), version);
     }
 
     /** A dead leaf a split took and then failed to write: left behind. */
@@ -208,19 +221,21 @@ final class Merges {
         leaked.incrementAndGet();
     }
 
-    /** Leaves merged away, dead leaves reused by splits, and dead leaves forgotten at a release. */
+    /**
+     * Leaves merged away; dead leaves reused by splits; nodes left behind (merged inner nodes, and leaves a failed or
+     * interrupted write kept off the free chains); and of the reused, those another owner freed.
+     */
     long[] counts() {
-        return new long[] {merged.get(), reused.get(), leaked.get()};
+        long[] chains = free.counts();
+        return new long[] {merged.get(), chains[0], leaked.get() + chains[2], chains[1]};
     }
 
-    /** Free leaves held for {@code partition}. */
+    /** Free leaves this engine freed in {@code partition} and has not reused. */
     int freeCount(int partition) {
-        synchronized (free) {
-            return free[partition].size() / 2;
-        }
+        return free.linkedCount(partition);
     }
 
-    private Report pass(int partition, boolean hinted) {
+    private Report pass(int partition, boolean hinted, MergeSweeps.Cursor cursor) {
         long start = System.nanoTime();
         passing = partition;
         try {
@@ -229,17 +244,17 @@ final class Merges {
                 long wait = Math.min(MAX_RETRY_NANOS, Math.max(RETRY_NANOS, 2 * retryNanos.get(partition)));
                 retryNanos.set(partition, wait);
                 notBefore.set(partition, System.nanoTime() + wait);
-                return new Report(0, 0, 0, System.nanoTime() - start);
+                return new Report(0, 0, 0, 0, false, System.nanoTime() - start);
             }
             retryNanos.set(partition, 0);
-            return paused(partition, hinted, start);
+            return paused(partition, hinted, cursor, start);
         } finally {
             passing = -1;
         }
     }
 
     /** The pass itself, over the paused {@code partition}; resumes it on every path. */
-    private Report paused(int partition, boolean hinted, long start) {
+    private Report paused(int partition, boolean hinted, MergeSweeps.Cursor cursor, long start) {
         List<long[]> keys = new ArrayList<>();
         if (hinted) {
             List<long[]> list = hints.get(partition);
@@ -269,14 +284,19 @@ final class Merges {
                 for (int i = 0; levels == 2 && i < shrunk.size(); i++) {
                     pass.parentOf(shrunk.get(i), 2);
                 }
+            } else if (cursor != null) {
+                cursor.step(pass, levels);
             } else {
                 for (int level = 1; level <= levels; level++) {
-                    pass.everyParent(level);
+                    pass.everyParent(level, null, Integer.MAX_VALUE);
                 }
             }
         } catch (FabricException failed) {
             // What was written is a valid tree (see the class comment); the partition serves on.
             LOG.debug("merge pass over partition {} ended by a failed verb: {}", partition, failed.toString());
+            if (cursor != null) {
+                cursor.failed = true; // the sweep stops here, and goes on from its cursor later
+            }
         } finally {
             try {
                 if (pass.sharedWritten) {
@@ -287,7 +307,7 @@ final class Merges {
                 engine.held.resumeAfterMerge(partition);
             }
         }
-        Report report = new Report(pass.parents, pass.merged, pass.freed, System.nanoTime() - start);
+        Report report = new Report(pass.parents, pass.merged, pass.freed, pass.leaves, true, System.nanoTime() - start);
         if (report.merged() > 0 && firstMerge.compareAndSet(false, true)) {
             LOG.info("leaf merges begin: a pass over partition {} merged {} sparse leaves under {} nodes in {} µs"
                     + " (docs/merges.md); later passes are logged at debug", partition, report.merged(), report.parents(),
@@ -300,7 +320,7 @@ final class Merges {
     }
 
     /** One pass's state: its scratch images and what it did. */
-    private final class Pass {
+    final class Pass {
         private final int partition;
         private final Flush flush;
         private final RemoteNodes remote;
@@ -313,9 +333,17 @@ final class Merges {
         private final LongArrayList visited = new LongArrayList();
         private final long[] slotLow = new long[words];
         private final long[] slotHigh = new long[words];
+        /** Per memory server: the free chain's first leaf the next dead leaf links to, and whether it was read. */
+        private final long[] link = new long[servers];
+        private final boolean[] linking = new boolean[servers];
+        /** Per memory server: a failed dead write (what follows links through it); the dead leaves to push. */
+        private final boolean[] broken = new boolean[servers];
+        private final LongArrayList[][] pushing = new LongArrayList[servers][];
         int parents;
         int merged;
         int freed;
+        /** Leaves read (under level-1 nodes). */
+        int leaves;
         /** Whether a node spanning partitions was written (or may have been). */
         boolean sharedWritten;
 
@@ -334,20 +362,29 @@ final class Merges {
             return new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
         }
 
-        /** Every node at {@code level} over the partition, left to right, merging its children. */
-        void everyParent(int level) {
+        /**
+         * The nodes at {@code level} over the partition, left to right from the one over {@code from} (null: the
+         * partition's start), merging their children, {@code limit} of them at most. Returns the key to go on from, or
+         * null when the partition's end was reached (or the tree is not that high).
+         */
+        long[] everyParent(int level, long[] from, int limit) {
             long[] key = new long[words];
             long[] end = new long[words];
-            engine.partitions.lowerExclusive(partition, key, words);
-            dev.dex.core.engine.IndexSession.successor(key, words);
+            if (from == null) {
+                engine.partitions.lowerExclusive(partition, key, words);
+                dev.dex.core.engine.IndexSession.successor(key, words);
+            } else {
+                System.arraycopy(from, 0, key, 0, words);
+            }
             engine.partitions.upperInclusive(partition, end, words);
-            while (parentOf(key, level)) {
-                if (parent.compareHighFence(end) <= 0 || parent.highFenceIsInfinite()) {
-                    return; // its high fence reaches the partition's end
+            for (int n = 0; n < limit; n++) {
+                if (!parentOf(key, level) || parent.compareHighFence(end) <= 0 || parent.highFenceIsInfinite()) {
+                    return null; // its high fence reaches the partition's end
                 }
                 parent.highFence(key);
                 dev.dex.core.engine.IndexSession.successor(key, words);
             }
+            return key;
         }
 
         /**
@@ -430,6 +467,9 @@ final class Merges {
             }
             engine.memory.submit(batch);
             batch.throwIfFailed();
+            if (parent.level() == 1) {
+                leaves += batch.size();
+            }
             boolean[] widened = new boolean[n];
             int clipped = 0;
             for (int i = 0; i < n; i++) {
@@ -471,6 +511,17 @@ final class Merges {
             if (deaths == 0 && clipped == 0) {
                 return;
             }
+            // Each dead leaf links to the free chain of its server as it is now (read before any write).
+            java.util.Arrays.fill(linking, false);
+            for (int j = 1; j < n; j++) {
+                if (dead[j] && children[j].isLeaf()) {
+                    int server = GlobalAddress.serverId(children[j].address());
+                    if (!linking[server]) {
+                        linking[server] = true;
+                        link[server] = free.first(partition, server);
+                    }
+                }
+            }
             // The cached images of what changes go: P and the widened and merged children (a child's cached children
             // lose their parent and stay cached).
             for (int i = 0; i < n; i++) {
@@ -511,30 +562,62 @@ final class Merges {
             }
             merged += deaths;
             Merges.this.merged.addAndGet(deaths);
-            // 3. The merged leaves dead: a stale pointer to one finds it covers no key.
+            // 3. The merged leaves dead: a stale pointer to one finds it covers no key. Each dead leaf is linked to the one
+            // before it on its server's free chain; the chain's head moves to the last once they are written (FreeLeaves).
             batch.clear();
             for (int j = 1; j < n; j++) {
                 if (dead[j]) {
                     NodeMerge.kill(children[j]);
+                    if (children[j].isLeaf()) {
+                        int server = GlobalAddress.serverId(children[j].address());
+                        NodeMerge.nextFree(children[j], link[server]);
+                        link[server] = children[j].address();
+                    }
                     children[j].version(children[j].version() + 1);
                     batch.write(children[j].address(), childBuffer, j * NodeHeaderDescriptor.NODE_LENGTH, NodeHeaderDescriptor.NODE_LENGTH);
                 }
             }
             engine.memory.submit(batch);
+            // Per server, the leaves written dead up to the first that may not be: those go on the chain; the others
+            // (linked through one not known dead, or inner nodes, which splits do not reuse) are left behind.
+            java.util.Arrays.fill(broken, false);
+            for (LongArrayList[] lists : pushing) {
+                if (lists != null) {
+                    lists[0].clear();
+                    lists[1].clear();
+                }
+            }
             int slot = 0;
             for (int j = 1; j < n; j++) {
-                if (dead[j]) {
-                    if (batch.failure(slot++) == null && children[j].isLeaf()) {
-                        synchronized (free) {
-                            free[partition].addLong(children[j].address());
-                            free[partition].addLong(children[j].version());
-                        }
-                        freed++;
-                    } else {
-                        // Unreachable, and not reused: an inner node (splits reuse leaves only), or one not known dead.
-                        leaked.incrementAndGet();
+                if (!dead[j]) {
+                    continue;
+                }
+                boolean written = batch.failure(slot++) == null;
+                int server = GlobalAddress.serverId(children[j].address());
+                if (children[j].isLeaf() && written && !broken[server]) {
+                    if (pushing[server] == null) {
+                        pushing[server] = new LongArrayList[] {new LongArrayList(), new LongArrayList()};
+                    }
+                    pushing[server][0].addLong(children[j].address());
+                    pushing[server][1].addLong(children[j].version());
+                    freed++;
+                } else {
+                    broken[server] |= children[j].isLeaf();
+                    leaked.incrementAndGet();
+                }
+            }
+            FabricException headFailed = null;
+            for (int server = 0; server < servers; server++) {
+                if (pushing[server] != null && !pushing[server][0].isEmpty()) {
+                    try {
+                        free.pushed(partition, server, pushing[server][0], pushing[server][1]);
+                    } catch (FabricException failed) {
+                        headFailed = failed; // those leaves leak (FreeLeaves counts them); the other servers' go on
                     }
                 }
+            }
+            if (headFailed != null) {
+                throw headFailed;
             }
             batch.throwIfFailed();
         }

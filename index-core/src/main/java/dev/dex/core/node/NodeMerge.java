@@ -79,4 +79,36 @@ public final class NodeMerge {
         node.buffer().putBytes(node.offset() + node.format().highFenceOffset(), node.buffer(), node.offset() + LOW_FENCE_OFFSET,
                 node.format().bytes());
     }
+
+    /**
+     * Whether {@code node} is a whole dead leaf at {@code address} ({@link #kill}): a leaf, its own address, no entries,
+     * unlocked, an empty range, and equal front and back versions.
+     */
+    public static boolean isDeadLeaf(NodeView node, long address) {
+        if (!node.isLeaf() || node.address() != address || node.count() != 0 || node.lockWord() != 0
+                || node.version() != node.backVersion()) {
+            return false;
+        }
+        int w = node.format().bytes();
+        int base = node.offset();
+        for (int i = 0; i < w; i++) {
+            if (node.buffer().getByte(base + LOW_FENCE_OFFSET + i) != node.buffer().getByte(base + node.format().highFenceOffset() + i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The next leaf of a free chain that the dead leaf {@code node} is on (0: the last), kept in its first payload word,
+     * which a leaf without entries does not use.
+     */
+    public static long nextFree(NodeView node) {
+        return node.buffer().getLong(node.offset() + node.format().headerLength(), java.nio.ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** Sets the dead leaf {@code node}'s next leaf on its free chain ({@link #nextFree}). */
+    public static void nextFree(NodeView node, long next) {
+        node.buffer().putLong(node.offset() + node.format().headerLength(), next, java.nio.ByteOrder.LITTLE_ENDIAN);
+    }
 }

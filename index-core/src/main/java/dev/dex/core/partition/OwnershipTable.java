@@ -19,12 +19,12 @@ import dev.dex.rdma.RemoteMemory;
  * every memory server, root area word at offset 56 (its region's byte 64 + 56 = 120; unused by the superblock
  * on server 0): the address of this server's ownership table, 0 until a compute node first acquires a partition
  *
- * ownership table (whole chunks on that server): a 64-byte header, then one 32-byte entry per partition of the
- * tree, partition p at 64 + 32 x p
- *   0                   8                16          24         64
- *   +-------------------+----------------+-----------+----------+-----------------
- *   | tree incarnation  | entries        | key bytes | unused   | entries ...
- *   +-------------------+----------------+-----------+----------+-----------------
+ * ownership table (whole chunks on that server): a 64-byte header, one 32-byte entry per partition of the tree,
+ * partition p at 64 + 32 x p, then one 8-byte free-leaf head per partition, partition p at (free heads) + 8 x p
+ *   0                   8                16          24           32         64
+ *   +-------------------+----------------+-----------+------------+----------+---------------------------------
+ *   | tree incarnation  | entries        | key bytes | free heads | unused   | entries ... | free-leaf heads ...
+ *   +-------------------+----------------+-----------+------------+----------+---------------------------------
  *   entry:
  *   0               8                 16                24        32
  *   +---------------+-----------------+-----------------+---------+
@@ -39,6 +39,10 @@ import dev.dex.rdma.RemoteMemory;
  *       a fresh one rather than hold the new tree's owners to the old tree's epochs.</li>
  *   <li><b>key bytes</b>: the width of the tree's keys (0 in tables made before widths existed: 8). A request's key
  *       must have it: a node is never read or written in the layout of another width.</li>
+ *   <li><b>free heads</b>: where the free-leaf heads start, from the table's start (0 in tables made before they
+ *       existed: such a server keeps no free leaves across owners). A partition's head is the address of the
+ *       first leaf of the chain of leaves on this server that merges freed in it, 0 when there is none; only
+ *       the partition's owner reads and writes it ({@code FreeLeaves}, docs/merges.md).</li>
  *   <li><b>low, high</b> are bounds on a key's first word (its first 8 bytes), as the partition table keeps them.</li>
  *   <li><b>state</b> is {@link #REGISTERED} once an owner wrote the partition's bounds (0 before).</li>
  *   <li><b>low, high</b>: the partition's key range, {@code (low, high]}, from the partition table the owner read.
@@ -72,6 +76,8 @@ public final class OwnershipTable {
     public static final int ENTRIES_OFFSET = 8;
     /** Table header: the width of the tree's keys in bytes (0: 8). */
     public static final int KEY_BYTES_OFFSET = 16;
+    /** Table header: where the free-leaf heads start, from the table's start (0: the table keeps none). */
+    public static final int FREE_HEADS_OFFSET = 24;
     public static final int HEADER_LENGTH = 64;
     public static final int ENTRY_LENGTH = 32;
     public static final int EPOCH_OFFSET = 0;
@@ -139,7 +145,7 @@ public final class OwnershipTable {
      */
     private static long table(RemoteMemory memory, int server, long incarnation, int partitions, int keyBytes) {
         long pointer = GlobalAddress.of(server, TABLE_POINTER_OFFSET);
-        UnsafeBuffer header = new UnsafeBuffer(new byte[3 * Long.BYTES]);
+        UnsafeBuffer header = new UnsafeBuffer(new byte[4 * Long.BYTES]);
         while (true) {
             long table = memory.readLong(pointer);
             if (table != 0) {
@@ -150,17 +156,38 @@ public final class OwnershipTable {
                     return table;
                 }
             }
-            long length = HEADER_LENGTH + (long) partitions * ENTRY_LENGTH;
+            long heads = HEADER_LENGTH + (long) partitions * ENTRY_LENGTH;
+            long length = heads + (long) partitions * Long.BYTES;
             long chunk = memory.chunkAllocator().chunkLength(server);
             int chunks = (int) ((length + chunk - 1) / chunk);
             long created = memory.chunkAllocator().allocateChunks(server, chunks);
             header.putLong(0, incarnation, ORDER);
             header.putLong(Long.BYTES, partitions, ORDER);
             header.putLong(2 * Long.BYTES, keyBytes, ORDER);
-            memory.write(created + INCARNATION_OFFSET, header, 0, 3 * Long.BYTES);
+            header.putLong(3 * Long.BYTES, heads, ORDER);
+            memory.write(created + INCARNATION_OFFSET, header, 0, 4 * Long.BYTES);
             // Losing this race costs the chunks just taken (once per server and tree); the winner's table is used.
             memory.compareAndSwap(pointer, table, created);
         }
+    }
+
+    /**
+     * The address of {@code partition}'s free-leaf head on memory server {@code server}, or 0 when that server's
+     * table keeps none (a table made before free heads existed) or has no table yet. Read by the partition's owner,
+     * which registered the partition there ({@link #register}) first.
+     */
+    public static long freeHead(RemoteMemory memory, int server, int partition) {
+        long table = memory.readLong(GlobalAddress.of(server, TABLE_POINTER_OFFSET));
+        if (table == 0) {
+            return 0;
+        }
+        UnsafeBuffer header = new UnsafeBuffer(new byte[3 * Long.BYTES]);
+        memory.read(table + ENTRIES_OFFSET, header, 0, 3 * Long.BYTES);
+        long heads = header.getLong(2 * Long.BYTES, ORDER);
+        if (heads == 0 || partition < 0 || partition >= header.getLong(0, ORDER)) {
+            return 0;
+        }
+        return table + heads + (long) partition * Long.BYTES;
     }
 
     /**

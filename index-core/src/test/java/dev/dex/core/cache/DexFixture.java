@@ -147,7 +147,7 @@ final class DexFixture implements AutoCloseable {
         return model;
     }
 
-    /** Validates every engine's cache, flushes them all, then validates the remote tree and returns it. */
+    /** Validates every engine's cache, flushes them all, then validates the remote tree and its free leaves, and returns it. */
     TreeMap<Long, Long> validateFlushAndRead() {
         engines.forEach(CacheValidator::validate);
         engines.forEach(DexEngine::close);
@@ -159,6 +159,7 @@ final class DexFixture implements AutoCloseable {
         }
         TreeMap<Long, Long> stored = new TreeMap<>();
         TreeValidator.validateWords(admin, (key, value) -> stored.put(wide.fromWords(key, 0), value));
+        FreeLeaves.validate(admin); // every free leaf dead, unreachable, on one chain
         return stored;
     }
 

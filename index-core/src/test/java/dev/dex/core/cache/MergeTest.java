@@ -41,7 +41,7 @@ class MergeTest {
     }
 
     /** Deletes {@code share} of the loaded keys in a seeded random order, through {@code engine}; returns those left. */
-    private static TreeMap<Long, Long> deleteShare(DexFixture fixture, DexEngine engine, double share, long seed) {
+    static TreeMap<Long, Long> deleteShare(DexFixture fixture, DexEngine engine, double share, long seed) {
         TreeMap<Long, Long> model = fixture.initialModel();
         List<Long> keys = new ArrayList<>(model.keySet());
         Collections.shuffle(keys, new java.util.Random(seed));
@@ -56,12 +56,12 @@ class MergeTest {
     }
 
     /** Every key of {@code model} is found with its value, and no other key of the loaded range is. */
-    private static void readsMatch(DexFixture fixture, DexEngine engine, TreeMap<Long, Long> model) {
+    static void readsMatch(DexFixture fixture, DexEngine engine, TreeMap<Long, Long> model) {
         readsMatch(fixture, engine, model, -1);
     }
 
     /** As above, over the keys of {@code partition} only (-1: all). */
-    private static void readsMatch(DexFixture fixture, DexEngine engine, TreeMap<Long, Long> model, int partition) {
+    static void readsMatch(DexFixture fixture, DexEngine engine, TreeMap<Long, Long> model, int partition) {
         try (DexSession session = engine.newSession()) {
             WideKeys.Session s = fixture.wide.of(session);
             for (long key = 1; key <= 2L * fixture.loaded + 2; key++) {
@@ -100,6 +100,81 @@ class MergeTest {
         }
     }
 
+    /**
+     * A sweep passes over a partition only once its deletes stopped for the quiet time, and only after enough of them:
+     * then no two neighbours fit in one merged leaf any more, where the deletes' own passes left many that do.
+     */
+    @Test
+    void aSweepMergesThePartitionsWhoseDeletesStoppedAndOnlyThose() throws InterruptedException {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
+            DexEngine engine = fixture.open(1, CACHED).get(0);
+            TreeMap<Long, Long> model = deleteShare(fixture, engine, 0.9, 19);
+            assertTrue(mergeableNeighbours(fixture, engine.merges) > 0, "the deletes' passes leave neighbours that fit in one");
+            long quiet = TimeUnit.MILLISECONDS.toNanos(300);
+            assertEquals(0, engine.sweep(quiet), "not swept while the deletes have only just stopped");
+            Thread.sleep(400);
+            assertEquals(fixture.table.count(), engine.sweep(quiet), "every partition swept once quiet");
+            assertEquals(0, mergeableNeighbours(fixture, engine.merges), "no two neighbours of one partition fit in one node");
+            assertEquals(0, engine.sweep(0), "nothing to sweep without new deletes");
+            readsMatch(fixture, engine, model);
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /**
+     * A sweep over a partition of many level-1 nodes pauses it once per {@link MergeSweeps#PARENTS_PER_STEP} of them,
+     * not once for all; and it merges all the same.
+     */
+    @Test
+    void aSweepPausesAPartitionForAFewLevelOneNodesAtATime() {
+        try (DexFixture fixture = new DexFixture(1, 3, 200_000, 1, true, 0)) {
+            DexEngine engine = fixture.open(1, CACHED).get(0);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            try (DexSession session = engine.newSession()) {
+                WideKeys.Session s = fixture.wide.of(session);
+                for (long key = 2; key <= 2L * fixture.loaded; key += 4) { // every other key: no leaf under a quarter
+                    assertTrue(s.delete(key), "delete " + key);
+                    model.remove(key);
+                }
+            }
+            long levelOne = TreeValidator.validate(fixture.admin).nodesPerLevel()[1];
+            assertEquals(1, engine.sweep(0), "the partition swept");
+            long steps = engine.merges.sweeps.steps();
+            assertTrue(steps >= levelOne / MergeSweeps.PARENTS_PER_STEP && steps > 1,
+                    steps + " steps over " + levelOne + " level-1 nodes");
+            assertTrue(engine.merges.counts()[0] > 0, "merged");
+            assertEquals(0, mergeableNeighbours(fixture, engine.merges), "no two neighbours of one partition fit in one node");
+            readsMatch(fixture, engine, model);
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /** Under deletes that never stop for the quiet time, a due partition is swept all the same, later. */
+    @Test
+    void aPartitionWhoseDeletesNeverStopIsSweptLater() throws InterruptedException {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 1, true, 0)) {
+            DexEngine engine = fixture.open(1, CACHED).get(0);
+            TreeMap<Long, Long> model = fixture.initialModel();
+            long quiet = TimeUnit.MILLISECONDS.toNanos(40); // latest: 30 quiet times, 1.2 s
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            int swept = 0;
+            try (DexSession session = engine.newSession()) {
+                WideKeys.Session s = fixture.wide.of(session);
+                // Every other key, one every 2 ms: never 40 ms without a delete, but enough of them to be due.
+                for (long key = 2; swept == 0; key += 4) {
+                    assertTrue(key <= 2L * fixture.loaded && System.nanoTime() < deadline, "swept while deleting: " + swept);
+                    assertTrue(s.delete(key), "delete " + key);
+                    model.remove(key);
+                    swept += engine.sweep(quiet);
+                    Thread.sleep(2);
+                }
+            }
+            assertTrue(engine.merges.counts()[0] > 0, "merged");
+            readsMatch(fixture, engine, model);
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
     @Test
     void splitsReuseTheLeavesAMergeFreed() {
         try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
@@ -134,7 +209,7 @@ class MergeTest {
     }
 
     /** Writes to one address fail (after being applied, with {@code applied}) while switched on. */
-    private static final class FailingWrites extends ForwardingRemoteMemory {
+    static final class FailingWrites extends ForwardingRemoteMemory {
         volatile long failAddress = -1;
         volatile boolean applied;
         volatile int failed;
@@ -157,7 +232,7 @@ class MergeTest {
     }
 
     /** The engines' connections {@link #open} makes from now on, each wrapped to fail writes to one address. */
-    private static List<FailingWrites> failingConnections(DexFixture fixture) {
+    static List<FailingWrites> failingConnections(DexFixture fixture) {
         List<FailingWrites> connections = new ArrayList<>();
         fixture.connectionWrapper = memory -> {
             FailingWrites failing = new FailingWrites(memory);
@@ -223,7 +298,7 @@ class MergeTest {
     }
 
     /** Chunks taken from memory server 0 so far (the region header's counter). */
-    private static long chunksTaken(RemoteMemory admin) {
+    static long chunksTaken(RemoteMemory admin) {
         org.agrona.concurrent.UnsafeBuffer word = new org.agrona.concurrent.UnsafeBuffer(new byte[8]);
         admin.read(dev.dex.rdma.GlobalAddress.of(0, dev.dex.rdma.RegionHeaderDescriptor.NEXT_CHUNK_OFFSET), word, 0, 8);
         return word.getLong(0, java.nio.ByteOrder.LITTLE_ENDIAN);
