@@ -93,6 +93,10 @@ public final class DexMetrics implements Extension {
                     callback.call(sums[3], "inherited");
                 })
                 .register(registry);
+        CounterWithCallback.builder().name("dex_merge_sweeps")
+                .help("Partitions swept after their deletes stopped (dex.compute.merge-sweep, docs/merges.md)")
+                .callback(callback -> callback.call(engines.stream().mapToLong(engine -> engine.mergeCounts()[4]).sum()))
+                .register(registry);
         GaugeWithCallback.builder().name("dex_cache_hit_ratio").help("Hits over node accesses since the node started")
                 .callback(callback -> {
                     long hits = sum(CacheStats::hits);

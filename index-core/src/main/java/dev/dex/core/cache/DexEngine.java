@@ -333,7 +333,8 @@ public final class DexEngine implements PartitionedEngine {
 
     /**
      * Leaves merged away; dead leaves reused by splits; nodes left behind (merged inner nodes, and leaves a failed write
-     * kept off the free chains); and of the reused leaves, those a previous owner of the partition freed.
+     * kept off the free chains); of the reused leaves, those a previous owner of the partition freed; and partitions
+     * swept ({@link #sweep}).
      */
     public long[] mergeCounts() {
         return merges.counts();

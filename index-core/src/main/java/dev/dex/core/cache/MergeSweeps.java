@@ -85,6 +85,14 @@ final class MergeSweeps {
         this.cursors = new Cursor[partitions];
     }
 
+    /** Partitions swept so far (every step of a sweep ran). */
+    private final java.util.concurrent.atomic.AtomicLong sweptTotal = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Partitions swept so far. */
+    long swept() {
+        return sweptTotal.get();
+    }
+
     /** Steps the sweeps ran so far: each paused its partition once. */
     long steps() {
         return steps.get();
@@ -151,6 +159,7 @@ final class MergeSweeps {
                     leavesAtSweep[p] = cursor.leaves;
                     dueSince[p] = 0;
                     swept++;
+                    sweptTotal.incrementAndGet();
                 }
             }
             return swept;

@@ -223,11 +223,11 @@ final class Merges {
 
     /**
      * Leaves merged away; dead leaves reused by splits; nodes left behind (merged inner nodes, and leaves a failed or
-     * interrupted write kept off the free chains); and of the reused, those another owner freed.
+     * interrupted write kept off the free chains); of the reused, those another owner freed; and partitions swept.
      */
     long[] counts() {
         long[] chains = free.counts();
-        return new long[] {merged.get(), chains[0], leaked.get() + chains[2], chains[1]};
+        return new long[] {merged.get(), chains[0], leaked.get() + chains[2], chains[1], sweeps.swept()};
     }
 
     /** Free leaves this engine freed in {@code partition} and has not reused. */
