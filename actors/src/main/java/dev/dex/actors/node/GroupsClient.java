@@ -109,6 +109,6 @@ final class GroupsClient {
         OffloadSettings o = engine.offload();
         return new DexEngineSettings(EngineMode.NO_OFFLOAD, engine.cacheBytes(), engine.coolingRatio(), engine.leafAdmission(),
                 new OffloadSettings(OffloadSettings.Policy.NEVER, o.window(), o.sampleRate(), o.exploreRate(), o.localSearchNanos(),
-                        o.cacheCoefficient()));
+                        o.cacheCoefficient(), o.exploreBudget()));
     }
 }

@@ -12,7 +12,11 @@ import java.util.SplittableRandom;
  * {@code window} decisions take the caching path and the next {@code window} offload, so both averages
  * start from real samples. After that, latencies are sampled with probability
  * {@link OffloadSettings#sampleRate()}, and each decision is flipped with probability
- * {@link OffloadSettings#exploreRate()} so both averages keep up with the load.
+ * {@link OffloadSettings#exploreRate()} so both averages keep up with the load, within a budget
+ * ({@link OffloadSettings#exploreBudget()}): a flipped decision takes the choice the model found slower, which costs
+ * the gap between the two averages, so after one the next waits that gap divided by the budget. At hundreds of
+ * thousands of operations a second, a rate alone made flips a visible share of the time where an offload costs
+ * far more than a miss (docs/offloading.md). A flipped decision is always timed, since learning is what it is for.
  *
  * <p>Not thread-safe: one per compute thread (session), as in the paper.
  */
@@ -21,6 +25,11 @@ public final class CostModel {
     private final Window reads;
     private final Window offloads;
     private long decisions;
+    /** System.nanoTime() of the last flipped decision. */
+    private long lastExplored;
+    private boolean exploredOnce;
+    /** Whether the last decision was flipped (its latency is then timed). */
+    private boolean explored;
 
     public CostModel(OffloadSettings settings) {
         this.settings = settings;
@@ -42,15 +51,36 @@ public final class CostModel {
             double cachePath = (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
             offload = offloads.average() < cachePath;
         }
-        if (random.nextDouble() < settings.exploreRate()) {
+        explored = false;
+        if (random.nextDouble() < settings.exploreRate() && withinBudget(level)) {
+            explored = true;
             offload = !offload;
         }
         return offload;
     }
 
-    /** Whether to time the current remote read or offload (always while bootstrapping). */
+    /**
+     * Whether a flip now keeps the flips within their budget: the time since the last one is at least the gap between
+     * the two choices' averages at {@code level} divided by the budget. Records the flip when it does.
+     */
+    private boolean withinBudget(int level) {
+        double budget = settings.exploreBudget();
+        if (budget == 0 || reads.count == 0 || offloads.count == 0) {
+            return true;
+        }
+        double cachePath = (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
+        long now = System.nanoTime();
+        if (exploredOnce && now - lastExplored < Math.abs(offloads.average() - cachePath) / budget) {
+            return false;
+        }
+        exploredOnce = true;
+        lastExplored = now;
+        return true;
+    }
+
+    /** Whether to time the current remote read or offload (always while bootstrapping, and after a flipped decision). */
     public boolean sample(SplittableRandom random) {
-        return decisions < 2L * settings.window() || random.nextDouble() < settings.sampleRate();
+        return decisions < 2L * settings.window() || explored || random.nextDouble() < settings.sampleRate();
     }
 
     public void recordRead(long nanos) {

@@ -45,8 +45,17 @@ class OffloadTest {
     }
 
     private static DexEngineSettings config(String mode, int frames) {
-        return DexEngineSettings.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(0.3);
+        DexEngineSettings settings = DexEngineSettings.withCache(mode, (long) frames * FrameHeaderDescriptor.FRAME_LENGTH)
+                .withLeafAdmission(0.3);
+        return mode.equals("dex") ? settings.withOffload(EXPLORING) : settings;
     }
+
+    /**
+     * The cost model of the defaults without their explore budget: every decision the explore rate draws is flipped,
+     * so that a dex engine offloads often enough here, where an offload costs more than a miss and the model would
+     * otherwise seldom try one.
+     */
+    private static final OffloadSettings EXPLORING = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 0.01, 40, 1.2);
 
     /** A window of 1: the first eligible miss takes the caching path (bootstrap), the second offloads. */
     private static final OffloadSettings ONE_SAMPLE = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 1, 0.01, 0.0, 40, 1.2);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 
@@ -82,6 +83,50 @@ class CostModelTest {
         assertEquals(0.01, offloaded / (double) decisions, 0.002, "1% of decisions explore the slower choice");
     }
 
+    /**
+     * With a budget, flips cost at most that share of the thread's time: after one, the next waits the gap between the
+     * two choices' averages divided by the budget, however often the explore rate draws; and a flipped decision is
+     * always timed.
+     */
+    @Test
+    void flipsStayWithinTheirBudgetAndAreAlwaysTimed() {
+        OffloadSettings budgeted = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 1.0, 40, 1.2, 0.01);
+        CostModel model = new CostModel(budgeted);
+        SplittableRandom random = new SplittableRandom(6);
+        for (int i = 0; i < 100; i++) {
+            model.shouldOffload(1, random);
+        }
+        for (int i = 0; i < 50; i++) {
+            model.recordRead(2_000);
+            model.recordOffload(100_000);
+        }
+        // At level 1 the caching path costs 2 x (2,000 + 40) x 1.2 = 4,896 ns: a flip (an offload) costs 95,104 ns more,
+        // so with a budget of 1% one flip may come every 9.51 ms.
+        long gapOverBudget = (long) ((100_000 - 4_896) / 0.01);
+        assertTrue(model.shouldOffload(1, random), "the first draw flips");
+        assertTrue(model.sample(random), "a flipped decision is timed");
+        long start = System.nanoTime();
+        int flips = 1;
+        int decisions = 0;
+        while (System.nanoTime() - start < TimeUnit.MILLISECONDS.toNanos(60)) {
+            decisions++;
+            if (model.shouldOffload(1, random)) {
+                flips++;
+            }
+        }
+        long elapsed = System.nanoTime() - start;
+        assertTrue(decisions > 1_000, "the explore rate drew every one of " + decisions + " decisions");
+        assertTrue(flips <= elapsed / gapOverBudget + 1, flips + " flips in " + elapsed / 1_000 + " µs: at most one per "
+                + gapOverBudget / 1_000 + " µs");
+        assertTrue(flips >= 2, "but they go on: " + flips);
+        int timed = 0;
+        for (int i = 0; i < 10_000; i++) {
+            model.shouldOffload(1, random); // within 9.5 ms of the last flip: not flipped
+            timed += model.sample(random) ? 1 : 0;
+        }
+        assertTrue(timed < 300, "decisions that were not flipped are timed at the sample rate: " + timed);
+    }
+
     @Test
     void samplesAboutOnePercentAfterBootstrapping() {
         CostModel model = bootstrapped(1, 1);
@@ -98,6 +143,8 @@ class CostModelTest {
     @Test
     void rejectsBadSettings() {
         assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 0, 0.01, 0.01, 40, 1.2));
+        assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 0.01, 0.01, 40, 1.2, -0.1));
+        assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 0.01, 0.01, 40, 1.2, 1.5));
         assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 1.5, 0.01, 40, 1.2));
         assertThrows(IllegalArgumentException.class, () -> new OffloadSettings(OffloadSettings.Policy.ALWAYS, 50, 0.01, 0.01, 40, 0));
     }
