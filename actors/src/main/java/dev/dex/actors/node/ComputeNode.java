@@ -558,7 +558,7 @@ public final class ComputeNode {
             waitingForMemory = false;
             context.getLog().info("writes to the memory nodes go through again");
         }
-        sweep.tick(engine, workers);
+        sweep.tick(engine, workers, out.isEmpty() && !leavingForHealth);
         if ((since != 0 || engine.pendingUnlocks() > 0) && !repairRunning) {
             repairRunning = true;
             context.pipeToSelf(workers.submit(engine::repair), (left, failure) -> new Repaired(failure));

@@ -15,7 +15,8 @@ import dev.dex.core.cache.DexEngine;
  * ago after enough of them. The merges that deletes start as they go leave leaves that could still merge; the sweep
  * settles what a burst of deletes left once it is over.
  *
- * <p>No sweep starts while the engine's writes fail (the passes would fail too): the health tick retries those first.
+ * <p>No sweep starts while the engine's writes fail, a memory server is out of the cluster, or the node leaves because
+ * its writes fail (the passes would fail too, or hold partitions that are about to move).
  *
  * <p>Concurrency: {@link #tick} runs on the ComputeNode actor; the sweep itself on a worker thread, which logs through
  * this class's own logger, not the actor's. At most one sweep is submitted at a time ({@code running}, cleared when it
@@ -33,9 +34,12 @@ final class MergeSweep {
         this.quietNanos = quiet == null ? 0 : quiet.toNanos();
     }
 
-    /** Submits a sweep to a worker unless sweeps are off, one is running, or the engine's writes fail. */
-    void tick(DexEngine engine, EngineWorkers workers) {
-        if (quietNanos <= 0 || engine.writesFailingSinceNanos() != 0 || !running.compareAndSet(false, true)) {
+    /**
+     * Submits a sweep to a worker unless sweeps are off, one is running, the engine's writes fail, or the node is not
+     * {@code healthy} (a memory server out of the cluster, or the node leaving because its writes fail).
+     */
+    void tick(DexEngine engine, EngineWorkers workers, boolean healthy) {
+        if (quietNanos <= 0 || !healthy || engine.writesFailingSinceNanos() != 0 || !running.compareAndSet(false, true)) {
             return;
         }
         try {

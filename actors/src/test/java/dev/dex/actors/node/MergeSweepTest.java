@@ -50,7 +50,7 @@ class MergeSweepTest {
             // Every partition had 2,500 deletes, over the 256 and 4 per leaf a sweep needs: each is swept once.
             while (sweptLeaves(tree) < leavesBefore / 3) {
                 assertTrue(System.nanoTime() < deadline, "swept within 30 s: " + tree.engine.mergeCounts()[0] + " merged");
-                sweep.tick(tree.engine, tree.workers);
+                sweep.tick(tree.engine, tree.workers, true);
                 Thread.sleep(50);
             }
             long leavesAfter = TreeValidator.validate(tree.admin).nodesPerLevel()[0];
@@ -75,15 +75,21 @@ class MergeSweepTest {
     }
 
     @Test
-    void offNeverSweeps() throws InterruptedException {
+    void offOrUnhealthyNeverSweeps() throws InterruptedException {
         try (LocalTree tree = LocalTree.bulkLoaded(KEYS, PARTITIONS, 2)) {
             deleteEveryOther(tree);
             MergeSweep sweep = new MergeSweep(Duration.ZERO);
             for (int i = 0; i < 5; i++) {
-                sweep.tick(tree.engine, tree.workers);
+                sweep.tick(tree.engine, tree.workers, true);
                 Thread.sleep(50);
             }
             assertEquals(0, tree.engine.mergeCounts()[0], "nothing merged with the sweep off");
+            MergeSweep on = new MergeSweep(Duration.ofMillis(1));
+            for (int i = 0; i < 5; i++) {
+                on.tick(tree.engine, tree.workers, false); // a memory server out, or the node leaving
+                Thread.sleep(50);
+            }
+            assertEquals(0, tree.engine.mergeCounts()[0], "nothing merged while the node is not healthy");
             assertEquals(PARTITIONS, tree.engine.sweep(0), "while a sweep at once goes over every partition");
             assertTrue(tree.engine.mergeCounts()[0] > 0, "and merges");
         }

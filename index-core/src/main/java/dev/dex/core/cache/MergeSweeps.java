@@ -13,10 +13,14 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * trickle that never stops, {@link #LATEST_QUIET_TIMES} quiet times after it became due.
  *
  * <p><b>Short pauses.</b> A sweep goes over a partition in steps: each is a pass of its own ({@link Merges#sweepStep})
- * that pauses the partition for at most {@link #PARENTS_PER_STEP} level-1 nodes and their leaves, then lets its
- * operations run again; a cursor (a key) says where the next step goes on, first at level 1, then at level 2. A step
- * that cannot pause the partition (its operations do not drain) backs off as any pass does, and the sweep goes on
- * from its cursor at a later call. A partition is swept once every step ran, whatever they merged.
+ * that pauses the partition for at most {@link #PARENTS_PER_STEP} level-1 nodes and their leaves; then the sweep
+ * parks as long as the step took (at least {@link #GAP_NANOS}), so that the operations that waited run; a cursor (a
+ * key) says where the next step goes on, first at level 1, then at level 2. A call ends after
+ * {@link #CALL_BUDGET_NANOS} and the next goes on from the cursors, so a worker is not held long. A step that cannot
+ * pause the partition (its operations do not drain), or that ends with a failed verb or a node it could not read,
+ * backs off as any pass does, and the sweep goes on from its cursor at a later call. A partition is swept once every
+ * step ran, whatever they merged. A sweep "at once" (quiet time 0: the caller knows the partitions idle) neither
+ * parks, nor ends early, nor waits for a back-off.
  *
  * <pre>
  * Concurrency: noteDelete is called by any session thread: one atomic add on a cache line of the partition's own.
@@ -35,6 +39,10 @@ final class MergeSweeps {
     static final int LATEST_QUIET_TIMES = 30;
     /** Level-1 nodes a step merges under: the partition's operations wait for that much work at most. */
     static final int PARENTS_PER_STEP = 16;
+    /** The least time a sweep lets a partition's operations run between two of its steps. */
+    static final long GAP_NANOS = java.util.concurrent.TimeUnit.MICROSECONDS.toNanos(100);
+    /** A sweep call that waits for quiet ends after this long, and the next call goes on from the cursors. */
+    static final long CALL_BUDGET_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(100);
     /** Longs between two partitions' delete counters: a cache line each. */
     private static final int STRIDE = 8;
 
@@ -53,7 +61,9 @@ final class MergeSweeps {
             int before = pass.leaves;
             key = pass.everyParent(level, key, PARENTS_PER_STEP);
             leaves += pass.leaves - before;
-            if (key == null && ++level > levels) {
+            if (pass.gaveUp) {
+                failed = true; // on from this key later, not past it
+            } else if (key == null && ++level > levels) {
                 done = true;
             }
         }
@@ -110,6 +120,7 @@ final class MergeSweeps {
         }
         try {
             int swept = 0;
+            long callStart = System.nanoTime();
             for (int p = 0; p < cursors.length; p++) {
                 if (!held.holds(p)) {
                     cursors[p] = null; // a new owner, or this one again later, starts over
@@ -136,21 +147,34 @@ final class MergeSweeps {
                 }
                 Cursor cursor = cursors[p] == null ? new Cursor() : cursors[p];
                 cursors[p] = cursor;
-                while (!cursor.done) {
+                boolean ended = false;
+                while (!cursor.done && !ended) {
                     cursor.failed = false;
+                    long stepStart = System.nanoTime();
                     Merges.Report step;
                     try {
                         step = merges.sweepStep(p, cursor, quietNanos > 0); // at once: the caller knows it idle
-                    } catch (RuntimeException | Error unexpected) {
+                    } catch (RuntimeException unexpected) {
                         LOG.error("a merge sweep over partition {} failed; it is not swept again before more deletes", p, unexpected);
-                        cursor.done = true;
+                        cursors[p] = null;
+                        deletesAtSweep[p] = d;
+                        dueSince[p] = 0;
                         break;
                     }
-                    if (step != null && step.ran()) {
-                        steps.incrementAndGet();
+                    if (step == null || !step.ran()) {
+                        break; // another pass runs, or the partition would not pause: on from the cursor later
                     }
-                    if (step == null || !step.ran() || cursor.failed) {
-                        break; // another pass runs, the partition would not pause, or a verb failed: on from the cursor later
+                    steps.incrementAndGet();
+                    if (cursor.failed) {
+                        merges.backOff(p); // a verb failed, or a node stayed unreadable: on from the cursor later
+                        break;
+                    }
+                    if (quietNanos > 0 && !cursor.done) {
+                        // Between two steps the partition's operations run: as long as the step took, at least 100 µs
+                        // (those that waited wake from 20 µs parks), and this call ends after its time budget.
+                        long took = System.nanoTime() - stepStart;
+                        java.util.concurrent.locks.LockSupport.parkNanos(Math.max(took, GAP_NANOS));
+                        ended = System.nanoTime() - callStart > CALL_BUDGET_NANOS;
                     }
                 }
                 if (cursor.done) {
@@ -160,6 +184,9 @@ final class MergeSweeps {
                     dueSince[p] = 0;
                     swept++;
                     sweptTotal.incrementAndGet();
+                }
+                if (quietNanos > 0 && System.nanoTime() - callStart > CALL_BUDGET_NANOS) {
+                    break; // the rest at the next call
                 }
             }
             return swept;

@@ -241,9 +241,7 @@ final class Merges {
         try {
             if (!engine.held.pauseForMerge(partition, DRAIN_LIMIT_NANOS)) {
                 // Not held (being recovered, say), or busy: the hints stay, and the next try waits, longer each time.
-                long wait = Math.min(MAX_RETRY_NANOS, Math.max(RETRY_NANOS, 2 * retryNanos.get(partition)));
-                retryNanos.set(partition, wait);
-                notBefore.set(partition, System.nanoTime() + wait);
+                backOff(partition);
                 return new Report(0, 0, 0, 0, false, System.nanoTime() - start);
             }
             retryNanos.set(partition, 0);
@@ -251,6 +249,13 @@ final class Merges {
         } finally {
             passing = -1;
         }
+    }
+
+    /** The next pass over {@code partition} waits (a pass from notes, or a sweep's step), longer each time in a row. */
+    void backOff(int partition) {
+        long wait = Math.min(MAX_RETRY_NANOS, Math.max(RETRY_NANOS, 2 * retryNanos.get(partition)));
+        retryNanos.set(partition, wait);
+        notBefore.set(partition, System.nanoTime() + wait);
     }
 
     /** The pass itself, over the paused {@code partition}; resumes it on every path. */
@@ -344,6 +349,8 @@ final class Merges {
         int freed;
         /** Leaves read (under level-1 nodes). */
         int leaves;
+        /** A read of the nodes over a key kept failing validation (a node locked for long, say): not the tree's end. */
+        boolean gaveUp;
         /** Whether a node spanning partitions was written (or may have been). */
         boolean sharedWritten;
 
@@ -365,7 +372,8 @@ final class Merges {
         /**
          * The nodes at {@code level} over the partition, left to right from the one over {@code from} (null: the
          * partition's start), merging their children, {@code limit} of them at most. Returns the key to go on from, or
-         * null when the partition's end was reached (or the tree is not that high).
+         * null when the partition's end was reached (or the tree is not that high); the key it could not read past when
+         * it {@link #gaveUp}.
          */
         long[] everyParent(int level, long[] from, int limit) {
             long[] key = new long[words];
@@ -378,7 +386,10 @@ final class Merges {
             }
             engine.partitions.upperInclusive(partition, end, words);
             for (int n = 0; n < limit; n++) {
-                if (!parentOf(key, level) || parent.compareHighFence(end) <= 0 || parent.highFenceIsInfinite()) {
+                if (!parentOf(key, level)) {
+                    return gaveUp ? key : null;
+                }
+                if (parent.compareHighFence(end) <= 0 || parent.highFenceIsInfinite()) {
                     return null; // its high fence reaches the partition's end
                 }
                 parent.highFence(key);
@@ -419,6 +430,7 @@ final class Merges {
                     }
                 }
             }
+            gaveUp = true;
             return false;
         }
 

@@ -13,26 +13,42 @@ import java.util.SplittableRandom;
  * start from real samples. After that, latencies are sampled with probability
  * {@link OffloadSettings#sampleRate()}, and each decision is flipped with probability
  * {@link OffloadSettings#exploreRate()} so both averages keep up with the load, within a budget
- * ({@link OffloadSettings#exploreBudget()}): a flipped decision takes the choice the model found slower, which costs
- * the gap between the two averages, so after one the next waits that gap divided by the budget. At hundreds of
- * thousands of operations a second, a rate alone made flips a visible share of the time where an offload costs
- * far more than a miss (docs/offloading.md). A flipped decision is always timed, since learning is what it is for.
+ * ({@link OffloadSettings#exploreBudget()}, docs/offloading.md): a flip takes the choice the model found slower, and
+ * what it cost beyond the other choice (its own measured latency against the other's average) is paid off before
+ * the next: after it, the thread flips no other decision for that cost divided by the budget, and never longer than
+ * {@link #MAX_FLIP_WAIT_NANOS}. A flip is always timed, since learning is what it is for; so after the memory side
+ * recovers from a stall the first flip that finds it fast costs nothing and the next ones follow at once, until
+ * the stall's samples have left the window.
  *
  * <p>Not thread-safe: one per compute thread (session), as in the paper.
  */
 public final class CostModel {
+    /** The longest a thread waits between two flips, whatever the last one cost: a stall is noticed to be over by then. */
+    public static final long MAX_FLIP_WAIT_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+
     private final OffloadSettings settings;
+    private final java.util.function.LongSupplier clock;
     private final Window reads;
     private final Window offloads;
     private long decisions;
-    /** System.nanoTime() of the last flipped decision. */
-    private long lastExplored;
-    private boolean exploredOnce;
-    /** Whether the last decision was flipped (its latency is then timed). */
+    /** clock time of the last flipped decision, once there was one. */
+    private long lastFlip;
+    private boolean flipped;
+    /** What the last flip cost beyond the other choice, in ns (its measured latency once recorded). */
+    private double flipCost;
+    /** A flip whose latency is not recorded yet (it is timed), whether it offloaded, and at which level. */
     private boolean explored;
+    private boolean exploredOffload;
+    private int exploredLevel;
 
     public CostModel(OffloadSettings settings) {
+        this(settings, System::nanoTime);
+    }
+
+    /** A model that reads the time from {@code clock} (tests). */
+    CostModel(OffloadSettings settings, java.util.function.LongSupplier clock) {
         this.settings = settings;
+        this.clock = clock;
         this.reads = new Window(settings.window());
         this.offloads = new Window(settings.window());
     }
@@ -48,33 +64,37 @@ public final class CostModel {
         if (reads.count == 0 || offloads.count == 0) {
             offload = offloads.count == 0;
         } else {
-            double cachePath = (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
-            offload = offloads.average() < cachePath;
+            offload = offloads.average() < cachePath(level);
         }
         explored = false;
-        if (random.nextDouble() < settings.exploreRate() && withinBudget(level)) {
-            explored = true;
+        if (random.nextDouble() < settings.exploreRate() && withinBudget()) {
             offload = !offload;
+            explored = true;
+            exploredOffload = offload;
+            exploredLevel = level;
+            // Until its latency is recorded, the flip is charged the gap between the two averages.
+            flipCost = reads.count == 0 || offloads.count == 0 ? 0 : Math.abs(offloads.average() - cachePath(level));
         }
         return offload;
     }
 
-    /**
-     * Whether a flip now keeps the flips within their budget: the time since the last one is at least the gap between
-     * the two choices' averages at {@code level} divided by the budget. Records the flip when it does.
-     */
-    private boolean withinBudget(int level) {
+    /** The caching path's estimated cost at {@code level}: {@code (L + 1) * (l_o + l_s) * c}. */
+    private double cachePath(int level) {
+        return (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
+    }
+
+    /** Whether a flip now keeps the flips within their budget (see the class comment); records it when it does. */
+    private boolean withinBudget() {
         double budget = settings.exploreBudget();
-        if (budget == 0 || reads.count == 0 || offloads.count == 0) {
+        if (budget == 0) {
             return true;
         }
-        double cachePath = (level + 1) * (reads.average() + settings.localSearchNanos()) * settings.cacheCoefficient();
-        long now = System.nanoTime();
-        if (exploredOnce && now - lastExplored < Math.abs(offloads.average() - cachePath) / budget) {
+        long now = clock.getAsLong();
+        if (flipped && now - lastFlip < Math.min(flipCost / budget, MAX_FLIP_WAIT_NANOS)) {
             return false;
         }
-        exploredOnce = true;
-        lastExplored = now;
+        flipped = true;
+        lastFlip = now;
         return true;
     }
 
@@ -85,10 +105,22 @@ public final class CostModel {
 
     public void recordRead(long nanos) {
         reads.add(nanos);
+        if (explored && !exploredOffload) {
+            explored = false; // a flip to the caching path: its gap against the offload average stands as its cost
+        }
     }
 
     public void recordOffload(long nanos) {
         offloads.add(nanos);
+        flipOffloaded(nanos);
+    }
+
+    /** A flipped offload's latency: its cost beyond the caching path. */
+    private void flipOffloaded(long nanos) {
+        if (explored && exploredOffload) {
+            explored = false;
+            flipCost = reads.count == 0 ? 0 : Math.max(0, nanos - cachePath(exploredLevel));
+        }
     }
 
     /**
@@ -99,6 +131,7 @@ public final class CostModel {
     public void recordFailedOffload(long nanos, int level) {
         double cachePath = reads.count == 0 ? 0 : (level + 1) * (reads.average() + settings.localSearchNanos());
         offloads.add(nanos + (long) cachePath);
+        flipOffloaded(nanos + (long) cachePath);
     }
 
     /** Moving average of a remote read, or NaN before the first sample. */

@@ -413,9 +413,10 @@ class MergeTest {
 
     /**
      * Threads delete most of their keys and insert others back, on C engines with small caches, while the engines merge
-     * what the deletes leave sparse and their splits reuse the leaves merged away. Thread t alone writes the keys
-     * {@code k} with {@code k % threads == t}; its map is the model. Ends with the cache validator, a flush, the tree
-     * validator and the comparison.
+     * what the deletes leave sparse and their splits reuse the leaves merged away, and a thread of its own sweeps the
+     * engines all along (with a quiet time of 1 ns, so that the partitions are swept in steps, with parks between
+     * them, as soon as they are due or late). Thread t alone writes the keys {@code k} with {@code k % threads == t};
+     * its map is the model. Ends with the cache validator, a flush, the tree validator and the comparison.
      */
     @ParameterizedTest(name = "engines={0} threads={1} frames={2} P_A={3} leafFences={4} redoLog={5}")
     @CsvSource({
@@ -455,12 +456,32 @@ class MergeTest {
                 workers.add(worker);
                 worker.start();
             }
+            java.util.concurrent.atomic.AtomicBoolean churning = new java.util.concurrent.atomic.AtomicBoolean(true);
+            Thread sweeper = new Thread(() -> {
+                try {
+                    start.await();
+                    while (churning.get()) {
+                        for (DexEngine engine : list) {
+                            engine.sweep(1);
+                        }
+                        Thread.sleep(1);
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "dex-merge-stress-sweeper");
+            sweeper.start();
             start.countDown();
             for (Thread worker : workers) {
                 worker.join(TimeUnit.MINUTES.toMillis(3));
                 assertFalse(worker.isAlive(), worker.getName() + " did not finish");
             }
+            churning.set(false);
+            sweeper.join(TimeUnit.MINUTES.toMillis(1));
+            assertFalse(sweeper.isAlive(), "the sweeper did not finish");
             assertNull(failure.get(), () -> "worker failed: " + failure.get());
+            long swept = list.stream().mapToLong(e -> e.merges.sweeps.steps()).sum();
+            assertTrue(swept > 0, "sweeps ran steps beside the churn: " + swept);
             long merged = 0;
             long reused = 0;
             for (DexEngine engine : list) {

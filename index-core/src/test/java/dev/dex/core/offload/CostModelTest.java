@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.SplittableRandom;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
 
@@ -83,48 +82,92 @@ class CostModelTest {
         assertEquals(0.01, offloaded / (double) decisions, 0.002, "1% of decisions explore the slower choice");
     }
 
-    /**
-     * With a budget, flips cost at most that share of the thread's time: after one, the next waits the gap between the
-     * two choices' averages divided by the budget, however often the explore rate draws; and a flipped decision is
-     * always timed.
-     */
-    @Test
-    void flipsStayWithinTheirBudgetAndAreAlwaysTimed() {
-        OffloadSettings budgeted = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 1.0, 40, 1.2, 0.01);
-        CostModel model = new CostModel(budgeted);
+    /** A model with a budget of 1% whose every decision the explore rate draws, past bootstrapping, on {@code clock}. */
+    private static CostModel budgeted(long[] clock, long readNanos, long offloadNanos) {
+        OffloadSettings settings = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 1.0, 40, 1.2, 0.01);
+        CostModel model = new CostModel(settings, () -> clock[0]);
         SplittableRandom random = new SplittableRandom(6);
         for (int i = 0; i < 100; i++) {
             model.shouldOffload(1, random);
         }
         for (int i = 0; i < 50; i++) {
-            model.recordRead(2_000);
-            model.recordOffload(100_000);
+            model.recordRead(readNanos);
+            model.recordOffload(offloadNanos);
         }
+        return model;
+    }
+
+    /**
+     * With a budget, a flip that is not timed is charged the gap between the two averages: the next waits that gap
+     * over the budget, however often the explore rate draws; and a flipped decision is always timed.
+     */
+    @Test
+    void flipsStayWithinTheirBudgetAndAreAlwaysTimed() {
+        long[] clock = {0};
+        CostModel model = budgeted(clock, 2_000, 100_000);
+        SplittableRandom random = new SplittableRandom(7);
         // At level 1 the caching path costs 2 x (2,000 + 40) x 1.2 = 4,896 ns: a flip (an offload) costs 95,104 ns more,
-        // so with a budget of 1% one flip may come every 9.51 ms.
-        long gapOverBudget = (long) ((100_000 - 4_896) / 0.01);
+        // so with a budget of 1% one flip may come every 9.5104 ms.
         assertTrue(model.shouldOffload(1, random), "the first draw flips");
         assertTrue(model.sample(random), "a flipped decision is timed");
-        long start = System.nanoTime();
         int flips = 1;
-        int decisions = 0;
-        while (System.nanoTime() - start < TimeUnit.MILLISECONDS.toNanos(60)) {
-            decisions++;
-            if (model.shouldOffload(1, random)) {
-                flips++;
-            }
+        for (int i = 0; i < 100_000; i++) { // 100 ms, one decision a microsecond
+            clock[0] += 1_000;
+            flips += model.shouldOffload(1, random) ? 1 : 0;
         }
-        long elapsed = System.nanoTime() - start;
-        assertTrue(decisions > 1_000, "the explore rate drew every one of " + decisions + " decisions");
-        assertTrue(flips <= elapsed / gapOverBudget + 1, flips + " flips in " + elapsed / 1_000 + " µs: at most one per "
-                + gapOverBudget / 1_000 + " µs");
-        assertTrue(flips >= 2, "but they go on: " + flips);
+        assertEquals(11, flips, "one flip, then one per 9.5104 ms over 100 ms");
         int timed = 0;
-        for (int i = 0; i < 10_000; i++) {
+        for (int i = 0; i < 5_000; i++) {
             model.shouldOffload(1, random); // within 9.5 ms of the last flip: not flipped
             timed += model.sample(random) ? 1 : 0;
         }
-        assertTrue(timed < 300, "decisions that were not flipped are timed at the sample rate: " + timed);
+        assertTrue(timed < 150, "decisions that were not flipped are timed at the sample rate: " + timed);
+    }
+
+    /**
+     * One offload that timed out (2 s) turns offloading off; once the memory side is fast again, the first flip finds
+     * it so and costs nothing, the next flips follow at once, and offloading is back within the window's 50 flips, not
+     * after the 400 s the gap of the averages over the budget would make it wait.
+     */
+    @Test
+    void offloadingComesBackAsSoonAsTheFlipsFindTheMemorySideFastAgain() {
+        long[] clock = {0};
+        CostModel model = budgeted(clock, 30_000, 30_000); // the caching path costs 72 µs at level 1: offloading wins
+        SplittableRandom random = new SplittableRandom(8);
+        model.recordFailedOffload(2_000_000_000L, 1);
+        int decisions = 0;
+        boolean offloading = false;
+        while (!offloading) {
+            assertTrue(decisions < 200, "offloading back within 200 decisions");
+            clock[0] += 10_000;
+            decisions++;
+            boolean offload = model.shouldOffload(1, random);
+            if (offload) {
+                model.recordOffload(30_000); // a flip to offloading (timed): fast again
+            }
+            offloading = !Double.isNaN(model.offloadNanos()) && model.offloadNanos() < 72_000 && offload;
+        }
+        assertTrue(clock[0] < 10_000_000, "back within 10 ms of simulated time: " + clock[0] / 1_000 + " µs");
+    }
+
+    /** While every flip to offloading times out, the flips come at most every 30 s, not at the explore rate. */
+    @Test
+    void whileFlipsKeepTimingOutTheyWaitTheLongestWaitBetweenThem() {
+        long[] clock = {0};
+        CostModel model = budgeted(clock, 30_000, 30_000);
+        SplittableRandom random = new SplittableRandom(9);
+        model.recordFailedOffload(2_000_000_000L, 1);
+        int flips = 0;
+        for (int i = 0; i < 300_000; i++) { // 300 s, one decision a millisecond
+            clock[0] += 1_000_000;
+            if (model.shouldOffload(1, random)) {
+                flips++;
+                clock[0] += 2_000_000_000L;
+                model.recordFailedOffload(2_000_000_000L, 1);
+            }
+        }
+        long seconds = clock[0] / 1_000_000_000L;
+        assertTrue(flips >= 2 && flips <= seconds / 30 + 1, flips + " flips in " + seconds + " s: one per 30 s at most");
     }
 
     @Test
