@@ -85,16 +85,7 @@ class CostModelTest {
     /** A model with a budget of 1% whose every decision the explore rate draws, past bootstrapping, on {@code clock}. */
     private static CostModel budgeted(long[] clock, long readNanos, long offloadNanos) {
         OffloadSettings settings = new OffloadSettings(OffloadSettings.Policy.COST_MODEL, 50, 0.01, 1.0, 40, 1.2, 0.01);
-        CostModel model = new CostModel(settings, () -> clock[0]);
-        SplittableRandom random = new SplittableRandom(6);
-        for (int i = 0; i < 100; i++) {
-            model.shouldOffload(1, random);
-        }
-        for (int i = 0; i < 50; i++) {
-            model.recordRead(readNanos);
-            model.recordOffload(offloadNanos);
-        }
-        return model;
+        return bootstrapped(new CostModel(settings, () -> clock[0]), readNanos, offloadNanos);
     }
 
     /**
@@ -193,7 +184,11 @@ class CostModelTest {
     }
 
     private static CostModel bootstrapped(long readNanos, long offloadNanos) {
-        CostModel model = new CostModel(NO_EXPLORATION);
+        return bootstrapped(new CostModel(NO_EXPLORATION), readNanos, offloadNanos);
+    }
+
+    /** {@code model} past its bootstrapping (its decisions then take no random draw), with full windows of these samples. */
+    private static CostModel bootstrapped(CostModel model, long readNanos, long offloadNanos) {
         SplittableRandom random = new SplittableRandom(9);
         for (int i = 0; i < 100; i++) {
             model.shouldOffload(1, random);
