@@ -7,6 +7,9 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.log.RedoLog;
 import dev.dex.core.log.RedoLogDescriptor;
 import dev.dex.core.node.LeafOps;
+import dev.dex.core.node.NodeView;
+import dev.dex.core.tree.RemoteNodes;
+import dev.dex.rdma.VerbBatch;
 
 /**
  * One session's writes on their way to their partitions' redo logs ({@code docs/durability.md}): each write takes
@@ -36,6 +39,11 @@ final class GroupCommit {
     private RedoLog pendingLog;
     private int pendingPartition;
     private final CRC32C crc = new CRC32C();
+    /** The verbs of {@link #writeBeside}: a page write and its record; replaced when a run of it threw. */
+    private VerbBatch beside = new VerbBatch(2);
+    /** The log and LSN of the record {@link #writeBeside} wrote beside its page; waited for by {@link #afterWrite}. */
+    private RedoLog besideLog;
+    private long besideLsn;
     /**
      * The logs of the partitions this batch read ({@code reads} of them), and for each the last LSN its reads may have
      * seen (see noteRead); waited for at the commit, never in the middle of a batch.
@@ -84,6 +92,68 @@ final class GroupCommit {
         pendingCount++;
         pendingLog = log;
         pendingPartition = partition;
+    }
+
+    /**
+     * Whether the write about to be recorded on {@code partition} may go {@link #writeBeside beside} its page write at
+     * {@code page}: outside a batch, with no other record pending, on a partition that is logged, and with the page on
+     * the log's memory server. The write takes its LSN before its page write; were the page on another server, a page
+     * write that hangs there would leave a hole in the log and hold up every commit of the partition, where before it
+     * held up only its own operation. On the log's server a hang stops the log all the same.
+     */
+    boolean canWriteBeside(int partition, long page) {
+        RedoLog log;
+        return !batching && pendingCount == 0 && (log = engine.held.logs.get(partition)) != null
+                && dev.dex.rdma.GlobalAddress.serverId(page) == log.serverId();
+    }
+
+    /**
+     * The write-through of an uncached owned leaf whose write was just {@link #record recorded}, the only record
+     * pending (see {@link #canWriteBeside}): the page write and the record go to the fabric together, so the write
+     * waits for one round trip, not two (docs/durability.md, "A record beside its page"). Both are writes only this
+     * owner makes, to different places; neither needs the other first (a crash after either alone leaves a write that
+     * was not acknowledged, and a replay of its record only redoes it). When the record cannot go without a wait
+     * ({@link RedoLog#appendInto}), the page goes alone and the record follows in {@link #afterWrite}, as without this.
+     * A record whose write failed stays pending too: afterWrite writes it again, to the same slot, with the retries
+     * (and a failover's second run) of {@link #appendAndWait}. Called with the leaf's IO marker held; on success
+     * nothing here waits for another session (the wait for the records before it is afterWrite's, after the markers
+     * are released).
+     *
+     * @throws RuntimeException the page write's failure (or the transport's), thrown once the markers are released
+     *                          and the record is in the log or its log failed: its LSN is handed out, and a record left
+     *                          pending would stall the partition's later commits
+     */
+    void writeBeside(RemoteNodes remote, long address, NodeView leaf) {
+        VerbBatch batch = beside;
+        RuntimeException failed;
+        try {
+            batch.clear();
+            int page = remote.writeUnlocked(batch, address, leaf);
+            long lsn = lsnOf(0);
+            RedoLog log = pendingLog;
+            boolean withRecord = log.appendInto(batch, lsn, pending, 0, 1);
+            remote.submit(batch);
+            if (withRecord && batch.failure(page + 1) == null) {
+                log.appended(lsn, 1);
+                dropPending();
+                besideLog = log;
+                besideLsn = lsn;
+            }
+            failed = batch.failure(page);
+            batch.clear();
+        } catch (RuntimeException thrown) {
+            beside = new VerbBatch(2); // this one may be left started
+            failed = thrown;
+        }
+        if (failed != null) {
+            markers.releaseAll();
+            try {
+                writePending(true);
+            } catch (RuntimeException alsoFailed) {
+                failed.addSuppressed(alsoFailed);
+            }
+            throw failed;
+        }
     }
 
     /**
@@ -165,7 +235,13 @@ final class GroupCommit {
      *                or abandoned meanwhile, and must not wait for that)
      */
     void writePending(boolean entered) {
+        RedoLog wroteBeside = besideLog;
+        besideLog = null;
         if (pendingCount == 0) {
+            if (wroteBeside != null) {
+                // Written beside its page (writeBeside), inside this operation: durable once the records before it are.
+                awaitDurable(wroteBeside, wroteBeside.partition(), besideLsn);
+            }
             return;
         }
         RedoLog log = pendingLog;
@@ -265,6 +341,11 @@ final class GroupCommit {
             }
         }
         dropPending();
+        awaitDurable(log, p, last);
+    }
+
+    /** Waits until record {@code last} of {@code p}'s log is durable; then checkpoints a log more than half full. */
+    private void awaitDurable(RedoLog log, int p, long last) {
         log.awaitDurable(last);
         if (log.length() > log.capacity() / 2) {
             try {

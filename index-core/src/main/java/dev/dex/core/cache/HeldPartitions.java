@@ -235,7 +235,10 @@ final class HeldPartitions {
             return 0;
         }
         synchronized (log.checkpointLock()) {
-            // Every write below this LSN took effect (and marked its page dirty) before it took its LSN.
+            // Every write below this LSN took effect (and marked its page dirty) before it took its LSN. One kind takes its
+            // LSN first: an uncached owned leaf's write whose record goes beside its page (GroupCommit.writeBeside), whose
+            // page write may still be in flight. Its page is not cached, and it is acknowledged only once that write
+            // completed, so a crash that loses the write loses no acknowledged write.
             long lsn = log.nextLsn();
             long pages = new Flush(engine).writeBackPartition(partition);
             if (poisoned(partition)) {

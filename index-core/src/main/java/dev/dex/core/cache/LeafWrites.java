@@ -12,7 +12,8 @@ import dev.dex.core.tree.RemoteNodes;
  * cached leaf under the frame's write lock, marked dirty for lazy write-back; in an uncached shared leaf under the
  * remote lock, written through; in an uncached owned leaf written through as its owner. Every write that takes
  * effect is recorded for the partition's redo log ({@link GroupCommit#record}) while the lock that orders it with
- * other writes of the key is still held.
+ * other writes of the key is still held; outside a batch, an uncached owned leaf's record goes to the log beside its
+ * page write ({@link GroupCommit#writeBeside}).
  *
  * <pre>
  * Concurrency: owned by one {@link DexSession}, so by one thread, on its {@link SessionPath}. A cached leaf is
@@ -94,8 +95,16 @@ final class LeafWrites {
         } else {
             LeafOps.apply(leaf, pos, op, key, newValue);
             leaf.version(leaf.version() + 1);
-            remote.writeUnlocked(address, leaf);
-            tookEffect(partition, leaf, key, newValue, op, logged);
+            if (logged && log.canWriteBeside(partition, address)) {
+                // The record first (its LSN, under the IO marker that orders the leaf's writes), then page and record
+                // together: one round trip.
+                record(partition, key, newValue, op, true);
+                log.writeBeside(remote, address, leaf);
+                noteDelete(partition, leaf, key, op);
+            } else {
+                remote.writeUnlocked(address, leaf);
+                tookEffect(partition, leaf, key, newValue, op, logged);
+            }
         }
         markers.releaseAll();
         return result;
@@ -104,6 +113,11 @@ final class LeafWrites {
     /** A write to {@code leaf} took effect: it is recorded, and a leaf a delete left sparse is noted for a merge ({@link Merges}). */
     private void tookEffect(int partition, NodeView leaf, long[] key, long newValue, int op, boolean logged) {
         record(partition, key, newValue, op, logged);
+        noteDelete(partition, leaf, key, op);
+    }
+
+    /** A delete that took effect notes its leaf for a merge if it left it sparse ({@link Merges}). */
+    private void noteDelete(int partition, NodeView leaf, long[] key, int op) {
         if (op == LeafOps.DELETE) {
             merges.noteUnderfull(partition, leaf, key);
         }

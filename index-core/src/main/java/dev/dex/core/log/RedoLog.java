@@ -28,6 +28,7 @@ import org.agrona.concurrent.UnsafeBuffer;
 import dev.dex.core.node.KeyFormat;
 import dev.dex.rdma.GlobalAddress;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbBatch;
 
 /**
  * One partition's redo log, opened by the compute node that acquires the partition: a ring of fixed-size
@@ -498,6 +499,38 @@ public final class RedoLog {
             }
             completed(from, last);
         }
+    }
+
+    /**
+     * Adds the write of {@link #append} to {@code batch}, to go beside other verbs of the caller (a page write), when it
+     * needs no wait and no skip: the ring has room, the records lie after the checkpoint in one run of slots, and
+     * every record one lap earlier is written. Returns false, adding nothing, otherwise (call {@link #append}). Once the
+     * batch completed, {@link #appended} records the write; a write that failed may be appended again, to the same
+     * slots, by {@link #append} (which, unlike a batch, runs it once more after a failover: {@code OwnedWrites}).
+     */
+    public boolean appendInto(VerbBatch batch, long firstLsn, DirectBuffer records, int offset, int count) {
+        long last = firstLsn + count - 1;
+        int slot = (int) (firstLsn % capacity);
+        // Read once, the fields may be stale when the write lands. The watermark and the room only grow, so a stale
+        // read of them only refuses. A checkpoint that passed firstLsn meanwhile makes the write one append() would
+        // skip; it is harmless: the slot is not reused before this record is marked written (the wait for the record
+        // one lap earlier, awaitWritten).
+        if (abandoned || failure != null || !hasRoom(last) || firstLsn < checkpoint || slot + count > capacity
+                || durable < last - capacity) {
+            return false;
+        }
+        batch.write(slotAddress(slot), records, offset, count * recordLength);
+        return true;
+    }
+
+    /** The memory server that holds this log. */
+    public int serverId() {
+        return GlobalAddress.serverId(address);
+    }
+
+    /** The write {@link #appendInto} added has completed: records {@code firstLsn..firstLsn+count-1} are in the log. */
+    public void appended(long firstLsn, int count) {
+        completed(firstLsn, firstLsn + count - 1);
     }
 
     /**

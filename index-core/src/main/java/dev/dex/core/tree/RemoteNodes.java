@@ -15,6 +15,7 @@ import dev.dex.core.node.KeyFormat;
 import dev.dex.core.node.NodeView;
 import dev.dex.rdma.FabricException;
 import dev.dex.rdma.RemoteMemory;
+import dev.dex.rdma.VerbBatch;
 
 /**
  * The remote side of the node protocol, for one thread: the three-read validated read, the single
@@ -358,6 +359,20 @@ public final class RemoteNodes {
     public void writeUnlocked(long address, NodeView node) {
         node.lockWord(0);
         memory.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+    }
+
+    /**
+     * Adds {@link #writeUnlocked}'s write of {@code node} to {@code batch}, to go to the fabric beside other verbs
+     * ({@link #submit}); returns its slot.
+     */
+    public int writeUnlocked(VerbBatch batch, long address, NodeView node) {
+        node.lockWord(0);
+        return batch.write(address, node.buffer(), node.offset(), NODE_LENGTH);
+    }
+
+    /** Issues every verb of {@code batch} together and waits for them all ({@link RemoteMemory#submit}): never throws for a failed verb. */
+    public void submit(VerbBatch batch) {
+        memory.submit(batch);
     }
 
     /** Releases the remote lock with an 8-byte write of 0; throws when the write fails (see {@link #release}). */
