@@ -330,27 +330,14 @@ class BesideWritesTest {
         }
     }
 
-    /** Holds one thread's next record write until released; then, once dead, fails every verb, as a process that died. */
+    /** Holds one thread's next record write until released. */
     static final class StallingMemory extends ForwardingRemoteMemory {
         volatile Thread stall;
         final java.util.concurrent.CountDownLatch stalled = new java.util.concurrent.CountDownLatch(1);
         final java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-        volatile boolean dead;
 
         StallingMemory(RemoteMemory delegate) {
             super(delegate);
-        }
-
-        private void check() {
-            if (dead) {
-                throw new IllegalStateException("compute node crashed");
-            }
-        }
-
-        @Override
-        public void read(long address, org.agrona.MutableDirectBuffer dst, int dstOffset, int length) {
-            check();
-            super.read(address, dst, dstOffset, length);
         }
 
         @Override
@@ -364,20 +351,7 @@ class BesideWritesTest {
                     Thread.currentThread().interrupt();
                 }
             }
-            check();
             super.write(address, src, srcOffset, length);
-        }
-
-        @Override
-        public long compareAndSwap(long address, long expected, long desired) {
-            check();
-            return super.compareAndSwap(address, expected, desired);
-        }
-
-        @Override
-        public long fetchAndAdd(long address, long delta) {
-            check();
-            return super.fetchAndAdd(address, delta);
         }
     }
 
@@ -390,7 +364,8 @@ class BesideWritesTest {
     @Test
     void aWriteBesideItsRecordWaitsForTheRecordsBeforeIt() throws Exception {
         try (Pool pool = new Pool()) {
-            StallingMemory stalling = new StallingMemory(pool.fabric.connect(0, 1));
+            CrashRecoveryTest.DyingMemory dying = new CrashRecoveryTest.DyingMemory(pool.fabric.connect(0, 1), Long.MAX_VALUE);
+            StallingMemory stalling = new StallingMemory(dying);
             WatchedMemory memory = new WatchedMemory(stalling);
             DexEngine a = pool.open(memory);
             long[] keys;
@@ -433,7 +408,7 @@ class BesideWritesTest {
             writerA.join(300);
             assertTrue(writerA.isAlive() && !acknowledged.get(), "A's second write was acknowledged while B's record before it"
                     + " was not in the log");
-            stalling.dead = true;
+            dying.kill();
             stalling.release.countDown();
             writerA.join(10_000);
             writerB.join(10_000);

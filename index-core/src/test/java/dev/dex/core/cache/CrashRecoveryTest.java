@@ -57,6 +57,11 @@ class CrashRecoveryTest {
             return budget.get() < 0;
         }
 
+        /** Dies now, whatever is left of the budget. */
+        void kill() {
+            budget.set(-1);
+        }
+
         @Override
         public void read(long address, org.agrona.MutableDirectBuffer dst, int dstOffset, int length) {
             if (dead()) {
