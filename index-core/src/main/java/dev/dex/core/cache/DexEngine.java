@@ -101,8 +101,8 @@ public final class DexEngine implements PartitionedEngine {
     private final AtomicInteger sessionIds = new AtomicInteger();
     final CopyOnWriteArrayList<DexSession> sessions = new CopyOnWriteArrayList<>();
     final AtomicLong dirtyFrames = new AtomicLong();
-    /** Counters of sessions already closed. */
-    private final java.util.concurrent.atomic.AtomicLongArray closedCounters =
+    /** Counters of sessions already closed, and those of no session (frames dropped: Flush). */
+    final java.util.concurrent.atomic.AtomicLongArray closedCounters =
             new java.util.concurrent.atomic.AtomicLongArray(CacheStats.COUNTERS);
 
     /** The root node's address as this engine knows it; only ever moved forward, by compare-and-set. */

@@ -368,6 +368,7 @@ final class Flush {
             }
         }
         engine.returnFrame(frame);
+        engine.closedCounters.incrementAndGet(CacheStats.DROPS);
         return true;
     }
 

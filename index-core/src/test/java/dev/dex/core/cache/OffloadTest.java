@@ -98,7 +98,7 @@ class OffloadTest {
             offloads += e.stats().offloads();
             fallbacks += e.stats().offloadFallbacks();
         }
-        return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks, 0, 0);
+        return new CacheStats(0, 0, 0, 0, 0, 0, 0, offloads, fallbacks, 0, 0, 0);
     }
 
     @ParameterizedTest(name = "{0} engines={1} frames={2} cooling={3} key bytes={4}")
