@@ -330,31 +330,6 @@ class BesideWritesTest {
         }
     }
 
-    /** Holds one thread's next record write until released. */
-    static final class StallingMemory extends ForwardingRemoteMemory {
-        volatile Thread stall;
-        final java.util.concurrent.CountDownLatch stalled = new java.util.concurrent.CountDownLatch(1);
-        final java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-
-        StallingMemory(RemoteMemory delegate) {
-            super(delegate);
-        }
-
-        @Override
-        public void write(long address, DirectBuffer src, int srcOffset, int length) {
-            if (Thread.currentThread() == stall && length == RECORD) {
-                stall = null;
-                stalled.countDown();
-                try {
-                    release.await();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            super.write(address, src, srcOffset, length);
-        }
-    }
-
     /**
      * Thread A rewrites key k while thread B's record, whose LSN lies between A's two writes, has not reached the log.
      * A's second write, beside its record, must not be acknowledged before B's record is durable: when the node dies
@@ -365,7 +340,7 @@ class BesideWritesTest {
     void aWriteBesideItsRecordWaitsForTheRecordsBeforeIt() throws Exception {
         try (Pool pool = new Pool()) {
             CrashRecoveryTest.DyingMemory dying = new CrashRecoveryTest.DyingMemory(pool.fabric.connect(0, 1), Long.MAX_VALUE);
-            StallingMemory stalling = new StallingMemory(dying);
+            ReadDurabilityTest.HeldLog stalling = new ReadDurabilityTest.HeldLog(dying);
             WatchedMemory memory = new WatchedMemory(stalling);
             DexEngine a = pool.open(memory);
             long[] keys;
@@ -393,7 +368,8 @@ class BesideWritesTest {
             });
             Thread writerB = new Thread(() -> {
                 DexSession s = a.newSession();
-                stalling.stall = Thread.currentThread();
+                stalling.only = Thread.currentThread();
+                stalling.hold = true;
                 try {
                     s.put(j, 2_001); // LSN c + 1: its page is written, its record stalls, then the node dies
                 } catch (RuntimeException died) {
@@ -403,7 +379,7 @@ class BesideWritesTest {
             writerA.start();
             assertTrue(firstDone.await(10, java.util.concurrent.TimeUnit.SECONDS));
             writerB.start();
-            assertTrue(stalling.stalled.await(10, java.util.concurrent.TimeUnit.SECONDS), "B's record write never came");
+            assertTrue(stalling.holding.await(10, java.util.concurrent.TimeUnit.SECONDS), "B's record write never came");
             goOn.countDown();
             writerA.join(300);
             assertTrue(writerA.isAlive() && !acknowledged.get(), "A's second write was acknowledged while B's record before it"

@@ -24,11 +24,15 @@ import dev.dex.rdma.local.LocalFabric;
  * could be shown a value that a crash of the compute node then takes away.
  */
 class ReadDurabilityTest {
-    /** Holds every remote write of 40 bytes (one log record) until released. */
-    private static final class HeldLog extends ForwardingRemoteMemory {
+    /**
+     * Holds every remote write of 40 bytes (one log record) while {@code hold}, of thread {@code only} if set, until
+     * released.
+     */
+    static final class HeldLog extends ForwardingRemoteMemory {
         final CountDownLatch release = new CountDownLatch(1);
         final CountDownLatch holding = new CountDownLatch(1);
         volatile boolean hold;
+        volatile Thread only;
 
         HeldLog(RemoteMemory delegate) {
             super(delegate);
@@ -36,7 +40,8 @@ class ReadDurabilityTest {
 
         @Override
         public void write(long address, DirectBuffer src, int srcOffset, int length) {
-            if (hold && length == dev.dex.core.log.RedoLogDescriptor.RECORD_LENGTH) {
+            Thread holds = only;
+            if (hold && length == dev.dex.core.log.RedoLogDescriptor.RECORD_LENGTH && (holds == null || holds == Thread.currentThread())) {
                 holding.countDown();
                 try {
                     release.await();
