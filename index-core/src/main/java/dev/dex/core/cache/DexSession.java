@@ -266,6 +266,8 @@ public final class DexSession extends WordKeySession {
                         // The memory node applied it; the write's exclusion range and the missed node's marker, held
                         // until the operation ends, still order it with other writes of its keys.
                         leafWrites.record(partition, key, newValue, op, !recovering);
+                    } else {
+                        log.noteRead(partition); // its answer rests on what the leaf held, as a read's (LeafWrites.apply)
                     }
                     log.afterWrite();
                     return LeafOps.result(op, offloader.found());

@@ -58,7 +58,13 @@ final class LeafWrites {
         int pos = leaf.search(key);
         boolean present = pos >= 0;
         if (!LeafOps.changes(op, present)) {
-            return f == NO_FRAME || arena.validate(f, path.versionAt[d]) ? 0 : RESTART;
+            if (f != NO_FRAME && !arena.validate(f, path.versionAt[d])) {
+                return RESTART;
+            }
+            // Its answer (present, or absent) rests on what the leaf holds, perhaps another batch's write not yet in the
+            // log: a batch's commit waits for that as for a read's (GroupCommit#noteRead).
+            log.noteRead(partition);
+            return 0;
         }
         if (!present && leaf.isFull()) {
             return RESTART;

@@ -86,6 +86,86 @@ class ReadDurabilityTest {
     }
 
     /**
+     * A write that changes nothing answers from what the leaf holds, as a read does: an insert of a key another batch
+     * just put is refused "already present", a delete or an update of a key another batch just deleted finds nothing.
+     * If that other write is not yet in the log, a crash could take it away after the answer, so the batch's commit
+     * waits for it as for a read (it did not, until 2026-11-29).
+     */
+    @org.junit.jupiter.params.ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"insert after a put", "delete after a delete", "update after a delete"})
+    void aBatchWhoseWriteChangedNothingBecauseOfAWriteNotYetInTheLogWaitsForIt(String what) throws Exception {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 16L << 20, 64 << 10);
+            RemoteMemory admin = fabric.connect(0);
+            Superblock.format(admin, TreeSettings.defaults());
+            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000));
+            HeldLog memory = new HeldLog(fabric.connect(0));
+            DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
+                    RedoLogSettings.ON);
+            engine.acquire(0);
+            DexSession writer = engine.newSession();
+            DexSession other = engine.newSession();
+            boolean insert = what.startsWith("insert");
+            if (!insert) {
+                writer.put(7, 70); // committed: the key is there, durably
+            }
+            memory.hold = true;
+            CompletableFuture<Boolean> write = CompletableFuture.supplyAsync(() -> insert ? writer.put(7, 70) : writer.delete(7));
+            assertTrue(memory.holding.await(5, TimeUnit.SECONDS), "the writer's record is on its way to the log");
+
+            other.beginBatch();
+            boolean changed = insert ? other.insert(7, 71) : what.startsWith("delete") ? other.delete(7) : other.update(7, 71);
+            assertFalse(changed, what + ": the other write is visible, so this one changes nothing");
+            CompletableFuture<Void> answered = CompletableFuture.runAsync(other::commit);
+            Thread.sleep(200);
+            assertFalse(answered.isDone(), what + ": not answered while the write it rests on is not durable");
+            memory.release.countDown();
+            answered.get(5, TimeUnit.SECONDS);
+            write.get(5, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
+     * The same for an offloaded write: the memory node answers "already present" from a put another batch made there
+     * and has not committed yet (its record waits in that batch, and its operation's exclusion ended with it). The
+     * insert's batch is answered only once that put's record is in the log.
+     */
+    @Test
+    void anOffloadedInsertRefusedBecauseOfAnotherBatchsPutWaitsForThatPutsCommit() throws Exception {
+        try (DexFixture fixture = new DexFixture(2, 2, 20_000, 4, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            java.util.concurrent.atomic.AtomicReference<HeldLog> held = new java.util.concurrent.atomic.AtomicReference<>();
+            fixture.connectionWrapper = memory -> {
+                HeldLog wrapped = new HeldLog(memory);
+                held.set(wrapped);
+                return wrapped;
+            };
+            DexEngineSettings config = DexEngineSettings.withCache("offload-only", 6L * FrameHeaderDescriptor.FRAME_LENGTH)
+                    .withLeafAdmission(0.0);
+            DexEngine engine = fixture.open(1, config, 1).get(0);
+            HeldLog memory = held.get();
+            long key = 1_000; // loaded: every even key
+            DexSession writer = engine.newSession();
+            DexSession other = engine.newSession();
+            long offloads = engine.stats().offloads();
+            writer.beginBatch();
+            writer.put(key, 4_242);
+            other.beginBatch();
+            assertFalse(other.insert(key, 4_343), "the put is applied at the memory node");
+            assertEquals(offloads + 2, engine.stats().offloads(), "both writes went to the memory node: " + engine.stats());
+            memory.hold = true;
+            CompletableFuture<Void> written = CompletableFuture.runAsync(writer::commit);
+            assertTrue(memory.holding.await(5, TimeUnit.SECONDS), "the put's record is on its way to the log");
+            CompletableFuture<Void> answered = CompletableFuture.runAsync(other::commit);
+            Thread.sleep(200);
+            assertFalse(answered.isDone(), "the insert is not answered while the put it was refused for is not durable");
+            memory.release.countDown();
+            written.get(5, TimeUnit.SECONDS);
+            answered.get(5, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
      * A batch that wrote in one partition and then scanned into the next used to wait, in the middle of the scan, for the
      * first partition's log to hold every LSN taken there: its own record among them, which only its commit writes. The
      * batch hung, and so did two batches waiting for each other's records. The reads now wait at the commit, after the
