@@ -262,13 +262,7 @@ public final class DexSession extends WordKeySession {
             while (true) {
                 int d = descend(key, LeafOps.mayAdd(op), false);
                 if (d == Admission.OFFLOADED) {
-                    if (LeafOps.changes(op, offloader.found())) {
-                        // The memory node applied it; the write's exclusion range and the missed node's marker, held
-                        // until the operation ends, still order it with other writes of its keys.
-                        leafWrites.record(partition, key, newValue, op, !recovering);
-                    } else {
-                        log.noteRead(partition); // its answer rests on what the leaf held, as a read's (LeafWrites.apply)
-                    }
+                    leafWrites.offloaded(partition, key, newValue, op, offloader.found(), !recovering);
                     log.afterWrite();
                     return LeafOps.result(op, offloader.found());
                 }

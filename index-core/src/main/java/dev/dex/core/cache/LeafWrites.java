@@ -129,6 +129,19 @@ final class LeafWrites {
         }
     }
 
+    /**
+     * After the memory node ran write {@code op} offloaded ({@code found}: whether it found the key): a change is recorded
+     * (the write's exclusion range and the missed node's marker, held until the operation ends, still order it with
+     * other writes of its keys); no change is noted as a read, as in {@link #apply}.
+     */
+    void offloaded(int partition, long[] key, long newValue, int op, boolean found, boolean logged) {
+        if (LeafOps.changes(op, found)) {
+            record(partition, key, newValue, op, logged);
+        } else {
+            log.noteRead(partition);
+        }
+    }
+
     /** Records a write that has just taken effect, unless this is a replay ({@code logged} false). */
     void record(int partition, long[] key, long newValue, int op, boolean logged) {
         if (logged) {
