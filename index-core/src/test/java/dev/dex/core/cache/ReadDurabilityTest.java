@@ -53,17 +53,28 @@ class ReadDurabilityTest {
         }
     }
 
+    /** Formats a tree of one partition on {@code fabric}'s one memory server; returns a log-holding connection to it. */
+    private static HeldLog onePartition(LocalFabric fabric) {
+        fabric.export(0, 16L << 20, 64 << 10);
+        RemoteMemory admin = fabric.connect(0);
+        Superblock.format(admin, TreeSettings.defaults());
+        PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000));
+        return new HeldLog(fabric.connect(0));
+    }
+
+    /** An engine on {@code memory}, every leaf admitted, holding the partition. */
+    private static DexEngine holding(RemoteMemory memory) {
+        DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
+                RedoLogSettings.ON);
+        engine.acquire(0);
+        return engine;
+    }
+
     @Test
     void aBatchThatReadAWriteNotYetInTheLogWaitsForIt() throws Exception {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 16L << 20, 64 << 10);
-            RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, TreeSettings.defaults());
-            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000));
-            HeldLog memory = new HeldLog(fabric.connect(0));
-            DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
-                    RedoLogSettings.ON);
-            engine.acquire(0);
+            HeldLog memory = onePartition(fabric);
+            DexEngine engine = holding(memory);
             DexSession writer = engine.newSession();
             DexSession reader = engine.newSession();
             assertFalse(reader.lookup(7)); // the root leaf is cached from here on
@@ -95,14 +106,8 @@ class ReadDurabilityTest {
     @org.junit.jupiter.params.provider.ValueSource(strings = {"insert after a put", "delete after a delete", "update after a delete"})
     void aBatchWhoseWriteChangedNothingBecauseOfAWriteNotYetInTheLogWaitsForIt(String what) throws Exception {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 16L << 20, 64 << 10);
-            RemoteMemory admin = fabric.connect(0);
-            Superblock.format(admin, TreeSettings.defaults());
-            PartitionTable.store(admin, PartitionTable.equalWidth(1, 0, 1_000));
-            HeldLog memory = new HeldLog(fabric.connect(0));
-            DexEngine engine = DexEngine.open(memory, DexEngineSettings.withCache("no-offload", 1 << 20).withLeafAdmission(1.0), null,
-                    RedoLogSettings.ON);
-            engine.acquire(0);
+            HeldLog memory = onePartition(fabric);
+            DexEngine engine = holding(memory);
             DexSession writer = engine.newSession();
             DexSession other = engine.newSession();
             boolean insert = what.startsWith("insert");
