@@ -127,7 +127,7 @@ final class GroupCommit {
         VerbBatch batch = beside;
         RuntimeException failed;
         try {
-            batch.clear();
+            // Empty here: every run clears it at its end, or replaces it when it threw.
             int page = remote.writeUnlocked(batch, address, leaf);
             long lsn = lsnOf(0);
             RedoLog log = pendingLog;

@@ -42,7 +42,7 @@ class BesideWritesTest {
     private static final int CHUNK = 4096;
     /** Logs that hold every record of a test without a checkpoint, so that the takeover replays them all. */
     private static final int LOG = 1 << 20;
-    private static final int RECORD = RedoLogDescriptor.recordLength(8);
+    private static final int RECORD = RedoLogDescriptor.RECORD_LENGTH;
 
     /** Counts the batches it is given and what they hold; fails chosen writes once each, before they are applied. */
     static final class WatchedMemory extends ForwardingRemoteMemory {
@@ -137,9 +137,14 @@ class BesideWritesTest {
         }
 
         /** An engine that never admits a leaf (P_A 0): every leaf write is an uncached owned leaf's write-through. */
-        DexEngine open(RemoteMemory memory, DexEngine... gone) {
-            DexEngine engine = DexEngine.open(memory, new DexEngineSettings("no-offload", 256L * FrameHeaderDescriptor.FRAME_LENGTH,
+        private DexEngine engine(RemoteMemory memory) {
+            return DexEngine.open(memory, new DexEngineSettings("no-offload", 256L * FrameHeaderDescriptor.FRAME_LENGTH,
                     DexEngineSettings.DEFAULT_COOLING_RATIO, 0.0), null, RedoLogSettings.ON.withBytes(logBytes));
+        }
+
+        /** {@link #engine}, holding every partition after the engines {@code gone}. */
+        DexEngine open(RemoteMemory memory, DexEngine... gone) {
+            DexEngine engine = engine(memory);
             for (DexEngine dead : gone) {
                 engine.instanceGone(dead.instanceId());
             }
@@ -157,9 +162,7 @@ class BesideWritesTest {
         DexEngine takeOver(DexEngine gone) {
             var log = gone.log(0);
             long records = log.nextLsn() - log.checkpoint();
-            DexEngine engine = DexEngine.open(fabric.connect(0, 1), new DexEngineSettings("no-offload",
-                    256L * FrameHeaderDescriptor.FRAME_LENGTH, DexEngineSettings.DEFAULT_COOLING_RATIO, 0.0), null,
-                    RedoLogSettings.ON.withBytes(logBytes));
+            DexEngine engine = engine(fabric.connect(0, 1));
             engine.instanceGone(gone.instanceId());
             assertTrue(records > 0, "the test needs records after the last checkpoint");
             assertEquals(records, engine.acquireReport(0).replayed(), "records replayed from the log of the engine that vanished");
@@ -173,7 +176,7 @@ class BesideWritesTest {
     }
 
     /** The keys the pool loaded: every tenth, each its own value. Puts of these keys update leaves (no split). */
-    private static TreeMap<Long, Long> load(DexSession s) {
+    private static TreeMap<Long, Long> loaded() {
         TreeMap<Long, Long> model = new TreeMap<>();
         for (long k = 1; k < RANGE; k += 10) {
             model.put(k, k);
@@ -199,7 +202,7 @@ class BesideWritesTest {
             WatchedMemory memory = new WatchedMemory(pool.fabric.connect(0, 1));
             DexEngine a = pool.open(memory);
             try (DexSession s = a.newSession()) {
-                TreeMap<Long, Long> model = load(s);
+                TreeMap<Long, Long> model = loaded();
                 memory.reset();
                 SplittableRandom random = new SplittableRandom(7);
                 int puts = 2_000;
@@ -243,7 +246,7 @@ class BesideWritesTest {
             DexEngine a = pool.open(memory);
             TreeMap<Long, Long> model;
             try (DexSession s = a.newSession()) {
-                model = load(s);
+                model = loaded();
                 memory.reset();
                 memory.failRecords.set(5);
                 for (int i = 0; i < 200; i++) {
@@ -284,7 +287,7 @@ class BesideWritesTest {
             TreeMap<Long, Long> model;
             long[] keys;
             try (DexSession s = a.newSession()) {
-                model = load(s);
+                model = loaded();
                 keys = keysBesideTheLog(s, memory);
                 memory.failPages.set(1);
                 FabricException lost = assertThrows(FabricException.class, () -> s.put(keys[0], 4242));
