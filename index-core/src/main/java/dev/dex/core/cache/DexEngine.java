@@ -58,7 +58,8 @@ import dev.dex.rdma.VerbSnapshot;
 public final class DexEngine implements PartitionedEngine {
     final RemoteMemory memory;
     final DexEngineSettings config;
-    final PartitionTable partitions;
+    /** The partition table served: replaced only while the partitions whose range changed are not entered. */
+    volatile PartitionTable partitions;
     /** The width of the tree's keys (superblock). */
     final KeyFormat keys;
     final int subtreeLevel;
@@ -370,6 +371,22 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
+     * Splits the held {@code partition} at {@code boundary}: it keeps the keys up to the boundary, and a new partition,
+     * which nobody holds yet, takes those above (PartitionSplits). A boundary not inside it is refused (IAE); a partition
+     * not held, not paused or whose table kept changing is not split (ISE).
+     */
+    public SplitReport split(int partition, long boundary) {
+        return PartitionSplits.split(this, partition, boundary);
+    }
+
+    /** A leaf boundary near {@code key} to split {@code partition} at, or {@code Long.MIN_VALUE} (PartitionSplits). */
+    public long splitBoundary(int partition, long key) { return PartitionSplits.boundary(this, partition, key); }
+
+    /** What {@link #split} did: the partition {@code added}, the table version committed, pages written, frames dropped. */
+    public record SplitReport(int partition, int added, long boundary, long version, long pages, long framesDropped, long nanos) {
+    }
+
+    /**
      * Writes every dirty page of a held partition back and advances its log's checkpoint to the LSN the
      * next write will take, so a replay starts there and the ring may reuse what lies behind it. Done when
      * the log fills up, periodically, and at the end of a takeover. Nothing without redo logging.
@@ -664,19 +681,7 @@ public final class DexEngine implements PartitionedEngine {
      */
     public int repair() {
         repairLeftovers();
-        for (int p = 0; p < partitions.count(); p++) {
-            if (held.tryEnter(p)) {
-                try {
-                    if (held.logs.get(p) != null) {
-                        checkpoint(p);
-                    } else {
-                        new Flush(this).writeBackPartition(p);
-                    }
-                } finally {
-                    held.exit(p);
-                }
-            }
-        }
+        held.writeBackAll();
         return pendingUnlocks.size();
     }
 
@@ -685,13 +690,7 @@ public final class DexEngine implements PartitionedEngine {
      * higher figure then means a path that left a frame locked, which would stall every later operation on it.
      */
     public int lockedFrames() {
-        int locked = 0;
-        for (int f = 0; f < arena.frames(); f++) {
-            if (arena.isLocked(f)) {
-                locked++;
-            }
-        }
-        return locked;
+        return arena.lockedCount();
     }
 
     static String describe(NodeView node, long address) {

@@ -37,7 +37,6 @@ public final class DexSession extends WordKeySession {
 
     private final DexEngine engine;
     private final FrameArena arena;
-    private final PartitionTable partitions;
 
     /** The current operation's path and the latches on its nodes. */
     private final SessionPath path;
@@ -88,7 +87,6 @@ public final class DexSession extends WordKeySession {
         super(engine.keys.words());
         this.engine = engine;
         this.arena = engine.arena;
-        this.partitions = engine.partitions;
         this.scanKey = new long[words];
         this.scanStop = new long[words];
         this.remote = new RemoteNodes(engine.memory, tag, engine::lockHolderGone, engine.pendingUnlocks);
@@ -154,7 +152,7 @@ public final class DexSession extends WordKeySession {
         try {
             beginOp(Admission.NO_OFFLOAD, 0);
             while (n < count) {
-                int p = partitions.partitionOf(key);
+                int p = engine.partitions.partitionOf(key);
                 if (p != partition && onePartition) {
                     break;
                 }
@@ -163,7 +161,7 @@ public final class DexSession extends WordKeySession {
                     log.noteRead(partition);
                     engine.held.exit(partition);
                     partition = -1;
-                    if (!engine.held.tryEnter(p)) {
+                    if (!engine.held.tryEnter(p, key)) {
                         break;
                     }
                     partition = p;
@@ -175,7 +173,7 @@ public final class DexSession extends WordKeySession {
                     continue;
                 }
                 NodeView leaf = path.viewAt[d]; // it stops at the leaf's high fence or its partition's end, the first
-                partitions.upperInclusive(partition, scanStop, words);
+                engine.partitions.upperInclusive(partition, scanStop, words);
                 if (leaf.compareHighFence(scanStop) > 0) {
                     leaf.highFence(scanStop);
                 }

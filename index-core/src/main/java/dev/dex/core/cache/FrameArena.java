@@ -221,4 +221,15 @@ final class FrameArena {
     void unpin(int frame) {
         segment(frame).getAndAddInt(base(frame) + PINS_OFFSET, -1);
     }
+
+    /** Frames whose local lock is held right now (see DexEngine.lockedFrames). */
+    int lockedCount() {
+        int locked = 0;
+        for (int f = 0; f < frames(); f++) {
+            if (isLocked(f)) {
+                locked++;
+            }
+        }
+        return locked;
+    }
 }

@@ -77,14 +77,15 @@ public final class FreeLeaves {
     private final RemoteMemory memory;
     private final KeyFormat keys;
     private final HeldPartitions held;
-    private final dev.dex.core.partition.PartitionTable partitions;
+    private final java.util.function.Supplier<dev.dex.core.partition.PartitionTable> partitions;
     /** Per partition, per memory server id. */
     private final Chain[][] chains;
     private final AtomicLong reused = new AtomicLong();
     private final AtomicLong inherited = new AtomicLong();
     private final AtomicLong leaked = new AtomicLong();
 
-    FreeLeaves(RemoteMemory memory, KeyFormat keys, HeldPartitions held, dev.dex.core.partition.PartitionTable partitions) {
+    FreeLeaves(RemoteMemory memory, KeyFormat keys, HeldPartitions held,
+               java.util.function.Supplier<dev.dex.core.partition.PartitionTable> partitions) {
         this.memory = memory;
         this.keys = keys;
         this.held = held;
@@ -93,7 +94,7 @@ public final class FreeLeaves {
         for (int id : memory.memoryServerIds()) {
             servers = Math.max(servers, id + 1);
         }
-        this.chains = new Chain[partitions.count()][servers];
+        this.chains = new Chain[dev.dex.core.partition.PartitionTable.MAX_PARTITIONS][servers];
         for (Chain[] row : chains) {
             for (int s = 0; s < servers; s++) {
                 row[s] = new Chain();
@@ -176,7 +177,7 @@ public final class FreeLeaves {
                     long[] low = new long[keys.words()];
                     leaf.lowFence(low);
                     if (!NodeMerge.isDeadLeaf(leaf, address) || GlobalAddress.serverId(address) != server
-                            || partitions.partitionOf(low) != partition) {
+                            || partitions.get().partitionOf(low) != partition) {
                         LOG.warn("the free leaves of partition {} on memory server {} end early: {} is not a dead leaf of that"
                                 + " partition; the rest of that chain is not reused", partition, server, GlobalAddress.toString(address));
                         chain.first = 0;
@@ -276,7 +277,7 @@ public final class FreeLeaves {
                 pending.add(node.child(i));
             }
         }
-        int partitions = dev.dex.core.partition.PartitionTable.load(memory).count();
+        int partitions = dev.dex.core.partition.PartitionTable.load(memory).idLimit();
         long[] lengths = new long[partitions];
         Set<Long> seen = new HashSet<>();
         for (int server : memory.memoryServerIds()) {

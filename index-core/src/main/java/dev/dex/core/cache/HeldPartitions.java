@@ -40,13 +40,12 @@ import dev.dex.rdma.RemoteMemory;
 final class HeldPartitions {
     private final DexEngine engine;
     private final RemoteMemory memory;
-    private final PartitionTable partitions;
     private final KeyFormat keys;
     private final RedoLogSettings redoLog;
     private final WriteFailures writeFailures;
     private final long instanceId;
-    /** The version of the partition table the engine read at open (see SuperblockDescriptor). */
-    private final long tableVersion;
+    /** The version of the partition table the engine serves ({@code engine.partitions}), see SuperblockDescriptor. */
+    private volatile long tableVersion;
 
     /**
      * state[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
@@ -83,17 +82,22 @@ final class HeldPartitions {
 
     private final AtomicIntegerArray state;
     private final AtomicLongArray inFlight;
+    /**
+     * The entries of the ownership tables this engine makes: one per id a split may add where the table can change,
+     * else 0 (as many as the table's ids: chunks too small for a second table cannot hold 1,024 entries either).
+     */
+    private final int ownershipEntries;
 
     HeldPartitions(DexEngine engine, long tableVersion) {
         this.engine = engine;
         this.memory = engine.memory;
-        this.partitions = engine.partitions;
         this.keys = engine.keys;
         this.redoLog = engine.redoLog;
         this.writeFailures = engine.writeFailures;
         this.instanceId = engine.instanceId;
         this.tableVersion = tableVersion;
-        int count = partitions.count();
+        this.ownershipEntries = PartitionTable.changeable(memory) ? OwnershipTable.ENTRIES : 0;
+        int count = PartitionTable.MAX_PARTITIONS; // ids, not ranges: a split adds ids (PartitionSplits)
         this.logs = new AtomicReferenceArray<>(count);
         this.state = new AtomicIntegerArray(count);
         this.inFlight = new AtomicLongArray(count);
@@ -115,13 +119,12 @@ final class HeldPartitions {
         if (held(state.get(partition))) {
             return new DexEngine.AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
-        long version = PartitionTable.storedVersion(memory);
-        if (version != tableVersion) {
-            // Another table may give this partition's keys to other partitions: serving it would let two
-            // owners write the same keys.
-            throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> " + version
-                    + ") after this compute node read it; it refuses to serve partition " + partition
-                    + " and must be restarted to read the new table");
+        if ((PartitionTable.storedVersion(memory) & ~1L) != tableVersion) {
+            adoptStoredTable();
+        }
+        if (!engine.partitions.exists(partition)) {
+            throw new IllegalArgumentException("partition " + partition + " is not in the partition table (version " + tableVersion
+                    + "): " + engine.partitions);
         }
         if (!engine.splitsToRepair.isEmpty() && !engine.repairLeftovers()) {
             // A node may be wider than its slot in remote memory: whoever serves its keys from a stale parent would
@@ -144,7 +147,7 @@ final class HeldPartitions {
         state.set(partition, RECOVERING);
         RedoLog opened = null;
         try {
-            RedoLog log = RedoLog.open(memory, partition, partitions.count(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
+            RedoLog log = RedoLog.open(memory, partition, engine.partitions.idLimit(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
             opened = log;
             // Every memory server learns the new epoch before anything of the partition runs (the replay may
             // offload): from now on it refuses the offloads of every earlier owner.
@@ -222,9 +225,50 @@ final class HeldPartitions {
      * Records on every memory server that this engine owns {@code partition} at {@code epoch} ({@link OwnershipTable}),
      * also where this engine never offloads: it supersedes an earlier owner's offloads all the same.
      */
-    private void registerOwnership(int partition, long epoch) {
-        OwnershipTable.register(memory, partitions.count(), partition, epoch, partitions.lowerExclusive(partition),
-                partitions.upperInclusive(partition), keys.bytes());
+    void registerOwnership(int partition, long epoch) {
+        registerOwnership(partition, epoch, engine.partitions);
+    }
+
+    /** {@link #registerOwnership(int, long)} with {@code partition}'s range in {@code table}. */
+    void registerOwnership(int partition, long epoch, PartitionTable table) {
+        OwnershipTable.register(memory, ownershipEntries > 0 ? ownershipEntries : table.idLimit(), partition, epoch, table.lowerExclusive(partition),
+                table.upperInclusive(partition), keys.bytes());
+    }
+
+    /**
+     * Serves the stored partition table from now on, read again because its version moved (a split or a merge of
+     * another compute node's partition). Refused while a partition this engine holds has another range in it: this
+     * engine's cache and operations would then hold keys another owner may serve.
+     */
+    synchronized void adoptStoredTable() {
+        PartitionTable.Versioned stored = PartitionTable.loadVersioned(memory);
+        if (stored.version() == tableVersion) {
+            return;
+        }
+        PartitionTable current = engine.partitions;
+        for (int p = 0; p < current.idLimit(); p++) {
+            if (state.get(p) != NOT_HELD && (!stored.table().exists(p)
+                    || stored.table().lowerExclusive(p) != current.lowerExclusive(p)
+                    || stored.table().upperInclusive(p) != current.upperInclusive(p))) {
+                throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> "
+                        + stored.version() + ") and changed partition " + p + ", which this compute node holds; it refuses to"
+                        + " serve from the new table until it gave that partition up");
+            }
+        }
+        adopt(stored);
+    }
+
+    /** Serves {@code stored} from now on (the split of a partition this engine holds paused, PartitionSplits). */
+    synchronized void adopt(PartitionTable.Versioned stored) {
+        if (stored.version() > tableVersion) {
+            engine.partitions = stored.table();
+            tableVersion = stored.version();
+        }
+    }
+
+    /** The version of the table this engine serves. */
+    long tableVersion() {
+        return tableVersion;
     }
 
     /** See {@link DexEngine#checkpoint}. */
@@ -250,11 +294,28 @@ final class HeldPartitions {
         }
     }
 
+    /** {@link DexEngine#repair}'s write-back: a checkpoint of every held partition (a write-back where it does not log). */
+    void writeBackAll() {
+        for (int p = 0; p < state.length(); p++) {
+            if (tryEnter(p)) {
+                try {
+                    if (logs.get(p) != null) {
+                        checkpoint(p);
+                    } else {
+                        new Flush(engine).writeBackPartition(p);
+                    }
+                } finally {
+                    exit(p);
+                }
+            }
+        }
+    }
+
     /** See {@link DexEngine#checkpointAll}. */
     long checkpointAll() {
         long pages = 0;
         RuntimeException first = null;
-        for (int p = 0; p < partitions.count(); p++) {
+        for (int p = 0; p < logs.length(); p++) {
             RedoLog log = logs.get(p);
             if (log != null && log.length() > 0 && tryEnter(p)) {
                 try {
@@ -315,11 +376,32 @@ final class HeldPartitions {
 
     /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
     int enter(long[] key, boolean recovery) {
-        int p = partitions.partitionOf(key);
+        PartitionTable table = engine.partitions;
+        int p = table.partitionOf(key);
         if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
             throw new PartitionNotHeldException(p, key);
         }
+        if (engine.partitions != table && engine.partitions.partitionOf(key) != p) {
+            // p split while this operation waited for it (PartitionSplits): the key is another partition's now.
+            exit(p);
+            throw new PartitionNotHeldException(engine.partitions.partitionOf(key), key);
+        }
         return p;
+    }
+
+    /**
+     * {@link #tryEnter(int)} for an operation on {@code key}, which was in {@code p} by the table read before: false
+     * also when p split meanwhile and gave the key away.
+     */
+    boolean tryEnter(int p, long[] key) {
+        if (!tryEnter(p)) {
+            return false;
+        }
+        if (engine.partitions.partitionOf(key) != p) {
+            exit(p);
+            return false;
+        }
+        return true;
     }
 
     boolean tryEnter(int p) {
@@ -501,7 +583,7 @@ final class HeldPartitions {
         if (poisonedCount.get() == 0) {
             return true;
         }
-        int owner = partitions.ownerOf(node);
+        int owner = engine.partitions.ownerOf(node);
         return owner < 0 || poisoned.get(owner) == 0;
     }
 
@@ -586,7 +668,10 @@ final class HeldPartitions {
     /** See {@link DexEngine#close}. */
     void close() {
         RuntimeException first = null;
-        for (int p = 0; p < partitions.count(); p++) {
+        for (int p = 0; p < state.length(); p++) {
+            if (state.get(p) == NOT_HELD) {
+                continue;
+            }
             try {
                 release(p);
             } catch (RuntimeException failed) {
@@ -610,8 +695,8 @@ final class HeldPartitions {
     }
 
     void checkPartition(int partition) {
-        if (partition < 0 || partition >= partitions.count()) {
-            throw new IllegalArgumentException("partition " + partition + " outside [0, " + partitions.count() + ")");
+        if (partition < 0 || partition >= PartitionTable.MAX_PARTITIONS) {
+            throw new IllegalArgumentException("partition " + partition + " outside [0, " + PartitionTable.MAX_PARTITIONS + ")");
         }
     }
 }

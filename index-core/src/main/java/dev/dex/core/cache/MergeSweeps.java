@@ -83,6 +83,9 @@ final class MergeSweeps {
     /** Steps that ran (each a pause of its partition). */
     private final java.util.concurrent.atomic.AtomicLong steps = new java.util.concurrent.atomic.AtomicLong();
 
+    /** Per partition, 1 once it split: its cursor is dropped by the next sweep (the sweeping thread owns the cursors). */
+    private final java.util.concurrent.atomic.AtomicIntegerArray restarts;
+
     MergeSweeps(Merges merges, HeldPartitions held, int partitions) {
         this.merges = merges;
         this.held = held;
@@ -93,6 +96,7 @@ final class MergeSweeps {
         this.deletesAtSweep = new long[partitions];
         this.leavesAtSweep = new long[partitions];
         this.cursors = new Cursor[partitions];
+        this.restarts = new java.util.concurrent.atomic.AtomicIntegerArray(partitions);
     }
 
     /** Partitions swept so far (every step of a sweep ran). */
@@ -106,6 +110,11 @@ final class MergeSweeps {
     /** Steps the sweeps ran so far: each paused its partition once. */
     long steps() {
         return steps.get();
+    }
+
+    /** {@code partition} split: its sweep, if under way, starts over (its cursor may lie in the half it gave away). */
+    void restart(int partition) {
+        restarts.set(partition, 1);
     }
 
     /** A delete of this engine took effect in {@code partition}. */
@@ -122,6 +131,9 @@ final class MergeSweeps {
             int swept = 0;
             long callStart = System.nanoTime();
             for (int p = 0; p < cursors.length; p++) {
+                if (restarts.get(p) != 0 && restarts.getAndSet(p, 0) != 0) {
+                    cursors[p] = null;
+                }
                 if (!held.holds(p)) {
                     cursors[p] = null; // a new owner, or this one again later, starts over
                     continue;

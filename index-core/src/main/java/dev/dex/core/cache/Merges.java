@@ -113,11 +113,11 @@ final class Merges {
         this.underfull = Math.max(1, (int) (leafCapacity * UNDERFULL));
         this.mergedFill = Math.max(2, (int) (leafCapacity * MERGED_FILL));
         this.innerMergedFill = Math.max(2, (int) (engine.keys.innerCapacity() * MERGED_FILL));
-        int count = engine.partitions.count();
+        int count = dev.dex.core.partition.PartitionTable.MAX_PARTITIONS; // by id: a split adds ids
         this.hintCount = new AtomicIntegerArray(count);
         this.notBefore = new AtomicLongArray(count);
         this.retryNanos = new AtomicLongArray(count);
-        this.free = new FreeLeaves(engine.memory, engine.keys, engine.held, engine.partitions);
+        this.free = new FreeLeaves(engine.memory, engine.keys, engine.held, () -> engine.partitions);
         int bound = 0;
         for (int id : engine.memory.memoryServerIds()) {
             bound = Math.max(bound, id + 1);
@@ -206,6 +206,19 @@ final class Merges {
             hintCount.set(partition, 0);
         }
         free.forget(partition);
+    }
+
+    /**
+     * {@code partition} splits (PartitionSplits, while it is paused): its notes are dropped and its sweep starts over;
+     * its free chains stay, their leaves still taken by the range they were freed in.
+     */
+    void splitting(int partition) {
+        List<long[]> list = hints.get(partition);
+        synchronized (list) {
+            list.clear();
+            hintCount.set(partition, 0);
+        }
+        sweeps.restart(partition);
     }
 
     /**

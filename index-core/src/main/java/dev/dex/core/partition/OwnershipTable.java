@@ -19,8 +19,9 @@ import dev.dex.rdma.RemoteMemory;
  * every memory server, root area word at offset 56 (its region's byte 64 + 56 = 120; unused by the superblock
  * on server 0): the address of this server's ownership table, 0 until a compute node first acquires a partition
  *
- * ownership table (whole chunks on that server): a 64-byte header, one 32-byte entry per partition of the tree,
- * partition p at 64 + 32 x p, then one 8-byte free-leaf head per partition, partition p at (free heads) + 8 x p
+ * ownership table (whole chunks on that server): a 64-byte header, one 32-byte entry per partition id (1,024 where
+ * the partition table can change, PartitionTable.changeable, else the tree's partitions), partition p at 64 + 32 x p,
+ * then one 8-byte free-leaf head per partition, partition p at (free heads) + 8 x p
  *   0                   8                16          24           32         64
  *   +-------------------+----------------+-----------+------------+----------+---------------------------------
  *   | tree incarnation  | entries        | key bytes | free heads | unused   | entries ... | free-leaf heads ...
@@ -46,8 +47,8 @@ import dev.dex.rdma.RemoteMemory;
  *   <li><b>low, high</b> are bounds on a key's first word (its first 8 bytes), as the partition table keeps them.</li>
  *   <li><b>state</b> is {@link #REGISTERED} once an owner wrote the partition's bounds (0 before).</li>
  *   <li><b>low, high</b>: the partition's key range, {@code (low, high]}, from the partition table the owner read.
- *       Only a rewrite of the table could change them, and a compute node refuses to acquire once the table
- *       was rewritten ({@code DexEngine.acquire}).</li>
+ *       A split narrows them: its owner registers the narrowed range before it commits the split's table
+ *       ({@code PartitionSplits}).</li>
  *   <li><b>owner epoch</b>: the epoch of the partition's latest owner, the redo log's (bumped by every acquire;
  *       0 without redo logging). Only ever raised, by compare-and-swap, by the owner that took that epoch,
  *       on every memory server before it serves anything.</li>

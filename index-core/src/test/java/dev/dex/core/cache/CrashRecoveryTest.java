@@ -62,6 +62,11 @@ class CrashRecoveryTest {
             budget.set(-1);
         }
 
+        /** Dies after {@code writes} more writing verbs. */
+        void arm(long writes) {
+            budget.set(writes);
+        }
+
         @Override
         public void read(long address, org.agrona.MutableDirectBuffer dst, int dstOffset, int length) {
             if (dead()) {

@@ -1,6 +1,7 @@
 package dev.dex.core.cache;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -27,7 +28,7 @@ class PartitionTableVersionTest {
     @Test
     void aNodeThatReadAnOlderTableRefusesToServeAndANewOneServes() {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 16L << 20, 4096);
+            fabric.export(0, 16L << 20, 64 * 1024);
             RemoteMemory memory = fabric.connect(0);
             Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
             PartitionTable.store(memory, PartitionTable.equalWidth(4, 0, 4000));
@@ -52,18 +53,31 @@ class PartitionTableVersionTest {
     }
 
     @Test
-    void aReaderNeverTakesATableWhileItIsRewritten() {
+    void aWriterThatDiesHoldingTheLockLeavesTheOldTableReadableAndIsRolledBack() {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 16L << 20, 4096);
+            fabric.export(0, 16L << 20, 64 * 1024);
             RemoteMemory memory = fabric.connect(0);
             Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
-            PartitionTable.store(memory, PartitionTable.equalWidth(4, 0, 4000));
-            // A writer that stopped half-way (odd version): the table is not served until it completes.
-            memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-            IllegalStateException unsettled = assertThrows(IllegalStateException.class, () -> PartitionTable.loadVersioned(memory));
-            assertTrue(unsettled.getMessage().contains("did not settle"), unsettled.getMessage());
-            memory.fetchAndAdd(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 1);
-            assertEquals(4, PartitionTable.loadVersioned(memory).version());
+            PartitionTable table = PartitionTable.equalWidth(4, 0, 4000);
+            PartitionTable.store(memory, table);
+            // A writer that locked version 2 and died half-way through writing the slot of version 4.
+            assertEquals(2, memory.compareAndSwap(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 2, 3));
+            PartitionTable.Versioned read = PartitionTable.loadVersioned(memory);
+            assertEquals(new PartitionTable.Versioned(table, 2), read, "readers take the table below the lock");
+            DexEngine engine = open(memory);
+            engine.acquire(1);
+            assertTrue(engine.holds(1), "and engines serve it");
+
+            long start = System.nanoTime();
+            PartitionTable split = table.split(1, 1500, 4);
+            assertFalse(PartitionTable.commit(memory, 2, split), "the next writer rolls the stale lock back, then reads again");
+            assertTrue(System.nanoTime() - start >= PartitionTable.STALE_LOCK_NANOS, "only after the lock went stale");
+            PartitionTable.Versioned rolledBack = PartitionTable.loadVersioned(memory);
+            assertEquals(new PartitionTable.Versioned(table, 6), rolledBack, "to the old table, under a version of its own");
+            assertEquals(6, memory.compareAndSwap(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 3, 4),
+                    "the dead writer's commit, should it come after all, cannot land");
+            assertTrue(PartitionTable.commit(memory, 6, split));
+            assertEquals(new PartitionTable.Versioned(split, 8), PartitionTable.loadVersioned(memory));
         }
     }
 }

@@ -2,6 +2,7 @@ package dev.dex.core.partition;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -145,6 +146,104 @@ class PartitionTableTest {
             IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class,
                     () -> Partitioning.fromLeafFences(memory, 4));
             assertTrue(tooMany.getMessage().contains("too few"), tooMany.getMessage());
+        }
+    }
+
+    @Test
+    void aSplitNarrowsOnePartitionAndGivesTheRestOfItsRangeToANewId() {
+        PartitionTable table = PartitionTable.ofUpperBounds(10, 20, 30);
+        assertTrue(table.idsInKeyOrder());
+        assertEquals(4, table.freeId());
+        PartitionTable split = table.split(1, 15, 4);
+        assertEquals(5, split.count());
+        assertEquals(5, split.idLimit());
+        assertArrayEquals(new long[] {10, 15, 20, 30}, split.upperBounds());
+        assertArrayEquals(new int[] {0, 1, 4, 2, 3}, split.ids(), "the new id sits in key order after the one it split from");
+        assertEquals(1, split.partitionOf(15));
+        assertEquals(4, split.partitionOf(16));
+        assertEquals(4, split.partitionOf(20));
+        assertEquals(2, split.partitionOf(21));
+        assertEquals(15, split.lowerExclusive(4));
+        assertEquals(20, split.upperInclusive(4));
+        assertEquals(10, split.lowerExclusive(1));
+        assertEquals(15, split.upperInclusive(1));
+        assertEquals(20, split.lowerExclusive(2), "the partitions after it keep their ranges");
+        assertEquals(4, split.ownerOf(15, 20), "(15, 20] lies in the new partition");
+        assertEquals(-1, split.ownerOf(12, 18), "a node across the boundary is shared now");
+        assertEquals(1, table.ownerOf(12, 18), "and was owned before");
+        assertFalse(split.idsInKeyOrder());
+        assertTrue(split.toString().contains("ids [0, 1, 4, 2, 3]"), split.toString());
+
+        PartitionTable last = split.split(3, 1_000, 5);
+        assertEquals(5, last.partitionOf(Long.MAX_VALUE), "the last partition splits too");
+        assertEquals(3, last.partitionOf(1_000));
+
+        assertEquals(table, split.merge(1, 4), "a merge undoes the split");
+        PartitionTable merged = split.merge(4, 2);
+        assertArrayEquals(new int[] {0, 1, 4, 3}, merged.ids());
+        assertEquals(4, merged.partitionOf(30));
+        assertFalse(merged.exists(2));
+        assertEquals(2, merged.freeId(), "the id a merge freed is the next split's");
+        IllegalArgumentException gone = assertThrows(IllegalArgumentException.class, () -> merged.upperInclusive(2));
+        assertTrue(gone.getMessage().contains("partition 2 is not in the partition table"), gone.getMessage());
+    }
+
+    @Test
+    void badSplitsAndMergesAreRefusedWithAReason() {
+        PartitionTable table = PartitionTable.ofUpperBounds(10, 20, 30);
+        IllegalArgumentException outside = assertThrows(IllegalArgumentException.class, () -> table.split(1, 20, 4));
+        assertTrue(outside.getMessage().contains("not inside partition 1 (10, 20]"), outside.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> table.split(1, 10, 4), "the lower bound is not inside");
+        IllegalArgumentException used = assertThrows(IllegalArgumentException.class, () -> table.split(1, 15, 2));
+        assertTrue(used.getMessage().contains("in use"), used.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> table.split(1, 15, PartitionTable.MAX_PARTITIONS));
+        assertThrows(IllegalArgumentException.class, () -> table.split(7, 15, 4), "no partition 7");
+        IllegalArgumentException notNeighbours = assertThrows(IllegalArgumentException.class, () -> table.merge(0, 2));
+        assertTrue(notNeighbours.getMessage().contains("not the right neighbour"), notNeighbours.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.of(new long[] {10}, new int[] {0, 0}), "one id twice");
+        assertThrows(IllegalArgumentException.class, () -> PartitionTable.of(new long[] {10}, new int[] {0}), "an id per range");
+    }
+
+    @Test
+    void aSplitTableRoundTripsThroughBothSlotsAndACommitLosesARaceCleanly() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 8L << 20, 64 << 10);
+            RemoteMemory memory = fabric.connect(0);
+            dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable table = PartitionTable.equalWidth(4, 0, 4000);
+            PartitionTable.store(memory, table);
+            PartitionTable.Versioned first = PartitionTable.loadVersioned(memory);
+            assertEquals(new PartitionTable.Versioned(table, 2), first);
+
+            PartitionTable split = table.split(2, 2500, 4);
+            assertTrue(PartitionTable.commit(memory, 2, split), "slot 1");
+            assertEquals(new PartitionTable.Versioned(split, 4), PartitionTable.loadVersioned(memory));
+            assertFalse(PartitionTable.commit(memory, 2, table.split(0, 500, 4)), "a commit from an old version loses");
+            assertEquals(split, PartitionTable.load(memory), "and changes nothing");
+
+            PartitionTable again = split.split(4, 2700, 5);
+            assertTrue(PartitionTable.commit(memory, 4, again), "slot 0 again, with its ids");
+            assertEquals(new PartitionTable.Versioned(again, 6), PartitionTable.loadVersioned(memory));
+            PartitionTable merged = again.merge(2, 4).merge(2, 5);
+            assertTrue(PartitionTable.commit(memory, 6, merged));
+            assertEquals(table, PartitionTable.load(memory), "merged back: ids in key order again");
+            assertThrows(IllegalArgumentException.class, () -> PartitionTable.commit(memory, 7, table), "an odd version is a lock");
+        }
+    }
+
+    @Test
+    void chunksWithoutRoomForASecondTableStoreOneAndRefuseToChangeIt() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 8L << 20, 4096);
+            RemoteMemory memory = fabric.connect(0);
+            dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable table = PartitionTable.equalWidth(400, 0, 400_000);
+            PartitionTable.store(memory, table);
+            assertEquals(table, PartitionTable.load(memory));
+            IllegalStateException noRoom = assertThrows(IllegalStateException.class,
+                    () -> PartitionTable.commit(memory, 2, table.split(0, 500, 400)));
+            assertTrue(noRoom.getMessage().contains("no room for a second partition table"), noRoom.getMessage());
+            assertEquals(new PartitionTable.Versioned(table, 2), PartitionTable.loadVersioned(memory), "unchanged, unlocked");
         }
     }
 }

@@ -1,0 +1,350 @@
+package dev.dex.core.cache;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+
+import dev.dex.core.engine.PartitionNotHeldException;
+import dev.dex.core.log.RedoLogSettings;
+import dev.dex.core.partition.PartitionTable;
+import dev.dex.core.tree.TreeValidator;
+import dev.dex.rdma.ForwardingRemoteMemory;
+
+/**
+ * Online splits of a partition (PartitionSplits, docs/partition-splits.md): under writes, checked against a model, with
+ * the new partition taken by another engine; the owner killed at every writing verb of a split; and what an operation
+ * routed by the table before the split gets. The fixture's tree holds keys 2, 4, ..., 2n with value key + 1.
+ */
+class PartitionSplitTest {
+    private static final DexEngineSettings CONFIG =
+            DexEngineSettings.dex(3_000L * FrameHeaderDescriptor.FRAME_LENGTH).withLeafAdmission(1.0);
+
+    /** A session on each engine, for one thread: a key goes to the engine that holds its partition now. */
+    private record Sessions(DexSession a, DexSession b) {
+    }
+
+    /** Puts {@code key} through whichever engine serves it; waits while neither does (between a split and its acquire). */
+    private static void put(Sessions sessions, long key, long value, AtomicLong servedByB) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            try {
+                sessions.a().put(key, value);
+                return;
+            } catch (PartitionNotHeldException notOnA) {
+                try {
+                    sessions.b().put(key, value);
+                    servedByB.incrementAndGet();
+                    return;
+                } catch (PartitionNotHeldException notOnB) {
+                    assertTrue(System.nanoTime() < deadline, "key " + key + " was served by neither engine for 10 s");
+                    Thread.onSpinWait();
+                }
+            }
+        }
+    }
+
+    @Test
+    void aSplitUnderWritesLosesNothingAndTheNewPartitionIsServedByAnotherEngine() throws Exception {
+        try (DexFixture fixture = new DexFixture(2, 2, 20_000, 4, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            List<DexEngine> engines = fixture.open(2, CONFIG, 1); // offloading too
+            DexEngine a = engines.get(0);
+            DexEngine b = engines.get(1);
+            PartitionTable before = a.partitions();
+            long high = before.upperInclusive(0);
+            int threads = 4;
+            Map<Long, Long> model = new ConcurrentHashMap<>();
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicLong servedByB = new AtomicLong();
+            AtomicLong writesAfterSplit = new AtomicLong();
+            AtomicBoolean split = new AtomicBoolean();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            List<Thread> writers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                int thread = t;
+                writers.add(new Thread(() -> {
+                    SplittableRandom random = new SplittableRandom(thread);
+                    try (DexSession sa = a.newSession(); DexSession sb = b.newSession()) {
+                        Sessions sessions = new Sessions(sa, sb);
+                        for (long n = 1; !stop.get(); n++) {
+                            // Each thread its own keys (key / 2 = thread mod threads), so the model is each key's last put;
+                            // a third are odd keys, new to the tree: their inserts split leaves on both sides of the boundary.
+                            // After the split only the odd-numbered half of them: the last values of the other half were
+                            // written before it and must survive it (its write-back).
+                            long index = random.nextLong(1, high / (2L * threads));
+                            index = split.get() ? index | 1 : index;
+                            long key = 2 * (threads * index + thread) + (random.nextInt(3) == 0 ? 1 : 0);
+                            put(sessions, key, n, servedByB);
+                            model.put(key, n);
+                            if (split.get()) {
+                                writesAfterSplit.incrementAndGet();
+                            }
+                        }
+                    } catch (Throwable t2) {
+                        failure.compareAndSet(null, t2);
+                    }
+                }, "writer-" + t));
+            }
+            writers.forEach(Thread::start);
+            Thread.sleep(200);
+            long boundary = a.splitBoundary(0, high / 2);
+            assertTrue(boundary > before.lowerExclusive(0) && boundary < high, "a boundary inside partition 0: " + boundary);
+            DexEngine.SplitReport report = a.split(0, boundary);
+            split.set(true);
+            assertEquals(4, report.added(), "the lowest free id");
+            assertEquals(4, report.version(), "the table's second version");
+            assertTrue(report.framesDropped() > 0, "partition 0's frames are dropped: " + report);
+            Thread.sleep(100);
+            b.acquire(report.added());
+            Thread.sleep(300);
+            stop.set(true);
+            for (Thread writer : writers) {
+                writer.join(TimeUnit.SECONDS.toMillis(30));
+                assertFalse(writer.isAlive(), writer.getName() + " is stuck");
+            }
+            if (failure.get() != null) {
+                throw new AssertionError("a writer failed", failure.get());
+            }
+            assertTrue(servedByB.get() > 0, "the new partition's keys were written on b after it acquired it");
+            assertTrue(writesAfterSplit.get() > 100, "writes went on after the split: " + writesAfterSplit.get());
+
+            PartitionTable after = PartitionTable.load(fixture.admin);
+            assertEquals(after, a.partitions(), "the splitting engine serves the table it committed");
+            assertEquals(after, b.partitions(), "the acquiring engine read it");
+            assertEquals(boundary, after.upperInclusive(0));
+            assertEquals(boundary, after.lowerExclusive(4));
+            assertEquals(high, after.upperInclusive(4));
+            assertArrayEquals(new int[] {0, 4, 1, 2, 3}, after.ids());
+            assertTrue(a.holds(0) && !a.holds(4) && b.holds(4));
+
+            CacheValidator.validate(a);
+            CacheValidator.validate(b);
+            try (DexSession sa = a.newSession(); DexSession sb = b.newSession()) {
+                for (Map.Entry<Long, Long> e : model.entrySet()) {
+                    DexSession s = e.getKey() <= boundary ? sa : sb;
+                    assertTrue(s.lookup(e.getKey()), "key " + e.getKey() + " is there");
+                    assertEquals(e.getValue(), s.value(), "key " + e.getKey() + " has its last acknowledged value");
+                }
+            }
+            for (DexEngine engine : engines) {
+                for (int id : after.ids()) {
+                    engine.release(id);
+                }
+            }
+            TreeMap<Long, Long> remote = new TreeMap<>();
+            TreeValidator.validate(fixture.admin, (k, v) -> remote.put(fixture.wide.firstWord(k), v));
+            long inserted = model.keySet().stream().filter(k -> k % 2 == 1).count();
+            assertTrue(inserted > 100, "new keys were inserted: " + inserted);
+            assertEquals(fixture.loaded + inserted, remote.size(), "the loaded keys and the inserted ones, no other");
+            for (Map.Entry<Long, Long> e : model.entrySet()) {
+                assertEquals(e.getValue(), remote.get(e.getKey()), "remote memory holds key " + e.getKey() + "'s last value");
+            }
+        }
+    }
+
+    @Test
+    void aCrashAtAnyWritingVerbOfASplitLosesNoAcknowledgedWrite() {
+        int crashed = 0;
+        for (long budget = 0; ; budget++) {
+            try (DexFixture fixture = new DexFixture(2, 2, 4_000, 4, true, 0)) {
+                fixture.redoLog = RedoLogSettings.ON;
+                CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
+                fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
+                        : memory;
+                DexEngine a = fixture.open(1, CONFIG).get(0);
+                PartitionTable before = a.partitions();
+                long high = before.upperInclusive(0);
+                TreeMap<Long, Long> model = new TreeMap<>();
+                try (DexSession session = a.newSession()) {
+                    for (long key = 2; key <= high; key += 6) {
+                        session.put(key, key * 10 + budget);
+                        model.put(key, key * 10 + budget);
+                    }
+                    session.insert(high - 1, 7); // an odd key: an insert, in the half the split gives away
+                    model.put(high - 1, 7L);
+                }
+                long boundary = a.splitBoundary(0, high / 2);
+                dying[0].arm(budget);
+                boolean completed;
+                try {
+                    a.split(0, boundary);
+                    completed = true;
+                } catch (RuntimeException crash) {
+                    assertTrue(dying[0].dead(), "only the crash stops the split: " + crash);
+                    completed = false;
+                    crashed++;
+                }
+                dying[0].kill();
+
+                DexEngine successor = fixture.openEngine(CONFIG, null);
+                successor.instanceGone(a.instanceId());
+                PartitionTable now = PartitionTable.load(fixture.admin);
+                assertEquals(completed ? 5 : now.count(), now.count(), "a completed split is committed");
+                assertTrue(now.count() == 4 || now.upperInclusive(0) == boundary, "the old table, or the split one: " + now);
+                for (int id : now.ids()) {
+                    successor.acquire(id);
+                }
+                try (DexSession session = successor.newSession()) {
+                    for (Map.Entry<Long, Long> e : model.entrySet()) {
+                        assertTrue(session.lookup(e.getKey()), "crash after " + budget + " writes: key " + e.getKey() + " is there");
+                        assertEquals(e.getValue(), session.value(), "crash after " + budget + " writes: key " + e.getKey());
+                    }
+                    for (long key = 4; key <= high; key += 6) {
+                        assertTrue(session.lookup(key), "an untouched loaded key " + key);
+                        assertEquals(key + 1, session.value());
+                    }
+                }
+                CacheValidator.validate(successor);
+                if (completed) {
+                    assertTrue(crashed >= 5, "the split's writing verbs were each a crash point: " + crashed);
+                    return;
+                }
+            }
+        }
+    }
+
+    @Test
+    void anOperationOnAKeyTheSplitGaveAwayIsRefusedForTheNewPartitionAndAScanStopsAtTheBoundary() throws Exception {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            java.util.concurrent.CountDownLatch locking = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch commit = new java.util.concurrent.CountDownLatch(1);
+            fixture.connectionWrapper = memory -> new ForwardingRemoteMemory(memory) {
+                @Override
+                public long compareAndSwap(long address, long expected, long desired) {
+                    if (address == dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS && (desired & 1) == 1) {
+                        locking.countDown(); // the split is about to commit, its partition paused: hold it there
+                        try {
+                            commit.await();
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                    return super.compareAndSwap(address, expected, desired);
+                }
+            };
+            DexEngine a = fixture.open(1, CONFIG).get(0);
+            long high = a.partitions().upperInclusive(0);
+            long boundary = a.splitBoundary(0, high / 2);
+            try (DexSession session = a.newSession(); DexSession waiting = a.newSession()) {
+                assertTrue(session.lookup(boundary + 2), "served before the split");
+                java.util.concurrent.CompletableFuture<DexEngine.SplitReport> split =
+                        java.util.concurrent.CompletableFuture.supplyAsync(() -> a.split(0, boundary));
+                assertTrue(locking.await(10, TimeUnit.SECONDS));
+                // A put routed by the old table: it waits for the paused partition, then finds the key given away.
+                java.util.concurrent.CompletableFuture<Void> put =
+                        java.util.concurrent.CompletableFuture.runAsync(() -> waiting.put(boundary + 2, 99));
+                Thread.sleep(100);
+                assertFalse(put.isDone(), "the put waits while its partition is paused");
+                commit.countDown();
+                DexEngine.SplitReport report = split.get(10, TimeUnit.SECONDS);
+                java.util.concurrent.ExecutionException failed = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> put.get(10, TimeUnit.SECONDS));
+                PartitionNotHeldException refused = (PartitionNotHeldException) failed.getCause();
+                assertEquals(report.added(), refused.partition(), "refused for the partition that holds the key now");
+                PartitionNotHeldException later = assertThrows(PartitionNotHeldException.class, () -> session.lookup(boundary + 2));
+                assertEquals(report.added(), later.partition());
+                assertTrue(session.lookup(boundary), "the boundary stays in the split partition");
+                long[] keys = new long[100];
+                long[] values = new long[100];
+                long start = boundary - 20;
+                int n = session.scan(start, 100, keys, values);
+                long expected = java.util.stream.LongStream.rangeClosed(start, boundary).filter(k -> k % 2 == 0 && k >= 2).count();
+                assertEquals(expected, n, "the scan returns the keys up to the boundary and stops");
+                assertTrue(keys[n - 1] <= boundary && keys[n - 1] > boundary - 2, "its last key is the boundary's");
+                a.acquire(report.added());
+                assertEquals(100, session.scan(start, 100, keys, values), "and crosses it once both are held");
+                assertTrue(session.lookup(boundary + 2));
+                assertEquals(boundary + 3, session.value(), "the refused put changed nothing");
+            }
+        }
+    }
+
+    @Test
+    void aBatchWhoseRecordsReachTheLogAfterTheSplitLosesNothingInATakeover() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
+            fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
+                    : memory;
+            DexEngine a = fixture.open(1, CONFIG).get(0);
+            long high = a.partitions().upperInclusive(0);
+            long boundary = a.splitBoundary(0, high / 2);
+            long givenAway = boundary + 2;
+            long kept = boundary - 2;
+            try (DexSession session = a.newSession()) {
+                session.beginBatch();
+                session.put(givenAway, 5);
+                session.put(kept, 6);
+                a.split(0, boundary); // the batch's operations left the partition; its records are not in the log yet
+                session.commit();
+            }
+            dying[0].kill();
+            DexEngine successor = fixture.openEngine(CONFIG, null);
+            successor.instanceGone(a.instanceId());
+            for (int id : PartitionTable.load(fixture.admin).ids()) {
+                successor.acquire(id); // the records lie below the split's checkpoint: nothing of the new partition replays
+            }
+            try (DexSession session = successor.newSession()) {
+                assertTrue(session.lookup(givenAway));
+                assertEquals(5, session.value(), "written back by the split");
+                assertTrue(session.lookup(kept));
+                assertEquals(6, session.value());
+            }
+        }
+    }
+
+    @Test
+    void theSplitPartitionStillReusesTheLeavesItsMergesFreedInTheHalfItGaveAway() {
+        try (DexFixture fixture = new DexFixture(1, 3, 20_000, 4, true, 0)) {
+            DexEngine engine = fixture.open(1, CONFIG.withLeafAdmission(0.5)).get(0);
+            TreeMap<Long, Long> model = MergeTest.deleteShare(fixture, engine, 0.9, 11);
+            engine.merge(0);
+            int freed = engine.merges.freeCount(0);
+            assertTrue(freed > 20, "partition 0's merges freed leaves: " + freed);
+            long high = engine.partitions().upperInclusive(0);
+            // Low in the partition: most leaves it freed lie above the boundary, in the half it gives away.
+            long boundary = engine.splitBoundary(0, high / 5);
+            engine.split(0, boundary);
+            try (DexSession session = engine.newSession()) {
+                for (long key = 1; key < boundary; key += 2) {
+                    assertTrue(session.insert(key, key + 1), "insert " + key);
+                    model.put(key, key + 1);
+                }
+            }
+            long reused = engine.merges.counts()[1];
+            assertTrue(reused > 20, "the splits below the boundary reused the free leaves, wherever they were freed: "
+                    + reused + " of " + freed);
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    @Test
+    void badSplitsAreRefusedAndChangeNothing() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            DexEngine a = fixture.open(1, CONFIG).get(0);
+            PartitionTable table = a.partitions();
+            long high = table.upperInclusive(0);
+            IllegalArgumentException outside = assertThrows(IllegalArgumentException.class, () -> a.split(0, high + 10));
+            assertTrue(outside.getMessage().contains("not inside partition 0"), outside.getMessage());
+            a.release(1);
+            IllegalStateException notHeld = assertThrows(IllegalStateException.class, () -> a.split(1, high + 10));
+            assertTrue(notHeld.getMessage().contains("not held by this compute node"), notHeld.getMessage());
+            assertEquals(new PartitionTable.Versioned(table, 2), PartitionTable.loadVersioned(fixture.admin));
+        }
+    }
+}
