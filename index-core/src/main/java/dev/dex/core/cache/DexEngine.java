@@ -194,10 +194,8 @@ public final class DexEngine implements PartitionedEngine {
     }
 
     /**
-     * Tells the engine how to learn from the cluster whether a member is still in it ({@code memberAlive} of a
-     * member's unique id; it must answer false only for a member that left or was removed for good). From then on a
-     * remote lock whose holder's instance is registered to a member that is not alive is taken over when met, however
-     * long ago that holder died.
+     * Tells the engine whether a cluster member (by unique id) is still in it: false only for one that left or was removed
+     * for good. From then on a remote lock of an instance registered to a member not alive is taken over when met.
      */
     public void instanceLiveness(java.util.function.LongPredicate memberAlive) {
         this.memberAlive = memberAlive;
@@ -379,6 +377,11 @@ public final class DexEngine implements PartitionedEngine {
         return PartitionSplits.split(this, partition, boundary);
     }
 
+    /** The version of the partition table this engine serves (SuperblockDescriptor); a split's commit moves it. */
+    public long tableVersion() {
+        return held.served.version();
+    }
+
     /** A leaf boundary near {@code key} to split {@code partition} at, or {@code Long.MIN_VALUE} (PartitionSplits). */
     public long splitBoundary(int partition, long key) { return PartitionSplits.boundary(this, partition, key); }
 
@@ -397,10 +400,7 @@ public final class DexEngine implements PartitionedEngine {
         return held.checkpoint(partition);
     }
 
-    /**
-     * {@link #checkpoint} of every held partition whose log holds records; returns pages written. A partition whose
-     * checkpoint fails does not keep the others from theirs: the first failure is thrown at the end.
-     */
+    /** {@link #checkpoint} of every held partition with records (pages written); one's failure is thrown at the end. */
     public long checkpointAll() {
         return held.checkpointAll();
     }

@@ -44,8 +44,8 @@ final class HeldPartitions {
     private final RedoLogSettings redoLog;
     private final WriteFailures writeFailures;
     private final long instanceId;
-    /** The version of the partition table the engine serves ({@code engine.partitions}), see SuperblockDescriptor. */
-    private volatile long tableVersion;
+    /** The partition table the engine serves ({@code engine.partitions}), its version, and a newer one's adoption. */
+    final ServedTable served;
 
     /**
      * state[p] values: not held, held, being recovered by acquire (only its replay session enters), and failed: held,
@@ -95,7 +95,7 @@ final class HeldPartitions {
         this.redoLog = engine.redoLog;
         this.writeFailures = engine.writeFailures;
         this.instanceId = engine.instanceId;
-        this.tableVersion = tableVersion;
+        this.served = new ServedTable(engine, tableVersion);
         this.ownershipEntries = PartitionTable.changeable(memory) ? OwnershipTable.ENTRIES : 0;
         int count = PartitionTable.MAX_PARTITIONS; // ids, not ranges: a split adds ids (PartitionSplits)
         this.logs = new AtomicReferenceArray<>(count);
@@ -119,11 +119,9 @@ final class HeldPartitions {
         if (held(state.get(partition))) {
             return new DexEngine.AcquireReport(partition, 0, 0, 0, 0, 0, false);
         }
-        if ((PartitionTable.storedVersion(memory) & ~1L) != tableVersion) {
-            adoptStoredTable();
-        }
+        served.adoptIfMoved(-1);
         if (!engine.partitions.exists(partition)) {
-            throw new IllegalArgumentException("partition " + partition + " is not in the partition table (version " + tableVersion
+            throw new IllegalArgumentException("partition " + partition + " is not in the partition table (version " + served.version()
                     + "): " + engine.partitions);
         }
         if (!engine.splitsToRepair.isEmpty() && !engine.repairLeftovers()) {
@@ -149,6 +147,13 @@ final class HeldPartitions {
         try {
             RedoLog log = RedoLog.open(memory, partition, engine.partitions.idLimit(), instanceId, redoLog.bytes(), redoLog.awaitNanos(), keys);
             opened = log;
+            // The previous owner is fenced now: a split of this partition it was committing has landed or never will.
+            // Read the table again, so that the range registered and served is the one stored.
+            if (served.adoptIfMoved(partition)) {
+                if (!engine.partitions.exists(partition)) {
+                    throw new IllegalStateException("partition " + partition + " left the partition table during its takeover");
+                }
+            }
             // Every memory server learns the new epoch before anything of the partition runs (the replay may
             // offload): from now on it refuses the offloads of every earlier owner.
             registerOwnership(partition, log.epoch());
@@ -235,42 +240,6 @@ final class HeldPartitions {
                 table.upperInclusive(partition), keys.bytes());
     }
 
-    /**
-     * Serves the stored partition table from now on, read again because its version moved (a split or a merge of
-     * another compute node's partition). Refused while a partition this engine holds has another range in it: this
-     * engine's cache and operations would then hold keys another owner may serve.
-     */
-    synchronized void adoptStoredTable() {
-        PartitionTable.Versioned stored = PartitionTable.loadVersioned(memory);
-        if (stored.version() == tableVersion) {
-            return;
-        }
-        PartitionTable current = engine.partitions;
-        for (int p = 0; p < current.idLimit(); p++) {
-            if (state.get(p) != NOT_HELD && (!stored.table().exists(p)
-                    || stored.table().lowerExclusive(p) != current.lowerExclusive(p)
-                    || stored.table().upperInclusive(p) != current.upperInclusive(p))) {
-                throw new IllegalStateException("the partition table was rewritten (version " + tableVersion + " -> "
-                        + stored.version() + ") and changed partition " + p + ", which this compute node holds; it refuses to"
-                        + " serve from the new table until it gave that partition up");
-            }
-        }
-        adopt(stored);
-    }
-
-    /** Serves {@code stored} from now on (the split of a partition this engine holds paused, PartitionSplits). */
-    synchronized void adopt(PartitionTable.Versioned stored) {
-        if (stored.version() > tableVersion) {
-            engine.partitions = stored.table();
-            tableVersion = stored.version();
-        }
-    }
-
-    /** The version of the table this engine serves. */
-    long tableVersion() {
-        return tableVersion;
-    }
-
     /** See {@link DexEngine#checkpoint}. */
     long checkpoint(int partition) {
         checkPartition(partition);
@@ -309,6 +278,11 @@ final class HeldPartitions {
                 }
             }
         }
+    }
+
+    /** Whether a writing verb of this engine failed since it acquired {@code partition} (it may still land). */
+    boolean writesFailedSinceAcquire(int partition) {
+        return writeFailures.since(writeFailuresAtAcquire.get(partition));
     }
 
     /** See {@link DexEngine#checkpointAll}. */

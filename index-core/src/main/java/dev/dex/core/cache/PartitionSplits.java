@@ -47,6 +47,8 @@ import dev.dex.core.partition.PartitionTable;
 final class PartitionSplits {
     /** How long p's operations may take to drain before the split is given up (one may wait for a lock p's waiter holds). */
     static final long PAUSE_LIMIT_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+    /** How long a split whose commit went unanswered reads the stored table to learn whether it landed. */
+    static final long OUTCOME_NANOS = TimeUnit.SECONDS.toNanos(2);
     /** Commits lost to other compute nodes' table changes before the split gives up. */
     static final int COMMIT_ATTEMPTS = 8;
 
@@ -66,6 +68,16 @@ final class PartitionSplits {
                 throw new IllegalStateException("the table has " + PartitionTable.MAX_PARTITIONS + " partitions: no split");
             }
             engine.partitions.split(partition, boundary, engine.partitions.freeId()); // a bad boundary is refused here
+            if (!PartitionTable.changeable(engine.memory)) {
+                throw new IllegalStateException("the partition table cannot change: memory server 0's chunks have no room for a"
+                        + " second table (dex.memory.chunk-size must be at least " + (PartitionTable.SPLIT_ROOT_AREA
+                        + dev.dex.rdma.RegionHeaderDescriptor.ROOT_AREA_OFFSET) + " bytes); partition " + partition + " is not split");
+            }
+            if (held.writesFailedSinceAcquire(partition)) {
+                // Such a write may still land; the new partition's first owner would not fence this node against it.
+                throw new IllegalStateException("a write of this compute node failed since it acquired partition " + partition
+                        + ": not split until the partition is acquired again");
+            }
             if (!held.pauseForMerge(partition, PAUSE_LIMIT_NANOS)) {
                 throw new IllegalStateException("partition " + partition + " could not be paused (a merge pass runs, or its"
                         + " operations did not drain within " + TimeUnit.NANOSECONDS.toMillis(PAUSE_LIMIT_NANOS) + " ms): not split");
@@ -82,16 +94,22 @@ final class PartitionSplits {
                 PartitionTable before = engine.partitions;
                 for (int attempt = 1; ; attempt++) {
                     PartitionTable table = engine.partitions;
-                    long version = held.tableVersion();
+                    long version = held.served.version();
                     int added = table.freeId();
                     PartitionTable next = table.split(partition, boundary, added);
-                    held.registerOwnership(partition, epoch, next);
-                    if (PartitionTable.commit(engine.memory, version, next)) {
-                        held.adopt(new PartitionTable.Versioned(next, version + 2));
+                    boolean committed;
+                    try {
+                        held.registerOwnership(partition, epoch, next);
+                        committed = PartitionTable.commit(engine.memory, version, next);
+                    } catch (RuntimeException unanswered) {
+                        committed = outcome(engine, partition, epoch, next, version, unanswered);
+                    }
+                    if (committed) {
+                        held.served.adopt(new PartitionTable.Versioned(next, version + 2));
                         return new DexEngine.SplitReport(partition, added, boundary, version + 2, pages + dropped[0], dropped[1],
                                 System.nanoTime() - start);
                     }
-                    held.adoptStoredTable();
+                    held.served.adoptStored(-1);
                     if (attempt == COMMIT_ATTEMPTS || !engine.partitions.exists(partition)
                             || engine.partitions.upperInclusive(partition) != before.upperInclusive(partition)) {
                         held.registerOwnership(partition, epoch, engine.partitions);
@@ -101,6 +119,40 @@ final class PartitionSplits {
                 }
             } finally {
                 held.resumeAfterMerge(partition);
+            }
+        }
+    }
+
+    /**
+     * A verb of the registration or the commit failed: whether the commit landed is learned by reading the stored table
+     * again (for up to {@link #OUTCOME_NANOS}). Landed: the split counts. Not landed: p's old range is registered again
+     * and the split fails. Not learned: p is failed ({@code cacheFailed}), so its owner gives it up and acquires it again
+     * from whatever table is stored; serving it with either range could give its keys two owners.
+     */
+    private static boolean outcome(DexEngine engine, int partition, long epoch, PartitionTable next, long version,
+                                   RuntimeException failure) {
+        long deadline = System.nanoTime() + OUTCOME_NANOS;
+        while (true) {
+            try {
+                PartitionTable.Versioned stored = PartitionTable.loadVersioned(engine.memory);
+                if (stored.version() == version + 2 && stored.table().equals(next)) {
+                    return true;
+                }
+                if (stored.version() == version || stored.table().exists(partition)
+                        && stored.table().upperInclusive(partition) != next.upperInclusive(partition)) {
+                    engine.held.registerOwnership(partition, epoch, engine.partitions);
+                    throw new IllegalStateException("partition " + partition + " was not split: " + failure.getMessage(), failure);
+                }
+                // Another change landed first: the caller reads it and tries again.
+                return false;
+            } catch (dev.dex.rdma.FabricException again) {
+                if (System.nanoTime() - deadline > 0) {
+                    engine.held.cacheFailed(partition, failure);
+                    throw new IllegalStateException("partition " + partition + "'s split may or may not have been committed ("
+                            + failure.getMessage() + "); the partition is given up to be acquired again from the stored table",
+                            failure);
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(10));
             }
         }
     }

@@ -18,14 +18,15 @@ final class PartitionWarm {
         long[] key = new long[words];
         long[] fence = new long[words];
         long[] end = new long[words];
-        engine.partitions.lowerExclusive(partition, key, words);
-        dev.dex.core.engine.IndexSession.successor(key, words); // the partition's first key
-        engine.partitions.upperInclusive(partition, end, words);
         if (!engine.held.tryEnter(partition)) {
             return -1;
         }
         int descents = 0;
         try (DexSession session = engine.newSession()) {
+            // Inside the partition: its range is the one it has now (a split waits for the partitions it pauses).
+            engine.partitions.lowerExclusive(partition, key, words);
+            dev.dex.core.engine.IndexSession.successor(key, words); // the partition's first key
+            engine.partitions.upperInclusive(partition, end, words);
             boolean again = false;
             while (true) {
                 again = !session.warmStep(key, fence, again);

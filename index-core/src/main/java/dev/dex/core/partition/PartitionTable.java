@@ -415,13 +415,34 @@ public final class PartitionTable {
         }
         for (int attempt = 0; ; attempt++) {
             long version = storedVersion(memory) & ~1L;
-            if (commit(memory, version, table)) {
+            if (changeable(memory) ? commit(memory, version, table) : storeInPlace(memory, version, table)) {
                 return;
             }
             if (attempt > 1_000) {
                 throw new IllegalStateException("the partition table kept changing while it was stored");
             }
         }
+    }
+
+    /**
+     * A table stored over the table of {@code expected} in slot 0 where the chunks have no room for slot 1 (a format-time
+     * rewrite: a loader's table over the memory node's): locks the version at {@code expected + 3}, which a reader of
+     * {@code expected} takes as a rewrite of its slot (and a reader of the lock cannot read, so it waits), writes slot 0,
+     * and unlocks at {@code expected + 4}, whose slot is 0 again. A writer that dies here leaves the table unreadable,
+     * as a half-done format would.
+     */
+    private static boolean storeInPlace(RemoteMemory memory, long expected, PartitionTable table) {
+        if (slotOf(expected) != 0 && expected != 0) {
+            throw new IllegalStateException("the partition table's version " + expected + " names a slot the chunks cannot hold");
+        }
+        if (memory.compareAndSwap(SuperblockDescriptor.TABLE_VERSION_ADDRESS, expected, expected == 0 ? 1 : expected + 3)
+                != expected) {
+            return false;
+        }
+        writeSlot(memory, 0, table, rootArea(memory));
+        memory.compareAndSwap(SuperblockDescriptor.TABLE_VERSION_ADDRESS, expected == 0 ? 1 : expected + 3,
+                expected == 0 ? 2 : expected + 4);
+        return true;
     }
 
     /** A partition table and the version it was read at. */
@@ -544,21 +565,50 @@ public final class PartitionTable {
      */
     public static Versioned loadVersioned(RemoteMemory memory) {
         Superblock.read(memory);
+        boolean bothSlots = changeable(memory);
         for (int attempt = 0; ; attempt++) {
-            long before = storedVersion(memory) & ~1L;
-            if (before == 0) {
+            long seen = storedVersion(memory);
+            long before = seen & ~1L;
+            if (before == 0 && seen == 0) {
                 throw new IllegalStateException("the tree has no partition table; store one with PartitionTable.store");
             }
-            PartitionTable table = readSlot(memory, slotOf(before));
-            // The slot of `before` is written again only by the writer that locks before + 3.
-            if (storedVersion(memory) < before + 3) {
-                return new Versioned(table, before);
+            int slot = slotOf(before);
+            if (before == 0) {
+                slot = -1; // the first table is being stored: wait for it
+            }
+            if (slot < 0) {
+                Thread.onSpinWait();
+            } else if (slot == 1 && (!bothSlots || slotOneEmpty(memory))) {
+                // A version whose table lies in slot 0 although it names slot 1: a tree stored before slots existed
+                // (each store added 2), or an in-place store's lock on small chunks. Moved to the next version, which
+                // names slot 0, by whoever reads it first; a lock is waited out.
+                if ((seen & 1) == 0) {
+                    memory.compareAndSwap(SuperblockDescriptor.TABLE_VERSION_ADDRESS, seen, seen + 2);
+                }
+            } else {
+                PartitionTable table = null;
+                try {
+                    table = readSlot(memory, slot);
+                } catch (IllegalArgumentException | IllegalStateException torn) {
+                    if (storedVersion(memory) < before + 3) {
+                        throw torn; // nobody rewrote the slot: the stored table itself is damaged
+                    }
+                }
+                // The slot of `before` is written again only by the writer that locks before + 3.
+                if (table != null && storedVersion(memory) < before + 3) {
+                    return new Versioned(table, before);
+                }
             }
             if (attempt > 10_000) {
                 throw new IllegalStateException("the partition table is being rewritten and did not settle");
             }
             Thread.onSpinWait();
         }
+    }
+
+    /** Whether slot 1 holds no table (its count word is 0): never written. */
+    private static boolean slotOneEmpty(RemoteMemory memory) {
+        return memory.readLong(SuperblockDescriptor.ADDRESS + SLOT1_COUNT_OFFSET) == 0;
     }
 
     /** The partition table's version word: odd while a writer holds its lock ({@link #commit}), even otherwise. */

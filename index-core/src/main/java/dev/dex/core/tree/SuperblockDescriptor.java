@@ -23,12 +23,13 @@ import dev.dex.rdma.RegionHeaderDescriptor;
  *   <li><b>instance count</b> is taken by fetch-and-add by every tree instance that opens the tree, so
  *       lock tags are unique across compute nodes.</li>
  *   <li><b>subtree level</b> M: every subtree rooted at level M lies on one memory server.</li>
- *   <li><b>partitions</b>: the number of logical partitions (0 until a table is stored), followed at offset
- *       64 by the inclusive upper bounds of all partitions but the last, so every compute node reads the
- *       same {@code PartitionTable}.</li>
- *   <li><b>table version</b>: a sequence lock over the partition table, moved by fetch-and-add: odd while
- *       {@code PartitionTable.store} rewrites the table, even (2 x tables written) otherwise. A compute
- *       node remembers the version of the table it read and refuses to acquire a partition once it changed.</li>
+ *   <li><b>partitions</b>: the number of logical partitions in the partition table's slot 0 (0 until a table is
+ *       stored), followed at offset 64 by the inclusive upper bounds of all partitions but the last, then (where the
+ *       chunk has room) their ids; slot 1 follows (see {@code PartitionTable}), so every compute node reads the same
+ *       table.</li>
+ *   <li><b>table version</b>: which slot holds the partition table, and a lock over changing it: even for a table,
+ *       odd while a writer holds the lock; only ever raised, by compare-and-swap ({@code PartitionTable.commit}). A
+ *       compute node serves the table of the version it read, and reads it again when an acquire finds it moved.</li>
  *   <li><b>key bytes</b>: the width of the index's keys ({@code KeyFormat}), fixed when the tree is formatted;
  *       0 (a superblock written before widths existed) means 8.</li>
  *   <li><b>log directory</b>: address of the chunk that lists each partition's redo log, set by

@@ -24,6 +24,7 @@ import dev.dex.core.log.RedoLogSettings;
 import dev.dex.core.partition.PartitionTable;
 import dev.dex.core.tree.TreeValidator;
 import dev.dex.rdma.ForwardingRemoteMemory;
+import dev.dex.rdma.RemoteMemory;
 
 /**
  * Online splits of a partition (PartitionSplits, docs/partition-splits.md): under writes, checked against a model, with
@@ -330,6 +331,172 @@ class PartitionSplitTest {
             assertTrue(reused > 20, "the splits below the boundary reused the free leaves, wherever they were freed: "
                     + reused + " of " + freed);
             assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    /** A connection whose writing verbs fail while {@code failing}; {@code landed}: the failed verb took effect. */
+    private static final class Unanswered extends ForwardingRemoteMemory {
+        final java.util.concurrent.atomic.AtomicReference<java.util.function.LongPredicate> failing =
+                new java.util.concurrent.atomic.AtomicReference<>(address -> false);
+        volatile boolean landed;
+
+        Unanswered(RemoteMemory delegate) {
+            super(delegate);
+        }
+
+        @Override
+        public void write(long address, org.agrona.DirectBuffer src, int offset, int length) {
+            if (failing.get().test(address)) {
+                if (landed) {
+                    super.write(address, src, offset, length);
+                }
+                throw new dev.dex.rdma.FabricException("no answer to a write at " + address);
+            }
+            super.write(address, src, offset, length);
+        }
+
+        @Override
+        public long compareAndSwap(long address, long expected, long desired) {
+            if (failing.get().test(address)) {
+                if (landed) {
+                    super.compareAndSwap(address, expected, desired);
+                }
+                throw new dev.dex.rdma.FabricException("no answer to a compare-and-swap at " + address);
+            }
+            return super.compareAndSwap(address, expected, desired);
+        }
+    }
+
+    @org.junit.jupiter.params.ParameterizedTest(name = "the commit landed: {0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {true, false})
+    void aCommitWhoseAnswerIsLostIsLearnedFromTheStoredTable(boolean landed) {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            Unanswered[] connection = new Unanswered[1];
+            fixture.connectionWrapper = memory -> connection[0] = new Unanswered(memory);
+            DexEngine a = fixture.open(1, CONFIG).get(0);
+            PartitionTable before = a.partitions();
+            long high = before.upperInclusive(0);
+            long boundary = a.splitBoundary(0, high / 2);
+            connection[0].landed = landed;
+            // The commit's compare-and-swap of the version from odd to even: the one whose answer is lost.
+            long version = dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS;
+            boolean[] once = {false};
+            connection[0].failing.set(address -> address == version && !once[0] && (once[0] = PartitionTable.storedVersion(fixture.admin) % 2 == 1));
+            if (landed) {
+                DexEngine.SplitReport report = a.split(0, boundary);
+                assertEquals(boundary, a.partitions().upperInclusive(0), "the split counts: its commit landed");
+                assertEquals(new PartitionTable.Versioned(a.partitions(), report.version()), PartitionTable.loadVersioned(fixture.admin));
+            } else {
+                IllegalStateException failed = assertThrows(IllegalStateException.class, () -> a.split(0, boundary));
+                assertTrue(failed.getMessage().contains("was not split"), failed.getMessage());
+                assertEquals(before, a.partitions());
+                assertEquals(before, PartitionTable.load(fixture.admin), "the old table is still the one read");
+            }
+            assertTrue(once[0], "the commit's answer was lost");
+            connection[0].failing.set(address -> false);
+            try (DexSession session = a.newSession()) {
+                if (landed) {
+                    assertThrows(PartitionNotHeldException.class, () -> session.lookup(boundary + 2), "given to the new partition");
+                } else {
+                    assertTrue(session.lookup(boundary + 2), "still served: no split");
+                }
+                assertTrue(session.lookup(boundary), "the partition serves on");
+            }
+            // The ownership entry says the range the engine serves: an offload of a key above the boundary is refused after
+            // a split, and let through without one.
+            String refusal = dev.dex.core.partition.OwnershipTable.refusal(fixture.regions.get(0).region(), 0, 0,
+                    a.log(0).epoch(), boundary + 2);
+            assertEquals(landed, refusal != null, "ownership of key " + (boundary + 2) + ": " + refusal);
+        }
+    }
+
+    @Test
+    void aSplitAfterAFailedWriteIsRefusedUntilThePartitionIsAcquiredAgain() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            Unanswered[] connection = new Unanswered[1];
+            fixture.connectionWrapper = memory -> connection[0] = new Unanswered(memory);
+            DexEngine a = fixture.open(1, CONFIG.withLeafAdmission(0.0)).get(0);
+            long high = a.partitions().upperInclusive(0);
+            connection[0].failing.set(address -> true);
+            try (DexSession session = a.newSession()) {
+                assertThrows(RuntimeException.class, () -> session.put(4, 5), "a write-through whose answer is lost");
+            }
+            connection[0].failing.set(address -> false);
+            IllegalStateException refused = assertThrows(IllegalStateException.class, () -> a.split(0, a.splitBoundary(0, high / 2)));
+            assertTrue(refused.getMessage().contains("a write of this compute node failed"), refused.getMessage());
+            assertEquals(2, PartitionTable.loadVersioned(fixture.admin).version(), "no table committed");
+            a.release(0);
+            a.acquire(0);
+            assertEquals(4, a.split(0, a.splitBoundary(0, high / 2)).version(), "acquired again, it splits");
+        }
+    }
+
+    @Test
+    void aSplitOnChunksWithoutRoomForASecondTableIsRefusedAndTheOwnershipTablesStay() {
+        try (dev.dex.rdma.local.LocalFabric fabric = new dev.dex.rdma.local.LocalFabric()) {
+            fabric.export(0, 16L << 20, 4096);
+            RemoteMemory memory = fabric.connect(0);
+            long[] keys = new long[2_000];
+            for (int i = 0; i < keys.length; i++) {
+                keys[i] = 2L * i + 2;
+            }
+            dev.dex.core.tree.BulkLoader.formatAndLoad(memory, new dev.dex.core.tree.TreeSettings(2, 0.7),
+                    dev.dex.core.tree.SortedEntries.of(keys, keys), n -> { });
+            PartitionTable table = dev.dex.core.partition.Partitioning.fromLeafFences(memory, 2);
+            PartitionTable.store(memory, table);
+            DexEngine a = DexEngine.open(fabric.connect(0), CONFIG, null, RedoLogSettings.OFF);
+            a.acquire(0);
+            a.acquire(1);
+            long ownership = memory.readLong(dev.dex.rdma.GlobalAddress.of(0, dev.dex.core.partition.OwnershipTable.TABLE_POINTER_OFFSET));
+            long entries = memory.readLong(ownership + dev.dex.core.partition.OwnershipTable.ENTRIES_OFFSET);
+            IllegalStateException refused = assertThrows(IllegalStateException.class,
+                    () -> a.split(0, a.splitBoundary(0, table.upperInclusive(0) / 2)));
+            assertTrue(refused.getMessage().contains("cannot change"), refused.getMessage());
+            assertEquals(ownership, memory.readLong(dev.dex.rdma.GlobalAddress.of(0, dev.dex.core.partition.OwnershipTable.TABLE_POINTER_OFFSET)),
+                    "the ownership table was not replaced");
+            assertEquals(2, entries, "sized for the table's partitions where it cannot change");
+            try (DexSession session = a.newSession()) {
+                assertTrue(session.lookup(4));
+            }
+            a.close();
+        }
+    }
+
+    @Test
+    void aTakeoverThatMeetsASplitOfItsPartitionServesTheSplitRange() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            List<DexEngine> engines = fixture.open(1, CONFIG);
+            DexEngine a = engines.get(0);
+            long high = a.partitions().upperInclusive(0);
+            long boundary = a.splitBoundary(0, high / 2);
+            AtomicBoolean armed = new AtomicBoolean();
+            AtomicReference<DexEngine.SplitReport> split = new AtomicReference<>();
+            // A later engine reads the table, then starts to take partition 0 over while A still holds it; A's split commits
+            // after the later engine checked the version, at its first compare-and-swap (its log takeover).
+            DexEngine late = DexEngine.open(new ForwardingRemoteMemory(fixture.fabric.connect(0)) {
+                @Override
+                public long compareAndSwap(long address, long expected, long desired) {
+                    if (armed.compareAndSet(true, false)) {
+                        split.set(a.split(0, boundary));
+                    }
+                    return super.compareAndSwap(address, expected, desired);
+                }
+            }, CONFIG, null, RedoLogSettings.ON);
+            fixture.engines.add(late);
+            armed.set(true);
+            late.acquire(0);
+            assertTrue(split.get() != null, "the split ran inside the takeover");
+            assertEquals(boundary, late.partitions().upperInclusive(0), "the takeover serves the range the stored table has");
+            try (DexSession session = late.newSession()) {
+                assertTrue(session.lookup(boundary));
+                PartitionNotHeldException refused = assertThrows(PartitionNotHeldException.class, () -> session.lookup(boundary + 2));
+                assertEquals(split.get().added(), refused.partition());
+            }
+            String refusal = dev.dex.core.partition.OwnershipTable.refusal(fixture.regions.get(0).region(), 0, 0,
+                    late.log(0).epoch(), boundary + 2);
+            assertTrue(refusal != null && refusal.contains("outside partition 0"), "registered narrowed: " + refusal);
         }
     }
 

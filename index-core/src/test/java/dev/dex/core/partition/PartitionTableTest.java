@@ -244,6 +244,27 @@ class PartitionTableTest {
                     () -> PartitionTable.commit(memory, 2, table.split(0, 500, 400)));
             assertTrue(noRoom.getMessage().contains("no room for a second partition table"), noRoom.getMessage());
             assertEquals(new PartitionTable.Versioned(table, 2), PartitionTable.loadVersioned(memory), "unchanged, unlocked");
+            PartitionTable loaders = PartitionTable.equalWidth(300, 0, 400_000);
+            PartitionTable.store(memory, loaders); // a loader's table over the memory node's, in place
+            assertEquals(new PartitionTable.Versioned(loaders, 6), PartitionTable.loadVersioned(memory));
+        }
+    }
+
+    @Test
+    void aTreeStoredTwiceBeforeSlotsExistedIsReadFromSlotZero() {
+        try (LocalFabric fabric = new LocalFabric()) {
+            fabric.export(0, 8L << 20, 64 << 10);
+            RemoteMemory memory = fabric.connect(0);
+            dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            PartitionTable table = PartitionTable.equalWidth(8, 0, 8000);
+            PartitionTable.store(memory, table);
+            // Each store of the first layout added 2 and wrote slot 0: two stores left version 4 over slot 0.
+            assertEquals(2, memory.compareAndSwap(dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS, 2, 4));
+            assertEquals(new PartitionTable.Versioned(table, 6), PartitionTable.loadVersioned(memory),
+                    "moved to the next version, which names slot 0");
+            PartitionTable split = table.split(3, 3500, 8);
+            assertTrue(PartitionTable.commit(memory, 6, split));
+            assertEquals(new PartitionTable.Versioned(split, 8), PartitionTable.loadVersioned(memory));
         }
     }
 }

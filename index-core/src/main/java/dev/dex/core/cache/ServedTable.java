@@ -1,0 +1,72 @@
+package dev.dex.core.cache;
+
+import dev.dex.core.partition.PartitionTable;
+
+/**
+ * The partition table a {@link DexEngine} serves ({@code engine.partitions}) and its version, and the adoption of a
+ * newer stored one: after this engine's own split ({@link #adopt}, PartitionSplits), or when an acquire finds the stored
+ * version moved ({@link #adoptIfMoved}: another compute node's split).
+ *
+ * <pre>
+ * Concurrency: adoptions are serialized on this object's monitor and only ever move the version forward; the table
+ *   reference is volatile, and every operation reads it once per use. A table is adopted only if no partition this
+ *   engine holds (but the one being acquired, which has nothing cached yet) has another range in it; this engine's own
+ *   split adopts its table while the split partition is paused.
+ * </pre>
+ */
+final class ServedTable {
+    private final DexEngine engine;
+    private volatile long version;
+
+    ServedTable(DexEngine engine, long version) {
+        this.engine = engine;
+        this.version = version;
+    }
+
+    /** The version of the table this engine serves. */
+    long version() {
+        return version;
+    }
+
+    /**
+     * Serves the stored table from now on if its version moved, unless a partition this engine holds, other than
+     * {@code recovering} (-1: none), has another range in it: this engine's cache and operations would then hold keys
+     * another owner may serve. Returns whether the version had moved.
+     *
+     * @throws IllegalStateException when a held partition's range changed
+     */
+    boolean adoptIfMoved(int recovering) {
+        if ((PartitionTable.storedVersion(engine.memory) & ~1L) == version) {
+            return false;
+        }
+        adoptStored(recovering);
+        return true;
+    }
+
+    /** {@link #adoptIfMoved} without the first look at the version. */
+    synchronized void adoptStored(int recovering) {
+        PartitionTable.Versioned stored = PartitionTable.loadVersioned(engine.memory);
+        if (stored.version() == version) {
+            return;
+        }
+        PartitionTable current = engine.partitions;
+        for (int p = 0; p < current.idLimit(); p++) {
+            if (p != recovering && !engine.held.notHeld(p) && (!stored.table().exists(p)
+                    || stored.table().lowerExclusive(p) != current.lowerExclusive(p)
+                    || stored.table().upperInclusive(p) != current.upperInclusive(p))) {
+                throw new IllegalStateException("the partition table was rewritten (version " + version + " -> "
+                        + stored.version() + ") and changed partition " + p + ", which this compute node holds; it refuses to"
+                        + " serve from the new table until it gave that partition up");
+            }
+        }
+        adopt(stored);
+    }
+
+    /** Serves {@code stored} from now on, if it is newer (the split of a partition this engine holds, paused). */
+    synchronized void adopt(PartitionTable.Versioned stored) {
+        if (stored.version() > version) {
+            engine.partitions = stored.table();
+            version = stored.version();
+        }
+    }
+}
