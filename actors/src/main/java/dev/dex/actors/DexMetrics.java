@@ -93,6 +93,10 @@ public final class DexMetrics implements Extension {
                     callback.call(sums[3], "inherited");
                 })
                 .register(registry);
+        CounterWithCallback.builder().name("dex_partition_splits")
+                .help("Partitions this compute node split by load (dex.compute.split, docs/partition-splits.md)")
+                .callback(callback -> callback.call(loads.stream().mapToLong(PartitionLoad::splits).sum()))
+                .register(registry);
         CounterWithCallback.builder().name("dex_merge_sweeps")
                 .help("Partitions swept after their deletes stopped (dex.compute.merge-sweep, docs/merges.md)")
                 .callback(callback -> callback.call(engines.stream().mapToLong(engine -> engine.mergeCounts()[4]).sum()))
@@ -173,7 +177,7 @@ public final class DexMetrics implements Extension {
 
     private static long held(DexEngine engine) {
         long held = 0;
-        for (int p = 0; p < engine.partitions().count(); p++) {
+        for (int p : engine.partitions().ids()) {
             if (engine.holds(p)) {
                 held++;
             }

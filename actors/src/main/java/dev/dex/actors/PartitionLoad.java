@@ -56,6 +56,8 @@ public final class PartitionLoad {
         this.windowNanos = window.toNanos();
         this.operations = new AtomicLongArray(partitions);
         this.atStart = new long[partitions];
+        this.samples = new java.util.concurrent.atomic.AtomicLongArray(partitions * SAMPLES);
+        this.sampled = new java.util.concurrent.atomic.AtomicIntegerArray(partitions);
         this.startNanos = nowNanos;
     }
 
@@ -72,6 +74,43 @@ public final class PartitionLoad {
     /** The workers ran {@code count} operations of {@code partition} (for the node's workers, in actors.partition). */
     public void add(int partition, int count) {
         operations.addAndGet(partition, count);
+    }
+
+    /** Keys sampled per partition: one per batch, the last {@link #SAMPLES} kept (a split's boundary, SplitPolicy). */
+    public static final int SAMPLES = 32;
+    private final java.util.concurrent.atomic.AtomicLongArray samples;
+    private final java.util.concurrent.atomic.AtomicIntegerArray sampled;
+
+    /** A batch of {@code partition} led with a key whose first word is {@code key}: kept among its recent samples. */
+    public void sample(int partition, long key) {
+        int slot = sampled.getAndIncrement(partition) & (SAMPLES - 1);
+        samples.set(partition * SAMPLES + slot, key);
+    }
+
+    /** The median of {@code partition}'s recent samples (first words), or {@code Long.MIN_VALUE} when none was taken. */
+    public long medianSample(int partition) {
+        int n = Math.min(SAMPLES, sampled.get(partition));
+        if (n == 0) {
+            return Long.MIN_VALUE;
+        }
+        long[] keys = new long[n];
+        for (int i = 0; i < n; i++) {
+            keys[i] = samples.get(partition * SAMPLES + i);
+        }
+        java.util.Arrays.sort(keys);
+        return keys[n / 2];
+    }
+
+    private final java.util.concurrent.atomic.AtomicLong splits = new java.util.concurrent.atomic.AtomicLong();
+
+    /** One of this node's partitions split (partition.SplitPolicy): counted on /metrics, {@code dex_partition_splits_total}. */
+    public void split() {
+        splits.incrementAndGet();
+    }
+
+    /** Partitions this node split since it started. */
+    public long splits() {
+        return splits.get();
     }
 
     /** Operations run for {@code partition} since the node started. */

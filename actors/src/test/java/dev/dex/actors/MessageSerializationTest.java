@@ -119,7 +119,8 @@ class MessageSerializationTest {
                         new long[] {8}, 1),
                 new MemoryNode.OffloadResult(18, OffloadRequest.REJECTED, false, 0, new long[0], new long[0], 0),
                 new ComputeNode.GetPartitionTable(tables),
-                new ComputeNode.PartitionTableReply(new long[] {62_499, 124_999, Long.MAX_VALUE - 1}),
+                new ComputeNode.PartitionTableReply(new long[] {62_499, 124_999, Long.MAX_VALUE - 1}, new int[] {0, 3, 1, 2}, 4),
+                new ComputeNode.PartitionTableReply(new long[] {62_499}, null, 2),
                 new ComputeNode.GetStatus(statuses),
                 new ComputeNode.Status("pekko://dex@127.0.0.1:25520", List.of(0, 5, 15), 1_000_000_000_000L, 12, 3, 0,
                         Long.MAX_VALUE, 0.8125, 7, List.of(), List.of()),
@@ -276,6 +277,8 @@ class MessageSerializationTest {
         assertEquals(expected.getClass(), actual.getClass(), path);
         if (expected instanceof long[] longs) {
             assertArrayEquals(longs, (long[]) actual, path);
+        } else if (expected instanceof int[] ints) {
+            assertArrayEquals(ints, (int[]) actual, path);
         } else if (expected instanceof Double d) {
             assertEquals(0, Double.compare(d, (Double) actual), path + ": " + d + " vs " + actual);
         } else if (expected.getClass().isRecord()) {

@@ -196,6 +196,8 @@ public final class DexClient {
     private final java.util.Set<Submissions> apis = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     /** The compute nodes last listed, asked for the partition table while starting. */
     private java.util.Set<ActorRef<ComputeNode.Command>> computeNodes = java.util.Set.of();
+    /** A newer table was asked for and not answered yet. */
+    private boolean tableAsked;
 
     private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout, int window) {
         this.context = context;
@@ -250,13 +252,14 @@ public final class DexClient {
                         timers.startSingleTimer(AskTable.INSTANCE, AskTable.INSTANCE, Duration.ofSeconds(1));
                         return Behaviors.same();
                     }
-                    PartitionTable table = PartitionTable.ofUpperBounds(reply.reply().upperBounds());
+                    PartitionTable table = reply.reply().table();
                     ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
                             Entity.of(Partition.TYPE_KEY, entity -> Behaviors.<Partition.Command>empty())
-                                    .withMessageExtractor(new Partition.RangeExtractor(table))
+                                    .withMessageExtractor(new Partition.IdExtractor())
                                     .withStopMessage(Partition.Handoff.INSTANCE)
                                     .withRole("compute"));
-                    lanes = new PartitionLanes(timers, askTimeout, window, table, region, replies, bundleReplies);
+                    lanes = new PartitionLanes(timers, askTimeout, window, table, reply.reply().version(), region, replies,
+                            bundleReplies);
                     return stash.unstashAll(serving());
                 })
                 .onAnyMessage(message -> {
@@ -277,6 +280,37 @@ public final class DexClient {
                     return Behaviors.same();
                 })
                 .build();
+    }
+
+    /**
+     * Asks for a newer partition table when operations wait for one (they were answered {@link Ops#MOVED}): from the
+     * compute node that answered so, which serves it, else from any.
+     */
+    private void askNewerTable() {
+        if (!lanes.wantsTable() || tableAsked) {
+            return;
+        }
+        tableAsked = true;
+        ActorRef<ComputeNode.Command> node = computeNodes.stream()
+                .filter(ref -> ref.path().address().toString().equals(lanes.movedBy())).findAny()
+                .orElse(computeNodes.stream().findAny().orElse(null));
+        if (node == null) {
+            timers.startSingleTimer(AskTable.INSTANCE, AskTable.INSTANCE, Duration.ofMillis(100));
+            return;
+        }
+        context.ask(ComputeNode.PartitionTableReply.class, node, Duration.ofSeconds(5), ComputeNode.GetPartitionTable::new, Table::new);
+    }
+
+    /** A table asked for by {@link #askNewerTable}: routed by from now on if it is newer; asked again while ops wait. */
+    private void onNewerTable(Table reply) {
+        tableAsked = false;
+        if (reply.failure() == null) {
+            lanes.adopt(reply.reply().table(), reply.reply().version());
+        }
+        if (lanes.wantsTable()) {
+            tableAsked = true; // the node asked had no newer one yet (or did not answer): again shortly
+            timers.startSingleTimer(AskTable.INSTANCE, AskTable.INSTANCE, Duration.ofMillis(100));
+        }
     }
 
     private void askTable() {
@@ -317,11 +351,23 @@ public final class DexClient {
     private Behavior<Command> handle(Command message) {
         if (message instanceof BatchAnswered answered) {
             lanes.onAnswered(answered.results());
+            askNewerTable();
             return Behaviors.same();
         } else if (message instanceof BundleAnswered answered) {
             for (Ops.Results results : answered.bundle().answers()) {
                 lanes.onAnswered(results);
             }
+            askNewerTable();
+            return Behaviors.same();
+        } else if (message instanceof ComputeNodes nodes) {
+            computeNodes = nodes.listing().getServiceInstances(ComputeNode.KEY);
+            return Behaviors.same();
+        } else if (message instanceof Table reply) {
+            onNewerTable(reply);
+            return Behaviors.same();
+        } else if (message instanceof AskTable) {
+            tableAsked = false;
+            askNewerTable();
             return Behaviors.same();
         } else if (message instanceof Routers listed) {
             lanes.routersListed(listed.listing());

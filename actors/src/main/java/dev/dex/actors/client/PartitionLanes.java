@@ -86,7 +86,23 @@ final class PartitionLanes {
     private final TimerScheduler<DexClient.Command> timers;
     private final Duration askTimeout;
     private final int window;
-    private final PartitionTable table;
+    /** The partition table the client routes by, and its version: replaced by a newer one after a split ({@link #adopt}). */
+    private PartitionTable table;
+    private long tableVersion;
+    /**
+     * Operations answered {@link Ops#MOVED} whose key this client's table still puts in the partition they went to: they
+     * wait, by the batch that carried them, for a newer table ({@link #wantsTable}).
+     */
+    private final java.util.TreeMap<Long, List<Pending>> moved = new java.util.TreeMap<>();
+    /** The compute node that answered the latest {@link Ops#MOVED}: it serves the newer table. */
+    private String movedBy;
+    /**
+     * Batches that were in flight, at the latest table change, to partitions whose range changed; until they all landed,
+     * nothing goes to the partitions in {@link #barred} (the ones whose range changed in the new table), so that an
+     * operation those batches bring back {@link Ops#MOVED} still goes before the client's later operations on its key.
+     */
+    private final java.util.Set<Long> barrier = new java.util.HashSet<>();
+    private final java.util.Set<Integer> barred = new java.util.HashSet<>();
     /** The client's sharding proxy of the partitions. */
     private final ActorRef<Partition.Command> region;
     /** Where every partition answers: one stable reference, so Artery compresses it and resolves it once. */
@@ -126,12 +142,13 @@ final class PartitionLanes {
     /** The address of the compute node that last answered for each partition. */
     private final Map<Integer, String> servedBy = new HashMap<>();
 
-    PartitionLanes(TimerScheduler<DexClient.Command> timers, Duration askTimeout, int window, PartitionTable table,
+    PartitionLanes(TimerScheduler<DexClient.Command> timers, Duration askTimeout, int window, PartitionTable table, long version,
                    ActorRef<Partition.Command> region, ActorRef<Ops.Results> replies, ActorRef<Ops.ResultsBundle> bundleReplies) {
         this.timers = timers;
         this.askTimeout = askTimeout;
         this.window = window;
         this.table = table;
+        this.tableVersion = version;
         this.region = region;
         this.replies = replies;
         this.bundleReplies = bundleReplies;
@@ -166,6 +183,15 @@ final class PartitionLanes {
      * scans made a reply Artery dropped, and the batch was sent again for minutes).
      */
     void sendNext(int partition) {
+        if (!barred.isEmpty()) {
+            if (barrier.isEmpty()) {
+                List<Integer> released = new ArrayList<>(barred);
+                barred.clear();
+                released.forEach(this::sendNext);
+            } else if (barred.contains(partition)) {
+                return;
+            }
+        }
         Lane lane = lanes.computeIfAbsent(partition, p -> new Lane());
         Held waiting = held.get(partition);
         if (waiting != null) {
@@ -215,18 +241,17 @@ final class PartitionLanes {
         lane.flights.add(flight);
         lane.lastSent = flight.id;
         flights.put(flight.id, flight);
-        long routingKey = flight.ops.get(0).first();
         long[] known = epochs.get(flight.partition);
         long epoch = known == null ? 0 : known[0];
         if (route == PROXY) {
             HopTrace.stamp(flight.trace, HopTrace.SENT);
-            region.tell(new Partition.Execute(routingKey, flight.id, clientId, flight.id, epoch, follows, flight.ops, replies,
+            region.tell(new Partition.Execute(flight.partition, flight.id, clientId, flight.id, epoch, follows, flight.ops, replies,
                     flight.trace));
         } else {
             @SuppressWarnings("unchecked")
             ActorRef<PartitionRouter.Command> router = (ActorRef<PartitionRouter.Command>) route;
             bundling.computeIfAbsent(router, r -> new ArrayList<>())
-                    .add(new PartitionRouter.Routed(routingKey, flight.id, epoch, follows, flight.ops, flight.trace));
+                    .add(new PartitionRouter.Routed(flight.partition, flight.id, epoch, follows, flight.ops, flight.trace));
         }
         timers.startSingleTimer(flight, new DexClient.FlightTimedOut(flight), askTimeout);
     }
@@ -283,6 +308,7 @@ final class PartitionLanes {
 
     /** The attempt is no longer in flight: its slot in the partition's window is free. */
     private void landed(Flight flight) {
+        barrier.remove(flight.id);
         flights.remove(flight.id);
         timers.cancel(flight);
         lanes.get(flight.partition).flights.remove(flight);
@@ -415,7 +441,9 @@ final class PartitionLanes {
             for (int i = 0; i < flight.batch.size(); i++) {
                 Pending pending = flight.batch.get(i);
                 Ops.Result result = results.results().get(i);
-                if (result.status() == Ops.STALE) {
+                if (result.status() == Ops.MOVED) {
+                    moved(flight, pending, result, results.host());
+                } else if (result.status() == Ops.STALE) {
                     again(flight.partition, flight.id, pending, result.error(), Duration.ZERO);
                 } else if (retriable(result)) {
                     // Refused by a leaving node's router: no pause, since the partition is where it was, or moving, and
@@ -443,6 +471,105 @@ final class PartitionLanes {
             settle(flight.partition);
         }
         sendNext(flight.partition);
+    }
+
+    /**
+     * {@code pending}, carried by {@code flight}, was answered {@link Ops#MOVED}: its key left the partition in a split.
+     * It goes again to where this client's table puts it now, first there; or, while the table is older than the
+     * answering node's, it waits for a newer one.
+     */
+    private void moved(Flight flight, Pending pending, Ops.Result result, String host) {
+        if (givenUp(pending, result.error())) {
+            return;
+        }
+        int now = table.partitionOf(pending.op.first());
+        if (now != flight.partition) {
+            hold(now, Duration.ZERO).batches.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
+            sendNext(now);
+        } else {
+            moved.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
+            movedBy = host;
+        }
+    }
+
+    /** Whether operations wait for a newer partition table than this client's; {@link #movedBy} serves one. */
+    boolean wantsTable() {
+        return !moved.isEmpty();
+    }
+
+    /** The compute node that answered the latest {@link Ops#MOVED}, or null. */
+    String movedBy() {
+        return movedBy;
+    }
+
+    /** The table this client routes by. */
+    PartitionTable table() {
+        return table;
+    }
+
+    /**
+     * Routes by {@code next} from now on, if its {@code version} is newer: what waits for a partition whose range changed
+     * (queued, held, or answered {@link Ops#MOVED}) goes to where its key lies now, in the order the client took it, and
+     * the partitions whose range changed take nothing new until the batches in flight to the changed ones landed.
+     * (One gap: a batch of a changed partition that lands unanswered goes again to that partition, and so after the
+     * barrier: should the split have moved its key, it may then apply after a later operation of the same key.)
+     */
+    boolean adopt(PartitionTable next, long version) {
+        if (version <= tableVersion) {
+            return false;
+        }
+        PartitionTable old = table;
+        table = next;
+        tableVersion = version;
+        java.util.Set<Integer> changedNew = new java.util.TreeSet<>();
+        for (int id : next.ids()) {
+            if (!old.exists(id) || old.lowerExclusive(id) != next.lowerExclusive(id) || old.upperInclusive(id) != next.upperInclusive(id)) {
+                changedNew.add(id);
+            }
+        }
+        for (int id : old.ids()) {
+            boolean changed = !next.exists(id) || old.lowerExclusive(id) != next.lowerExclusive(id)
+                    || old.upperInclusive(id) != next.upperInclusive(id);
+            if (!changed) {
+                continue;
+            }
+            Lane lane = lanes.get(id);
+            if (lane != null) {
+                lane.flights.forEach(flight -> barrier.add(flight.id));
+            }
+            ArrayDeque<Pending> queue = queues.remove(id);
+            if (queue != null) {
+                for (Pending pending : queue) {
+                    queues.computeIfAbsent(next.partitionOf(pending.op.first()), p -> new ArrayDeque<>()).add(pending);
+                }
+            }
+            Held waiting = held.get(id);
+            if (waiting != null) {
+                for (var batch : waiting.batches.entrySet()) {
+                    batch.getValue().removeIf(pending -> {
+                        int now = next.partitionOf(pending.op.first());
+                        if (now == id) {
+                            return false;
+                        }
+                        hold(now, Duration.ZERO).batches.computeIfAbsent(batch.getKey(), b -> new ArrayList<>()).add(pending);
+                        return true;
+                    });
+                }
+                waiting.batches.values().removeIf(List::isEmpty);
+            }
+        }
+        for (var batch : moved.entrySet()) {
+            for (Pending pending : batch.getValue()) {
+                hold(next.partitionOf(pending.op.first()), Duration.ZERO).batches
+                        .computeIfAbsent(batch.getKey(), b -> new ArrayList<>()).add(pending);
+            }
+        }
+        moved.clear();
+        if (!barrier.isEmpty()) {
+            barred.addAll(changedNew);
+        }
+        changedNew.forEach(this::sendNext);
+        return true;
     }
 
     /** A partition that is moving, has too many batches waiting, or refused a stale batch: the operation goes again. */
@@ -538,6 +665,8 @@ final class PartitionLanes {
         lanes.clear();
         held.values().forEach(waiting -> waiting.batches.values().forEach(all::addAll));
         held.clear();
+        moved.values().forEach(all::addAll);
+        moved.clear();
         for (Pending pending : all) {
             answer(pending, Ops.Result.error(Ops.FAILED, why));
         }

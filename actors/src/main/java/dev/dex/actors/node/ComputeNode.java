@@ -72,8 +72,16 @@ public final class ComputeNode {
     public record GetPartitionTable(ActorRef<PartitionTableReply> replyTo) implements Command, CborSerializable {
     }
 
-    /** The inclusive upper bounds of all partitions but the last. */
-    public record PartitionTableReply(long[] upperBounds) implements CborSerializable {
+    /**
+     * The partition table: the inclusive upper bounds of all partitions but the last, their ids in key order (null: 0 to
+     * n - 1), and its version (docs/partition-splits.md).
+     */
+    public record PartitionTableReply(long[] upperBounds, int[] ids, long version) implements CborSerializable {
+        /** The table these describe. */
+        public dev.dex.core.partition.PartitionTable table() {
+            return ids == null ? dev.dex.core.partition.PartitionTable.ofUpperBounds(upperBounds)
+                    : dev.dex.core.partition.PartitionTable.of(upperBounds, ids);
+        }
     }
 
     public record GetStatus(ActorRef<Status> replyTo) implements Command, CborSerializable {
@@ -205,6 +213,8 @@ public final class ComputeNode {
     private final ActorContext<Command> context;
     private final TimerScheduler<Command> timers;
     private final Settings settings;
+    /** When this node splits a partition it holds ({@code dex.compute.split}). */
+    private final dev.dex.actors.partition.SplitPolicy splitPolicy;
     private final Fabric fabric;
     private final Map<Integer, ActorRef<MemoryNode.Command>> memory = new HashMap<>();
     private final Map<Integer, String> endpoints = new HashMap<>();
@@ -224,6 +234,7 @@ public final class ComputeNode {
         this.context = context;
         this.timers = timers;
         this.settings = settings;
+        this.splitPolicy = dev.dex.actors.partition.SplitPolicy.from(context.getSystem().settings().config());
         this.sweep = new MergeSweep(settings.mergeSweep());
         this.fabric = fabric;
     }
@@ -373,7 +384,7 @@ public final class ComputeNode {
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
         ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
                 Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
-                        .withMessageExtractor(new Partition.RangeExtractor(engine.partitions()))
+                        .withMessageExtractor(new Partition.IdExtractor())
                         .withStopMessage(Partition.Handoff.INSTANCE)
                         .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout(),
                                 ProbedRebalance.coordinatorPath(context.getSystem(), Partition.TYPE_KEY.name()),
@@ -516,6 +527,7 @@ public final class ComputeNode {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
         workers.load().roll(now);
+        splitPolicy.tick(engine, workers, context.getLog());
         GroupsClient.follow(replicated, fabric, groups, context.getSystem(), context.getLog()); // again: an install may have failed
         LostServers.Seen seen = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
                 memory, endpoints, groups, connection, context.getLog());
@@ -603,7 +615,8 @@ public final class ComputeNode {
         DexMetrics.get(context.getSystem()).engine(engine, workers.load());
         return Behaviors.receive(Command.class)
                 .onMessage(GetPartitionTable.class, get -> {
-                    get.replyTo().tell(new PartitionTableReply(engine.partitions().upperBounds()));
+                    dev.dex.core.partition.PartitionTable table = engine.partitions();
+                    get.replyTo().tell(new PartitionTableReply(table.upperBounds(), table.ids(), engine.tableVersion()));
                     return Behaviors.same();
                 })
                 .onMessage(GetStatus.class, get -> {

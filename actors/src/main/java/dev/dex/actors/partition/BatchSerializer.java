@@ -30,7 +30,7 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 6 | i64 routingKey | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | trace | string replyTo
+ *   u8 version = 6 | i64 partition | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | trace | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
  *   count x op
  *   op: { i32 kind | u8 r (0..7) | i64 key | i64 value | i32 count | r x i64 }
@@ -44,7 +44,7 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
  *   u8 version = 6 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
- *   n x { i64 routingKey | i64 batch | i64 epoch | i64 follows | trace | i32 count (0..WIRE_MAX_OPS) | count x op }
+ *   n x { i64 partition | i64 batch | i64 epoch | i64 follows | trace | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
  *   u8 version = 6 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
@@ -227,7 +227,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         byte[] replyTo = format(execute.replyTo());
         List<Ops.Op> ops = execute.ops();
         ByteBuffer out = output(target, 1 + 6 * 8 + traceBytes(execute.trace()) + 4 + replyTo.length + 4 + opBytes(ops));
-        out.put(VERSION).putLong(execute.routingKey()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
+        out.put(VERSION).putLong(execute.partition()).putLong(execute.batch()).putLong(execute.client()).putLong(execute.seq())
                 .putLong(execute.epoch()).putLong(execute.follows());
         putTrace(out, execute.trace(), HopTrace.ENCODED);
         putString(out, replyTo);
@@ -249,7 +249,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
 
     private Partition.Execute readExecute(ByteBuffer in) throws NotSerializableException {
         version(in, EXECUTE);
-        long routingKey = in.getLong();
+        long partition = in.getLong();
         long batch = in.getLong();
         long client = in.getLong();
         long seq = in.getLong();
@@ -262,7 +262,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         }
         List<Ops.Op> ops = readOps(in, WIRE_MAX_OPS);
         try {
-            return new Partition.Execute(routingKey, batch, client, seq, epoch, follows, ops, resolve(path), trace);
+            return new Partition.Execute(partition, batch, client, seq, epoch, follows, ops, resolve(path), trace);
         } catch (IllegalArgumentException e) {
             throw new NotSerializableException("BatchSerializer: " + e.getMessage());
         }
@@ -316,7 +316,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         putString(out, replyTo);
         out.putLong(bundle.client()).putInt(batches.size());
         for (PartitionRouter.Routed routed : batches) {
-            out.putLong(routed.routingKey()).putLong(routed.batch()).putLong(routed.epoch()).putLong(routed.follows());
+            out.putLong(routed.partition()).putLong(routed.batch()).putLong(routed.epoch()).putLong(routed.follows());
             putTrace(out, routed.trace(), HopTrace.ENCODED);
             out.putInt(routed.ops().size());
             for (Ops.Op op : routed.ops()) {
@@ -340,14 +340,14 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         List<PartitionRouter.Routed> batches = new ArrayList<>(n);
         int left = WIRE_MAX_OPS;
         for (int i = 0; i < n; i++) {
-            long routingKey = in.getLong();
+            long partition = in.getLong();
             long batch = in.getLong();
             long epoch = in.getLong();
             long follows = in.getLong();
             long[] trace = readTrace(in, HopTrace.DECODED);
             List<Ops.Op> ops = readOps(in, left);
             left -= ops.size();
-            batches.add(new PartitionRouter.Routed(routingKey, batch, epoch, follows, ops, trace));
+            batches.add(new PartitionRouter.Routed(partition, batch, epoch, follows, ops, trace));
         }
         try {
             return new PartitionRouter.Bundle(batches, resolve(path), client);

@@ -65,7 +65,7 @@ public final class EngineWorkers implements AutoCloseable {
     public EngineWorkers(DexEngine engine, int threads, String name, java.time.Duration loadWindow, boolean warmOnAcquire) {
         this.engine = engine;
         this.warmOnAcquire = warmOnAcquire;
-        this.load = new PartitionLoad(engine.partitions().count(), loadWindow, System.nanoTime());
+        this.load = new PartitionLoad(PartitionTable.MAX_PARTITIONS, loadWindow, System.nanoTime()); // by id: splits add ids
         AtomicInteger ids = new AtomicInteger();
         this.pool = Executors.newFixedThreadPool(threads, task -> {
             Thread thread = new Thread(task, name + "-worker-" + ids.getAndIncrement());
@@ -115,11 +115,12 @@ public final class EngineWorkers implements AutoCloseable {
     /** The partitions the engine holds (acquired and not yet released), in order. */
     public List<Integer> held() {
         List<Integer> held = new ArrayList<>();
-        for (int p = 0; p < engine.partitions().count(); p++) {
+        for (int p : engine.partitions().ids()) {
             if (engine.holds(p)) {
                 held.add(p);
             }
         }
+        held.sort(null);
         return held;
     }
 
@@ -199,6 +200,9 @@ public final class EngineWorkers implements AutoCloseable {
         return CompletableFuture.supplyAsync(() -> {
             HopTrace.stamp(trace, HopTrace.WORKER_START);
             load.add(partition, ops.size());
+            if (!ops.isEmpty() && ops.get(0).key().length > 0) {
+                load.sample(partition, ops.get(0).key()[0]);
+            }
             DexSession session = sessions.get();
             List<Ops.Result> results = new ArrayList<>(ops.size());
             session.beginBatch();
@@ -249,9 +253,12 @@ public final class EngineWorkers implements AutoCloseable {
             return Ops.Result.error(Ops.BAD_INPUT, words == 1 ? NodeHeaderDescriptor.RESERVED_KEY
                     : "the empty key (all zero bytes) is reserved");
         }
-        if (engine.partitions().partitionOf(key) != partition) {
-            return Ops.Result.error(Ops.BAD_INPUT, "key " + (words == 1 ? Long.toString(key[0])
-                    : "0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))) + " is not in partition " + partition);
+        int lies = engine.partitions().partitionOf(key);
+        if (lies != partition) {
+            // Routed by a table from before a split (docs/partition-splits.md): the client reads the table again.
+            return Ops.Result.error(Ops.MOVED, "key " + (words == 1 ? Long.toString(key[0])
+                    : "0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))) + " is not in partition "
+                    + partition + " but in partition " + lies + " (partition table version " + engine.tableVersion() + ")");
         }
         // What the engine throws is answered: not held, memory full, or a failure (noted). No lambda per operation.
         try {

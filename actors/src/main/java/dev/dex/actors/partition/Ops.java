@@ -54,6 +54,11 @@ public final class Ops {
      * {@link Results#epoch()} is the partition's current one, and the client sends the operations again with it.
      */
     public static final int STALE = 6;
+    /**
+     * The key is no longer in the partition the client sent it to: the partition split (docs/partition-splits.md).
+     * Nothing was applied; the client reads the partition table again and sends the operation where it lies now.
+     */
+    public static final int MOVED = 7;
 
     private Ops() {
     }

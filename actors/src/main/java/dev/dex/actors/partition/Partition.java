@@ -65,7 +65,8 @@ public final class Partition {
     }
 
     /**
-     * A batch of operations on keys of one partition; {@code routingKey} is one of them; {@code batch} is the
+     * A batch of operations on keys of one partition; {@code partition} is its id, as the sender's table has it (the
+     * sharding entity it goes to, {@link IdExtractor}); {@code batch} is the
      * sender's id for it, returned in {@link Ops.Results#batch()}. {@code client}, {@code seq}, {@code epoch} and
      * {@code follows} guard against late attempts and retries that would overtake: {@code client} names the
      * client (0: a sender that asks for no guard), {@code seq} orders its batches (higher is sent later),
@@ -78,20 +79,20 @@ public final class Partition {
      * the wire in {@link BatchSerializer}'s binary layout. {@code trace} is the batch's {@link HopTrace}, null unless it
      * is traced.
      */
-    public record Execute(long routingKey, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
+    public record Execute(long partition, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
                           ActorRef<Ops.Results> replyTo, long[] trace) implements Command {
-        public Execute(long routingKey, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
+        public Execute(long partition, long batch, long client, long seq, long epoch, long follows, List<Ops.Op> ops,
                        ActorRef<Ops.Results> replyTo) {
-            this(routingKey, batch, client, seq, epoch, follows, ops, replyTo, null);
+            this(partition, batch, client, seq, epoch, follows, ops, replyTo, null);
         }
 
         /** A batch of a sender that asks for no guard against late attempts. */
-        public Execute(long routingKey, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
-            this(routingKey, batch, 0, batch, 0, 0, ops, replyTo);
+        public Execute(long partition, long batch, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
+            this(partition, batch, 0, batch, 0, 0, ops, replyTo);
         }
 
-        public Execute(long routingKey, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
-            this(routingKey, 0, ops, replyTo);
+        public Execute(long partition, List<Ops.Op> ops, ActorRef<Ops.Results> replyTo) {
+            this(partition, 0, ops, replyTo);
         }
     }
 
@@ -114,24 +115,30 @@ public final class Partition {
             implements Command, NoSerializationVerificationNeeded {
     }
 
-    /** Maps a message to its partition by the key it carries: one entity and one shard per partition. */
-    public static final class RangeExtractor extends ShardingMessageExtractor<Command, Command> {
-        private final PartitionTable table;
-        /** Each partition's id as text, made once: sharding asks for it several times per message. */
-        private final String[] ids;
+    /**
+     * Maps a batch to the entity and shard of the partition its sender chose by its own partition table
+     * ({@link Execute#partition()}): one entity and one shard per partition id. Not by key: the nodes of a cluster may
+     * hold tables of different versions for a moment after a split, and a batch must reach the partition it was formed
+     * for (which answers {@link Ops#MOVED} for a key it no longer holds).
+     */
+    public static final class IdExtractor extends ShardingMessageExtractor<Command, Command> {
+        /** Each id as text, made once: sharding asks for it several times per message. */
+        private static final String[] IDS = new String[PartitionTable.MAX_PARTITIONS];
 
-        public RangeExtractor(PartitionTable table) {
-            this.table = table;
-            this.ids = new String[table.count()];
-            for (int p = 0; p < ids.length; p++) {
-                ids[p] = Integer.toString(p);
+        static {
+            for (int p = 0; p < IDS.length; p++) {
+                IDS[p] = Integer.toString(p);
             }
         }
 
         @Override
         public String entityId(Command message) {
             if (message instanceof Execute execute) {
-                return ids[table.partitionOf(execute.routingKey())];
+                long partition = execute.partition();
+                if (partition < 0 || partition >= IDS.length) {
+                    throw new IllegalArgumentException("a batch for partition " + partition + ", which no table can have");
+                }
+                return IDS[(int) partition];
             }
             throw new IllegalArgumentException("not a routable partition message: " + message);
         }

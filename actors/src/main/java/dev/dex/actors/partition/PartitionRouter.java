@@ -72,13 +72,13 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
      * One partition's batch inside a {@link Bundle}: what a {@link Partition.Execute} carries but the reply
      * address and the client; {@code batch} is also the batch's {@link Partition.Execute#seq()}.
      */
-    public record Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops, long[] trace) {
-        public Routed(long routingKey, long batch, long epoch, long follows, List<Ops.Op> ops) {
-            this(routingKey, batch, epoch, follows, ops, null);
+    public record Routed(long partition, long batch, long epoch, long follows, List<Ops.Op> ops, long[] trace) {
+        public Routed(long partition, long batch, long epoch, long follows, List<Ops.Op> ops) {
+            this(partition, batch, epoch, follows, ops, null);
         }
 
-        public Routed(long routingKey, long batch, List<Ops.Op> ops) {
-            this(routingKey, batch, 0, 0, ops);
+        public Routed(long partition, long batch, List<Ops.Op> ops) {
+            this(partition, batch, 0, 0, ops);
         }
     }
 
@@ -191,7 +191,7 @@ public final class PartitionRouter extends AbstractBehavior<PartitionRouter.Comm
             long id = nextId++;
             origins.put(id, new Origin(bundle.replyTo(), routed.batch(), now));
             HopTrace.stamp(routed.trace(), HopTrace.ROUTER);
-            region.tell(new Partition.Execute(routed.routingKey(), id, bundle.client(), routed.batch(), routed.epoch(), routed.follows(),
+            region.tell(new Partition.Execute(routed.partition(), id, bundle.client(), routed.batch(), routed.epoch(), routed.follows(),
                     routed.ops(), answers, routed.trace()));
             batches++;
         }

@@ -65,7 +65,7 @@ class ClientLateAttemptTest {
 
                 // The first attempt arrives now, answered to a probe of the test instead of the client.
                 TestProbe<Ops.Results> probe = TestProbe.create(node);
-                gate.entities.get(partition).tell(new Partition.Execute(first.routingKey(), first.batch(), first.client(), first.seq(),
+                gate.entities.get(partition).tell(new Partition.Execute(first.partition(), first.batch(), first.client(), first.seq(),
                         first.epoch(), first.follows(), first.ops(), probe.getRef()));
                 Ops.Result late = probe.receiveMessage(Duration.ofSeconds(10)).results().get(0);
                 assertEquals(Ops.STALE, late.status(), late.toString());

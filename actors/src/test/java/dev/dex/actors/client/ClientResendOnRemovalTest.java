@@ -96,7 +96,7 @@ class ClientResendOnRemovalTest {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
             org.apache.pekko.actor.typed.ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
                     Entity.of(Partition.TYPE_KEY, entity -> entity(node, Integer.parseInt(entity.getEntityId()), mute))
-                            .withMessageExtractor(new Partition.RangeExtractor(TABLE))
+                            .withMessageExtractor(new Partition.IdExtractor())
                             .withStopMessage(Partition.Handoff.INSTANCE)
                             .withRole("compute"));
             // As a real compute node: the client bundles a partition's batches for this router once it answered.
@@ -104,7 +104,7 @@ class ClientResendOnRemovalTest {
             context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
                     context.spawn(Behaviors.receive(ComputeNode.Command.class)
                             .onMessage(ComputeNode.GetPartitionTable.class, get -> {
-                                get.replyTo().tell(new ComputeNode.PartitionTableReply(TABLE.upperBounds()));
+                                get.replyTo().tell(new ComputeNode.PartitionTableReply(TABLE.upperBounds(), null, 2));
                                 return Behaviors.same();
                             })
                             .build(), "compute")));

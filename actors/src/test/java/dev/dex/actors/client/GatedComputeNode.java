@@ -70,14 +70,14 @@ final class GatedComputeNode {
         ActorSystem<Void> system = ActorSystem.create(Behaviors.setup(context -> {
             ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
                     Entity.of(Partition.TYPE_KEY, entity -> gate(Integer.parseInt(entity.getEntityId()), tree.workers))
-                            .withMessageExtractor(new Partition.RangeExtractor(tree.table))
+                            .withMessageExtractor(new Partition.IdExtractor())
                             .withStopMessage(Partition.Handoff.INSTANCE)
                             .withRole("compute"));
             context.spawn(PartitionRouter.create(region), "partition-router");
             context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
                     context.spawn(Behaviors.receive(ComputeNode.Command.class)
                             .onMessage(ComputeNode.GetPartitionTable.class, get -> {
-                                get.replyTo().tell(new ComputeNode.PartitionTableReply(tree.table.upperBounds()));
+                                get.replyTo().tell(new ComputeNode.PartitionTableReply(tree.table.upperBounds(), null, 2));
                                 return Behaviors.same();
                             })
                             .build(), "compute")));

@@ -59,7 +59,7 @@ class PartitionRouterTest {
         for (int i = 0; i < 3; i++) {
             executes.add(region.expectMessageClass(Partition.Execute.class));
         }
-        assertEquals(List.of(10L, 20L, 30L), executes.stream().map(Partition.Execute::routingKey).toList(), "bundle order");
+        assertEquals(List.of(10L, 20L, 30L), executes.stream().map(Partition.Execute::partition).toList(), "bundle order");
         assertEquals(gets(10, 11), executes.get(0).ops());
         Set<Long> ids = new HashSet<>();
         executes.forEach(execute -> ids.add(execute.batch()));
@@ -231,7 +231,7 @@ class PartitionRouterTest {
         assertTrue(holding.await(10, TimeUnit.SECONDS), "the blocker holds the router's only thread");
         try {
             for (Partition.Execute execute : executes) {
-                Ops.Result result = execute.routingKey() == 49 ? fullScan : Ops.Result.of(true, execute.routingKey());
+                Ops.Result result = execute.partition() == 49 ? fullScan : Ops.Result.of(true, execute.partition());
                 execute.replyTo().tell(new Ops.Results(execute.batch(), List.of(result), "h"));
             }
         } finally {

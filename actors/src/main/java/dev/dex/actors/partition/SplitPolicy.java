@@ -1,0 +1,116 @@
+package dev.dex.actors.partition;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.slf4j.Logger;
+
+import com.typesafe.config.Config;
+
+import dev.dex.actors.PartitionLoad;
+import dev.dex.core.cache.DexEngine;
+
+/**
+ * When a compute node splits a partition it holds (docs/partition-splits.md, {@code dex.compute.split}): at most once
+ * per {@code interval}, the busiest held partition whose rate over the last load window is at least {@code min-rate}
+ * operations a second and at least {@code rate-factor} times the mean rate of the other partitions this node holds (a
+ * node that holds one partition compares it with nothing: {@code min-rate} alone decides) splits at the leaf boundary
+ * nearest the median of its recent batches' keys ({@link PartitionLoad#medianSample}), on a worker. The new partition
+ * has no owner: sharding allocates it on its first batch, as any partition without a home.
+ *
+ * <p>Concurrency: {@link #tick} runs on the compute node's actor; the split on a worker; one split at a time.
+ */
+public final class SplitPolicy {
+    /** A policy that never splits. */
+    public static final SplitPolicy OFF = new SplitPolicy(Duration.ZERO, 0, 0);
+
+    private final long intervalNanos;
+    private final double rateFactor;
+    private final double minRate;
+    private final AtomicBoolean running = new AtomicBoolean();
+    private final AtomicLong splits = new AtomicLong();
+    private long lastNanos = System.nanoTime();
+
+    public SplitPolicy(Duration interval, double rateFactor, double minRate) {
+        if (interval.isNegative() || rateFactor < 0 || minRate < 0) {
+            throw new IllegalArgumentException("dex.compute.split: interval, rate-factor and min-rate must not be negative");
+        }
+        this.intervalNanos = interval.toNanos();
+        this.rateFactor = rateFactor;
+        this.minRate = minRate;
+    }
+
+    /** From {@code dex.compute.split} (actors' reference.conf). */
+    public static SplitPolicy from(Config config) {
+        Config split = config.getConfig("dex.compute.split");
+        return new SplitPolicy(split.getDuration("interval"), split.getDouble("rate-factor"), split.getDouble("min-rate"));
+    }
+
+    /** Whether this policy ever splits. */
+    public boolean enabled() {
+        return intervalNanos > 0;
+    }
+
+    /** Splits this node made. */
+    public long splits() {
+        return splits.get();
+    }
+
+    /**
+     * The partition to split now among {@code held} with their {@code rates}, or -1. Pure, for the tick and its test.
+     */
+    int choose(List<Integer> held, List<Double> rates) {
+        if (held.isEmpty() || rates.size() != held.size()) {
+            return -1;
+        }
+        double sum = 0;
+        int busiest = -1;
+        for (int i = 0; i < held.size(); i++) {
+            sum += rates.get(i);
+            if (busiest < 0 || rates.get(i) > rates.get(busiest)) {
+                busiest = i;
+            }
+        }
+        double rate = rates.get(busiest);
+        double others = held.size() == 1 ? 0 : (sum - rate) / (held.size() - 1);
+        boolean hot = rate >= minRate && (held.size() == 1 || rate >= rateFactor * others);
+        return hot && rate > 0 ? held.get(busiest) : -1;
+    }
+
+    /** Called on every health tick, after the load window may have rolled: starts a split when one is due. */
+    public void tick(DexEngine engine, EngineWorkers workers, Logger log) {
+        long now = System.nanoTime();
+        if (!enabled() || now - lastNanos < intervalNanos || running.get()) {
+            return;
+        }
+        List<Integer> held = workers.held();
+        PartitionLoad.Measured measured = workers.load().last(held);
+        int partition = choose(held, measured.rates());
+        if (partition < 0) {
+            return;
+        }
+        lastNanos = now;
+        running.set(true);
+        double rate = workers.load().rate(partition);
+        long median = workers.load().medianSample(partition);
+        workers.submit(() -> {
+            long boundary = engine.splitBoundary(partition, median == Long.MIN_VALUE ? 0 : median);
+            if (boundary == Long.MIN_VALUE) {
+                return null;
+            }
+            return engine.split(partition, boundary);
+        }).whenComplete((report, failure) -> {
+            running.set(false);
+            if (failure != null) {
+                log.warn("partition {} ({} operations/s) was not split: {}", partition, Math.round(rate), failure.toString());
+            } else if (report != null) {
+                splits.incrementAndGet();
+                workers.load().split();
+                log.info("partition {} ({} operations/s) split at {}: keys above it are partition {} now (table version {}, {} ms)",
+                        partition, Math.round(rate), report.boundary(), report.added(), report.version(), report.nanos() / 1_000_000);
+            }
+        });
+    }
+}
