@@ -87,6 +87,11 @@ public final class PartitionLoad {
         samples.set(partition * SAMPLES + slot, key);
     }
 
+    /** Forgets {@code partition}'s samples (it split: its range narrowed). */
+    public void clearSamples(int partition) {
+        sampled.set(partition, 0);
+    }
+
     /** The median of {@code partition}'s recent samples (first words), or {@code Long.MIN_VALUE} when none was taken. */
     public long medianSample(int partition) {
         int n = Math.min(SAMPLES, sampled.get(partition));

@@ -467,7 +467,7 @@ public final class DexCli implements Callable<Integer> {
                     silent, ClusterMember.SILENT_AFTER.toSeconds());
         }
         for (ComputeNode.Status s : statuses) {
-            out.printf("  %-32s partitions (%d) %s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld());
+            out.printf("  %-32s partitions (%d) %s%s%n", s.address(), s.partitionsHeld().size(), s.partitionsHeld(), tableLine(s));
             String load = loadLine(s);
             if (!load.isEmpty()) {
                 out.printf("  %-32s %s%n", "", load);
@@ -488,6 +488,17 @@ public final class DexCli implements Callable<Integer> {
         }
         out.flush();
         return statuses;
+    }
+
+    /**
+     * The partition table's version the node serves and the splits it made (docs/partition-splits.md), or nothing while
+     * its table is the one the tree was formatted with (version 2) and it split nothing.
+     */
+    static String tableLine(ComputeNode.Status status) {
+        if (status.tableVersion() <= 2 && status.splits() == 0) {
+            return "";
+        }
+        return String.format("; table version %d, %d split%s here", status.tableVersion(), status.splits(), status.splits() == 1 ? "" : "s");
     }
 
     /** The operations per second of all partitions {@code status}'s node holds over its last window; NaN before its first. */

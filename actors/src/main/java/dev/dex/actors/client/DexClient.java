@@ -198,6 +198,8 @@ public final class DexClient {
     private java.util.Set<ActorRef<ComputeNode.Command>> computeNodes = java.util.Set.of();
     /** A newer table was asked for and not answered yet. */
     private boolean tableAsked;
+    /** Asks for a newer table since the last one adopted: the first goes to the node that answered MOVED. */
+    private int tableAsks;
 
     private DexClient(ActorContext<Command> context, TimerScheduler<Command> timers, Duration askTimeout, int window) {
         this.context = context;
@@ -291,9 +293,14 @@ public final class DexClient {
             return;
         }
         tableAsked = true;
-        ActorRef<ComputeNode.Command> node = computeNodes.stream()
-                .filter(ref -> ref.path().address().toString().equals(lanes.movedBy())).findAny()
-                .orElse(computeNodes.stream().findAny().orElse(null));
+        // First the node that answered MOVED (it serves the newer table), then the others in turn.
+        java.util.List<ActorRef<ComputeNode.Command>> nodes = new java.util.ArrayList<>(computeNodes);
+        nodes.sort(java.util.Comparator.comparing(ref -> ref.path().address().toString()));
+        ActorRef<ComputeNode.Command> node = tableAsks++ == 0 ? nodes.stream()
+                .filter(ref -> ref.path().address().toString().equals(lanes.movedBy())).findAny().orElse(null) : null;
+        if (node == null && !nodes.isEmpty()) {
+            node = nodes.get(Math.floorMod(tableAsks, nodes.size()));
+        }
         if (node == null) {
             timers.startSingleTimer(AskTable.INSTANCE, AskTable.INSTANCE, Duration.ofMillis(100));
             return;
@@ -304,8 +311,8 @@ public final class DexClient {
     /** A table asked for by {@link #askNewerTable}: routed by from now on if it is newer; asked again while ops wait. */
     private void onNewerTable(Table reply) {
         tableAsked = false;
-        if (reply.failure() == null) {
-            lanes.adopt(reply.reply().table(), reply.reply().version());
+        if (reply.failure() == null && lanes.adopt(reply.reply().table(), reply.reply().version())) {
+            tableAsks = 0;
         }
         if (lanes.wantsTable()) {
             tableAsked = true; // the node asked had no newer one yet (or did not answer): again shortly

@@ -103,6 +103,11 @@ final class PartitionLanes {
      */
     private final java.util.Set<Long> barrier = new java.util.HashSet<>();
     private final java.util.Set<Integer> barred = new java.util.HashSet<>();
+    /**
+     * While an answer is handled ({@link #onAnswered}): the partitions to send to once all of its operations are placed,
+     * so that none goes out before an earlier operation of the same answer is held in front of it; null otherwise.
+     */
+    private java.util.Set<Integer> deferred;
     /** The client's sharding proxy of the partitions. */
     private final ActorRef<Partition.Command> region;
     /** Where every partition answers: one stable reference, so Artery compresses it and resolves it once. */
@@ -183,6 +188,10 @@ final class PartitionLanes {
      * scans made a reply Artery dropped, and the batch was sent again for minutes).
      */
     void sendNext(int partition) {
+        if (deferred != null) {
+            deferred.add(partition);
+            return;
+        }
         if (!barred.isEmpty()) {
             if (barrier.isEmpty()) {
                 List<Integer> released = new ArrayList<>(barred);
@@ -402,6 +411,18 @@ final class PartitionLanes {
         if (flight == null) {
             return; // an attempt that landed unanswered since
         }
+        deferred = new java.util.LinkedHashSet<>();
+        try {
+            placeAnswer(flight, results);
+        } finally {
+            java.util.Set<Integer> send = deferred;
+            deferred = null;
+            send.forEach(this::sendNext);
+        }
+    }
+
+    /** {@link #onAnswered} of {@code flight}, whose sends are deferred until it returns. */
+    private void placeAnswer(Flight flight, Ops.Results results) {
         landed(flight);
         if (flight.trace != null) {
             traced(flight, results.trace());
@@ -443,6 +464,7 @@ final class PartitionLanes {
                 Ops.Result result = results.results().get(i);
                 if (result.status() == Ops.MOVED) {
                     moved(flight, pending, result, results.host());
+                    taken = true; // the partition took the batch: it answered each operation, this one "not here"
                 } else if (result.status() == Ops.STALE) {
                     again(flight.partition, flight.id, pending, result.error(), Duration.ZERO);
                 } else if (retriable(result)) {
@@ -485,15 +507,22 @@ final class PartitionLanes {
         int now = table.partitionOf(pending.op.first());
         if (now != flight.partition) {
             hold(now, Duration.ZERO).batches.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
-            sendNext(now);
+            sendNext(now); // deferred to the end of the answer
         } else {
             moved.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
             movedBy = host;
         }
     }
 
-    /** Whether operations wait for a newer partition table than this client's; {@link #movedBy} serves one. */
+    /**
+     * Whether operations wait for a newer partition table than this client's; {@link #movedBy} serves one. Those past
+     * their deadline are answered first (a table that never comes must not hang their callers).
+     */
     boolean wantsTable() {
+        for (var batch : moved.values()) {
+            batch.removeIf(pending -> System.nanoTime() - pending.deadline > 0 && givenUp(pending, "no newer partition table"));
+        }
+        moved.values().removeIf(List::isEmpty);
         return !moved.isEmpty();
     }
 
@@ -515,7 +544,7 @@ final class PartitionLanes {
      * barrier: should the split have moved its key, it may then apply after a later operation of the same key.)
      */
     boolean adopt(PartitionTable next, long version) {
-        if (version <= tableVersion) {
+        if (version < tableVersion || version == tableVersion && next.equals(table)) {
             return false;
         }
         PartitionTable old = table;
@@ -585,7 +614,12 @@ final class PartitionLanes {
         if (givenUp(pending, why)) {
             return;
         }
-        hold(partition, pause).batches.computeIfAbsent(batch, id -> new ArrayList<>()).add(pending);
+        // Where the key lies now: a split the client learned of since the batch went may have moved it.
+        int now = table.partitionOf(pending.op.first());
+        hold(now, pause).batches.computeIfAbsent(batch, id -> new ArrayList<>()).add(pending);
+        if (now != partition) {
+            sendNext(now);
+        }
     }
 
     /** Holds the partition: nothing more goes to it until its batches in flight landed and {@code pause} is over. */

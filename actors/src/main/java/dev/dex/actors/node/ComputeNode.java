@@ -98,7 +98,7 @@ public final class ComputeNode {
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                          long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
                          List<String> memoryServersLost, String jvm, long jvmAllocatedBytes, List<Double> partitionRates,
-                         double loadWindowSeconds) implements CborSerializable {
+                         double loadWindowSeconds, long tableVersion, long splits) implements CborSerializable {
         public Status {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
             memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
@@ -113,7 +113,7 @@ public final class ComputeNode {
         public Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                       long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut, List<String> memoryServersLost) {
             this(address, partitionsHeld, reads, writes, atomics, twoSided, bytes, cacheHitRatio, offloads, memoryServersOut,
-                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), List.of(), 0);
+                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), List.of(), 0, 0, 0);
         }
     }
 
@@ -615,8 +615,8 @@ public final class ComputeNode {
         DexMetrics.get(context.getSystem()).engine(engine, workers.load());
         return Behaviors.receive(Command.class)
                 .onMessage(GetPartitionTable.class, get -> {
-                    dev.dex.core.partition.PartitionTable table = engine.partitions();
-                    get.replyTo().tell(new PartitionTableReply(table.upperBounds(), table.ids(), engine.tableVersion()));
+                    dev.dex.core.partition.PartitionTable.Versioned served = engine.servedTable(false); // one snapshot
+                    get.replyTo().tell(new PartitionTableReply(served.table().upperBounds(), served.table().ids(), served.version()));
                     return Behaviors.same();
                 })
                 .onMessage(GetStatus.class, get -> {
@@ -626,7 +626,8 @@ public final class ComputeNode {
                     CacheStats stats = engine.stats();
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
                             verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut,
-                            lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), load.rates(), load.seconds()));
+                            lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), load.rates(), load.seconds(),
+                            engine.servedTable(false).version(), workers.load().splits()));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {

@@ -30,24 +30,24 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <p>Layout (big-endian; "string" is an {@code int32} byte length, -1 for null, then UTF-8 bytes):
  * <pre>
  * Execute (manifest "E"):
- *   u8 version = 6 | i64 partition | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | trace | string replyTo
+ *   u8 version = 7 | i64 partition | i64 batch | i64 client | i64 seq | i64 epoch | i64 follows | trace | string replyTo
  *   | i32 count (0..WIRE_MAX_OPS)
  *   count x op
  *   op: { i32 kind | u8 r (0..7) | i64 key | i64 value | i32 count | r x i64 }
  *        kind: Ops.GET..Ops.SCAN (LeafOps codes, and 5 scan); key: the key's first word, then its r further words
  *        (a key wider than 8 bytes, KeyFormat)
  * Results (manifest "R"):
- *   u8 version = 6 | i64 batch | i64 epoch | trace | string host | i32 count (0..WIRE_MAX_OPS)
+ *   u8 version = 7 | i64 batch | i64 epoch | trace | string host | i32 count (0..WIRE_MAX_OPS)
  *   count x { u8 status | u8 flags | i64 value
  *             [flags &amp; ENTRIES: i32 n (0..MAX_SCAN) | u8 w (1..8) | n x w x i64 key words | n x i64 value | i64 next]
  *             [flags &amp; ERROR: string error] }
  *   flags: FOUND 1, ENTRIES 2 (a scan's part), ERROR 4
  * Bundle (manifest "B", PartitionRouter.Bundle: batches of several partitions for one compute node):
- *   u8 version = 6 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
+ *   u8 version = 7 | string replyTo | i64 client | i32 n (1..MAX_BUNDLE)
  *   n x { i64 partition | i64 batch | i64 epoch | i64 follows | trace | i32 count (0..WIRE_MAX_OPS) | count x op }
  *   (at most WIRE_MAX_OPS ops in all; each batch's seq is its batch id)
  * ResultsBundle (manifest "S", Ops.ResultsBundle: the answers to several batches):
- *   u8 version = 6 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
+ *   u8 version = 7 | i32 n (1..MAX_BUNDLE) | n x { i32 length | a Results frame of that length, as above }
  * trace: u8 n (0: not traced, else HopTrace.STAMPS) | n x i64 (HopTrace's stamps; the encoder stamps its own slot, the
  *   decoder its own)
  * </pre>
@@ -82,7 +82,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
      * batch each one follows, so that a retry cannot overtake ({@link Partition.Execute#follows()}); 6 carries a sampled
      * batch's {@link HopTrace}.
      */
-    static final byte VERSION = 6;
+    static final byte VERSION = 7;
     static final int FOUND = 1;
     static final int ENTRIES = 2;
     static final int ERROR = 4;
@@ -247,9 +247,17 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         }
     }
 
+    /** A batch's partition id, which sharding routes by ({@link Partition.IdExtractor}): refused outside the ids a table has. */
+    private static long partitionId(long partition) throws NotSerializableException {
+        if (partition < 0 || partition >= dev.dex.core.partition.PartitionTable.MAX_PARTITIONS) {
+            throw new NotSerializableException("BatchSerializer: a batch for partition " + partition + ", which no table can have");
+        }
+        return partition;
+    }
+
     private Partition.Execute readExecute(ByteBuffer in) throws NotSerializableException {
         version(in, EXECUTE);
-        long partition = in.getLong();
+        long partition = partitionId(in.getLong());
         long batch = in.getLong();
         long client = in.getLong();
         long seq = in.getLong();
@@ -340,7 +348,7 @@ public final class BatchSerializer extends SerializerWithStringManifest implemen
         List<PartitionRouter.Routed> batches = new ArrayList<>(n);
         int left = WIRE_MAX_OPS;
         for (int i = 0; i < n; i++) {
-            long partition = in.getLong();
+            long partition = partitionId(in.getLong());
             long batch = in.getLong();
             long epoch = in.getLong();
             long follows = in.getLong();

@@ -200,8 +200,8 @@ public final class EngineWorkers implements AutoCloseable {
         return CompletableFuture.supplyAsync(() -> {
             HopTrace.stamp(trace, HopTrace.WORKER_START);
             load.add(partition, ops.size());
-            if (!ops.isEmpty() && ops.get(0).key().length > 0) {
-                load.sample(partition, ops.get(0).key()[0]);
+            if (!ops.isEmpty() && ops.get(0).key().length > 0 && engine.partitions().partitionOf(ops.get(0).key()) == partition) {
+                load.sample(partition, ops.get(0).key()[0]); // a split's boundary: only keys the partition still holds
             }
             DexSession session = sessions.get();
             List<Ops.Result> results = new ArrayList<>(ops.size());
@@ -258,7 +258,7 @@ public final class EngineWorkers implements AutoCloseable {
             // Routed by a table from before a split (docs/partition-splits.md): the client reads the table again.
             return Ops.Result.error(Ops.MOVED, "key " + (words == 1 ? Long.toString(key[0])
                     : "0x" + java.util.HexFormat.of().formatHex(engine.keyFormat().toBytes(key, 0))) + " is not in partition "
-                    + partition + " but in partition " + lies + " (partition table version " + engine.tableVersion() + ")");
+                    + partition + " but in partition " + lies + " (partition table version " + engine.servedTable(false).version() + ")");
         }
         // What the engine throws is answered: not held, memory full, or a failure (noted). No lambda per operation.
         try {

@@ -79,8 +79,17 @@ public final class SplitPolicy {
         return hot && rate > 0 ? held.get(busiest) : -1;
     }
 
-    /** Called on every health tick, after the load window may have rolled: starts a split when one is due. */
+    /**
+     * Called on every health tick, after the load window may have rolled: starts a split when one is due. Also keeps the
+     * table this node serves (and answers clients with) current with other nodes' splits: read again on a worker when
+     * its stored version moved.
+     */
     public void tick(DexEngine engine, EngineWorkers workers, Logger log) {
+        try {
+            workers.submit(() -> engine.servedTable(true));
+        } catch (java.util.concurrent.RejectedExecutionException stopping) {
+            return; // the workers stopped: the node is going away
+        }
         long now = System.nanoTime();
         if (!enabled() || now - lastNanos < intervalNanos || running.get()) {
             return;
@@ -95,6 +104,7 @@ public final class SplitPolicy {
         running.set(true);
         double rate = workers.load().rate(partition);
         long median = workers.load().medianSample(partition);
+        workers.load().clearSamples(partition); // what comes after the split is sampled afresh
         workers.submit(() -> {
             long boundary = engine.splitBoundary(partition, median == Long.MIN_VALUE ? 0 : median);
             if (boundary == Long.MIN_VALUE) {

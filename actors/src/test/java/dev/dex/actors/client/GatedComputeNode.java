@@ -77,7 +77,10 @@ final class GatedComputeNode {
             context.getSystem().receptionist().tell(Receptionist.register(ComputeNode.KEY,
                     context.spawn(Behaviors.receive(ComputeNode.Command.class)
                             .onMessage(ComputeNode.GetPartitionTable.class, get -> {
-                                get.replyTo().tell(new ComputeNode.PartitionTableReply(tree.table.upperBounds(), null, 2));
+                                // The engine's table: a test's split moves it.
+                                dev.dex.core.partition.PartitionTable.Versioned served = tree.engine.servedTable(false);
+                                get.replyTo().tell(new ComputeNode.PartitionTableReply(served.table().upperBounds(),
+                                        served.table().ids(), served.version()));
                                 return Behaviors.same();
                             })
                             .build(), "compute")));

@@ -64,7 +64,7 @@ class BatchSerializerTest {
         List<Ops.Op> ops = List.of(new Ops.Op(Ops.GET, Long.MIN_VALUE + 1, 0, 0), new Ops.Op(Ops.PUT, Long.MAX_VALUE, Long.MIN_VALUE, 0),
                 new Ops.Op(Ops.SCAN, -7, 0, Ops.MAX_SCAN), new Ops.Op(99, 5, -5, -1), new Ops.Op(-1, 0, 0, Integer.MIN_VALUE),
                 new Ops.Op(Ops.PUT, new long[] {Long.MIN_VALUE, Long.MIN_VALUE + 1, -1, Long.MAX_VALUE}, 4, 0));
-        Partition.Execute execute = new Partition.Execute(-42, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, Long.MAX_VALUE - 1, ops, replies);
+        Partition.Execute execute = new Partition.Execute(1_023, Long.MAX_VALUE, -3, Long.MIN_VALUE, 17, Long.MAX_VALUE - 1, ops, replies);
         byte[] bytes = serializer.toBinary(execute);
         assertEquals(1 + 6 * 8 + 1 + 4 + serializedPathLength(replies) + 4 + ops.size() * 25 + 3 * 8, bytes.length,
                 "25 bytes per operation, 8 more per further word of a wide key");
@@ -210,8 +210,8 @@ class BatchSerializerTest {
         var serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
         ActorRef<Ops.ResultsBundle> replies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
         PartitionRouter.Bundle bundle = new PartitionRouter.Bundle(List.of(
-                new PartitionRouter.Routed(-5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
-                new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of()),
+                new PartitionRouter.Routed(5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0), new Ops.Op(Ops.PUT, 9, Long.MIN_VALUE, 0))),
+                new PartitionRouter.Routed(1_023, 8, List.of()),
                 new PartitionRouter.Routed(3, Long.MIN_VALUE, Long.MIN_VALUE, Long.MIN_VALUE, List.of(new Ops.Op(Ops.DELETE, 3, 0, 0)))), replies, -77);
         Ops.ResultsBundle answers = new Ops.ResultsBundle(List.of(
                 new Ops.Results(7, List.of(Ops.Result.of(true, 4), Ops.Result.of(false, 0)), "pekko://dex@127.0.0.1:1", 3),
@@ -256,12 +256,12 @@ class BatchSerializerTest {
         ActorRef<Ops.ResultsBundle> bundleReplies = testKit.<Ops.ResultsBundle>createTestProbe().getRef();
         // (untraced: a trace's encoder stamps the time it encodes)
         List<Object> messages = List.of(
-                new Partition.Execute(-42, 9, -3, 4, 17, 8, List.of(new Ops.Op(Ops.GET, -1, 0, 0),
+                new Partition.Execute(42, 9, -3, 4, 17, 8, List.of(new Ops.Op(Ops.GET, -1, 0, 0),
                         new Ops.Op(Ops.PUT, new long[] {1, -2, 3}, 4, 0)), replies),
                 new Ops.Results(5, List.of(Ops.Result.of(true, -99), Ops.Result.error(Ops.NOT_HELD, "moving"),
                         new Ops.Result(Ops.OK, true, 0, new long[] {1, 2}, new long[] {3, 4}, 5, null)), "pekko://dex@127.0.0.1:1", 6),
-                new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(-5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0))),
-                        new PartitionRouter.Routed(Long.MAX_VALUE, 8, List.of())), bundleReplies, -77),
+                new PartitionRouter.Bundle(List.of(new PartitionRouter.Routed(5, 7, 3, 6, List.of(new Ops.Op(Ops.GET, -5, 0, 0))),
+                        new PartitionRouter.Routed(1_023, 8, List.of())), bundleReplies, -77),
                 new Ops.ResultsBundle(List.of(new Ops.Results(7, List.of(Ops.Result.of(true, 4)), null, 3),
                         new Ops.Results(8, List.of(Ops.Result.error(Ops.FAILED, "x".repeat(300)),
                                 new Ops.Result(Ops.OK, true, 0, new long[] {1, 2, 3, 4}, new long[] {5, 6}, 7, null, 2)), "h", 1))));
@@ -389,5 +389,17 @@ class BatchSerializerTest {
         NotSerializableException e = assertThrows(NotSerializableException.class, () -> serializer.fromBinary(frame, manifest),
                 () -> "a frame of " + frame.length + " bytes decoded");
         assertTrue(e.getMessage().startsWith("BatchSerializer: ") && e.getMessage().contains(reason), e.getMessage());
+    }
+
+    @Test
+    void aBatchForAPartitionNoTableCanHaveIsRefused() throws Exception {
+        BatchSerializer serializer = serializer();
+        ActorRef<Ops.Results> replies = testKit.<Ops.Results>createTestProbe().getRef();
+        for (long partition : new long[] {-1, dev.dex.core.partition.PartitionTable.MAX_PARTITIONS}) {
+            byte[] bytes = serializer.toBinary(new Partition.Execute(partition, 2, List.of(new Ops.Op(Ops.GET, 1, 0, 0)), replies));
+            java.io.NotSerializableException refused = org.junit.jupiter.api.Assertions.assertThrows(java.io.NotSerializableException.class,
+                    () -> serializer.fromBinary(bytes, serializer.manifest(new Partition.Execute(0, List.of(), replies))));
+            assertTrue(refused.getMessage().contains("partition " + partition), refused.getMessage());
+        }
     }
 }

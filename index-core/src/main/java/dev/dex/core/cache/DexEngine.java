@@ -131,7 +131,7 @@ public final class DexEngine implements PartitionedEngine {
         this.allocator = new NodeAllocator(this.memory, subtreeLevel);
         this.admissionTuner = new AdmissionTuner(config, arena.frames(), this.memory.counters()::sinceStart);
         this.registry = new InstanceRegistry(this.memory);
-        this.held = new HeldPartitions(this, table.version());
+        this.held = new HeldPartitions(this, table);
         this.merges = new Merges(this);
     }
 
@@ -377,9 +377,9 @@ public final class DexEngine implements PartitionedEngine {
         return PartitionSplits.split(this, partition, boundary);
     }
 
-    /** The version of the partition table this engine serves (SuperblockDescriptor); a split's commit moves it. */
-    public long tableVersion() {
-        return held.served.version();
+    /** The partition table served and its version; {@code refresh}: the stored one first if it moved (ServedTable). */
+    public PartitionTable.Versioned servedTable(boolean refresh) {
+        return held.served.current(refresh);
     }
 
     /** A leaf boundary near {@code key} to split {@code partition} at, or {@code Long.MIN_VALUE} (PartitionSplits). */

@@ -88,14 +88,14 @@ final class HeldPartitions {
      */
     private final int ownershipEntries;
 
-    HeldPartitions(DexEngine engine, long tableVersion) {
+    HeldPartitions(DexEngine engine, PartitionTable.Versioned table) {
         this.engine = engine;
         this.memory = engine.memory;
         this.keys = engine.keys;
         this.redoLog = engine.redoLog;
         this.writeFailures = engine.writeFailures;
         this.instanceId = engine.instanceId;
-        this.served = new ServedTable(engine, tableVersion);
+        this.served = new ServedTable(engine, table);
         this.ownershipEntries = PartitionTable.changeable(memory) ? OwnershipTable.ENTRIES : 0;
         int count = PartitionTable.MAX_PARTITIONS; // ids, not ranges: a split adds ids (PartitionSplits)
         this.logs = new AtomicReferenceArray<>(count);

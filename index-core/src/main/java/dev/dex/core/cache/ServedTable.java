@@ -16,16 +16,32 @@ import dev.dex.core.partition.PartitionTable;
  */
 final class ServedTable {
     private final DexEngine engine;
-    private volatile long version;
+    /** The table served and its version, one snapshot (engine.partitions is the same table, for the operations). */
+    private volatile PartitionTable.Versioned current;
 
-    ServedTable(DexEngine engine, long version) {
+    ServedTable(DexEngine engine, PartitionTable.Versioned current) {
         this.engine = engine;
-        this.version = version;
+        this.current = current;
     }
 
     /** The version of the table this engine serves. */
     long version() {
-        return version;
+        return current.version();
+    }
+
+    /**
+     * The table served and its version, one snapshot; {@code refresh}: first the stored one if its version moved and
+     * this engine may serve it (else, or when it cannot be read now, the one served).
+     */
+    PartitionTable.Versioned current(boolean refresh) {
+        if (refresh) {
+            try {
+                adoptIfMoved(-1);
+            } catch (IllegalStateException | dev.dex.rdma.FabricException notNow) {
+                // a held partition's range changed (it is to be given up first), or the memory server did not answer
+            }
+        }
+        return current;
     }
 
     /**
@@ -36,7 +52,7 @@ final class ServedTable {
      * @throws IllegalStateException when a held partition's range changed
      */
     boolean adoptIfMoved(int recovering) {
-        if ((PartitionTable.storedVersion(engine.memory) & ~1L) == version) {
+        if ((PartitionTable.storedVersion(engine.memory) & ~1L) == version()) {
             return false;
         }
         adoptStored(recovering);
@@ -46,6 +62,7 @@ final class ServedTable {
     /** {@link #adoptIfMoved} without the first look at the version. */
     synchronized void adoptStored(int recovering) {
         PartitionTable.Versioned stored = PartitionTable.loadVersioned(engine.memory);
+        long version = version();
         if (stored.version() == version) {
             return;
         }
@@ -64,9 +81,9 @@ final class ServedTable {
 
     /** Serves {@code stored} from now on, if it is newer (the split of a partition this engine holds, paused). */
     synchronized void adopt(PartitionTable.Versioned stored) {
-        if (stored.version() > version) {
+        if (stored.version() > version()) {
             engine.partitions = stored.table();
-            version = stored.version();
+            current = stored;
         }
     }
 }
