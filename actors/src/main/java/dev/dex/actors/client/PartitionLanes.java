@@ -89,24 +89,17 @@ final class PartitionLanes {
     /** The partition table the client routes by, and its version: replaced by a newer one after a split ({@link #adopt}). */
     private PartitionTable table;
     private long tableVersion;
-    /**
-     * Operations answered {@link Ops#MOVED} whose key this client's table still puts in the partition they went to: they
-     * wait, by the batch that carried them, for a newer table ({@link #wantsTable}).
-     */
+    /** Operations answered {@link Ops#MOVED} that this client's table cannot place yet, by batch: for a newer table. */
     private final java.util.TreeMap<Long, List<Pending>> moved = new java.util.TreeMap<>();
     /** The compute node that answered the latest {@link Ops#MOVED}: it serves the newer table. */
     private String movedBy;
     /**
-     * Batches that were in flight, at the latest table change, to partitions whose range changed; until they all landed,
-     * nothing goes to the partitions in {@link #barred} (the ones whose range changed in the new table), so that an
-     * operation those batches bring back {@link Ops#MOVED} still goes before the client's later operations on its key.
+     * Batches in flight, at the latest table change, to partitions whose range changed: until they landed nothing goes to
+     * those {@link #barred}, so what they bring back {@link Ops#MOVED} goes before the client's later operations.
      */
     private final java.util.Set<Long> barrier = new java.util.HashSet<>();
     private final java.util.Set<Integer> barred = new java.util.HashSet<>();
-    /**
-     * While an answer is handled ({@link #onAnswered}): the partitions to send to once all of its operations are placed,
-     * so that none goes out before an earlier operation of the same answer is held in front of it; null otherwise.
-     */
+    /** While {@link #onAnswered} places an answer's operations: the partitions to send to once all are placed. */
     private java.util.Set<Integer> deferred;
     /** The client's sharding proxy of the partitions. */
     private final ActorRef<Partition.Command> region;
@@ -495,11 +488,7 @@ final class PartitionLanes {
         sendNext(flight.partition);
     }
 
-    /**
-     * {@code pending}, carried by {@code flight}, was answered {@link Ops#MOVED}: its key left the partition in a split.
-     * It goes again to where this client's table puts it now, first there; or, while the table is older than the
-     * answering node's, it waits for a newer one.
-     */
+    /** {@code pending} was answered {@link Ops#MOVED}: first where this client's table puts its key, or for a newer table. */
     private void moved(Flight flight, Pending pending, Ops.Result result, String host) {
         if (givenUp(pending, result.error())) {
             return;
@@ -514,10 +503,7 @@ final class PartitionLanes {
         }
     }
 
-    /**
-     * Whether operations wait for a newer partition table than this client's; {@link #movedBy} serves one. Those past
-     * their deadline are answered first (a table that never comes must not hang their callers).
-     */
+    /** Whether operations wait for a newer table ({@link #movedBy} has one); those past their deadline are answered. */
     boolean wantsTable() {
         for (var batch : moved.values()) {
             batch.removeIf(pending -> System.nanoTime() - pending.deadline > 0 && givenUp(pending, "no newer partition table"));
@@ -529,11 +515,6 @@ final class PartitionLanes {
     /** The compute node that answered the latest {@link Ops#MOVED}, or null. */
     String movedBy() {
         return movedBy;
-    }
-
-    /** The table this client routes by. */
-    PartitionTable table() {
-        return table;
     }
 
     /**
@@ -552,14 +533,12 @@ final class PartitionLanes {
         tableVersion = version;
         java.util.Set<Integer> changedNew = new java.util.TreeSet<>();
         for (int id : next.ids()) {
-            if (!old.exists(id) || old.lowerExclusive(id) != next.lowerExclusive(id) || old.upperInclusive(id) != next.upperInclusive(id)) {
+            if (!next.sameRange(id, old)) {
                 changedNew.add(id);
             }
         }
         for (int id : old.ids()) {
-            boolean changed = !next.exists(id) || old.lowerExclusive(id) != next.lowerExclusive(id)
-                    || old.upperInclusive(id) != next.upperInclusive(id);
-            if (!changed) {
+            if (old.sameRange(id, next)) {
                 continue;
             }
             Lane lane = lanes.get(id);

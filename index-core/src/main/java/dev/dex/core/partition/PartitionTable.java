@@ -374,6 +374,12 @@ public final class PartitionTable {
         return of(bounds, newIds);
     }
 
+    /** Whether partition {@code id} exists in this table and in {@code other} with the same range. */
+    public boolean sameRange(int id, PartitionTable other) {
+        return exists(id) && other.exists(id) && lowerExclusive(id) == other.lowerExclusive(id)
+                && upperInclusive(id) == other.upperInclusive(id);
+    }
+
     /** The lowest id not in use, for the next split; -1 when the table has {@link #MAX_PARTITIONS} partitions. */
     public int freeId() {
         for (int id = 0; id < MAX_PARTITIONS; id++) {
