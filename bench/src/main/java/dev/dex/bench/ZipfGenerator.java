@@ -8,7 +8,7 @@ package dev.dex.bench;
  *
  * <p>Immutable and thread-safe: callers bring their own uniform draws.
  */
-final class ZipfGenerator {
+public final class ZipfGenerator {
     /** Terms of zeta summed one by one; the rest come from the Euler-Maclaurin formula. */
     static final long EXACT_TERMS = 1 << 20;
 
@@ -20,7 +20,7 @@ final class ZipfGenerator {
     private final double rankOneBound;
 
     /** @param theta skew in [0, 1): 0 is uniform, 0.99 the paper's default */
-    ZipfGenerator(long items, double theta) {
+    public ZipfGenerator(long items, double theta) {
         if (items < 1) {
             throw new IllegalArgumentException("a Zipf distribution needs at least one item: " + items);
         }
@@ -45,7 +45,7 @@ final class ZipfGenerator {
     }
 
     /** The rank for a uniform draw {@code u} in [0, 1). */
-    long rank(double u) {
+    public long rank(double u) {
         double uz = u * zetaN;
         if (uz < 1) {
             return 0;

@@ -171,6 +171,20 @@ final class Demo implements Callable<Integer> {
                     + " map settled, the lowest second and the longest operation (also in --json); every key is verified"
                     + " after. The scale test bed of docs/benchmarks.md.")
     boolean joinLeave;
+    @Option(names = "--dist", paramLabel = "uniform|zipf", defaultValue = "uniform",
+            description = "bench --cluster: the mix's keys, uniform (default) or Zipf-distributed with --theta (the hottest keys"
+                    + " the smallest, so they lie together in the first partitions).")
+    String dist;
+
+    @Option(names = "--theta", paramLabel = "T", defaultValue = "0.99", description = "bench --cluster --dist zipf: the skew, in [0, 1).")
+    double theta;
+
+    @Option(names = "--splits", paramLabel = "on|off", defaultValue = "off",
+            description = "bench --cluster: whether compute nodes split their hot partitions (dex.compute.split: every second,"
+                    + " a partition 2x the node's others and above 100 operations a second, over 2 s load windows), and the"
+                    + " report adds the splits made and the load spread between the nodes; docs/partition-splits.md.")
+    String splits;
+
     /** The share of the mix's operations that are scans (--workload scan-intensive: 95). */
     private int scanPercent;
 
@@ -264,6 +278,14 @@ final class Demo implements Callable<Integer> {
         if (!baseline.equals("on") && !baseline.equals("off")) {
             throw new IllegalArgumentException("--baseline must be on or off: " + baseline);
         }
+        if (!dist.equals("uniform") && !dist.equals("zipf") || !(theta >= 0 && theta < 1)) {
+            throw new IllegalArgumentException("--dist must be uniform or zipf, --theta in [0, 1): " + dist + ", " + theta);
+        }
+        if (!splits.equals("on") && !splits.equals("off") || (splits.equals("on") || dist.equals("zipf")) && (!benchOnly || processes
+                || joinLeave)) {
+            throw new IllegalArgumentException("--splits on|off and --dist go with bench --cluster in one JVM, without"
+                    + " --join-leave: " + splits + ", " + dist);
+        }
         partitions = partitionsOption != null ? partitionsOption : defaults.getInt("dex.tree.partitions");
         if (partitions < 3 || partitions > PartitionTable.MAX_PARTITIONS) {
             throw new IllegalArgumentException("--partitions must be in [3, " + PartitionTable.MAX_PARTITIONS + "]: " + partitions);
@@ -286,6 +308,12 @@ final class Demo implements Callable<Integer> {
         }
         if (inFlight != null) {
             overrides = overrides.withValue("dex.demo.in-flight", ConfigValueFactory.fromAnyRef(inFlight));
+        }
+        if (splits.equals("on")) {
+            overrides = overrides.withFallback(ConfigFactory.parseString("dex.compute.split { interval = 1s, rate-factor = 2,"
+                    + " min-rate = 100 }\ndex.compute.load-window = 2s"));
+        } else if (benchOnly && dist.equals("zipf")) {
+            overrides = overrides.withValue("dex.compute.load-window", ConfigValueFactory.fromAnyRef("2s")); // the same spread measure
         }
         Config given = DexNodes.config(overrides);
         // Every node in this JVM (the one that joins the demo's cluster too): more than DemoCluster.CROWDED need longer pauses.
@@ -395,16 +423,25 @@ final class Demo implements Callable<Integer> {
         DemoCluster.awaitRebalance(client, clientSystem, table, partitions, lastKey, computeNodes, Duration.ofSeconds(90));
         out.printf("partitions settled on %d compute node(s) in %.2f s%n", computeNodes, (System.nanoTime() - settleStart) / 1e9);
         Map<Long, Long> written = new ConcurrentHashMap<>();
+        java.util.function.ToLongFunction<java.util.SplittableRandom> keyIndex = dist.equals("zipf") ? DemoWorkload.zipf(n, theta)
+                : DemoWorkload.uniform(n);
         if (warmup > 0) {
-            out.printf("warming up for %d s (not measured)%n", warmup);
-            DemoWorkload.mix(client, n, putPercent, scanPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate, written);
+            out.printf("warming up for %d s (not measured)%s%n", warmup, splits.equals("on") ? "; hot partitions split meanwhile" : "");
+            DemoWorkload.mix(client, keyIndex, n, putPercent, scanPercent, warmup, settings.demoInFlight(), rate == null ? 0 : rate,
+                    written, null, null, null, null, "warm-up (s)");
         }
         DemoReport.Measured measured = report.measure(clientSystem, client, traceSample == null ? 0 : traceSample, settings, n, engine,
-                () -> DemoWorkload.mix(client, n, putPercent, scanPercent, settings.demoSeconds(), settings.demoInFlight(),
-                        rate == null ? 0 : rate, written));
+                () -> DemoWorkload.mix(client, keyIndex, n, putPercent, scanPercent, settings.demoSeconds(), settings.demoInFlight(),
+                        rate == null ? 0 : rate, written, null, null, null, null, "mix (s)"));
         DemoWorkload.Result mix = measured.mix();
         List<ComputeNode.Status> after = measured.after();
         if (benchOnly && !joinLeave) {
+            if (dist.equals("zipf") || splits.equals("on")) {
+                long madeSplits = after.stream().mapToLong(ComputeNode.Status::splits).sum();
+                out.printf("keys %s; splits %s: %d made, %d partitions now%n%s%n", dist.equals("zipf") ? "zipf " + theta : "uniform",
+                        splits, madeSplits, partitions + madeSplits, DexCli.balanceLine(after));
+                report.putSplits(splits.equals("on"), madeSplits, after);
+            }
             return 0;
         }
         double share = base.getDouble("dex.demo.open-loop-share");

@@ -106,6 +106,20 @@ final class DemoReport {
         }
     }
 
+    /**
+     * The splits of a {@code bench --cluster --splits} run into --json: whether they were on, how many the nodes made, and
+     * each node's operations per second over its last load window (the spread the split target is about).
+     */
+    void putSplits(boolean on, long made, List<ComputeNode.Status> after) throws java.io.IOException {
+        if (json == null || root == null) {
+            return;
+        }
+        com.fasterxml.jackson.databind.node.ObjectNode node = root.putObject("splits").put("on", on).put("made", made);
+        com.fasterxml.jackson.databind.node.ArrayNode loads = node.putArray("nodeOpsPerSec");
+        after.forEach(status -> loads.add(DexCli.load(status)));
+        MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
+    }
+
     /** A mix to measure. */
     interface Mix {
         DemoWorkload.Result run() throws InterruptedException;

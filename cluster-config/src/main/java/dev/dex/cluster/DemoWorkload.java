@@ -90,6 +90,30 @@ final class DemoWorkload {
             Map<Long, Long> written, java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond,
             java.util.concurrent.atomic.AtomicLongArray longest, java.util.concurrent.atomic.AtomicLongArray perTick, String task)
             throws InterruptedException {
+        return mix(client, uniform(n), n, putPercent, scanPercent, seconds, inFlight, rate, written, stop, perSecond, longest, perTick,
+                task);
+    }
+
+    /** Loaded keys' indexes in [0, n), uniform. */
+    static java.util.function.ToLongFunction<SplittableRandom> uniform(long n) {
+        return random -> random.nextLong(n);
+    }
+
+    /**
+     * Loaded keys' indexes in [0, n), Zipf-distributed with skew {@code theta} (0.99: YCSB's): index 0, the smallest key,
+     * is the hottest, so the hot keys lie together in the first partitions, as a range-partitioned index's would.
+     */
+    static java.util.function.ToLongFunction<SplittableRandom> zipf(long n, double theta) {
+        dev.dex.bench.ZipfGenerator zipf = new dev.dex.bench.ZipfGenerator(n, theta);
+        return random -> zipf.rank(random.nextDouble());
+    }
+
+    /** The mix over the loaded keys {@code keyIndex} picks. */
+    static Result mix(DexClientApi client, java.util.function.ToLongFunction<SplittableRandom> keyIndex, long n, int putPercent,
+                      int scanPercent, int seconds, int inFlight, long rate, Map<Long, Long> written,
+                      java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.atomic.AtomicLongArray perSecond,
+                      java.util.concurrent.atomic.AtomicLongArray longest, java.util.concurrent.atomic.AtomicLongArray perTick, String task)
+            throws InterruptedException {
         Semaphore slots = new Semaphore(inFlight);
         Set<Long> writing = ConcurrentHashMap.newKeySet();
         Recorder recorder = new Recorder(3);
@@ -111,7 +135,7 @@ final class DemoWorkload {
                     }
                 }
                 slots.acquire();
-                long key = (1 + random.nextLong(n)) * KEY_SPACING;
+                long key = (1 + keyIndex.applyAsLong(random)) * KEY_SPACING;
                 long t0 = rate > 0 ? scheduled : System.nanoTime();
                 int roll = random.nextInt(100);
                 if (roll < scanPercent) {

@@ -15,8 +15,6 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.typed.Cluster;
-import org.apache.pekko.cluster.typed.Join;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -48,14 +46,7 @@ class ClientRetryOrderTest {
     }
 
     private DexClientApi client(LocalTree tree) throws InterruptedException {
-        ActorSystem<Void> node = gate.start(tree);
-        systems.add(node);
-        ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(BATCH_TIMEOUT), "dex",
-                GatedComputeNode.config("client"));
-        systems.add(clientSystem);
-        Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
-        TestCluster.awaitMembersUp(node, 2);
-        return new DexClientApi(clientSystem, clientSystem, WAIT);
+        return gate.startWithClient(tree, BATCH_TIMEOUT, WAIT, systems);
     }
 
     /** Puts {@code value} into {@code key} and waits until the gate holds its batch: the put is lost on its way. */

@@ -13,8 +13,6 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.pekko.actor.testkit.typed.javadsl.LogCapturingExtension;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.typed.Cluster;
-import org.apache.pekko.cluster.typed.Join;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -63,14 +61,7 @@ class ClientSplitOrderTest {
     @Test
     void aPutMovedBySplitLandsInTheNewPartitionBeforeTheClientsLaterPutsOfTheKey() throws Exception {
         try (LocalTree tree = LocalTree.bulkLoaded(LOADED, PARTITIONS, 2)) {
-            ActorSystem<Void> node = gate.start(tree);
-            systems.add(node);
-            ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(Duration.ofSeconds(5)), "dex",
-                    GatedComputeNode.config("client"));
-            systems.add(clientSystem);
-            Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
-            TestCluster.awaitMembersUp(node, 2);
-            DexClientApi client = new DexClientApi(clientSystem, clientSystem, WAIT);
+            DexClientApi client = gate.startWithClient(tree, Duration.ofSeconds(5), WAIT, systems);
 
             TreeMap<Long, Long> loaded = LocalTree.loadedModel(LOADED);
             long low = tree.table.lowerExclusive(2);

@@ -89,4 +89,19 @@ final class GatedComputeNode {
         Cluster.get(system).manager().tell(Join.create(Cluster.get(system).selfMember().address()));
         return system;
     }
+
+    /**
+     * Starts the stand-in on {@code tree} and a client system that joins it, both added to {@code systems} (the caller
+     * terminates them); returns the client's facade, its requests waiting up to {@code wait}.
+     */
+    DexClientApi startWithClient(LocalTree tree, java.time.Duration batchTimeout, java.time.Duration wait, List<ActorSystem<?>> systems)
+            throws InterruptedException {
+        ActorSystem<Void> node = start(tree);
+        systems.add(node);
+        ActorSystem<DexClient.Command> clientSystem = ActorSystem.create(DexClient.create(batchTimeout), "dex", config("client"));
+        systems.add(clientSystem);
+        Cluster.get(clientSystem).manager().tell(Join.create(Cluster.get(node).selfMember().address()));
+        dev.dex.actors.TestCluster.awaitMembersUp(node, 2);
+        return new DexClientApi(clientSystem, clientSystem, wait);
+    }
 }

@@ -47,7 +47,7 @@ class PartitionLateAttemptTest {
 
     private Ops.Results send(ActorRef<Partition.Command> entity, long client, long seq, long follows, long epoch, List<Ops.Op> ops) {
         TestProbe<Ops.Results> probe = testKit.createTestProbe();
-        entity.tell(new Partition.Execute(ops.get(0).first(), seq, client, seq, epoch, follows, ops, probe.getRef()));
+        entity.tell(new Partition.Execute(EntityProbes.DIRECT, seq, client, seq, epoch, follows, ops, probe.getRef()));
         Ops.Results results = probe.receiveMessage(EntityProbes.REPLY);
         assertEquals(seq, results.batch());
         assertEquals(ops.size(), results.results().size());

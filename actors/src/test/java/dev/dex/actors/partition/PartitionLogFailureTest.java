@@ -46,7 +46,7 @@ class PartitionLogFailureTest {
 
     private Ops.Results execute(ActorRef<Partition.Command> entity, List<Ops.Op> ops) {
         TestProbe<Ops.Results> replies = kit.createTestProbe();
-        entity.tell(new Partition.Execute(ops.get(0).first(), ops, replies.getRef()));
+        entity.tell(new Partition.Execute(EntityProbes.DIRECT, ops, replies.getRef()));
         return replies.expectMessageClass(Ops.Results.class, Duration.ofSeconds(15));
     }
 

@@ -200,12 +200,16 @@ final class Merges {
 
     /** Forgets {@code partition}'s hints and free nodes: it is not held any more (they leak, see the class comment). */
     void forget(int partition) {
+        clearHints(partition);
+        free.forget(partition);
+    }
+
+    private void clearHints(int partition) {
         List<long[]> list = hints.get(partition);
         synchronized (list) {
             list.clear();
             hintCount.set(partition, 0);
         }
-        free.forget(partition);
     }
 
     /**
@@ -213,11 +217,7 @@ final class Merges {
      * its free chains stay, their leaves still taken by the range they were freed in.
      */
     void splitting(int partition) {
-        List<long[]> list = hints.get(partition);
-        synchronized (list) {
-            list.clear();
-            hintCount.set(partition, 0);
-        }
+        clearHints(partition);
         sweeps.restart(partition);
     }
 

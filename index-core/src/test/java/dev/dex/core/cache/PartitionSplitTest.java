@@ -59,6 +59,17 @@ class PartitionSplitTest {
         }
     }
 
+    /**
+     * One engine that logs its writes, holding every partition, on a connection that dies when told ({@code dying[0]}, set
+     * here).
+     */
+    private static DexEngine openDying(DexFixture fixture, CrashRecoveryTest.DyingMemory[] dying) {
+        fixture.redoLog = RedoLogSettings.ON;
+        fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
+                : memory;
+        return fixture.open(1, CONFIG).get(0);
+    }
+
     @Test
     void aSplitUnderWritesLosesNothingAndTheNewPartitionIsServedByAnotherEngine() throws Exception {
         try (DexFixture fixture = new DexFixture(2, 2, 20_000, 4, true, 0)) {
@@ -163,11 +174,8 @@ class PartitionSplitTest {
         int crashed = 0;
         for (long budget = 0; ; budget++) {
             try (DexFixture fixture = new DexFixture(2, 2, 4_000, 4, true, 0)) {
-                fixture.redoLog = RedoLogSettings.ON;
                 CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
-                fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
-                        : memory;
-                DexEngine a = fixture.open(1, CONFIG).get(0);
+                DexEngine a = openDying(fixture, dying);
                 PartitionTable before = a.partitions();
                 long high = before.upperInclusive(0);
                 TreeMap<Long, Long> model = new TreeMap<>();
@@ -278,11 +286,8 @@ class PartitionSplitTest {
     @Test
     void aBatchWhoseRecordsReachTheLogAfterTheSplitLosesNothingInATakeover() {
         try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
-            fixture.redoLog = RedoLogSettings.ON;
             CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
-            fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
-                    : memory;
-            DexEngine a = fixture.open(1, CONFIG).get(0);
+            DexEngine a = openDying(fixture, dying);
             long high = a.partitions().upperInclusive(0);
             long boundary = a.splitBoundary(0, high / 2);
             long givenAway = boundary + 2;

@@ -204,12 +204,18 @@ class PartitionTableTest {
         assertThrows(IllegalArgumentException.class, () -> PartitionTable.of(new long[] {10}, new int[] {0}), "an id per range");
     }
 
+    /** Memory server 0 on {@code fabric}, 64 KiB chunks, with a formatted superblock and no table yet. */
+    private static RemoteMemory formatted(LocalFabric fabric) {
+        fabric.export(0, 8L << 20, 64 << 10);
+        RemoteMemory memory = fabric.connect(0);
+        dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+        return memory;
+    }
+
     @Test
     void aSplitTableRoundTripsThroughBothSlotsAndACommitLosesARaceCleanly() {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 8L << 20, 64 << 10);
-            RemoteMemory memory = fabric.connect(0);
-            dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            RemoteMemory memory = formatted(fabric);
             PartitionTable table = PartitionTable.equalWidth(4, 0, 4000);
             PartitionTable.store(memory, table);
             PartitionTable.Versioned first = PartitionTable.loadVersioned(memory);
@@ -253,9 +259,7 @@ class PartitionTableTest {
     @Test
     void aTreeStoredTwiceBeforeSlotsExistedIsReadFromSlotZero() {
         try (LocalFabric fabric = new LocalFabric()) {
-            fabric.export(0, 8L << 20, 64 << 10);
-            RemoteMemory memory = fabric.connect(0);
-            dev.dex.core.tree.Superblock.format(memory, new TreeSettings(1, TreeSettings.DEFAULT_BULK_FILL_FACTOR));
+            RemoteMemory memory = formatted(fabric);
             PartitionTable table = PartitionTable.equalWidth(8, 0, 8000);
             PartitionTable.store(memory, table);
             // Each store of the first layout added 2 and wrote slot 0: two stores left version 4 over slot 0.
