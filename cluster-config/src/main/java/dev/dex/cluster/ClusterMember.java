@@ -125,4 +125,31 @@ final class ClusterMember {
         org.apache.pekko.actor.CoordinatedShutdown.get(system).runAll(reason);
         return done.await(30, TimeUnit.SECONDS);
     }
+
+    /** The operations per second of all partitions {@code status}'s node holds over its last window; NaN before its first. */
+    static double load(ComputeNode.Status status) {
+        if (!(status.loadWindowSeconds() > 0)) {
+            return Double.NaN;
+        }
+        return status.partitionRates().stream().mapToDouble(Double::doubleValue).sum();
+    }
+
+    /**
+     * How evenly the compute nodes share partitions and load: the fewest and most partitions a node holds, and, once
+     * every node measured a window, the busiest and least busy node's operations per second. Empty without nodes.
+     */
+    static String balanceLine(List<ComputeNode.Status> statuses) {
+        if (statuses.isEmpty()) {
+            return "";
+        }
+        java.util.IntSummaryStatistics held = statuses.stream().mapToInt(s -> s.partitionsHeld().size()).summaryStatistics();
+        String line = String.format("balance: %d to %d partitions per compute node", held.getMin(), held.getMax());
+        if (statuses.stream().anyMatch(s -> Double.isNaN(load(s)))) {
+            return line;
+        }
+        java.util.DoubleSummaryStatistics load = statuses.stream().mapToDouble(ClusterMember::load).summaryStatistics();
+        String ratio = load.getMin() > 0 ? String.format(" (%.2fx)", load.getMax() / load.getMin()) : "";
+        return line + String.format("; load from %,.0f to %,.0f operations per second per node%s", load.getMin(), load.getMax(),
+                ratio);
+    }
 }

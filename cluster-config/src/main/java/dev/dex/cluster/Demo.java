@@ -439,7 +439,7 @@ final class Demo implements Callable<Integer> {
             if (dist.equals("zipf") || splits.equals("on")) {
                 long madeSplits = after.stream().mapToLong(ComputeNode.Status::splits).sum();
                 out.printf("keys %s; splits %s: %d made, %d partitions now%n%s%n", dist.equals("zipf") ? "zipf " + theta : "uniform",
-                        splits, madeSplits, partitions + madeSplits, DexCli.balanceLine(after));
+                        splits, madeSplits, partitions + madeSplits, ClusterMember.balanceLine(after));
                 report.putSplits(splits.equals("on"), madeSplits, after);
             }
             return 0;

@@ -116,7 +116,7 @@ final class DemoReport {
         }
         com.fasterxml.jackson.databind.node.ObjectNode node = root.putObject("splits").put("on", on).put("made", made);
         com.fasterxml.jackson.databind.node.ArrayNode loads = node.putArray("nodeOpsPerSec");
-        after.forEach(status -> loads.add(DexCli.load(status)));
+        after.forEach(status -> loads.add(ClusterMember.load(status)));
         MAPPER.writerWithDefaultPrettyPrinter().writeValue(json.toFile(), root);
     }
 

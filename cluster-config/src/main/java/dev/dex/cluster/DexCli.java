@@ -482,7 +482,7 @@ public final class DexCli implements Callable<Integer> {
             out.printf("  %-32s verbs: reads %,d writes %,d atomics %,d two-sided %,d bytes %,d; cache hits %.1f%%; offloads %,d%n",
                     "", s.reads(), s.writes(), s.atomics(), s.twoSided(), s.bytes(), 100 * s.cacheHitRatio(), s.offloads());
         }
-        String balance = balanceLine(statuses);
+        String balance = ClusterMember.balanceLine(statuses);
         if (!balance.isEmpty()) {
             out.println(balance);
         }
@@ -501,14 +501,6 @@ public final class DexCli implements Callable<Integer> {
         return String.format("; table version %d, %d split%s here", status.tableVersion(), status.splits(), status.splits() == 1 ? "" : "s");
     }
 
-    /** The operations per second of all partitions {@code status}'s node holds over its last window; NaN before its first. */
-    static double load(ComputeNode.Status status) {
-        if (!(status.loadWindowSeconds() > 0)) {
-            return Double.NaN;
-        }
-        return status.partitionRates().stream().mapToDouble(Double::doubleValue).sum();
-    }
-
     /** The busiest partitions {@link #loadLine} names. */
     static final int BUSIEST_SHOWN = 3;
 
@@ -517,7 +509,7 @@ public final class DexCli implements Callable<Integer> {
      * operations per second of all its partitions and of its busiest ones; empty before its first window closed.
      */
     static String loadLine(ComputeNode.Status status) {
-        double total = load(status);
+        double total = ClusterMember.load(status);
         if (Double.isNaN(total)) {
             return "";
         }
@@ -535,22 +527,4 @@ public final class DexCli implements Callable<Integer> {
                 busiest);
     }
 
-    /**
-     * How evenly the compute nodes share partitions and load: the fewest and most partitions a node holds, and, once
-     * every node measured a window, the busiest and least busy node's operations per second. Empty without nodes.
-     */
-    static String balanceLine(List<ComputeNode.Status> statuses) {
-        if (statuses.isEmpty()) {
-            return "";
-        }
-        java.util.IntSummaryStatistics held = statuses.stream().mapToInt(s -> s.partitionsHeld().size()).summaryStatistics();
-        String line = String.format("balance: %d to %d partitions per compute node", held.getMin(), held.getMax());
-        if (statuses.stream().anyMatch(s -> Double.isNaN(load(s)))) {
-            return line;
-        }
-        java.util.DoubleSummaryStatistics load = statuses.stream().mapToDouble(DexCli::load).summaryStatistics();
-        String ratio = load.getMin() > 0 ? String.format(" (%.2fx)", load.getMax() / load.getMin()) : "";
-        return line + String.format("; load from %,.0f to %,.0f operations per second per node%s", load.getMin(), load.getMax(),
-                ratio);
-    }
 }

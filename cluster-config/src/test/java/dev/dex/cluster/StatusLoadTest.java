@@ -44,12 +44,12 @@ class StatusLoadTest {
         var busy = node("a", List.of(0, 1, 2), List.of(3_000.0, 2_000.0, 1_000.0));
         var quiet = node("b", List.of(3, 4), List.of(1_000.0, 500.0));
         assertEquals("balance: 2 to 3 partitions per compute node; load from 1,500 to 6,000 operations per second per node (4.00x)",
-                DexCli.balanceLine(List.of(busy, quiet)));
+                ClusterMember.balanceLine(List.of(busy, quiet)));
         assertEquals("balance: 0 to 3 partitions per compute node; load from 0 to 6,000 operations per second per node",
-                DexCli.balanceLine(List.of(busy, quiet, node("d", List.of(), List.of()))), "no ratio over an idle node");
-        assertEquals("balance: 1 to 3 partitions per compute node", DexCli.balanceLine(List.of(busy, quiet, fresh("c", List.of(5)))),
+                ClusterMember.balanceLine(List.of(busy, quiet, node("d", List.of(), List.of()))), "no ratio over an idle node");
+        assertEquals("balance: 1 to 3 partitions per compute node", ClusterMember.balanceLine(List.of(busy, quiet, fresh("c", List.of(5)))),
                 "no load figure while a node has not measured a window");
-        assertEquals("", DexCli.balanceLine(List.of()));
+        assertEquals("", ClusterMember.balanceLine(List.of()));
     }
 
     @Test
