@@ -181,9 +181,14 @@ final class Demo implements Callable<Integer> {
 
     @Option(names = "--splits", paramLabel = "on|off", defaultValue = "off",
             description = "bench --cluster: whether compute nodes split their hot partitions (dex.compute.split: every second,"
-                    + " a partition 2x the node's others and above 100 operations a second, over 2 s load windows), and the"
-                    + " report adds the splits made and the load spread between the nodes; docs/partition-splits.md.")
+                    + " a partition 2x the node's others and above " + SPLIT_MIN_RATE + " operations a second, over 2 s load"
+                    + " windows; the region has room for " + SPLITS_ROOM + " more partitions' logs), and the report adds the"
+                    + " splits made and the load spread between the nodes; docs/partition-splits.md.")
     String splits;
+    /** The rate a partition needs to split in bench --cluster --splits on: a hot one, not every partition above its node's mean. */
+    static final int SPLIT_MIN_RATE = 20_000;
+    /** The partitions' logs beyond --partitions that bench --cluster --splits on sizes the memory node's region for. */
+    static final int SPLITS_ROOM = 256;
 
     /** The share of the mix's operations that are scans (--workload scan-intensive: 95). */
     private int scanPercent;
@@ -311,9 +316,15 @@ final class Demo implements Callable<Integer> {
         }
         if (splits.equals("on")) {
             overrides = overrides.withFallback(ConfigFactory.parseString("dex.compute.split { interval = 1s, rate-factor = 2,"
-                    + " min-rate = 100 }\ndex.compute.load-window = 2s"));
+                    + " min-rate = " + SPLIT_MIN_RATE + " }\ndex.compute.load-window = 2s"))
+                    // Each new partition's redo log takes room on a memory server: room for SPLITS_ROOM of them.
+                    .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(
+                            DemoCluster.regionMiB(n, partitions + SPLITS_ROOM, defaults) + "MiB"));
         } else if (benchOnly && dist.equals("zipf")) {
-            overrides = overrides.withValue("dex.compute.load-window", ConfigValueFactory.fromAnyRef("2s")); // the same spread measure
+            // The same load windows and region as with splits on, so that the two runs differ in the splits alone.
+            overrides = overrides.withValue("dex.compute.load-window", ConfigValueFactory.fromAnyRef("2s"))
+                    .withValue("dex.memory.region-size", ConfigValueFactory.fromAnyRef(
+                            DemoCluster.regionMiB(n, partitions + SPLITS_ROOM, defaults) + "MiB"));
         }
         Config given = DexNodes.config(overrides);
         // Every node in this JVM (the one that joins the demo's cluster too): more than DemoCluster.CROWDED need longer pauses.
