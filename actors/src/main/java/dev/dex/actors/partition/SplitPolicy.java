@@ -24,28 +24,36 @@ import dev.dex.core.cache.DexEngine;
  */
 public final class SplitPolicy {
     /** A policy that never splits. */
-    public static final SplitPolicy OFF = new SplitPolicy(Duration.ZERO, 0, 0);
+    public static final SplitPolicy OFF = new SplitPolicy(Duration.ZERO, 0, 0, 0);
 
     private final long intervalNanos;
     private final double rateFactor;
     private final double minRate;
+    /** No split once the table has this many partitions: each new one takes a redo log on a memory server. */
+    private final int maxPartitions;
     private final AtomicBoolean running = new AtomicBoolean();
     private final AtomicLong splits = new AtomicLong();
     private long lastNanos = System.nanoTime();
 
-    public SplitPolicy(Duration interval, double rateFactor, double minRate) {
+    public SplitPolicy(Duration interval, double rateFactor, double minRate, int maxPartitions) {
         if (interval.isNegative() || rateFactor < 0 || minRate < 0) {
             throw new IllegalArgumentException("dex.compute.split: interval, rate-factor and min-rate must not be negative");
+        }
+        if (maxPartitions < 0 || maxPartitions > dev.dex.core.partition.PartitionTable.MAX_PARTITIONS) {
+            throw new IllegalArgumentException("dex.compute.split.max-partitions must be in [0, "
+                    + dev.dex.core.partition.PartitionTable.MAX_PARTITIONS + "]: " + maxPartitions);
         }
         this.intervalNanos = interval.toNanos();
         this.rateFactor = rateFactor;
         this.minRate = minRate;
+        this.maxPartitions = maxPartitions;
     }
 
     /** From {@code dex.compute.split} (actors' reference.conf). */
     public static SplitPolicy from(Config config) {
         Config split = config.getConfig("dex.compute.split");
-        return new SplitPolicy(split.getDuration("interval"), split.getDouble("rate-factor"), split.getDouble("min-rate"));
+        return new SplitPolicy(split.getDuration("interval"), split.getDouble("rate-factor"), split.getDouble("min-rate"),
+                split.getInt("max-partitions"));
     }
 
     /** Whether this policy ever splits. */
@@ -59,10 +67,11 @@ public final class SplitPolicy {
     }
 
     /**
-     * The partition to split now among {@code held} with their {@code rates}, or -1. Pure, for the tick and its test.
+     * The partition to split now among {@code held} with their {@code rates}, the table having {@code partitions}, or -1.
+     * Pure, for the tick and its test.
      */
-    int choose(List<Integer> held, List<Double> rates) {
-        if (held.isEmpty() || rates.size() != held.size()) {
+    int choose(List<Integer> held, List<Double> rates, int partitions) {
+        if (held.isEmpty() || rates.size() != held.size() || partitions >= maxPartitions) {
             return -1;
         }
         double sum = 0;
@@ -96,7 +105,7 @@ public final class SplitPolicy {
         }
         List<Integer> held = workers.held();
         PartitionLoad.Measured measured = workers.load().last(held);
-        int partition = choose(held, measured.rates());
+        int partition = choose(held, measured.rates(), engine.partitions().count());
         if (partition < 0) {
             return;
         }
