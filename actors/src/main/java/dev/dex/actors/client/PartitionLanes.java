@@ -495,7 +495,7 @@ final class PartitionLanes {
         }
         int now = table.partitionOf(pending.op.first());
         if (now != flight.partition) {
-            hold(now, Duration.ZERO).batches.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
+            holdAgain(now, flight.id, pending, Duration.ZERO);
             sendNext(now); // deferred to the end of the answer
         } else {
             moved.computeIfAbsent(flight.id, id -> new ArrayList<>()).add(pending);
@@ -559,19 +559,15 @@ final class PartitionLanes {
                         if (now == id) {
                             return false;
                         }
-                        hold(now, Duration.ZERO).batches.computeIfAbsent(batch.getKey(), b -> new ArrayList<>()).add(pending);
+                        holdAgain(now, batch.getKey(), pending, Duration.ZERO);
                         return true;
                     });
                 }
                 waiting.batches.values().removeIf(List::isEmpty);
             }
         }
-        for (var batch : moved.entrySet()) {
-            for (Pending pending : batch.getValue()) {
-                hold(next.partitionOf(pending.op.first()), Duration.ZERO).batches
-                        .computeIfAbsent(batch.getKey(), b -> new ArrayList<>()).add(pending);
-            }
-        }
+        moved.forEach((batch, pendings) -> pendings.forEach(pending ->
+                holdAgain(next.partitionOf(pending.op.first()), batch, pending, Duration.ZERO)));
         moved.clear();
         if (!barrier.isEmpty()) {
             barred.addAll(changedNew);
@@ -595,10 +591,15 @@ final class PartitionLanes {
         }
         // Where the key lies now: a split the client learned of since the batch went may have moved it.
         int now = table.partitionOf(pending.op.first());
-        hold(now, pause).batches.computeIfAbsent(batch, id -> new ArrayList<>()).add(pending);
+        holdAgain(now, batch, pending, pause);
         if (now != partition) {
             sendNext(now);
         }
+    }
+
+    /** Holds {@code pending}, carried by batch {@code batch}, to go to {@code partition} first, in its batch's order. */
+    private void holdAgain(int partition, long batch, Pending pending, Duration pause) {
+        hold(partition, pause).batches.computeIfAbsent(batch, id -> new ArrayList<>()).add(pending);
     }
 
     /** Holds the partition: nothing more goes to it until its batches in flight landed and {@code pause} is over. */

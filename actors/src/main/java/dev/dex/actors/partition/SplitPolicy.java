@@ -3,7 +3,6 @@ package dev.dex.actors.partition;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 
 import org.slf4j.Logger;
 
@@ -32,7 +31,6 @@ public final class SplitPolicy {
     /** No split once the table has this many partitions: each new one takes a redo log on a memory server. */
     private final int maxPartitions;
     private final AtomicBoolean running = new AtomicBoolean();
-    private final AtomicLong splits = new AtomicLong();
     private long lastNanos = System.nanoTime();
 
     public SplitPolicy(Duration interval, double rateFactor, double minRate, int maxPartitions) {
@@ -59,11 +57,6 @@ public final class SplitPolicy {
     /** Whether this policy ever splits. */
     public boolean enabled() {
         return intervalNanos > 0;
-    }
-
-    /** Splits this node made. */
-    public long splits() {
-        return splits.get();
     }
 
     /**
@@ -125,7 +118,6 @@ public final class SplitPolicy {
             if (failure != null) {
                 log.warn("partition {} ({} operations/s) was not split: {}", partition, Math.round(rate), failure.toString());
             } else if (report != null) {
-                splits.incrementAndGet();
                 workers.load().split();
                 log.info("partition {} ({} operations/s) split at {}: keys above it are partition {} now (table version {}, {} ms)",
                         partition, Math.round(rate), report.boundary(), report.added(), report.version(), report.nanos() / 1_000_000);

@@ -355,10 +355,11 @@ final class HeldPartitions {
         if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
             throw new PartitionNotHeldException(p, key);
         }
-        if (engine.partitions != table && engine.partitions.partitionOf(key) != p) {
+        PartitionTable now = engine.partitions;
+        if (now != table && now.partitionOf(key) != p) {
             // p split while this operation waited for it (PartitionSplits): the key is another partition's now.
             exit(p);
-            throw new PartitionNotHeldException(engine.partitions.partitionOf(key), key);
+            throw new PartitionNotHeldException(now.partitionOf(key), key);
         }
         return p;
     }
