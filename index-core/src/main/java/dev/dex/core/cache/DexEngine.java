@@ -289,13 +289,10 @@ public final class DexEngine implements PartitionedEngine {
      * Reads every inner node over a held {@code partition}'s keys into the cache, as its new owner does before its
      * first operation: one descent per node above the leaves, left to right, each stopping there, nothing offloaded
      * ({@link DexSession#warmStep}); splits beside it only add descents. The operations that waited for the partition's
-     * handoff then do not all miss on the same few nodes at once (a miss's IO marker restarts every other descent that
-     * meets the node). Its leaves are not read; but once it went through, the partition's next leaf misses are admitted
-     * on their first read, whatever P_A says (unless it is 0), up to the partition's share of the frames (the frames
-     * over the partitions held): lazy admission would take some ten reads per leaf to warm it, each a remote read.
-     *
-     * @return the nodes above the leaves gone through (a tree of one leaf: 1, the root), or -1 when this engine does
-     *         not hold the partition
+     * handoff then do not all miss on the same few nodes at once. Its leaves are not read, but the partition's next leaf
+     * misses are admitted on their first read, whatever P_A says (unless 0), up to its share of the frames: lazy
+     * admission would take some ten remote reads per leaf to warm it. Returns the nodes above the leaves gone through
+     * (a tree of one leaf: 1, the root), or -1 when this engine does not hold the partition.
      */
     public int warm(int partition) {
         return warm(partition, WARM_LIMIT_NANOS);
@@ -324,10 +321,7 @@ public final class DexEngine implements PartitionedEngine {
         return merges.sweeps.sweep(quietNanos);
     }
 
-    /**
-     * How long a warm-up may take: it is only worth a short delay of the partition's first batch, so one that keeps
-     * restarting (a node another session keeps locked) ends after this with what it read.
-     */
+    /** How long a warm-up may take (worth only a short delay of a first batch; a node kept locked restarts it). */
     public static final long WARM_LIMIT_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(500);
 
     /**
@@ -387,6 +381,13 @@ public final class DexEngine implements PartitionedEngine {
 
     /** What {@link #split} did: the partition {@code added}, the table version committed, pages written, frames dropped. */
     public record SplitReport(int partition, int added, long boundary, long version, long pages, long framesDropped, long nanos) {
+    }
+
+    /** Merges the held {@code left} with its right neighbour {@code right}, held too, into {@code left} (PartitionMerges). */
+    public MergeReport mergePartitions(int left, int right) { return PartitionMerges.merge(this, left, right); }
+
+    /** What {@link #mergePartitions} did: {@code removed} left the table of {@code version}; pages written, frames dropped. */
+    public record MergeReport(int partition, int removed, long version, long pages, long framesDropped, long nanos) {
     }
 
     /**

@@ -162,7 +162,11 @@ public final class DexSession extends WordKeySession {
                     engine.held.exit(partition);
                     partition = -1;
                     if (!engine.held.tryEnter(p, key)) {
-                        break;
+                        int now = engine.partitions.partitionOf(key); // p merged away while the scan waited for it
+                        if (now == p || !engine.held.tryEnter(now, key)) {
+                            break;
+                        }
+                        p = now;
                     }
                     partition = p;
                 }

@@ -220,6 +220,33 @@ public final class FreeLeaves {
         }
     }
 
+    /**
+     * {@code partition} left the table (merged into its left neighbour, PartitionMerges): its chains are cut and their
+     * leaves leaked, so that a later partition under its id does not meet them. A failed verb leaves a chain as it was:
+     * the id's next owner stops at its first leaf, with a warning.
+     */
+    void cut(int partition) {
+        Chain[] row = chains[partition];
+        synchronized (row) {
+            for (int server : memory.memoryServerIds()) {
+                Chain chain = row[server];
+                try {
+                    known(partition, server, chain);
+                    if (chain.first != 0) {
+                        if (chain.headWord > 0) {
+                            writeHead(chain.headWord, 0);
+                        }
+                        leaked.addAndGet(Math.max(1, chain.linkedCount()));
+                    }
+                } catch (FabricException failed) {
+                    LOG.debug("the free leaves of partition {} on memory server {} were not cut: {}", partition, server,
+                            failed.toString());
+                }
+                chain.reset();
+            }
+        }
+    }
+
     /** Free leaves this engine linked and has not reused, for {@code partition} (not those it inherited unread). */
     int linkedCount(int partition) {
         Chain[] row = chains[partition];

@@ -281,9 +281,7 @@ final class HeldPartitions {
     }
 
     /** Whether a writing verb of this engine failed since it acquired {@code partition} (it may still land). */
-    boolean writesFailedSinceAcquire(int partition) {
-        return writeFailures.since(writeFailuresAtAcquire.get(partition));
-    }
+    boolean writesFailedSinceAcquire(int partition) { return writeFailures.since(writeFailuresAtAcquire.get(partition)); }
 
     /** See {@link DexEngine#checkpointAll}. */
     long checkpointAll() {
@@ -339,9 +337,7 @@ final class HeldPartitions {
     }
 
     /** Whether a partition in state {@code s} is held: serving, or paused for a merge pass. */
-    private static boolean held(int s) {
-        return s == HELD || s == MERGING;
-    }
+    private static boolean held(int s) { return s == HELD || s == MERGING; }
 
     /** Registers an operation on {@code key}'s partition; fails if the partition is not held. */
     int enter(long[] key) {
@@ -351,17 +347,23 @@ final class HeldPartitions {
     /** {@link #enter}; a recovery session enters a partition that is being recovered as well. */
     int enter(long[] key, boolean recovery) {
         PartitionTable table = engine.partitions;
-        int p = table.partitionOf(key);
-        if (!(recovery ? tryEnterRecovering(p) : tryEnter(p))) {
-            throw new PartitionNotHeldException(p, key);
+        for (int round = 1; ; round++) {
+            int p = table.partitionOf(key);
+            boolean entered = recovery ? tryEnterRecovering(p) : tryEnter(p);
+            PartitionTable now = engine.partitions;
+            if (entered && (now == table || now.partitionOf(key) == p)) {
+                return p;
+            }
+            if (entered) {
+                exit(p);
+            }
+            if (now == table || now.partitionOf(key) == p || round == 3) {
+                throw new PartitionNotHeldException(now.partitionOf(key), key);
+            }
+            // p split or merged while this operation waited for it (PartitionSplits, PartitionMerges): the key is another
+            // partition's now, which this engine may hold (a merge's).
+            table = now;
         }
-        PartitionTable now = engine.partitions;
-        if (now != table && now.partitionOf(key) != p) {
-            // p split while this operation waited for it (PartitionSplits): the key is another partition's now.
-            exit(p);
-            throw new PartitionNotHeldException(now.partitionOf(key), key);
-        }
-        return p;
     }
 
     /**
@@ -422,6 +424,26 @@ final class HeldPartitions {
         }
         // Its cache failed meanwhile (an operation of it that was draining, DexEngine.cacheFailed): no pass.
         return state.get(p) == MERGING;
+    }
+
+    /**
+     * The paused {@code partition} was merged into its left neighbour (PartitionMerges): not held any more, its waiting
+     * operations enter the neighbour ({@link #enter}); its log, checkpointed, is given up; its notes and free chains go.
+     */
+    void mergedAway(int partition) {
+        RedoLog log = logs.getAndSet(partition, null);
+        if (state.getAndSet(partition, NOT_HELD) == NOT_HELD) {
+            return;
+        }
+        leafBoost.set(partition, 0);
+        try {
+            engine.merges.mergedAway(partition);
+            if (log != null) {
+                giveUpUnlessWritesFailed(partition, log); // else the id's next owner fences this engine, and replays nothing
+            }
+        } catch (RuntimeException bestEffort) {
+            // a chain left uncut, or the owner word left set: see PartitionMerges
+        }
     }
 
     /** Ends the pause of {@link #pauseForMerge} (a partition whose cache failed meanwhile stays failed). */

@@ -221,6 +221,13 @@ final class Merges {
         sweeps.restart(partition);
     }
 
+    /** {@code partition} was merged into its left neighbour (PartitionMerges): its notes, sweep and free chains go. */
+    void mergedAway(int partition) {
+        clearHints(partition);
+        sweeps.restart(partition);
+        free.cut(partition);
+    }
+
     /**
      * A dead leaf of {@code partition} on {@code sibling}'s memory server for a split of {@code sibling}, or -1; its dead
      * image's version goes to {@code version[0]}.

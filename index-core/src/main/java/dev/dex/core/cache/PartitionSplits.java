@@ -27,7 +27,7 @@ import dev.dex.core.partition.PartitionTable;
  *   <li>p is registered narrowed on every memory server, at its owner epoch, so an offload for a key of q under p is
  *       refused from now on.</li>
  *   <li>Commit: the table's compare-and-swap ({@link PartitionTable#commit}). Lost to another compute node's change
- *       of another partition: the engine reads that table and tries again; after {@link #COMMIT_ATTEMPTS} it gives up
+ *       of another partition: the engine reads that table and tries again; after {@link TableChanges#COMMIT_ATTEMPTS} it gives up
  *       and registers p's old range again.</li>
  *   <li>This engine serves the new table, and p resumes; operations that waited for keys now in q are refused
  *       (PartitionNotHeldException for q), and q is acquired, cold, by whoever gets it next.</li>
@@ -45,13 +45,6 @@ import dev.dex.core.partition.PartitionTable;
  * </pre>
  */
 final class PartitionSplits {
-    /** How long p's operations may take to drain before the split is given up (one may wait for a lock p's waiter holds). */
-    static final long PAUSE_LIMIT_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
-    /** How long a split whose commit went unanswered reads the stored table to learn whether it landed. */
-    static final long OUTCOME_NANOS = TimeUnit.SECONDS.toNanos(2);
-    /** Commits lost to other compute nodes' table changes before the split gives up. */
-    static final int COMMIT_ATTEMPTS = 8;
-
     private PartitionSplits() {
     }
 
@@ -60,28 +53,13 @@ final class PartitionSplits {
         HeldPartitions held = engine.held;
         synchronized (held) {
             long start = System.nanoTime();
-            held.checkPartition(partition);
-            if (!held.holds(partition)) {
-                throw new IllegalStateException("partition " + partition + " is not held by this compute node: only its owner splits it");
-            }
+            TableChanges.requireHeld(held, partition, "its owner splits it");
             if (engine.partitions.freeId() < 0) {
                 throw new IllegalStateException("the table has " + PartitionTable.MAX_PARTITIONS + " partitions: no split");
             }
             engine.partitions.split(partition, boundary, engine.partitions.freeId()); // a bad boundary is refused here
-            if (!PartitionTable.changeable(engine.memory)) {
-                throw new IllegalStateException("the partition table cannot change: memory server 0's chunks have no room for a"
-                        + " second table (dex.memory.chunk-size must be at least " + (PartitionTable.SPLIT_ROOT_AREA
-                        + dev.dex.rdma.RegionHeaderDescriptor.ROOT_AREA_OFFSET) + " bytes); partition " + partition + " is not split");
-            }
-            if (held.writesFailedSinceAcquire(partition)) {
-                // Such a write may still land; the new partition's first owner would not fence this node against it.
-                throw new IllegalStateException("a write of this compute node failed since it acquired partition " + partition
-                        + ": not split until the partition is acquired again");
-            }
-            if (!held.pauseForMerge(partition, PAUSE_LIMIT_NANOS)) {
-                throw new IllegalStateException("partition " + partition + " could not be paused (a merge pass runs, or its"
-                        + " operations did not drain within " + TimeUnit.NANOSECONDS.toMillis(PAUSE_LIMIT_NANOS) + " ms): not split");
-            }
+            TableChanges.requireChangeable(engine, partition, "split");
+            TableChanges.pause(held, partition, "split");
             try {
                 engine.merges.splitting(partition);
                 RedoLog log = held.log(partition);
@@ -91,68 +69,27 @@ final class PartitionSplits {
                 }
                 long[] dropped = new Flush(engine).dropPartition(partition);
                 long epoch = log != null ? log.epoch() : 0;
-                PartitionTable before = engine.partitions;
-                for (int attempt = 1; ; attempt++) {
-                    PartitionTable table = engine.partitions;
-                    long version = held.served.version();
-                    int added = table.freeId();
-                    PartitionTable next = table.split(partition, boundary, added);
-                    boolean committed;
-                    try {
-                        held.registerOwnership(partition, epoch, next);
-                        committed = PartitionTable.commit(engine.memory, version, next);
-                    } catch (RuntimeException unanswered) {
-                        committed = outcome(engine, partition, epoch, next, version, unanswered);
+                int[] added = new int[1];
+                PartitionTable.Versioned committed;
+                try {
+                    committed = TableChanges.commit(engine, partition, epoch, table -> {
+                        added[0] = table.freeId();
+                        return table.split(partition, boundary, added[0]);
+                    }, "split");
+                } catch (IllegalStateException notLearned) {
+                    if (held.partitionFailed(partition)) {
+                        try {
+                            held.abandon(partition); // clean, paused: given up now rather than at its entity's next batch
+                        } catch (RuntimeException later) {
+                            // its entity gives it up at its next batch (logFailed)
+                        }
                     }
-                    if (committed) {
-                        held.served.adopt(new PartitionTable.Versioned(next, version + 2));
-                        return new DexEngine.SplitReport(partition, added, boundary, version + 2, pages + dropped[0], dropped[1],
-                                System.nanoTime() - start);
-                    }
-                    held.served.adoptStored(-1);
-                    if (attempt == COMMIT_ATTEMPTS || !engine.partitions.exists(partition)
-                            || engine.partitions.upperInclusive(partition) != before.upperInclusive(partition)) {
-                        held.registerOwnership(partition, epoch, engine.partitions);
-                        throw new IllegalStateException("partition " + partition + " was not split: the partition table kept"
-                                + " changing under " + attempt + " attempts to commit it");
-                    }
+                    throw notLearned;
                 }
+                return new DexEngine.SplitReport(partition, added[0], boundary, committed.version(), pages + dropped[0], dropped[1],
+                        System.nanoTime() - start);
             } finally {
                 held.resumeAfterMerge(partition);
-            }
-        }
-    }
-
-    /**
-     * A verb of the registration or the commit failed: whether the commit landed is learned by reading the stored table
-     * again (for up to {@link #OUTCOME_NANOS}). Landed: the split counts. Not landed: p's old range is registered again
-     * and the split fails. Not learned: p is failed ({@code cacheFailed}), so its owner gives it up and acquires it again
-     * from whatever table is stored; serving it with either range could give its keys two owners.
-     */
-    private static boolean outcome(DexEngine engine, int partition, long epoch, PartitionTable next, long version,
-                                   RuntimeException failure) {
-        long deadline = System.nanoTime() + OUTCOME_NANOS;
-        while (true) {
-            try {
-                PartitionTable.Versioned stored = PartitionTable.loadVersioned(engine.memory);
-                if (stored.version() == version + 2 && stored.table().equals(next)) {
-                    return true;
-                }
-                if (stored.version() == version || stored.table().exists(partition)
-                        && stored.table().upperInclusive(partition) != next.upperInclusive(partition)) {
-                    engine.held.registerOwnership(partition, epoch, engine.partitions);
-                    throw new IllegalStateException("partition " + partition + " was not split: " + failure.getMessage(), failure);
-                }
-                // Another change landed first: the caller reads it and tries again.
-                return false;
-            } catch (dev.dex.rdma.FabricException again) {
-                if (System.nanoTime() - deadline > 0) {
-                    engine.held.cacheFailed(partition, failure);
-                    throw new IllegalStateException("partition " + partition + "'s split may or may not have been committed ("
-                            + failure.getMessage() + "); the partition is given up to be acquired again from the stored table",
-                            failure);
-                }
-                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(10));
             }
         }
     }

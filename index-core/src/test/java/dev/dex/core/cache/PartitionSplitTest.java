@@ -59,17 +59,6 @@ class PartitionSplitTest {
         }
     }
 
-    /**
-     * One engine that logs its writes, holding every partition, on a connection that dies when told ({@code dying[0]}, set
-     * here).
-     */
-    private static DexEngine openDying(DexFixture fixture, CrashRecoveryTest.DyingMemory[] dying) {
-        fixture.redoLog = RedoLogSettings.ON;
-        fixture.connectionWrapper = memory -> dying[0] == null ? (dying[0] = new CrashRecoveryTest.DyingMemory(memory, Long.MAX_VALUE))
-                : memory;
-        return fixture.open(1, CONFIG).get(0);
-    }
-
     @Test
     void aSplitUnderWritesLosesNothingAndTheNewPartitionIsServedByAnotherEngine() throws Exception {
         try (DexFixture fixture = new DexFixture(2, 2, 20_000, 4, true, 0)) {
@@ -171,60 +160,22 @@ class PartitionSplitTest {
 
     @Test
     void aCrashAtAnyWritingVerbOfASplitLosesNoAcknowledgedWrite() {
-        int crashed = 0;
-        for (long budget = 0; ; budget++) {
-            try (DexFixture fixture = new DexFixture(2, 2, 4_000, 4, true, 0)) {
-                CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
-                DexEngine a = openDying(fixture, dying);
-                PartitionTable before = a.partitions();
-                long high = before.upperInclusive(0);
-                TreeMap<Long, Long> model = new TreeMap<>();
-                try (DexSession session = a.newSession()) {
-                    for (long key = 2; key <= high; key += 6) {
-                        session.put(key, key * 10 + budget);
-                        model.put(key, key * 10 + budget);
-                    }
-                    session.insert(high - 1, 7); // an odd key: an insert, in the half the split gives away
-                    model.put(high - 1, 7L);
-                }
-                long boundary = a.splitBoundary(0, high / 2);
-                dying[0].arm(budget);
-                boolean completed;
-                try {
-                    a.split(0, boundary);
-                    completed = true;
-                } catch (RuntimeException crash) {
-                    assertTrue(dying[0].dead(), "only the crash stops the split: " + crash);
-                    completed = false;
-                    crashed++;
-                }
-                dying[0].kill();
+        int crashed = TableChangeCrashes.crashAtEveryWritingVerb(CONFIG, table -> table.upperInclusive(0),
+                () -> new TableChangeCrashes.Change() {
+                    long boundary;
 
-                DexEngine successor = fixture.openEngine(CONFIG, null);
-                successor.instanceGone(a.instanceId());
-                PartitionTable now = PartitionTable.load(fixture.admin);
-                assertEquals(completed ? 5 : now.count(), now.count(), "a completed split is committed");
-                assertTrue(now.count() == 4 || now.upperInclusive(0) == boundary, "the old table, or the split one: " + now);
-                for (int id : now.ids()) {
-                    successor.acquire(id);
-                }
-                try (DexSession session = successor.newSession()) {
-                    for (Map.Entry<Long, Long> e : model.entrySet()) {
-                        assertTrue(session.lookup(e.getKey()), "crash after " + budget + " writes: key " + e.getKey() + " is there");
-                        assertEquals(e.getValue(), session.value(), "crash after " + budget + " writes: key " + e.getKey());
+                    @Override
+                    public PartitionTable plan(DexEngine engine) {
+                        boundary = engine.splitBoundary(0, engine.partitions().upperInclusive(0) / 2);
+                        return engine.partitions().split(0, boundary, 4);
                     }
-                    for (long key = 4; key <= high; key += 6) {
-                        assertTrue(session.lookup(key), "an untouched loaded key " + key);
-                        assertEquals(key + 1, session.value());
+
+                    @Override
+                    public void run(DexEngine engine) {
+                        engine.split(0, boundary);
                     }
-                }
-                CacheValidator.validate(successor);
-                if (completed) {
-                    assertTrue(crashed >= 5, "the split's writing verbs were each a crash point: " + crashed);
-                    return;
-                }
-            }
-        }
+                });
+        assertTrue(crashed >= 5, "the split's writing verbs were each a crash point: " + crashed);
     }
 
     @Test
@@ -232,20 +183,7 @@ class PartitionSplitTest {
         try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
             java.util.concurrent.CountDownLatch locking = new java.util.concurrent.CountDownLatch(1);
             java.util.concurrent.CountDownLatch commit = new java.util.concurrent.CountDownLatch(1);
-            fixture.connectionWrapper = memory -> new ForwardingRemoteMemory(memory) {
-                @Override
-                public long compareAndSwap(long address, long expected, long desired) {
-                    if (address == dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS && (desired & 1) == 1) {
-                        locking.countDown(); // the split is about to commit, its partition paused: hold it there
-                        try {
-                            commit.await();
-                        } catch (InterruptedException e) {
-                            Thread.currentThread().interrupt();
-                        }
-                    }
-                    return super.compareAndSwap(address, expected, desired);
-                }
-            };
+            fixture.connectionWrapper = memory -> TableChangeCrashes.holdingTheCommit(memory, locking, commit);
             DexEngine a = fixture.open(1, CONFIG).get(0);
             long high = a.partitions().upperInclusive(0);
             long boundary = a.splitBoundary(0, high / 2);
@@ -287,7 +225,7 @@ class PartitionSplitTest {
     void aBatchWhoseRecordsReachTheLogAfterTheSplitLosesNothingInATakeover() {
         try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
             CrashRecoveryTest.DyingMemory[] dying = new CrashRecoveryTest.DyingMemory[1];
-            DexEngine a = openDying(fixture, dying);
+            DexEngine a = TableChangeCrashes.openDying(fixture, CONFIG, dying);
             long high = a.partitions().upperInclusive(0);
             long boundary = a.splitBoundary(0, high / 2);
             long givenAway = boundary + 2;
@@ -340,7 +278,7 @@ class PartitionSplitTest {
     }
 
     /** A connection whose writing verbs fail while {@code failing}; {@code landed}: the failed verb took effect. */
-    private static final class Unanswered extends ForwardingRemoteMemory {
+    static final class Unanswered extends ForwardingRemoteMemory {
         final java.util.concurrent.atomic.AtomicReference<java.util.function.LongPredicate> failing =
                 new java.util.concurrent.atomic.AtomicReference<>(address -> false);
         volatile boolean landed;
