@@ -97,6 +97,10 @@ public final class DexMetrics implements Extension {
                 .help("Partitions this compute node split by load (dex.compute.split, docs/partition-splits.md)")
                 .callback(callback -> callback.call(loads.stream().mapToLong(PartitionLoad::splits).sum()))
                 .register(registry);
+        CounterWithCallback.builder().name("dex_partition_merges")
+                .help("Pairs of cold neighbouring partitions this compute node merged (dex.compute.split.merge-below)")
+                .callback(callback -> callback.call(loads.stream().mapToLong(PartitionLoad::merges).sum()))
+                .register(registry);
         CounterWithCallback.builder().name("dex_merge_sweeps")
                 .help("Partitions swept after their deletes stopped (dex.compute.merge-sweep, docs/merges.md)")
                 .callback(callback -> callback.call(engines.stream().mapToLong(engine -> engine.mergeCounts()[4]).sum()))

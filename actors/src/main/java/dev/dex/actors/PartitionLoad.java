@@ -118,6 +118,18 @@ public final class PartitionLoad {
         return splits.get();
     }
 
+    private final java.util.concurrent.atomic.AtomicLong merges = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Two of this node's partitions merged (partition.SplitPolicy): {@code dex_partition_merges_total} on /metrics. */
+    public void merged() {
+        merges.incrementAndGet();
+    }
+
+    /** Merges of two partitions this node made since it started. */
+    public long merges() {
+        return merges.get();
+    }
+
     /** Operations run for {@code partition} since the node started. */
     public long operations(int partition) {
         return operations.get(partition);

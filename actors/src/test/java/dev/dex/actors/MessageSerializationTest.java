@@ -127,7 +127,7 @@ class MessageSerializationTest {
                 new ComputeNode.Status("pekko://dex@127.0.0.1:25521", List.of(), 0, 0, 0, 0, 0, Double.NaN, 0, List.of(1, 3),
                         List.of("memory server 3 is lost: every replica of its group in view 7 is out of the cluster (...)")),
                 new ComputeNode.Status("pekko://dex@127.0.0.1:25522", List.of(2, 9), 4, 3, 0, 0, 4096, 0.5, 0, List.of(), List.of(),
-                        "jvm-1", 1 << 20, List.of(1_234.5, 0.0), 10, 6, 2),
+                        "jvm-1", 1 << 20, List.of(1_234.5, 0.0), 10, 6, 2, 1),
                 new Partition.Execute(42, List.of(get, put, scan), results),
                 new Partition.Execute(42, 7, 0x5eed, 7, -3, 6, List.of(put), results),
                 Partition.Handoff.INSTANCE,

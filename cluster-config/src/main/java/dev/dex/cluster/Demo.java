@@ -449,8 +449,9 @@ final class Demo implements Callable<Integer> {
         if (benchOnly && !joinLeave) {
             if (dist.equals("zipf") || splits.equals("on")) {
                 long madeSplits = after.stream().mapToLong(ComputeNode.Status::splits).sum();
-                out.printf("keys %s; splits %s: %d made, %d partitions now%n%s%n", dist.equals("zipf") ? "zipf " + theta : "uniform",
-                        splits, madeSplits, partitions + madeSplits, ClusterMember.balanceLine(after));
+                long merges = after.stream().mapToLong(ComputeNode.Status::merges).sum();
+                out.printf("keys %s; splits %s: %d made, %d merges, %d partitions now%n%s%n", dist.equals("zipf") ? "zipf " + theta
+                        : "uniform", splits, madeSplits, merges, partitions + madeSplits - merges, ClusterMember.balanceLine(after));
                 report.putSplits(splits.equals("on"), madeSplits, after);
             }
             return 0;

@@ -491,14 +491,16 @@ public final class DexCli implements Callable<Integer> {
     }
 
     /**
-     * The partition table's version the node serves and the splits it made (docs/partition-splits.md), or nothing while
-     * its table is the one the tree was formatted with (version 2) and it split nothing.
+     * The partition table's version the node serves and the splits and merges it made (docs/partition-splits.md), or
+     * nothing while its table is the one the tree was formatted with (version 2) and it changed nothing.
      */
     static String tableLine(ComputeNode.Status status) {
-        if (status.tableVersion() <= 2 && status.splits() == 0) {
+        if (status.tableVersion() <= 2 && status.splits() == 0 && status.merges() == 0) {
             return "";
         }
-        return String.format("; table version %d, %d split%s here", status.tableVersion(), status.splits(), status.splits() == 1 ? "" : "s");
+        return String.format("; table version %d, %d split%s%s here", status.tableVersion(), status.splits(),
+                status.splits() == 1 ? "" : "s", status.merges() == 0 ? ""
+                        : String.format(" and %d merge%s", status.merges(), status.merges() == 1 ? "" : "s"));
     }
 
     /** The busiest partitions {@link #loadLine} names. */

@@ -31,7 +31,7 @@ class ClusterMemberTest {
     @Test
     void aComputeNodeThatDoesNotAnswerIsNamedSilentAndTheOthersAnswerAllTheSame() throws Exception {
         ComputeNode.Status answer = new ComputeNode.Status("pekko://dex@10.0.0.1:2552", List.of(3, 4), 1, 2, 0, 0, 1024, 0.5, 0,
-                List.of(), List.of(), "", 0, List.of(), 0, 2, 0);
+                List.of(), List.of(), "", 0, List.of(), 0, 2, 0, 0);
         ActorRef<ComputeNode.Command> answering = kit.spawn(Behaviors.receiveMessage(command -> {
             if (command instanceof ComputeNode.GetStatus get) {
                 get.replyTo().tell(answer);

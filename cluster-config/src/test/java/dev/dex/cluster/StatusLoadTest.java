@@ -12,12 +12,12 @@ import dev.dex.actors.node.ComputeNode;
 class StatusLoadTest {
     /** A node that measured its last window of 10 s. */
     private static ComputeNode.Status node(String address, List<Integer> held, List<Double> rates) {
-        return new ComputeNode.Status(address, held, 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(), "jvm", 0, rates, 10, 2, 0);
+        return new ComputeNode.Status(address, held, 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(), "jvm", 0, rates, 10, 2, 0, 0);
     }
 
     /** A node whose first window has not closed. */
     private static ComputeNode.Status fresh(String address, List<Integer> held) {
-        return new ComputeNode.Status(address, held, 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(), "jvm", 0, List.of(), 0, 2, 0);
+        return new ComputeNode.Status(address, held, 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(), "jvm", 0, List.of(), 0, 2, 0, 0);
     }
 
     @Test
@@ -56,10 +56,10 @@ class StatusLoadTest {
     void theTableLineNamesTheVersionAndTheSplitsOnceThereWereAny() {
         assertEquals("", DexCli.tableLine(node("a", List.of(1), List.of(5.0))), "the table it was formatted with, no split");
         ComputeNode.Status split = new ComputeNode.Status("b", List.of(1, 16), 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(),
-                "jvm", 0, List.of(), 0, 6, 2);
+                "jvm", 0, List.of(), 0, 6, 2, 0);
         assertEquals("; table version 6, 2 splits here", DexCli.tableLine(split));
         ComputeNode.Status elsewhere = new ComputeNode.Status("c", List.of(17), 0, 0, 0, 0, 0, Double.NaN, 0, List.of(), List.of(),
-                "jvm", 0, List.of(), 0, 8, 0);
-        assertEquals("; table version 8, 0 splits here", DexCli.tableLine(elsewhere), "another node's splits moved the version");
+                "jvm", 0, List.of(), 0, 8, 0, 1);
+        assertEquals("; table version 8, 0 splits and 1 merge here", DexCli.tableLine(elsewhere), "another node's splits moved the version");
     }
 }

@@ -98,7 +98,7 @@ public final class ComputeNode {
     public record Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                          long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut,
                          List<String> memoryServersLost, String jvm, long jvmAllocatedBytes, List<Double> partitionRates,
-                         double loadWindowSeconds, long tableVersion, long splits) implements CborSerializable {
+                         double loadWindowSeconds, long tableVersion, long splits, long merges) implements CborSerializable {
         public Status {
             memoryServersOut = memoryServersOut == null ? List.of() : List.copyOf(memoryServersOut);
             memoryServersLost = memoryServersLost == null ? List.of() : List.copyOf(memoryServersLost);
@@ -113,7 +113,7 @@ public final class ComputeNode {
         public Status(String address, List<Integer> partitionsHeld, long reads, long writes, long atomics, long twoSided,
                       long bytes, double cacheHitRatio, long offloads, List<Integer> memoryServersOut, List<String> memoryServersLost) {
             this(address, partitionsHeld, reads, writes, atomics, twoSided, bytes, cacheHitRatio, offloads, memoryServersOut,
-                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), List.of(), 0, 0, 0);
+                    memoryServersLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), List.of(), 0, 0, 0, 0);
         }
     }
 
@@ -383,7 +383,7 @@ public final class ComputeNode {
         ActorRef<Command> self = context.getSelf();
         workers.onFenced(() -> self.tell(Fenced.INSTANCE));
         ActorRef<Partition.Command> region = ClusterSharding.get(context.getSystem()).init(
-                Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers))
+                Entity.of(Partition.TYPE_KEY, entity -> Partition.create(Integer.parseInt(entity.getEntityId()), workers, entity.getShard()))
                         .withMessageExtractor(new Partition.IdExtractor())
                         .withStopMessage(Partition.Handoff.INSTANCE)
                         .withAllocationStrategy(new ProbedRebalance(settings.rebalanceProbeTimeout(),
@@ -627,7 +627,7 @@ public final class ComputeNode {
                     get.replyTo().tell(new Status(context.getSystem().address().toString(), held, verbs.reads(), verbs.writes(),
                             verbs.atomics(), verbs.twoSided(), verbs.bytes(), stats.hitRatio(), stats.offloads(), lastOut,
                             lastLost, JvmAllocation.jvm(), JvmAllocation.allocatedBytes(), load.rates(), load.seconds(),
-                            engine.servedTable(false).version(), workers.load().splits()));
+                            engine.servedTable(false).version(), workers.load().splits(), workers.load().merges()));
                     return Behaviors.same();
                 })
                 .onMessage(Engines.class, engines -> {

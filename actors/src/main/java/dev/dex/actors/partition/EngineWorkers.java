@@ -284,15 +284,28 @@ public final class EngineWorkers implements AutoCloseable {
         }
     }
 
-    /** A scan of this partition only; {@code next} tells the client where the next partition starts. */
+    /**
+     * A scan during which the engine's table changed (a split or a merge, here or elsewhere): where its partition ends is
+     * not known for sure, so it goes again (the partition it waited for may have been merged into its neighbour, which
+     * served it, PartitionMerges).
+     */
+    private static Ops.Result tableChanged() {
+        return Ops.Result.error(Ops.NOT_HELD, "the partition table changed during the scan (a split or a merge): send it again");
+    }
+
+    /** A scan of the partition holding its first key, as the table read before it has it; {@code next}: where the next starts. */
     private Ops.Result scan(DexSession session, int partition, Ops.Op op) {
         if (op.count() < 1 || op.count() > Ops.MAX_SCAN) {
             return Ops.Result.error(Ops.BAD_INPUT, "scan count " + op.count() + " outside [1, " + Ops.MAX_SCAN + "]");
         }
         long[] keys = new long[op.count()];
         long[] values = new long[op.count()];
+        PartitionTable table = engine.partitions();
         int n = session.scanPartition(op.first(), op.count(), keys, values);
-        long upper = engine.partitions().upperInclusive(partition);
+        if (engine.partitions() != table) {
+            return tableChanged();
+        }
+        long upper = table.upperInclusive(table.partitionOf(op.first()));
         int inPartition = 0;
         while (inPartition < n && keys[inPartition] <= upper) {
             inPartition++;
@@ -321,8 +334,12 @@ public final class EngineWorkers implements AutoCloseable {
         }
         long[] keys = new long[op.count() * words];
         long[] values = new long[op.count()];
+        PartitionTable table = engine.partitions();
         int n = session.scanPartition(start, op.count(), keys, values);
-        long upper = engine.partitions().upperInclusive(partition);
+        if (engine.partitions() != table) {
+            return tableChanged();
+        }
+        long upper = table.upperInclusive(table.partitionOf(start));
         int inPartition = 0;
         while (inPartition < n && keys[inPartition * words] <= upper) {
             inPartition++;

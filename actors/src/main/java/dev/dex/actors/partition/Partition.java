@@ -184,7 +184,14 @@ public final class Partition {
         }
     };
 
-    private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition) {
+    /** The shard this entity lives in, to passivate it (null outside sharding: then it stops at once). */
+    private final ActorRef<org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.ShardCommand> shard;
+    /** It asked its shard to stop it (its partition was merged away under it). */
+    private boolean passivating;
+
+    private Partition(ActorContext<Command> context, StashBuffer<Command> stash, EngineWorkers workers, int partition,
+                      ActorRef<org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.ShardCommand> shard) {
+        this.shard = shard;
         this.context = context;
         this.stash = stash;
         this.workers = workers;
@@ -194,9 +201,15 @@ public final class Partition {
 
     /** The entity for {@code partition} on a compute node whose engine runs on {@code workers}. */
     public static Behavior<Command> create(int partition, EngineWorkers workers) {
+        return create(partition, workers, null);
+    }
+
+    /** As above, in {@code shard}, which passivates the entity when its partition was merged away. */
+    public static Behavior<Command> create(int partition, EngineWorkers workers,
+                                           ActorRef<org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.ShardCommand> shard) {
         return Behaviors.withStash(STASH, stash -> Behaviors.setup(context -> {
             context.setLoggerName(Partition.class); // as ReplicaCoordinator's: not from the stack of its first use
-            Partition entity = new Partition(context, stash, workers, partition);
+            Partition entity = new Partition(context, stash, workers, partition, shard);
             java.util.concurrent.CompletionStage<DexEngine.AcquireReport> acquiring =
                     workers.submit(() -> workers.acquire(partition));
             entity.acquiring = acquiring;
@@ -234,8 +247,9 @@ public final class Partition {
                         // why: a client that gives up reports the memory server it could not reach. Unless every replica
                         // of a memory server it needs is gone: sending again does not help until one is back, so the
                         // batches fail now, saying which server and replicas.
-                        refuseStashed("partition " + partition + " could not be acquired: " + cause.getMessage(),
-                                cause instanceof dev.dex.rdma.MemoryServerLostException ? Ops.FAILED : Ops.NOT_HELD);
+                        // A partition merged into its neighbour is not in the table any more: MOVED, the client reads it.
+                        refuseStashed("partition " + partition + " could not be acquired: " + cause.getMessage(), gone() ? Ops.MOVED
+                                : cause instanceof dev.dex.rdma.MemoryServerLostException ? Ops.FAILED : Ops.NOT_HELD);
                         settled = true;
                         return Behaviors.stopped();
                     }
@@ -286,6 +300,24 @@ public final class Partition {
         if (execute.ops().size() > Ops.MAX_BATCH) {
             reply(execute, List.of(Ops.Result.error(Ops.BAD_INPUT,
                     "a batch holds at most " + Ops.MAX_BATCH + " operations, not " + execute.ops().size())));
+            return Behaviors.same();
+        }
+        if (inFlight == 0 && waiting.isEmpty() && !workers.engine().holds(partition) && !workers.engine().partitionFailed(partition)) {
+            // The engine gave the partition up under this entity: merged into its left neighbour (PartitionMerges). Its id
+            // may come back with a later split: this entity is passivated (its shard keeps the batches that come meanwhile
+            // for the next incarnation, which acquires it), and answers until then.
+            boolean gone = gone();
+            reply(execute, sameForEach(execute, Ops.Result.error(gone ? Ops.MOVED : Ops.NOT_HELD, "partition " + partition
+                    + (gone ? " was merged into its neighbour (partition table version " + workers.engine().servedTable(false).version()
+                    + ")" : " is being acquired again"))));
+            if (shard == null) {
+                settled = true;
+                return Behaviors.stopped();
+            }
+            if (!passivating) {
+                passivating = true;
+                shard.tell(new org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.Passivate<>(context.getSelf()));
+            }
             return Behaviors.same();
         }
         if (inFlight == 0) {
@@ -576,6 +608,11 @@ public final class Partition {
     private void refuseStashed(String why, int status) {
         stash.forEach(message -> refuse(message, why, status));
         stash.clear();
+    }
+
+    /** Whether this partition's id is not in the table the engine serves (merged away). */
+    private boolean gone() {
+        return !workers.engine().partitions().exists(partition);
     }
 
     /** The exception a worker's completion wraps. */

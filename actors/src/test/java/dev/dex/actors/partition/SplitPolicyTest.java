@@ -1,7 +1,9 @@
 package dev.dex.actors.partition;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -12,9 +14,11 @@ import org.junit.jupiter.api.Test;
 
 import com.typesafe.config.ConfigFactory;
 
-/** Which partition a compute node splits ({@code dex.compute.split}), and the settings it takes. */
+import dev.dex.core.partition.PartitionTable;
+
+/** Which partition a compute node splits, which two it merges ({@code dex.compute.split}), and the settings it takes. */
 class SplitPolicyTest {
-    private final SplitPolicy policy = new SplitPolicy(Duration.ofSeconds(1), 4.0, 1_000, 100);
+    private final SplitPolicy policy = new SplitPolicy(Duration.ofSeconds(1), 4.0, 1_000, 100, 0.1, 4);
 
     @Test
     void theBusiestPartitionSplitsWhenItIsFactorTimesTheMeanAndAboveTheMinimum() {
@@ -35,10 +39,31 @@ class SplitPolicyTest {
         assertFalse(shipped.enabled(), "reference.conf: interval = 0s");
         assertTrue(SplitPolicy.from(ConfigFactory.parseString("dex.compute.split { interval = 2s, rate-factor = 3, min-rate = 50 }")
                 .withFallback(ConfigFactory.load())).enabled());
-        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(-1), 4, 1, 64));
-        IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(1), 4, 1, 1025));
+        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(-1), 4, 1, 64, 0.1, 4));
+        IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(1), 4, 1, 1025, 0.1, 4));
         assertTrue(tooMany.getMessage().contains("max-partitions must be in [0, 1024]: 1025"), tooMany.getMessage());
         assertTrue(bad.getMessage().contains("dex.compute.split"), bad.getMessage());
         assertFalse(SplitPolicy.OFF.enabled());
+        IllegalArgumentException hotMerges = assertThrows(IllegalArgumentException.class,
+                () -> new SplitPolicy(Duration.ofSeconds(1), 4, 1_000, 64, 0.6, 4));
+        assertTrue(hotMerges.getMessage().contains("merge-below must be in [0, 0.5]"), hotMerges.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(1), 4, 1_000, 64, 0.1, 0));
+        assertThrows(IllegalArgumentException.class, () -> new SplitPolicy(Duration.ofSeconds(1), 4, 1_000, 64, Double.NaN, 4));
+    }
+
+    @Test
+    void theColdestPairOfNeighboursHeldHereMergesWhileTheTableIsAboveMinPartitions() {
+        // Key order 0, 6, 1, 2, 3, 5, 4: ids apart from key order after splits.
+        PartitionTable table = PartitionTable.of(new long[] {10, 20, 30, 40, 50, 60}, new int[] {0, 6, 1, 2, 3, 5, 4});
+        assertArrayEquals(new int[] {6, 1}, policy.chooseMerge(List.of(0, 1, 6), List.of(60.0, 10.0, 20.0), table),
+                "6 and 1: 30 together, below 100 (0.1 of min-rate); 0 and 6 make 80, warmer");
+        assertArrayEquals(new int[] {2, 3}, policy.chooseMerge(List.of(1, 2, 3, 6), List.of(50.0, 0.0, 1.0, 60.0), table));
+        assertNull(policy.chooseMerge(List.of(0, 1, 6), List.of(60.0, 50.0, 50.0), table), "100 together: not below 100");
+        assertNull(policy.chooseMerge(List.of(0, 1, 3), List.of(0.0, 0.0, 0.0), table), "cold, but no two of them are neighbours");
+        assertNull(policy.chooseMerge(List.of(2, 3), List.of(0.0, 0.0), PartitionTable.of(new long[] {10, 20, 30}, new int[] {0, 1, 2, 3})),
+                "the table has min-partitions (4) already");
+        assertNull(policy.chooseMerge(List.of(2, 3), List.of(), table), "no window closed yet");
+        assertNull(new SplitPolicy(Duration.ofSeconds(1), 4.0, 1_000, 100, 0, 4).chooseMerge(List.of(2, 3), List.of(0.0, 0.0), table),
+                "merge-below 0: never");
     }
 }
