@@ -59,6 +59,9 @@ final class WriteMix implements AutoCloseable {
     /** The share of writes, in percent, that are deletes ({@link #deleting}). */
     private volatile int deletePercent;
     private final AtomicLong deletes = new AtomicLong();
+    /** {@link #hot}: the share of operations, in percent, on the first hotKeys keys. */
+    private long hotKeys;
+    private int hotPercent;
     private volatile boolean running;
     private Thread thread;
     private long startNanos;
@@ -88,6 +91,16 @@ final class WriteMix implements AutoCloseable {
         this.slots = new Semaphore(inFlight);
     }
 
+    /** Sends {@code percent}% of the operations to the first {@code hotKeys} keys (a skewed mix); before {@link #start}. */
+    WriteMix hot(long hotKeys, int percent) {
+        if (hotKeys < 1 || hotKeys > keys || percent < 0 || percent > 100) {
+            throw new IllegalArgumentException("hot keys " + hotKeys + " of " + keys + ", " + percent + "%");
+        }
+        this.hotKeys = hotKeys;
+        this.hotPercent = percent;
+        return this;
+    }
+
     /** Makes {@code percent}% of the writes deletes; before {@link #start}. */
     WriteMix deleting(int percent) {
         this.deletePercent = percent;
@@ -109,7 +122,8 @@ final class WriteMix implements AutoCloseable {
                 if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
                     continue;
                 }
-                int index = random.nextInt((int) keys);
+                int index = hotPercent > 0 && random.nextInt(100) < hotPercent ? random.nextInt((int) hotKeys)
+                        : random.nextInt((int) keys);
                 long key = ClusterHarness.key(index + 1);
                 if (random.nextInt(100) < putPercent && writing.add(key)) {
                     if (random.nextInt(100) < deletePercent) {
