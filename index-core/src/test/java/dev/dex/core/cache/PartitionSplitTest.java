@@ -355,6 +355,46 @@ class PartitionSplitTest {
     }
 
     @Test
+    void aCommitWhoseAnswerIsLostUnderAnotherNodesChangeCountsAsLanded() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
+            fixture.redoLog = RedoLogSettings.ON;
+            DexEngine[] other = new DexEngine[1];
+            AtomicBoolean armed = new AtomicBoolean();
+            // Engine a's commit lands, and before its answer (lost) comes, engine b splits partition 1 on top of it.
+            fixture.connectionWrapper = memory -> other[0] != null ? memory : new ForwardingRemoteMemory(memory) {
+                @Override
+                public long compareAndSwap(long address, long expected, long desired) {
+                    if (address == dev.dex.core.tree.SuperblockDescriptor.TABLE_VERSION_ADDRESS && expected % 2 == 1
+                            && armed.compareAndSet(true, false)) {
+                        super.compareAndSwap(address, expected, desired);
+                        DexEngine b = other[0];
+                        b.split(1, b.splitBoundary(1, b.partitions().upperInclusive(1) - 100));
+                        throw new dev.dex.rdma.FabricException("no answer to the commit");
+                    }
+                    return super.compareAndSwap(address, expected, desired);
+                }
+            };
+            DexEngine a = fixture.openEngine(CONFIG, null);
+            other[0] = fixture.openEngine(CONFIG, null);
+            a.acquire(0);
+            other[0].acquire(1);
+            long high = a.partitions().upperInclusive(0);
+            long boundary = a.splitBoundary(0, high / 2);
+            armed.set(true);
+            DexEngine.SplitReport report = a.split(0, boundary);
+            PartitionTable stored = PartitionTable.load(fixture.admin);
+            assertEquals(4, stored.count(), "both splits are stored: " + stored);
+            assertEquals(6, report.version(), "the split counts, in the table with the other node's split on top");
+            assertEquals(stored, a.partitions(), "and the splitting engine serves that table");
+            assertEquals(boundary, stored.upperInclusive(0));
+            try (DexSession session = a.newSession()) {
+                assertTrue(session.lookup(boundary));
+                assertThrows(PartitionNotHeldException.class, () -> session.lookup(boundary + 2), "given to the new partition");
+            }
+        }
+    }
+
+    @Test
     void aSplitAfterAFailedWriteIsRefusedUntilThePartitionIsAcquiredAgain() {
         try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0)) {
             Unanswered[] connection = new Unanswered[1];
