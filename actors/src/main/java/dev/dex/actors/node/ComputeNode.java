@@ -527,7 +527,8 @@ public final class ComputeNode {
         long since = engine.writesFailingSinceNanos();
         long now = System.nanoTime();
         workers.load().roll(now);
-        splitPolicy.tick(engine, workers, context.getLog());
+        splitPolicy.tick(engine, workers, context.getLog(), !leavingForHealth
+                && Cluster.get(context.getSystem()).selfMember().status() == org.apache.pekko.cluster.MemberStatus.up());
         GroupsClient.follow(replicated, fabric, groups, context.getSystem(), context.getLog()); // again: an install may have failed
         LostServers.Seen seen = lostServers.update(Cluster.get(context.getSystem()), fabric.transport(), settings.replicas(),
                 memory, endpoints, groups, connection, context.getLog());
@@ -577,8 +578,7 @@ public final class ComputeNode {
         }
     }
 
-    private boolean repairRunning;
-    private boolean leavingForHealth;
+    private boolean repairRunning, leavingForHealth;
     /** Writes fail while a memory node is out of the cluster: logged once, until writes work again. */
     private boolean waitingForMemory;
     /** The memory servers out of the cluster at the last health tick, and what the node's health said of them. */

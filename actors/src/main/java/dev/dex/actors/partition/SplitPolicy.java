@@ -127,18 +127,19 @@ public final class SplitPolicy {
     }
 
     /**
-     * Called on every health tick, after the load window may have rolled: starts a split when one is due. Also keeps the
-     * table this node serves (and answers clients with) current with other nodes' splits: read again on a worker when
-     * its stored version moved.
+     * Called on every health tick, after the load window may have rolled: starts a split or a merge when one is due and
+     * {@code mayChange} (the node is Up: not leaving, where a new partition would only be handed off again). Also keeps
+     * the table this node serves (and answers clients with) current with other nodes' changes: read again on a worker
+     * when its stored version moved.
      */
-    public void tick(DexEngine engine, EngineWorkers workers, Logger log) {
+    public void tick(DexEngine engine, EngineWorkers workers, Logger log, boolean mayChange) {
         try {
             workers.submit(() -> engine.servedTable(true));
         } catch (java.util.concurrent.RejectedExecutionException stopping) {
             return; // the workers stopped: the node is going away
         }
         long now = System.nanoTime();
-        if (!enabled() || now - lastNanos < intervalNanos || running.get()) {
+        if (!enabled() || !mayChange || now - lastNanos < intervalNanos || running.get()) {
             return;
         }
         List<Integer> held = workers.held();

@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Test;
 
 import com.typesafe.config.ConfigFactory;
 
+import dev.dex.actors.PartitionLoad;
 import dev.dex.core.partition.PartitionTable;
 
 /** Which partition a compute node splits, which two it merges ({@code dex.compute.split}), and the settings it takes. */
@@ -65,5 +66,37 @@ class SplitPolicyTest {
         assertNull(policy.chooseMerge(List.of(2, 3), List.of(), table), "no window closed yet");
         assertNull(new SplitPolicy(Duration.ofSeconds(1), 4.0, 1_000, 100, 0, 4).chooseMerge(List.of(2, 3), List.of(0.0, 0.0), table),
                 "merge-below 0: never");
+    }
+
+    @Test
+    void aNodeThatIsNotUpChangesNoPartitionAndOneThatIsSplitsTheHotOne() throws Exception {
+        try (LocalTree tree = LocalTree.bulkLoaded(4_000, 4, 2)) {
+            for (int p = 0; p < 4; p++) {
+                tree.engine.acquire(p);
+            }
+            PartitionLoad load = tree.workers.load();
+            load.add(0, 1_000_000);
+            for (int p = 1; p < 4; p++) {
+                load.add(p, 10);
+            }
+            for (long key = 2; key < tree.table.upperInclusive(0); key += 40) {
+                load.sample(0, key);
+            }
+            assertTrue(load.roll(System.nanoTime() + 2 * PartitionLoad.DEFAULT_WINDOW.toNanos()), "a window closed");
+            SplitPolicy hot = new SplitPolicy(Duration.ofMillis(1), 2.0, 100, 256, 0.1, 4);
+            org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(SplitPolicyTest.class);
+            Thread.sleep(10);
+            hot.tick(tree.engine, tree.workers, log, false); // leaving: a new partition would only be handed off again
+            Thread.sleep(500);
+            assertEquals(4, PartitionTable.load(tree.admin).count(), "no split while the node is not Up");
+            hot.tick(tree.engine, tree.workers, log, true);
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+            while (PartitionTable.load(tree.admin).count() == 4) {
+                assertTrue(System.nanoTime() < deadline, "partition 0, 50,000 operations a second against 0.5, split");
+                Thread.sleep(20);
+            }
+            PartitionTable split = PartitionTable.load(tree.admin);
+            assertTrue(split.upperInclusive(0) < tree.table.upperInclusive(0), "partition 0 was narrowed: " + split);
+        }
     }
 }
