@@ -68,13 +68,22 @@ final class PartitionSplits {
                     throw new IllegalStateException("partition " + partition + "'s cache failed: not split");
                 }
                 long[] dropped = new Flush(engine).dropPartition(partition);
+                // A boundary inside a leaf: the leaf is cut there first (LeafCuts), so that the boundary is a leaf's.
+                final long at = LeafCuts.cut(engine, partition, boundary);
+                if (at == Long.MIN_VALUE) {
+                    throw new IllegalStateException("partition " + partition + " is one leaf, which cannot be cut at " + boundary
+                            + ": not split");
+                }
+                if (at != boundary) {
+                    new Flush(engine).dropSpanningParents(partition); // a cached parent of the cut leaf is behind remote memory
+                }
                 long epoch = log != null ? log.epoch() : 0;
                 int[] added = new int[1];
                 PartitionTable.Versioned committed;
                 try {
                     committed = TableChanges.commit(engine, partition, epoch, table -> {
                         added[0] = table.freeId();
-                        return table.split(partition, boundary, added[0]);
+                        return table.split(partition, at, added[0]);
                     }, "split");
                 } catch (IllegalStateException notLearned) {
                     if (held.partitionFailed(partition)) {
@@ -86,7 +95,7 @@ final class PartitionSplits {
                     }
                     throw notLearned;
                 }
-                return new DexEngine.SplitReport(partition, added[0], boundary, committed.version(), pages + dropped[0], dropped[1],
+                return new DexEngine.SplitReport(partition, added[0], at, committed.version(), pages + dropped[0], dropped[1],
                         System.nanoTime() - start);
             } finally {
                 held.resumeAfterMerge(partition);
@@ -97,8 +106,8 @@ final class PartitionSplits {
     /**
      * See {@link DexEngine#splitBoundary}: the first word of the high fence of the leaf that holds {@code key}, read from
      * remote memory (a descent of one-sided reads, not cached), when it lies strictly inside the partition; otherwise
-     * that of its low fence, when it does; else {@link Long#MIN_VALUE}: the partition is that one leaf, and splitting it
-     * would split the leaf between two partitions.
+     * that of its low fence, when it does; else (the partition is that one leaf) {@code key} itself when it lies inside
+     * the partition: the split cuts the leaf there first ({@link LeafCuts}); else {@link Long#MIN_VALUE}.
      */
     static long boundary(DexEngine engine, int partition, long key) {
         PartitionTable table = engine.partitions;
@@ -115,13 +124,14 @@ final class PartitionSplits {
             }
             address = node.child(node.childIndex(search));
         }
-        // Leaf boundaries only: a boundary inside a leaf would make the leaf span two partitions, shared, and every operation
+        // Leaf boundaries: a boundary inside a leaf would make the leaf span two partitions, shared, and every operation
         // on its keys would then go to remote memory (a hot leaf's above all: the bench measured 1.2 reads an operation).
         for (long candidate : new long[] {node.highFence(), node.lowFence()}) {
             if (candidate > low && candidate < high) {
                 return candidate;
             }
         }
-        return Long.MIN_VALUE;
+        // The partition is this one leaf: the split cuts it at the key first (LeafCuts), if it lies inside.
+        return key > low && key < high ? key : Long.MIN_VALUE;
     }
 }

@@ -541,18 +541,34 @@ public final class NodeView {
      * {@code right}, goes to {@code separator}.
      */
     public void splitInto(NodeView right, long rightAddress, long[] separator) {
-        splitMoving(right, rightAddress);
+        splitMoving(right, rightAddress, count() / 2);
+        right.lowFence(separator);
+    }
+
+    /**
+     * Cuts this leaf after its first {@code keep} entries (1 to count - 1): the rest goes to {@code right}, formatted here
+     * with {@code rightAddress}; the separator, this leaf's new high fence (its last key kept), goes to {@code separator}.
+     */
+    public void cutInto(NodeView right, long rightAddress, int keep, long[] separator) {
+        if (!isLeaf() || keep < 1 || keep >= count()) {
+            throw new IllegalArgumentException("a leaf of " + count() + " entries cannot keep " + keep + ": " + this);
+        }
+        splitMoving(right, rightAddress, keep);
         right.lowFence(separator);
     }
 
     private int splitMoving(NodeView right, long rightAddress) {
+        return splitMoving(right, rightAddress, count() / 2);
+    }
+
+    private int splitMoving(NodeView right, long rightAddress, int leafKeep) {
         int n = count();
         int w = format.bytes();
         right.clear(rightAddress, level());
         // The separator's bytes: copied before this node's payload is cleared.
         int separatorOffset;
         if (isLeaf()) {
-            int keep = n / 2;
+            int keep = leafKeep;
             int moved = n - keep;
             right.buffer.putBytes(right.base + format.leafKeyOffset(0), buffer, base + format.leafKeyOffset(keep), moved * w);
             right.buffer.putBytes(right.base + format.leafValueOffset(0), buffer, base + format.leafValueOffset(keep), moved * Long.BYTES);
