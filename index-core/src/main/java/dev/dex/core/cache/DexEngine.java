@@ -254,8 +254,8 @@ public final class DexEngine implements PartitionedEngine {
     @Override
     public DexSession newSession() {
         int id = sessionIds.incrementAndGet();
-        if (id >= MERGE_SESSION) {
-            throw new IllegalStateException("more than 2^20 - 2 sessions opened on one engine");
+        if (id >= LeafCuts.CUT_SESSION) {
+            throw new IllegalStateException("more than 2^20 - 3 sessions opened on one engine");
         }
         DexSession session = new DexSession(this, (instanceId << SESSION_BITS) | id);
         sessions.add(session);

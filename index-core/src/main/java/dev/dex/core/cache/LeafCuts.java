@@ -22,25 +22,47 @@ import dev.dex.core.tree.RemoteNodes;
  * </pre>
  */
 final class LeafCuts {
+    /**
+     * The cut's remote-lock tag's session number: its own (not a merge pass's, which may run on another partition at the
+     * same time), so that no pending release of another session's can free a lock it holds. DexEngine opens sessions
+     * below it.
+     */
+    static final int CUT_SESSION = DexEngine.MERGE_SESSION - 1;
+
     private LeafCuts() {
     }
 
     /**
+     * The key after which {@code leaf} of {@code partition} (under {@code parent}, null when the leaf is the root) is cut
+     * for {@code key}: its last entry up to {@code key}, kept within its second to last so that both halves hold
+     * entries; or {@link Long#MIN_VALUE} when it cannot be cut: keys wider than 8 bytes (a table bound is a first word
+     * with the rest maximal, which no entry is), a leaf that is not the partition's alone, a root leaf, a full parent, or
+     * fewer than two entries. Reads nothing: the caller read the nodes.
+     */
+    static long cutKey(DexEngine engine, int partition, NodeView leaf, NodeView parent, long key) {
+        if (engine.keys.words() != 1 || parent == null || parent.isFull() || leaf.count() < 2
+                || engine.partitions.ownerOf(leaf) != partition) {
+            return Long.MIN_VALUE;
+        }
+        int found = leaf.search(key);
+        int keep = Math.max(1, Math.min(leaf.count() - 1, found >= 0 ? found + 1 : -found - 1));
+        return leaf.key(keep - 1);
+    }
+
+    /**
      * The boundary to split the paused {@code partition} at for {@code key}: {@code key} itself when a leaf's high fence
-     * is there already; else, when the leaf holding it has entries on both sides of it, that leaf cut after its last
-     * entry up to {@code key}, whose key is returned; else the leaf's nearest fence inside the partition, or
-     * {@link Long#MIN_VALUE} when it has none (the partition is that leaf, and it cannot be cut there).
+     * is there already; else, when the leaf holding it can be cut ({@link #cutKey}), that leaf cut there, and the key
+     * it was cut after; else the leaf's nearest fence inside the partition, or {@link Long#MIN_VALUE} when it has none.
      *
      * @throws IllegalStateException when the leaf could not be read, or its parent is locked by another compute node
-     * @throws dev.dex.rdma.FabricException when a write failed (after the new leaf's write: the partition is failed, and
+     * @throws dev.dex.rdma.FabricException when a verb failed (after the new leaf's write: the partition is failed, and
      *                                      its leaf repaired before it serves again)
      */
     static long cut(DexEngine engine, int partition, long key) {
         PartitionTable table = engine.partitions;
         long low = table.lowerExclusive(partition);
         long high = table.upperInclusive(partition);
-        // A session number of its own, as a merge pass's (DexEngine.MERGE_SESSION): one cut at a time, under the split.
-        RemoteNodes remote = new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS | DexEngine.MERGE_SESSION,
+        RemoteNodes remote = new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS | CUT_SESSION,
                 engine::lockHolderGone, engine.pendingUnlocks);
         NodeView leaf = view(engine);
         NodeView parent = view(engine);
@@ -61,12 +83,14 @@ final class LeafCuts {
             slot = leaf.childIndex(search);
             address = leaf.child(slot);
         }
+        if (!leaf.covers(search)) {
+            throw new IllegalStateException("the leaf found for key " + key + " does not cover it (a root that moved): not cut now");
+        }
         if (leaf.highFence() == key) {
             return key;
         }
-        int found = leaf.search(search);
-        int keep = found >= 0 ? found + 1 : -found - 1;
-        if (keep == 0 || keep == leaf.count() || parentAddress == 0 || parent.isFull() || table.ownerOf(leaf) != partition) {
+        long at = cutKey(engine, partition, leaf, parentAddress == 0 ? null : parent, key);
+        if (at == Long.MIN_VALUE) {
             for (long fence : new long[] {leaf.highFence(), leaf.lowFence()}) {
                 if (fence > low && fence < high) {
                     return fence;
@@ -77,18 +101,21 @@ final class LeafCuts {
         if (remote.lock(parentAddress, parent.version()) != RemoteNodes.LOCKED) {
             throw new IllegalStateException("the parent of the leaf of key " + key + " is locked or changed: the leaf is not cut now");
         }
-        NodeView right = view(engine);
-        long rightAddress = engine.allocator.allocateFor(leaf.level(), address);
-        long[] separator = new long[search.length];
-        leaf.cutInto(right, rightAddress, keep, separator);
-        parent.insertSeparator(slot, separator, rightAddress);
-        leaf.version(leaf.version() + 1);
         boolean rightWritten = false;
         try {
-            remote.writeUnlocked(rightAddress, right);
+            NodeView right = view(engine);
+            long rightAddress = engine.allocator.allocateFor(leaf.level(), address);
+            long[] separator = new long[search.length];
+            leaf.cutInto(right, rightAddress, leaf.search(at) + 1, separator);
+            parent.insertSeparator(slot, separator, rightAddress);
+            leaf.version(leaf.version() + 1);
+            retrying(() -> remote.writeUnlocked(rightAddress, right));
             rightWritten = true;
-            remote.writeLocked(parentAddress, parent, parent.version() + 1);
-            remote.writeUnlocked(address, leaf);
+            long parentAt = parentAddress;
+            long leafAt = address;
+            long parentVersion = parent.version() + 1; // once: a retried write must not bump it again
+            retrying(() -> remote.writeLocked(parentAt, parent, parentVersion));
+            retrying(() -> remote.writeUnlocked(leafAt, leaf));
         } catch (RuntimeException failed) {
             if (rightWritten) {
                 // The parent may show the cut with the leaf still wide: it is clipped to its slot before the partition
@@ -98,12 +125,29 @@ final class LeafCuts {
                 remote.leavePending(parentAddress, true);
                 remote.pending().retryIfDue(remote);
             } else {
-                remote.release(parentAddress); // only an orphan leaf was perhaps written: it leaks
+                remote.release(parentAddress); // nothing written, or an orphan leaf, which leaks
             }
             throw failed;
         }
         remote.release(parentAddress);
-        return separator[0];
+        return at;
+    }
+
+    /** A write of the cut, tried again (3 times in all) when the verb fails, as a split's; a fence is final. */
+    private static void retrying(Runnable write) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                write.run();
+                return;
+            } catch (dev.dex.rdma.FencedException fenced) {
+                throw fenced;
+            } catch (dev.dex.rdma.FabricException failed) {
+                if (attempt >= StructureChanges.WRITE_ATTEMPTS) {
+                    throw failed;
+                }
+                Thread.onSpinWait();
+            }
+        }
     }
 
     private static NodeView view(DexEngine engine) {

@@ -74,9 +74,9 @@ final class PartitionSplits {
                     throw new IllegalStateException("partition " + partition + " is one leaf, which cannot be cut at " + boundary
                             + ": not split");
                 }
-                if (at != boundary) {
-                    new Flush(engine).dropSpanningParents(partition); // a cached parent of the cut leaf is behind remote memory
-                }
+                // A cached parent of a cut leaf is behind remote memory (were it kept, a descent would meet the cut's fence
+                // and refresh it; dropped, it is read again).
+                new Flush(engine).dropSpanningParents(partition);
                 long epoch = log != null ? log.epoch() : 0;
                 int[] added = new int[1];
                 PartitionTable.Versioned committed;
@@ -106,8 +106,8 @@ final class PartitionSplits {
     /**
      * See {@link DexEngine#splitBoundary}: the first word of the high fence of the leaf that holds {@code key}, read from
      * remote memory (a descent of one-sided reads, not cached), when it lies strictly inside the partition; otherwise
-     * that of its low fence, when it does; else (the partition is that one leaf) {@code key} itself when it lies inside
-     * the partition: the split cuts the leaf there first ({@link LeafCuts}); else {@link Long#MIN_VALUE}.
+     * that of its low fence, when it does; else (the partition is that one leaf) the key to cut the leaf after for
+     * {@code key} ({@link LeafCuts#cutKey}; the split cuts it first), or {@link Long#MIN_VALUE} when it cannot be cut.
      */
     static long boundary(DexEngine engine, int partition, long key) {
         PartitionTable table = engine.partitions;
@@ -116,12 +116,15 @@ final class PartitionSplits {
         NodeView node = new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
         long[] search = new long[engine.keys.words()];
         search[0] = key;
+        NodeView parent = null;
         long address = engine.rootAddress.get();
         for (int depth = 0; depth < 64; depth++) {
             engine.memory.read(address, node.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
             if (node.isLeaf()) {
                 break;
             }
+            parent = parent != null ? parent : new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
+            parent.copyFrom(node);
             address = node.child(node.childIndex(search));
         }
         // Leaf boundaries: a boundary inside a leaf would make the leaf span two partitions, shared, and every operation
@@ -131,7 +134,7 @@ final class PartitionSplits {
                 return candidate;
             }
         }
-        // The partition is this one leaf: the split cuts it at the key first (LeafCuts), if it lies inside.
-        return key > low && key < high ? key : Long.MIN_VALUE;
+        // The partition is this one leaf: the split cuts it at the key first (LeafCuts), if it can be cut.
+        return LeafCuts.cutKey(engine, partition, node, parent, key);
     }
 }

@@ -93,7 +93,9 @@ class LeafCutTest {
             assertEquals(first, leaf.highFence(), "partition 0 is one leaf");
             long median = leaf.key(leaf.count() / 2);
             assertEquals(median, a.splitBoundary(0, median), "inside the one leaf: the key itself");
-            assertEquals(Long.MIN_VALUE, a.splitBoundary(0, first), "at the partition's end: nowhere");
+            assertEquals(leaf.key(leaf.count() - 2), a.splitBoundary(0, first),
+                    "at the leaf's last entry: its second to last, so that both halves hold entries");
+            assertEquals(leaf.key(0), a.splitBoundary(0, 1), "below its first entry: after the first");
             DexEngine.SplitReport report = a.split(0, median);
             assertEquals(median, a.partitions().upperInclusive(0));
             assertEquals(median, a.partitions().lowerExclusive(report.added()));
@@ -105,6 +107,23 @@ class LeafCutTest {
                     model.put(key, key);
                 }
             }
+            assertEquals(model, fixture.validateFlushAndRead());
+        }
+    }
+
+    @Test
+    void wideKeysAreNotCutAndASplitInsideALeafTakesTheLeafsFence() {
+        try (DexFixture fixture = new DexFixture(1, 2, 4_000, 2, true, 0, dev.dex.core.tree.TreeSettings.DEFAULT_BULK_FILL_FACTOR,
+                false, 16)) {
+            DexEngine a = fixture.open(1, CONFIG).get(0);
+            long fence = a.splitBoundary(0, a.partitions().upperInclusive(0) / 2);
+            long inside = fence - 1; // a first word inside that leaf: a table bound there would leave the leaf shared
+            DexEngine.SplitReport report = a.split(0, inside);
+            assertEquals(fence, report.boundary(), "the leaf's fence: keys of 16 bytes are not cut");
+            long first = a.splitBoundary(0, 1);
+            a.split(0, first);
+            assertEquals(Long.MIN_VALUE, a.splitBoundary(0, first / 2), "a one-leaf partition of wide keys: no split");
+            TreeMap<Long, Long> model = fixture.initialModel();
             assertEquals(model, fixture.validateFlushAndRead());
         }
     }
