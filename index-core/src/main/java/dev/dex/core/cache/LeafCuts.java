@@ -62,26 +62,14 @@ final class LeafCuts {
         PartitionTable table = engine.partitions;
         long low = table.lowerExclusive(partition);
         long high = table.upperInclusive(partition);
-        RemoteNodes remote = new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS | CUT_SESSION,
-                engine::lockHolderGone, engine.pendingUnlocks);
+        RemoteNodes remote = remote(engine);
         NodeView leaf = view(engine);
         NodeView parent = view(engine);
         long[] search = new long[engine.keys.words()];
         search[0] = key;
-        long address = engine.rootAddress.get();
-        long parentAddress = 0;
-        int slot = -1;
-        for (int depth = 0; ; depth++) {
-            if (depth == 64 || !remote.readValidated(address, leaf)) {
-                throw new IllegalStateException("the leaf of key " + key + " could not be read (a node on its path stayed locked)");
-            }
-            if (leaf.isLeaf()) {
-                break;
-            }
-            parent.copyFrom(leaf);
-            parentAddress = address;
-            slot = leaf.childIndex(search);
-            address = leaf.child(slot);
+        Found found = find(engine, remote, search, leaf, parent);
+        if (found == null) {
+            throw new IllegalStateException("the leaf of key " + key + " could not be read (a node on its path stayed locked)");
         }
         if (!leaf.covers(search)) {
             throw new IllegalStateException("the leaf found for key " + key + " does not cover it (a root that moved): not cut now");
@@ -89,15 +77,13 @@ final class LeafCuts {
         if (leaf.highFence() == key) {
             return key;
         }
-        long at = cutKey(engine, partition, leaf, parentAddress == 0 ? null : parent, key);
+        long at = cutKey(engine, partition, leaf, found.parent() == 0 ? null : parent, key);
         if (at == Long.MIN_VALUE) {
-            for (long fence : new long[] {leaf.highFence(), leaf.lowFence()}) {
-                if (fence > low && fence < high) {
-                    return fence;
-                }
-            }
-            return Long.MIN_VALUE;
+            return fenceInside(leaf, low, high);
         }
+        long parentAddress = found.parent();
+        long address = found.leaf();
+        int slot = found.slot();
         if (remote.lock(parentAddress, parent.version()) != RemoteNodes.LOCKED) {
             throw new IllegalStateException("the parent of the leaf of key " + key + " is locked or changed: the leaf is not cut now");
         }
@@ -109,13 +95,11 @@ final class LeafCuts {
             leaf.cutInto(right, rightAddress, leaf.search(at) + 1, separator);
             parent.insertSeparator(slot, separator, rightAddress);
             leaf.version(leaf.version() + 1);
-            retrying(() -> remote.writeUnlocked(rightAddress, right));
-            rightWritten = true;
-            long parentAt = parentAddress;
-            long leafAt = address;
             long parentVersion = parent.version() + 1; // once: a retried write must not bump it again
-            retrying(() -> remote.writeLocked(parentAt, parent, parentVersion));
-            retrying(() -> remote.writeUnlocked(leafAt, leaf));
+            StructureChanges.retrying(() -> remote.writeUnlocked(rightAddress, right));
+            rightWritten = true;
+            StructureChanges.retrying(() -> remote.writeLocked(parentAddress, parent, parentVersion));
+            StructureChanges.retrying(() -> remote.writeUnlocked(address, leaf));
         } catch (RuntimeException failed) {
             if (rightWritten) {
                 // The parent may show the cut with the leaf still wide: it is clipped to its slot before the partition
@@ -130,27 +114,56 @@ final class LeafCuts {
             throw failed;
         }
         remote.release(parentAddress);
+        // A cached parent of the cut leaf is behind remote memory now (kept, a descent would meet the cut's fence and
+        // refresh it; dropped, it is read again).
+        new Flush(engine).dropSpanningParents(partition);
         return at;
     }
 
-    /** A write of the cut, tried again (3 times in all) when the verb fails, as a split's; a fence is final. */
-    private static void retrying(Runnable write) {
-        for (int attempt = 1; ; attempt++) {
-            try {
-                write.run();
-                return;
-            } catch (dev.dex.rdma.FencedException fenced) {
-                throw fenced;
-            } catch (dev.dex.rdma.FabricException failed) {
-                if (attempt >= StructureChanges.WRITE_ATTEMPTS) {
-                    throw failed;
-                }
-                Thread.onSpinWait();
-            }
-        }
+    /** Where {@link #find} found the leaf: its address, its parent's (0: the leaf is the root), and its slot there. */
+    record Found(long leaf, long parent, int slot) {
     }
 
-    private static NodeView view(DexEngine engine) {
+    /**
+     * Reads the leaf that holds {@code search} into {@code leaf}, and its parent into {@code parent}, by validated
+     * one-sided reads from the root (nothing cached); null when a node on the way stayed locked.
+     */
+    static Found find(DexEngine engine, RemoteNodes remote, long[] search, NodeView leaf, NodeView parent) {
+        long address = engine.rootAddress.get();
+        long parentAddress = 0;
+        int slot = -1;
+        for (int depth = 0; depth < 64; depth++) {
+            if (!remote.readValidated(address, leaf)) {
+                return null;
+            }
+            if (leaf.isLeaf()) {
+                return new Found(address, parentAddress, slot);
+            }
+            parent.copyFrom(leaf);
+            parentAddress = address;
+            slot = leaf.childIndex(search);
+            address = leaf.child(slot);
+        }
+        return null;
+    }
+
+    /** The leaf's high fence, else its low fence, that lies strictly inside {@code (low, high)}; else {@link Long#MIN_VALUE}. */
+    static long fenceInside(NodeView leaf, long low, long high) {
+        for (long fence : new long[] {leaf.highFence(), leaf.lowFence()}) {
+            if (fence > low && fence < high) {
+                return fence;
+            }
+        }
+        return Long.MIN_VALUE;
+    }
+
+    /** A reader and locker of remote nodes under the cut's own session number ({@link #CUT_SESSION}). */
+    static RemoteNodes remote(DexEngine engine) {
+        return new RemoteNodes(engine.memory, engine.instanceId << DexEngine.SESSION_BITS | CUT_SESSION, engine::lockHolderGone,
+                engine.pendingUnlocks);
+    }
+
+    static NodeView view(DexEngine engine) {
         return new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
     }
 }

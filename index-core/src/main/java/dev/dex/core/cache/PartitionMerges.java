@@ -55,7 +55,7 @@ final class PartitionMerges {
                 rightPaused = true;
                 engine.merges.splitting(left);
                 engine.merges.splitting(right);
-                long pages = durable(engine, left) + durable(engine, right);
+                long pages = TableChanges.durable(engine, left, "merged") + TableChanges.durable(engine, right, "merged");
                 long[] droppedLeft = new Flush(engine).dropPartition(left);
                 long[] droppedRight = new Flush(engine).dropPartition(right);
                 RedoLog log = held.log(left);
@@ -106,15 +106,5 @@ final class PartitionMerges {
                 // the entity gives it up at its next batch (logFailed)
             }
         }
-    }
-
-    /** A checkpoint of the paused {@code partition} (a write-back without a log); its pages written. */
-    private static long durable(DexEngine engine, int partition) {
-        long pages = engine.held.log(partition) != null ? engine.held.checkpoint(partition)
-                : new Flush(engine).writeBackPartition(partition);
-        if (engine.held.poisoned(partition)) {
-            throw new IllegalStateException("partition " + partition + "'s cache failed: not merged");
-        }
-        return pages;
     }
 }

@@ -1,11 +1,6 @@
 package dev.dex.core.cache;
 
-import java.util.concurrent.TimeUnit;
-
-import org.agrona.concurrent.UnsafeBuffer;
-
 import dev.dex.core.log.RedoLog;
-import dev.dex.core.node.NodeHeaderDescriptor;
 import dev.dex.core.node.NodeView;
 import dev.dex.core.partition.PartitionTable;
 
@@ -63,10 +58,7 @@ final class PartitionSplits {
             try {
                 engine.merges.splitting(partition);
                 RedoLog log = held.log(partition);
-                long pages = log != null ? held.checkpoint(partition) : new Flush(engine).writeBackPartition(partition);
-                if (held.poisoned(partition)) {
-                    throw new IllegalStateException("partition " + partition + "'s cache failed: not split");
-                }
+                long pages = TableChanges.durable(engine, partition, "split");
                 long[] dropped = new Flush(engine).dropPartition(partition);
                 // A boundary inside a leaf: the leaf is cut there first (LeafCuts), so that the boundary is a leaf's.
                 final long at = LeafCuts.cut(engine, partition, boundary);
@@ -74,9 +66,6 @@ final class PartitionSplits {
                     throw new IllegalStateException("partition " + partition + " is one leaf, which cannot be cut at " + boundary
                             + ": not split");
                 }
-                // A cached parent of a cut leaf is behind remote memory (were it kept, a descent would meet the cut's fence
-                // and refresh it; dropped, it is read again).
-                new Flush(engine).dropSpanningParents(partition);
                 long epoch = log != null ? log.epoch() : 0;
                 int[] added = new int[1];
                 PartitionTable.Versioned committed;
@@ -113,28 +102,21 @@ final class PartitionSplits {
         PartitionTable table = engine.partitions;
         long low = table.lowerExclusive(partition);
         long high = table.upperInclusive(partition);
-        NodeView node = new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
+        NodeView node = LeafCuts.view(engine);
+        NodeView parent = LeafCuts.view(engine);
         long[] search = new long[engine.keys.words()];
         search[0] = key;
-        NodeView parent = null;
-        long address = engine.rootAddress.get();
-        for (int depth = 0; depth < 64; depth++) {
-            engine.memory.read(address, node.buffer(), 0, NodeHeaderDescriptor.NODE_LENGTH);
-            if (node.isLeaf()) {
-                break;
-            }
-            parent = parent != null ? parent : new NodeView(engine.keys).wrap(new UnsafeBuffer(new byte[NodeHeaderDescriptor.NODE_LENGTH]), 0);
-            parent.copyFrom(node);
-            address = node.child(node.childIndex(search));
+        LeafCuts.Found found = LeafCuts.find(engine, LeafCuts.remote(engine), search, node, parent);
+        if (found == null) {
+            return Long.MIN_VALUE; // a node on the way stayed locked: no boundary now
         }
         // Leaf boundaries: a boundary inside a leaf would make the leaf span two partitions, shared, and every operation
         // on its keys would then go to remote memory (a hot leaf's above all: the bench measured 1.2 reads an operation).
-        for (long candidate : new long[] {node.highFence(), node.lowFence()}) {
-            if (candidate > low && candidate < high) {
-                return candidate;
-            }
+        long fence = LeafCuts.fenceInside(node, low, high);
+        if (fence != Long.MIN_VALUE) {
+            return fence;
         }
         // The partition is this one leaf: the split cuts it at the key first (LeafCuts), if it can be cut.
-        return LeafCuts.cutKey(engine, partition, node, parent, key);
+        return LeafCuts.cutKey(engine, partition, node, found.parent() == 0 ? null : parent, key);
     }
 }

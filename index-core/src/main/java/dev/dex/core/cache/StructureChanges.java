@@ -282,9 +282,14 @@ final class StructureChanges {
      * keep everyone else from writing it meanwhile). A fence is final and not retried.
      */
     private void writeRetrying(long address, NodeView view, long lockWord) {
+        retrying(() -> writer.write(address, view, lockWord));
+    }
+
+    /** Runs {@code write}, a write of a structure change (a split's, a leaf cut's, LeafCuts), as above. */
+    static void retrying(Runnable write) {
         for (int attempt = 1; ; attempt++) {
             try {
-                writer.write(address, view, lockWord);
+                write.run();
                 return;
             } catch (dev.dex.rdma.FencedException fenced) {
                 throw fenced;

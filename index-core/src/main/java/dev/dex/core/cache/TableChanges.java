@@ -57,6 +57,19 @@ final class TableChanges {
         }
     }
 
+    /**
+     * Makes the paused {@code partition} durable: a checkpoint with its redo log (every dirty page written back, the
+     * checkpoint moved past its last record), a write-back without; its pages written. Refused when its cache failed.
+     */
+    static long durable(DexEngine engine, int partition, String what) {
+        long pages = engine.held.log(partition) != null ? engine.held.checkpoint(partition)
+                : new Flush(engine).writeBackPartition(partition);
+        if (engine.held.poisoned(partition)) {
+            throw new IllegalStateException("partition " + partition + "'s cache failed: not " + what);
+        }
+        return pages;
+    }
+
     /** Pauses the held {@code partition} as for a merge pass, or refuses the change; {@code resumeAfterMerge} must follow. */
     static void pause(HeldPartitions held, int partition, String what) {
         if (!held.pauseForMerge(partition, PAUSE_LIMIT_NANOS)) {
